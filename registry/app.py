@@ -1,0 +1,101 @@
+"""The Flask application factory: blueprints of every domain, errors, request logs, metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+import uuid
+
+from flask import Flask, Response, g, request
+
+from registry.config import Settings
+from registry.db import Database
+from registry.errors import install_error_handlers
+from registry.ingest.api import blueprint as ingest_blueprint
+from registry.inventory.api import blueprint as inventory_blueprint
+from registry.metrics import REQUESTS
+from registry.migrate import head_revisions
+from registry.operations import blueprint as operations_blueprint
+from registry.signatures.api import blueprint as signatures_blueprint
+
+BLUEPRINTS = [
+    operations_blueprint,
+    ingest_blueprint,
+    inventory_blueprint,
+    signatures_blueprint,
+]
+
+access_log = logging.getLogger("crashreg.access")
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: what log shippers and `jq` want."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update(getattr(record, "fields", {}))
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging() -> None:
+    root = logging.getLogger("crashreg")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonLogFormatter())
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        root.propagate = False
+
+
+def create_app(settings: Settings | None = None, database: Database | None = None) -> Flask:
+    settings = settings or Settings.from_env()
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.config["CRASHREG_MIGRATION_HEADS"] = head_revisions(settings.database_url)
+    app.extensions["crashreg.settings"] = settings
+    app.extensions["crashreg.db"] = database or Database(settings.database_url)
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    configure_logging()
+    install_error_handlers(app)
+    for blueprint in BLUEPRINTS:
+        app.register_blueprint(blueprint)
+    app.before_request(_start_request)
+    app.after_request(_log_request)
+    return app
+
+
+def _start_request() -> None:
+    g.request_id = request.headers.get("X-Request-Id", "")[:64] or uuid.uuid4().hex
+    g.started = time.perf_counter()
+
+
+def _log_request(response: Response) -> Response:
+    endpoint = request.url_rule.rule if request.url_rule else "unmatched"
+    REQUESTS.labels(endpoint, request.method, str(response.status_code)).inc()
+    response.headers["X-Request-Id"] = g.request_id
+    token = getattr(g, "token", None)
+    access_log.info(
+        "request",
+        extra={
+            "fields": {
+                "request_id": g.request_id,
+                "method": request.method,
+                "path": request.path,
+                "endpoint": endpoint,
+                "status": response.status_code,
+                "duration_ms": round((time.perf_counter() - g.started) * 1000, 2),
+                "remote": request.remote_addr,
+                "token": token.name if token is not None else None,
+            }
+        },
+    )
+    return response

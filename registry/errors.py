@@ -1,0 +1,60 @@
+"""The contract's error shape: {"error": {"code", "message", "fields"}}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        fields: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.fields = fields or {}
+        self.headers = headers or {}
+
+    def to_response(self) -> Any:
+        body = {"error": {"code": self.code, "message": self.message, "fields": self.fields}}
+        response = jsonify(body)
+        response.status_code = self.status
+        response.headers.update(self.headers)
+        return response
+
+
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+
+def install_error_handlers(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(error: ApiError) -> Any:
+        return error.to_response()
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> Any:
+        status = error.code or 500
+        message = error.description or error.name
+        if status == 413:
+            message = f"request body is larger than {app.config['MAX_CONTENT_LENGTH']} bytes"
+        return ApiError(status, HTTP_CODES.get(status, "error"), message).to_response()

@@ -1,0 +1,140 @@
+"""POST /api/v1/reports and GET /api/v1/events/{id}."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask import Blueprint, jsonify
+from marshmallow import Schema, fields
+from sqlalchemy import select
+
+from registry.auth.tokens import require_scope
+from registry.capture.models import Capture
+from registry.errors import ApiError
+from registry.ingest.models import Event, Report
+from registry.ingest.schemas import ReportAnswerSchema, ReportSchema
+from registry.ingest.service import ingest_report
+from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS
+from registry.openapi import documented
+from registry.requests import json_body, load
+from registry.signatures.models import Signature
+from registry.signatures.service import summary
+from registry.web import current_db, current_settings
+
+blueprint = Blueprint("ingest", __name__, url_prefix="/api/v1")
+REPORT_SCHEMA = ReportSchema()
+
+
+class EventSchema(Schema):
+    id = fields.String()
+    hostname = fields.String()
+    boot_id = fields.String(allow_none=True)
+    crashed_at = fields.AwareDateTime()
+    received_at = fields.AwareDateTime()
+    uptime_s = fields.Integer(allow_none=True)
+    sources = fields.List(fields.String())
+    host = fields.Dict(metadata={"description": "host attributes at crash time"})
+    signature = fields.Dict(allow_none=True)
+    fingerprint = fields.String(allow_none=True)
+    title = fields.String(allow_none=True)
+    algorithm_version = fields.Integer(allow_none=True)
+    capture = fields.Dict()
+    regression = fields.String(allow_none=True)
+    reports = fields.List(fields.Dict())
+    captures = fields.List(fields.Dict())
+
+
+@blueprint.post("/reports")
+@require_scope("report")
+@documented(
+    "Report a crash and learn whether to capture a dump",
+    request=ReportSchema,
+    responses={201: ReportAnswerSchema, 200: ReportAnswerSchema},
+    errors=(400, 401, 403, 409, 413, 503),
+    tag="ingest",
+)
+def post_report() -> Any:
+    started = time.perf_counter()
+    raw = json_body()
+    report = load(REPORT_SCHEMA, raw)
+    result = ingest_report(current_db(), current_settings(), report, raw)
+    INGEST_LATENCY.observe(time.perf_counter() - started)
+    REPORTS.labels(report["source"], "new" if result.created else "replay").inc()
+    if result.created:
+        CAPTURE_ANSWERS.labels(result.answer["capture"]["action"]).inc()
+    return jsonify(result.answer), 201 if result.created else 200
+
+
+@blueprint.get("/events/<int:event_id>")
+@require_scope("read")
+@documented(
+    "One crash event: host at crash time, reports, captures",
+    responses={200: EventSchema},
+    errors=(401, 403, 404),
+    tag="events",
+)
+def get_event(event_id: int) -> Any:
+    with current_db().session() as session:
+        event = session.get(Event, event_id)
+        if event is None:
+            raise ApiError(404, "not_found", f"no event {event_id}")
+        return jsonify(event_detail(session, event))
+
+
+def event_detail(session: Any, event: Event) -> dict[str, Any]:
+    signature = session.get(Signature, event.signature_id) if event.signature_id else None
+    reports = session.execute(
+        select(Report.report_id, Report.source, Report.received_at)
+        .where(Report.event_id == event.id)
+        .order_by(Report.received_at)
+    ).all()
+    captures = session.scalars(select(Capture).where(Capture.event_id == event.id)).all()
+    return event_summary(event) | {
+        "signature": summary(session, signature) if signature else None,
+        "reports": [
+            {"report_id": r.report_id, "source": r.source, "received_at": r.received_at.isoformat()}
+            for r in reports
+        ],
+        "captures": [capture_dict(c) for c in captures],
+    }
+
+
+def event_summary(event: Event) -> dict[str, Any]:
+    return {
+        "id": str(event.id),
+        "hostname": event.hostname,
+        "boot_id": event.boot_id,
+        "crashed_at": event.crashed_at.isoformat(),
+        "received_at": event.received_at.isoformat(),
+        "uptime_s": event.uptime_s,
+        "sources": list(event.sources),
+        "host": event.attributes(),
+        "signature_id": str(event.signature_id) if event.signature_id else None,
+        "fingerprint": event.fingerprint,
+        "title": event.title,
+        "algorithm_version": event.algorithm_version,
+        "capture": {
+            "action": event.capture_action,
+            "reason": event.capture_reason,
+            "dump_level": event.capture_dump_level,
+        },
+        "regression": event.regression,
+    }
+
+
+def capture_dict(capture: Capture) -> dict[str, Any]:
+    return {
+        "id": str(capture.id),
+        "event_id": str(capture.event_id),
+        "method": capture.method,
+        "status": capture.status,
+        "dump_level": capture.dump_level,
+        "bytes": capture.bytes,
+        "duration_s": capture.duration_s,
+        "downtime_s": capture.downtime_s,
+        "target": capture.target,
+        "uri": capture.uri,
+        "processing_state": capture.processing_state,
+        "created_at": capture.created_at.isoformat(),
+    }

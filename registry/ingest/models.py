@@ -1,0 +1,68 @@
+"""Crash events (one per crash) and the raw reports (one per source) that make them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from registry.db import Base, utcnow
+from registry.inventory.models import HostAttributes
+
+REPORT_SOURCES = ("crash_kernel", "dpu", "post_boot", "userspace")
+
+
+class Event(HostAttributes, Base):
+    """One crash. Host attributes are a snapshot at crash time: history must not change."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
+    hostname: Mapped[str] = mapped_column(String(255))
+    boot_key: Mapped[str] = mapped_column(
+        String(160), doc="boot_id, or the first report_id when the reporter sent no boot_id"
+    )
+    boot_id: Mapped[str | None] = mapped_column(String(128))
+    signature_id: Mapped[int | None] = mapped_column(ForeignKey("signatures.id"))
+    fingerprint: Mapped[str | None] = mapped_column(String(64))
+    algorithm_version: Mapped[int | None] = mapped_column(Integer)
+    title: Mapped[str | None] = mapped_column(String(512))
+    crashed_at: Mapped[datetime]
+    received_at: Mapped[datetime] = mapped_column(default=utcnow)
+    uptime_s: Mapped[int | None] = mapped_column(BigInteger)
+    first_source: Mapped[str] = mapped_column(String(16))
+    sources: Mapped[list[Any]] = mapped_column(default=list)
+    capture_action: Mapped[str] = mapped_column(String(16))
+    capture_reason: Mapped[str] = mapped_column(String(255))
+    capture_dump_level: Mapped[int | None] = mapped_column(Integer)
+    regression: Mapped[str | None] = mapped_column(
+        String(32), doc="regressed | old-kernel | None: how this event bore on a resolved signature"
+    )
+
+    __table_args__ = (
+        UniqueConstraint("host_id", "boot_key"),
+        Index("ix_events_signature_crashed", "signature_id", "crashed_at"),
+        Index("ix_events_crashed_at", "crashed_at"),
+        Index("ix_events_host_crashed", "host_id", "crashed_at"),
+    )
+
+
+class Report(Base):
+    """A source's raw report, kept for re-fingerprinting; report_id is the idempotency key."""
+
+    __tablename__ = "reports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    report_id: Mapped[str] = mapped_column(String(128), unique=True)
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"))
+    source: Mapped[str] = mapped_column(String(16))
+    received_at: Mapped[datetime] = mapped_column(default=utcnow)
+    payload_sha256: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column()
+    console_log: Mapped[str | None] = mapped_column(Text)
+    answer: Mapped[dict[str, Any]] = mapped_column(doc="the first answer, replayed verbatim")
+
+    __table_args__ = (Index("ix_reports_event", "event_id"),)

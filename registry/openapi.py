@@ -1,0 +1,132 @@
+"""OpenAPI 3 document generated from the marshmallow schemas the views declare."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from apispec import APISpec
+from apispec.ext.marshmallow import MarshmallowPlugin
+from flask import Flask
+from marshmallow import Schema
+
+from registry import __version__
+
+F = TypeVar("F", bound=Callable[..., Any])
+ERROR_STATUSES = {
+    400: "bad input; error.fields names each bad field",
+    401: "missing or unknown token",
+    403: "token scope does not allow this",
+    404: "not found",
+    409: "conflict",
+    413: "body too large",
+    429: "rate limited",
+    503: "dependency unavailable",
+}
+_PATH_PARAM = re.compile(r"<(?:(\w+):)?(\w+)>")
+
+
+def documented(
+    summary: str,
+    *,
+    request: type[Schema] | Schema | None = None,
+    responses: dict[int, type[Schema] | Schema | str] | None = None,
+    query: type[Schema] | None = None,
+    errors: tuple[int, ...] = (400, 401, 403),
+    tag: str | None = None,
+) -> Callable[[F], F]:
+    """Attach an OpenAPI operation to a view; the document is built from these, never by hand."""
+
+    def attach(view: F) -> F:
+        view.openapi = {  # type: ignore[attr-defined]
+            "summary": summary,
+            "request": request,
+            "responses": responses or {200: "OK"},
+            "query": query,
+            "errors": errors,
+            "tag": tag,
+        }
+        return view
+
+    return attach
+
+
+def build_spec(app: Flask) -> dict[str, Any]:
+    spec = APISpec(
+        title="crashreg",
+        version=__version__,
+        openapi_version="3.0.3",
+        plugins=[MarshmallowPlugin()],
+        info={"description": "Historical crash registry for large Linux fleets."},
+    )
+    spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
+    spec.components.schema(
+        "Error",
+        {
+            "type": "object",
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "properties": {
+                        "code": {"type": "string"},
+                        "message": {"type": "string"},
+                        "fields": {"type": "object"},
+                    },
+                }
+            },
+        },
+    )
+    for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
+        view = app.view_functions[rule.endpoint]
+        doc = getattr(view, "openapi", None)
+        if doc is None:
+            continue
+        path = _PATH_PARAM.sub(r"{\2}", rule.rule)
+        operations = {}
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+            operations[method.lower()] = _operation(rule, view, doc)
+        spec.path(path=path, operations=operations)
+    return spec.to_dict()
+
+
+def _operation(rule: Any, view: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    operation: dict[str, Any] = {"summary": doc["summary"], "responses": {}}
+    if doc["tag"]:
+        operation["tags"] = [doc["tag"]]
+    scopes = getattr(view, "required_scopes", None)
+    if scopes:
+        operation["security"] = [{"bearer": []}]
+        operation["description"] = f"Token scope: {' or '.join(scopes)}."
+    parameters = [
+        {
+            "in": "path",
+            "name": name,
+            "required": True,
+            "schema": {"type": "integer" if converter == "int" else "string"},
+        }
+        for converter, name in _PATH_PARAM.findall(rule.rule)
+    ]
+    if doc["query"] is not None:
+        parameters.append({"in": "query", "schema": doc["query"]})
+    if parameters:
+        operation["parameters"] = parameters
+    if doc["request"] is not None:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": doc["request"]}},
+        }
+    for status, body in doc["responses"].items():
+        if isinstance(body, str):
+            operation["responses"][str(status)] = {"description": body}
+        else:
+            operation["responses"][str(status)] = {
+                "description": "OK",
+                "content": {"application/json": {"schema": body}},
+            }
+    for status in doc["errors"]:
+        operation["responses"][str(status)] = {
+            "description": ERROR_STATUSES[status],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+    return operation

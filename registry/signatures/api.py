@@ -1,0 +1,277 @@
+"""Reading and triaging signatures."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from flask import Blueprint, g, jsonify
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from registry.auth.tokens import require_scope
+from registry.db import utcnow
+from registry.errors import ApiError
+from registry.ingest.api import event_summary
+from registry.ingest.models import Event
+from registry.jira.models import JiraLink
+from registry.openapi import documented
+from registry.outbox import publish
+from registry.requests import json_body, load, load_query
+from registry.signatures.models import CAPTURE_POLICIES, SIGNATURE_STATUSES, Signature
+from registry.signatures.service import detail, find_signature, stats_subquery, summary
+from registry.web import current_db
+
+blueprint = Blueprint("signatures", __name__, url_prefix="/api/v1")
+
+# sort key -> column expression builder over (Signature, stats subquery)
+SORTS = {
+    "last_seen": lambda stats: func.coalesce(stats.c.last_seen, Signature.first_seen),
+    "first_seen": lambda stats: Signature.first_seen,
+    "events": lambda stats: func.coalesce(stats.c.event_count, 0),
+    "id": lambda stats: Signature.id,
+}
+
+
+class SignatureListQuery(Schema):
+    status = fields.String(validate=validate.OneOf(SIGNATURE_STATUSES))
+    q = fields.String(
+        validate=validate.Length(max=200),
+        metadata={"description": "substring of title, function or fingerprint"},
+    )
+    kind = fields.String(validate=validate.Length(max=64))
+    sort = fields.String(
+        load_default="-last_seen", validate=validate.OneOf([*SORTS, *(f"-{name}" for name in SORTS)])
+    )
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
+    cursor = fields.String(validate=validate.Length(max=400))
+
+
+class SignatureSchema(Schema):
+    id = fields.String()
+    fingerprint = fields.String()
+    title = fields.String()
+    kind = fields.String()
+    labels = fields.List(fields.String())
+    status = fields.String()
+    first_seen = fields.AwareDateTime()
+    last_seen = fields.AwareDateTime()
+    event_count = fields.Integer()
+    jira_key = fields.String(allow_none=True)
+
+
+class SignaturePageSchema(Schema):
+    signatures = fields.List(fields.Nested(SignatureSchema))
+    next_cursor = fields.String(allow_none=True)
+
+
+class CapturePolicySchema(Schema):
+    mode = fields.String(validate=validate.OneOf(CAPTURE_POLICIES))
+    dump_level = fields.Integer(validate=validate.Range(min=0, max=31), allow_none=True)
+    extra_full_captures = fields.Integer(
+        validate=validate.Range(min=0, max=1000), metadata={"description": "N more full captures"}
+    )
+
+
+class SignaturePatchSchema(Schema):
+    status = fields.String(validate=validate.OneOf(SIGNATURE_STATUSES))
+    title = fields.String(validate=validate.Length(min=1, max=512))
+    owner = fields.String(validate=validate.Length(max=255), allow_none=True)
+    notes = fields.String(validate=validate.Length(max=100_000), allow_none=True)
+    capture_policy = fields.Nested(CapturePolicySchema)
+
+    @validates_schema
+    def _not_empty(self, data: dict[str, Any], **_: Any) -> None:
+        if not data:
+            raise ValidationError("nothing to change", "_body")
+
+
+class EventPageSchema(Schema):
+    events = fields.List(fields.Dict())
+    next_cursor = fields.String(allow_none=True)
+
+
+class EventListQuery(Schema):
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
+    cursor = fields.String(validate=validate.Length(max=100))
+
+
+def encode_cursor(values: list[Any]) -> str:
+    plain = [v.isoformat() if isinstance(v, datetime) else v for v in values]
+    return base64.urlsafe_b64encode(json.dumps(plain).encode()).decode()
+
+
+def decode_cursor(cursor: str, sort: str) -> tuple[Any, int]:
+    try:
+        value, last_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if sort.lstrip("-") in ("last_seen", "first_seen"):
+            value = datetime.fromisoformat(value)
+        return value, int(last_id)
+    except (ValueError, TypeError, json.JSONDecodeError):
+        raise ApiError(
+            400, "invalid", "cursor is not one this server issued", fields={"cursor": ["invalid cursor"]}
+        ) from None
+
+
+def signature_query(args: dict[str, Any]) -> tuple[Select[Any], Any, bool]:
+    stats = stats_subquery()
+    descending = args["sort"].startswith("-")
+    key = SORTS[args["sort"].lstrip("-")](stats)
+    query = (
+        select(Signature, stats.c.event_count, stats.c.last_seen, key.label("sort_key"))
+        .outerjoin(stats, stats.c.signature_id == Signature.id)
+        .where(Signature.merged_into_id.is_(None))
+    )
+    if "status" in args:
+        query = query.where(Signature.status == args["status"])
+    if "kind" in args:
+        query = query.where(Signature.kind == args["kind"])
+    if args.get("q"):
+        pattern = f"%{args['q'].lower()}%"
+        query = query.where(
+            or_(
+                func.lower(Signature.title).like(pattern),
+                func.lower(Signature.function).like(pattern),
+                Signature.fingerprint.like(pattern),
+            )
+        )
+    if args.get("cursor"):
+        value, last_id = decode_cursor(args["cursor"], args["sort"])
+        after = (
+            or_(key < value, and_(key == value, Signature.id < last_id))
+            if descending
+            else or_(key > value, and_(key == value, Signature.id > last_id))
+        )
+        query = query.where(after)
+    order = (key.desc(), Signature.id.desc()) if descending else (key.asc(), Signature.id.asc())
+    return query.order_by(*order), key, descending
+
+
+@blueprint.get("/signatures")
+@require_scope("read")
+@documented(
+    "List signatures: filter, search, sort, cursor pagination",
+    query=SignatureListQuery,
+    responses={200: SignaturePageSchema},
+    tag="signatures",
+)
+def list_signatures() -> Any:
+    args = load_query(SignatureListQuery())
+    query, _, _ = signature_query(args)
+    with current_db().session() as session:
+        rows = session.execute(query.limit(args["limit"] + 1)).all()
+        page = rows[: args["limit"]]
+        keys = dict(
+            session.execute(
+                select(JiraLink.signature_id, JiraLink.issue_key).where(
+                    JiraLink.signature_id.in_([r[0].id for r in page])
+                )
+            ).all()
+        )
+        items = [
+            summary(
+                session, row[0], (int(row[1] or 0), row[2]), jira_key=keys.get(row[0].id), with_jira=False
+            )
+            for row in page
+        ]
+    next_cursor = encode_cursor([page[-1].sort_key, page[-1][0].id]) if len(rows) > len(page) else None
+    return jsonify({"signatures": items, "next_cursor": next_cursor})
+
+
+def signature_or_404(session: Session, key: str) -> Signature:
+    signature = find_signature(session, key)
+    if signature is None:
+        raise ApiError(404, "not_found", f"no signature with id or fingerprint {key!r}")
+    return signature
+
+
+@blueprint.get("/signatures/<key>")
+@require_scope("read")
+@documented(
+    "One signature, by id or fingerprint (merged fingerprints too)",
+    responses={200: SignatureSchema},
+    errors=(401, 403, 404),
+    tag="signatures",
+)
+def get_signature(key: str) -> Any:
+    with current_db().session() as session:
+        return jsonify(detail(session, signature_or_404(session, key)))
+
+
+@blueprint.get("/signatures/<key>/events")
+@require_scope("read")
+@documented(
+    "A signature's events, newest first",
+    query=EventListQuery,
+    responses={200: EventPageSchema},
+    errors=(400, 401, 403, 404),
+    tag="signatures",
+)
+def signature_events(key: str) -> Any:
+    args = load_query(EventListQuery())
+    with current_db().session() as session:
+        signature = signature_or_404(session, key)
+        merged = select(Signature.id).where(Signature.merged_into_id == signature.id)
+        query = select(Event).where(or_(Event.signature_id == signature.id, Event.signature_id.in_(merged)))
+        if args.get("cursor"):
+            _, before_id = decode_cursor(args["cursor"], "id")
+            query = query.where(Event.id < before_id)
+        events = session.scalars(query.order_by(Event.id.desc()).limit(args["limit"] + 1)).all()
+        page = events[: args["limit"]]
+        more = len(events) > len(page)
+        return jsonify(
+            {
+                "events": [event_summary(e) for e in page],
+                "next_cursor": encode_cursor([None, page[-1].id]) if more else None,
+            }
+        )
+
+
+@blueprint.patch("/signatures/<key>")
+@require_scope("triage")
+@documented(
+    "Triage a signature: status, title, owner, notes, capture policy",
+    request=SignaturePatchSchema,
+    responses={200: SignatureSchema},
+    errors=(400, 401, 403, 404),
+    tag="signatures",
+)
+def patch_signature(key: str) -> Any:
+    changes = load(SignaturePatchSchema(), json_body())
+    with current_db().session() as session:
+        signature = signature_or_404(session, key)
+        old_status = signature.status
+        for name in ("status", "title", "owner", "notes"):
+            if name in changes:
+                setattr(signature, name, changes[name])
+        policy = changes.get("capture_policy", {})
+        if "mode" in policy:
+            signature.capture_policy = policy["mode"]
+        if "dump_level" in policy:
+            signature.capture_dump_level = policy["dump_level"]
+        if "extra_full_captures" in policy:
+            signature.extra_full_captures = policy["extra_full_captures"]
+        if signature.capture_policy == "filtered" and signature.capture_dump_level is None:
+            raise ApiError(
+                400,
+                "invalid",
+                "a filtered capture policy needs a dump_level",
+                fields={"capture_policy": {"dump_level": ["required for filtered"]}},
+            )
+        if changes.get("status") == "resolved" and old_status != "resolved":
+            signature.resolved_at = utcnow()
+        if changes.get("status", old_status) != old_status:
+            publish(
+                session,
+                "signature.status",
+                signature.id,
+                old=old_status,
+                new=signature.status,
+                by=g.token.name,
+            )
+        signature.updated_at = utcnow()
+        session.flush()
+        return jsonify(detail(session, signature))
