@@ -1,0 +1,1 @@
+"""Stateful emulators of the external services crashreg talks to (Jira), served over HTTP."""
