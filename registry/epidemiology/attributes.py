@@ -1,0 +1,91 @@
+"""The host attributes epidemiology correlates crashes with, and what each one means.
+
+An attribute value is a pair `(attribute, value)`; labels become `("labels", "key=value")`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+AttributeValue = tuple[str, str]
+
+HOST_ATTRIBUTES: tuple[str, ...] = (
+    "physical_host",
+    "hostname",
+    "region",
+    "cluster",
+    "sku",
+    "cpu_model",
+    "microcode",
+    "bios_version",
+    "bmc_version",
+    "kernel_version",
+    "os_image",
+    "hypervisor",
+    "gpu_driver",
+)
+ATTRIBUTES: tuple[str, ...] = (*HOST_ATTRIBUTES, "labels")
+
+# What an over-represented value of each attribute points at (drives the verdict table).
+FAMILY: dict[str, str] = {
+    "physical_host": "host",
+    "hostname": "host",
+    "region": "place",
+    "cluster": "place",
+    "sku": "hardware",
+    "cpu_model": "hardware",
+    "microcode": "hardware",
+    "bios_version": "hardware",
+    "bmc_version": "hardware",
+    "kernel_version": "software",
+    "os_image": "software",
+    "hypervisor": "software",
+    "gpu_driver": "software",
+    "labels": "software",
+}
+
+# When two values cover exactly the same hosts, the earlier attribute here is kept as the
+# explanation (the physical host over its hostname, the BIOS over its SKU, the kernel over
+# the image that ships it).
+SPECIFICITY: tuple[str, ...] = (
+    "physical_host",
+    "bios_version",
+    "microcode",
+    "bmc_version",
+    "gpu_driver",
+    "kernel_version",
+    "os_image",
+    "hypervisor",
+    "cpu_model",
+    "sku",
+    "hostname",
+    "cluster",
+    "region",
+    "labels",
+)
+SPECIFICITY_RANK: dict[str, int] = {name: rank for rank, name in enumerate(SPECIFICITY)}
+
+
+def host_values(host: Mapping[str, Any]) -> frozenset[AttributeValue]:
+    """The attribute values of a contract host object (missing or empty values left out).
+
+    A host without `physical_host` is its own physical host (bare metal).
+    """
+    values: set[AttributeValue] = set()
+    for name in HOST_ATTRIBUTES:
+        value = host.get(name)
+        if name == "physical_host" and not value:
+            value = host.get("hostname")
+        if value not in (None, ""):
+            values.add((name, str(value)))
+    labels = host.get("labels") or {}
+    values.update(("labels", f"{key}={value}") for key, value in labels.items())
+    return frozenset(values)
+
+
+def physical_host_of(values: Iterable[AttributeValue]) -> str | None:
+    for name, value in values:
+        if name == "physical_host":
+            return value
+    return None

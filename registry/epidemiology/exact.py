@@ -1,0 +1,125 @@
+"""Exact tail probabilities in log space, and multiple-testing corrections.
+
+Crash populations produce p-values far below 1e-308 (forty crashes on one host out of
+twenty thousand), so everything here works with natural logs and reports log10 values;
+a float p-value is derived only at the edge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+LN10 = math.log(10.0)
+_NEGLIGIBLE = 40.0  # stop summing once terms are e^-40 below the largest one
+
+
+def _log_choose(n: float, k: float) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def _log_sum_upper(first: int, last: int, log_term: Callable[[int], float]) -> float:
+    """log(sum of exp(log_term(i)) for i in first..last), stopping when terms vanish."""
+    best = -math.inf
+    terms: list[float] = []
+    previous = -math.inf
+    for i in range(first, last + 1):
+        term = log_term(i)
+        terms.append(term)
+        best = max(best, term)
+        if term < previous and term < best - _NEGLIGIBLE:
+            break
+        previous = term
+    if best == -math.inf:
+        return -math.inf
+    return best + math.log(sum(math.exp(t - best) for t in terms))
+
+
+def binomial_upper_log10(k: int, n: int, p: float) -> float:
+    """log10 P(X >= k) for X ~ Binomial(n, p): k of n crashes carry a value of share p."""
+    if k <= 0:
+        return 0.0
+    if k > n or p <= 0.0:
+        return -math.inf
+    if p >= 1.0:
+        return 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    tail = _log_sum_upper(k, n, lambda i: _log_choose(n, i) + i * log_p + (n - i) * log_q)
+    return min(0.0, tail / LN10)
+
+
+def hypergeometric_upper_log10(k: int, n: int, successes: int, population: int) -> float:
+    """log10 P(X >= k), X hypergeometric: one-sided Fisher exact test of a 2x2 table.
+
+    `population` items of which `successes` carry the value; `n` drawn (the signature's
+    events); `k` of them carry it.
+    """
+    if k <= 0:
+        return 0.0
+    top = min(n, successes)
+    if k > top:
+        return -math.inf
+    first = max(k, n - (population - successes))
+    if first > top:
+        return -math.inf
+    log_total = _log_choose(population, n)
+    tail = _log_sum_upper(
+        first,
+        top,
+        lambda i: _log_choose(successes, i) + _log_choose(population - successes, n - i) - log_total,
+    )
+    return min(0.0, tail / LN10)
+
+
+def poisson_upper_log10(k: int, mean: float) -> float:
+    """log10 P(X >= k) for X ~ Poisson(mean)."""
+    if k <= 0:
+        return 0.0
+    if mean <= 0.0:
+        return -math.inf
+    log_mean = math.log(mean)
+    last = max(k, int(mean)) + 10_000
+    tail = _log_sum_upper(k, last, lambda i: -mean + i * log_mean - math.lgamma(i + 1))
+    return min(0.0, tail / LN10)
+
+
+def holm_log10(log10_ps: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted log10 p-values (family-wise error), in input order."""
+    m = len(log10_ps)
+    order = sorted(range(m), key=lambda i: log10_ps[i])
+    adjusted = [0.0] * m
+    running = -math.inf
+    for rank, i in enumerate(order):
+        value = min(0.0, log10_ps[i] + math.log10(m - rank))
+        running = max(running, value)
+        adjusted[i] = running
+    return adjusted
+
+
+def benjamini_hochberg_log10(log10_ps: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted log10 p-values (false discovery rate), in input order."""
+    m = len(log10_ps)
+    order = sorted(range(m), key=lambda i: log10_ps[i], reverse=True)
+    adjusted = [0.0] * m
+    running = 0.0
+    for position, i in enumerate(order):
+        rank = m - position
+        running = min(running, log10_ps[i] + math.log10(m / rank))
+        adjusted[i] = min(0.0, running)
+    return adjusted
+
+
+CORRECTIONS: dict[str, Callable[[Sequence[float]], list[float]]] = {
+    "holm": holm_log10,
+    "benjamini-hochberg": benjamini_hochberg_log10,
+}
+
+
+def to_p_value(log10_p: float) -> float:
+    """A float p-value for JSON (0.0 below the smallest positive double)."""
+    return 0.0 if log10_p == -math.inf else 10.0**log10_p
+
+
+def finite_log10(log10_p: float, floor: float = -10_000.0) -> float:
+    """log10 p clipped to a finite floor, so it survives JSON and SQL."""
+    return max(floor, log10_p)

@@ -1,0 +1,732 @@
+"""A simulated fleet with crash populations of known cause (tests, bench and `crashreg demo`).
+
+The fleet: regions and clusters of physical hosts; general-purpose SKUs run a hypervisor and
+carry several VMs, GPU SKUs run bare metal; BIOS, BMC and microcode versions belong to their
+SKU or CPU; a kernel rollout moves part of the fleet to a new kernel in stages. The crash
+populations are a table: a bad CPU among VMs, a BIOS-linked machine check, a rollout
+regression, software bugs spread evenly (one of them rising slowly), small signatures.
+Everything comes out contract-shaped (host objects, crash reports with kernel console logs
+the signature engine fingerprints into one signature per bug), deterministic from a seed.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class SkuSpec:
+    name: str
+    cpu_model: str
+    vendor: str  # DMI "Hardware name"
+    bios_versions: tuple[str, ...]
+    microcodes: tuple[str, ...]
+    bmc_versions: tuple[str, ...]
+    vms: tuple[int, int]  # VMs per physical host (0, 0: bare metal)
+    gpu_drivers: tuple[str, ...] = ()
+    memory_gb: int = 1024
+    weight: float = 1.0
+
+
+SKUS: tuple[SkuSpec, ...] = (
+    SkuSpec(
+        "gp-epyc-9654",
+        "AMD EPYC 9654 96-Core Processor",
+        "Dell Inc. PowerEdge R7625/0H1TJT",
+        ("1.8.2", "1.9.0"),
+        ("0xa101144", "0xa10114e"),
+        ("7.10.30.00", "7.10.50.00"),
+        (4, 10),
+        weight=0.35,
+    ),
+    SkuSpec(
+        "gp-xeon-8480",
+        "Intel(R) Xeon(R) Platinum 8480+",
+        "Supermicro SYS-221H-TNR/X13DEM",
+        ("2.0.1", "2.2.3"),
+        ("0x2b0004d0", "0x2b000590"),
+        ("01.02.05", "01.03.01"),
+        (4, 10),
+        weight=0.35,
+    ),
+    SkuSpec(
+        "gpu-h100-sxm",
+        "Intel(R) Xeon(R) Platinum 8468",
+        "Supermicro SYS-821GE-TNHR/X13DEG-OAD",
+        ("2.1.4", "2.3.0"),
+        ("0x2b000461", "0x2b000590"),
+        ("01.01.09", "01.03.01"),
+        (0, 0),
+        ("535.154.05", "550.54.15"),
+        2048,
+        weight=0.15,
+    ),
+    SkuSpec(
+        "gpu-a100-pcie",
+        "AMD EPYC 7763 64-Core Processor",
+        "GIGABYTE G292-Z44-00/MZ62-HD5-00",
+        ("1.4.6", "1.5.1"),
+        ("0xa0011d1", "0xa0011d3"),
+        ("12.61.17", "12.61.21"),
+        (0, 0),
+        ("535.154.05", "550.54.15"),
+        weight=0.15,
+    ),
+)
+REGIONS: tuple[str, ...] = ("us-east", "us-west", "eu-central")
+CLUSTERS_PER_REGION = 4
+KERNEL_IMAGES: dict[str, str] = {
+    "5.15.148-fleet.12": "fleetos-22.04.4",
+    "6.1.80-fleet.3": "fleetos-24.04.1",
+    "6.1.90-fleet.1": "fleetos-24.04.2",
+}
+INITIAL_KERNELS: tuple[tuple[str, float], ...] = (
+    ("5.15.148-fleet.12", 0.6),
+    ("6.1.80-fleet.3", 0.4),
+)
+ROLLOUT_KERNEL = "6.1.90-fleet.1"
+HYPERVISOR = "kvm-qemu-8.2"
+TEAMS: tuple[str, ...] = ("search", "ads", "storage", "ml-training", "web")
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One kernel bug: the console log kind and where it strikes."""
+
+    kind: str  # key of CONSOLE_KINDS
+    function: str
+    module: str | None = None
+    callers: tuple[str, ...] = ()
+    where: str = ""  # file:line for BUG/WARNING kinds, bank for machine checks
+
+
+@dataclass(frozen=True)
+class CrashPopulation:
+    """Crashes of one known cause; `cause` is a key of CAUSES."""
+
+    name: str
+    cause: str
+    bug: Bug
+    events: int
+    expected_verdict: str
+    expected_attribute: str | None = None
+    spray: tuple[Bug, ...] = ()  # bad host only: further signatures it sprays
+    spray_events: int = 0
+
+
+SPREAD_CALLERS = ("process_one_work", "worker_thread", "kthread", "ret_from_fork")
+SYSCALL_CALLERS = ("__x64_sys_ioctl", "do_syscall_64", "entry_SYSCALL_64_after_hwframe")
+NAPI_CALLERS = ("__napi_poll", "net_rx_action", "__do_softirq", "irq_exit_rcu")
+
+# Functions a CPU that computes wrong crashes in: ordinary kernel code, "impossible" faults.
+IMPOSSIBLE_FUNCTIONS: tuple[str, ...] = (
+    "rb_insert_color",
+    "find_vma",
+    "__d_lookup_rcu",
+    "tcp_v4_rcv",
+    "ext4_find_extent",
+    "filemap_get_read_batch",
+    "skb_release_data",
+    "select_task_rq_fair",
+    "unmap_page_range",
+    "xas_load",
+    "update_cfs_rq_load_avg",
+    "ip_route_input_noref",
+    "copy_process",
+    "mas_walk",
+)
+
+DEFAULT_POPULATIONS: tuple[CrashPopulation, ...] = (
+    CrashPopulation(
+        "bad-cpu-host",
+        "bad-host",
+        Bug(
+            "gpf",
+            "native_queued_spin_lock_slowpath.part.0",
+            None,
+            ("_raw_spin_lock", "try_to_wake_up", "wake_up_q", "futex_wake", "do_futex", "__x64_sys_futex"),
+        ),
+        40,
+        "single-host",
+        "physical_host",
+        spray=tuple(
+            Bug("paging" if i % 2 else "gpf", name, None, SYSCALL_CALLERS)
+            for i, name in enumerate(IMPOSSIBLE_FUNCTIONS)
+        ),
+        spray_events=28,
+    ),
+    CrashPopulation(
+        "bios-machine-check",
+        "firmware",
+        Bug("mce", "mce_panic", None, (), "Bank 17: be00000000800400"),
+        60,
+        "hardware-config",
+        "bios_version",
+    ),
+    CrashPopulation(
+        "rollout-regression",
+        "rollout",
+        Bug("null_deref", "mlx5e_poll_rx_cq", "mlx5_core", ("mlx5e_napi_poll", *NAPI_CALLERS)),
+        120,
+        "software",
+        "kernel_version",
+    ),
+    CrashPopulation(
+        "ext4-spread",
+        "spread",
+        Bug(
+            "bug_at",
+            "ext4_writepages",
+            None,
+            (
+                "do_writepages",
+                "__writeback_single_inode",
+                "writeback_sb_inodes",
+                "wb_writeback",
+                *SPREAD_CALLERS,
+            ),
+            "fs/ext4/inode.c:2693",
+        ),
+        140,
+        "software",
+    ),
+    CrashPopulation(
+        "nvme-timeout-spread",
+        "spread",
+        Bug("null_deref", "nvme_tcp_io_work", "nvme_tcp", SPREAD_CALLERS),
+        110,
+        "software",
+    ),
+    CrashPopulation(
+        "tcp-warning-spread",
+        "spread",
+        Bug(
+            "warning",
+            "tcp_fastretrans_alert",
+            None,
+            ("tcp_ack", "tcp_rcv_established", "tcp_v4_do_rcv", "tcp_v4_rcv", "ip_protocol_deliver_rcu"),
+            "net/ipv4/tcp_input.c:2955",
+        ),
+        90,
+        "software",
+    ),
+    CrashPopulation(
+        "xfs-lockup-rising",
+        "rising",
+        Bug(
+            "soft_lockup",
+            "xfs_extent_busy_flush",
+            "xfs",
+            ("xfs_alloc_ag_vextent_near", "xfs_alloc_vextent", "xfs_bmap_btalloc", *SPREAD_CALLERS),
+        ),
+        100,
+        "software",
+    ),
+    CrashPopulation(
+        "small-hung-task",
+        "small",
+        Bug(
+            "hung_task",
+            "io_schedule",
+            None,
+            (
+                "bit_wait_io",
+                "__wait_on_bit",
+                "out_of_line_wait_on_bit",
+                "jbd2_journal_commit_transaction",
+                "kjournald2",
+            ),
+        ),
+        3,
+        "inconclusive",
+    ),
+    CrashPopulation(
+        "small-bpf-paging",
+        "small",
+        Bug(
+            "paging",
+            "bpf_prog_run_array",
+            None,
+            ("trace_call_bpf", "kprobe_perf_func", "kprobe_dispatcher", "kprobe_ftrace_handler"),
+        ),
+        4,
+        "inconclusive",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    seed: int = 7
+    days: int = 90
+    start: datetime = datetime(2026, 8, 1, tzinfo=UTC)
+    physical_per_cluster: int = 35
+    rollout_day: int = 45
+    rollout_share: float = 0.35
+    bad_host_onset_day: int = 20
+    firmware_bios: str = "2.1.4"  # exists on gpu-h100-sxm only
+    populations: tuple[CrashPopulation, ...] = DEFAULT_POPULATIONS
+    scale: float = 1.0  # multiplies every population's event count
+
+
+@dataclass
+class Simulation:
+    config: FleetConfig
+    inventory: list[tuple[datetime, list[dict[str, Any]]]]  # (observed_at, hosts) in time order
+    reports: list[dict[str, Any]]  # in time order
+    truth: dict[str, str]  # report_id -> population name
+    bug_of: dict[str, Bug]  # report_id -> bug (the intended signature)
+    bad_physical_host: str
+    end: datetime
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # final inventory
+
+    def population(self, name: str) -> CrashPopulation:
+        return next(p for p in self.config.populations if p.name == name)
+
+
+def _pick_weighted(rng: random.Random, options: Sequence[tuple[Any, float]]) -> Any:
+    return rng.choices([o for o, _ in options], weights=[w for _, w in options])[0]
+
+
+def _build_fleet(config: FleetConfig, rng: random.Random) -> dict[str, dict[str, Any]]:
+    hosts: dict[str, dict[str, Any]] = {}
+    vm_number = 0
+    for region in REGIONS:
+        for c in range(1, CLUSTERS_PER_REGION + 1):
+            cluster = f"{region}-c{c}"
+            for p in range(1, config.physical_per_cluster + 1):
+                sku = _pick_weighted(rng, [(s, s.weight) for s in SKUS])
+                physical = f"{'hv' if sku.vms[1] else 'bm'}-{cluster}-{p:03d}"
+                hardware = {
+                    "physical_host": physical,
+                    "region": region,
+                    "cluster": cluster,
+                    "sku": sku.name,
+                    "cpu_model": sku.cpu_model,
+                    "microcode": rng.choice(sku.microcodes),
+                    "bios_version": rng.choice(sku.bios_versions),
+                    "bmc_version": rng.choice(sku.bmc_versions),
+                    "memory_gb": sku.memory_gb,
+                }
+                booted = config.start - timedelta(days=rng.uniform(0.5, 120))
+                hosts[physical] = _host(physical, hardware, rng, booted) | {
+                    "gpu_driver": rng.choice(sku.gpu_drivers) if sku.gpu_drivers else None,
+                    "hypervisor": None,
+                }
+                for _ in range(rng.randint(*sku.vms) if sku.vms[1] else 0):
+                    vm_number += 1
+                    name = f"vm-{region}-{vm_number:05d}"
+                    booted = config.start - timedelta(days=rng.uniform(0.5, 120))
+                    hosts[name] = _host(name, hardware, rng, booted) | {
+                        "hypervisor": HYPERVISOR,
+                        "memory_gb": 64,
+                        "gpu_driver": None,
+                    }
+    return hosts
+
+
+def _host(hostname: str, hardware: dict[str, Any], rng: random.Random, booted: datetime) -> dict[str, Any]:
+    kernel = _pick_weighted(rng, INITIAL_KERNELS)
+    return {
+        "hostname": hostname,
+        **hardware,
+        "kernel_version": kernel,
+        "os_image": KERNEL_IMAGES[kernel],
+        "labels": {
+            "team": rng.choice(TEAMS),
+            "tier": "prod" if rng.random() < 0.8 else "staging",
+        },
+        "booted_at": booted,
+    }
+
+
+def _vmcore_host(host: dict[str, Any]) -> dict[str, Any]:
+    """The host object a reporter sends (no inventory-only fields)."""
+    return {k: v for k, v in host.items() if k != "booted_at" and v is not None}
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Fleet:
+    """The fleet over time: who runs which kernel when."""
+
+    def __init__(self, config: FleetConfig, rng: random.Random) -> None:
+        self.config = config
+        self.hosts = _build_fleet(config, rng)
+        names = sorted(self.hosts)
+        chosen = rng.sample(names, round(config.rollout_share * len(names)))
+        self.rollout_at: dict[str, datetime] = {}
+        stage_length = len(chosen) // 3 + 1
+        for index, name in enumerate(chosen):
+            stage = index // stage_length
+            self.rollout_at[name] = (
+                config.start + (config.rollout_day + stage) * DAY + timedelta(hours=rng.uniform(8, 18))
+            )
+
+    def host_at(self, name: str, moment: datetime) -> dict[str, Any]:
+        host = self.hosts[name]
+        switched = self.rollout_at.get(name)
+        if switched is not None and switched <= moment:
+            return host | {"kernel_version": ROLLOUT_KERNEL, "os_image": KERNEL_IMAGES[ROLLOUT_KERNEL]}
+        return host
+
+    def inventory(self) -> list[tuple[datetime, list[dict[str, Any]]]]:
+        start = self.config.start - timedelta(hours=1)
+        snapshots = [(start, [dict(h) for h in self.hosts.values()])]
+        by_time: dict[datetime, list[dict[str, Any]]] = {}
+        for name, moment in self.rollout_at.items():
+            day = moment.replace(hour=20, minute=0, second=0, microsecond=0)
+            by_time.setdefault(day, []).append(self.host_at(name, moment) | {"booted_at": moment})
+        snapshots += sorted(by_time.items())
+        return snapshots
+
+
+# ---- crash placement: cause -> (when, which host) ---------------------------------------
+
+
+def _uniform_time(rng: random.Random, start: datetime, days: float) -> datetime:
+    return start + timedelta(seconds=rng.uniform(0, days * 86_400))
+
+
+def _place_spread(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dict) -> list:
+    names = ctx["names"]
+    return [
+        (_uniform_time(rng, sim.config.start, sim.config.days), rng.choice(names), None)
+        for _ in range(ctx["events"])
+    ]
+
+
+def _place_rising(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dict) -> list:
+    names = ctx["names"]
+    days = sim.config.days
+    return [
+        (sim.config.start + timedelta(days=days * rng.random() ** 0.5), rng.choice(names), None)
+        for _ in range(ctx["events"])
+    ]
+
+
+def _place_rollout(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dict) -> list:
+    rolled = sorted(sim.rollout_at)
+    first = min(sim.rollout_at.values())
+    days = (ctx["end"] - first).total_seconds() / 86_400
+    out = []
+    while len(out) < ctx["events"]:
+        moment = _uniform_time(rng, first, days)
+        name = rng.choice(rolled)
+        if sim.rollout_at[name] <= moment:  # only hosts already on the new kernel
+            out.append((moment, name, None))
+    return out
+
+
+def _place_firmware(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dict) -> list:
+    bios = [n for n, h in sim.hosts.items() if h["bios_version"] == sim.config.firmware_bios]
+    return [
+        (
+            _uniform_time(rng, sim.config.start, sim.config.days),
+            rng.choice(bios),
+            timedelta(days=rng.uniform(0.1, 2.5)),  # fails early after boot
+        )
+        for _ in range(ctx["events"])
+    ]
+
+
+def _place_bad_host(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dict) -> list:
+    vms = ctx["bad_vms"]
+    onset = sim.config.start + sim.config.bad_host_onset_day * DAY
+    days = sim.config.days - sim.config.bad_host_onset_day
+    on_host = ctx["events"] - max(1, ctx["events"] // 20)
+    out = [(_uniform_time(rng, onset, days), rng.choice(vms), None) for _ in range(on_host)]
+    out += [
+        (_uniform_time(rng, onset, days), rng.choice(ctx["names"]), None)
+        for _ in range(ctx["events"] - on_host)
+    ]
+    return out
+
+
+def _place_small(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dict) -> list:
+    return [
+        (_uniform_time(rng, sim.config.start, sim.config.days), name, None)
+        for name in rng.sample(ctx["names"], ctx["events"])
+    ]
+
+
+CAUSES = {
+    "spread": _place_spread,
+    "rising": _place_rising,
+    "rollout": _place_rollout,
+    "firmware": _place_firmware,
+    "bad-host": _place_bad_host,
+    "small": _place_small,
+}
+
+
+def _choose_bad_host(fleet: _Fleet, rng: random.Random) -> tuple[str, list[str]]:
+    carriers: dict[str, list[str]] = {}
+    for name, host in fleet.hosts.items():
+        if host.get("hypervisor"):
+            carriers.setdefault(host["physical_host"], []).append(name)
+    candidates = sorted(p for p, vms in carriers.items() if len(vms) >= 6)
+    physical = rng.choice(candidates)
+    return physical, sorted(carriers[physical])
+
+
+def simulate(config: FleetConfig | None = None) -> Simulation:
+    """The whole simulation, deterministic from `config.seed`."""
+    config = config or FleetConfig()
+    rng = random.Random(config.seed)
+    fleet = _Fleet(config, rng)
+    end = config.start + config.days * DAY
+    bad_physical, bad_vms = _choose_bad_host(fleet, rng)
+    names = sorted(fleet.hosts)
+    planned: list[tuple[datetime, str, timedelta | None, CrashPopulation, Bug]] = []
+    for pop in config.populations:
+        events = max(1, round(pop.events * config.scale)) if pop.cause != "small" else pop.events
+        ctx = {"names": names, "events": events, "end": end, "bad_vms": bad_vms}
+        for moment, name, early in CAUSES[pop.cause](fleet, rng, pop, ctx):
+            planned.append((moment, name, early, pop, pop.bug))
+        if pop.spray:
+            onset = config.start + config.bad_host_onset_day * DAY
+            for i in range(round(pop.spray_events * config.scale)):
+                bug = pop.spray[i % len(pop.spray)]
+                moment = _uniform_time(rng, onset, config.days - config.bad_host_onset_day)
+                planned.append((moment, rng.choice(bad_vms), None, pop, bug))
+    planned.sort(key=lambda item: (item[0], item[1]))
+
+    booted = {name: host["booted_at"] for name, host in fleet.hosts.items()}
+    reports, truth, bug_of = [], {}, {}
+    for index, (moment, name, early, pop, bug) in enumerate(planned):
+        boot = booted[name]
+        switched = fleet.rollout_at.get(name)
+        if switched is not None and switched <= moment:
+            boot = max(boot, switched)  # the rollout rebooted it
+        if early is not None and moment - early > boot:
+            boot = moment - early
+        uptime = max(60.0, (moment - boot).total_seconds())
+        host = fleet.host_at(name, moment)
+        report_id = f"sim{config.seed}-{index:06d}"
+        reports.append(
+            {
+                "report_id": report_id,
+                "source": "crash_kernel",
+                "crashed_at": _iso(moment),
+                "host": _vmcore_host(host),
+                "boot_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                "uptime_s": int(uptime),
+                "console_log": console_log(bug, host, uptime, rng),
+            }
+        )
+        truth[report_id] = pop.name
+        bug_of[report_id] = bug
+        booted[name] = moment + timedelta(minutes=rng.uniform(2, 10))
+    return Simulation(
+        config=config,
+        inventory=fleet.inventory(),
+        reports=reports,
+        truth=truth,
+        bug_of=bug_of,
+        bad_physical_host=bad_physical,
+        end=end,
+        hosts=fleet.hosts,
+    )
+
+
+def inventory_json(snapshot: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Host objects ready for POST /api/v1/hosts (dates as ISO strings, no nulls)."""
+    return [
+        {k: (_iso(v) if isinstance(v, datetime) else v) for k, v in h.items() if v is not None}
+        for h in snapshot
+    ]
+
+
+# ---- console logs -----------------------------------------------------------------------
+
+NOISE: tuple[str, ...] = (
+    "systemd-journald[{pid}]: Received client request to flush runtime journal.",
+    "IPv6: ADDRCONF(NETDEV_CHANGE): eth{cpu}: link becomes ready",
+    "EXT4-fs (nvme0n1p{cpu}): mounted filesystem with ordered data mode. Quota mode: none.",
+    "mlx5_core 0000:{bus:02x}:00.0: mlx5e_tx_timeout_work: TX timeout on queue: {cpu}",
+    'audit: type=1400 audit({epoch}.{ms:03d}:{pid}): apparmor="DENIED" operation="open"',
+    "kvm: vcpu {cpu}: requested {khz} kHz, host TSC {khz} kHz",
+    "perf: interrupt took too long ({pid} > {ms}), lowering kernel.perf_event_max_sample_rate",
+)
+COMMS: tuple[str, ...] = (
+    "kworker/{cpu}:1",
+    "swapper/{cpu}",
+    "java",
+    "python3",
+    "containerd",
+    "nginx",
+    "postgres",
+    "ksoftirqd/{cpu}",
+)
+MODULES = "mlx5_ib mlx5_core nvme_tcp nvme_fabrics xfs bonding tls nf_tables nvidia_uvm(POE)"
+
+
+def _hex(rng: random.Random, digits: int = 16) -> str:
+    return f"{rng.getrandbits(4 * digits):0{digits}x}"
+
+
+def _frame(function: str, rng: random.Random, module: str | None = None) -> str:
+    offset = rng.randrange(0x10, 0x400)
+    size = offset + rng.randrange(0x40, 0x600)
+    suffix = f" [{module}]" if module else ""
+    return f"{function}+0x{offset:x}/0x{size:x}{suffix}"
+
+
+def _oops_header(bug: Bug, rng: random.Random, fill: dict[str, Any]) -> list[str]:
+    headers = {
+        "null_deref": [
+            f"BUG: kernel NULL pointer dereference, address: {rng.choice([8, 16, 24, 0x40]):016x}",
+            "#PF: supervisor read access in kernel mode",
+            "#PF: error_code(0x0000) - not-present page",
+            "PGD 0 P4D 0",
+            "Oops: 0000 [#1] PREEMPT SMP NOPTI",
+        ],
+        "paging": [
+            f"BUG: unable to handle page fault for address: ffff{_hex(rng, 12)}",
+            "#PF: supervisor read access in kernel mode",
+            "#PF: error_code(0x0000) - not-present page",
+            f"PGD {_hex(rng, 9)} P4D {_hex(rng, 9)} PUD 0",
+            "Oops: 0000 [#1] PREEMPT SMP NOPTI",
+        ],
+        "gpf": [
+            "general protection fault, probably for non-canonical address "
+            f"0x{_hex(rng)}: 0000 [#1] PREEMPT SMP NOPTI",
+        ],
+        "bug_at": [
+            f"kernel BUG at {bug.where}!",
+            "invalid opcode: 0000 [#1] PREEMPT SMP NOPTI",
+        ],
+        "warning": [
+            "------------[ cut here ]------------",
+            f"WARNING: CPU: {fill['cpu']} PID: {fill['pid']} at {bug.where} "
+            f"{_frame(bug.function, rng, bug.module)}",
+            f"Modules linked in: {MODULES}",
+        ],
+        "soft_lockup": [
+            f"watchdog: BUG: soft lockup - CPU#{fill['cpu']} stuck for {rng.randint(22, 48)}s! "
+            f"[{fill['comm']}:{fill['pid']}]",
+            f"Modules linked in: {MODULES}",
+        ],
+        "hung_task": [
+            f"INFO: task jbd2/nvme0n1p{fill['cpu'] % 4 + 1}-8:{fill['pid']} blocked for more "
+            f"than {rng.choice([122, 245, 368])} seconds.",
+            '"echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.',
+            f"task:jbd2/nvme0n1p1-8 state:D stack:0     pid:{fill['pid']} ppid:2 flags:0x00004000",
+        ],
+    }
+    return headers[bug.kind]
+
+
+def _machine_check(bug: Bug, host: dict[str, Any], rng: random.Random, fill: dict) -> list[str]:
+    interrupted = rng.choice(
+        [
+            "intel_idle",
+            "mwait_idle_with_hints",
+            "clear_page_erms",
+            "copy_user_enhanced_fast_string",
+            "native_safe_halt",
+        ]
+    )
+    return [
+        f"mce: [Hardware Error]: CPU {fill['cpu']}: Machine Check Exception: 5 {bug.where}",
+        f"mce: [Hardware Error]: RIP !INEXACT! 10:<ffffffff{_hex(rng, 8)}> {{{_frame(interrupted, rng)}}}",
+        f"mce: [Hardware Error]: TSC {_hex(rng, 12)} ADDR {_hex(rng, 10)} MISC 86",
+        f"mce: [Hardware Error]: PROCESSOR 0:806f8 TIME {fill['epoch']} SOCKET "
+        f"{fill['cpu'] % 2} APIC {fill['cpu'] * 2:x} microcode {host.get('microcode', '0x0')[2:]}",
+        "mce: [Hardware Error]: Run the above through 'mcelog --ascii'",
+        "mce: [Hardware Error]: Machine check: Processor context corrupt",
+        "Kernel panic - not syncing: Fatal machine check",
+    ]
+
+
+def console_log(bug: Bug, host: dict[str, Any], uptime_s: float, rng: random.Random) -> str:
+    """A kernel console tail for one crash of `bug`: noise, the oops, the panic line.
+
+    Everything that differs between two crashes of one bug (timestamps, addresses, offsets,
+    PIDs, CPUs, task names) is random; the bug's kind, function and call chain are not.
+    """
+    cpu = rng.randrange(0, 96)
+    fill = {
+        "cpu": cpu,
+        "pid": rng.randrange(100, 400_000),
+        "bus": rng.randrange(0, 0xFF),
+        "epoch": 1_780_000_000 + rng.randrange(10**7),
+        "ms": rng.randrange(1000),
+        "khz": rng.randrange(2_000_000, 3_800_000),
+    }
+    fill["comm"] = rng.choice(COMMS).format(**fill)
+    clock = max(uptime_s - rng.uniform(5, 60), 1.0)
+    lines: list[str] = []
+
+    def emit(text: str) -> None:
+        nonlocal clock
+        clock += rng.uniform(0.000001, 0.0004)
+        lines.append(f"[{clock:12.6f}] {text}")
+
+    for _ in range(rng.randint(2, 6)):
+        emit(rng.choice(NOISE).format(**fill))
+    if bug.kind == "mce":
+        for text in _machine_check(bug, host, rng, fill):
+            emit(text)
+        return "\n".join(lines) + "\n"
+    for text in _oops_header(bug, rng, fill):
+        emit(text)
+    bios_date = f"{rng.randint(1, 12):02d}/{rng.randint(1, 28):02d}/2026"
+    emit(
+        f"CPU: {cpu} PID: {fill['pid']} Comm: {fill['comm']} "
+        f"{'Tainted: G           OE' if 'nvidia' in MODULES else 'Not tainted'}     "
+        f"{host.get('kernel_version', '6.1.0')} #1"
+    )
+    emit(f"Hardware name: {_vendor(host)}, BIOS {host.get('bios_version', '1.0')} {bios_date}")
+    if bug.kind == "hung_task":
+        emit("Call Trace:")
+        emit(" <TASK>")
+        for caller in ("__schedule", "schedule", bug.function, *bug.callers):
+            emit(f" {_frame(caller, rng)}")
+        emit(" </TASK>")
+        emit("Kernel panic - not syncing: hung_task: blocked tasks")
+        return "\n".join(lines) + "\n"
+    rip = _frame(bug.function, rng, bug.module)
+    emit(f"RIP: 0010:{rip}")
+    emit("Code: " + " ".join(_hex(rng, 2) for _ in range(42)))
+    emit(f"RSP: 0018:ffffb3c1{_hex(rng, 8)} EFLAGS: 00010246")
+    emit(f"RAX: {_hex(rng)} RBX: ffff9a4b{_hex(rng, 8)} RCX: {_hex(rng)}")
+    emit(f"RDX: {_hex(rng)} RSI: {_hex(rng)} RDI: ffff9a4b{_hex(rng, 8)}")
+    emit(f"R13: {_hex(rng)} R14: {_hex(rng)} R15: ffff9a4b{_hex(rng, 8)}")
+    emit("Call Trace:")
+    in_interrupt = any("napi" in caller for caller in bug.callers)
+    emit(" <IRQ>" if in_interrupt else " <TASK>")
+    if bug.kind in {"null_deref", "paging", "gpf"}:
+        for helper in ("__die", "page_fault_oops", "exc_page_fault", "asm_exc_page_fault"):
+            emit(f" ? {_frame(helper, rng)}")
+    for caller in bug.callers:
+        module = bug.module if caller.startswith(bug.function.split("_")[0]) else None
+        emit(f" {_frame(caller, rng, module)}")
+    emit(" </IRQ>" if in_interrupt else " </TASK>")
+    if bug.kind != "warning":
+        emit(f"Modules linked in: {MODULES}")
+    emit(f"---[ end trace {_hex(rng)} ]---")
+    emit(f"RIP: 0010:{rip}")
+    panic = {
+        "warning": "panic_on_warn set ...",
+        "soft_lockup": "softlockup: hung tasks",
+    }.get(bug.kind, "Fatal exception in interrupt" if in_interrupt else "Fatal exception")
+    emit(f"Kernel panic - not syncing: {panic}")
+    return "\n".join(lines) + "\n"
+
+
+def _vendor(host: dict[str, Any]) -> str:
+    if host.get("hypervisor"):
+        return "QEMU Standard PC (Q35 + ICH9, 2009)"
+    sku = next((s for s in SKUS if s.name == host.get("sku")), None)
+    return sku.vendor if sku else "Generic Server"

@@ -1,0 +1,70 @@
+"""Uptime at crash against the fleet's uptime distribution.
+
+If a fraction q of the fleet's host-time is spent at uptimes above the signature's largest
+uptime, n crashes independent of uptime would all stay below it with probability (1-q)^n.
+When that is improbable the signature is "never on nodes up more than N days" (hardware
+that fails early after boot, a bad CPU that keeps its VMs from ever running long); the
+mirror image catches leaks ("never on nodes up less than N days").
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import statistics
+from collections.abc import Sequence
+
+from .exact import to_p_value
+from .findings import LOG10_ALPHA
+
+DAY_S = 86_400.0
+MIN_EVENTS = 5
+# Only worth saying when a good part of the fleet's time lies beyond the signature's range.
+MIN_EXCLUDED_SHARE = 0.25
+
+
+def _log10_all_inside(n: int, outside_share: float) -> float:
+    if outside_share <= 0.0:
+        return 0.0
+    if outside_share >= 1.0:
+        return -math.inf
+    return n * math.log10(1.0 - outside_share)
+
+
+def uptime_profile(signature_s: Sequence[float], fleet_s: Sequence[float]) -> dict:
+    crashes = sorted(u for u in signature_s if u is not None and u >= 0)
+    fleet = sorted(u for u in fleet_s if u is not None and u >= 0)
+    result: dict = {
+        "events": len(crashes),
+        "median_days": round(statistics.median(crashes) / DAY_S, 3) if crashes else None,
+        "max_days": round(crashes[-1] / DAY_S, 3) if crashes else None,
+        "min_days": round(crashes[0] / DAY_S, 3) if crashes else None,
+        "fleet_median_days": round(statistics.median(fleet) / DAY_S, 3) if fleet else None,
+        "statement": None,
+        "p_value": None,
+    }
+    if len(crashes) < MIN_EVENTS or not fleet:
+        return result
+    n = len(crashes)
+    above = 1.0 - bisect.bisect_right(fleet, crashes[-1]) / len(fleet)
+    below = bisect.bisect_left(fleet, crashes[0]) / len(fleet)
+    never_long = _log10_all_inside(n, above) if above >= MIN_EXCLUDED_SHARE else 0.0
+    never_short = _log10_all_inside(n, below) if below >= MIN_EXCLUDED_SHARE else 0.0
+    if min(never_long, never_short) >= LOG10_ALPHA:
+        return result
+    if never_long <= never_short:
+        days = max(1, math.ceil(crashes[-1] / DAY_S))
+        statement = (
+            f"never on nodes up more than {days} days "
+            f"({above:.0%} of the fleet's host-time is above {crashes[-1] / DAY_S:.1f} days)"
+        )
+        log10_p = never_long
+    else:
+        days = max(0, math.floor(crashes[0] / DAY_S))
+        statement = (
+            f"never on nodes up less than {days} days "
+            f"({below:.0%} of the fleet's host-time is below {crashes[0] / DAY_S:.1f} days)"
+        )
+        log10_p = never_short
+    result.update(statement=statement, p_value=to_p_value(log10_p))
+    return result
