@@ -40,6 +40,11 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     engine = make_engine(database_url())
     with engine.connect() as connection:
+        if connection.dialect.name == "sqlite":
+            # Batch migrations rebuild a table and rename it into place; without this, SQLite
+            # refuses the rename while the reporting views name the table.
+            connection.exec_driver_sql("PRAGMA legacy_alter_table=ON")
+            connection.commit()
         context.configure(
             connection=connection,
             target_metadata=target_metadata,

@@ -1,0 +1,31 @@
+# The README's quick start: `make run` (registry on SQLite) and `make test` (the whole suite).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8080
+export CRASHREG_DATABASE_URL ?= sqlite:///$(CURDIR)/crashreg.db
+
+.PHONY: run test setup postgres lint bench
+
+$(BIN)/crashreg: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/crashreg
+
+## run: set up, migrate, print an admin token, serve on http://127.0.0.1:$(PORT)
+run: setup
+	$(BIN)/crashreg db upgrade
+	@echo "Admin token (shown once; make another with: $(BIN)/crashreg tokens create --name NAME --scope admin):"
+	@$(BIN)/crashreg tokens create --name "quickstart-$$(date +%s)" --scope admin
+	$(BIN)/crashreg serve --host 127.0.0.1 --port $(PORT)
+
+## test: set up, start what the tests need, run the whole suite on SQLite and PostgreSQL
+test: setup
+	@bash scripts/test-services.sh
+	$(BIN)/pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check .

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Start what the test suite talks to: PostgreSQL (and the system packages some tests drive).
+set -euo pipefail
+
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+  echo "starting PostgreSQL" >&2
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+pg_isready -h 127.0.0.1 -p 5432 >&2
+
+missing=()
+for pair in dash:dash busybox:busybox curl:curl; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]}" >&2
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq >&2 && apt-get install -y -qq "${missing[@]}" >&2
+  else
+    echo "missing packages: ${missing[*]} (install them as root)" >&2
+  fi
+fi

@@ -1,0 +1,155 @@
+"""POST /api/v1/reports: answers, idempotency, joining, validation, auth."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import auth
+from tests.foundation.reports import crash_report
+
+
+def post(client, token, body):  # type: ignore[no-untyped-def]
+    return client.post("/api/v1/reports", json=body, headers=auth(token))
+
+
+def test_new_report_is_stored_and_answered(client, make_token) -> None:
+    response = post(client, make_token("report"), crash_report())
+    assert response.status_code == 201
+    answer = response.json
+    assert answer["duplicate"] is False and answer["known"] is False
+    assert answer["signature"]["event_count"] == 1
+    assert answer["signature"]["status"] == "new"
+    assert answer["capture"]["action"] in {"full", "filtered", "skip"}
+    assert answer["capture"]["reason"]
+
+
+def test_replay_returns_the_first_answer_and_stores_nothing(client, make_token) -> None:
+    token, report = make_token("report"), crash_report()
+    first = post(client, token, report).json
+    replay = post(client, token, report)
+    assert replay.status_code == 200
+    assert replay.json == first | {"duplicate": True}
+    reader = make_token("read")
+    events = client.get(f"/api/v1/signatures/{first['signature']['id']}/events", headers=auth(reader))
+    assert len(events.json["events"]) == 1
+    assert (
+        client.get(f"/api/v1/signatures/{first['signature']['id']}", headers=auth(reader)).json["event_count"]
+        == 1
+    )
+
+
+def test_reused_report_id_with_another_body_is_a_conflict(client, make_token) -> None:
+    token, report = make_token("report"), crash_report()
+    post(client, token, report)
+    response = post(client, token, report | {"uptime_s": 5})
+    assert response.status_code == 409
+    assert "report_id" in response.json["error"]["fields"]
+
+
+def test_second_crash_of_a_bug_is_known(client, make_token) -> None:
+    token = make_token("report")
+    first = post(client, token, crash_report()).json
+    second = post(client, token, crash_report(host={"hostname": "gpu-b2"})).json
+    assert second["known"] is True
+    assert second["signature"]["id"] == first["signature"]["id"]
+    assert second["signature"]["event_count"] == 2
+    assert second["event_id"] != first["event_id"]
+
+
+def test_reports_of_one_crash_from_several_sources_join_one_event(client, make_token) -> None:
+    token = make_token("report")
+    dpu = crash_report(source="dpu", console_log=None)
+    kernel = crash_report(source="crash_kernel", boot_id=dpu["boot_id"])
+    first = post(client, token, dpu)
+    second = post(client, token, kernel)
+    assert first.status_code == second.status_code == 201
+    assert first.json["event_id"] == second.json["event_id"]
+    event = client.get(f"/api/v1/events/{first.json['event_id']}", headers=auth(make_token("read"))).json
+    assert event["sources"] == ["dpu", "crash_kernel"]
+    assert [r["source"] for r in event["reports"]] == ["dpu", "crash_kernel"]
+    # The DPU could not fingerprint; the crash kernel's log attaches the event to its signature.
+    assert event["signature"]["event_count"] == 1
+
+
+def test_event_keeps_host_attributes_at_crash_time(client, make_token) -> None:
+    token = make_token("admin")
+    report = crash_report()
+    event_id = post(client, token, report).json["event_id"]
+    upgraded = report["host"] | {"kernel_version": "6.8.0-60"}
+    assert client.post("/api/v1/hosts", json={"hosts": [upgraded]}, headers=auth(token)).status_code == 200
+    event = client.get(f"/api/v1/events/{event_id}", headers=auth(token)).json
+    assert event["host"]["kernel_version"] == "6.8.0-52"
+    assert event["host"]["labels"] == {"pool": "train"}
+
+
+def test_report_without_log_or_stack_is_kept_and_captured(client, make_token) -> None:
+    response = post(client, make_token("report"), crash_report(console_log=None))
+    assert response.status_code == 201
+    assert response.json["signature"] is None
+    assert response.json["capture"]["action"] == "full"
+
+
+def test_bad_fields_are_named(client, make_token) -> None:
+    body = crash_report(source="toaster", crashed_at="yesterday", uptime_s=-1)
+    body["host"] = {"region": "x"}
+    response = post(client, make_token("report"), body)
+    assert response.status_code == 400
+    error = response.json["error"]
+    assert set(error["fields"]) == {"source", "crashed_at", "uptime_s", "host"}
+    assert "hostname" in error["fields"]["host"]
+
+
+def test_missing_required_fields(client, make_token) -> None:
+    response = post(client, make_token("report"), {})
+    assert response.status_code == 400
+    assert set(response.json["error"]["fields"]) == {"report_id", "source", "crashed_at", "host"}
+
+
+def test_malformed_json_and_non_object(client, make_token) -> None:
+    headers = auth(make_token("report")) | {"Content-Type": "application/json"}
+    bad = client.post("/api/v1/reports", data=b'{"report_id": ', headers=headers)
+    assert bad.status_code == 400 and bad.json["error"]["code"] == "malformed_json"
+    array = client.post("/api/v1/reports", data=b"[1, 2]", headers=headers)
+    assert array.status_code == 400 and "object" in array.json["error"]["message"]
+
+
+def test_body_over_two_mib_is_413(client, make_token) -> None:
+    body = json.dumps(crash_report(console_log="x" * (2 * 1024 * 1024 + 10)))
+    response = client.post(
+        "/api/v1/reports", data=body, headers=auth(make_token("report")), content_type="application/json"
+    )
+    assert response.status_code == 413
+    assert response.json["error"]["code"] == "body_too_large"
+
+
+def test_console_log_over_one_mib_is_400(client, make_token) -> None:
+    response = post(client, make_token("report"), crash_report(console_log="y" * (1024 * 1024 + 1)))
+    assert response.status_code == 400
+    assert "console_log" in response.json["error"]["fields"]
+
+
+def test_missing_unknown_and_revoked_tokens_are_401(client, make_token, database) -> None:
+    assert client.post("/api/v1/reports", json=crash_report()).status_code == 401
+    unknown = post(client, "crs_0000_not-a-token", crash_report())
+    assert unknown.status_code == 401 and unknown.json["error"]["code"] == "unauthorized"
+    token = make_token("report", name="revoked-one")
+    from registry.auth.models import ApiToken
+    from registry.db import utcnow
+
+    with database.session() as session:
+        row = session.query(ApiToken).filter_by(name="revoked-one").one()
+        row.revoked_at = utcnow()
+    assert post(client, token, crash_report()).status_code == 401
+
+
+def test_wrong_scope_is_403(client, make_token) -> None:
+    response = post(client, make_token("read"), crash_report())
+    assert response.status_code == 403
+    assert "report" in response.json["error"]["message"]
+    assert client.get("/api/v1/signatures", headers=auth(make_token("report"))).status_code == 403
+
+
+def test_scope_implications(client, make_token) -> None:
+    assert post(client, make_token("admin"), crash_report()).status_code == 201
+    assert client.get("/api/v1/signatures", headers=auth(make_token("triage"))).status_code == 200
+    assert client.get("/api/v1/signatures", headers=auth(make_token("admin"))).status_code == 200
