@@ -1,0 +1,101 @@
+"""The two data sources the dashboards are rendered for, and their SQL differences.
+
+PostgreSQL (Grafana's core `grafana-postgresql-datasource`) takes `rawSql` with Grafana's
+macros (`$__timeFilter`, `$__timeGroupAlias`). SQLite, the embedded default, goes through
+the frser-sqlite-datasource plugin: `rawQueryText`/`queryText`, `queryType`, the names of
+the columns to read as time (`timeColumns`), times as epoch seconds, and its own macros
+(`$__timeFilter`, `$__unixEpochGroupSeconds`). Everything else in the panels is portable
+SQL over the `rpt_*` views.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dashboards.model import Query
+
+POSTGRES_DATASOURCE_UID = "crashreg-postgres"
+SQLITE_DATASOURCE_UID = "crashreg-sqlite"
+DAY_S = 86400
+WEEK_S = 7 * DAY_S
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    datasource: dict[str, str]
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.name == "postgresql"
+
+    def time_filter(self, column: str) -> str:
+        return f"$__timeFilter({column})"
+
+    def bucket(self, column: str, seconds: int) -> str:
+        """The start of the `seconds`-wide bucket of `column`, as the `time` column."""
+        if self.is_postgres:
+            return f"$__timeGroupAlias({column}, '{_interval(seconds)}')"
+        return f"$__unixEpochGroupSeconds(strftime('%s', {column}), {seconds}) AS time"
+
+    def day(self, column: str) -> str:
+        return self.bucket(column, DAY_S)
+
+    def week(self, column: str) -> str:
+        return self.bucket(column, WEEK_S)
+
+    def ts(self, expression: str) -> str:
+        """A timestamp to show in a table: itself, or epoch seconds for the SQLite plugin."""
+        if self.is_postgres:
+            return expression
+        return f"CAST(strftime('%s', {expression}) AS INTEGER)"
+
+    def days_between(self, start: str, end: str) -> str:
+        if self.is_postgres:
+            return f"(EXTRACT(EPOCH FROM ({end} - {start})) / 86400.0)"
+        return f"(julianday({end}) - julianday({start}))"
+
+    def days_since(self, start: str) -> str:
+        return self.days_between(start, "now()" if self.is_postgres else "'now'")
+
+    def signature_variable_query(self) -> str:
+        """Signatures, most recent first: PostgreSQL shows titles, the plugin takes one column."""
+        if self.is_postgres:
+            return (
+                "SELECT signature_id AS __value, title || ' (#' || signature_id || ')' AS __text "
+                "FROM rpt_signatures ORDER BY last_seen DESC NULLS LAST LIMIT 500"
+            )
+        return "SELECT signature_id FROM rpt_signatures ORDER BY last_seen DESC LIMIT 500"
+
+    def target(self, ref_id: str, query: Query) -> dict[str, Any]:
+        if self.is_postgres:
+            return {
+                "refId": ref_id,
+                "datasource": self.datasource,
+                "editorMode": "code",
+                "rawQuery": True,
+                "format": "table" if query.table else "time_series",
+                "rawSql": query.sql,
+            }
+        return {
+            "refId": ref_id,
+            "datasource": self.datasource,
+            "queryType": "table" if query.table else "time series",
+            "rawQueryText": query.sql,
+            "queryText": query.sql,
+            "timeColumns": list(query.time_columns),
+        }
+
+
+def _interval(seconds: int) -> str:
+    for unit, size in (("w", WEEK_S), ("d", DAY_S), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+POSTGRESQL = Dialect("postgresql", {"type": "grafana-postgresql-datasource", "uid": POSTGRES_DATASOURCE_UID})
+SQLITE = Dialect("sqlite", {"type": "frser-sqlite-datasource", "uid": SQLITE_DATASOURCE_UID})
+DIALECTS = {dialect.name: dialect for dialect in (POSTGRESQL, SQLITE)}

@@ -1,0 +1,102 @@
+"""Epidemiology: single-host suspects, hardware-configuration findings, kernel regressions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboards.common import SIGNATURE_LINK, annotations, registry_url_variable
+from dashboards.dialects import Dialect
+from dashboards.model import Panel, Query, dashboard
+
+UID = "crashreg-epidemiology"
+MIN_SUSPECT_EVENTS = 3
+
+
+def _findings(d: Dialect, title: str, where: str, description: str) -> Panel:
+    return Panel(
+        title,
+        "table",
+        (
+            Query(
+                "SELECT f.signature_id, s.title, f.verdict, f.attribute, f.value, "
+                "f.in_signature, f.overall, f.lift, f.p_value, f.events, f.hosts, "
+                f"{d.ts('f.computed_at')} AS computed_at FROM rpt_epidemiology_findings f "
+                "JOIN rpt_signatures s ON s.signature_id = f.signature_id "
+                f"WHERE {where} ORDER BY f.lift DESC LIMIT 200",
+                table=True,
+                time_columns=("computed_at",),
+            ),
+        ),
+        width=24,
+        links=(SIGNATURE_LINK,),
+        description=description,
+    )
+
+
+def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
+    d = dialect
+    in_range = d.time_filter("e.crashed_at")
+    panels = (
+        Panel(
+            "Single-host suspects",
+            "table",
+            (
+                Query(
+                    "SELECT e.signature_id, MAX(e.title) AS title, "
+                    "MAX(e.physical_host) AS physical_host, COUNT(*) AS events, "
+                    "COUNT(DISTINCT e.hostname) AS hostnames, "
+                    f"{d.ts('MAX(e.crashed_at)')} AS last_crash FROM rpt_events e "
+                    f"WHERE e.signature_id IS NOT NULL AND {in_range} "
+                    "GROUP BY e.signature_id "
+                    f"HAVING COUNT(DISTINCT e.physical_host) = 1 AND COUNT(*) >= {MIN_SUSPECT_EVENTS} "
+                    "ORDER BY events DESC LIMIT 100",
+                    table=True,
+                    time_columns=("last_crash",),
+                ),
+            ),
+            width=24,
+            links=(SIGNATURE_LINK,),
+            description=(
+                "Signatures whose crashes in range all come from one physical host "
+                "(VMs on it included): suspect the hardware, not the code."
+            ),
+        ),
+        _findings(
+            d,
+            "Hardware-configuration findings",
+            "f.verdict = 'hardware-config'",
+            "Attribute values (SKU, CPU, BIOS, microcode...) over-represented in a signature.",
+        ),
+        _findings(
+            d,
+            "Kernel-version findings",
+            "f.attribute = 'kernel_version'",
+            "Kernel versions over-represented in a signature: candidate regressions.",
+        ),
+        Panel(
+            "Crash rate by kernel version (per 1,000 hosts running it)",
+            "table",
+            (
+                Query(
+                    "SELECT e.kernel_version, COUNT(*) AS crashes, MAX(k.hosts) AS hosts, "
+                    "COUNT(*) * 1000.0 / NULLIF(MAX(k.hosts), 0) AS crashes_per_1k_hosts, "
+                    "COUNT(DISTINCT e.signature_id) AS signatures FROM rpt_events e "
+                    "LEFT JOIN rpt_kernel_fleet k ON k.kernel_version = e.kernel_version "
+                    f"WHERE e.kernel_version IS NOT NULL AND {in_range} "
+                    "GROUP BY e.kernel_version ORDER BY crashes_per_1k_hosts DESC",
+                    table=True,
+                    time_columns=(),
+                ),
+            ),
+            width=24,
+        ),
+    )
+    return dashboard(
+        UID,
+        "Crash registry: epidemiology",
+        "Where crashes concentrate: single hosts, hardware configurations, kernel versions.",
+        panels,
+        d,
+        variables=(registry_url_variable(public_url),),
+        annotations=annotations(),
+    )
