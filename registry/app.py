@@ -10,6 +10,7 @@ import uuid
 
 from flask import Flask, Response, g, request
 
+from registry.capture.api import blueprint as capture_blueprint
 from registry.config import Settings
 from registry.db import Database
 from registry.errors import install_error_handlers
@@ -25,6 +26,7 @@ BLUEPRINTS = [
     ingest_blueprint,
     inventory_blueprint,
     signatures_blueprint,
+    capture_blueprint,
 ]
 
 access_log = logging.getLogger("crashreg.access")

@@ -1,7 +1,7 @@
 """Every table, imported in one place so Alembic and the tests see the whole schema."""
 
 from registry.auth.models import ApiToken
-from registry.capture.models import Capture
+from registry.capture.models import Capture, CaptureSlot
 from registry.db import Base
 from registry.ingest.models import Event, Report
 from registry.inventory.models import Host, HostAttributeChange
@@ -13,6 +13,7 @@ __all__ = [
     "ApiToken",
     "Base",
     "Capture",
+    "CaptureSlot",
     "Event",
     "Host",
     "HostAttributeChange",

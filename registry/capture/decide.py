@@ -1,38 +1,164 @@
-"""The one seam between ingest and the capture policy."""
+"""The one seam between ingest and the capture policy: facts from the database, claims, answer.
+
+Exactness under a crash storm. Each signature owns K *capture slots*, rows of
+`capture_slots` keyed (signature_id, slot), slot in 1..K. A `full` answer from the auto
+policy must win a slot inside the ingest transaction:
+
+1. Read the signature's slot rows (at most K, one index range). If every slot is held (granted
+   within GRANT_TIMEOUT, or completed inside the rolling window) the answer is `skip` and the
+   request writes nothing here: this is the storm's common path.
+2. Otherwise try the free slots lowest first. A slot never used is taken with
+   `INSERT ... ON CONFLICT DO NOTHING`; a used one (released, aged out of the window, or a
+   grant no capture followed) with a compare-and-swap `UPDATE ... WHERE event_id = <seen>
+   AND state = <seen>`. Both are decided by the database's row locks: a second transaction
+   racing for the same slot waits for the first and then finds the row taken (PostgreSQL
+   READ COMMITTED re-checks the WHERE on the new row version; SQLite's BEGIN IMMEDIATE
+   serialises writers), so each slot has exactly one winner, and a winner that rolls back
+   leaves the slot to the next. K slots, at most K `full` answers; no row written per request.
+3. Lost every race: fall through to the policy's next rule (`skip`).
+
+Captures settle their event's slot (registry.capture.service): completed keeps it held until
+it leaves the window; failed, skipped or failed processing release it at once. "N more full
+captures" is a conditional decrement of signatures.extra_full_captures (only written while
+N > 0, so it is no storm-wide hot row either).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from datetime import timedelta
 
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
+from registry.capture.models import CaptureSlot
+from registry.capture.policy import (
+    SLOT_GRANTED,
+    CaptureDecision,
+    Limits,
+    SignatureFacts,
+    Slot,
+    answer,
+    applicable_rules,
+    claimable_slots,
+    window_start,
+)
 from registry.config import Settings
+from registry.db import utcnow
 from registry.ingest.models import Event
 from registry.signatures.models import Signature
-from registry.signatures.service import signature_stats
+from registry.upsert import insert_ignore
 
-
-@dataclass(frozen=True)
-class CaptureDecision:
-    action: str  # full | filtered | skip
-    reason: str
-    dump_level: int | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return {"action": self.action, "reason": self.reason, "dump_level": self.dump_level}
-
+__all__ = ["CaptureDecision", "decide_capture"]
 
 NO_SIGNATURE = CaptureDecision("full", "no crash signature could be computed: capture to learn")
 
 
+def limits_of(settings: Settings) -> Limits:
+    return Limits(settings.full_captures_per_window, timedelta(days=settings.capture_window_days))
+
+
+def facts_of(signature: Signature, is_new: bool = False) -> SignatureFacts:
+    return SignatureFacts(
+        mode=signature.capture_policy,
+        status=signature.status,
+        is_new=is_new,
+        dump_level=signature.capture_dump_level,
+        extra_full_captures=signature.extra_full_captures,
+        resolved_at=signature.resolved_at,
+    )
+
+
 def decide_capture(
-    session: Session, signature: Signature | None, event: Event, settings: Settings
+    session: Session,
+    signature: Signature | None,
+    event: Event,
+    settings: Settings,
+    new_signature: bool = False,
 ) -> CaptureDecision:
-    """Provisional: the first K events of a signature are captured in full, then skipped."""
+    """The capture answer for a new event; claims a slot or an extra capture when it says full."""
     if signature is None:
         return NO_SIGNATURE
-    k = settings.full_captures_per_window
-    event_count, _ = signature_stats(session, signature.id)
-    if event_count <= k:
-        return CaptureDecision("full", f"event {event_count} of this signature: first {k} are captured")
-    return CaptureDecision("skip", f"known signature with {k} captures already")
+    facts, limits = facts_of(signature, new_signature), limits_of(settings)
+    for rule in applicable_rules(facts):
+        claimed = None
+        if rule.claim == "slot":
+            claimed = claim_slot(session, signature.id, event.id, facts, limits)
+        elif rule.claim == "extra":
+            claimed = claim_extra(session, signature)
+        if rule.claim is not None and claimed is None:
+            continue
+        return answer(rule, facts, limits, claimed)
+    raise AssertionError("every mode ends with a rule that needs no claim")
+
+
+SLOT_COLUMNS = (
+    CaptureSlot.signature_id,
+    CaptureSlot.slot,
+    CaptureSlot.state,
+    CaptureSlot.since,
+    CaptureSlot.event_id,
+)
+
+
+def read_slots(session: Session, signature_id: int) -> list[Slot]:
+    return read_all_slots(session, signature_id).get(signature_id, [])
+
+
+def read_all_slots(session: Session, signature_id: int | None = None) -> dict[int, list[Slot]]:
+    """Slot rows by signature (one signature's, or every signature's for the bundle)."""
+    query = select(*SLOT_COLUMNS)
+    if signature_id is not None:
+        query = query.where(CaptureSlot.signature_id == signature_id)
+    slots: dict[int, list[Slot]] = {}
+    for row in session.execute(query):
+        slots.setdefault(row.signature_id, []).append(Slot(row.slot, row.state, row.since, row.event_id))
+    return slots
+
+
+def claim_slot(
+    session: Session, signature_id: int, event_id: int, facts: SignatureFacts, limits: Limits
+) -> int | None:
+    """Win one free slot for this event (the slot number), or None when all are held."""
+    now = utcnow()
+    slots = {slot.number: slot for slot in read_slots(session, signature_id)}
+    granted = {"event_id": event_id, "state": SLOT_GRANTED, "since": now}
+    for number in claimable_slots(slots.values(), limits, now, window_start(now, limits, facts)):
+        seen = slots.get(number)
+        if seen is None:
+            won = insert_ignore(
+                session,
+                CaptureSlot,
+                {"signature_id": signature_id, "slot": number} | granted,
+                ["signature_id", "slot"],
+            )
+            won = won is not None
+        else:
+            won = session.execute(
+                update(CaptureSlot)
+                .where(
+                    CaptureSlot.signature_id == signature_id,
+                    CaptureSlot.slot == number,
+                    CaptureSlot.event_id == seen.event_id,
+                    CaptureSlot.state == seen.state,
+                )
+                .values(**granted)
+                .execution_options(synchronize_session=False)
+            ).rowcount == 1
+        if won:
+            return number
+    return None
+
+
+def claim_extra(session: Session, signature: Signature) -> int | None:
+    """Take one of the engineer's "N more" captures: how many are left after it, or None."""
+    left = session.execute(
+        update(Signature)
+        .where(Signature.id == signature.id, Signature.extra_full_captures > 0)
+        .values(extra_full_captures=Signature.extra_full_captures - 1)
+        .returning(Signature.extra_full_captures)
+        .execution_options(synchronize_session=False)
+    ).scalar_one_or_none()
+    if left is not None:
+        set_committed_value(signature, "extra_full_captures", left)
+    return left

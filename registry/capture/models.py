@@ -1,16 +1,27 @@
-"""Captures: what was dumped (or deliberately not) for an event."""
+"""Captures (what was dumped, or deliberately not, for an event) and the capture slots."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
 
 CAPTURE_METHODS = ("makedumpfile", "drgn", "dpu_rdma", "raw")
 CAPTURE_STATUSES = ("started", "completed", "failed", "skipped")
+PROCESSING_STATES = ("pending", "processing", "done", "failed")
+SLOT_STATES = ("granted", "completed", "released")
 
 
 class Capture(Base):
@@ -28,10 +39,37 @@ class Capture(Base):
     target: Mapped[str | None] = mapped_column(String(512))
     uri: Mapped[str | None] = mapped_column(Text)
     processing_state: Mapped[str | None] = mapped_column(String(16))
+    capture_key: Mapped[str | None] = mapped_column(
+        String(128), doc="the reporter's idempotency key: a resent capture is stored once"
+    )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
     __table_args__ = (
         Index("ix_captures_event", "event_id"),
         Index("ix_captures_signature_status", "signature_id", "status", "created_at"),
+        Index("ix_captures_event_key", "event_id", "capture_key", unique=True),
+    )
+
+
+class CaptureSlot(Base):
+    """One of a signature's K full-capture slots (see registry.capture.decide for the protocol).
+
+    Rows are reused: a slot is (re)claimed by one event at a time, and its state says whether
+    it still counts against K (granted recently, or completed inside the window).
+    """
+
+    __tablename__ = "capture_slots"
+
+    signature_id: Mapped[int] = mapped_column(
+        ForeignKey("signatures.id", ondelete="CASCADE"), primary_key=True
+    )
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"))
+    state: Mapped[str] = mapped_column(String(16))
+    since: Mapped[datetime] = mapped_column(doc="when granted, or when completed/released")
+
+    __table_args__ = (
+        CheckConstraint(f"state IN {SLOT_STATES}", name="state"),
+        Index("ix_capture_slots_event", "event_id"),
     )

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from registry.auth.tokens import require_scope
 from registry.capture.models import Capture
+from registry.capture.service import capture_dict
 from registry.errors import ApiError
 from registry.ingest.models import Event, Report
 from registry.ingest.schemas import ReportAnswerSchema, ReportSchema
@@ -122,19 +123,3 @@ def event_summary(event: Event) -> dict[str, Any]:
         "regression": event.regression,
     }
 
-
-def capture_dict(capture: Capture) -> dict[str, Any]:
-    return {
-        "id": str(capture.id),
-        "event_id": str(capture.event_id),
-        "method": capture.method,
-        "status": capture.status,
-        "dump_level": capture.dump_level,
-        "bytes": capture.bytes,
-        "duration_s": capture.duration_s,
-        "downtime_s": capture.downtime_s,
-        "target": capture.target,
-        "uri": capture.uri,
-        "processing_state": capture.processing_state,
-        "created_at": capture.created_at.isoformat(),
-    }

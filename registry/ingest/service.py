@@ -96,7 +96,7 @@ def store(
                 publish(session, "signature.created", signature.id)
             elif signature.status == "resolved":
                 mark_regressed(session, signature, event)
-        decision = decide_capture(session, signature, event, settings)
+        decision = decide_capture(session, signature, event, settings, new_signature)
         event.capture_action, event.capture_reason = decision.action, decision.reason
         event.capture_dump_level = decision.dump_level
     else:

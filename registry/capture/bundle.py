@@ -1,0 +1,119 @@
+"""The offline policy bundle: every known fingerprint and what a crash kernel should do now.
+
+Hosts fetch it periodically (ETag / If-None-Match) and bake it into the kdump initramfs, so
+a crash kernel with no network still decides. The format is documented in README.md
+("Capture decisions"); `version` hashes the entries only, so it changes iff an answer does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.capture.decide import facts_of, read_all_slots
+from registry.capture.policy import Limits, claimable_slots, offline_action, window_start
+from registry.db import utcnow
+from registry.signatures.models import Signature, SignatureAlias
+
+FORMAT = "crashreg-policy-bundle"
+FORMAT_VERSION = 1
+UNKNOWN = {"action": "full", "reason": "fingerprint not in the bundle: a new bug", "dump_level": None}
+
+
+@dataclass(frozen=True)
+class BundleEntry:
+    fingerprint: str
+    signature_id: str
+    action: str
+    dump_level: int | None
+    function: str | None
+    title: str
+
+
+@dataclass(frozen=True)
+class Bundle:
+    version: str
+    generated_at: datetime
+    entries: list[BundleEntry]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "version": self.version,
+            "generated_at": self.generated_at.isoformat(),
+            "unknown": UNKNOWN,
+            "entries": [asdict(entry) for entry in self.entries],
+        }
+
+    def as_text(self) -> str:
+        """One header line, then TAB-separated lines a POSIX shell can `read`."""
+        header = "\t".join(["#" + FORMAT, str(FORMAT_VERSION), self.version, self.generated_at.isoformat()])
+        lines = [header]
+        for entry in self.entries:
+            fields = [
+                entry.fingerprint,
+                entry.action,
+                "-" if entry.dump_level is None else str(entry.dump_level),
+                entry.function or "-",
+                entry.title,
+            ]
+            lines.append("\t".join(_one_line(field) for field in fields))
+        return "\n".join(lines) + "\n"
+
+
+def _one_line(value: str) -> str:
+    return " ".join(value.split()) or "-"
+
+
+def content_version(entries: list[BundleEntry]) -> str:
+    canonical = json.dumps([asdict(e) for e in entries], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{FORMAT_VERSION}|{canonical}".encode()).hexdigest()[:20]
+
+
+def build_bundle(session: Session, limits: Limits) -> Bundle:
+    """The current offline answer for every fingerprint that routes to a live signature."""
+    now = utcnow()
+    signatures = {s.id: s for s in session.scalars(select(Signature))}
+    slots = read_all_slots(session)
+    actions: dict[int, tuple[str, int | None]] = {}
+    for signature in signatures.values():
+        if signature.merged_into_id is not None:
+            continue
+        facts = facts_of(signature)
+        free = claimable_slots(slots.get(signature.id, []), limits, now, window_start(now, limits, facts))
+        decision = offline_action(facts, limits, len(free))
+        actions[signature.id] = (decision.action, decision.dump_level)
+    routes = {s.fingerprint: s.id for s in signatures.values()}
+    aliases = session.execute(select(SignatureAlias.fingerprint, SignatureAlias.signature_id))
+    routes.update(dict(aliases.all()))
+    entries = []
+    for fingerprint, signature_id in sorted(routes.items()):
+        canonical = _canonical(signatures, signature_id)
+        if canonical is None:
+            continue
+        action, dump_level = actions[canonical.id]
+        entries.append(
+            BundleEntry(
+                fingerprint, str(canonical.id), action, dump_level, canonical.function, canonical.title
+            )
+        )
+    return Bundle(content_version(entries), now, entries)
+
+
+def _canonical(signatures: dict[int, Signature], signature_id: int) -> Signature | None:
+    """Follow merges within the loaded rows (cycles and dangling ids give None)."""
+    seen: set[int] = set()
+    signature = signatures.get(signature_id)
+    while signature is not None and signature.merged_into_id is not None:
+        if signature.id in seen:
+            return None
+        seen.add(signature.id)
+        signature = signatures.get(signature.merged_into_id)
+    return signature

@@ -1,0 +1,178 @@
+"""The capture policy as a decision table: plain facts about a signature in, an answer out.
+
+No database here. The caller (registry.capture.decide) walks the applicable rules in order;
+a rule that needs a *claim* (a capture slot, or one of the engineer's "N more" captures) only
+applies if the claim is won, otherwise the next rule is tried. The last rule of every mode
+needs no claim, so a decision is always reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+ACTIONS = ("full", "filtered", "skip")
+
+# A grant that no capture followed (the crash kernel died, the host was reimaged) stops
+# holding its slot after this long: a full dump of a 2 TB host takes hours, not a day.
+GRANT_TIMEOUT = timedelta(hours=24)
+
+SLOT_GRANTED, SLOT_COMPLETED, SLOT_RELEASED = "granted", "completed", "released"
+
+
+@dataclass(frozen=True)
+class CaptureDecision:
+    action: str  # full | filtered | skip
+    reason: str
+    dump_level: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"action": self.action, "reason": self.reason, "dump_level": self.dump_level}
+
+
+@dataclass(frozen=True)
+class Limits:
+    full_per_window: int
+    window: timedelta
+
+
+@dataclass(frozen=True)
+class SignatureFacts:
+    """What the policy needs to know about a signature at decision time."""
+
+    mode: str  # auto | full | filtered | skip
+    status: str  # new | triaged | resolved | regressed | ignored
+    is_new: bool  # this event created the signature
+    dump_level: int | None
+    extra_full_captures: int
+    resolved_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Slot:
+    number: int
+    state: str  # granted | completed | released
+    since: datetime  # granted_at for granted slots, settled_at otherwise
+    event_id: int | None = None  # the holder
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the decision table."""
+
+    name: str
+    applies: Callable[[SignatureFacts], bool]
+    action: str
+    reason: str  # str.format template over the facts, limits and the claim
+    claim: str | None = None  # None | "slot" | "extra"
+
+
+def _auto(facts: SignatureFacts) -> bool:
+    return facts.mode == "auto"
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "extra",
+        lambda f: f.extra_full_captures > 0,
+        "full",
+        "an engineer asked for more full captures of this signature ({claimed} more wanted after this one)",
+        claim="extra",
+    ),
+    Rule("mode-full", lambda f: f.mode == "full", "full", "signature policy: always capture full"),
+    Rule(
+        "mode-filtered",
+        lambda f: f.mode == "filtered",
+        "filtered",
+        "signature policy: filtered capture at makedumpfile dump level {facts.dump_level}",
+    ),
+    Rule("mode-skip", lambda f: f.mode == "skip", "skip", "signature policy: never capture"),
+    Rule(
+        "ignored",
+        lambda f: _auto(f) and f.status == "ignored",
+        "skip",
+        "signature is ignored: no capture",
+    ),
+    Rule(
+        "new",
+        lambda f: _auto(f) and f.is_new,
+        "full",
+        "new signature: full capture {claimed} of {limits.full_per_window}",
+        claim="slot",
+    ),
+    Rule(
+        "regressed",
+        lambda f: _auto(f) and f.status == "regressed",
+        "full",
+        "regressed signature: full capture {claimed} of {limits.full_per_window} since the fix",
+        claim="slot",
+    ),
+    Rule(
+        "regressed-enough",
+        lambda f: _auto(f) and f.status == "regressed",
+        "skip",
+        "regressed signature already has {limits.full_per_window} full captures since the fix",
+    ),
+    Rule(
+        "known",
+        _auto,
+        "full",
+        "known signature: full capture {claimed} of {limits.full_per_window} in the "
+        "{limits.window.days}-day window",
+        claim="slot",
+    ),
+    Rule(
+        "known-enough",
+        _auto,
+        "skip",
+        "known signature: {limits.full_per_window} full captures already in the "
+        "{limits.window.days}-day window",
+    ),
+)
+
+
+def applicable_rules(facts: SignatureFacts) -> list[Rule]:
+    """The rules to try, in order; the first whose claim (if any) is won decides."""
+    return [rule for rule in RULES if rule.applies(facts)]
+
+
+def answer(rule: Rule, facts: SignatureFacts, limits: Limits, claimed: int | None = None) -> CaptureDecision:
+    """The decision a rule gives; `claimed` is the slot number or the extras left."""
+    reason = rule.reason.format(facts=facts, limits=limits, claimed=claimed)
+    dump_level = facts.dump_level if rule.action == "filtered" else None
+    return CaptureDecision(rule.action, reason[:255], dump_level)
+
+
+def window_start(now: datetime, limits: Limits, facts: SignatureFacts) -> datetime:
+    """Captures older than this no longer count: the rolling window, cut at the last fix."""
+    start = now - limits.window
+    if facts.status == "regressed" and facts.resolved_at is not None:
+        return max(start, facts.resolved_at)
+    return start
+
+
+def slot_is_held(slot: Slot, now: datetime, since: datetime) -> bool:
+    """Does this slot still count against K? Released slots never do; others until they age out."""
+    if slot.state == SLOT_RELEASED:
+        return False
+    if slot.state == SLOT_GRANTED and slot.since < now - GRANT_TIMEOUT:
+        return False
+    return slot.since >= since
+
+
+def claimable_slots(slots: Iterable[Slot], limits: Limits, now: datetime, since: datetime) -> list[int]:
+    """Slot numbers (1..K) a new full capture may claim, lowest first."""
+    held = {slot.number for slot in slots if slot_is_held(slot, now, since)}
+    return [number for number in range(1, limits.full_per_window + 1) if number not in held]
+
+
+def offline_action(facts: SignatureFacts, limits: Limits, free_slots: int) -> CaptureDecision:
+    """What a crash kernel with no network should do: the decision if claims were granted
+    exactly when something is free, with no claim taken (the bundle is advisory)."""
+    for rule in applicable_rules(facts):
+        if rule.claim == "slot" and free_slots == 0:
+            continue
+        claimed = facts.extra_full_captures - 1 if rule.claim == "extra" else None
+        return answer(rule, facts, limits, claimed)
+    raise AssertionError("every mode ends with a rule that needs no claim")
