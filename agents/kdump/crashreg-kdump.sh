@@ -1,0 +1,395 @@
+#!/bin/sh
+# crashreg-kdump: the crash kernel's reporter (POSIX sh: dash, busybox ash).
+#
+# In the crash kernel, before the vmcore is saved: read the crashed kernel's log from
+# /proc/vmcore, report it to the crash registry, and turn the answer (full / filtered / skip)
+# into makedumpfile arguments. With no network the decision comes from the offline policy
+# bundle baked into the initramfs, and the report is spooled for the post-boot resend
+# (agents/crashreg_report.py post-boot), which reuses the same report_id so the registry
+# joins it instead of counting the crash twice. It never fails closed: whatever goes wrong,
+# it still answers with a dump decision.
+#
+# Usage:
+#   crashreg-kdump.sh [report]           decide; print the makedumpfile arguments on stdout
+#                                        (empty line: skip), write CRASHREG_DECISION_FILE;
+#                                        exit 0 to dump, 10 to skip (RHEL kdump_pre semantics)
+#   crashreg-kdump.sh collect ARGS...    core_collector wrapper: makedumpfile <decided> ARGS...
+#   crashreg-kdump.sh fetch-bundle       refresh the offline policy bundle (booted host)
+#
+# Configuration: $CRASHREG_CONF (default /etc/crashreg/reporter.conf), a sourced sh file of
+# KEY=VALUE lines; see agents/README.md.
+
+EXIT_DUMP=0
+EXIT_SKIP=10
+
+log() { printf 'crashreg-kdump: %s\n' "$*" >&2; }
+
+load_config() {
+    CRASHREG_URL=
+    CRASHREG_TOKEN_FILE=/etc/crashreg/token
+    CRASHREG_CA_FILE=
+    CRASHREG_CONNECT_TIMEOUT=5
+    CRASHREG_MAX_TIME=20
+    CRASHREG_RETRIES=3
+    CRASHREG_RETRY_DELAY=1
+    CRASHREG_SPOOL_DIR=/var/spool/crashreg
+    CRASHREG_BUNDLE=/etc/crashreg/policy-bundle.txt
+    CRASHREG_FINGERPRINTER=
+    CRASHREG_VMCORE=/proc/vmcore
+    CRASHREG_DMESG_FILE=
+    CRASHREG_MAKEDUMPFILE=makedumpfile
+    CRASHREG_VMCORE_DMESG=vmcore-dmesg
+    CRASHREG_COMPRESSION=-c
+    CRASHREG_FILTERED_LEVEL=31
+    CRASHREG_FALLBACK_ACTION=filtered
+    CRASHREG_MAX_LOG_BYTES=524288
+    CRASHREG_CMDLINE=/proc/cmdline
+    CRASHREG_DECISION_FILE=/run/crashreg/decision.env
+    CRASHREG_HOSTNAME=
+    conf=${CRASHREG_CONF:-/etc/crashreg/reporter.conf}
+    if [ -r "$conf" ]; then
+        # shellcheck disable=SC1090
+        . "$conf"
+    else
+        log "no readable config at $conf: offline decisions only"
+    fi
+}
+
+# --- JSON -----------------------------------------------------------------------------
+
+# Print stdin as one JSON string literal, ASCII only. Bytes are decoded as UTF-8: valid
+# sequences become \uXXXX (surrogate pairs above the BMP), invalid bytes U+FFFD, control
+# characters \u00XX, so any console log (serial noise, cut multibyte characters) yields
+# valid JSON. $1 = "lines": every input line ends in \n; otherwise lines are joined by \n.
+json_string() {
+    tr -d '\000' | LC_ALL=C awk -v mode="$1" '
+    BEGIN { for (i = 1; i < 256; i++) ord[sprintf("%c", i)] = i; printf "\"" }
+    function escape(s,    out, n, i, c, b, need, cp, k, cb, ok) {
+        if (s !~ /[^ -~]/ && s !~ /["\\]/) return s
+        out = ""; n = length(s)
+        for (i = 1; i <= n; i++) {
+            c = substr(s, i, 1); b = ord[c]
+            if (b >= 32 && b < 127) { out = out ((c == "\"" || c == "\\") ? "\\" c : c); continue }
+            if (b < 128) { out = out sprintf("\\u%04x", b); continue }
+            if (b >= 194 && b <= 223) { need = 1; cp = b - 192 }
+            else if (b >= 224 && b <= 239) { need = 2; cp = b - 224 }
+            else if (b >= 240 && b <= 244) { need = 3; cp = b - 240 }
+            else { out = out "\\ufffd"; continue }
+            ok = 1
+            for (k = 1; k <= need; k++) {
+                cb = ord[substr(s, i + k, 1)]
+                if (cb < 128 || cb > 191) { ok = 0; break }
+                cp = cp * 64 + cb - 128
+            }
+            if (ok && ((need == 2 && cp < 2048) || (need == 3 && (cp < 65536 || cp > 1114111)) \
+                       || (cp >= 55296 && cp <= 57343))) ok = 0
+            if (!ok) { out = out "\\ufffd"; continue }
+            i += need
+            if (cp < 65536) out = out sprintf("\\u%04x", cp)
+            else { cp -= 65536; out = out sprintf("\\u%04x\\u%04x", 55296 + int(cp / 1024), 56320 + cp % 1024) }
+        }
+        return out
+    }
+    {
+        if (mode == "lines") printf "%s\\n", escape($0)
+        else { printf "%s%s", (NR > 1 ? "\\n" : ""), escape($0) }
+    }
+    END { printf "\"" }'
+}
+
+# A JSON value for a shell string: null when empty.
+json_value() {
+    if [ -z "$1" ]; then printf 'null'; else printf '%s' "$1" | json_string; fi
+}
+
+# Single-quote a value for a sourced sh file.
+sh_quote() {
+    printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"
+}
+
+# --- what crashed ---------------------------------------------------------------------
+
+# crashreg.<name>=value from the crash kernel's command line (set at kexec load time from
+# the crashed kernel's own values; see agents/README.md).
+cmdline_value() {
+    [ -r "$CRASHREG_CMDLINE" ] || return 0
+    tr ' ' '\n' < "$CRASHREG_CMDLINE" | sed -n "s/^crashreg\\.$1=//p" | head -n 1
+}
+
+extract_log() {
+    raw=$work/dmesg.raw
+    if [ -n "$CRASHREG_DMESG_FILE" ]; then
+        cat "$CRASHREG_DMESG_FILE" > "$raw" 2>/dev/null || : > "$raw"
+    elif "$CRASHREG_MAKEDUMPFILE" --dump-dmesg "$CRASHREG_VMCORE" "$raw" >/dev/null 2>&1 && [ -s "$raw" ]; then
+        :
+    elif "$CRASHREG_VMCORE_DMESG" "$CRASHREG_VMCORE" > "$raw" 2>/dev/null && [ -s "$raw" ]; then
+        :
+    else
+        log "could not read the kernel log from $CRASHREG_VMCORE"
+        : > "$raw"
+    fi
+    size=$(wc -c < "$raw" | tr -d ' ')
+    if [ "$size" -gt "$CRASHREG_MAX_LOG_BYTES" ]; then
+        # Keep the tail (the crash is at the end) and drop the partial first line.
+        tail -c "$CRASHREG_MAX_LOG_BYTES" "$raw" | sed 1d > "$work/console.log"
+    else
+        cp "$raw" "$work/console.log"
+    fi
+}
+
+# Seconds since boot of the crashed kernel: the last "[ 1234.567890]" stamp in its log.
+log_uptime() {
+    sed -n 's/^\[ *\([0-9][0-9]*\)\.[0-9]*\].*/\1/p' "$work/console.log" | tail -n 1
+}
+
+log_kernel_version() {
+    sed -n 's/.*Linux version \([^ ]*\).*/\1/p' "$work/console.log" | head -n 1
+}
+
+detect_host() {
+    host=$CRASHREG_HOSTNAME
+    [ -n "$host" ] || host=$(cmdline_value hostname)
+    [ -n "$host" ] || host=$(hostname 2>/dev/null)
+    [ -n "$host" ] || host=$(cat /proc/sys/kernel/hostname 2>/dev/null)
+    [ -n "$host" ] || host=unknown
+    boot_id=$(cmdline_value boot_id)
+    kernel=$(cmdline_value kernel)
+    [ -n "$kernel" ] || kernel=$(log_kernel_version)
+    [ -n "$kernel" ] || kernel=$(uname -r)
+}
+
+local_fingerprint() {
+    [ -n "$CRASHREG_FINGERPRINTER" ] || return 0
+    # shellcheck disable=SC2086
+    $CRASHREG_FINGERPRINTER "$work/console.log" 2>/dev/null | head -n 1
+}
+
+# The report's idempotency key: one per crashed boot, so a rerun or resend replays it.
+make_report_id() {
+    if [ -n "$boot_id" ]; then
+        report_id="kdump-$boot_id"
+    else
+        report_id="kdump-$host-$(cat /proc/sys/kernel/random/uuid 2>/dev/null || date -u +%s)"
+    fi
+    report_id=$(printf '%s' "$report_id" | tr -c 'A-Za-z0-9._-' '_' | cut -c 1-128)
+}
+
+build_report() {
+    uptime=$(log_uptime)
+    {
+        printf '{"report_id":%s,"source":"crash_kernel","crashed_at":"%s",' \
+            "$(json_value "$report_id")" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        printf '"host":{"hostname":%s,"kernel_version":%s},' "$(json_value "$host")" "$(json_value "$kernel")"
+        printf '"boot_id":%s,"uptime_s":%s,"fingerprint":%s,"console_log":' \
+            "$(json_value "$boot_id")" "${uptime:-null}" "$(json_value "$fingerprint")"
+        json_string lines < "$work/console.log"
+        printf '}\n'
+    } > "$work/report.json"
+}
+
+# --- asking the registry --------------------------------------------------------------
+
+# POST the report; on a 2xx answer leave it in $work/answer.json and return 0.
+send_report() {
+    [ -n "$CRASHREG_URL" ] || return 1
+    command -v curl >/dev/null 2>&1 || { log "curl not found"; return 1; }
+    : > "$work/headers"
+    if [ -r "$CRASHREG_TOKEN_FILE" ]; then
+        printf 'Authorization: Bearer %s\n' "$(tr -d ' \r\n' < "$CRASHREG_TOKEN_FILE")" > "$work/headers"
+    else
+        log "token file $CRASHREG_TOKEN_FILE unreadable"
+    fi
+    printf 'Content-Type: application/json\n' >> "$work/headers"
+    set -- --silent --show-error --output "$work/answer.json" --write-out '%{http_code}' \
+        --connect-timeout "$CRASHREG_CONNECT_TIMEOUT" --max-time "$CRASHREG_MAX_TIME" \
+        --header "@$work/headers" --data-binary "@$work/report.json"
+    [ -z "$CRASHREG_CA_FILE" ] || set -- "$@" --cacert "$CRASHREG_CA_FILE"
+    attempt=0
+    delay=$CRASHREG_RETRY_DELAY
+    while :; do
+        status=$(curl "$@" "${CRASHREG_URL%/}/api/v1/reports" 2>"$work/curl.err")
+        rc=$?
+        case "$rc:$status" in
+            0:2??) return 0 ;;
+            0:408|0:429|0:5??) log "registry answered HTTP $status" ;;
+            0:*) log "registry refused the report: HTTP $status $(head -c 300 "$work/answer.json")"; return 1 ;;
+            *) log "curl exit $rc: $(head -n 1 "$work/curl.err")" ;;
+        esac
+        attempt=$((attempt + 1))
+        [ "$attempt" -le "$CRASHREG_RETRIES" ] || return 1
+        sleep "$delay"
+        delay=$((delay * 2))
+    done
+}
+
+# Read the capture answer out of the registry's (flat, machine-written) JSON.
+parse_answer() {
+    answer=$(tr -d '\n' < "$work/answer.json")
+    capture=${answer#*\"capture\":}
+    action=$(printf '%s' "$capture" | sed -n 's/.*"action": *"\([a-z]*\)".*/\1/p')
+    dump_level=$(printf '%s' "$capture" | sed -n 's/.*"dump_level": *\([0-9][0-9]*\).*/\1/p')
+    reason=$(printf '%s' "$capture" | sed -n 's/.*"reason": *"\([^"]*\)".*/\1/p')
+    event_id=$(printf '%s' "$answer" | sed -n 's/.*"event_id": *"\([^"]*\)".*/\1/p')
+    decided_by=registry
+    case "$action" in full|filtered|skip) return 0 ;; esac
+    log "unreadable answer from the registry"
+    return 1
+}
+
+# The offline bundle in its text form (GET /api/v1/policy-bundle?format=text, baked into the
+# initramfs): "fingerprint<TAB>action<TAB>dump_level|-<TAB>function|-<TAB>title" per known
+# signature. Matched by the local fingerprint when a fingerprinter is configured; otherwise
+# by the guilty function, when every bundle entry for that function agrees on the action.
+bundle_decision() {
+    decided_by=fallback
+    action=$CRASHREG_FALLBACK_ACTION
+    dump_level=
+    reason="offline and no policy bundle"
+    [ -r "$CRASHREG_BUNDLE" ] || return 0
+    decided_by=bundle
+    row=
+    if [ -n "$fingerprint" ]; then
+        row=$(grep "^$fingerprint	" "$CRASHREG_BUNDLE" | head -n 1)
+        reason="offline: policy bundle entry for fingerprint $fingerprint"
+    else
+        function=$(guilty_function)
+        if [ -n "$function" ]; then
+            rows=$(grep -v '^#' "$CRASHREG_BUNDLE" | awk -F '	' -v f="$function" '$4 == f')
+            if [ -n "$rows" ] && [ "$(printf '%s\n' "$rows" | cut -f 2,3 | sort -u | wc -l)" -eq 1 ]; then
+                row=$(printf '%s\n' "$rows" | head -n 1)
+                reason="offline: policy bundle entries for function $function"
+            fi
+        fi
+    fi
+    if [ -z "$row" ]; then
+        action=full
+        reason="offline: crash not in the policy bundle: a new bug"
+        return 0
+    fi
+    action=$(printf '%s\n' "$row" | cut -f 2)
+    dump_level=$(printf '%s\n' "$row" | cut -f 3)
+    [ "$dump_level" != - ] || dump_level=
+    case "$action" in full|filtered|skip) ;; *) action=full ;; esac
+}
+
+# The first guilty-looking function in the log (RIP/PC line, or "... in func" of a sanitizer
+# header), without compiler clone suffixes: the offline matcher when no fingerprinter runs.
+guilty_function() {
+    sed -n -e 's/.*BUG: [A-Za-z]*: [a-z-]* in \([A-Za-z_][A-Za-z0-9_.]*\).*/\1/p' \
+        -e 's/.*RIP: [0-9a-f]*:\([A-Za-z_][A-Za-z0-9_.]*\)+0x.*/\1/p' \
+        -e 's/.*pc : \([A-Za-z_][A-Za-z0-9_.]*\)+0x.*/\1/p' "$work/console.log" \
+        | head -n 1 | sed 's/\..*//'
+}
+
+spool_report() {
+    mkdir -p "$CRASHREG_SPOOL_DIR" 2>/dev/null
+    if cp "$work/report.json" "$CRASHREG_SPOOL_DIR/.$report_id.tmp" 2>/dev/null \
+        && mv "$CRASHREG_SPOOL_DIR/.$report_id.tmp" "$CRASHREG_SPOOL_DIR/$report_id.json"; then
+        log "spooled $report_id for the post-boot resend"
+    else
+        log "could not spool the report to $CRASHREG_SPOOL_DIR"
+    fi
+}
+
+# --- the answer as makedumpfile arguments ---------------------------------------------
+
+makedumpfile_args() {
+    case "$action" in
+        full) printf '%s -d 0' "$CRASHREG_COMPRESSION" ;;
+        filtered) printf '%s -d %s' "$CRASHREG_COMPRESSION" "${dump_level:-$CRASHREG_FILTERED_LEVEL}" ;;
+        skip) ;;
+    esac
+}
+
+write_decision() {
+    args=$(makedumpfile_args)
+    dir=$(dirname "$CRASHREG_DECISION_FILE")
+    mkdir -p "$dir" 2>/dev/null
+    {
+        printf 'CRASHREG_ACTION=%s\n' "$(sh_quote "$action")"
+        printf 'CRASHREG_DUMP_LEVEL=%s\n' "$(sh_quote "$dump_level")"
+        printf 'CRASHREG_REASON=%s\n' "$(sh_quote "$reason")"
+        printf 'CRASHREG_DECIDED_BY=%s\n' "$(sh_quote "$decided_by")"
+        printf 'CRASHREG_EVENT_ID=%s\n' "$(sh_quote "$event_id")"
+        printf 'CRASHREG_REPORT_ID=%s\n' "$(sh_quote "$report_id")"
+        printf 'CRASHREG_MAKEDUMPFILE_ARGS=%s\n' "$(sh_quote "$args")"
+        # kdump-tools (Debian/Ubuntu) reads MAKEDUMP_ARGS.
+        printf 'MAKEDUMP_ARGS=%s\n' "$(sh_quote "$args")"
+    } > "$CRASHREG_DECISION_FILE.tmp" && mv "$CRASHREG_DECISION_FILE.tmp" "$CRASHREG_DECISION_FILE" \
+        || log "could not write $CRASHREG_DECISION_FILE"
+    log "decision: $action${dump_level:+ (dump level $dump_level)} by $decided_by: $reason"
+    printf '%s\n' "$args"
+}
+
+report() {
+    work=$(mktemp -d "${TMPDIR:-/tmp}/crashreg.XXXXXX") || { log "no temp dir"; work=/tmp; }
+    trap 'rm -rf "$work"' EXIT
+    umask 077
+    extract_log
+    detect_host
+    make_report_id
+    fingerprint=$(local_fingerprint)
+    event_id=
+    if [ -r "$CRASHREG_SPOOL_DIR/$report_id.json" ]; then
+        # A rerun for the same crash: replay the spooled body byte for byte.
+        cp "$CRASHREG_SPOOL_DIR/$report_id.json" "$work/report.json"
+    else
+        build_report
+    fi
+    if send_report && parse_answer; then
+        rm -f "$CRASHREG_SPOOL_DIR/$report_id.json"
+    else
+        bundle_decision
+        spool_report
+    fi
+    write_decision
+    [ "$action" = skip ] && return $EXIT_SKIP
+    return $EXIT_DUMP
+}
+
+# Refresh the text bundle (run periodically on the booted host, before rebuilding the kdump
+# initramfs); an unchanged bundle is a 304 and leaves the file alone.
+fetch_bundle() {
+    work=$(mktemp -d "${TMPDIR:-/tmp}/crashreg.XXXXXX") || return 1
+    trap 'rm -rf "$work"' EXIT
+    umask 077
+    printf 'Authorization: Bearer %s\n' "$(tr -d ' \r\n' < "$CRASHREG_TOKEN_FILE")" > "$work/headers" || return 1
+    set -- --silent --show-error --fail --connect-timeout "$CRASHREG_CONNECT_TIMEOUT" \
+        --max-time "$CRASHREG_MAX_TIME" --header "@$work/headers" --output "$work/bundle" \
+        --write-out '%{http_code}' --retry "$CRASHREG_RETRIES"
+    [ -z "$CRASHREG_CA_FILE" ] || set -- "$@" --cacert "$CRASHREG_CA_FILE"
+    if [ -s "$CRASHREG_BUNDLE" ] && [ -r "$CRASHREG_BUNDLE.etag" ]; then
+        set -- "$@" --header "If-None-Match: $(cat "$CRASHREG_BUNDLE.etag")"
+    fi
+    status=$(curl "$@" --dump-header "$work/response" "${CRASHREG_URL%/}/api/v1/policy-bundle?format=text") || return 1
+    case "$status" in
+        304) log "policy bundle unchanged" ;;
+        200)
+            head -n 1 "$work/bundle" | grep -q '^#crashreg-policy-bundle	' || { log "not a policy bundle"; return 1; }
+            mkdir -p "$(dirname "$CRASHREG_BUNDLE")"
+            cp "$work/bundle" "$CRASHREG_BUNDLE.tmp" && mv "$CRASHREG_BUNDLE.tmp" "$CRASHREG_BUNDLE" || return 1
+            sed -n 's/^[Ee][Tt][Aa][Gg]: *\([^\r]*\).*/\1/p' "$work/response" | tr -d '\r' > "$CRASHREG_BUNDLE.etag"
+            log "policy bundle updated: $(($(wc -l < "$CRASHREG_BUNDLE") - 1)) entries"
+            ;;
+        *) log "policy bundle: HTTP $status"; return 1 ;;
+    esac
+}
+
+collect() {
+    # shellcheck disable=SC1090
+    [ -r "$CRASHREG_DECISION_FILE" ] && . "$CRASHREG_DECISION_FILE"
+    if [ "${CRASHREG_ACTION:-}" = skip ]; then
+        log "registry decision is skip: no dump"
+        return 0
+    fi
+    # shellcheck disable=SC2086
+    exec "$CRASHREG_MAKEDUMPFILE" ${CRASHREG_MAKEDUMPFILE_ARGS:-$CRASHREG_COMPRESSION -d $CRASHREG_FILTERED_LEVEL} "$@"
+}
+
+load_config
+case "${1:-report}" in
+    report) report ;;
+    collect) shift; collect "$@" ;;
+    fetch-bundle) fetch_bundle ;;
+    *) log "usage: $0 [report | collect MAKEDUMPFILE-ARGS... | fetch-bundle]"; exit 2 ;;
+esac

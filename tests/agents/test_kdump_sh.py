@@ -1,0 +1,138 @@
+"""agents/kdump/crashreg-kdump.sh for real: dash and busybox ash, curl, a live registry."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from sqlalchemy import select
+
+from registry.db import Database
+from registry.ingest.models import Report
+from tests.agents.conftest import FIXTURES, Registry, closed_port_url, run_reporter
+
+EXIT_SKIP = 10
+
+
+def test_online_answers_become_makedumpfile_arguments(registry: Registry, make_site, run_sh) -> None:
+    # K=3 by default: the first three crashes of a new bug are dumped in full, then skipped.
+    sites = [make_site() for _ in range(4)]
+    runs = [run_sh(site) for site in sites]
+    assert [(r.returncode, r.args) for r in runs] == [(0, "-c -d 0")] * 3 + [(EXIT_SKIP, "")], runs[-1].stderr
+    assert sites[3].decision()["CRASHREG_ACTION"] == "skip"
+
+    site = make_site()
+    first_event = registry.get(f"/api/v1/events/{sites[0].decision()['CRASHREG_EVENT_ID']}")
+    filtered_17 = {"capture_policy": {"mode": "filtered", "dump_level": 17}}
+    registry.patch_signature(first_event["signature"]["id"], filtered_17)
+    filtered = run_sh(site)
+    assert (filtered.returncode, filtered.args) == (0, "-c -d 17"), filtered.stderr
+    decision = site.decision()
+    assert decision["CRASHREG_ACTION"] == "filtered" and decision["MAKEDUMP_ARGS"] == "-c -d 17"
+    assert decision["CRASHREG_DECIDED_BY"] == "registry"
+    assert decision["CRASHREG_REPORT_ID"] == f"kdump-{site.boot_id}"
+    assert site.spooled() == []
+
+    event = registry.get(f"/api/v1/events/{decision['CRASHREG_EVENT_ID']}")
+    assert event["sources"] == ["crash_kernel"]
+    assert (event["hostname"], event["boot_id"], event["uptime_s"]) == ("gpu-a017", site.boot_id, 86311)
+    assert event["host"]["kernel_version"] == "6.1.0-13-amd64"
+    assert event["signature"]["id"] == first_event["signature"]["id"]
+
+
+def test_console_log_is_escaped_into_valid_json(registry: Registry, make_site, run_sh, database: Database,
+                                                tmp_path: Path) -> None:
+    nasty = (FIXTURES / "mlx5_null_deref.log").read_bytes() + (
+        b'[86312.000001] comm="x\\y" tab\there cr\r\n'
+        b"[86312.000002] utf8 \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 bad \xff cut \xc3 esc \x1b[0m nul\x00!\n"
+    )
+    dmesg = tmp_path / "nasty.log"
+    dmesg.write_bytes(nasty)
+    site = make_site(dmesg=dmesg)
+    run = run_sh(site)
+    assert run.returncode == 0, run.stderr
+    with database.session() as session:
+        stored = session.scalar(select(Report.console_log).where(Report.report_id == f"kdump-{site.boot_id}"))
+    assert stored == nasty.replace(b"\0", b"").decode("utf-8", "replace")
+
+
+def test_network_down_decides_from_the_offline_bundle_and_spools(
+    registry: Registry, make_site, run_sh
+) -> None:
+    known = make_site()
+    assert run_sh(known).returncode == 0
+    event = registry.get(f"/api/v1/events/{known.decision()['CRASHREG_EVENT_ID']}")
+    registry.patch_signature(event["signature"]["id"], {"capture_policy": {"mode": "skip"}})
+
+    # On the booted host: fetch the text bundle; a second fetch is a 304 and keeps the file.
+    fetched = run_sh(known, "fetch-bundle")
+    assert fetched.returncode == 0, fetched.stderr
+    bundle_text = known.bundle.read_text()
+    assert bundle_text.startswith("#crashreg-policy-bundle\t1\t")
+    assert f"{event['fingerprint']}\tskip\t-\t" in bundle_text
+    again = run_sh(known, "fetch-bundle")
+    assert "unchanged" in again.stderr and known.bundle.read_text() == bundle_text
+
+    # Crash kernels with the network down: the same bug is skipped, a new one dumped in full.
+    down = closed_port_url()
+    same_bug = make_site(url=down)
+    shutil.copy(known.bundle, same_bug.bundle)
+    offline = run_sh(same_bug)
+    assert (offline.returncode, offline.args) == (EXIT_SKIP, ""), offline.stderr
+    assert offline.stderr.count("curl exit 7") == 4  # one try and three retries
+    assert same_bug.decision()["CRASHREG_DECIDED_BY"] == "bundle"
+    [spooled] = same_bug.spooled()
+    report = json.loads(spooled.read_bytes())
+    assert (report["report_id"], report["source"], report["boot_id"]) == (
+        f"kdump-{same_bug.boot_id}", "crash_kernel", same_bug.boot_id)
+    assert "mlx5e_poll_rx_cq" in report["console_log"]
+
+    new_bug = make_site(url=down, dmesg=FIXTURES / "ext4_bug_on.log")
+    shutil.copy(known.bundle, new_bug.bundle)
+    offline_new = run_sh(new_bug)
+    assert (offline_new.returncode, offline_new.args) == (0, "-c -d 0"), offline_new.stderr
+    assert "new bug" in new_bug.decision()["CRASHREG_REASON"]
+
+    no_bundle = make_site(url=down)
+    fallback = run_sh(no_bundle)
+    assert (fallback.returncode, fallback.args) == (0, "-c -d 31")
+    assert no_bundle.decision()["CRASHREG_DECIDED_BY"] == "fallback"
+
+
+def test_post_boot_resend_joins_the_registry_never_duplicates(registry: Registry, make_site, run_sh) -> None:
+    site = make_site(url=closed_port_url())
+    assert run_sh(site).returncode == 0
+    [spooled] = site.spooled()
+    body = spooled.read_bytes()
+
+    # The crash kernel's POST got through but its answer was lost: the registry has it already.
+    first = registry.post_report(body)
+    assert first.status_code == 201, first.text
+
+    site.url = registry.url
+    site.write()
+    resent = run_reporter(site, "post-boot")
+    assert resent.returncode == 0, resent.stderr
+    assert "already registered" in resent.stderr
+    assert site.spooled() == []
+
+    event_id = first.json()["event_id"]
+    event = registry.get(f"/api/v1/events/{event_id}")
+    assert event["sources"] == ["crash_kernel"]
+    assert [r["report_id"] for r in event["reports"]] == [f"kdump-{site.boot_id}"]
+    events = registry.get(f"/api/v1/signatures/{event['signature']['id']}/events")
+    assert len(events["events"]) == 1
+
+
+def test_collect_runs_makedumpfile_with_the_decided_arguments(make_site, run_sh, tmp_path: Path) -> None:
+    recorder = tmp_path / "makedumpfile"
+    recorder.write_text('#!/bin/sh\nprintf "%s\\n" "$*" > "$0.args"\n')
+    recorder.chmod(0o755)
+    site = make_site(extra={"CRASHREG_MAKEDUMPFILE": str(recorder)})
+    assert run_sh(site).returncode == 0
+    target = "/var/crash/vmcore-incomplete"
+    collected = run_sh(site, "collect", "-l", "--message-level", "7", "/proc/vmcore", target)
+    assert collected.returncode == 0, collected.stderr
+    assert Path(f"{recorder}.args").read_text().strip() == (
+        f"-c -d 0 -l --message-level 7 /proc/vmcore {target}")
