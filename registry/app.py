@@ -16,6 +16,7 @@ from registry.db import Database
 from registry.errors import install_error_handlers
 from registry.ingest.api import blueprint as ingest_blueprint
 from registry.inventory.api import blueprint as inventory_blueprint
+from registry.jira.api import blueprint as jira_blueprint
 from registry.metrics import REQUESTS
 from registry.migrate import head_revisions
 from registry.operations import blueprint as operations_blueprint
@@ -27,6 +28,7 @@ BLUEPRINTS = [
     inventory_blueprint,
     signatures_blueprint,
     capture_blueprint,
+    jira_blueprint,
 ]
 
 access_log = logging.getLogger("crashreg.access")

@@ -5,7 +5,7 @@ from registry.capture.models import Capture, CaptureSlot
 from registry.db import Base
 from registry.ingest.models import Event, Report
 from registry.inventory.models import Host, HostAttributeChange
-from registry.jira.models import JiraLink
+from registry.jira.models import JiraLink, JiraSyncCursor, JiraWebhookReceipt
 from registry.outbox import OutboxMessage
 from registry.signatures.models import Signature, SignatureAlias, SignatureCounter
 
@@ -18,6 +18,8 @@ __all__ = [
     "Host",
     "HostAttributeChange",
     "JiraLink",
+    "JiraSyncCursor",
+    "JiraWebhookReceipt",
     "OutboxMessage",
     "Report",
     "Signature",

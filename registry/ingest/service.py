@@ -25,6 +25,7 @@ from registry.inventory.models import HOST_ATTRIBUTES, Host
 from registry.outbox import publish
 from registry.signatures.identify import CrashSignature, identify
 from registry.signatures.models import Signature
+from registry.signatures.regression import REGRESSED, regression_verdict
 from registry.signatures.service import count_event, resolve_or_create, summary
 from registry.upsert import insert_ignore
 
@@ -190,13 +191,17 @@ def find_or_open_event(
 
 
 def mark_regressed(session: Session, signature: Signature, event: Event) -> None:
-    """A new event on a resolved signature. The Jira sync refines this with kernel versions."""
+    """A new event on a resolved signature: regressed, unless it predates the fix (see regression)."""
+    event.regression = regression_verdict(
+        event.kernel_version, event.crashed_at, signature.fixed_in_kernel, signature.resolved_at
+    )
+    if event.regression != REGRESSED:
+        return
     flipped = session.execute(
         update(Signature)
         .where(Signature.id == signature.id, Signature.status == "resolved")
         .values(status="regressed", updated_at=utcnow())
     ).rowcount
-    event.regression = "regressed"
     if flipped:
         signature.status = "regressed"
         publish(session, "signature.regressed", signature.id, event_id=event.id)

@@ -1,10 +1,14 @@
-"""The link between a signature and its Jira issue, with per-link sync state."""
+"""The link between a signature and its Jira issue, with per-link sync state.
+
+Also what the Jira sync keeps for itself: webhook receipts (deduplication by Jira's
+delivery identifier) and reconciliation cursors (how far the `updated` scan has got).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, Text
+from sqlalchemy import ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
@@ -23,3 +27,34 @@ class JiraLink(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_synced_at: Mapped[datetime | None]
     last_error: Mapped[str | None] = mapped_column(Text)
+    facts_digest: Mapped[str | None] = mapped_column(
+        String(64), doc="digest of the facts block last written to the issue description"
+    )
+    facts_pushed_at: Mapped[datetime | None] = mapped_column(
+        doc="when the facts were last written: updates are throttled from here"
+    )
+    jira_updated_at: Mapped[datetime | None] = mapped_column(
+        doc="the issue's `updated` when it was last read back and applied"
+    )
+    failures: Mapped[int] = mapped_column(Integer, default=0, doc="consecutive failed attempts")
+
+
+class JiraWebhookReceipt(Base):
+    """One row per webhook delivery accepted: Jira retries reuse the identifier."""
+
+    __tablename__ = "jira_webhook_receipts"
+
+    identifier: Mapped[str] = mapped_column(String(128), primary_key=True)
+    event: Mapped[str | None] = mapped_column(String(64))
+    issue_key: Mapped[str | None] = mapped_column(String(64))
+    received_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class JiraSyncCursor(Base):
+    """A named high-water mark, e.g. the `updated` time reconciliation has read up to."""
+
+    __tablename__ = "jira_sync_cursors"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    position: Mapped[datetime]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

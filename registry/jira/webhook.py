@@ -1,0 +1,46 @@
+"""Receiving Jira webhooks: verify, deduplicate, record a hint for the sync to act on.
+
+The payload is only a hint. The sync reads the issue back from Jira before changing
+anything, so a replayed, reordered or stale delivery can never set an old state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from registry.jira.models import JiraWebhookReceipt
+from registry.outbox import publish
+from registry.upsert import insert_ignore
+
+ISSUE_CHANGED_TOPIC = "jira.issue_changed"
+SIGNATURE_PREFIX = "sha256="
+
+
+def signature_is_valid(secret: str, body: bytes, header: str | None) -> bool:
+    """`X-Hub-Signature: sha256=<hex HMAC-SHA256 of the raw body>`, compared in constant time."""
+    if not header or not header.startswith(SIGNATURE_PREFIX):
+        return False
+    expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, header[len(SIGNATURE_PREFIX):].strip().lower())
+
+
+def record_delivery(session: Session, identifier: str, payload: dict[str, Any]) -> bool:
+    """Store the receipt and, for issue events, a hint in the outbox. False for a redelivery."""
+    issue = payload.get("issue") if isinstance(payload.get("issue"), dict) else {}
+    issue_key = issue.get("key") if isinstance(issue.get("key"), str) else None
+    event = payload.get("webhookEvent") if isinstance(payload.get("webhookEvent"), str) else None
+    stored = insert_ignore(
+        session,
+        JiraWebhookReceipt,
+        {"identifier": identifier, "event": event and event[:64], "issue_key": issue_key},
+        ["identifier"],
+    )
+    if stored is None:
+        return False
+    if issue_key:
+        publish(session, ISSUE_CHANGED_TOPIC, None, issue_key=issue_key, event=event)
+    return True

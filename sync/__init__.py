@@ -1,0 +1,1 @@
+"""Integrations that run beside the registry: Jira sync and the job scheduler."""

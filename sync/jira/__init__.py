@@ -1,0 +1,1 @@
+"""Two-way Jira sync: one issue per signature; Jira's resolution flows back, the fleet's news flows out."""

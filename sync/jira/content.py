@@ -1,0 +1,141 @@
+"""What crashreg writes into Jira: labels, link ids, the facts block, comments. Pure text.
+
+The description's facts live between two marker lines the registry owns; everything an
+engineer writes outside them survives every update.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+
+CRASHREG_LABEL = "crashreg"
+SIGNATURE_LABEL_PREFIX = "crashreg-sig-"
+BLOCK_BEGIN = "{panel:title=crashreg facts (maintained by crashreg; edits inside this panel are replaced)}"
+BLOCK_END = "{panel}"
+BLOCK_MARK = "crashreg-facts"  # an anchor inside the block so we find ours, not any panel
+SUMMARY_LIMIT = 254
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The fleet's view of one signature, as shown in its Jira issue."""
+
+    title: str
+    fingerprint: str
+    status: str
+    first_seen: str
+    last_seen: str
+    events: int
+    hosts: int
+    registry_url: str
+    kernels: list[tuple[str, int]] = field(default_factory=list)
+    regions: list[tuple[str, int]] = field(default_factory=list)
+    skus: list[tuple[str, int]] = field(default_factory=list)
+    captures: list[tuple[str, int]] = field(default_factory=list)
+    verdict: str | None = None
+
+
+def parse_jira_time(text: str | None) -> datetime | None:
+    """Jira's timestamps: 2026-11-29T12:00:00.000+0000."""
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z") if text else None
+
+
+def signature_label(fingerprint: str) -> str:
+    return f"{SIGNATURE_LABEL_PREFIX}{fingerprint}"
+
+
+def fingerprint_from_labels(labels: list[str]) -> str | None:
+    """The signature an issue belongs to, read from Jira alone (for recovering lost links)."""
+    for label in labels:
+        if label.startswith(SIGNATURE_LABEL_PREFIX):
+            return label[len(SIGNATURE_LABEL_PREFIX):]
+    return None
+
+
+def global_id(fingerprint: str) -> str:
+    """Stable per signature: re-posting the remote link updates it instead of adding one."""
+    return f"crashreg:signature:{fingerprint}"
+
+
+def summary_line(title: str) -> str:
+    """Jira summaries are one line of at most 255 characters."""
+    flat = " ".join(title.split())
+    return flat if len(flat) <= SUMMARY_LIMIT else flat[: SUMMARY_LIMIT - 1] + "…"
+
+
+def _counts(rows: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{name} ({count})" for name, count in rows) or "none recorded"
+
+
+def render_facts(facts: Facts) -> str:
+    rows = [
+        ("Status in crashreg", facts.status),
+        ("Fingerprint", f"{{{{{facts.fingerprint}}}}}"),
+        ("First seen", facts.first_seen),
+        ("Last seen", facts.last_seen),
+        ("Events", str(facts.events)),
+        ("Hosts", str(facts.hosts)),
+        ("Top kernel versions", _counts(facts.kernels)),
+        ("Regions", _counts(facts.regions)),
+        ("SKUs", _counts(facts.skus)),
+        ("Captures", _counts(facts.captures)),
+        ("Epidemiology", facts.verdict or "not analysed yet"),
+        ("Registry", f"[{facts.registry_url}]"),
+    ]
+    table = "\n".join(f"||{name}|{value.replace('|', '/')}|" for name, value in rows)
+    return f"{BLOCK_BEGIN}\n{{anchor:{BLOCK_MARK}}}\n{table}\n{BLOCK_END}"
+
+
+def facts_digest(block: str) -> str:
+    return hashlib.sha256(block.encode()).hexdigest()
+
+
+def merge_description(current: str | None, block: str) -> str:
+    """Replace our block in `current`, keeping every other line; append it if absent."""
+    text = current or ""
+    anchor = f"{{anchor:{BLOCK_MARK}}}"
+    at = text.find(anchor)
+    start = text.rfind(BLOCK_BEGIN, 0, at) if at >= 0 else -1
+    end = text.find(BLOCK_END, at + len(anchor)) if at >= 0 else -1
+    if start < 0 or end < 0:
+        return f"{block}\n\n{text}".rstrip() + "\n" if text.strip() else block
+    return text[:start] + block + text[end + len(BLOCK_END):]
+
+
+def marker(kind: str, ident: str | int) -> str:
+    """A tag ending every comment crashreg posts, so a retried post can see it already landed."""
+    return f"[crashreg:{kind}:{ident}]"
+
+
+def regression_comment(
+    hostname: str, kernel: str | None, crashed_at: str, fixed_in: str | None, reopened: bool,
+    event_id: int,
+) -> str:
+    fix = f"the fix (kernel {fixed_in})" if fixed_in else "the resolution"
+    action = (
+        "crashreg reopened this issue."
+        if reopened
+        else "crashreg did not reopen it (no transition out of done is configured or available)."
+    )
+    return (
+        f"*Regression*: crashreg saw this crash again on {hostname} (kernel {kernel or 'unknown'}) "
+        f"at {crashed_at}, after {fix}. {action}\n{marker('regression', event_id)}"
+    )
+
+
+def rca_comment(rca: dict[str, object]) -> str:
+    """The `rca.confirmed` outbox payload as a comment."""
+    lines = [f"*Confirmed root cause*: {rca.get('summary') or '(no summary)'}"]
+    details = [
+        ("Author", rca.get("author") and f"{rca['author']} ({rca.get('author_kind') or 'human'})"),
+        ("Confirmed by", rca.get("reviewer")),
+        ("Review note", rca.get("note")),
+        ("Fix commit", rca.get("fix_commit")),
+        ("Fixed in kernel", rca.get("fixed_in_kernel")),
+        ("Details", rca.get("url")),
+    ]
+    lines += [f"* {name}: {value}" for name, value in details if value]
+    lines.append(marker("rca", str(rca.get("rca_id"))))
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""Jira -> registry: read an issue back and apply what engineers did to its signature.
+
+Webhooks and reconciliation both end here with the issue as Jira has it now, so the
+order deliveries arrive in cannot matter.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.jira.models import JiraLink
+from registry.outbox import OutboxMessage
+from registry.signatures.models import Signature
+from registry.signatures.regression import fixed_kernel_from_versions
+from registry.signatures.service import canonical
+from sync.jira.content import fingerprint_from_labels, parse_jira_time
+from sync.jira.mapping import decide
+from sync.jira.outbound import SyncContext
+
+log = logging.getLogger("crashreg.jira")
+INBOUND_FIELDS = ["status", "resolution", "resolutiondate", "fixVersions", "assignee", "labels",
+                  "issuelinks", "updated"]
+
+
+def link_for_issue(session: Session, issue: dict[str, Any], options_url: str) -> JiraLink | None:
+    """The link by issue key, or rebuilt from the issue's signature label if the row was lost."""
+    link = session.scalar(select(JiraLink).where(JiraLink.issue_key == issue["key"]))
+    if link is not None:
+        return link
+    fingerprint = fingerprint_from_labels(issue["fields"].get("labels") or [])
+    signature = session.scalar(select(Signature).where(Signature.fingerprint == fingerprint))
+    if signature is None or session.get(JiraLink, signature.id) is not None:
+        return None
+    link = JiraLink(signature_id=signature.id, issue_key=issue["key"], issue_id=str(issue["id"]),
+                    url=f"{options_url}/browse/{issue['key']}", failures=0)
+    session.add(link)
+    session.flush()
+    log.info("recovered Jira link from labels", extra={"fields": {"issue": issue["key"]}})
+    return link
+
+
+def duplicate_target(session: Session, issue: dict[str, Any], own: Signature) -> Signature | None:
+    """The crashreg signature whose issue this one duplicates (Jira's Duplicate link)."""
+    for link in issue["fields"].get("issuelinks") or []:
+        if link.get("type", {}).get("name") != "Duplicate" or "outwardIssue" not in link:
+            continue
+        other = session.scalar(
+            select(JiraLink).where(JiraLink.issue_key == link["outwardIssue"]["key"])
+        )
+        if other is not None and other.signature_id != own.id:
+            return canonical(session, session.get_one(Signature, other.signature_id))
+    return None
+
+
+def jira_has_news(session: Session, link: JiraLink, signature: Signature,
+                  updated: datetime | None) -> bool:
+    """Whether Jira's status should be applied: it changed since we last applied it, and no
+    regression of ours is still on its way to Jira (that would put back an outdated "done")."""
+    if link.jira_updated_at is not None and updated is not None and updated <= link.jira_updated_at:
+        return False
+    pending_regression = session.scalar(
+        select(OutboxMessage.id).where(
+            OutboxMessage.signature_id == signature.id,
+            OutboxMessage.topic == "signature.regressed",
+            OutboxMessage.processed_at.is_(None),
+        ).limit(1)
+    )
+    return pending_regression is None
+
+
+def apply_issue(ctx: SyncContext, issue: dict[str, Any]) -> bool:
+    """Apply the issue's state to its signature; False when the issue is not one of ours."""
+    link = link_for_issue(ctx.session, issue, ctx.options.url)
+    if link is None:
+        return False
+    fields = issue["fields"]
+    signature = ctx.session.get_one(Signature, link.signature_id)
+    category = fields["status"]["statusCategory"]["key"]
+    updated = parse_jira_time(fields.get("updated"))
+    resolution = (fields.get("resolution") or {}).get("name")
+    before = (signature.status, signature.owner, signature.resolution, signature.merged_into_id)
+    if jira_has_news(ctx.session, link, signature, updated):
+        outcome = decide(category, resolution, signature.status)
+        signature.status = outcome.status
+        if outcome.resolved:
+            versions = [v["name"] for v in fields.get("fixVersions") or []]
+            signature.resolution = resolution
+            signature.resolved_at = parse_jira_time(fields.get("resolutiondate")) or ctx.now
+            signature.fix_versions = versions
+            signature.fixed_in_kernel = fixed_kernel_from_versions(versions) or signature.fixed_in_kernel
+        elif before[0] in ("resolved", "ignored") and outcome.status != before[0]:
+            signature.resolution, signature.resolved_at = None, None
+        if outcome.merge:
+            target = duplicate_target(ctx.session, issue, signature)
+            if target is not None:
+                signature.merged_into_id = target.id
+    assignee = fields.get("assignee")
+    signature.owner = (assignee or {}).get("displayName") if assignee else None
+    if (signature.status, signature.owner, signature.resolution, signature.merged_into_id) != before:
+        signature.updated_at = ctx.now
+        log.info("applied Jira state", extra={"fields": {
+            "issue": issue["key"], "signature": signature.id, "status": signature.status}})
+    link.status_category = category
+    link.jira_updated_at = updated
+    link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
+    return True
+
+
+def on_issue_changed(ctx: SyncContext, signature: Signature | None, payload: dict[str, Any]) -> None:
+    """A webhook hint: read the issue back from Jira and apply it."""
+    apply_issue(ctx, ctx.client.issue(payload["issue_key"], ",".join(INBOUND_FIELDS) + ",key"))

@@ -1,0 +1,213 @@
+"""Registry -> Jira: the one issue per signature, its facts, regressions and confirmed RCAs.
+
+"Never a duplicate ticket": before creating, the issue is looked up in Jira by the
+signature's label, so a create whose answer was lost (Jira made the issue, we saw a
+timeout) is found and linked on the retry instead of being made twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.ingest.models import Event
+from registry.jira.models import JiraLink
+from registry.signatures.models import Signature
+from registry.signatures.service import stats_subquery
+from sync.jira.client import JiraClient
+from sync.jira.config import JiraOptions
+from sync.jira.content import (
+    CRASHREG_LABEL,
+    facts_digest,
+    global_id,
+    marker,
+    merge_description,
+    parse_jira_time,
+    rca_comment,
+    regression_comment,
+    render_facts,
+    signature_label,
+    summary_line,
+)
+from sync.jira.facts import collect_facts, registry_url
+
+log = logging.getLogger("crashreg.jira")
+
+
+@dataclass
+class SyncContext:
+    """One unit of sync work: a database session, Jira, the options and the time."""
+
+    session: Session
+    client: JiraClient
+    options: JiraOptions
+    now: datetime
+
+
+def find_existing_issue(ctx: SyncContext, fingerprint: str) -> dict[str, Any] | None:
+    """The oldest issue carrying the signature's label, if Jira has one."""
+    jql = (
+        f'project = "{ctx.options.project}" AND labels = "{signature_label(fingerprint)}" '
+        "ORDER BY created ASC"
+    )
+    return next(iter(ctx.client.search(jql, ["labels", "status", "created"], limit=1)), None)
+
+
+def ensure_issue(ctx: SyncContext, signature: Signature) -> JiraLink:
+    """The signature's link, recovered from Jira or made by creating the issue."""
+    link = ctx.session.get(JiraLink, signature.id)
+    if link is not None:
+        return link
+    block = render_facts(collect_facts(ctx.session, signature, ctx.options.public_url))
+    issue = find_existing_issue(ctx, signature.fingerprint)
+    pushed = None
+    if issue is None:
+        fields: dict[str, Any] = {
+            "project": {"key": ctx.options.project},
+            "issuetype": {"name": ctx.options.issue_type},
+            "summary": summary_line(signature.title),
+            "description": merge_description(None, block),
+            "labels": [CRASHREG_LABEL, signature_label(signature.fingerprint)],
+        }
+        if ctx.options.signature_field:
+            fields[ctx.options.signature_field] = signature.fingerprint
+        issue = ctx.client.create_issue(fields)
+        pushed = ctx.now
+        log.info("created Jira issue", extra={"fields": {"issue": issue["key"],
+                                                         "signature": signature.id}})
+    else:
+        log.info("linked existing Jira issue", extra={"fields": {"issue": issue["key"],
+                                                                 "signature": signature.id}})
+    ctx.client.upsert_remote_link(
+        issue["key"], global_id(signature.fingerprint),
+        registry_url(ctx.options.public_url, signature), f"crashreg: {summary_line(signature.title)}",
+    )
+    link = JiraLink(
+        signature_id=signature.id,
+        issue_key=issue["key"],
+        issue_id=str(issue["id"]),
+        url=f"{ctx.options.url}/browse/{issue['key']}",
+        facts_digest=facts_digest(block) if pushed else None,
+        facts_pushed_at=pushed,
+        last_synced_at=ctx.now,
+        failures=0,
+    )
+    ctx.session.add(link)
+    ctx.session.flush()
+    return link
+
+
+def push_facts(ctx: SyncContext, signature: Signature, link: JiraLink) -> bool:
+    """Rewrite the facts block if it changed; text outside the block is left as it is."""
+    block = render_facts(collect_facts(ctx.session, signature, ctx.options.public_url))
+    digest = facts_digest(block)
+    if digest != link.facts_digest:
+        current = ctx.client.issue(link.issue_key, "description").get("fields", {})
+        merged = merge_description(current.get("description"), block)
+        if merged != current.get("description"):
+            ctx.client.update_issue(link.issue_key, {"description": merged})
+    changed = digest != link.facts_digest
+    link.facts_digest, link.facts_pushed_at = digest, ctx.now
+    link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
+    return changed
+
+
+def post_comment_once(ctx: SyncContext, key: str, body: str, tag: str) -> None:
+    """Comments end with a marker; a retried post whose first answer was lost is not repeated."""
+    if not any(tag in existing for existing in ctx.client.comments(key)):
+        ctx.client.add_comment(key, body)
+
+
+def reopen(ctx: SyncContext, key: str) -> bool:
+    """Move the issue out of done through a transition into the configured category."""
+    wanted = ctx.options.reopen_category
+    if wanted == "none":
+        return False
+    status = ctx.client.issue(key, "status")["fields"]["status"]["statusCategory"]["key"]
+    if status != "done":
+        return True  # already open (e.g. a retry after the transition went through)
+    choices = [t for t in ctx.client.transitions(key) if t["to"]["statusCategory"]["key"] == wanted]
+    if not choices:
+        return False
+    ctx.client.transition(key, choices[0]["id"])
+    return True
+
+
+def on_signature_created(ctx: SyncContext, signature: Signature, payload: dict[str, Any]) -> None:
+    facts = collect_facts(ctx.session, signature, ctx.options.public_url)
+    if ctx.options.create_rule.allows(facts.events, facts.hosts):
+        ensure_issue(ctx, signature)
+
+
+def on_signature_regressed(ctx: SyncContext, signature: Signature, payload: dict[str, Any]) -> None:
+    link = ensure_issue(ctx, signature)
+    event = ctx.session.get(Event, payload.get("event_id")) if payload.get("event_id") else None
+    reopened = reopen(ctx, link.issue_key)
+    body = regression_comment(
+        event.hostname if event else "a host",
+        event.kernel_version if event else None,
+        event.crashed_at.isoformat() if event else ctx.now.isoformat(),
+        signature.fixed_in_kernel,
+        reopened,
+        payload.get("event_id") or 0,
+    )
+    post_comment_once(ctx, link.issue_key, body, marker("regression", payload.get("event_id") or 0))
+    # What Jira looks like after our own changes is not news for the inbound side.
+    after = ctx.client.issue(link.issue_key, "status,updated")["fields"]
+    link.status_category = after["status"]["statusCategory"]["key"]
+    link.jira_updated_at = parse_jira_time(after["updated"])
+    link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
+
+
+def on_rca_confirmed(ctx: SyncContext, signature: Signature, payload: dict[str, Any]) -> None:
+    link = ensure_issue(ctx, signature)
+    post_comment_once(ctx, link.issue_key, rca_comment(payload), marker("rca", str(payload.get("rca_id"))))
+    link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
+
+
+def links_due_for_facts(session: Session, options: JiraOptions, now: datetime, limit: int) -> list[JiraLink]:
+    """Links whose signature changed since the last push, and whose throttle interval is over."""
+    stats = stats_subquery()
+    quiet_since = now - options.update_interval
+    query = (
+        select(JiraLink)
+        .join(Signature, Signature.id == JiraLink.signature_id)
+        .outerjoin(stats, stats.c.signature_id == JiraLink.signature_id)
+        .where(
+            (JiraLink.facts_pushed_at.is_(None))
+            | (
+                (JiraLink.facts_pushed_at <= quiet_since)
+                & (
+                    (stats.c.last_seen > JiraLink.facts_pushed_at)
+                    | (Signature.updated_at > JiraLink.facts_pushed_at)
+                )
+            )
+        )
+        .order_by(JiraLink.facts_pushed_at.is_not(None), JiraLink.facts_pushed_at)
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def unlinked_signatures_meeting_rule(session: Session, options: JiraOptions, limit: int) -> list[Signature]:
+    """For threshold create rules: signatures that have now earned an issue."""
+    stats = stats_subquery()
+    query = (
+        select(Signature)
+        .join(stats, stats.c.signature_id == Signature.id)
+        .outerjoin(JiraLink, JiraLink.signature_id == Signature.id)
+        .where(
+            JiraLink.signature_id.is_(None),
+            Signature.merged_into_id.is_(None),
+            Signature.status != "ignored",
+            stats.c.event_count >= options.create_rule.min_events,
+        )
+        .order_by(Signature.id)
+        .limit(limit)
+    )
+    return list(session.scalars(query))
