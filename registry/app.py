@@ -20,6 +20,8 @@ from registry.jira.api import blueprint as jira_blueprint
 from registry.metrics import REQUESTS
 from registry.migrate import head_revisions
 from registry.operations import blueprint as operations_blueprint
+from registry.pages.views import blueprint as pages_blueprint
+from registry.rca.api import blueprint as rca_blueprint
 from registry.signatures.api import blueprint as signatures_blueprint
 
 BLUEPRINTS = [
@@ -29,6 +31,8 @@ BLUEPRINTS = [
     signatures_blueprint,
     capture_blueprint,
     jira_blueprint,
+    rca_blueprint,
+    pages_blueprint,
 ]
 
 access_log = logging.getLogger("crashreg.access")

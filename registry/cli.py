@@ -6,6 +6,7 @@ import click
 
 from registry.auth.commands import tokens
 from registry.cli_support import cli_settings
+from registry.rca.commands import rca, triage_bundle_command
 
 
 @click.group()
@@ -61,3 +62,5 @@ def serve(host: str, port: int) -> None:
 
 
 main.add_command(tokens)
+main.add_command(triage_bundle_command)
+main.add_command(rca)

@@ -26,6 +26,7 @@ class Settings:
     grafana_url: str | None = None
     grafana_token: str | None = None
     grafana_db_url: str | None = None
+    secret_key: str | None = field(default=None, repr=False)  # signs web session cookies
     max_body_bytes: int = 2 * 1024 * 1024
     max_console_log_bytes: int = 1024 * 1024
     full_captures_per_window: int = 3
@@ -50,6 +51,7 @@ class Settings:
             grafana_url=opt("CRASHREG_GRAFANA_URL"),
             grafana_token=opt("CRASHREG_GRAFANA_TOKEN"),
             grafana_db_url=opt("CRASHREG_GRAFANA_DB_URL"),
+            secret_key=opt("CRASHREG_SECRET_KEY"),
             full_captures_per_window=int(opt("CRASHREG_CAPTURE_FULL_PER_WINDOW") or 3),
             capture_window_days=int(opt("CRASHREG_CAPTURE_WINDOW_DAYS") or 7),
         )

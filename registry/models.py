@@ -7,10 +7,13 @@ from registry.ingest.models import Event, Report
 from registry.inventory.models import Host, HostAttributeChange
 from registry.jira.models import JiraLink, JiraSyncCursor, JiraWebhookReceipt
 from registry.outbox import OutboxMessage
+from registry.pages.models import AppSecret, WebSession
+from registry.rca.models import Rca, RcaReview
 from registry.signatures.models import Signature, SignatureAlias, SignatureCounter
 
 __all__ = [
     "ApiToken",
+    "AppSecret",
     "Base",
     "Capture",
     "CaptureSlot",
@@ -21,8 +24,11 @@ __all__ = [
     "JiraSyncCursor",
     "JiraWebhookReceipt",
     "OutboxMessage",
+    "Rca",
+    "RcaReview",
     "Report",
     "Signature",
     "SignatureAlias",
     "SignatureCounter",
+    "WebSession",
 ]

@@ -159,7 +159,12 @@ def signature_query(args: dict[str, Any]) -> tuple[Select[Any], Any, bool]:
     tag="signatures",
 )
 def list_signatures() -> Any:
-    args = load_query(SignatureListQuery())
+    items, next_cursor = signature_page(load_query(SignatureListQuery()))
+    return jsonify({"signatures": items, "next_cursor": next_cursor})
+
+
+def signature_page(args: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the signature list (summaries) and the cursor of the next, if any."""
     query, _, _ = signature_query(args)
     with current_db().session() as session:
         rows = session.execute(query.limit(args["limit"] + 1)).all()
@@ -178,7 +183,7 @@ def list_signatures() -> Any:
             for row in page
         ]
     next_cursor = encode_cursor([page[-1].sort_key, page[-1][0].id]) if len(rows) > len(page) else None
-    return jsonify({"signatures": items, "next_cursor": next_cursor})
+    return items, next_cursor
 
 
 def signature_or_404(session: Session, key: str) -> Signature:

@@ -1,0 +1,1 @@
+"""Server-rendered pages for engineers: signature list and detail, behind a token login."""

@@ -1,0 +1,135 @@
+"""Browser logins with a read token: server-side sessions, the cookie secret, CSRF tokens.
+
+The cookie (Flask's signed session: HttpOnly, SameSite=Lax, Secure behind https) carries a
+random session id and the CSRF token; the database keeps only the id's SHA-256 and which
+API token logged in, so logging out or revoking the token ends the session at once.
+
+The signing secret is CRASHREG_SECRET_KEY when set; otherwise a random one is generated on
+first use and stored in `app_secrets`, so every gunicorn worker (and restart) agrees on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from flask import Flask, Request, session
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
+from sqlalchemy import delete, select
+from werkzeug.exceptions import HTTPException
+
+from registry.auth.models import ApiToken
+from registry.auth.tokens import authenticate, caller_has_scope
+from registry.db import Database, utcnow
+from registry.errors import ApiError
+from registry.pages.models import AppSecret, WebSession
+from registry.upsert import insert_ignore
+
+SESSION_LIFETIME = timedelta(hours=12)
+SECRET_NAME = "web_session_signing_key"
+LOGIN_SCOPE = "read"
+PAGES_BLUEPRINT = "pages"
+
+
+def ensure_secret_key(app: Flask, database: Database, configured: str | None) -> None:
+    """Give the app its cookie-signing secret: configured, else shared through the database."""
+    if app.secret_key:
+        return
+    if configured:
+        app.secret_key = configured
+        return
+    with database.session() as db:
+        insert_ignore(db, AppSecret, {"name": SECRET_NAME, "value": secrets.token_hex(32)}, ["name"])
+        app.secret_key = db.scalar(select(AppSecret.value).where(AppSecret.name == SECRET_NAME))
+
+
+def is_page_request(app: Flask, request: Request) -> bool:
+    adapter = app.create_url_adapter(request)
+    try:
+        endpoint, _ = adapter.match(return_rule=False) if adapter else ("", None)
+    except HTTPException:
+        return False
+    return str(endpoint).startswith(f"{PAGES_BLUEPRINT}.")
+
+
+class SharedSecretSessions(SecureCookieSessionInterface):
+    """Signed-cookie sessions whose secret is loaded (or made) before the first page opens one.
+
+    Flask opens the session before it even matches the URL, so the secret must be in place
+    here. API requests never use the session and never trigger the lookup.
+    """
+
+    def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        if not app.secret_key:
+            if not is_page_request(app, request):
+                return self.make_null_session(app)
+            settings = app.extensions["crashreg.settings"]
+            ensure_secret_key(app, app.extensions["crashreg.db"], settings.secret_key)
+        return super().open_session(app, request)
+
+
+def hash_session_id(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def csrf_token() -> str:
+    """The CSRF token for forms rendered in this browser session (made on first use)."""
+    if "csrf" not in session:
+        session["csrf"] = secrets.token_urlsafe(32)
+    return session["csrf"]
+
+
+def check_csrf(submitted: str | None) -> None:
+    expected = session.get("csrf")
+    if not expected or not submitted or not hmac.compare_digest(expected, submitted):
+        raise ApiError(400, "csrf", "the form's CSRF token is missing or stale: reload the page and retry")
+
+
+def log_in(database: Database, token: str) -> ApiToken:
+    """Start a session for a valid token with read scope; raise 401/403 otherwise."""
+    with database.session() as db:
+        row = authenticate(db, token.strip())
+        if row is None:
+            raise ApiError(401, "unauthorized", "unknown or revoked token")
+        if not caller_has_scope(row, LOGIN_SCOPE):
+            raise ApiError(403, "forbidden", f"a '{row.scope}' token cannot read; log in with a read token")
+        now = utcnow()
+        db.execute(delete(WebSession).where(WebSession.expires_at < now))
+        session_id = secrets.token_urlsafe(32)
+        db.add(
+            WebSession(
+                id_hash=hash_session_id(session_id), token_id=row.id, expires_at=now + SESSION_LIFETIME
+            )
+        )
+    session.clear()  # a fresh session id and CSRF token: no fixation across the login
+    session["sid"] = session_id
+    session["csrf"] = secrets.token_urlsafe(32)
+    return row
+
+
+def current_login(database: Database) -> ApiToken | None:
+    """The token behind this browser's live session, or None."""
+    session_id = session.get("sid")
+    if not session_id:
+        return None
+    with database.session() as db:
+        row = db.execute(
+            select(ApiToken)
+            .join(WebSession, WebSession.token_id == ApiToken.id)
+            .where(
+                WebSession.id_hash == hash_session_id(session_id),
+                WebSession.expires_at > utcnow(),
+                ApiToken.revoked_at.is_(None),
+            )
+        ).scalar_one_or_none()
+    return row if row is not None and caller_has_scope(row, LOGIN_SCOPE) else None
+
+
+def log_out(database: Database) -> None:
+    session_id = session.get("sid")
+    if session_id:
+        with database.session() as db:
+            db.execute(delete(WebSession).where(WebSession.id_hash == hash_session_id(session_id)))
+    session.clear()

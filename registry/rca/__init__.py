@@ -1,0 +1,1 @@
+"""Root-cause analyses: records, evidence checks, review lifecycle, triage bundles."""

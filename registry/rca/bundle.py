@@ -1,0 +1,295 @@
+"""The triage bundle: everything an agent container needs to work one signature.
+
+Facts, a diverse sample of events with their console logs, frames and captures (and the
+debug packages each capture needs), the kernel source per version, the RCAs so far, the
+Jira issue, similar signatures, the epidemiology summary, and AGENTS.md: the rules that
+keep an agent inside a budget and make it cite evidence the registry can check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from marshmallow import Schema, fields
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from registry.capture.models import Capture
+from registry.db import utcnow
+from registry.ingest.api import capture_dict, event_summary
+from registry.ingest.models import Event, Report
+from registry.jira.models import JiraLink
+from registry.rca.checks import CHECKS, REQUIRED_EVIDENCE
+from registry.rca.kernels import debuginfo
+from registry.rca.sampling import diverse_sample, similarity
+from registry.rca.schemas import EVIDENCE_TYPES, FixSchema
+from registry.rca.service import event_frames, functions_of, member_signature_ids, signature_rcas
+from registry.signatures.models import Signature
+from registry.signatures.service import detail
+
+SAMPLE_SIZE = 12
+CANDIDATE_EVENTS = 2000  # newest events the sample is drawn from (plus the very first one)
+CONSOLE_LOG_TAIL = 128 * 1024
+SIMILAR_LIMIT = 10
+SIMILAR_SCAN = 5000  # most recent signatures compared frame by frame
+
+# What keeps an agent from looping: the budgets AGENTS.md states.
+AGENT_BUDGET = {
+    "max_api_requests": 60,
+    "max_wall_clock_minutes": 45,
+    "max_hypotheses": 3,
+    "max_rcas_posted": 1,
+    "max_retries_per_request": 3,
+}
+
+_TEMPLATES = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    undefined=StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,  # Markdown for an agent, not HTML
+)
+_TEMPLATES.filters["json"] = lambda value: json.dumps(value, indent=2)
+
+
+def facts(session: Session, members: list[int]) -> dict[str, Any]:
+    in_signature = Event.signature_id.in_(members)
+    totals = session.execute(
+        select(
+            func.count(),
+            func.count(func.distinct(Event.host_id)),
+            func.min(Event.crashed_at),
+            func.max(Event.crashed_at),
+        ).where(in_signature)
+    ).one()
+
+    def breakdown(column: Any, name: str) -> list[dict[str, Any]]:
+        rows = session.execute(
+            select(column, func.count(), func.min(Event.crashed_at), func.max(Event.crashed_at))
+            .where(in_signature)
+            .group_by(column)
+            .order_by(func.count().desc(), column)
+        ).all()
+        return [
+            {name: value, "events": count, "first_seen": first.isoformat(), "last_seen": last.isoformat()}
+            for value, count, first, last in rows
+        ]
+
+    return {
+        "events": totals[0],
+        "hosts": totals[1],
+        "first_crash": totals[2].isoformat() if totals[2] else None,
+        "last_crash": totals[3].isoformat() if totals[3] else None,
+        "kernels": breakdown(Event.kernel_version, "kernel_version"),
+        "regions": breakdown(Event.region, "region"),
+        "skus": breakdown(Event.sku, "sku"),
+    }
+
+
+def sample_events(session: Session, members: list[int]) -> list[Event]:
+    newest = session.scalars(
+        select(Event).where(Event.signature_id.in_(members)).order_by(Event.id.desc()).limit(CANDIDATE_EVENTS)
+    ).all()
+    first = session.scalars(
+        select(Event).where(Event.signature_id.in_(members)).order_by(Event.id).limit(1)
+    ).all()
+    candidates = list(newest) + [e for e in first if e not in newest]
+    rows = [{"event": e, "hostname": e.hostname, **e.attributes()} for e in candidates]
+    return [row["event"] for row in diverse_sample(rows, SAMPLE_SIZE)]
+
+
+def console_logs(session: Session, event_ids: list[int]) -> dict[int, str]:
+    logs: dict[int, str] = {}
+    query = (
+        select(Report.event_id, Report.console_log)
+        .where(Report.event_id.in_(event_ids), Report.console_log.is_not(None))
+        .order_by(Report.id)
+    )
+    for event_id, log in session.execute(query):
+        logs.setdefault(event_id, log)
+    return logs
+
+
+def sampled_event_entries(session: Session, events: list[Event]) -> list[dict[str, Any]]:
+    ids = [e.id for e in events]
+    logs = console_logs(session, ids)
+    frames = event_frames(session, ids)
+    captures: dict[int, list[Capture]] = {i: [] for i in ids}
+    for capture in session.scalars(select(Capture).where(Capture.event_id.in_(ids)).order_by(Capture.id)):
+        captures[capture.event_id].append(capture)
+    entries = []
+    for event in events:
+        log = logs.get(event.id)
+        debug = debuginfo(event.kernel_version) if event.kernel_version else None
+        entries.append(
+            event_summary(event)
+            | {
+                "console_log": log[-CONSOLE_LOG_TAIL:] if log else None,
+                "console_log_truncated": bool(log and len(log) > CONSOLE_LOG_TAIL),
+                "frames": frames.get(event.id, []),
+                "captures": [
+                    capture_dict(c) | {"debug_packages": debug["debug_packages"] if debug else []}
+                    for c in captures[event.id]
+                ],
+            }
+        )
+    return entries
+
+
+def similar_signatures(session: Session, signature: Signature) -> list[dict[str, Any]]:
+    own = functions_of(signature.frames or [])
+    query = select(Signature).where(Signature.id != signature.id, Signature.merged_into_id.is_(None))
+    recent = session.scalars(query.order_by(Signature.id.desc()).limit(SIMILAR_SCAN)).all()
+    same_function = (
+        session.scalars(query.where(Signature.function == signature.function).limit(SIMILAR_LIMIT)).all()
+        if signature.function
+        else []
+    )
+    scored = []
+    for other in {s.id: s for s in [*same_function, *recent]}.values():
+        alike = similarity(signature.function, own, other.function, functions_of(other.frames or []))
+        if alike is not None:
+            scored.append((alike[0], other, alike[1]))
+    scored.sort(key=lambda item: (-item[0], -item[1].id))
+    return [
+        {
+            "id": str(o.id),
+            "title": o.title,
+            "function": o.function,
+            "status": o.status,
+            "score": round(s, 3),
+            "why": why,
+        }
+        for s, o, why in scored[:SIMILAR_LIMIT]
+    ]
+
+
+def jira_issue(session: Session, signature: Signature) -> dict[str, Any] | None:
+    link = session.get(JiraLink, signature.id)
+    if link is None:
+        return None
+    return {
+        "key": link.issue_key,
+        "url": link.url,
+        "status_category": link.status_category,
+        "comments": None,
+        "comments_note": "the registry does not store Jira comments; read them on the issue",
+    }
+
+
+def epidemiology_summary(session: Session, signature: Signature) -> dict[str, Any]:
+    """The epidemiology domain's summary when this build has one; otherwise where to get it."""
+    try:
+        from registry.epidemiology.service import signature_epidemiology  # type: ignore[import-not-found]
+    except ImportError:
+        return {
+            "available": False,
+            "note": "epidemiology is not computed by this build; try "
+            f"GET /api/v1/signatures/{signature.id}/epidemiology",
+        }
+    return {"available": True, **signature_epidemiology(session, signature)}
+
+
+def field_doc(name: str, field: fields.Field) -> dict[str, Any]:
+    kind = type(field).__name__.lower()
+    doc: dict[str, Any] = {
+        "name": name,
+        "type": "integer" if kind == "integer" else "string",
+        "required": field.required,
+    }
+    rules = [getattr(v, "error", None) for v in field.validators]
+    choices = [getattr(v, "choices", None) for v in field.validators]
+    if any(choices):
+        doc["one_of"] = list(next(c for c in choices if c))
+    if description := field.metadata.get("description"):
+        doc["description"] = description
+    if named := [r for r in rules if r and "{" not in r]:
+        doc["format"] = named[0]
+    return doc
+
+
+def schema_doc(schema: type[Schema]) -> list[dict[str, Any]]:
+    return [field_doc(name, field) for name, field in schema().fields.items()]
+
+
+def evidence_format() -> dict[str, Any]:
+    """The evidence JSON the registry accepts and checks, generated from the schemas."""
+    return {
+        "item_types": {kind: schema_doc(schema) for kind, schema in EVIDENCE_TYPES.items()},
+        "fix": schema_doc(FixSchema),
+        "required_for_ai": [" or ".join(group) for group in REQUIRED_EVIDENCE["ai"]],
+        "checks": [
+            {
+                "name": check.__name__.removeprefix("check_"),
+                "rule": (check.__doc__ or "").strip().splitlines()[0],
+            }
+            for check in CHECKS
+        ],
+    }
+
+
+def example_rca(bundle: Mapping[str, Any]) -> dict[str, Any]:
+    """A well-formed RCA body built from this signature's real data."""
+    event = bundle["events"][0] if bundle["events"] else None
+    kernel = event["host"]["kernel_version"] if event else None
+    function = bundle["signature"].get("function") or (
+        event["frames"][0] if event and event["frames"] else None
+    )
+    evidence: list[dict[str, Any]] = []
+    if event:
+        evidence.append({"type": "event", "event_id": event["id"], "note": "representative crash"})
+        if event["captures"]:
+            evidence.append({"type": "capture", "capture_id": event["captures"][0]["id"]})
+    if function:
+        evidence.append({"type": "function", "function": function, "note": "guilty frame"})
+        if kernel:
+            evidence.append(
+                {
+                    "type": "source",
+                    "file": "path/to/file.c",
+                    "line": 123,
+                    "kernel_version": kernel,
+                    "function": function,
+                }
+            )
+    evidence += [
+        {"type": "commit", "commit": "0123456789ab", "subject": "the commit that introduced or fixed it"},
+        {"type": "link", "url": "https://lore.kernel.org/...", "kind": "mailing_list"},
+    ]
+    return {
+        "summary": "one line: what breaks and why",
+        "body": "Markdown: mechanism, trigger, why these frames, what would fix it",
+        "author": "<agent name>",
+        "author_kind": "ai",
+        "agent": {"name": "<agent name>", "model": "<model id>"},
+        "confidence": 0.6,
+        "evidence": evidence,
+        "fix": {"commit": "0123456789ab", "kernel_version": "<first kernel version with the fix>"},
+    }
+
+
+def triage_bundle(session: Session, signature: Signature, public_url: str) -> dict[str, Any]:
+    members = member_signature_ids(session, signature)
+    signature_facts = facts(session, members)
+    versions = [k["kernel_version"] for k in signature_facts["kernels"] if k["kernel_version"]]
+    bundle: dict[str, Any] = {
+        "generated_at": utcnow().isoformat(),
+        "registry_url": public_url,
+        "signature": detail(session, signature) | {"url": f"{public_url}/signatures/{signature.id}"},
+        "facts": signature_facts,
+        "events": sampled_event_entries(session, sample_events(session, members)),
+        "debuginfo": [debuginfo(v) for v in versions],
+        "rcas": signature_rcas(session, signature),
+        "jira": jira_issue(session, signature),
+        "similar_signatures": similar_signatures(session, signature),
+        "epidemiology": epidemiology_summary(session, signature),
+        "evidence_format": evidence_format(),
+        "budget": AGENT_BUDGET,
+    }
+    bundle["agents_md"] = _TEMPLATES.get_template("AGENTS.md").render(
+        bundle=bundle, budget=AGENT_BUDGET, example=example_rca(bundle)
+    )
+    return bundle

@@ -1,0 +1,82 @@
+"""crashreg triage-bundle SIG --out DIR, and crashreg rca recheck."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from sqlalchemy import select
+
+from registry.cli_support import cli_database, cli_settings
+from registry.rca.bundle import triage_bundle
+from registry.rca.models import Rca
+from registry.rca.service import recheck
+from registry.signatures.models import Signature
+from registry.signatures.service import find_signature
+
+
+def write_bundle(bundle: dict, out: Path) -> list[Path]:
+    """bundle.json, AGENTS.md and console/<event_id>.log; returns the files written."""
+    (out / "console").mkdir(parents=True, exist_ok=True)
+    written = []
+    events = bundle["events"]
+    with click.progressbar(events, label="console logs", file=click.get_text_stream("stderr")) as progress:
+        for event in progress:
+            log = event.pop("console_log")
+            event["console_log_file"] = None
+            if log is not None:
+                path = out / "console" / f"{event['id']}.log"
+                path.write_text(log, encoding="utf-8")
+                event["console_log_file"] = str(path.relative_to(out))
+                written.append(path)
+    agents = out / "AGENTS.md"
+    agents.write_text(bundle.pop("agents_md"), encoding="utf-8")
+    data = out / "bundle.json"
+    data.write_text(json.dumps(bundle, indent=2) + "\n", encoding="utf-8")
+    return [agents, data, *written]
+
+
+@click.command("triage-bundle")
+@click.argument("signature")
+@click.option(
+    "--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="directory to write"
+)
+def triage_bundle_command(signature: str, out: Path) -> None:
+    """Write SIGNATURE's triage bundle (id or fingerprint) for an agent container into --out."""
+    with cli_database().session() as session:
+        found = find_signature(session, signature)
+        if found is None:
+            raise click.ClickException(f"no signature with id or fingerprint {signature!r}")
+        bundle = triage_bundle(session, found, cli_settings().public_url)
+    written = write_bundle(bundle, out)
+    click.echo(f"wrote {len(written)} files to {out} ({len(bundle['events'])} events sampled)", err=True)
+
+
+@click.group("rca")
+def rca() -> None:
+    """Root-cause analyses."""
+
+
+@rca.command("recheck")
+@click.argument("signatures", nargs=-1)
+def recheck_command(signatures: tuple[str, ...]) -> None:
+    """Re-run evidence checks of proposed and confirmed RCAs (all signatures with RCAs by default).
+
+    New crashes can contradict an RCA after it was posted, e.g. a crash on its fix kernel.
+    """
+    with cli_database().session() as session:
+        if signatures:
+            found = [find_signature(session, key) for key in signatures]
+            missing = [key for key, sig in zip(signatures, found, strict=True) if sig is None]
+            if missing:
+                raise click.ClickException(f"no signature {', '.join(missing)}")
+            targets = [sig for sig in found if sig is not None]
+        else:
+            ids = select(Rca.signature_id).distinct()
+            targets = list(session.scalars(select(Signature).where(Signature.id.in_(ids))))
+        flagged = 0
+        with click.progressbar(targets, label="rechecking", file=click.get_text_stream("stderr")) as progress:
+            for signature in progress:
+                flagged += recheck(session, signature, cli_settings().public_url)
+    click.echo(f"rechecked RCAs of {len(targets)} signatures; {flagged} newly flagged", err=True)

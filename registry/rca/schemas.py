@@ -1,0 +1,171 @@
+"""What an RCA, its evidence items and a review look like on the wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+
+from registry.rca.models import AUTHOR_KINDS, RCA_STATUSES, REVIEW_VERDICTS
+
+COMMIT = validate.Regexp(r"^[0-9a-f]{7,40}$", error="a git commit id: 7 to 40 lowercase hex digits")
+HTTP_URL = validate.URL(schemes={"http", "https"}, require_tld=False)
+KERNEL_VERSION = validate.Regexp(r"^v?\d+\.\d+\S*$", error="a kernel version such as 6.8.0-52-generic")
+LINK_KINDS = ("bug_tracker", "mailing_list", "other")
+MAX_EVIDENCE_ITEMS = 200
+
+
+def _note() -> fields.String:
+    return fields.String(validate=validate.Length(max=2000), metadata={"description": "why it matters"})
+
+
+class EventEvidence(Schema):
+    event_id = fields.String(required=True, validate=validate.Regexp(r"^\d{1,18}$"))
+    note = _note()
+
+
+class CaptureEvidence(Schema):
+    capture_id = fields.String(required=True, validate=validate.Regexp(r"^\d{1,18}$"))
+    note = _note()
+
+
+class FunctionEvidence(Schema):
+    function = fields.String(required=True, validate=validate.Length(min=1, max=255))
+    module = fields.String(validate=validate.Length(max=128))
+    note = _note()
+
+
+class SourceEvidence(Schema):
+    file = fields.String(required=True, validate=validate.Length(min=1, max=500))
+    line = fields.Integer(required=True, validate=validate.Range(min=1))
+    kernel_version = fields.String(required=True, validate=KERNEL_VERSION)
+    function = fields.String(validate=validate.Length(min=1, max=255))
+    note = _note()
+
+
+class KernelEvidence(Schema):
+    kernel_version = fields.String(required=True, validate=KERNEL_VERSION)
+    note = _note()
+
+
+class CommitEvidence(Schema):
+    commit = fields.String(required=True, validate=COMMIT)
+    repository = fields.String(validate=HTTP_URL)
+    subject = fields.String(validate=validate.Length(max=500))
+    note = _note()
+
+
+class LinkEvidence(Schema):
+    url = fields.String(required=True, validate=HTTP_URL)
+    kind = fields.String(load_default="other", validate=validate.OneOf(LINK_KINDS))
+    note = _note()
+
+
+# evidence "type" -> the fields such an item carries (AGENTS.md is generated from this table).
+EVIDENCE_TYPES: dict[str, type[Schema]] = {
+    "event": EventEvidence,
+    "capture": CaptureEvidence,
+    "function": FunctionEvidence,
+    "source": SourceEvidence,
+    "kernel": KernelEvidence,
+    "commit": CommitEvidence,
+    "link": LinkEvidence,
+}
+
+
+class EvidenceItem(fields.Field):
+    """One evidence object, validated by the schema its "type" names."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise ValidationError("an evidence item is an object with a 'type'")
+        kind = value.get("type")
+        if kind not in EVIDENCE_TYPES:
+            raise ValidationError(f"type must be one of {', '.join(EVIDENCE_TYPES)}")
+        rest = {k: v for k, v in value.items() if k != "type"}
+        return {"type": kind, **EVIDENCE_TYPES[kind]().load(rest)}
+
+
+class AgentSchema(Schema):
+    name = fields.String(required=True, validate=validate.Length(min=1, max=255))
+    model = fields.String(required=True, validate=validate.Length(min=1, max=255))
+
+
+class FixSchema(Schema):
+    commit = fields.String(validate=COMMIT)
+    kernel_version = fields.String(validate=KERNEL_VERSION, metadata={"description": "first kernel fixed"})
+    url = fields.String(validate=HTTP_URL)
+
+
+class RcaCreateSchema(Schema):
+    summary = fields.String(required=True, validate=validate.Length(min=1, max=500))
+    body = fields.String(required=True, validate=validate.Length(min=1, max=200_000))
+    author = fields.String(required=True, validate=validate.Length(min=1, max=255))
+    author_kind = fields.String(required=True, validate=validate.OneOf(AUTHOR_KINDS))
+    agent = fields.Nested(AgentSchema, metadata={"description": "required when author_kind is ai"})
+    confidence = fields.Float(validate=validate.Range(min=0, max=1), allow_none=True)
+    evidence = fields.List(
+        EvidenceItem(), load_default=list, validate=validate.Length(max=MAX_EVIDENCE_ITEMS)
+    )
+    fix = fields.Nested(FixSchema)
+
+    @validates_schema
+    def _agent_for_ai(self, data: dict[str, Any], **_: Any) -> None:
+        if data.get("author_kind") == "ai" and not data.get("agent"):
+            raise ValidationError("an AI-written RCA records the agent: {name, model}", "agent")
+
+
+class ReviewSchema(Schema):
+    verdict = fields.String(required=True, validate=validate.OneOf(REVIEW_VERDICTS))
+    note = fields.String(validate=validate.Length(max=20_000), allow_none=True)
+    override_checks = fields.Boolean(
+        load_default=False,
+        metadata={"description": "confirm although evidence checks failed (needs a note)"},
+    )
+
+    @validates_schema
+    def _reasons(self, data: dict[str, Any], **_: Any) -> None:
+        if data["verdict"] == "rejected" and not (data.get("note") or "").strip():
+            raise ValidationError("a rejection says why: give a note", "note")
+        if data.get("override_checks") and not (data.get("note") or "").strip():
+            raise ValidationError("overriding failed checks needs a note saying why", "note")
+
+
+class CheckResultSchema(Schema):
+    name = fields.String()
+    status = fields.String(validate=validate.OneOf(("pass", "fail", "skip")))
+    message = fields.String()
+    problems = fields.List(fields.String())
+
+
+class ReviewOutSchema(Schema):
+    verdict = fields.String()
+    note = fields.String(allow_none=True)
+    reviewer = fields.String()
+    checks_passed = fields.Boolean()
+    created_at = fields.AwareDateTime()
+
+
+class RcaSchema(Schema):
+    id = fields.String()
+    signature_id = fields.String()
+    status = fields.String(validate=validate.OneOf(RCA_STATUSES))
+    summary = fields.String()
+    body = fields.String()
+    author = fields.String()
+    author_kind = fields.String()
+    agent = fields.Nested(AgentSchema, allow_none=True)
+    confidence = fields.Float(allow_none=True)
+    evidence = fields.List(fields.Dict())
+    fix = fields.Nested(FixSchema, allow_none=True)
+    posted_by = fields.String(metadata={"description": "name of the token that posted it"})
+    checks_passed = fields.Boolean(metadata={"description": "false: flagged, an evidence check failed"})
+    flagged = fields.Boolean()
+    checks = fields.List(fields.Nested(CheckResultSchema))
+    reviews = fields.List(fields.Nested(ReviewOutSchema))
+    superseded_by = fields.String(allow_none=True)
+    created_at = fields.AwareDateTime()
+
+
+class RcaListSchema(Schema):
+    rcas = fields.List(fields.Nested(RcaSchema))

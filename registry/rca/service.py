@@ -1,0 +1,358 @@
+"""Proposing and reviewing RCAs: the lifecycle rules, the evidence checks' facts, the outbox.
+
+proposed -> confirmed | rejected, by a human reviewer who is not the author. Confirming an
+RCA supersedes the signature's previously confirmed one (kept, status `superseded`); the
+database's partial unique index makes "one confirmed RCA per signature" hold under races.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from registry.auth.models import ApiToken
+from registry.capture.models import Capture
+from registry.db import utcnow
+from registry.errors import ApiError
+from registry.ingest.models import Event, Report
+from registry.outbox import publish
+from registry.rca.checks import EventFacts, KernelCrashes, SignatureFacts, passed, run_checks
+from registry.rca.models import Rca, RcaReview
+from registry.signatures.identify import identify
+from registry.signatures.models import Signature
+
+RECENT_EVENTS_FOR_FRAMES = 50
+_FRAME_DECORATION = re.compile(r"^\?\s*|\+0x[0-9a-f]+(/0x[0-9a-f]+)?.*$|\s*\[.*\]$")
+
+
+def member_signature_ids(session: Session, signature: Signature) -> list[int]:
+    """The signature and the signatures merged into it: their events are its events."""
+    merged = session.scalars(select(Signature.id).where(Signature.merged_into_id == signature.id)).all()
+    return [signature.id, *merged]
+
+
+def frame_function(frame: Any) -> str | None:
+    """`ext4_fill_super+0x1a/0x30 [ext4]` or {"function": ...} -> `ext4_fill_super`."""
+    name = frame.get("function") if isinstance(frame, dict) else frame
+    if not isinstance(name, str) or not name.strip():
+        return None
+    return _FRAME_DECORATION.sub("", name.strip()) or None
+
+
+def functions_of(frames: Iterable[Any]) -> set[str]:
+    return {name for name in map(frame_function, frames) if name}
+
+
+def report_frames(report: Report) -> list[str]:
+    """A report's frames: the stack it sent, else what the fingerprint engine reads in its log."""
+    stack = (report.payload or {}).get("stack") or {}
+    frames = [f for f in (frame_function(x) for x in stack.get("frames") or []) if f]
+    if frames:
+        return frames
+    crash = identify(report.console_log, None) if report.console_log else None
+    return [f for f in (frame_function(x) for x in (crash.frames if crash else [])) if f]
+
+
+def event_frames(session: Session, event_ids: Iterable[int]) -> dict[int, list[str]]:
+    frames: dict[int, list[str]] = {}
+    ids = list(event_ids)
+    if not ids:
+        return frames
+    for report in session.scalars(select(Report).where(Report.event_id.in_(ids)).order_by(Report.id)):
+        if not frames.get(report.event_id):
+            frames[report.event_id] = report_frames(report)
+    return frames
+
+
+def load_facts(session: Session, signature: Signature, evidence: list[dict[str, Any]]) -> SignatureFacts:
+    """What the checks compare an RCA's evidence with, read from the registry."""
+    members = member_signature_ids(session, signature)
+    cited_events = {int(i["event_id"]) for i in evidence if i["type"] == "event"}
+    cited_captures = {int(i["capture_id"]) for i in evidence if i["type"] == "capture"}
+    recent = session.scalars(
+        select(Event.id)
+        .where(Event.signature_id.in_(members))
+        .order_by(Event.id.desc())
+        .limit(RECENT_EVENTS_FOR_FRAMES)
+    ).all()
+    frames = event_frames(session, cited_events | set(recent))
+
+    def owner(signature_id: int | None) -> str | None:
+        if signature_id is None:
+            return None
+        return str(signature.id) if signature_id in members else str(signature_id)
+
+    events = {
+        str(e.id): EventFacts(
+            str(e.id), owner(e.signature_id), e.kernel_version, frozenset(frames.get(e.id, []))
+        )
+        for e in session.scalars(select(Event).where(Event.id.in_(cited_events)))
+    }
+    captures = {
+        str(capture_id): owner(signature_id)
+        for capture_id, signature_id in session.execute(
+            select(Capture.id, func.coalesce(Event.signature_id, Capture.signature_id))
+            .join(Event, Event.id == Capture.event_id)
+            .where(Capture.id.in_(cited_captures))
+        )
+    }
+    kernels = [
+        KernelCrashes(version, int(count), str(last_id), last_at.isoformat())
+        for version, count, last_id, last_at in session.execute(
+            select(Event.kernel_version, func.count(), func.max(Event.id), func.max(Event.crashed_at))
+            .where(Event.signature_id.in_(members), Event.kernel_version.is_not(None))
+            .group_by(Event.kernel_version)
+            .order_by(Event.kernel_version)
+        )
+    ]
+    known = functions_of(signature.frames or []) | ({signature.function} if signature.function else set())
+    for event_id in recent:
+        known |= set(frames.get(event_id, []))
+    return SignatureFacts(str(signature.id), frozenset(known), kernels, events, captures)
+
+
+def rca_input(rca: Rca) -> dict[str, Any]:
+    """The plain data the checks read."""
+    return {
+        "author_kind": rca.author_kind,
+        "evidence": list(rca.evidence or []),
+        "fix": {"kernel_version": rca.fixed_in_kernel} if rca.fixed_in_kernel else {},
+    }
+
+
+def run_rca_checks(session: Session, signature: Signature, rca: Rca) -> bool:
+    """Check the RCA against the registry now; store the results; True when newly flagged."""
+    was_passing = rca.checks_passed is not False
+    results = run_checks(rca_input(rca), load_facts(session, signature, list(rca.evidence or [])))
+    rca.checks = [r.as_dict() for r in results]
+    rca.checks_passed = passed(results)
+    rca.checked_at = utcnow()
+    return was_passing and not rca.checks_passed
+
+
+def failed_checks(rca: Rca) -> list[dict[str, Any]]:
+    return [c for c in rca.checks or [] if c["status"] == "fail"]
+
+
+def publish_flagged(session: Session, rca: Rca, public_url: str) -> None:
+    publish(
+        session,
+        "rca.flagged",
+        rca.signature_id,
+        rca_id=rca.id,
+        summary=rca.summary,
+        author=rca.author,
+        author_kind=rca.author_kind,
+        failed_checks=failed_checks(rca),
+        url=f"{public_url}/signatures/{rca.signature_id}#rca-{rca.id}",
+    )
+
+
+def propose(
+    session: Session, signature: Signature, data: dict[str, Any], token: ApiToken, public_url: str
+) -> Rca:
+    if token.kind == "agent" and data["author_kind"] != "ai":
+        raise ApiError(
+            400,
+            "invalid",
+            "an agent token posts AI-written RCAs only",
+            fields={"author_kind": ['must be "ai" when posted with an agent token']},
+        )
+    agent = data.get("agent") or {}
+    fix = data.get("fix") or {}
+    rca = Rca(
+        signature_id=signature.id,
+        status="proposed",
+        summary=data["summary"],
+        body=data["body"],
+        author=data["author"],
+        author_kind=data["author_kind"],
+        agent_name=agent.get("name"),
+        agent_model=agent.get("model"),
+        confidence=data.get("confidence"),
+        evidence=data["evidence"],
+        fix_commit=fix.get("commit"),
+        fix_url=fix.get("url"),
+        fixed_in_kernel=fix.get("kernel_version"),
+        token_id=token.id,
+        token_name=token.name,
+        checks_passed=True,
+    )
+    run_rca_checks(session, signature, rca)
+    session.add(rca)
+    session.flush()
+    if not rca.checks_passed:
+        publish_flagged(session, rca, public_url)
+    return rca
+
+
+def refuse_reviewer(rca: Rca, token: ApiToken) -> None:
+    """Agents never review; nobody reviews an RCA they wrote or posted."""
+    if token.kind == "agent":
+        raise ApiError(
+            403,
+            "forbidden",
+            "agent tokens may propose RCAs but never review them: a human with a triage token reviews",
+        )
+    reviewer = token.name.casefold()
+    if token.id == rca.token_id or reviewer in {rca.author.casefold(), rca.token_name.casefold()}:
+        raise ApiError(
+            403,
+            "forbidden",
+            f"token {token.name!r} wrote or posted RCA {rca.id}: someone else must review it",
+        )
+
+
+def review(session: Session, rca: Rca, data: dict[str, Any], token: ApiToken, public_url: str) -> Rca:
+    refuse_reviewer(rca, token)
+    if rca.status != "proposed":
+        raise ApiError(409, "conflict", f"RCA {rca.id} is {rca.status}; only proposed RCAs are reviewed")
+    signature = session.scalars(
+        select(Signature).where(Signature.id == rca.signature_id).with_for_update()
+    ).one()
+    if run_rca_checks(session, signature, rca):
+        publish_flagged(session, rca, public_url)
+    if data["verdict"] == "confirmed" and not rca.checks_passed and not data["override_checks"]:
+        names = ", ".join(c["name"] for c in failed_checks(rca))
+        raise ApiError(
+            409,
+            "checks_failed",
+            f"RCA {rca.id} fails evidence checks ({names}); fix the RCA, or confirm with "
+            "override_checks and a note saying why the checks are wrong",
+            fields={"checks": failed_checks(rca)},
+        )
+    now = utcnow()
+    rca.reviewed_at, rca.reviewed_by, rca.review_note = now, token.name, data.get("note")
+    session.add(
+        RcaReview(
+            rca_id=rca.id,
+            verdict=data["verdict"],
+            note=data.get("note"),
+            reviewer=token.name,
+            reviewer_token_id=token.id,
+            checks_passed=rca.checks_passed,
+        )
+    )
+    if data["verdict"] == "rejected":
+        rca.status = "rejected"
+        session.flush()
+        return rca
+    confirm(session, signature, rca, token, public_url)
+    return rca
+
+
+def confirm(session: Session, signature: Signature, rca: Rca, token: ApiToken, public_url: str) -> None:
+    previous = session.scalars(
+        select(Rca).where(Rca.signature_id == signature.id, Rca.status == "confirmed")
+    ).all()
+    for old in previous:
+        old.status, old.superseded_by_id, old.superseded_at = "superseded", rca.id, utcnow()
+    try:
+        session.flush()
+        rca.status = "confirmed"
+        session.flush()
+    except IntegrityError:
+        raise ApiError(
+            409, "conflict", f"another RCA of signature {signature.id} was confirmed at the same time; retry"
+        ) from None
+    # The confirmed RCA's fix version is what regression detection compares new crashes with.
+    if rca.fixed_in_kernel or signature.fixed_in_kernel in {old.fixed_in_kernel for old in previous}:
+        signature.fixed_in_kernel = rca.fixed_in_kernel
+    signature.updated_at = utcnow()
+    publish(
+        session,
+        "rca.confirmed",
+        signature.id,
+        rca_id=rca.id,
+        summary=rca.summary,
+        author=rca.author,
+        author_kind=rca.author_kind,
+        reviewer=token.name,
+        note=rca.review_note,
+        fix_commit=rca.fix_commit,
+        fixed_in_kernel=rca.fixed_in_kernel,
+        checks_passed=rca.checks_passed,
+        superseded=[old.id for old in previous],
+        url=f"{public_url}/signatures/{signature.id}#rca-{rca.id}",
+    )
+
+
+def reviews_of(session: Session, rca_ids: list[int]) -> dict[int, list[RcaReview]]:
+    grouped: dict[int, list[RcaReview]] = {i: [] for i in rca_ids}
+    if rca_ids:
+        query = select(RcaReview).where(RcaReview.rca_id.in_(rca_ids)).order_by(RcaReview.id)
+        for row in session.scalars(query):
+            grouped[row.rca_id].append(row)
+    return grouped
+
+
+def rca_dict(rca: Rca, reviews: list[RcaReview]) -> dict[str, Any]:
+    fix = {
+        k: v
+        for k, v in {
+            "commit": rca.fix_commit,
+            "kernel_version": rca.fixed_in_kernel,
+            "url": rca.fix_url,
+        }.items()
+        if v
+    }
+    return {
+        "id": str(rca.id),
+        "signature_id": str(rca.signature_id),
+        "status": rca.status,
+        "summary": rca.summary,
+        "body": rca.body,
+        "author": rca.author,
+        "author_kind": rca.author_kind,
+        "agent": {"name": rca.agent_name, "model": rca.agent_model} if rca.agent_name else None,
+        "confidence": rca.confidence,
+        "evidence": list(rca.evidence or []),
+        "fix": fix or None,
+        "posted_by": rca.token_name,
+        "checks_passed": rca.checks_passed,
+        "flagged": not rca.checks_passed,
+        "checks": list(rca.checks or []),
+        "checked_at": rca.checked_at.isoformat(),
+        "reviews": [
+            {
+                "verdict": r.verdict,
+                "note": r.note,
+                "reviewer": r.reviewer,
+                "checks_passed": r.checks_passed,
+                "created_at": r.created_at.isoformat(),
+            }
+            for r in reviews
+        ],
+        "superseded_by": str(rca.superseded_by_id) if rca.superseded_by_id else None,
+        "superseded_at": rca.superseded_at.isoformat() if rca.superseded_at else None,
+        "created_at": rca.created_at.isoformat(),
+    }
+
+
+def signature_rcas(session: Session, signature: Signature) -> list[dict[str, Any]]:
+    """Every RCA of the signature (and of signatures merged into it), newest first."""
+    members = member_signature_ids(session, signature)
+    rcas = session.scalars(
+        select(Rca).where(Rca.signature_id.in_(members)).order_by(Rca.created_at.desc(), Rca.id.desc())
+    ).all()
+    reviews = reviews_of(session, [r.id for r in rcas])
+    return [rca_dict(r, reviews[r.id]) for r in rcas]
+
+
+def recheck(session: Session, signature: Signature, public_url: str) -> int:
+    """Re-run the checks of open and confirmed RCAs (new crashes can contradict a fix); count flagged."""
+    flagged = 0
+    members = member_signature_ids(session, signature)
+    query = select(Rca).where(
+        Rca.signature_id.in_(members), or_(Rca.status == "proposed", Rca.status == "confirmed")
+    )
+    for rca in session.scalars(query):
+        if run_rca_checks(session, signature, rca):
+            publish_flagged(session, rca, public_url)
+            flagged += 1
+    return flagged
