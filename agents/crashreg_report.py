@@ -263,13 +263,25 @@ def http_request(
 
 
 class Unsent(Exception):
-    """The registry did not take the report (unreachable, or it refused)."""
+    """The registry did not take the report: unreachable (status None), or it answered `status`."""
+
+    def __init__(self, problem: str, status: int | None = None) -> None:
+        super().__init__(problem)
+        self.status = status
+
+    @property
+    def refused(self) -> bool:
+        """A verdict on the report itself (bad body, reused report_id): resending cannot help.
+        Auth failures are not: a fixed token on the host makes the same resend succeed."""
+        status = self.status or 0
+        return 400 <= status < 500 and status not in RETRYABLE_STATUSES | {401, 403}
 
 
 def post_with_retries(config: Config, path: str, body: bytes) -> Response:
     """POST with retries and exponential backoff on network errors, 408, 429 and 5xx."""
     delay = config.retry_delay
     for attempt in range(config.retries + 1):
+        status = None
         try:
             response = http_request(config, "POST", path, body)
         except (OSError, http.client.HTTPException) as error:
@@ -277,14 +289,14 @@ def post_with_retries(config: Config, path: str, body: bytes) -> Response:
         else:
             if 200 <= response.status < 300:
                 return response
-            problem = f"HTTP {response.status} {response.body[:300]!r}"
-            if response.status not in RETRYABLE_STATUSES:
-                raise Unsent(problem)
+            status, problem = response.status, f"HTTP {response.status} {response.body[:300]!r}"
+            if status not in RETRYABLE_STATUSES:
+                raise Unsent(problem, status)
         log(f"attempt {attempt + 1}: {problem}")
         if attempt < config.retries:
             time.sleep(delay)
             delay *= 2
-    raise Unsent(problem)
+    raise Unsent(problem, status)
 
 
 def report_body(report: dict[str, Any]) -> bytes:
@@ -345,7 +357,7 @@ def resend_spooled(config: Config) -> ResendSummary:
         try:
             answer = send_report_body(config, path.read_bytes())
         except Unsent as error:
-            if re.match(r"HTTP 4\d\d", str(error)) and not str(error).startswith(("HTTP 401", "HTTP 403")):
+            if error.refused:
                 (spool_dir / "rejected").mkdir(exist_ok=True)
                 path.replace(spool_dir / "rejected" / path.name)
                 rejected += 1

@@ -14,9 +14,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -243,3 +245,44 @@ def run_reporter(site: Site, *args: str) -> Run:
 
 def spooled_report(path: Path) -> dict[str, Any]:
     return json.loads(path.read_bytes())
+
+
+class FlakyFront:
+    """A real HTTP front that answers 503 to the first `failures` requests, then forwards
+    each request to the registry: a registry that is briefly overloaded or restarting."""
+
+    def __init__(self, upstream: str, failures: int) -> None:
+        self.upstream, self.failures, self.seen = upstream, failures, 0
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                front.seen += 1
+                if front.seen <= front.failures:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                answer = requests.post(front.upstream + self.path, data=body, headers=headers, timeout=10)
+                self.send_response(answer.status_code)
+                self.send_header("Content-Type", answer.headers.get("Content-Type", "application/json"))
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FlakyFront:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.thread.join()

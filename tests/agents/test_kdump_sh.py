@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from registry.db import Database
 from registry.ingest.models import Report
-from tests.agents.conftest import FIXTURES, Registry, closed_port_url, run_reporter
+from tests.agents.conftest import FIXTURES, FlakyFront, Registry, closed_port_url, run_reporter
 
 EXIT_SKIP = 10
 
@@ -136,3 +136,12 @@ def test_collect_runs_makedumpfile_with_the_decided_arguments(make_site, run_sh,
     assert collected.returncode == 0, collected.stderr
     assert Path(f"{recorder}.args").read_text().strip() == (
         f"-c -d 0 -l --message-level 7 /proc/vmcore {target}")
+
+
+def test_overloaded_registry_is_retried_with_backoff(registry: Registry, make_site, run_sh) -> None:
+    with FlakyFront(registry.url, failures=2) as front:
+        site = make_site(url=front.url)
+        run = run_sh(site)
+    assert (run.returncode, run.args) == (0, "-c -d 0"), run.stderr
+    assert front.seen == 3 and run.stderr.count("HTTP 503") == 2
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "registry" and site.spooled() == []

@@ -1,0 +1,155 @@
+"""agents/crashreg_report.py: same behaviour as the sh hook, plus the registry's own fingerprints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from registry.signatures.identify import identify
+from tests.agents.conftest import (
+    FIXTURES,
+    REPO,
+    FlakyFront,
+    Registry,
+    closed_port_url,
+    load_reporter,
+    run_reporter,
+)
+
+EXIT_SKIP = 10
+reporter = load_reporter()
+VECTORS = REPO / "tests" / "fingerprint" / "vectors.json"
+FIXTURE_LOGS = sorted(FIXTURES.glob("*.log"))
+
+
+def shared_vectors() -> list[dict]:
+    """The signature engine's shared test vectors: console logs / stacks with their fingerprints."""
+    if not VECTORS.exists():
+        return []
+    data = json.loads(VECTORS.read_text())
+    return data["vectors"] if isinstance(data, dict) else data
+
+
+def test_local_fingerprint_equals_the_servers_on_the_shared_vectors() -> None:
+    vectors = shared_vectors()
+    if not vectors:
+        pytest.skip(f"{VECTORS.relative_to(REPO)} not written yet")
+    for vector in vectors:
+        console_log, stack = vector.get("console_log"), vector.get("stack")
+        server = identify(console_log, stack)
+        local = reporter.local_fingerprint(console_log, stack)
+        assert local == (server.fingerprint if server else None), vector.get("name")
+        assert local == vector.get("fingerprint"), vector.get("name")
+
+
+@pytest.mark.parametrize("log", FIXTURE_LOGS, ids=lambda p: p.stem)
+def test_local_fingerprint_equals_the_live_registrys(registry: Registry, make_site, log: Path) -> None:
+    site = make_site(dmesg=log)
+    run = run_reporter(site, "report")
+    assert run.returncode == 0, run.stderr
+    event = registry.get(f"/api/v1/events/{site.decision()['CRASHREG_EVENT_ID']}")
+    local = run_reporter(site, "fingerprint", str(log)).stdout.strip()
+    assert local and event["fingerprint"] == local
+
+
+def test_online_report_prints_makedumpfile_arguments(registry: Registry, make_site) -> None:
+    sites = [make_site() for _ in range(4)]
+    runs = [run_reporter(site, "report") for site in sites]
+    expected = [(0, "-c -d 0")] * 3 + [(EXIT_SKIP, "")]
+    assert [(r.returncode, r.args) for r in runs] == expected, runs[-1].stderr
+    decision = sites[0].decision()
+    assert (decision["CRASHREG_ACTION"], decision["MAKEDUMP_ARGS"]) == ("full", "-c -d 0")
+    event = registry.get(f"/api/v1/events/{decision['CRASHREG_EVENT_ID']}")
+    assert event["sources"] == ["crash_kernel"]
+    assert (event["boot_id"], event["uptime_s"]) == (sites[0].boot_id, 86311)
+    assert all(site.spooled() == [] for site in sites)
+
+
+def test_offline_decision_matches_the_bundle_by_local_fingerprint(registry: Registry, make_site) -> None:
+    known = make_site()
+    assert run_reporter(known, "report").returncode == 0
+    event = registry.get(f"/api/v1/events/{known.decision()['CRASHREG_EVENT_ID']}")
+    filtered_23 = {"capture_policy": {"mode": "filtered", "dump_level": 23}}
+    registry.patch_signature(event["signature"]["id"], filtered_23)
+
+    fetched = run_reporter(known, "fetch-bundle")
+    assert fetched.returncode == 0 and "updated" in fetched.stderr, fetched.stderr
+    bundle = json.loads(known.bundle_json.read_text())
+    assert {(e["fingerprint"], e["action"], e["dump_level"]) for e in bundle["entries"]} == {
+        (event["fingerprint"], "filtered", 23)
+    }
+    assert known.bundle.read_text().startswith("#crashreg-policy-bundle\t")
+    assert "unchanged" in run_reporter(known, "fetch-bundle").stderr  # ETag: 304 for both forms
+
+    down = closed_port_url()
+    same_bug = make_site(url=down)
+    new_bug = make_site(url=down, dmesg=FIXTURES / "ext4_bug_on.log")
+    for site in (same_bug, new_bug):
+        site.bundle_json.write_bytes(known.bundle_json.read_bytes())
+    same = run_reporter(same_bug, "report")
+    assert (same.returncode, same.args) == (0, "-c -d 23"), same.stderr
+    assert same.stderr.count("ConnectionRefusedError") == 4  # one try and three retries
+    assert same_bug.decision()["CRASHREG_DECIDED_BY"] == "bundle"
+    new = run_reporter(new_bug, "report")
+    assert (new.returncode, new.args) == (0, "-c -d 0")
+    assert "a new bug" in new_bug.decision()["CRASHREG_REASON"]
+    [spooled] = same_bug.spooled()
+    assert json.loads(spooled.read_bytes())["fingerprint"] == event["fingerprint"]
+
+
+def test_post_boot_keeps_what_it_cannot_send_and_sends_it_later(registry: Registry, make_site) -> None:
+    site = make_site(url=closed_port_url())
+    assert run_reporter(site, "report").returncode == 0
+    [spooled] = site.spooled()
+    body = spooled.read_bytes()
+
+    still_down = run_reporter(site, "post-boot")
+    assert still_down.returncode == 3 and site.spooled() == [spooled]  # kept for the next try
+
+    with FlakyFront(registry.url, failures=1) as front:
+        site.url = front.url
+        site.write()
+        resent = run_reporter(site, "post-boot")
+    assert resent.returncode == 0, resent.stderr
+    assert front.seen == 2 and site.spooled() == []
+    # The same body again (a second resend) is a replay: one report, one event.
+    replay = registry.post_report(body)
+    assert replay.status_code == 200 and replay.json()["duplicate"] is True
+    event = registry.get(f"/api/v1/events/{replay.json()['event_id']}")
+    assert [r["report_id"] for r in event["reports"]] == [f"kdump-{site.boot_id}"]
+
+
+def test_post_boot_sets_aside_reports_the_registry_refuses(registry: Registry, make_site) -> None:
+    site = make_site()
+    site.spool.mkdir()
+    (site.spool / "kdump-broken.json").write_text('{"report_id": "kdump-broken", "source": "crash_kernel"}')
+    run = run_reporter(site, "post-boot")
+    assert run.returncode == 0 and site.spooled() == []
+    assert (site.spool / "rejected" / "kdump-broken.json").exists()
+    assert "HTTP 400" in run.stderr
+
+
+def test_config_file_is_read_like_a_shell_would() -> None:
+    values = reporter.parse_conf(
+        "# comment\nCRASHREG_URL='https://crashreg.example:8443'\nexport CRASHREG_RETRIES=5\n"
+        'CRASHREG_COMPRESSION="-l --message-level 1"  # lzo\nnot a setting\nCRASHREG_HOSTNAME=\n'
+    )
+    assert values == {
+        "CRASHREG_URL": "https://crashreg.example:8443",
+        "CRASHREG_RETRIES": "5",
+        "CRASHREG_COMPRESSION": "-l --message-level 1",
+        "CRASHREG_HOSTNAME": "",
+    }
+    config = reporter.Config.from_values(values)
+    assert (config.retries, config.connect_timeout) == (5, 5.0)
+    decision = reporter.Decision("filtered", "", None, "registry")
+    assert reporter.makedumpfile_args(config, decision) == ["-l", "--message-level", "1", "-d", "31"]
+
+
+def test_kernel_log_tail_starts_on_a_whole_line() -> None:
+    raw = b"[ 1.0] first line\n[ 2.0] second\x00 line\n[ 3.0] third \xff line\n"
+    whole = "[ 1.0] first line\n[ 2.0] second line\n[ 3.0] third \ufffd line\n"
+    assert reporter.tail_text(raw, 1000) == whole
+    assert reporter.tail_text(raw, 30) == "[ 3.0] third \ufffd line\n"
