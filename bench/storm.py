@@ -1,0 +1,403 @@
+"""Crash storm: thousands of hosts report one new bug at once; is the capture answer exact and fast?
+
+    .venv/bin/python bench/storm.py [--hosts 2500] [--concurrency 64] [--json OUT]
+
+Starts gunicorn (4 workers, the repository's gunicorn.conf.py) on a fresh PostgreSQL
+database, serving the registry and, beside it, a bare Flask route that only reads the same
+request body. A single asyncio client keeps `--concurrency` HTTP/1.1 keep-alive connections
+busy: first the bare route for `--bare-seconds`, then the storm: one report per host (a real
+syzkaller console log, its timestamps and addresses varied per host) with 10% of the
+requests resends of an earlier report (same report_id), some arriving while the first is
+still in flight.
+
+Reported: throughput as a ratio to the bare route, p50/p99 latency, lost acknowledgements
+(acknowledged report_ids missing from the database), duplicates (reports or events stored
+twice, or a resend answered with another event), full captures (must be exactly K), and
+each worker's peak RSS (VmHWM). Exit status 1 when a goal is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from registry.auth.tokens import create_token  # noqa: E402
+from registry.config import Settings  # noqa: E402
+from registry.db import Database  # noqa: E402
+from registry.migrate import upgrade  # noqa: E402
+
+DEFAULT_LOG = ROOT.parent / "shared/corpus/syzkaller-linux/105"
+POSTGRES_ADMIN = os.environ.get("CRASHREG_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+GOALS = {"ratio": 0.5, "p99_ms": 250.0, "rss_mb": 200.0}
+RETRY_SHARE = 0.10
+WORKERS = 4
+_TIMESTAMP = re.compile(r"\[ *\d+\.\d+\]")
+_ADDRESS = re.compile(r"\b[0-9a-f]{16}\b")
+
+
+# --- the WSGI app gunicorn serves: the registry plus a bare route ---------------------------
+
+
+def bench_app() -> Any:
+    """gunicorn 'storm:bench_app()': /bare is a plain Flask route, everything else the registry."""
+    from flask import Flask, jsonify, request
+    from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+    from registry.app import create_app
+
+    bare = Flask("bare")
+
+    @bare.post("/")
+    def bare_route() -> Any:
+        request.get_data()
+        return jsonify({"ok": True})
+
+    return DispatcherMiddleware(create_app(), {"/bare": bare})
+
+
+# --- the load: reports of one bug from many hosts, with resends ------------------------------
+
+
+def host_log(template: str, rng: random.Random) -> str:
+    """The same crash as another host prints it: other uptime, other addresses."""
+    base = rng.uniform(100, 900_000)
+    stamped = _TIMESTAMP.sub(lambda m: f"[{base + rng.random():12.6f}]", template)
+    return _ADDRESS.sub(lambda m: f"ffff88{rng.getrandbits(40):010x}", stamped)
+
+
+def storm_requests(template: str, hosts: int, seed: int = 7) -> list[dict[str, Any]]:
+    """One report per host; about RETRY_SHARE of all requests resend an earlier report."""
+    rng = random.Random(seed)
+    start = datetime.now(UTC) - timedelta(minutes=10)
+    bodies: list[dict[str, Any]] = []
+    sent: list[dict[str, Any]] = []
+    for number in range(hosts):
+        body = {
+            "report_id": f"storm-{seed}-{number}",
+            "source": "crash_kernel",
+            "crashed_at": (start + timedelta(seconds=number * 0.1)).isoformat().replace("+00:00", "Z"),
+            "host": {"hostname": f"gpu-{number:05d}", "region": "us-east", "cluster": f"c{number % 40}",
+                     "kernel_version": "6.8.0-52-generic", "memory_gb": 2048},
+            "boot_id": f"boot-{seed}-{number}",
+            "uptime_s": rng.randint(60, 9_000_000),
+            "console_log": host_log(template, rng),
+        }
+        bodies.append(body)
+        sent.append(body)
+        if rng.random() < RETRY_SHARE / (1 - RETRY_SHARE):
+            bodies.append(rng.choice(sent[-64:]))  # recent: often still in flight
+    return bodies
+
+
+# --- a small keep-alive HTTP/1.1 client (asyncio: one process drives 64 connections) ---------
+
+
+@dataclass
+class Outcome:
+    latencies: list[float] = field(default_factory=list)
+    answers: list[tuple[dict[str, Any], int, dict[str, Any]]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+
+
+async def exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> tuple[int, bytes, bool]:
+    writer.write(request)
+    await writer.drain()
+    status_line = await reader.readline()
+    if not status_line:
+        raise ConnectionResetError("closed before answering")
+    status = int(status_line.split()[1])
+    length, keep_alive = 0, True
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+        elif name.lower() == "connection" and value.strip().lower() == "close":
+            keep_alive = False
+    return status, await reader.readexactly(length), keep_alive
+
+
+def http_request(path: str, token: str, body: bytes) -> bytes:
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def drive(
+    port: int, path: str, token: str, bodies: list[dict[str, Any]] | None, seconds: float,
+    concurrency: int, progress: Any, repeat: bytes = b"{}",
+) -> Outcome:
+    """Send `bodies` (or `repeat` again and again for `seconds`) over `concurrency` connections."""
+    outcome = Outcome()
+    fixed = http_request(path, token, repeat)
+    queue = iter(range(len(bodies))) if bodies is not None else None
+    deadline = time.perf_counter() + seconds
+
+    def next_job() -> tuple[dict[str, Any] | None, bytes] | None:
+        if bodies is None:
+            return (None, fixed) if time.perf_counter() < deadline else None
+        index = next(queue, None)  # type: ignore[arg-type]
+        if index is None:
+            return None
+        return bodies[index], http_request(path, token, json.dumps(bodies[index]).encode())
+
+    async def connection() -> None:
+        reader = writer = None
+        while (job := next_job()) is not None:
+            body, request = job
+            started = time.perf_counter()
+            for attempt in range(3):  # a keep-alive socket the server closed: reconnect, resend
+                try:
+                    if writer is None:
+                        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                    status, payload, keep_alive = await exchange(reader, writer, request)  # type: ignore[arg-type]
+                    break
+                except (ConnectionError, asyncio.IncompleteReadError) as error:
+                    if writer is not None:
+                        writer.close()
+                    reader = writer = None
+                    if attempt == 2:
+                        outcome.failures.append(f"connection: {error}")
+                        status = 0
+            if status == 0:
+                continue
+            outcome.latencies.append(time.perf_counter() - started)
+            if status >= 300:
+                outcome.failures.append(f"HTTP {status}: {payload[:200]!r}")
+            elif body is not None:
+                outcome.answers.append((body, status, json.loads(payload)))
+            progress.update(1)
+            if not keep_alive:
+                writer.close()  # type: ignore[union-attr]
+                reader = writer = None
+        if writer is not None:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(connection() for _ in range(concurrency)))
+    outcome.elapsed = time.perf_counter() - started
+    return outcome
+
+
+# --- the server and the database ---------------------------------------------------------------
+
+
+def create_database() -> str:
+    import psycopg
+
+    name = f"crashreg_storm_{os.getpid()}_{int(time.time())}"
+    with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+
+
+def drop_database(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gunicorn(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = os.environ | {
+        "CRASHREG_DATABASE_URL": url,
+        "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="crashreg-storm-metrics-"),
+    }
+    command = [
+        str(ROOT / ".venv/bin/gunicorn"), "-c", str(ROOT / "gunicorn.conf.py"),
+        "--workers", str(WORKERS), "--bind", f"127.0.0.1:{port}",
+        "--max-requests", "0",  # no recycling mid-measurement: peak RSS must be the real peak
+        "--pythonpath", f"{ROOT},{ROOT / 'bench'}", "storm:bench_app()",
+    ]
+    server = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
+                if response.status == 200 and len(worker_pids(server.pid)) == WORKERS:
+                    return server
+        except OSError:
+            pass
+        if server.poll() is not None:
+            raise SystemExit(f"gunicorn exited; see {log}")
+        time.sleep(0.1)
+    raise SystemExit(f"gunicorn did not become ready; see {log}")
+
+
+def worker_pids(master: int) -> list[int]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return sorted(int(pid) for pid in children)
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def warm_up(port: int, token: str, concurrency: int, progress: Any) -> None:
+    """Every worker imports, connects and fingerprints once before anything is timed."""
+    bodies = [{"report_id": f"warm-{n}", "source": "crash_kernel", "crashed_at": "2026-11-29T00:00:00Z",
+               "host": {"hostname": f"warm-{n}"}, "console_log": "Kernel panic - not syncing: warm up"}
+              for n in range(concurrency)]
+    asyncio.run(drive(port, "/api/v1/reports", token, bodies, 0, concurrency, progress))
+
+
+# --- checking what was stored --------------------------------------------------------------------
+
+
+def audit(url: str, outcome: Outcome) -> dict[str, int]:
+    """Lost acknowledgements, duplicates and full captures, from the database itself."""
+    from sqlalchemy import text
+
+    database = Database(url)
+    acknowledged = {body["report_id"]: answer["event_id"] for body, _, answer in outcome.answers}
+    events_by_report: dict[str, set[str]] = {}
+    for body, _, answer in outcome.answers:
+        events_by_report.setdefault(body["report_id"], set()).add(answer["event_id"])
+    with database.engine.connect() as connection:
+        stored = dict(
+            connection.execute(text("SELECT report_id, event_id FROM reports WHERE report_id LIKE 'storm-%'"))
+            .all()
+        )
+        events = connection.execute(
+            text("SELECT count(*), count(DISTINCT hostname) FROM events WHERE hostname LIKE 'gpu-%'")
+        ).one()
+        full = connection.execute(
+            text("SELECT count(*) FROM events WHERE hostname LIKE 'gpu-%' AND capture_action = 'full'")
+        ).scalar_one()
+    database.dispose()
+    return {
+        "acknowledged": len(acknowledged),
+        "lost": sum(1 for report_id in acknowledged if report_id not in stored),
+        "wrong_event": sum(1 for rid, event in acknowledged.items() if str(stored.get(rid, event)) != event),
+        "duplicates": (events[0] - events[1]) + sum(len(ids) - 1 for ids in events_by_report.values()),
+        "full_captures": int(full),
+        "answered_full": sum(1 for body, status, answer in outcome.answers
+                             if status == 201 and answer["capture"]["action"] == "full"),
+    }
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000 if ordered else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--hosts", type=int, default=2500)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--bare-seconds", type=float, default=6.0)
+    parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="console log of the storm's bug")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    template = args.log.read_text(errors="replace").partition("\n\n")[2] or args.log.read_text()
+    bodies = storm_requests(template, args.hosts)
+    url = create_database()
+    server = None
+    try:
+        upgrade(url)
+        settings = Settings(database_url=url)
+        database = Database(url)
+        with database.session() as session:
+            token, _ = create_token(session, "storm", "report", "agent")
+        database.dispose()
+        port = free_port()
+        server_log = Path(tempfile.mkdtemp(prefix="crashreg-storm-")) / "gunicorn.log"
+        server = start_gunicorn(url, port, server_log)
+        with click.progressbar(length=args.concurrency, label="warm-up      ") as progress:
+            warm_up(port, token, args.concurrency, progress)
+        with click.progressbar(length=int(args.bare_seconds * 3000), label="bare route   ") as progress:
+            bare = asyncio.run(
+                drive(port, "/bare/", token, None, args.bare_seconds, args.concurrency, progress,
+                      repeat=json.dumps(bodies[0]).encode())
+            )
+        with click.progressbar(length=len(bodies), label="crash storm  ") as progress:
+            storm = asyncio.run(
+                drive(port, "/api/v1/reports", token, bodies, 0, args.concurrency, progress)
+            )
+        rss = {pid: round(peak_rss_mb(pid), 1) for pid in worker_pids(server.pid)}
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=60)
+    checks = audit(url, storm)
+    drop_database(url)
+
+    bare_rate = len(bare.latencies) / bare.elapsed
+    storm_rate = len(storm.latencies) / storm.elapsed
+    figures = {
+        "date": datetime.now(UTC).date().isoformat(),
+        "cpus": os.cpu_count(),
+        "workers": WORKERS,
+        "concurrency": args.concurrency,
+        "hosts": args.hosts,
+        "requests": len(bodies),
+        "resends": len(bodies) - args.hosts,
+        "bare_rps": round(bare_rate, 1),
+        "bare_p50_ms": round(percentile(bare.latencies, 0.50), 1),
+        "bare_p99_ms": round(percentile(bare.latencies, 0.99), 1),
+        "storm_rps": round(storm_rate, 1),
+        "ratio": round(storm_rate / bare_rate, 3),
+        "p50_ms": round(percentile(storm.latencies, 0.50), 1),
+        "p99_ms": round(percentile(storm.latencies, 0.99), 1),
+        "errors": len(storm.failures) + len(bare.failures),
+        "k": settings.full_captures_per_window,
+        **checks,
+        "worker_peak_rss_mb": list(rss.values()),
+    }
+    goals = {
+        f"throughput >= {GOALS['ratio']} x bare": figures["ratio"] >= GOALS["ratio"],
+        f"p99 < {GOALS['p99_ms']:.0f} ms": figures["p99_ms"] < GOALS["p99_ms"],
+        f"worker RSS < {GOALS['rss_mb']:.0f} MB": max(rss.values()) < GOALS["rss_mb"],
+        "no lost acknowledgement": checks["lost"] == 0 and checks["wrong_event"] == 0,
+        "no duplicate": checks["duplicates"] == 0,
+        "exactly K full captures": checks["full_captures"] == figures["k"] == checks["answered_full"],
+        "no error": figures["errors"] == 0,
+    }
+    print(json.dumps(figures, indent=2))
+    for failure in (storm.failures + bare.failures)[:5]:
+        print("error:", failure)
+    for goal, met in goals.items():
+        print(f"{'PASS' if met else 'MISS'}  {goal}")
+    if args.json:
+        args.json.write_text(json.dumps(figures | {"goals": goals}, indent=2) + "\n")
+    return 0 if all(goals.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
