@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 from sqlalchemy import select
 
 from registry.db import Database
 from registry.ingest.models import Report
-from tests.agents.conftest import FIXTURES, FlakyFront, Registry, closed_port_url, run_reporter
+from tests.agents.conftest import (
+    FIXTURES,
+    REPORTER,
+    FlakyFront,
+    Registry,
+    closed_port_url,
+    run_reporter,
+)
 
 EXIT_SKIP = 10
 
@@ -145,3 +153,21 @@ def test_overloaded_registry_is_retried_with_backoff(registry: Registry, make_si
     assert (run.returncode, run.args) == (0, "-c -d 0"), run.stderr
     assert front.seen == 3 and run.stderr.count("HTTP 503") == 2
     assert site.decision()["CRASHREG_DECIDED_BY"] == "registry" and site.spooled() == []
+
+
+def test_offline_match_by_the_python_fingerprinter(registry: Registry, make_site, run_sh) -> None:
+    known = make_site()
+    assert run_sh(known).returncode == 0
+    event = registry.get(f"/api/v1/events/{known.decision()['CRASHREG_EVENT_ID']}")
+    filtered_7 = {"capture_policy": {"mode": "filtered", "dump_level": 7}}
+    registry.patch_signature(event["signature"]["id"], filtered_7)
+    assert run_sh(known, "fetch-bundle").returncode == 0
+
+    fingerprinter = f"{sys.executable} {REPORTER} fingerprint"
+    site = make_site(url=closed_port_url(), extra={"CRASHREG_FINGERPRINTER": fingerprinter})
+    shutil.copy(known.bundle, site.bundle)
+    run = run_sh(site)
+    assert (run.returncode, run.args) == (0, "-c -d 7"), run.stderr
+    assert event["fingerprint"] in site.decision()["CRASHREG_REASON"]
+    [spooled] = site.spooled()
+    assert json.loads(spooled.read_bytes())["fingerprint"] == event["fingerprint"]
