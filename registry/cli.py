@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from registry.auth.commands import tokens
@@ -64,3 +66,14 @@ def serve(host: str, port: int) -> None:
 main.add_command(tokens)
 main.add_command(triage_bundle_command)
 main.add_command(rca)
+
+# Integration command groups live in sync/, which depends on registry (never the reverse):
+# they are loaded by name, like plugins.
+SYNC_COMMANDS = (
+    "sync.jira.commands:jira",
+    "sync.scheduler:scheduler_command",
+)
+
+for _spec in SYNC_COMMANDS:
+    _module, _, _attribute = _spec.partition(":")
+    main.add_command(getattr(importlib.import_module(_module), _attribute))

@@ -57,11 +57,15 @@ def duplicate_target(session: Session, issue: dict[str, Any], own: Signature) ->
     return None
 
 
-def jira_has_news(session: Session, link: JiraLink, signature: Signature,
+def jira_has_news(session: Session, link: JiraLink, signature: Signature, category: str,
                   updated: datetime | None) -> bool:
     """Whether Jira's status should be applied: it changed since we last applied it, and no
     regression of ours is still on its way to Jira (that would put back an outdated "done")."""
-    if link.jira_updated_at is not None and updated is not None and updated <= link.jira_updated_at:
+    unchanged = (
+        link.jira_updated_at is not None and updated is not None
+        and updated <= link.jira_updated_at and category == link.status_category
+    )
+    if unchanged:
         return False
     pending_regression = session.scalar(
         select(OutboxMessage.id).where(
@@ -84,7 +88,7 @@ def apply_issue(ctx: SyncContext, issue: dict[str, Any]) -> bool:
     updated = parse_jira_time(fields.get("updated"))
     resolution = (fields.get("resolution") or {}).get("name")
     before = (signature.status, signature.owner, signature.resolution, signature.merged_into_id)
-    if jira_has_news(ctx.session, link, signature, updated):
+    if jira_has_news(ctx.session, link, signature, category, updated):
         outcome = decide(category, resolution, signature.status)
         signature.status = outcome.status
         if outcome.resolved:

@@ -187,6 +187,7 @@ class JiraEmulator:
         self.outage: str | None = None  # None | "503" | "refuse"
         self.lose_next_create = False
         self.rate_limit: RateLimit | None = None
+        self.denied: dict[str, set[str]] = {}  # user name -> project permissions they lack
         self.server = None
         self.thread: threading.Thread | None = None
         self.port = 0
@@ -213,6 +214,12 @@ class JiraEmulator:
                           "released": False, "archived": False, "projectId": int(pid)}
                          for i, name in enumerate(versions)],
         }
+
+    def add_version(self, project_key: str, name: str) -> None:
+        project = self.projects[project_key]
+        project["versions"].append({"id": str(30000 + len(project["versions"])), "name": name,
+                                    "released": False, "archived": False,
+                                    "projectId": int(project["id"])})
 
     def add_custom_field(self, name: str) -> str:
         fid = f"customfield_{10100 + len(self.custom_fields)}"
@@ -733,6 +740,21 @@ class JiraEmulator:
                 if term and (term in u.name.lower() or term in u.display_name.lower()
                              or term in u.email.lower() or term == u.account_id.lower())]
 
+    def h_my_permissions(self, api, user):
+        wanted = [p for p in (request.args.get("permissions") or "").split(",") if p]
+        if request.args.get("projectKey"):
+            self._get_project(request.args["projectKey"])
+        return {"permissions": {
+            key: {"id": str(n), "key": key, "name": key.replace("_", " ").title(), "type": "PROJECT",
+                  "description": "", "havePermission": key not in self.denied.get(user.name, set())}
+            for n, key in enumerate(wanted)}}
+
+    def h_project_statuses(self, api, user, ref):
+        self._get_project(ref)
+        statuses = [self._status_json(sid) for sid in self.statuses]
+        return [{"self": f"{self.url}/rest/api/2/issuetype/{itid}", "id": itid, "name": name,
+                 "subtask": subtask, "statuses": statuses} for itid, name, subtask in ISSUE_TYPES]
+
     def h_fields(self, api, user):
         return self._fields_json()
 
@@ -992,6 +1014,8 @@ class JiraEmulator:
         ("GET", r"myself", h_myself),
         ("GET", r"field", h_fields),
         ("GET", r"user/search", h_user_search),
+        ("GET", r"mypermissions", h_my_permissions),
+        ("GET", r"project/([^/]+)/statuses", h_project_statuses),
         ("GET", r"issuetype", h_issuetypes),
         ("GET", r"project", h_projects),
         ("GET", r"project/([^/]+)", h_project),
@@ -1022,7 +1046,7 @@ class JiraEmulator:
 # --------------------------------------------------------------------- JQL subset
 JQL_TOKEN = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|>=|<=|!=|[=<>(),~]|[^\s=<>!(),~]+)')
 JQL_FIELDS = {"project", "labels", "updated", "created", "status", "statuscategory", "key",
-              "issuekey", "resolution", "resolved", "assignee"}
+              "issuekey", "resolution", "resolved", "assignee", "issuetype", "type"}
 
 
 @dataclass
@@ -1147,6 +1171,8 @@ class JqlQuery:
                 return [issue.key.lower(), str(issue.id)]
             case "resolution":
                 return [f["resolution"]["name"].lower()] if f["resolution"] else []
+            case "issuetype" | "type":
+                return [f["issuetype"]["name"].lower(), f["issuetype"]["id"]]
             case "assignee":
                 return [f["assignee"]["name"]] if f["assignee"] else []
         return []

@@ -1,0 +1,55 @@
+"""`crashreg jira sync [--once]` and `crashreg jira check`."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from registry.cli_support import cli_database, cli_settings
+from sync.jira.check import FAIL, run_checks
+
+
+@click.group("jira")
+def jira() -> None:
+    """Jira sync: one issue per signature, both ways."""
+
+
+@jira.command("sync")
+@click.option("--once", is_flag=True, help="one round (outbox, facts, reconciliation), then exit")
+def sync(once: bool) -> None:
+    """Sync with Jira: every 30 s (reconciliation every 10 min) until stopped, or --once."""
+    from registry.app import configure_logging
+    from sync.jira.jobs import jira_reconcile
+    from sync.leader import leader_lock
+    from sync.scheduler import JOBS, JobContext, Scheduler, load_jobs, run_until_signalled
+
+    configure_logging()
+    settings, database = cli_settings(), cli_database()
+    if not settings.jira_enabled:
+        raise click.ClickException(
+            "Jira sync is off: set CRASHREG_JIRA_URL, CRASHREG_JIRA_TOKEN and CRASHREG_JIRA_PROJECT")
+    context, lock = JobContext(settings, database), leader_lock(database.engine)
+    if not once:
+        load_jobs()
+        jobs = {name: job for name, job in JOBS.items() if name.startswith("jira-")}
+        run_until_signalled(Scheduler(context, lock, jobs))
+        return
+    if not lock.try_acquire():
+        raise click.ClickException(
+            "another crashreg (scheduler or sync) holds the leader lock and is syncing; not syncing twice")
+    try:
+        click.echo(json.dumps(jira_reconcile(context), default=str))
+    finally:
+        lock.release()
+
+
+@jira.command("check")
+def check() -> None:
+    """Preflight: reachability, auth, project, issue type, permissions, workflow, search, webhooks."""
+    findings = run_checks(cli_settings())
+    width = max(len(f.topic) for f in findings)
+    for finding in findings:
+        click.echo(f"{finding.level:<4}  {finding.topic:<{width}}  {finding.message}")
+    if any(f.level == FAIL for f in findings):
+        raise SystemExit(1)

@@ -1,0 +1,146 @@
+"""`crashreg scheduler`: periodic jobs (Jira sync, reconciliation, and whatever other domains
+register), run by one leader among however many scheduler processes are started.
+
+Adding a job: in your package, decorate a function taking a JobContext with
+`@register_job("name", seconds=...)` and add the module to JOB_MODULES below.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import click
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from registry.config import Settings
+from registry.db import Database, utcnow
+from sync.leader import LeaderLock, leader_lock
+
+log = logging.getLogger("crashreg.scheduler")
+
+# Modules whose import registers jobs (each calls register_job at import time).
+JOB_MODULES: list[str] = ["sync.jira.jobs"]
+
+
+@dataclass
+class JobContext:
+    settings: Settings
+    database: Database
+    clock: Callable[[], datetime] = utcnow
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    seconds: float
+    run: Callable[[JobContext], Any]
+    enabled: Callable[[Settings], bool] = field(default=lambda settings: True)
+
+
+JOBS: dict[str, Job] = {}
+
+
+def register_job(name: str, seconds: float, enabled: Callable[[Settings], bool] = lambda s: True):
+    """Decorator: run the function every `seconds` on the leader scheduler."""
+
+    def add(run: Callable[[JobContext], Any]) -> Callable[[JobContext], Any]:
+        JOBS[name] = Job(name, seconds, run, enabled)
+        return run
+
+    return add
+
+
+def load_jobs() -> dict[str, Job]:
+    for module in JOB_MODULES:
+        importlib.import_module(module)
+    return JOBS
+
+
+class Scheduler:
+    """APScheduler 3 underneath; every run first checks (or takes) leadership."""
+
+    def __init__(self, context: JobContext, lock: LeaderLock, jobs: dict[str, Job] | None = None):
+        self.context = context
+        self.lock = lock
+        self.jobs = {name: job for name, job in (jobs if jobs is not None else load_jobs()).items()
+                     if job.enabled(context.settings)}
+        self.leading = False
+        self.guard = threading.Lock()
+        self.apscheduler = BackgroundScheduler(timezone="UTC")
+
+    def is_leader(self) -> bool:
+        with self.guard:
+            was = self.leading
+            self.leading = self.lock.try_acquire()
+            if self.leading != was:
+                log.info("leadership " + ("taken" if self.leading else "lost"))
+            return self.leading
+
+    def run_job(self, name: str) -> bool:
+        """Run one job if this process leads; False when it is standing by."""
+        if not self.is_leader():
+            return False
+        job = self.jobs[name]
+        try:
+            result = job.run(self.context)
+            log.info("job done", extra={"fields": {"job": name, "result": str(result)[:500]}})
+        except Exception as error:  # a failing job must not kill the scheduler
+            log.exception("job failed", extra={"fields": {"job": name, "error": str(error)[:500]}})
+        return True
+
+    def start(self) -> None:
+        for name, job in self.jobs.items():
+            self.apscheduler.add_job(
+                self.run_job, "interval", seconds=job.seconds, args=[name], id=name,
+                max_instances=1, coalesce=True, next_run_time=utcnow(),
+            )
+        self.apscheduler.start()
+        log.info("scheduler started", extra={"fields": {"jobs": sorted(self.jobs)}})
+
+    def shutdown(self) -> None:
+        """Let running jobs finish, then give up leadership."""
+        if self.apscheduler.running:
+            self.apscheduler.shutdown(wait=True)
+        with self.guard:
+            self.lock.release()
+            self.leading = False
+        log.info("scheduler stopped")
+
+
+def run_until_signalled(scheduler: Scheduler) -> None:
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    scheduler.start()
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        scheduler.shutdown()
+
+
+@click.command("scheduler")
+def scheduler_command() -> None:
+    """Run the scheduled jobs (Jira sync, reconciliation, ...); one leader among many."""
+    from registry.app import configure_logging
+    from registry.cli_support import cli_database, cli_settings
+
+    configure_logging()
+    database = cli_database()
+    scheduler = Scheduler(JobContext(cli_settings(), database), leader_lock(database.engine))
+    if not scheduler.jobs:
+        raise click.ClickException("no job is enabled: configure CRASHREG_JIRA_* (see README, ## Jira)")
+    click.echo(f"crashreg scheduler: jobs {', '.join(sorted(scheduler.jobs))}", err=True)
+    run_until_signalled(scheduler)
