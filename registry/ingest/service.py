@@ -44,13 +44,14 @@ def ingest_report(
     db: Database, settings: Settings, report: dict[str, Any], raw: dict[str, Any]
 ) -> IngestResult:
     digest = payload_digest(raw)
-    with db.session() as session:
-        replay = replayed_answer(session, report["report_id"], digest)
-    if replay is not None:
-        return IngestResult(replay, created=False)
     crash = identify(report.get("console_log"), report.get("stack"))  # pure: outside the transaction
     try:
+        # One transaction for the replay check and the store: each session costs a pool
+        # checkout (pre-ping), BEGIN, COMMIT and a reset, which dominate a storm's latency.
         with db.session() as session:
+            replay = replayed_answer(session, report["report_id"], digest)
+            if replay is not None:
+                return IngestResult(replay, created=False)
             return IngestResult(store(session, settings, report, raw, digest, crash), created=True)
     except IntegrityError:
         # Another worker stored this report_id between our check and our commit.

@@ -43,6 +43,9 @@ def resolve_or_create(session: Session, crash: CrashSignature, seen_at: datetime
     alias = session.get(SignatureAlias, crash.fingerprint)
     if alias is not None:
         return canonical(session, session.get_one(Signature, alias.signature_id)), False
+    known = session.scalar(select(Signature).where(Signature.fingerprint == crash.fingerprint))
+    if known is not None:  # the common case in a storm: no insert attempt
+        return canonical(session, known), False
     created = insert_ignore(
         session,
         Signature,
