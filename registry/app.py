@@ -13,6 +13,7 @@ from flask import Flask, Response, g, request
 from registry.capture.api import blueprint as capture_blueprint
 from registry.config import Settings
 from registry.db import Database
+from registry.epidemiology.api import blueprint as epidemiology_blueprint
 from registry.errors import install_error_handlers
 from registry.ingest.api import blueprint as ingest_blueprint
 from registry.inventory.api import blueprint as inventory_blueprint
@@ -29,6 +30,7 @@ BLUEPRINTS = [
     ingest_blueprint,
     inventory_blueprint,
     signatures_blueprint,
+    epidemiology_blueprint,
     capture_blueprint,
     jira_blueprint,
     rca_blueprint,

@@ -8,6 +8,7 @@ import click
 
 from registry.auth.commands import tokens
 from registry.cli_support import cli_settings
+from registry.epidemiology.commands import demo, epidemiology
 from registry.rca.commands import rca, triage_bundle_command
 
 
@@ -66,10 +67,13 @@ def serve(host: str, port: int) -> None:
 main.add_command(tokens)
 main.add_command(triage_bundle_command)
 main.add_command(rca)
+main.add_command(epidemiology)
+main.add_command(demo)
 
 # Integration command groups live in sync/, which depends on registry (never the reverse):
 # they are loaded by name, like plugins.
 SYNC_COMMANDS = (
+    "sync.grafana.commands:grafana",
     "sync.jira.commands:jira",
     "sync.scheduler:scheduler_command",
 )

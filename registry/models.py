@@ -3,6 +3,12 @@
 from registry.auth.models import ApiToken
 from registry.capture.models import Capture, CaptureSlot
 from registry.db import Base
+from registry.epidemiology.models import (
+    EpidemiologyFinding,
+    EpidemiologySuspectHost,
+    EpidemiologyVerdict,
+)
+from registry.grafana.models import GrafanaAnnotation, GrafanaProvisioned
 from registry.ingest.models import Event, Report
 from registry.inventory.models import Host, HostAttributeChange
 from registry.jira.models import JiraLink, JiraSyncCursor, JiraWebhookReceipt
@@ -17,7 +23,12 @@ __all__ = [
     "Base",
     "Capture",
     "CaptureSlot",
+    "EpidemiologyFinding",
+    "EpidemiologySuspectHost",
+    "EpidemiologyVerdict",
     "Event",
+    "GrafanaAnnotation",
+    "GrafanaProvisioned",
     "Host",
     "HostAttributeChange",
     "JiraLink",

@@ -15,7 +15,7 @@ from itertools import pairwise
 from .attributes import AttributeValue, host_values, physical_host_of
 from .findings import Baseline, JointCounts, analyse_attributes, joint_from_units
 from .onset import InventoryChange, onset
-from .uptime import uptime_profile
+from .uptime import OutsideCounts, outside_counts, uptime_profile
 from .verdict import decide
 
 
@@ -114,6 +114,45 @@ def states_from_history(history: Iterable[tuple[datetime, Mapping]]) -> list[Hos
     return states
 
 
+@dataclass(frozen=True)
+class InventoryRecord:
+    """A host as the inventory stores it: current values and the changes that led there."""
+
+    hostname: str
+    first_seen: datetime
+    current: Mapping  # contract host object
+    changes: Sequence[tuple[datetime, str, str | None]] = ()  # (when, attribute, old value)
+    retired_at: datetime | None = None
+
+
+def _stored_value(attribute: str, value: str | None) -> object:
+    if attribute != "labels":
+        return value
+    pairs = (item.split("=", 1) for item in (value or "").split(",") if "=" in item)
+    return dict(pairs)
+
+
+def states_from_inventory(records: Sequence[InventoryRecord]) -> list[HostState]:
+    """Host states over time, walking each host's changes back from its current values.
+
+    Hosts the inventory knew from its first load are taken to have been there before (as in
+    `states_from_history`)."""
+    if not records:
+        return []
+    backdate_before = min(r.first_seen for r in records) + BACKDATE_WITHIN
+    states: list[HostState] = []
+    for record in records:
+        host = dict(record.current)
+        end = record.retired_at
+        for changed_at, attribute, old_value in sorted(record.changes, reverse=True):
+            states.append(HostState(record.hostname, host_values(host), changed_at, end))
+            host[attribute] = _stored_value(attribute, old_value)
+            end = changed_at
+        start = None if record.first_seen < backdate_before else record.first_seen
+        states.append(HostState(record.hostname, host_values(host), start, end))
+    return states
+
+
 def _overlap_days(state: HostState, start: datetime, end: datetime) -> float:
     begin = start if state.start is None else max(state.start, start)
     stop = end if state.end is None else min(state.end, end)
@@ -138,14 +177,28 @@ def fleet_baseline(states: Sequence[HostState], start: datetime, end: datetime) 
 
 
 def exposure_by_day(states: Sequence[HostState], start: date, end: date) -> dict[date, float]:
-    """Hosts in the fleet on each day (at noon)."""
+    """Hosts in the fleet on each day (at noon), by a sweep over state starts and ends."""
+    step: Counter[date] = Counter()
+    for state in states:
+        first = start if state.start is None else _noon_day(state.start)
+        last = end + timedelta(days=1) if state.end is None else _noon_day(state.end)
+        if first < last:
+            step[max(first, start)] += 1
+            step[last] -= 1
     out: dict[date, float] = {}
+    running = sum(n for d, n in step.items() if d < start)
     day = start
     while day <= end:
-        noon = datetime.combine(day, time(12), tzinfo=UTC)
-        out[day] = float(sum(1 for s in states if s.covers(noon)))
+        running += step.get(day, 0)
+        out[day] = float(running)
         day += timedelta(days=1)
     return out
+
+
+def _noon_day(moment: datetime) -> date:
+    """The first day whose noon is at or after `moment`."""
+    day = moment.astimezone(UTC).date()
+    return day if moment <= datetime.combine(day, time(12), tzinfo=UTC) else day + timedelta(1)
 
 
 def inventory_changes(states: Sequence[HostState]) -> list[InventoryChange]:
@@ -164,6 +217,9 @@ def inventory_changes(states: Sequence[HostState]) -> list[InventoryChange]:
     return [InventoryChange(d, a, v, n) for (d, a, v), n in sorted(steps.items())]
 
 
+NO_UPTIMES = outside_counts(())
+
+
 @dataclass(frozen=True)
 class Context:
     """Everything outside the signature: baselines, observation window, fleet uptimes."""
@@ -173,7 +229,7 @@ class Context:
     window_end: date
     exposure: Mapping[date, float] | None = None
     changes: Sequence[InventoryChange] = ()
-    fleet_uptimes_s: Sequence[float] = ()
+    uptimes: OutsideCounts = NO_UPTIMES
 
 
 def _view(sample: SignatureSample, baseline: Baseline) -> dict:
@@ -209,7 +265,7 @@ def analyse_signature(sample: SignatureSample, context: Context) -> dict:
             context.exposure,
             context.changes,
         ),
-        "uptime": uptime_profile(sample.uptimes_s, context.fleet_uptimes_s),
+        "uptime": uptime_profile(sample.uptimes_s, context.uptimes),
     }
 
 
@@ -241,7 +297,7 @@ def make_context(
     window: tuple[date, date],
     exposure: Mapping[date, float] | None = None,
     changes: Sequence[InventoryChange] = (),
-    fleet_uptimes_s: Sequence[float] = (),
+    uptimes: OutsideCounts = NO_UPTIMES,
 ) -> Context:
     """Baselines for one signature: the fleet inventory where it knows the signature's hosts
     (host-time over the signature's days), all crashes as the second view."""
@@ -257,7 +313,7 @@ def make_context(
         window_end=window[1],
         exposure=exposure,
         changes=changes,
-        fleet_uptimes_s=fleet_uptimes_s,
+        uptimes=uptimes,
     )
 
 

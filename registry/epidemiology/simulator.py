@@ -126,22 +126,25 @@ SYSCALL_CALLERS = ("__x64_sys_ioctl", "do_syscall_64", "entry_SYSCALL_64_after_h
 NAPI_CALLERS = ("__napi_poll", "net_rx_action", "__do_softirq", "irq_exit_rcu")
 
 # Functions a CPU that computes wrong crashes in: ordinary kernel code, "impossible" faults.
-IMPOSSIBLE_FUNCTIONS: tuple[str, ...] = (
-    "rb_insert_color",
-    "find_vma",
-    "__d_lookup_rcu",
-    "tcp_v4_rcv",
-    "ext4_find_extent",
-    "filemap_get_read_batch",
-    "skb_release_data",
-    "select_task_rq_fair",
-    "unmap_page_range",
-    "xas_load",
-    "update_cfs_rq_load_avg",
-    "ip_route_input_noref",
-    "copy_process",
-    "mas_walk",
+# Where a CPU that computes wrong crashes: ordinary kernel code, "impossible" faults and
+# failed sanity checks (function, source line for the WARNING kind).
+IMPOSSIBLE: tuple[tuple[str, str], ...] = (
+    ("rb_insert_color", "lib/rbtree.c:231"),
+    ("find_vma", "mm/mmap.c:1862"),
+    ("__d_lookup_rcu", "fs/dcache.c:2291"),
+    ("tcp_v4_rcv", "net/ipv4/tcp_ipv4.c:2035"),
+    ("ext4_find_extent", "fs/ext4/extents.c:904"),
+    ("filemap_get_read_batch", "mm/filemap.c:2388"),
+    ("skb_release_data", "net/core/skbuff.c:893"),
+    ("select_task_rq_fair", "kernel/sched/fair.c:7321"),
+    ("unmap_page_range", "mm/memory.c:1580"),
+    ("xas_load", "lib/xarray.c:206"),
+    ("update_cfs_rq_load_avg", "kernel/sched/fair.c:4011"),
+    ("ip_route_input_noref", "net/ipv4/route.c:2470"),
+    ("copy_process", "kernel/fork.c:2330"),
+    ("mas_walk", "lib/maple_tree.c:4930"),
 )
+SPRAY_KINDS: tuple[str, ...] = ("warning", "gpf", "paging")
 
 DEFAULT_POPULATIONS: tuple[CrashPopulation, ...] = (
     CrashPopulation(
@@ -157,8 +160,8 @@ DEFAULT_POPULATIONS: tuple[CrashPopulation, ...] = (
         "single-host",
         "physical_host",
         spray=tuple(
-            Bug("paging" if i % 2 else "gpf", name, None, SYSCALL_CALLERS)
-            for i, name in enumerate(IMPOSSIBLE_FUNCTIONS)
+            Bug(SPRAY_KINDS[i % len(SPRAY_KINDS)], name, None, SYSCALL_CALLERS, where)
+            for i, (name, where) in enumerate(IMPOSSIBLE)
         ),
         spray_events=28,
     ),
@@ -200,7 +203,7 @@ DEFAULT_POPULATIONS: tuple[CrashPopulation, ...] = (
     CrashPopulation(
         "nvme-timeout-spread",
         "spread",
-        Bug("null_deref", "nvme_tcp_io_work", "nvme_tcp", SPREAD_CALLERS),
+        Bug("bug_at", "nvme_tcp_io_work", "nvme_tcp", SPREAD_CALLERS, "drivers/nvme/host/tcp.c:1285"),
         110,
         "software",
     ),
@@ -251,10 +254,11 @@ DEFAULT_POPULATIONS: tuple[CrashPopulation, ...] = (
         "small-bpf-paging",
         "small",
         Bug(
-            "paging",
+            "warning",
             "bpf_prog_run_array",
             None,
             ("trace_call_bpf", "kprobe_perf_func", "kprobe_dispatcher", "kprobe_ftrace_handler"),
+            "kernel/bpf/core.c:2217",
         ),
         4,
         "inconclusive",

@@ -4,9 +4,11 @@ A CPU that silently computes wrong sprays many *different* signatures, each too 
 stand out on its own. For every physical host we ask how many distinct signatures a host of
 its size (how many hosts/VMs it carries) would collect if it crashed like the rest of the
 fleet: each signature s reaches a fraction f_s of the other hosts, so a physical host
-carrying e hosts expects sum_s 1 - (1 - f_s)^e distinct signatures (Poisson). The
-observed count's upper tail, Bonferroni-corrected over the physical hosts, ranks suspects;
-the crash count against the fleet's rate is reported as further evidence.
+carrying e hosts expects sum_s 1 - (1 - f_s)^e distinct signatures (Poisson), and the
+fleet's crash rate gives its expected crash count (Poisson). The more improbable of the two
+upper tails (Bonferroni over the two tests and over the physical hosts) ranks suspects; only
+hosts with crashes of several signatures qualify, so one software bug on repeat is left to
+the per-signature analysis.
 """
 
 from __future__ import annotations
@@ -24,86 +26,83 @@ MIN_SIGNATURES = 3
 
 
 @dataclass(frozen=True)
-class HostCrash:
+class HostSignatureCount:
+    """How one physical host met one signature (an aggregate the database computes)."""
+
     physical_host: str
-    hostname: str
     signature: str
-    crashed_at: datetime
+    events: int
+    hostnames: int  # distinct hosts/VMs on it that crashed with this signature
+    first_crash: datetime
+    last_crash: datetime
 
 
-def _expected_signatures(
-    hosts_reached: Mapping[str, int], own: Mapping[str, int], size: int, others: int
-) -> float:
+def _expected_signatures(reached: Mapping[str, int], own: Mapping[str, int], size: int, others: int) -> float:
     """Distinct signatures expected on a physical host carrying `size` hosts, from how far
     each signature spread among the `others` (the host's own crashes left out)."""
     if others <= 0:
         return 0.0
     total = 0.0
-    for signature, reached in hosts_reached.items():
-        share = (reached - own.get(signature, 0)) / others
+    for signature, hosts in reached.items():
+        share = (hosts - own.get(signature, 0)) / others
         if share > 0:
             total += 1.0 - (1.0 - min(share, 1.0)) ** size
     return total
 
 
 def suspect_hosts(
-    crashes: Sequence[HostCrash],
-    hosts_per_physical: Mapping[str, int] | None = None,
-    limit: int = 20,
+    rows: Sequence[HostSignatureCount], hosts_per_physical: Mapping[str, int], limit: int = 20
 ) -> list[dict]:
-    """Ranked suspects with evidence. `hosts_per_physical`: the inventory (hosts or VMs per
-    physical host); without it the hosts that crashed stand in for the fleet."""
-    by_physical: dict[str, list[HostCrash]] = defaultdict(list)
-    hostnames_of_signature: dict[str, set[str]] = defaultdict(set)
-    for crash in crashes:
-        by_physical[crash.physical_host].append(crash)
-        hostnames_of_signature[crash.signature].add(crash.hostname)
-    if hosts_per_physical is None:
-        seen: dict[str, set[str]] = defaultdict(set)
-        for crash in crashes:
-            seen[crash.physical_host].add(crash.hostname)
-        hosts_per_physical = {p: len(names) for p, names in seen.items()}
+    """Ranked suspects with evidence. `hosts_per_physical`: the fleet (hosts or VMs carried
+    by each physical host)."""
+    by_physical: dict[str, list[HostSignatureCount]] = defaultdict(list)
+    reached: Counter[str] = Counter()
+    signature_total: Counter[str] = Counter()
+    for row in rows:
+        by_physical[row.physical_host].append(row)
+        reached[row.signature] += row.hostnames
+        signature_total[row.signature] += row.events
     fleet_hosts = sum(hosts_per_physical.values())
     physical_count = max(len(hosts_per_physical), len(by_physical))
-    reached = {s: len(names) for s, names in hostnames_of_signature.items()}
-    signature_total = Counter(c.signature for c in crashes)
-    total_crashes = len(crashes)
+    total_crashes = sum(signature_total.values())
 
     suspects = []
-    for physical, own_crashes in by_physical.items():
-        distinct = Counter(c.signature for c in own_crashes)
-        if len(distinct) < MIN_SIGNATURES:
+    for physical, own in by_physical.items():
+        if len(own) < MIN_SIGNATURES:
             continue
+        crashes = sum(r.events for r in own)
         size = max(hosts_per_physical.get(physical, 0), 1)
-        own_reach = {s: len({c.hostname for c in own_crashes if c.signature == s}) for s in distinct}
         others = fleet_hosts - size
-        expected = _expected_signatures(reached, own_reach, size, others)
-        expected_crashes = (total_crashes - len(own_crashes)) * size / others if others > 0 else 0.0
-        log10_p = poisson_upper_log10(len(distinct), expected)
-        adjusted = min(0.0, log10_p + math.log10(max(physical_count, 1)))
+        expected = _expected_signatures(reached, {r.signature: r.hostnames for r in own}, size, others)
+        expected_crashes = (total_crashes - crashes) * size / others if others > 0 else 0.0
+        diversity = poisson_upper_log10(len(own), expected)
+        count = poisson_upper_log10(crashes, expected_crashes)
+        adjusted = min(0.0, min(diversity, count) + math.log10(2 * max(physical_count, 1)))
         if adjusted >= LOG10_ALPHA:
             continue
-        only_here = sorted(s for s, n in distinct.items() if signature_total[s] == n)
+        only_here = [r for r in own if signature_total[r.signature] == r.events]
+        top = sorted(own, key=lambda r: (-r.events, r.signature))[:5]
         suspects.append(
             {
                 "physical_host": physical,
-                "crashes": len(own_crashes),
-                "signatures": len(distinct),
+                "crashes": crashes,
+                "signatures": len(own),
                 "expected_signatures": round(expected, 3),
                 "expected_crashes": round(expected_crashes, 3),
                 "p_value": to_p_value(adjusted),
                 "log10_p": round(max(adjusted, -10_000.0), 3),
-                "crash_count_p_value": to_p_value(poisson_upper_log10(len(own_crashes), expected_crashes)),
+                "signatures_p_value": to_p_value(diversity),
+                "crashes_p_value": to_p_value(count),
                 "hosts": size,
-                "hostnames": sorted({c.hostname for c in own_crashes}),
+                "hosts_crashed": max(r.hostnames for r in own),
                 "signatures_only_here": len(only_here),
-                "top_signatures": [{"signature": s, "events": n} for s, n in distinct.most_common(5)],
-                "first_crash": min(c.crashed_at for c in own_crashes).isoformat(),
-                "last_crash": max(c.crashed_at for c in own_crashes).isoformat(),
+                "top_signatures": [{"signature": r.signature, "events": r.events} for r in top],
+                "first_crash": min(r.first_crash for r in own).isoformat(),
+                "last_crash": max(r.last_crash for r in own).isoformat(),
                 "evidence": (
-                    f"{len(distinct)} distinct signatures in {len(own_crashes)} crashes where a "
-                    f"host of its size expects {expected:.2f}; {len(only_here)} of them seen "
-                    "nowhere else"
+                    f"{crashes} crashes where a host of its size expects {expected_crashes:.1f}; "
+                    f"{len(own)} distinct signatures where it expects {expected:.2f}; "
+                    f"{len(only_here)} of them seen nowhere else"
                 ),
             }
         )

@@ -1,4 +1,4 @@
-"""Uptime at crash against the fleet's uptime distribution.
+"""Uptime at crash against the fleet's uptime distribution (the uptimes of the other crashes).
 
 If a fraction q of the fleet's host-time is spent at uptimes above the signature's largest
 uptime, n crashes independent of uptime would all stay below it with probability (1-q)^n.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .exact import to_p_value
 from .findings import LOG10_ALPHA
@@ -31,23 +31,41 @@ def _log10_all_inside(n: int, outside_share: float) -> float:
     return n * math.log10(1.0 - outside_share)
 
 
-def uptime_profile(signature_s: Sequence[float], fleet_s: Sequence[float]) -> dict:
+# (lowest, highest) -> (baseline uptimes below lowest, above highest, all baseline uptimes)
+OutsideCounts = Callable[[float, float], tuple[int, int, int]]
+
+
+def outside_counts(baseline_s: Sequence[float]) -> OutsideCounts:
+    """OutsideCounts over a plain list of baseline uptimes."""
+    ordered = sorted(u for u in baseline_s if u is not None and u >= 0)
+
+    def count(lowest: float, highest: float) -> tuple[int, int, int]:
+        below = bisect.bisect_left(ordered, lowest)
+        above = len(ordered) - bisect.bisect_right(ordered, highest)
+        return below, above, len(ordered)
+
+    return count
+
+
+def uptime_profile(signature_s: Sequence[float], baseline: OutsideCounts) -> dict:
+    """`baseline`: how the uptimes of the other crashes fall outside the signature's range."""
     crashes = sorted(u for u in signature_s if u is not None and u >= 0)
-    fleet = sorted(u for u in fleet_s if u is not None and u >= 0)
     result: dict = {
         "events": len(crashes),
         "median_days": round(statistics.median(crashes) / DAY_S, 3) if crashes else None,
         "max_days": round(crashes[-1] / DAY_S, 3) if crashes else None,
         "min_days": round(crashes[0] / DAY_S, 3) if crashes else None,
-        "fleet_median_days": round(statistics.median(fleet) / DAY_S, 3) if fleet else None,
         "statement": None,
         "p_value": None,
     }
-    if len(crashes) < MIN_EVENTS or not fleet:
+    if len(crashes) < MIN_EVENTS:
+        return result
+    below_count, above_count, total = baseline(crashes[0], crashes[-1])
+    if not total:
         return result
     n = len(crashes)
-    above = 1.0 - bisect.bisect_right(fleet, crashes[-1]) / len(fleet)
-    below = bisect.bisect_left(fleet, crashes[0]) / len(fleet)
+    above = above_count / total
+    below = below_count / total
     never_long = _log10_all_inside(n, above) if above >= MIN_EXCLUDED_SHARE else 0.0
     never_short = _log10_all_inside(n, below) if below >= MIN_EXCLUDED_SHARE else 0.0
     if min(never_long, never_short) >= LOG10_ALPHA:

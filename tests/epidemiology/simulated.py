@@ -16,9 +16,11 @@ from registry.epidemiology.analysis import (
     make_context,
     states_from_history,
 )
-from registry.epidemiology.attributes import host_values
+from registry.epidemiology.attributes import host_values, physical_host_of
 from registry.epidemiology.findings import joint_from_units
 from registry.epidemiology.simulator import Bug, Simulation
+from registry.epidemiology.suspects import HostSignatureCount, suspect_hosts
+from registry.epidemiology.uptime import outside_counts
 
 
 def bug_key(bug: Bug) -> str:
@@ -60,6 +62,25 @@ class SimulatedRegistry:
             self.window,
             exposure_by_day(self.states, *self.window),
             inventory_changes(self.states),
-            [r.uptime_s for r in everything if r not in records],
+            outside_counts([r.uptime_s for r in everything if r not in records]),
         )
         return analyse_signature(sample, context)
+
+    def suspects(self) -> list[dict]:
+        met: dict[tuple[str, str], list[CrashRecord]] = defaultdict(list)
+        for key, records in self.records.items():
+            for record in records:
+                met[(physical_host_of(record.values) or "?", key)].append(record)
+        rows = [
+            HostSignatureCount(
+                physical,
+                key,
+                len(records),
+                len({v for r in records for v in r.values if v[0] == "hostname"}),
+                min(r.crashed_at for r in records),
+                max(r.crashed_at for r in records),
+            )
+            for (physical, key), records in met.items()
+        ]
+        per_physical = Counter(h["physical_host"] for h in self.sim.hosts.values())
+        return suspect_hosts(rows, per_physical)

@@ -16,7 +16,7 @@ from registry.epidemiology.exact import (
 )
 from registry.epidemiology.findings import Baseline, analyse_attributes, joint_from_units
 from registry.epidemiology.onset import InventoryChange, onset
-from registry.epidemiology.uptime import DAY_S, uptime_profile
+from registry.epidemiology.uptime import DAY_S, outside_counts, uptime_profile
 
 
 def _brute_binomial(k: int, n: int, p: float) -> float:
@@ -153,7 +153,7 @@ def test_onset_of_a_flat_rate_has_no_change_point() -> None:
 def test_uptime_never_on_long_running_nodes() -> None:
     fleet = [d * DAY_S for d in range(1, 200)]
     crashes = [0.5 * DAY_S, 1.2 * DAY_S, 2.0 * DAY_S, 2.4 * DAY_S, 0.3 * DAY_S] * 4
-    profile = uptime_profile(crashes, fleet)
+    profile = uptime_profile(crashes, outside_counts(fleet))
     assert profile["statement"].startswith("never on nodes up more than 3 days")
     assert profile["p_value"] < 1e-10
 
@@ -161,4 +161,4 @@ def test_uptime_never_on_long_running_nodes() -> None:
 def test_uptime_spread_like_the_fleet_says_nothing() -> None:
     fleet = [d * DAY_S for d in range(1, 200)]
     crashes = [d * DAY_S + 0.5 for d in range(3, 200, 7)]
-    assert uptime_profile(crashes, fleet)["statement"] is None
+    assert uptime_profile(crashes, outside_counts(fleet))["statement"] is None

@@ -1,0 +1,171 @@
+"""One signature's epidemiology over a large registry on PostgreSQL: under one second?
+
+    .venv/bin/python bench/epidemiology.py [--events 1000000] [--hosts 20000] [--runs 5] [--json OUT]
+
+Builds a fresh PostgreSQL database (migrated by Alembic) holding `--hosts` inventory hosts
+(8 per physical host, 4 SKUs with their BIOS versions, a kernel rollout recorded in the
+attribute history) and `--events` crash events over 300 signatures, generated inside the
+database (generate_series). Signature 1 is a BIOS-linked hardware bug (~1/300 of the
+events, all on one BIOS version); signature 2 is a large spread bug (10% of all events).
+
+Measured, median of `--runs`: the full analysis behind GET /signatures/{id}/epidemiology
+(`signature_epidemiology`: SQL aggregation, fleet history, both baselines, verdict, onset,
+uptime) for both signatures, and as the baseline of the same run a bare
+`SELECT count(*) FROM events` (one sequential scan of the table). Exit status 1 when an
+analysis misses the goal or the BIOS bug does not come out as hardware-config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from sqlalchemy import text
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from registry.db import Database  # noqa: E402
+from registry.epidemiology.service import signature_epidemiology  # noqa: E402
+from registry.migrate import upgrade  # noqa: E402
+from registry.signatures.models import Signature  # noqa: E402
+
+POSTGRES_ADMIN = os.environ.get("CRASHREG_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+GOAL_SECONDS = 1.0
+SIGNATURES = 300
+
+HOSTS_SQL = """
+INSERT INTO hosts (hostname, physical_host, region, cluster, sku, cpu_model, microcode, bios_version,
+                   bmc_version, kernel_version, os_image, hypervisor, gpu_driver, labels,
+                   first_seen, updated_at, in_inventory, booted_at)
+SELECT 'vm-' || i, 'hv-' || p, (ARRAY['us-east','us-west','eu-central'])[1 + p % 3], 'c' || (p % 12),
+       'sku' || s, 'cpu' || s, 'mc' || s || '.' || (p / 4 % 2), 'bios' || s || '.' || (p % 2),
+       'bmc' || (p % 3), 'k' || (i * 13 % 3), 'img' || (i * 13 % 3), 'kvm-8.2',
+       CASE WHEN s >= 2 THEN 'gpu' || (p % 2) END,
+       jsonb_build_object('team', 't' || (i % 5), 'tier', CASE WHEN i % 5 = 0 THEN 'staging' ELSE 'prod' END),
+       timestamptz '2026-08-01', timestamptz '2026-08-01', true,
+       timestamptz '2026-08-01' - make_interval(secs => (i * 7919 % 10000000))
+FROM (SELECT i, i / 8 AS p, (i / 8 * 7) % 4 AS s FROM generate_series(0, :hosts - 1) AS i) AS g
+ORDER BY i
+"""
+
+# 10% of the hosts moved from k0 to their current kernel on day 45 (the rollout history).
+CHANGES_SQL = """
+INSERT INTO host_attribute_changes (host_id, attribute, old_value, new_value, changed_at)
+SELECT id, 'kernel_version', 'k0', kernel_version, timestamptz '2026-09-15'
+FROM hosts WHERE id % 10 = 0 AND kernel_version <> 'k0'
+"""
+
+SIGNATURES_SQL = """
+INSERT INTO signatures (fingerprint, algorithm_version, title, kind, frames, labels, status, first_seen,
+                        created_at, updated_at, fix_versions, capture_policy, extra_full_captures)
+SELECT md5('sig' || n), 1, 'bench signature ' || n, 'kernel', '[]', '[]', 'new',
+       timestamptz '2026-08-01', now(), now(), '[]', 'auto', 0
+FROM generate_series(1, :signatures) AS n ORDER BY n
+"""
+
+# Signature 1: hosts whose physical host p has p % 4 = 2, i.e. SKU 2 with BIOS bios2.0 only.
+EVENTS_SQL = """
+INSERT INTO events (host_id, hostname, boot_key, signature_id, fingerprint, crashed_at, received_at,
+                    uptime_s, first_source, sources, capture_action, capture_reason,
+                    physical_host, region, cluster, sku, cpu_model, microcode, bios_version, bmc_version,
+                    kernel_version, os_image, hypervisor, gpu_driver, labels)
+SELECT h.id, h.hostname, 'b' || g.n, g.sig, md5('sig' || g.sig),
+       timestamptz '2026-08-01' + make_interval(days => g.n % 90, secs => g.n * 37 % 86400), now(),
+       CASE WHEN g.sig = 1 THEN g.n % 200000 ELSE g.n * 7 % 10000000 END,
+       'crash_kernel', '["crash_kernel"]', 'skip', 'bench',
+       h.physical_host, h.region, h.cluster, h.sku, h.cpu_model, h.microcode, h.bios_version, h.bmc_version,
+       h.kernel_version, h.os_image, h.hypervisor, h.gpu_driver, h.labels
+FROM (
+  SELECT n,
+         CASE WHEN n % 300 = 0 THEN 1 WHEN n % 10 = 5 THEN 2 ELSE 3 + n % (:signatures - 2) END AS sig,
+         CASE WHEN n % 300 = 0 THEN 1 + 8 * (4 * ((n / 300) % (:hosts / 32)) + 2) + (n / 300) % 8
+              ELSE 1 + (n / 10 * 7919 + n % 10 * 977) % :hosts END AS host_id
+  FROM generate_series(1, :events) AS n
+) AS g JOIN hosts h ON h.id = g.host_id
+"""
+
+
+def build(url: str, hosts: int, events: int) -> None:
+    upgrade(url)
+    database = Database(url)
+    with database.engine.begin() as connection:
+        connection.execute(text(HOSTS_SQL), {"hosts": hosts})
+        connection.execute(text(CHANGES_SQL))
+        connection.execute(text(SIGNATURES_SQL), {"signatures": SIGNATURES})
+        connection.execute(text(EVENTS_SQL), {"events": events, "hosts": hosts, "signatures": SIGNATURES})
+    with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        connection.execute(text("VACUUM ANALYZE"))
+    database.dispose()
+
+
+def timed(function: Any, runs: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = function()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+def measure(url: str, runs: int) -> dict[str, Any]:
+    database = Database(url)
+    figures: dict[str, Any] = {}
+    with database.session() as session:
+        figures["scan_s"], _ = timed(lambda: session.execute(text("SELECT count(*) FROM events")).scalar(), runs)
+        for name, signature_id in (("bios_signature", 1), ("spread_signature", 2)):
+            signature = session.get_one(Signature, signature_id)
+            seconds, body = timed(lambda s=signature: signature_epidemiology(session, s), runs)
+            top = body["findings"][0] if body["findings"] else {}
+            figures[name] = {
+                "seconds": round(seconds, 3),
+                "ratio_to_scan": round(seconds / figures["scan_s"], 2),
+                "events": body["events"],
+                "verdict": body["verdict"],
+                "top_finding": f"{top.get('attribute')}={top.get('value')}" if top else None,
+            }
+    figures["scan_s"] = round(figures["scan_s"], 3)
+    database.dispose()
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--hosts", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    name = f"crashreg_bench_epi_{uuid.uuid4().hex[:8]}"
+    url = POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        started = time.perf_counter()
+        build(url, args.hosts, args.events)
+        print(f"built {args.events} events on {args.hosts} hosts in {time.perf_counter() - started:.1f}s",
+              file=sys.stderr)
+        figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs, **measure(url, args.runs)}
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    ok = (
+        all(figures[k]["seconds"] < GOAL_SECONDS for k in ("bios_signature", "spread_signature"))
+        and figures["bios_signature"]["verdict"] == "hardware-config"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""CLI: `crashreg epidemiology refresh` and `crashreg demo`."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from registry.cli_support import cli_database, cli_settings
+
+
+@click.group()
+def epidemiology() -> None:
+    """Crash epidemiology: verdicts per signature and fleet-wide suspect hosts."""
+
+
+@epidemiology.command("refresh")
+def refresh_command() -> None:
+    """Recompute and store every signature's epidemiology (what Grafana shows)."""
+    from .service import refresh
+
+    database = cli_database()
+    with (
+        database.session() as session,
+        click.progressbar(length=0, label="Analysing signatures", show_pos=True) as bar,
+    ):
+
+        def progress(done: int, total: int) -> None:
+            bar.length = total
+            bar.update(1)
+
+        outcome = refresh(session, progress)
+    click.echo(
+        json.dumps(
+            {"signatures": outcome.signatures, "suspects": outcome.suspects, "verdicts": outcome.verdicts}
+        )
+    )
+
+
+@epidemiology.command("hosts")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 200))
+def hosts_command(limit: int) -> None:
+    """Fleet-wide suspect hosts, as JSON lines."""
+    from .service import suspects
+
+    with cli_database().session() as session:
+        for suspect in suspects(session, limit):
+            click.echo(json.dumps(suspect))
+
+
+@click.command()
+@click.option("--seed", default=7, show_default=True, type=int, help="simulation seed")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=int, help="0: any free port")
+@click.option(
+    "--physical-per-cluster",
+    default=35,
+    show_default=True,
+    type=click.IntRange(8, 500),
+    help="fleet size: physical hosts per cluster (12 clusters)",
+)
+@click.option("--serve/--no-serve", default=True, help="keep serving after the summary")
+def demo(seed: int, host: str, port: int, physical_per_cluster: int, serve: bool) -> None:
+    """A simulated fleet, end to end, on the embedded default database."""
+    from .demo import run_demo
+    from .simulator import FleetConfig
+
+    config = FleetConfig(seed=seed, physical_per_cluster=physical_per_cluster)
+    try:
+        run_demo(cli_settings(), host, port, config, serve)
+    except OSError as error:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {error} (try --port 0)") from None

@@ -1,0 +1,160 @@
+"""`crashreg demo`: a simulated fleet, end to end, on the embedded default database.
+
+Starts the registry in-process on a real port, feeds it a simulated fleet's inventory and
+crashes through the HTTP API, runs the epidemiology refresh, prints what a manager and an
+engineer want first, and leaves the registry serving with the data.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from sqlalchemy import func, select
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from registry.app import create_app
+from registry.auth.tokens import create_token
+from registry.config import Settings
+from registry.db import Database
+from registry.ingest.models import Event
+from registry.migrate import upgrade
+from registry.signatures.models import Signature
+
+from .feed import feed
+from .models import EpidemiologySuspectHost, EpidemiologyVerdict
+from .service import refresh
+from .simulator import FleetConfig, simulate
+
+TOP_SIGNATURES = 10
+
+
+@dataclass
+class DemoRegistry:
+    url: str
+    server: BaseWSGIServer
+    thread: threading.Thread
+    database: Database
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join()
+        self.database.dispose()
+
+
+def start_registry(settings: Settings, host: str, port: int) -> DemoRegistry:
+    """Migrate the database and serve the registry on a real socket in this process."""
+    upgrade(settings.database_url)
+    database = Database(settings.database_url)
+    app = create_app(settings, database)
+    for name in ("crashreg.access", "werkzeug"):  # a request log per crash would drown the story
+        logging.getLogger(name).setLevel(logging.WARNING)
+    server = make_server(host, port, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return DemoRegistry(f"http://{host}:{server.server_port}", server, thread, database)
+
+
+def _fmt_finding(row: EpidemiologyVerdict) -> str:
+    if not row.top_attribute:
+        return row.reason
+    return (
+        f"{row.top_attribute}={row.top_value}: {row.top_in_signature:.0%} of its crashes, "
+        f"{row.top_overall:.2%} of the {row.baseline} (lift {row.top_lift:.1f})"
+    )
+
+
+def summary_lines(database: Database, base_url: str) -> list[str]:
+    """What a manager and an engineer want to see first, from the stored analyses."""
+    lines: list[str] = []
+    with database.session() as session:
+        events, hosts = session.execute(select(func.count(), func.count(func.distinct(Event.hostname)))).one()
+        rows = session.execute(
+            select(EpidemiologyVerdict, Signature.title)
+            .join(Signature, Signature.id == EpidemiologyVerdict.signature_id)
+            .order_by(EpidemiologyVerdict.events.desc())
+        ).all()
+        suspects = session.scalars(
+            select(EpidemiologySuspectHost).order_by(EpidemiologySuspectHost.rank).limit(5)
+        ).all()
+    verdicts = Counter(row.verdict for row, _ in rows)
+    lines += [
+        "",
+        "== For the manager ==",
+        f"{events} crashes on {hosts} hosts in {len(rows)} signatures.",
+        "Verdicts: " + ", ".join(f"{n} {verdict}" for verdict, n in verdicts.most_common()),
+        "",
+        f"Top {TOP_SIGNATURES} signatures by crashes:",
+    ]
+    for row, title in rows[:TOP_SIGNATURES]:
+        lines.append(f"  #{row.signature_id:<4} {row.events:>5} crashes  {row.verdict:<16} {title[:70]}")
+    lines += ["", "== For the engineer: what each verdict rests on =="]
+    for row, title in rows:
+        if row.verdict == "inconclusive":
+            continue
+        lines.append(f"  #{row.signature_id} {title[:80]}")
+        lines.append(f"      {row.verdict}: {_fmt_finding(row)}")
+        onset = row.analysis.get("onset", {})
+        if onset.get("change_point"):
+            rollout = ""
+            if onset.get("lined_up"):
+                change = onset["lined_up"][0]
+                rollout = f"; {change['hosts']} hosts took {change['attribute']}={change['value']} then"
+            lines.append(f"      onset: {onset['shape']} on {onset['change_point']}{rollout}")
+        if row.uptime_statement:
+            lines.append(f"      uptime: {row.uptime_statement}")
+    waiting = [row for row, _ in rows if row.verdict == "inconclusive" and row.more_events_needed]
+    if waiting:
+        lines.append(
+            f"  {len(waiting)} small signatures are inconclusive; e.g. #{waiting[0].signature_id}: "
+            f"{waiting[0].reason}"
+        )
+    lines += ["", "== Suspect physical hosts (across signatures) =="]
+    if not suspects:
+        lines.append("  none")
+    for suspect in suspects:
+        lines.append(f"  {suspect.rank}. {suspect.physical_host}: {suspect.evidence}")
+    first = rows[0][0].signature_id if rows else 1
+    lines += [
+        "",
+        "Try:",
+        f'  curl -H "Authorization: Bearer $TOKEN" {base_url}/api/v1/signatures/{first}/epidemiology',
+        f'  curl -H "Authorization: Bearer $TOKEN" {base_url}/api/v1/epidemiology/hosts',
+    ]
+    return lines
+
+
+def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serve: bool) -> dict[str, Any]:
+    registry = start_registry(settings, host, port)
+    with registry.database.session() as session:
+        reporter, _ = create_token(session, f"demo-reporter-{config.seed}", "report", "agent")
+        reader, _ = create_token(session, "demo-reader", "read", "human")
+    sim = simulate(config)
+    click.echo(
+        f"Simulated fleet: {len(sim.hosts)} hosts on "
+        f"{len({h['physical_host'] for h in sim.hosts.values()})} physical hosts, "
+        f"{config.days} days, {len(sim.reports)} crashes (seed {config.seed})."
+    )
+    with click.progressbar(length=len(sim.reports), label="Ingesting crashes through the API") as bar:
+        feed(sim, registry.url, reporter, bar.update)
+    with registry.database.session() as session:
+        signatures = session.scalar(select(func.count()).select_from(Signature)) or 0
+        with click.progressbar(length=signatures, label="Analysing signatures") as bar:
+            refresh(session, lambda done, total: bar.update(1))
+    for line in summary_lines(registry.database, registry.url):
+        click.echo(line)
+    click.echo("")
+    click.echo(f"Registry: {registry.url}   (database {settings.database_url})")
+    click.echo(f"Read token: {reader}")
+    if serve:
+        click.echo("Serving until Ctrl-C.")
+        try:
+            registry.thread.join()
+        except KeyboardInterrupt:
+            click.echo("stopping")
+    registry.stop()
+    return {"url": registry.url, "read_token": reader}

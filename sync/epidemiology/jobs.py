@@ -1,0 +1,15 @@
+"""The epidemiology refresh the scheduler runs: verdicts, findings and suspects for Grafana."""
+
+from __future__ import annotations
+
+from registry.epidemiology.service import refresh
+from sync.scheduler import JobContext, register_job
+
+REFRESH_SECONDS = 900
+
+
+@register_job("epidemiology-refresh", seconds=REFRESH_SECONDS)
+def epidemiology_refresh(context: JobContext) -> dict[str, object]:
+    with context.database.session() as session:
+        outcome = refresh(session)
+    return {"signatures": outcome.signatures, "suspects": outcome.suspects, "verdicts": outcome.verdicts}
