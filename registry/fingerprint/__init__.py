@@ -1,0 +1,106 @@
+"""The signature engine: one fingerprint per bug, from kernel console logs and userspace stacks.
+
+Pure functions over plain data, standard library only: the same code runs in the registry's
+ingest path and, inlined by agents/build_reporter.py, in the reporter on a crashing machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .console import KernelCrash, parse_console_log
+from .frames import make_fingerprint, normalise_text
+from .patterns import ALGORITHM_VERSION, FREE_TEXT_FIELDS
+from .userspace import UserCrash, parse_stack
+
+# Key frames hashed into a kernel fingerprint beside the guilty one. Measured on the corpus
+# (bench/signatures.py): callers below the guilty frame vary between hits of one bug far more
+# often than they separate two bugs, so only the guilty frame (with kind and module) counts.
+FINGERPRINT_FRAMES = 1
+
+
+@dataclass(frozen=True)
+class CrashSignature:
+    """A crash's identity and how humans read it."""
+
+    fingerprint: str
+    title: str
+    kind: str
+    function: str | None
+    module: str | None
+    frames: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    algorithm_version: int = ALGORITHM_VERSION
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def _headline(crash: KernelCrash) -> str:
+    fields = _Blank({key: normalise_text(value) if key in FREE_TEXT_FIELDS else value
+                     for key, value in crash.fields.items()})
+    headline = " ".join(crash.oops.title.format_map(fields).split())
+    return f"{headline}: {crash.detail}" if crash.detail else headline
+
+
+def _kernel_signature(crash: KernelCrash) -> CrashSignature:
+    oops = crash.oops
+    headline = _headline(crash)
+    by_function = oops.by_function
+    function = crash.function if by_function else None
+    module = crash.module if by_function or oops.classify else None
+    # Without a guilty frame, the normalised header line is all that tells two crashes apart.
+    fallback = "" if function or not by_function else normalise_text(crash.header)
+    frames = crash.frames[:FINGERPRINT_FRAMES] if by_function else []
+    fingerprint = make_fingerprint(ALGORITHM_VERSION, "kernel", oops.kind, headline, function,
+                                   module, fallback, *frames)
+    title = headline + (f" in {function}" if function else "") + (f" [{module}]" if module
+                                                                  else "")
+    return CrashSignature(fingerprint=fingerprint, title=title, kind=oops.kind,
+                          function=function, module=module,
+                          frames=crash.frames if by_function else [], labels=crash.labels)
+
+
+def _user_signature(crash: UserCrash) -> CrashSignature:
+    labels = crash.labels
+    fingerprint = make_fingerprint(ALGORITHM_VERSION, "userspace", crash.executable,
+                                   crash.signal, *sorted(labels), *crash.frames)
+    where = f" in {crash.function}" if crash.function else ""
+    module = f" [{crash.module}]" if crash.module else ""
+    modes = f" ({', '.join(labels)})" if labels else ""
+    program = f" of {crash.executable}" if crash.executable else ""
+    title = f"{crash.signal or 'crash'}{modes}{where}{module}{program}"
+    return CrashSignature(fingerprint=fingerprint, title=title, kind="userspace",
+                          function=crash.function, module=crash.module, frames=crash.frames,
+                          labels=labels)
+
+
+def analyse_console_log(text: str) -> CrashSignature | None:
+    """Signature of the first crash in a kernel console log; None if the log holds no crash."""
+    if not isinstance(text, str):
+        return None
+    crash = parse_console_log(text)
+    return _kernel_signature(crash) if crash else None
+
+
+def analyse_stack(stack: dict) -> CrashSignature | None:
+    """Signature of a userspace crash from the contract's `stack` object."""
+    crash = parse_stack(stack)
+    return _user_signature(crash) if crash else None
+
+
+def analyse_report(console_log: str | None, stack: dict | None) -> CrashSignature | None:
+    """A report's signature: from its console log when that holds a crash, else its stack."""
+    signature = analyse_console_log(console_log) if console_log else None
+    if signature is None and stack:
+        signature = analyse_stack(stack)
+    return signature
+
+
+__all__ = ["ALGORITHM_VERSION", "CrashSignature", "analyse_console_log", "analyse_report",
+           "analyse_stack"]

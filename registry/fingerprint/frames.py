@@ -1,0 +1,48 @@
+"""Names and text shared by the kernel and userspace paths: frame names, skip rules, hashing."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from .patterns import CLONE_SUFFIX, SYSCALL_PREFIXES, VOLATILE_TEXT
+
+_VOLATILE = tuple((re.compile(pattern), replacement) for pattern, replacement in VOLATILE_TEXT)
+_SPACES = re.compile(r"\s++")
+MAX_TEXT_FIELD = 160
+
+
+def clean_function(name: str) -> str:
+    """One function, one name: drop compiler clone suffixes (.isra.N, .constprop.N, .cold)."""
+    return CLONE_SUFFIX.sub("", name)
+
+
+def skip_matcher(*groups: Iterable[str]) -> re.Pattern[str]:
+    """Compile skip entries (prefixes after leading underscores; ".*x" = anywhere) into one regex."""
+    entries = [entry.lstrip("_") for group in groups for entry in group if entry]
+    return re.compile(r"_*(?:" + "|".join(entries) + ")")
+
+
+def canonical_function(name: str) -> str:
+    """One function, one name: drop clone suffixes and per-architecture syscall wrappers."""
+    return SYSCALL_PREFIXES.sub("", CLONE_SUFFIX.sub("", name))
+
+
+def normalise_text(text: str) -> str:
+    """Replace what differs between two crashes of one bug (numbers, addresses, names)."""
+    text = text[:MAX_TEXT_FIELD * 2]
+    for pattern, replacement in _VOLATILE:
+        text = pattern.sub(replacement, text)
+    return _SPACES.sub(" ", text).strip()[:MAX_TEXT_FIELD]
+
+
+def make_fingerprint(*parts: object) -> str:
+    """Stable hash of the identity parts; the algorithm version is always the first part."""
+    joined = "\x1f".join("" if part is None else str(part) for part in parts)
+    return hashlib.sha256(joined.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def frame_label(function: str, module: str | None) -> str:
+    """A frame as it appears in signatures: `name [module]`."""
+    return f"{function} [{module}]" if module else function
