@@ -26,7 +26,7 @@ from registry.pages.login import (
 )
 from registry.rca.bundle import epidemiology_summary, jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
-from registry.requests import load_query
+from registry.requests import load
 from registry.signatures.api import SignatureListQuery, signature_or_404, signature_page
 from registry.signatures.models import SIGNATURE_STATUSES
 from registry.signatures.service import detail
@@ -114,7 +114,8 @@ def logout() -> Response:
 @blueprint.get("/signatures")
 @login_required
 def signatures() -> str:
-    args = load_query(SignatureListQuery())
+    # A search form sends every field; an empty one means "any", not an invalid value.
+    args = load(SignatureListQuery(), {name: value for name, value in request.args.items() if value})
     items, next_cursor = signature_page(args)
     next_url = None
     if next_cursor:

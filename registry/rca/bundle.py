@@ -194,21 +194,19 @@ def epidemiology_summary(session: Session, signature: Signature) -> dict[str, An
 
 
 def field_doc(name: str, field: fields.Field) -> dict[str, Any]:
-    kind = type(field).__name__.lower()
-    doc: dict[str, Any] = {
+    """One field of an evidence item: its name, type, whether required, allowed values, format."""
+    choices = [list(v.choices) for v in field.validators if getattr(v, "choices", None)]
+    formats = [
+        v.error for v in field.validators if isinstance(getattr(v, "error", None), str) and "{" not in v.error
+    ]
+    return {
         "name": name,
-        "type": "integer" if kind == "integer" else "string",
+        "type": "integer" if isinstance(field, fields.Integer) else "string",
         "required": field.required,
+        "one_of": choices[0] if choices else None,
+        "format": formats[0] if formats else None,
+        "description": field.metadata.get("description"),
     }
-    rules = [getattr(v, "error", None) for v in field.validators]
-    choices = [getattr(v, "choices", None) for v in field.validators]
-    if any(choices):
-        doc["one_of"] = list(next(c for c in choices if c))
-    if description := field.metadata.get("description"):
-        doc["description"] = description
-    if named := [r for r in rules if r and "{" not in r]:
-        doc["format"] = named[0]
-    return doc
 
 
 def schema_doc(schema: type[Schema]) -> list[dict[str, Any]]:
@@ -222,11 +220,8 @@ def evidence_format() -> dict[str, Any]:
         "fix": schema_doc(FixSchema),
         "required_for_ai": [" or ".join(group) for group in REQUIRED_EVIDENCE["ai"]],
         "checks": [
-            {
-                "name": check.__name__.removeprefix("check_"),
-                "rule": (check.__doc__ or "").strip().splitlines()[0],
-            }
-            for check in CHECKS
+            {"name": name, "rule": (check.__doc__ or "").strip().splitlines()[0]}
+            for name, check in CHECKS.items()
         ],
     }
 

@@ -47,11 +47,17 @@ class SignatureFacts:
 
 
 @dataclass(frozen=True)
-class CheckResult:
-    name: str
+class Outcome:
+    """What one check found: pass, fail or skip, why, and each problem."""
+
     status: str
     message: str
     problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckResult(Outcome):
+    name: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -66,17 +72,15 @@ def _items(rca: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
     return [item for item in rca.get("evidence") or [] if item.get("type") == kind]
 
 
-def _verdict(name: str, checked: int, problems: list[str], what: str) -> CheckResult:
+def _verdict(checked: int, problems: list[str], what: str) -> Outcome:
     if checked == 0:
-        return CheckResult(name, SKIP, f"no {what} cited")
+        return Outcome(SKIP, f"no {what} cited")
     if problems:
-        return CheckResult(
-            name, FAIL, f"{len(problems)} of {checked} cited {what} do not hold", tuple(problems)
-        )
-    return CheckResult(name, PASS, f"all {checked} cited {what} hold")
+        return Outcome(FAIL, f"{len(problems)} of {checked} cited {what} do not hold", tuple(problems))
+    return Outcome(PASS, f"all {checked} cited {what} hold")
 
 
-def check_events(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckResult:
+def check_events(rca: Mapping[str, Any], facts: SignatureFacts) -> Outcome:
     """Cited events exist and are crashes of this signature."""
     cited = [str(item["event_id"]) for item in _items(rca, "event")]
     problems = []
@@ -86,10 +90,10 @@ def check_events(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckResult:
             problems.append(f"event {event_id} does not exist")
         elif event.signature_id != facts.id:
             problems.append(f"event {event_id} belongs to signature {event.signature_id}, not {facts.id}")
-    return _verdict("events_belong_to_signature", len(cited), problems, "events")
+    return _verdict(len(cited), problems, "events")
 
 
-def check_captures(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckResult:
+def check_captures(rca: Mapping[str, Any], facts: SignatureFacts) -> Outcome:
     """Cited captures exist and were taken of this signature's crashes."""
     cited = [str(item["capture_id"]) for item in _items(rca, "capture")]
     problems = []
@@ -100,7 +104,7 @@ def check_captures(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckResult
             problems.append(
                 f"capture {capture_id} is of signature {facts.captures[capture_id]}, not {facts.id}"
             )
-    return _verdict("captures_belong_to_signature", len(cited), problems, "captures")
+    return _verdict(len(cited), problems, "captures")
 
 
 def cited_functions(rca: Mapping[str, Any]) -> list[str]:
@@ -109,14 +113,14 @@ def cited_functions(rca: Mapping[str, Any]) -> list[str]:
     return functions
 
 
-def check_functions(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckResult:
+def check_functions(rca: Mapping[str, Any], facts: SignatureFacts) -> Outcome:
     """Cited functions appear in the signature's frames or its events' frames."""
     cited = cited_functions(rca)
     known = facts.functions | frozenset().union(*(e.functions for e in facts.events.values()))
     problems = [
         f"function {name} is in none of the signature's frames" for name in cited if name not in known
     ]
-    return _verdict("functions_in_frames", len(cited), problems, "functions")
+    return _verdict(len(cited), problems, "functions")
 
 
 def cited_kernel_versions(rca: Mapping[str, Any]) -> list[str]:
@@ -132,7 +136,7 @@ def same_release(a: str, b: str) -> bool:
     return a == b or compare_kernel_versions(a, b) == 0
 
 
-def check_kernel_versions(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckResult:
+def check_kernel_versions(rca: Mapping[str, Any], facts: SignatureFacts) -> Outcome:
     """Cited kernel versions are versions the signature crashed on."""
     cited = cited_kernel_versions(rca)
     crashed = [k.kernel_version for k in facts.kernels]
@@ -141,10 +145,10 @@ def check_kernel_versions(rca: Mapping[str, Any], facts: SignatureFacts) -> Chec
         for version in cited
         if not any(same_release(version, seen) for seen in crashed)
     ]
-    return _verdict("kernel_versions_crashed_on", len(cited), problems, "kernel versions")
+    return _verdict(len(cited), problems, "kernel versions")
 
 
-def check_fix_version(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckResult:
+def check_fix_version(rca: Mapping[str, Any], facts: SignatureFacts) -> Outcome:
     """A claimed fix is contradicted by any crash on that kernel version or a newer one.
 
     Versions compare as versions, and only within one flavour (-azure and -generic ABI
@@ -152,7 +156,7 @@ def check_fix_version(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckRes
     """
     fixed_in = (rca.get("fix") or {}).get("kernel_version")
     if not fixed_in:
-        return CheckResult("fix_version_consistent", SKIP, "no fix version claimed")
+        return Outcome(SKIP, "no fix version claimed")
     contradicting = [
         f"crashed on {k.kernel_version} (>= fix {fixed_in}): {k.events} events, last event "
         f"{k.last_event_id} at {k.last_crashed_at}"
@@ -160,13 +164,12 @@ def check_fix_version(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckRes
         if compare_kernel_versions(k.kernel_version, fixed_in) in (0, 1)
     ]
     if contradicting:
-        return CheckResult(
-            "fix_version_consistent",
+        return Outcome(
             FAIL,
             f"the signature still crashes on kernels at or after the claimed fix {fixed_in}",
             tuple(contradicting),
         )
-    return CheckResult("fix_version_consistent", PASS, f"no crash on {fixed_in} or newer")
+    return Outcome(PASS, f"no crash on {fixed_in} or newer")
 
 
 # What an RCA must cite, by author kind: each group needs at least one item of its types.
@@ -176,35 +179,39 @@ REQUIRED_EVIDENCE: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 
 
-def check_required_evidence(rca: Mapping[str, Any], facts: SignatureFacts) -> CheckResult:
-    """AI-written RCAs must cite evidence the registry can check (REQUIRED_EVIDENCE)."""
+def check_required_evidence(rca: Mapping[str, Any], facts: SignatureFacts) -> Outcome:
+    """AI-written RCAs cite an event or capture, and a function or source line (REQUIRED_EVIDENCE)."""
     groups = REQUIRED_EVIDENCE.get(rca.get("author_kind", "human"), ())
     if not groups:
-        return CheckResult("cites_checkable_evidence", SKIP, "not required for this author kind")
+        return Outcome(SKIP, "not required for this author kind")
     present = {item.get("type") for item in rca.get("evidence") or []}
     missing = [" or ".join(group) for group in groups if not present.intersection(group)]
     if missing:
-        return CheckResult(
-            "cites_checkable_evidence",
+        return Outcome(
             FAIL,
             "an AI-written RCA must cite evidence the registry can check",
             tuple(f"no {group} evidence cited" for group in missing),
         )
-    return CheckResult("cites_checkable_evidence", PASS, "cites checkable evidence")
+    return Outcome(PASS, "cites checkable evidence")
 
 
-CHECKS: tuple[Callable[[Mapping[str, Any], SignatureFacts], CheckResult], ...] = (
-    check_required_evidence,
-    check_events,
-    check_captures,
-    check_functions,
-    check_kernel_versions,
-    check_fix_version,
-)
+# check name (stored, shown in the API, Jira and Grafana) -> the rule
+CHECKS: dict[str, Callable[[Mapping[str, Any], SignatureFacts], Outcome]] = {
+    "cites_checkable_evidence": check_required_evidence,
+    "events_belong_to_signature": check_events,
+    "captures_belong_to_signature": check_captures,
+    "functions_in_frames": check_functions,
+    "kernel_versions_crashed_on": check_kernel_versions,
+    "fix_version_consistent": check_fix_version,
+}
 
 
 def run_checks(rca: Mapping[str, Any], facts: SignatureFacts) -> list[CheckResult]:
-    return [check(rca, facts) for check in CHECKS]
+    results = []
+    for name, check in CHECKS.items():
+        outcome = check(rca, facts)
+        results.append(CheckResult(outcome.status, outcome.message, outcome.problems, name))
+    return results
 
 
 def passed(results: Sequence[CheckResult]) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -21,7 +22,7 @@ def write_bundle(bundle: dict, out: Path) -> list[Path]:
     (out / "console").mkdir(parents=True, exist_ok=True)
     written = []
     events = bundle["events"]
-    with click.progressbar(events, label="console logs", file=click.get_text_stream("stderr")) as progress:
+    with click.progressbar(events, label="console logs", file=sys.stderr) as progress:
         for event in progress:
             log = event.pop("console_log")
             event["console_log_file"] = None
@@ -76,7 +77,7 @@ def recheck_command(signatures: tuple[str, ...]) -> None:
             ids = select(Rca.signature_id).distinct()
             targets = list(session.scalars(select(Signature).where(Signature.id.in_(ids))))
         flagged = 0
-        with click.progressbar(targets, label="rechecking", file=click.get_text_stream("stderr")) as progress:
+        with click.progressbar(targets, label="rechecking", file=sys.stderr) as progress:
             for signature in progress:
                 flagged += recheck(session, signature, cli_settings().public_url)
     click.echo(f"rechecked RCAs of {len(targets)} signatures; {flagged} newly flagged", err=True)
