@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+import requests
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -231,3 +235,32 @@ def test_database_allows_one_confirmed_rca_per_signature(database, client, make_
         session.add_all([row("confirmed"), row("proposed"), row("superseded"), row("superseded")])
     with pytest.raises(IntegrityError), database.session() as session:
         session.add(row("confirmed"))
+
+
+def test_concurrent_confirms_leave_one_confirmed_rca_and_a_consistent_history(  # type: ignore[no-untyped-def]
+    live_server, client, make_token, seeded
+) -> None:
+    agent = make_token("triage", kind="agent")
+    ids = [post_rca(client, agent, seeded.signature_id, ai_rca(seeded)).json["id"] for _ in range(4)]
+    reviewers = [make_token("triage", name=f"reviewer-{i}") for i in range(4)]
+    barrier = threading.Barrier(len(ids))
+
+    def confirm(rca_id: str, token: str) -> int:
+        barrier.wait()
+        url = f"{live_server}/api/v1/rcas/{rca_id}/review"
+        return requests.post(
+            url, json={"verdict": "confirmed", "note": "race"}, headers=auth(token), timeout=60
+        ).status_code
+
+    with ThreadPoolExecutor(len(ids)) as pool:
+        statuses = list(pool.map(confirm, ids, reviewers))
+    assert set(statuses) <= {200, 409} and 200 in statuses
+    rcas = client.get(f"/api/v1/signatures/{seeded.signature_id}/rcas", headers=auth(reviewers[0])).json[
+        "rcas"
+    ]
+    by_status = [r["status"] for r in rcas]
+    assert by_status.count("confirmed") == 1
+    assert by_status.count("superseded") == statuses.count(200) - 1
+    confirmed = next(r for r in rcas if r["status"] == "confirmed")
+    assert all(r["superseded_by"] is not None for r in rcas if r["status"] == "superseded")
+    assert confirmed["superseded_by"] is None
