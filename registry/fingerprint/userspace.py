@@ -14,7 +14,7 @@ from .frames import clean_function, frame_label, skip_matcher
 from .patterns import IP_REGISTERS, SP_REGISTERS, STACK_ALIGNMENT, USERSPACE_SKIP
 
 MAX_FRAMES = 256  # frames examined; a runaway recursion is still one bug
-KEY_FRAMES = 3
+FRAMES_KEPT = 3
 MAX_NAME = 200
 
 _SKIP = skip_matcher(USERSPACE_SKIP)
@@ -123,7 +123,7 @@ def parse_stack(stack: Any) -> UserCrash | None:
     kept = [name for name in named if not _SKIP.match(name[0])]
     if kept:
         crash.function, crash.module = kept[0]
-        crash.frames = [frame_label(name, module) for name, module in kept[:KEY_FRAMES]]
+        crash.frames = [frame_label(name, module) for name, module in kept[:FRAMES_KEPT]]
     if not kept and not crash.labels:
         return None
     return crash
