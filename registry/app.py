@@ -24,12 +24,14 @@ from registry.operations import blueprint as operations_blueprint
 from registry.pages.views import blueprint as pages_blueprint
 from registry.rca.api import blueprint as rca_blueprint
 from registry.signatures.api import blueprint as signatures_blueprint
+from registry.signatures.merge_api import blueprint as signature_merges_blueprint
 
 BLUEPRINTS = [
     operations_blueprint,
     ingest_blueprint,
     inventory_blueprint,
     signatures_blueprint,
+    signature_merges_blueprint,
     epidemiology_blueprint,
     capture_blueprint,
     jira_blueprint,

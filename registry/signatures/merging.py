@@ -1,0 +1,91 @@
+"""Manual merge and unmerge of signatures, and the per-signature counters they move.
+
+A merge is an alias rule: the merged signature's fingerprint routes to the survivor, so
+future events of either fingerprint land on one signature, and both fingerprints answer
+lookups. Its events move with it. An unmerge removes the rule and moves back exactly the
+events carrying the merged signature's fingerprints (events keep their own fingerprint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from registry.errors import ApiError
+from registry.ingest.models import Event
+from registry.signatures.models import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
+from registry.signatures.service import canonical
+
+MERGE = "merge"
+REBUILD = "rebuild"
+
+
+def set_alias(session: Session, fingerprint: str, signature_id: int, reason: str,
+              by: str | None = None) -> None:
+    """Route a fingerprint to a signature (replacing an older route for it)."""
+    alias = session.get(SignatureAlias, fingerprint)
+    if alias is None:
+        session.add(SignatureAlias(fingerprint=fingerprint, signature_id=signature_id,
+                                   reason=reason, created_by=by))
+    else:
+        alias.signature_id, alias.reason, alias.created_by = signature_id, reason, by
+    session.flush()
+
+
+def recount(session: Session, signature_ids: Iterable[int]) -> None:
+    """Rebuild the sharded counters of signatures from their events (after events moved)."""
+    ids = sorted(set(signature_ids))
+    if not ids:
+        return
+    session.execute(delete(SignatureCounter).where(SignatureCounter.signature_id.in_(ids)))
+    shard = Event.id % COUNTER_SHARDS
+    rows = session.execute(
+        select(Event.signature_id, shard, func.count(), func.max(Event.crashed_at))
+        .where(Event.signature_id.in_(ids))
+        .group_by(Event.signature_id, shard)
+    ).all()
+    if rows:
+        session.execute(insert(SignatureCounter), [
+            {"signature_id": sid, "shard": int(s), "events": int(n), "last_seen": last}
+            for sid, s, n, last in rows
+        ])
+    session.flush()
+
+
+def own_fingerprints(session: Session, signature: Signature) -> set[str]:
+    """A signature's fingerprint and the older ones a rebuild routed to it."""
+    rebuilt = session.scalars(select(SignatureAlias.fingerprint).where(
+        SignatureAlias.signature_id == signature.id, SignatureAlias.reason == REBUILD)).all()
+    return {signature.fingerprint, *rebuilt}
+
+
+def merge(session: Session, survivor: Signature, other: Signature, by: str | None) -> None:
+    """Fold `other` into `survivor`: alias rule, events, counters."""
+    other = canonical(session, other)
+    if other.id == survivor.id:
+        raise ApiError(409, "conflict", "these signatures are already one signature",
+                       fields={"other": ["already merged into this signature"]})
+    other.merged_into_id = survivor.id
+    set_alias(session, other.fingerprint, survivor.id, MERGE, by)
+    session.execute(update(Event).where(Event.signature_id == other.id)
+                    .values(signature_id=survivor.id))
+    recount(session, [survivor.id, other.id])
+
+
+def unmerge(session: Session, survivor: Signature, other: Signature) -> None:
+    """Undo `merge(survivor, other)`: the rule goes, other's events go back to it."""
+    if other.merged_into_id != survivor.id:
+        raise ApiError(409, "conflict", f"signature {other.id} is not merged into {survivor.id}",
+                       fields={"other": ["not merged into this signature"]})
+    other.merged_into_id = None
+    session.execute(delete(SignatureAlias).where(SignatureAlias.fingerprint == other.fingerprint,
+                                                 SignatureAlias.reason == MERGE))
+    session.execute(
+        update(Event)
+        .where(Event.signature_id == survivor.id,
+               Event.fingerprint.in_(own_fingerprints(session, other)))
+        .values(signature_id=other.id)
+    )
+    recount(session, [survivor.id, other.id])
