@@ -30,6 +30,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, fields
@@ -139,27 +140,24 @@ def cmdline_values(path: str) -> dict[str, str]:
 
 def read_kernel_log(config: Config) -> str:
     """The crashed kernel's log (dmesg file, makedumpfile --dump-dmesg, vmcore-dmesg), tail-capped."""
-    raw = b""
     if config.dmesg_file:
-        raw = Path(config.dmesg_file).read_bytes()
-    else:
-        out = Path(config.decision_file).with_name("dmesg.txt")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        commands = (
+        return tail_text(Path(config.dmesg_file).read_bytes(), config.max_log_bytes)
+    with tempfile.TemporaryDirectory(prefix="crashreg.") as work:
+        out = Path(work) / "dmesg"
+        extractors = (
             ([config.makedumpfile, "--dump-dmesg", config.vmcore, str(out)], out),
             ([config.vmcore_dmesg, config.vmcore], None),
         )
-        for command, target in commands:
+        for command, target in extractors:
             try:
                 done = subprocess.run(command, capture_output=True, timeout=300, check=False)
             except (OSError, subprocess.TimeoutExpired):
                 continue
             raw = target.read_bytes() if target and target.exists() else done.stdout
             if done.returncode == 0 and raw:
-                break
-        else:
-            log(f"could not read the kernel log from {config.vmcore}")
-    return tail_text(raw, config.max_log_bytes)
+                return tail_text(raw, config.max_log_bytes)
+    log(f"could not read the kernel log from {config.vmcore}")
+    return ""
 
 
 def tail_text(raw: bytes, limit: int) -> str:
@@ -313,32 +311,43 @@ def send_report_body(config: Config, body: bytes) -> dict[str, Any]:
 # --- spool ----------------------------------------------------------------------------
 
 
-def spool_path(config: Config, report_id: str) -> Path:
-    return Path(config.spool_dir) / f"{safe_report_id(report_id)}.json"
+SENT_RETENTION_S = 7 * 86400
 
 
-def spool(config: Config, report_id: str, body: bytes) -> Path:
-    """Keep the exact body for the post-boot resend (written atomically)."""
-    path = spool_path(config, report_id)
+def kept_path(config: Config, report_id: str, folder: str = ".") -> Path:
+    """Where a report body is kept: the spool itself (unsent) or its sent/ folder."""
+    return Path(config.spool_dir) / folder / f"{safe_report_id(report_id)}.json"
+
+
+def keep(config: Config, report_id: str, body: bytes, folder: str = ".") -> Path:
+    """Keep the exact body (written atomically) for a resend or a replay."""
+    path = kept_path(config, report_id, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_bytes(body)
     temporary.replace(path)
-    log(f"spooled {report_id} for the post-boot resend")
     return path
 
 
 def deliver(config: Config, report: dict[str, Any]) -> dict[str, Any] | None:
-    """Send a report, replaying a spooled body for the same report_id; spool it when unsent."""
-    path = spool_path(config, report["report_id"])
-    body = path.read_bytes() if path.exists() else report_body(report)
+    """Send a report and keep its body: in sent/ when delivered (a rerun for the same crash
+    replays it instead of clashing with it), in the spool for the post-boot resend when not."""
+    report_id = report["report_id"]
+    unsent, sent = kept_path(config, report_id), kept_path(config, report_id, "sent")
+    kept = next((path for path in (unsent, sent) if path.exists()), None)
+    body = kept.read_bytes() if kept else report_body(report)
     try:
         answer = send_report_body(config, body)
     except Unsent as error:
         log(f"report not delivered: {error}")
-        spool(config, report["report_id"], body)
+        keep(config, report_id, body)
+        log(f"spooled {report_id} for the post-boot resend")
         return None
-    path.unlink(missing_ok=True)
+    try:
+        keep(config, report_id, body, "sent")
+    except OSError as error:
+        log(f"could not keep the sent report: {error}")
+    unsent.unlink(missing_ok=True)
     return answer
 
 
@@ -350,7 +359,8 @@ class ResendSummary:
 
 
 def resend_spooled(config: Config) -> ResendSummary:
-    """Post-boot: resend every spooled report; rejected ones move to rejected/ for a human."""
+    """Post-boot: resend every spooled report; delivered ones move to sent/, rejected ones to
+    rejected/ for a human."""
     spool_dir = Path(config.spool_dir)
     sent = kept = rejected = 0
     for path in sorted(spool_dir.glob("*.json")):
@@ -365,11 +375,21 @@ def resend_spooled(config: Config) -> ResendSummary:
                 kept += 1
             log(f"{path.name}: {error}")
             continue
-        path.unlink()
+        (spool_dir / "sent").mkdir(exist_ok=True)
+        path.replace(spool_dir / "sent" / path.name)
         sent += 1
         replay = " (already registered)" if answer.get("duplicate") else ""
         log(f"{path.name}: event {answer.get('event_id')}{replay}")
+    prune_sent(spool_dir / "sent")
     return ResendSummary(sent, kept, rejected)
+
+
+def prune_sent(folder: Path) -> None:
+    """Sent copies only serve reruns for a recent crash; drop them after a week."""
+    cutoff = time.time() - SENT_RETENTION_S
+    for path in folder.glob("*.json"):
+        if path.stat().st_mtime < cutoff:
+            path.unlink()
 
 
 # --- decisions ------------------------------------------------------------------------

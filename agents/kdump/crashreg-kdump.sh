@@ -281,14 +281,13 @@ guilty_function() {
         | head -n 1 | sed 's/\..*//'
 }
 
-spool_report() {
-    mkdir -p "$CRASHREG_SPOOL_DIR" 2>/dev/null
-    if cp "$work/report.json" "$CRASHREG_SPOOL_DIR/.$report_id.tmp" 2>/dev/null \
-        && mv "$CRASHREG_SPOOL_DIR/.$report_id.tmp" "$CRASHREG_SPOOL_DIR/$report_id.json"; then
-        log "spooled $report_id for the post-boot resend"
-    else
-        log "could not spool the report to $CRASHREG_SPOOL_DIR"
-    fi
+# Keep the exact body in $CRASHREG_SPOOL_DIR/$1 (atomically): "." waits for the post-boot
+# resend, "sent" lets a rerun for the same crash replay what the registry already has.
+keep_report() {
+    dir=$CRASHREG_SPOOL_DIR/$1
+    mkdir -p "$dir" 2>/dev/null
+    cp "$work/report.json" "$dir/.$report_id.tmp" 2>/dev/null \
+        && mv "$dir/.$report_id.tmp" "$dir/$report_id.json"
 }
 
 # --- the answer as makedumpfile arguments ---------------------------------------------
@@ -330,17 +329,21 @@ report() {
     make_report_id
     fingerprint=$(local_fingerprint)
     event_id=
-    if [ -r "$CRASHREG_SPOOL_DIR/$report_id.json" ]; then
-        # A rerun for the same crash: replay the spooled body byte for byte.
-        cp "$CRASHREG_SPOOL_DIR/$report_id.json" "$work/report.json"
-    else
+    # A rerun for the same crash replays the body it kept, byte for byte.
+    if ! cp "$CRASHREG_SPOOL_DIR/$report_id.json" "$work/report.json" 2>/dev/null \
+        && ! cp "$CRASHREG_SPOOL_DIR/sent/$report_id.json" "$work/report.json" 2>/dev/null; then
         build_report
     fi
     if send_report && parse_answer; then
+        keep_report sent || log "could not keep the sent report"
         rm -f "$CRASHREG_SPOOL_DIR/$report_id.json"
     else
         bundle_decision
-        spool_report
+        if keep_report .; then
+            log "spooled $report_id for the post-boot resend"
+        else
+            log "could not spool the report to $CRASHREG_SPOOL_DIR"
+        fi
     fi
     write_decision
     [ "$action" = skip ] && return $EXIT_SKIP

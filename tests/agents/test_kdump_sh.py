@@ -41,6 +41,10 @@ def test_online_answers_become_makedumpfile_arguments(registry: Registry, make_s
     assert decision["CRASHREG_DECIDED_BY"] == "registry"
     assert decision["CRASHREG_REPORT_ID"] == f"kdump-{site.boot_id}"
     assert site.spooled() == []
+    # A rerun in the same crash kernel replays the kept body: same event, same answer.
+    rerun = run_sh(site)
+    assert (rerun.returncode, rerun.args) == (0, "-c -d 17"), rerun.stderr
+    assert site.decision()["CRASHREG_EVENT_ID"] == decision["CRASHREG_EVENT_ID"]
 
     event = registry.get(f"/api/v1/events/{decision['CRASHREG_EVENT_ID']}")
     assert event["sources"] == ["crash_kernel"]
@@ -171,3 +175,31 @@ def test_offline_match_by_the_python_fingerprinter(registry: Registry, make_site
     assert event["fingerprint"] in site.decision()["CRASHREG_REASON"]
     [spooled] = site.spooled()
     assert json.loads(spooled.read_bytes())["fingerprint"] == event["fingerprint"]
+
+
+def test_kernel_log_comes_from_makedumpfile_else_vmcore_dmesg(
+    registry: Registry, make_site, run_sh, tmp_path: Path
+) -> None:
+    # Stand-ins for the two extractors (no vmcore here): makedumpfile --dump-dmesg VMCORE OUT
+    # writes OUT; vmcore-dmesg VMCORE prints the log. The first that yields a log wins.
+    log = FIXTURES / "ext4_bug_on.log"
+    writes = _tool(tmp_path / "makedumpfile-ok", f'[ "$1" = --dump-dmesg ] && cp "{log}" "$3"')
+    fails = _tool(tmp_path / "makedumpfile-old", "exit 1")
+    prints = _tool(tmp_path / "vmcore-dmesg", f'[ "$1" = /proc/vmcore ] && cat "{log}"')
+    for makedumpfile in (writes, fails):
+        extractors = {"CRASHREG_MAKEDUMPFILE": str(makedumpfile), "CRASHREG_VMCORE_DMESG": str(prints)}
+        site = make_site(extra={"CRASHREG_DMESG_FILE": ""} | extractors)
+        run = run_sh(site)
+        assert run.returncode == 0, run.stderr
+        event = registry.get(f"/api/v1/events/{site.decision()['CRASHREG_EVENT_ID']}")
+        assert event["uptime_s"] == 5120  # the ext4 log's last timestamp
+        # The Python reporter on the same crash replays the kept body: the same event.
+        python = run_reporter(site, "report")
+        assert python.returncode == 0, python.stderr
+        assert site.decision()["CRASHREG_EVENT_ID"] == event["id"]
+
+
+def _tool(path: Path, body: str) -> Path:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
