@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from werkzeug.wrappers import Response
 
 from registry.capture.models import Capture
+from registry.epidemiology.service import signature_epidemiology
 from registry.errors import ApiError
 from registry.ingest.api import capture_dict, event_summary
 from registry.ingest.models import Event
@@ -24,7 +25,7 @@ from registry.pages.login import (
     log_in,
     log_out,
 )
-from registry.rca.bundle import epidemiology_summary, jira_issue
+from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load
 from registry.signatures.api import SignatureListQuery, signature_or_404, signature_page
@@ -183,6 +184,6 @@ def signature(key: str) -> str:
             "captures": [capture_dict(c) for c in captures],
             "rcas": signature_rcas(session, found),
             "jira": jira_issue(session, found),
-            "epidemiology": epidemiology_summary(session, found),
+            "epidemiology": signature_epidemiology(session, found),
         }
     return render_template("pages/signature.html", user=g.token, **context)

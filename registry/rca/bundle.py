@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from registry.capture.models import Capture
 from registry.db import utcnow
+from registry.epidemiology.service import signature_epidemiology
 from registry.ingest.api import capture_dict, event_summary
 from registry.ingest.models import Event, Report
 from registry.jira.models import JiraLink
@@ -180,19 +181,6 @@ def jira_issue(session: Session, signature: Signature) -> dict[str, Any] | None:
     }
 
 
-def epidemiology_summary(session: Session, signature: Signature) -> dict[str, Any]:
-    """The epidemiology domain's summary when this build has one; otherwise where to get it."""
-    try:
-        from registry.epidemiology.service import signature_epidemiology  # type: ignore[import-not-found]
-    except ImportError:
-        return {
-            "available": False,
-            "note": "epidemiology is not computed by this build; try "
-            f"GET /api/v1/signatures/{signature.id}/epidemiology",
-        }
-    return {"available": True, **signature_epidemiology(session, signature)}
-
-
 def field_doc(name: str, field: fields.Field) -> dict[str, Any]:
     """One field of an evidence item: its name, type, whether required, allowed values, format."""
     choices = [list(v.choices) for v in field.validators if getattr(v, "choices", None)]
@@ -280,7 +268,7 @@ def triage_bundle(session: Session, signature: Signature, public_url: str) -> di
         "rcas": signature_rcas(session, signature),
         "jira": jira_issue(session, signature),
         "similar_signatures": similar_signatures(session, signature),
-        "epidemiology": epidemiology_summary(session, signature),
+        "epidemiology": signature_epidemiology(session, signature),
         "evidence_format": evidence_format(),
         "budget": AGENT_BUDGET,
     }

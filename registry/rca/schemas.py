@@ -105,7 +105,17 @@ class RcaCreateSchema(Schema):
     agent = fields.Nested(AgentSchema, metadata={"description": "required when author_kind is ai"})
     confidence = fields.Float(validate=validate.Range(min=0, max=1), allow_none=True)
     evidence = fields.List(
-        EvidenceItem(), load_default=list, validate=validate.Length(max=MAX_EVIDENCE_ITEMS)
+        EvidenceItem(
+            metadata={
+                "type": "object",
+                "description": "an object with `type` and that type's fields: "
+                + "; ".join(
+                    f"{kind}: {', '.join(schema().fields)}" for kind, schema in EVIDENCE_TYPES.items()
+                ),
+            }
+        ),
+        load_default=list,
+        validate=validate.Length(max=MAX_EVIDENCE_ITEMS),
     )
     fix = fields.Nested(FixSchema)
 
