@@ -15,6 +15,7 @@ from registry.outbox import OutboxMessage
 from registry.rca.models import Rca
 from registry.signatures.models import Signature
 from tests.conftest import auth
+from tests.foundation.reports import crash_report
 from tests.rca.support import ai_rca, post_rca, review, seed
 
 CRASHES = [
@@ -264,3 +265,22 @@ def test_concurrent_confirms_leave_one_confirmed_rca_and_a_consistent_history(  
     confirmed = next(r for r in rcas if r["status"] == "confirmed")
     assert all(r["superseded_by"] is not None for r in rcas if r["status"] == "superseded")
     assert confirmed["superseded_by"] is None
+
+
+def test_functions_are_checked_against_frames_read_from_console_logs(client, make_token) -> None:  # type: ignore[no-untyped-def]
+    answer = client.post("/api/v1/reports", json=crash_report(), headers=auth(make_token("report"))).json
+    body = {
+        "summary": "NAPI poll dereferences a freed CQ",
+        "body": "…",
+        "author": "eve",
+        "author_kind": "human",
+        "evidence": [
+            {"type": "event", "event_id": answer["event_id"]},
+            {"type": "function", "function": "__napi_poll"},
+            {"type": "function", "function": "tcp_v4_rcv"},
+        ],
+    }
+    rca = post_rca(client, make_token("triage"), answer["signature"]["id"], body).json
+    functions = next(c for c in rca["checks"] if c["name"] == "functions_in_frames")
+    assert functions["status"] == "fail"
+    assert functions["problems"] == ["function tcp_v4_rcv is in none of the signature's frames"]
