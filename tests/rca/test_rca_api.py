@@ -284,3 +284,31 @@ def test_functions_are_checked_against_frames_read_from_console_logs(client, mak
     functions = next(c for c in rca["checks"] if c["name"] == "functions_in_frames")
     assert functions["status"] == "fail"
     assert functions["problems"] == ["function tcp_v4_rcv is in none of the signature's frames"]
+
+
+def test_confirmed_fix_version_decides_regressions_of_the_resolved_signature(  # type: ignore[no-untyped-def]
+    client, database, make_token, seeded
+) -> None:
+    triage = make_token("triage", name="frank")
+    rca_id = post_rca(
+        client,
+        make_token("triage", kind="agent"),
+        seeded.signature_id,
+        ai_rca(seeded, fix={"kernel_version": "6.8.0-60"}),
+    ).json["id"]
+    assert review(client, triage, rca_id, "confirmed", "fixed upstream").status_code == 200
+    patched = client.patch(
+        f"/api/v1/signatures/{seeded.signature_id}", json={"status": "resolved"}, headers=auth(triage)
+    )
+    assert patched.status_code == 200
+
+    reporter = make_token("report")
+    old = seed(client, database, reporter, "ext4_evict_inode", [("late-upgrader", "6.8.0-58", "us-east")])
+    event = client.get(f"/api/v1/events/{old.event_ids[0]}", headers=auth(triage)).json
+    assert event["regression"] == "old-kernel"
+    assert event["signature"]["status"] == "resolved"
+
+    new = seed(client, database, reporter, "ext4_evict_inode", [("patched-host", "6.8.0-61", "us-east")])
+    event = client.get(f"/api/v1/events/{new.event_ids[0]}", headers=auth(triage)).json
+    assert event["regression"] == "regressed"
+    assert event["signature"]["status"] == "regressed"
