@@ -41,6 +41,14 @@ blueprint = Blueprint(
     static_url_path="/static/pages",
 )
 PAGE_EVENTS = 50
+# Pages show crash data to a logged-in engineer: never cached, never framed, no foreign code.
+SECURITY_HEADERS = {
+    "Cache-Control": "private, no-store",
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
 PAGE_CAPTURES = 50
 
 
@@ -54,6 +62,12 @@ def _cookie_settings(state: Any) -> None:
         SESSION_COOKIE_SECURE=settings.public_url.startswith("https://"),
     )
     state.app.session_interface = SharedSecretSessions()
+
+
+@blueprint.after_request
+def _security_headers(response: Response) -> Response:
+    response.headers.update(SECURITY_HEADERS)
+    return response
 
 
 @blueprint.app_context_processor

@@ -44,6 +44,10 @@ def test_login_cookie_is_httponly_samesite_lax_and_holds_no_token(client, make_t
     )
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
     assert token not in cookie
+    page = client.get("/signatures")
+    assert page.headers["Cache-Control"] == "private, no-store"
+    assert page.headers["X-Frame-Options"] == "DENY"
+    assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
 
 
 def test_login_refusals_csrf_unknown_token_and_report_scope(client, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
