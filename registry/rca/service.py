@@ -139,18 +139,24 @@ def failed_checks(rca: Rca) -> list[dict[str, Any]]:
     return [c for c in rca.checks or [] if c["status"] == "fail"]
 
 
-def publish_flagged(session: Session, rca: Rca, public_url: str) -> None:
+def publish_rca(session: Session, topic: str, rca: Rca, public_url: str, **details: Any) -> None:
+    """An outbox message about an RCA: what the Jira sync needs to comment on the issue."""
     publish(
         session,
-        "rca.flagged",
+        topic,
         rca.signature_id,
         rca_id=rca.id,
         summary=rca.summary,
         author=rca.author,
         author_kind=rca.author_kind,
-        failed_checks=failed_checks(rca),
+        checks_passed=rca.checks_passed,
         url=f"{public_url}/signatures/{rca.signature_id}#rca-{rca.id}",
+        **details,
     )
+
+
+def publish_flagged(session: Session, rca: Rca, public_url: str) -> None:
+    publish_rca(session, "rca.flagged", rca, public_url, failed_checks=failed_checks(rca))
 
 
 def propose(
@@ -264,21 +270,16 @@ def confirm(session: Session, signature: Signature, rca: Rca, token: ApiToken, p
     if rca.fixed_in_kernel or signature.fixed_in_kernel in {old.fixed_in_kernel for old in previous}:
         signature.fixed_in_kernel = rca.fixed_in_kernel
     signature.updated_at = utcnow()
-    publish(
+    publish_rca(
         session,
         "rca.confirmed",
-        signature.id,
-        rca_id=rca.id,
-        summary=rca.summary,
-        author=rca.author,
-        author_kind=rca.author_kind,
+        rca,
+        public_url,
         reviewer=token.name,
         note=rca.review_note,
         fix_commit=rca.fix_commit,
         fixed_in_kernel=rca.fixed_in_kernel,
-        checks_passed=rca.checks_passed,
         superseded=[old.id for old in previous],
-        url=f"{public_url}/signatures/{signature.id}#rca-{rca.id}",
     )
 
 
