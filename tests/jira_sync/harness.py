@@ -12,10 +12,13 @@ from sqlalchemy import select
 
 from registry.config import Settings
 from registry.db import Database
+from registry.ingest.models import Event
 from registry.ingest.schemas import ReportSchema
 from registry.ingest.service import ingest_report
+from registry.inventory.models import Host
 from registry.jira.models import JiraLink
 from registry.signatures.models import Signature
+from registry.signatures.service import count_event
 from sync.jira.config import JiraOptions
 from sync.jira.run import SyncReport, sync_once
 
@@ -63,13 +66,43 @@ class Harness:
               kernel: str = "6.8.0-52-generic", at: datetime | None = None,
               region: str = "us-east", sku: str = "h100x8") -> dict[str, Any]:
         """A crash report through the registry's own ingest."""
-        raw = {
+        raw = self._raw(function, host, kernel, at or self.clock(), region, sku)
+        return ingest_report(self.database, self.settings, ReportSchema().load(raw), raw).answer
+
+    @staticmethod
+    def _raw(function: str, host: str, kernel: str, at: datetime, region: str,
+             sku: str) -> dict[str, Any]:
+        return {
             "report_id": f"r-{uuid.uuid4().hex}", "source": "crash_kernel",
-            "crashed_at": (at or self.clock()).isoformat(), "boot_id": uuid.uuid4().hex,
+            "crashed_at": at.isoformat(), "boot_id": uuid.uuid4().hex,
             "host": {"hostname": host, "kernel_version": kernel, "region": region, "sku": sku},
             "console_log": CONSOLE_LOG.format(kernel=kernel, function=function),
         }
-        return ingest_report(self.database, self.settings, ReportSchema().load(raw), raw).answer
+
+    def burst(self, signature_id: int, count: int, kernel: str, host_prefix: str) -> None:
+        """`count` more crashes of a known signature from as many hosts, written in bulk.
+
+        The storm test is about what the sync does with a storm, not about ingest speed
+        (bench/ measures that); the rows are what ingest writes, and the counters go
+        through the registry's own count_event.
+        """
+        now = self.clock()
+        with self.database.session() as session:
+            signature = session.get_one(Signature, signature_id)
+            hosts = [Host(hostname=f"{host_prefix}-{n:04d}", kernel_version=kernel,
+                          region="us-east", sku="h100x8") for n in range(count)]
+            session.add_all(hosts)
+            session.flush()
+            events = [Event(host_id=h.id, hostname=h.hostname, boot_key=uuid.uuid4().hex,
+                            crashed_at=now, first_source="crash_kernel", sources=["crash_kernel"],
+                            capture_action="skip", capture_reason="storm",
+                            signature_id=signature.id, fingerprint=signature.fingerprint,
+                            kernel_version=kernel, region="us-east", sku="h100x8")
+                      for h in hosts]
+            session.add_all(events)
+            session.flush()
+            for event in events:
+                count_event(session, signature.id, event.id, now)
 
     def sync(self, **kwargs: Any) -> SyncReport:
         return sync_once(self.database, self.options, self.clock, **kwargs)
