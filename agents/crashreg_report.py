@@ -1291,10 +1291,15 @@ class Config:
     def from_values(cls, values: dict[str, str]) -> Config:
         config = cls()
         for spec in fields(cls):
-            raw = values.get("CRASHREG_" + spec.name.upper())
-            if raw is not None:
-                kind = type(getattr(config, spec.name))
+            key = "CRASHREG_" + spec.name.upper()
+            raw = values.get(key)
+            if raw is None:
+                continue
+            kind = type(getattr(config, spec.name))
+            try:
                 setattr(config, spec.name, kind(raw))
+            except ValueError:
+                log(f"{key}={raw!r} is not a valid {kind.__name__}: keeping {getattr(config, spec.name)!r}")
         return config
 
     def token(self) -> str | None:
@@ -1336,7 +1341,11 @@ def cmdline_values(path: str) -> dict[str, str]:
 def read_kernel_log(config: Config) -> str:
     """The crashed kernel's log (dmesg file, makedumpfile --dump-dmesg, vmcore-dmesg), tail-capped."""
     if config.dmesg_file:
-        return tail_text(Path(config.dmesg_file).read_bytes(), config.max_log_bytes)
+        try:
+            return tail_text(Path(config.dmesg_file).read_bytes(), config.max_log_bytes)
+        except OSError as error:
+            log(f"could not read the kernel log: {error}")
+            return ""
     with tempfile.TemporaryDirectory(prefix="crashreg.") as work:
         out = Path(work) / "dmesg"
         extractors = (
@@ -1535,8 +1544,11 @@ def deliver(config: Config, report: dict[str, Any]) -> dict[str, Any] | None:
         answer = send_report_body(config, body)
     except Unsent as error:
         log(f"report not delivered: {error}")
-        keep(config, report_id, body)
-        log(f"spooled {report_id} for the post-boot resend")
+        try:
+            keep(config, report_id, body)
+            log(f"spooled {report_id} for the post-boot resend")
+        except OSError as spool_error:
+            log(f"could not spool the report to {config.spool_dir}: {spool_error}")
         return None
     try:
         keep(config, report_id, body, "sent")
@@ -1707,12 +1719,18 @@ def fetch_bundle(config: Config) -> bool:
 
 
 def command_report(config: Config, args: argparse.Namespace) -> int:
+    """Never fails closed: whatever breaks, the kdump tooling still gets a dump decision."""
     if args.dmesg_file:
         config.dmesg_file = args.dmesg_file
-    console_log = read_kernel_log(config)
-    report = crash_kernel_report(config, console_log)
-    decision = decide(config, report)
-    print(write_decision(config, decision, report["report_id"]))
+    report_id = ""
+    try:
+        report = crash_kernel_report(config, read_kernel_log(config))
+        report_id = report["report_id"]
+        decision = decide(config, report)
+    except Exception as error:  # the crash kernel must dump rather than die here
+        log(f"reporter failed ({type(error).__name__}: {error}): fallback decision")
+        decision = Decision(config.fallback_action, "reporter failed", None, "fallback")
+    print(write_decision(config, decision, report_id))
     return EXIT_SKIP if decision.action == "skip" else EXIT_DUMP
 
 

@@ -321,14 +321,20 @@ write_decision() {
 }
 
 report() {
-    work=$(mktemp -d "${TMPDIR:-/tmp}/crashreg.XXXXXX") || { log "no temp dir"; work=/tmp; }
-    trap 'rm -rf "$work"' EXIT
     umask 077
+    event_id=
+    report_id=
+    if ! work=$(mktemp -d "${TMPDIR:-/tmp}/crashreg.XXXXXX"); then
+        log "no temp dir: no report, fallback decision"
+        action=$CRASHREG_FALLBACK_ACTION dump_level= decided_by=fallback reason="reporter could not run"
+        write_decision
+        return $EXIT_DUMP
+    fi
+    trap 'rm -rf "$work"' EXIT
     extract_log
     detect_host
     make_report_id
     fingerprint=$(local_fingerprint)
-    event_id=
     # A rerun for the same crash replays the body it kept, byte for byte.
     if ! cp "$CRASHREG_SPOOL_DIR/$report_id.json" "$work/report.json" 2>/dev/null \
         && ! cp "$CRASHREG_SPOOL_DIR/sent/$report_id.json" "$work/report.json" 2>/dev/null; then

@@ -212,8 +212,8 @@ def run_sh(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Run]
     """Run crashreg-kdump.sh for real under dash or busybox ash."""
     shell = request.param
 
-    def run(site: Site, *args: str) -> Run:
-        env = {"CRASHREG_CONF": str(site.conf), "TMPDIR": str(tmp_path), "LC_ALL": "C"}
+    def run(site: Site, *args: str, tmpdir: Path = tmp_path) -> Run:
+        env = {"CRASHREG_CONF": str(site.conf), "TMPDIR": str(tmpdir), "LC_ALL": "C"}
         if shell == "busybox":
             command = [BUSYBOX, "ash", str(KDUMP_SH), *args]
             env["PATH"] = busybox_path(tmp_path)

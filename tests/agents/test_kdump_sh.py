@@ -203,3 +203,21 @@ def _tool(path: Path, body: str) -> Path:
     path.write_text(f"#!/bin/sh\n{body}\n")
     path.chmod(0o755)
     return path
+
+
+def test_nothing_that_breaks_stops_the_dump(registry: Registry, make_site, run_sh, tmp_path: Path) -> None:
+    # No temp dir at all: no report, but still the fallback dump.
+    site = make_site()
+    broken = run_sh(site, tmpdir=tmp_path / "does-not-exist")
+    assert (broken.returncode, broken.args) == (0, "-c -d 31"), broken.stderr
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "fallback"
+
+    # Network down and a spool that cannot be written: the bundle still decides.
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    offline = make_site(url=closed_port_url(), dmesg=FIXTURES / "ext4_bug_on.log",
+                        extra={"CRASHREG_SPOOL_DIR": str(blocked)})
+    offline.bundle.write_text("#crashreg-policy-bundle\t1\tv\t2026-11-29T00:00:00+00:00\n")
+    run = run_sh(offline)
+    assert (run.returncode, run.args) == (0, "-c -d 0"), run.stderr
+    assert "could not spool" in run.stderr

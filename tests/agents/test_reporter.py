@@ -153,3 +153,23 @@ def test_kernel_log_tail_starts_on_a_whole_line() -> None:
     whole = "[ 1.0] first line\n[ 2.0] second line\n[ 3.0] third \ufffd line\n"
     assert reporter.tail_text(raw, 1000) == whole
     assert reporter.tail_text(raw, 30) == "[ 3.0] third \ufffd line\n"
+
+
+def test_nothing_that_breaks_stops_the_dump(make_site, tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    settings = {"CRASHREG_SPOOL_DIR": str(blocked), "CRASHREG_RETRIES": "x"}
+    site = make_site(url=closed_port_url(), extra=settings)
+    skip_unknown = {"action": "skip", "reason": "test"}
+    site.bundle_json.write_text(
+        json.dumps({"format": "crashreg-policy-bundle", "entries": [], "unknown": skip_unknown})
+    )
+    unspooled = run_reporter(site, "report")
+    assert (unspooled.returncode, unspooled.args) == (EXIT_SKIP, ""), unspooled.stderr
+    assert "could not spool" in unspooled.stderr
+    assert "CRASHREG_RETRIES='x' is not a valid int" in unspooled.stderr
+
+    site.bundle_json.write_text(json.dumps({"format": "crashreg-policy-bundle", "entries": [{"bogus": 1}]}))
+    broken = run_reporter(site, "report")
+    assert (broken.returncode, broken.args) == (0, "-c -d 31"), broken.stderr
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "fallback" and "reporter failed" in broken.stderr
