@@ -88,8 +88,8 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "timeseries",
             (
                 Query(
-                    f"SELECT {d.day('created_at')}, method, COUNT(*) AS failed "
-                    f"FROM rpt_captures WHERE status = 'failed' AND {d.time_filter('created_at')} "
+                    f"SELECT {d.day('crashed_at')}, method, COUNT(*) AS failed "
+                    f"FROM rpt_captures WHERE status = 'failed' AND {events_in_range} "
                     "GROUP BY 1, 2 ORDER BY 1"
                 ),
             ),
@@ -99,10 +99,10 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "table",
             (
                 Query(
-                    f"SELECT {d.ts('created_at')} AS time, hostname, signature_id, method, "
+                    f"SELECT {d.ts('crashed_at')} AS time, hostname, signature_id, method, "
                     "dump_level, memory_gb, duration_s FROM rpt_captures "
-                    f"WHERE status = 'failed' AND {d.time_filter('created_at')} "
-                    "ORDER BY created_at DESC LIMIT 200",
+                    f"WHERE status = 'failed' AND {events_in_range} "
+                    "ORDER BY crashed_at DESC LIMIT 200",
                     table=True,
                 ),
             ),

@@ -3,9 +3,8 @@
 PostgreSQL (Grafana's core `grafana-postgresql-datasource`) takes `rawSql` with Grafana's
 macros (`$__timeFilter`, `$__timeGroupAlias`). SQLite, the embedded default, goes through
 the frser-sqlite-datasource plugin: `rawQueryText`/`queryText`, `queryType`, the names of
-the columns to read as time (`timeColumns`), times as epoch seconds, and its own macros
-(`$__timeFilter`, `$__unixEpochGroupSeconds`). Everything else in the panels is portable
-SQL over the `rpt_*` views.
+the columns to read as time (`timeColumns`), times as epoch seconds, and its own
+`$__timeFilter` macro. Everything else in the panels is portable SQL over the `rpt_*` views.
 """
 
 from __future__ import annotations
@@ -38,7 +37,9 @@ class Dialect:
         """The start of the `seconds`-wide bucket of `column`, as the `time` column."""
         if self.is_postgres:
             return f"$__timeGroupAlias({column}, '{_interval(seconds)}')"
-        return f"$__unixEpochGroupSeconds(strftime('%s', {column}), {seconds}) AS time"
+        # Not $__unixEpochGroupSeconds: the plugin's macro regex stops at the first ")", so
+        # it cannot take strftime(...) as its column; this is the SQL it would expand to.
+        return f"CAST(strftime('%s', {column}) AS INTEGER) / {seconds} * {seconds} AS time"
 
     def day(self, column: str) -> str:
         return self.bucket(column, DAY_S)

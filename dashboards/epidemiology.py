@@ -9,7 +9,6 @@ from dashboards.dialects import Dialect
 from dashboards.model import Panel, Query, dashboard
 
 UID = "crashreg-epidemiology"
-MIN_SUSPECT_EVENTS = 3
 
 
 def _findings(d: Dialect, title: str, where: str, description: str) -> Panel:
@@ -42,24 +41,33 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "table",
             (
                 Query(
-                    "SELECT e.signature_id, MAX(e.title) AS title, "
-                    "MAX(e.physical_host) AS physical_host, COUNT(*) AS events, "
-                    "COUNT(DISTINCT e.hostname) AS hostnames, "
-                    f"{d.ts('MAX(e.crashed_at)')} AS last_crash FROM rpt_events e "
-                    f"WHERE e.signature_id IS NOT NULL AND {in_range} "
-                    "GROUP BY e.signature_id "
-                    f"HAVING COUNT(DISTINCT e.physical_host) = 1 AND COUNT(*) >= {MIN_SUSPECT_EVENTS} "
-                    "ORDER BY events DESC LIMIT 100",
+                    "SELECT v.signature_id, s.title, v.top_value AS physical_host, v.events, v.hosts, "
+                    f"v.top_lift AS lift, v.top_p_value AS p_value, v.reason, {d.ts('v.computed_at')} "
+                    "AS computed_at FROM rpt_epidemiology_verdicts v "
+                    "JOIN rpt_signatures s ON s.signature_id = v.signature_id "
+                    "WHERE v.verdict = 'single-host' ORDER BY v.events DESC LIMIT 100",
                     table=True,
-                    time_columns=("last_crash",),
+                    time_columns=("computed_at",),
                 ),
             ),
             width=24,
             links=(SIGNATURE_LINK,),
-            description=(
-                "Signatures whose crashes in range all come from one physical host "
-                "(VMs on it included): suspect the hardware, not the code."
+            description="Signatures whose crashes come from one physical host: suspect the hardware.",
+        ),
+        Panel(
+            "Physical hosts crashing across signatures",
+            "table",
+            (
+                Query(
+                    "SELECT rank, physical_host, crashes, signatures, expected_signatures, p_value, "
+                    f"evidence, {d.ts('computed_at')} AS computed_at FROM rpt_epidemiology_suspects "
+                    "ORDER BY rank",
+                    table=True,
+                    time_columns=("computed_at",),
+                ),
             ),
+            width=24,
+            description="Fleet-wide suspects: hosts with more distinct signatures than chance explains.",
         ),
         _findings(
             d,
@@ -78,12 +86,13 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "table",
             (
                 Query(
-                    "SELECT e.kernel_version, COUNT(*) AS crashes, MAX(k.hosts) AS hosts, "
-                    "COUNT(*) * 1000.0 / NULLIF(MAX(k.hosts), 0) AS crashes_per_1k_hosts, "
+                    "SELECT c.kernel_version, c.crashes, k.hosts, "
+                    "c.crashes * 1000.0 / NULLIF(k.hosts, 0) AS crashes_per_1k_hosts, c.signatures "
+                    "FROM (SELECT e.kernel_version, COUNT(*) AS crashes, "
                     "COUNT(DISTINCT e.signature_id) AS signatures FROM rpt_events e "
-                    "LEFT JOIN rpt_kernel_fleet k ON k.kernel_version = e.kernel_version "
-                    f"WHERE e.kernel_version IS NOT NULL AND {in_range} "
-                    "GROUP BY e.kernel_version ORDER BY crashes_per_1k_hosts DESC",
+                    f"WHERE e.kernel_version IS NOT NULL AND {in_range} GROUP BY e.kernel_version) c "
+                    "LEFT JOIN rpt_kernel_fleet k ON k.kernel_version = c.kernel_version "
+                    "ORDER BY crashes_per_1k_hosts DESC",
                     table=True,
                     time_columns=(),
                 ),

@@ -45,10 +45,10 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "timeseries",
             (
                 Query(
-                    f"SELECT {d.day('e.crashed_at')}, "
-                    'COUNT(*) * 1000.0 / NULLIF(MAX(f.hosts), 0) AS "crashes per 1k hosts" '
-                    "FROM rpt_events e JOIN rpt_fleet_daily f ON f.day = e.day "
-                    f"WHERE {d.time_filter('e.crashed_at')} GROUP BY 1 ORDER BY 1"
+                    'SELECT c.time, c.crashes * 1000.0 / NULLIF(f.hosts, 0) AS "crashes per 1k hosts" '
+                    f"FROM (SELECT {d.day('crashed_at')}, day, COUNT(*) AS crashes FROM rpt_events "
+                    f"WHERE {in_range} GROUP BY 1, day) c "
+                    "JOIN rpt_fleet_daily f ON f.day = c.day ORDER BY 1"
                 ),
             ),
             description="Daily crashes divided by the fleet size that day (rpt_fleet_daily).",

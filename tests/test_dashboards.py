@@ -96,7 +96,7 @@ def test_sqlite_targets() -> None:
             sql = target["rawQueryText"]
             assert "$__timeGroup" not in sql, "no PostgreSQL macros in the SQLite variant"
             if panel["type"] == "timeseries":
-                assert "$__unixEpochGroupSeconds(strftime('%s', " in sql, panel["title"]
+                assert "$__timeFilter(" in sql and "CAST(strftime('%s', " in sql, panel["title"]
                 assert target["timeColumns"] == ["time"]
 
 

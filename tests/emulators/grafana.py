@@ -85,7 +85,7 @@ class GrafanaState:
     dashboards: dict[str, DashboardRecord] = field(default_factory=dict)
     annotations: list[dict[str, Any]] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)
-    failures: list[int] = field(default_factory=list)
+    failures: list[tuple[int, str]] = field(default_factory=list)  # (status, path part)
     next_id: int = 1
 
     def allocate_id(self) -> int:
@@ -144,8 +144,8 @@ class GrafanaEmulator:
             self.state.requests.append((method, path))
             if path == "/api/health" and method == "GET":
                 return 200, {"commit": "emulator", "database": "ok", "version": GRAFANA_VERSION}
-            if self.state.failures:
-                status = self.state.failures.pop(0)
+            if self.state.failures and self.state.failures[0][1] in path:
+                status, _ = self.state.failures.pop(0)
                 return status, {"message": "injected failure"}
             try:
                 role = self._authenticate(authorization)
@@ -700,10 +700,10 @@ class RunningGrafana:
     def state(self) -> GrafanaState:
         return self.emulator.state
 
-    def fail_next(self, *statuses: int) -> None:
-        """The next requests (after /api/health) answer these statuses, in order."""
+    def fail_next(self, *statuses: int, on: str = "") -> None:
+        """The next requests whose path contains `on` answer these statuses, in order."""
         with self.emulator.lock:
-            self.emulator.state.failures.extend(statuses)
+            self.emulator.state.failures.extend((status, on) for status in statuses)
 
 
 @contextmanager

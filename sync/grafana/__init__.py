@@ -1,0 +1,1 @@
+"""Grafana: the read-only role, the data source and dashboards, annotations, file export."""

@@ -1,0 +1,162 @@
+"""Grafana's read-only PostgreSQL role: SELECT on the reporting views, nothing else.
+
+Grafana runs whatever SQL a dashboard editor types, so its data source logs in as a role
+that can read the `rpt_*` views only (never tokens, webhook secrets, raw reports or any
+table), whose sessions are read-only by default, and whose statements are time-limited.
+The registry's database user creates the role when it may (CREATEROLE); otherwise the role
+must exist and is checked, and every problem is reported with the SQL a DBA can run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine, make_url
+
+REPORTING_VIEW_PREFIX = "rpt_"
+DEFAULT_ROLE = "crashreg_grafana"
+STATEMENT_TIMEOUT = "30s"
+
+
+class RoleError(RuntimeError):
+    """The role cannot be made safe with the registry user's privileges."""
+
+
+@dataclass
+class RoleReport:
+    role: str
+    created: bool = False
+    granted: list[str] = field(default_factory=list)
+    revoked: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def derived_grafana_db_url(database_url: str) -> str:
+    """CRASHREG_GRAFANA_DB_URL's default: the registry's database as `crashreg_grafana`.
+
+    The password is derived (HMAC) from the registry's own URL, so it is stable across runs
+    and never stored; set CRASHREG_GRAFANA_DB_URL to choose one.
+    """
+    url = make_url(database_url)
+    password = hmac.new(database_url.encode(), b"crashreg-grafana-readonly", hashlib.sha256).hexdigest()[:32]
+    return url.set(drivername="postgresql", username=DEFAULT_ROLE, password=password).render_as_string(
+        hide_password=False
+    )
+
+
+def reporting_views(connection: Connection) -> list[str]:
+    rows = connection.execute(
+        text(
+            "SELECT table_name FROM information_schema.views "
+            "WHERE table_schema = current_schema() AND table_name LIKE :prefix ORDER BY 1"
+        ),
+        {"prefix": REPORTING_VIEW_PREFIX + "%"},
+    )
+    return [row[0] for row in rows]
+
+
+def _quote_ident(connection: Connection, name: str) -> str:
+    return connection.execute(text("SELECT quote_ident(:n)"), {"n": name}).scalar_one()
+
+
+def _quote_literal(connection: Connection, value: str) -> str:
+    return connection.execute(text("SELECT quote_literal(:v)"), {"v": value}).scalar_one()
+
+
+def _other_relations_readable(connection: Connection, role: str) -> list[str]:
+    """Tables and views outside the reporting views on which the role holds any privilege."""
+    rows = connection.execute(
+        text(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p') "
+            "AND c.relname NOT LIKE :prefix "
+            "AND has_table_privilege(:role, c.oid, "
+            "'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER') ORDER BY 1"
+        ),
+        {"prefix": REPORTING_VIEW_PREFIX + "%", "role": role},
+    )
+    return [row[0] for row in rows]
+
+
+def ensure_readonly_role(engine: Engine, grafana_db_url: str) -> RoleReport:
+    """Create (when permitted) or check the role of `grafana_db_url`; grant views only."""
+    url = make_url(grafana_db_url)
+    role = url.username or DEFAULT_ROLE
+    report = RoleReport(role)
+    with engine.begin() as connection:
+        me = connection.execute(
+            text("SELECT rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user")
+        ).one()
+        may_manage = bool(me.rolsuper or me.rolcreaterole)
+        existing = connection.execute(
+            text(
+                "SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = :r"
+            ),
+            {"r": role},
+        ).one_or_none()
+        ident = _quote_ident(connection, role)
+        if existing is None:
+            if not may_manage:
+                raise RoleError(
+                    f"role {role} does not exist and the registry's database user may not create "
+                    f"roles; as a DBA run: CREATE ROLE {ident} LOGIN PASSWORD '...'; "
+                    f"then run `crashreg grafana provision` again"
+                )
+            password = _quote_literal(connection, url.password or "")
+            connection.execute(text(f"CREATE ROLE {ident} LOGIN PASSWORD {password}"))
+            report.created = True
+        elif existing.rolsuper or existing.rolbypassrls or existing.rolcreaterole or existing.rolcreatedb:
+            raise RoleError(f"role {role} is privileged (superuser, bypassrls, createrole or createdb)")
+        if may_manage:
+            if not report.created and url.password:
+                password = _quote_literal(connection, url.password)
+                connection.execute(text(f"ALTER ROLE {ident} LOGIN PASSWORD {password}"))
+            connection.execute(text(f"ALTER ROLE {ident} SET default_transaction_read_only = on"))
+            connection.execute(text(f"ALTER ROLE {ident} SET statement_timeout = '{STATEMENT_TIMEOUT}'"))
+        _grant_views_only(connection, role, ident, url.database, report)
+        _check_read_only_default(connection, role, report)
+    return report
+
+
+def _grant_views_only(
+    connection: Connection, role: str, ident: str, database: str | None, report: RoleReport
+) -> None:
+    database = database or connection.execute(text("SELECT current_database()")).scalar_one()
+    connection.execute(text(f"GRANT CONNECT ON DATABASE {_quote_ident(connection, database)} TO {ident}"))
+    connection.execute(text(f"GRANT USAGE ON SCHEMA {_quote_ident(connection, 'public')} TO {ident}"))
+    for view in reporting_views(connection):
+        if not connection.execute(
+            text("SELECT has_table_privilege(:r, :v, 'SELECT')"), {"r": role, "v": view}
+        ).scalar_one():
+            connection.execute(text(f"GRANT SELECT ON {_quote_ident(connection, view)} TO {ident}"))
+            report.granted.append(view)
+    for relation in _other_relations_readable(connection, role):
+        connection.execute(text(f"REVOKE ALL ON {_quote_ident(connection, relation)} FROM {ident}"))
+        report.revoked.append(relation)
+    still = _other_relations_readable(connection, role)
+    if still:
+        report.problems.append(
+            f"role {role} can still reach {', '.join(still)} (granted to PUBLIC or a parent role)"
+        )
+
+
+def _check_read_only_default(connection: Connection, role: str, report: RoleReport) -> None:
+    settings = connection.execute(
+        text(
+            "SELECT s.setconfig FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole "
+            "WHERE r.rolname = :r AND s.setdatabase = 0"
+        ),
+        {"r": role},
+    ).scalar_one_or_none()
+    if "default_transaction_read_only=on" not in (settings or []):
+        report.problems.append(
+            f"role {role} is not read-only by default; as a DBA run: "
+            f"ALTER ROLE {role} SET default_transaction_read_only = on"
+        )

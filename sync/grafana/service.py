@@ -1,0 +1,62 @@
+"""Provisioning as the CLI and the scheduler run it: role, then Grafana, then annotations."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dashboards import build_dashboards
+from registry.config import Settings
+from registry.db import Database
+from sync.grafana.annotations import push_annotations
+from sync.grafana.datasource import datasource_spec, dialect_name, grafana_db_url
+from sync.grafana.provision import Outcome, Provisioner, ProvisionReport, connect
+from sync.grafana.role import RoleReport, ensure_readonly_role
+
+log = logging.getLogger("crashreg.grafana")
+
+
+class GrafanaNotConfigured(RuntimeError):
+    pass
+
+
+@dataclass
+class ProvisionResult:
+    role: RoleReport | None
+    report: ProvisionReport
+
+
+def provision(
+    settings: Settings,
+    database: Database,
+    force: bool = False,
+    progress: Callable[[Outcome], None] | None = None,
+) -> ProvisionResult:
+    if not settings.grafana_enabled:
+        raise GrafanaNotConfigured("set CRASHREG_GRAFANA_URL and CRASHREG_GRAFANA_TOKEN")
+    dialect = dialect_name(settings)
+    role = (
+        ensure_readonly_role(database.engine, grafana_db_url(settings)) if dialect == "postgresql" else None
+    )
+    api = connect(settings.grafana_url or "", settings.grafana_token or "")
+    report = Provisioner(api, database, force=force).run(
+        datasource_spec(settings), build_dashboards(dialect, settings.public_url), progress
+    )
+    return ProvisionResult(role, report)
+
+
+def scheduled_sync(settings: Settings, database: Database) -> None:
+    """The scheduler job: keep the data source and dashboards in place, push new annotations.
+
+    Dashboards edited in Grafana are kept (and logged); a Grafana outage raises, and the
+    scheduler runs the job again at its next interval.
+    """
+    result = provision(settings, database)
+    for outcome in result.report.outcomes:
+        if outcome.action != "unchanged":
+            log.info("grafana %s", outcome.line())
+    api = connect(settings.grafana_url or "", settings.grafana_token or "")
+    pushed = push_annotations(api, database)
+    if pushed:
+        log.info("grafana: pushed %d annotations", len(pushed))

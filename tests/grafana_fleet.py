@@ -1,0 +1,217 @@
+"""A simulated fleet loaded into the registry for the Grafana tests and the bench.
+
+Inventory and crash reports go through the HTTP API (the epidemiology simulator's fleet);
+captures through the captures API. What a simulated fleet has no reporter for (Jira links
+and their resolution, regressions, RCAs, stored epidemiology) is written as the owning
+components store it, so every panel has something to show.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import text
+
+from registry.db import Database
+from registry.epidemiology.models import EpidemiologyFinding, EpidemiologySuspectHost, EpidemiologyVerdict
+from registry.epidemiology.simulator import FleetConfig, Simulation, inventory_json, simulate
+from registry.jira.models import JiraLink
+from registry.rca.models import Rca
+
+JIRA_BROWSE = "https://jira.example/browse/"
+# Small enough to load in seconds, large enough that every panel has rows.
+TEST_FLEET = FleetConfig(physical_per_cluster=8, scale=0.5)
+
+
+@dataclass
+class LoadedFleet:
+    simulation: Simulation
+    events: list[dict[str, Any]]  # the ingest answers, with the report's host
+
+    @property
+    def start(self) -> datetime:
+        return self.simulation.config.start
+
+    @property
+    def end(self) -> datetime:
+        return self.simulation.end + timedelta(days=1)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_fleet(client: Any, token: str, database: Database, config: FleetConfig | None = None) -> LoadedFleet:
+    headers = {"Authorization": f"Bearer {token}"}
+    sim = simulate(config or TEST_FLEET)
+    for observed_at, snapshot in sim.inventory:
+        answer = client.post(
+            "/api/v1/hosts",
+            json={"hosts": inventory_json(snapshot), "observed_at": _iso(observed_at)},
+            headers=headers,
+        )
+        assert answer.status_code == 200, answer.get_json()
+    events = []
+    for report in sim.reports:
+        answer = client.post("/api/v1/reports", json=report, headers=headers)
+        assert answer.status_code == 201, answer.get_json()
+        events.append({**answer.get_json(), "host": report["host"]})
+    rng = random.Random(11)
+    _record_captures(client, headers, events, rng)
+    _annotate_history(database, rng)
+    return LoadedFleet(sim, events)
+
+
+def _record_captures(
+    client: Any, headers: dict[str, str], events: list[dict[str, Any]], rng: random.Random
+) -> None:
+    for index, event in enumerate(events):
+        action = event["capture"]["action"]
+        if action == "skip":
+            continue
+        memory_gb = event["host"].get("memory_gb") or 256
+        full = action == "full"
+        duration = memory_gb * (0.9 if full else 0.08) + rng.uniform(5, 60)
+        capture = {
+            "method": "makedumpfile",
+            "status": "failed" if index % 9 == 4 else "completed",
+            "dump_level": 0 if full else 31,
+            "bytes": int(memory_gb * 1e9 * (0.85 if full else 0.04)),
+            "duration_s": round(duration, 1),
+            "downtime_s": round(duration + 90, 1),
+            "target": "nfs://dumps.example/crash",
+            "uri": f"nfs://dumps.example/crash/{event['event_id']}.vmcore?token=secret",
+        }
+        answer = client.post(f"/api/v1/events/{event['event_id']}/captures", json=capture, headers=headers)
+        assert answer.status_code == 201, answer.get_json()
+
+
+def _annotate_history(database: Database, rng: random.Random) -> None:
+    """Jira links, resolutions, a regression, RCAs and stored epidemiology."""
+    with database.session() as session:
+        signatures = session.execute(
+            text(
+                "SELECT s.id, s.first_seen, COUNT(e.id) AS n FROM signatures s "
+                "JOIN events e ON e.signature_id = s.id GROUP BY s.id, s.first_seen ORDER BY n DESC, s.id"
+            )
+        ).all()
+        for rank, (signature_id, first_seen, _) in enumerate(signatures[:8]):
+            done = rank in (1, 2, 3)
+            session.add(
+                JiraLink(
+                    signature_id=signature_id,
+                    issue_key=f"CRASH-{100 + rank}",
+                    url=f"{JIRA_BROWSE}CRASH-{100 + rank}",
+                    status_category="done" if done else "indeterminate",
+                    created_at=_aware(first_seen),
+                )
+            )
+            if done:
+                resolved = _aware(first_seen) + timedelta(days=3 + 4 * rank)
+                session.execute(
+                    text("UPDATE signatures SET status = 'resolved', resolved_at = :r WHERE id = :s"),
+                    {"r": resolved, "s": signature_id},
+                )
+            elif rank in (0, 4):
+                session.execute(
+                    text("UPDATE signatures SET status = 'triaged' WHERE id = :s"), {"s": signature_id}
+                )
+        regressed_id = signatures[3][0]
+        session.execute(text("UPDATE signatures SET status = 'regressed' WHERE id = :s"), {"s": regressed_id})
+        latest = session.execute(
+            text("SELECT id FROM events WHERE signature_id = :s ORDER BY crashed_at DESC LIMIT 3"),
+            {"s": regressed_id},
+        ).scalars()
+        for event_id in list(latest):
+            session.execute(text("UPDATE events SET regression = 'regressed' WHERE id = :e"), {"e": event_id})
+        for rank, (signature_id, first_seen, _) in enumerate(signatures[:6]):
+            for author_kind, status in (("ai", "proposed"), ("human", "confirmed"), ("ai", "rejected"))[
+                : 1 + rank % 3
+            ]:
+                created = _aware(first_seen) + timedelta(days=2, hours=rng.randint(0, 48))
+                session.add(
+                    Rca(
+                        signature_id=signature_id,
+                        status=status,
+                        summary="cause",
+                        body="body",
+                        author=f"{author_kind}-author",
+                        author_kind=author_kind,
+                        confidence=0.7,
+                        token_name="simulated",
+                        checks_passed=True,
+                        checked_at=created,
+                        created_at=created,
+                        updated_at=created,
+                    )
+                )
+        _store_epidemiology(session, signatures)
+
+
+def _store_epidemiology(session: Any, signatures: list[Any]) -> None:
+    """Verdicts, findings and a suspect host as the epidemiology refresh job stores them."""
+    _store_suspect(session)
+    computed = datetime(2026, 11, 1, tzinfo=UTC)
+    rows = (
+        (signatures[0][0], "hardware-config", "bios_version", "2.1.4"),
+        (signatures[1][0], "software", "kernel_version", "6.1.90-fleet.1"),
+        (signatures[2][0], "single-host", "physical_host", "hv-eu-west-c2-007"),
+    )
+    for rank, (signature_id, verdict, attribute, value) in enumerate(rows, start=1):
+        session.add(
+            EpidemiologyVerdict(
+                signature_id=signature_id,
+                verdict=verdict,
+                reason="simulated",
+                baseline="fleet",
+                events=40,
+                hosts=3,
+                top_attribute=attribute,
+                top_value=value,
+                top_lift=90.0,
+                top_p_value=1e-20,
+                analysis={},
+                computed_at=computed,
+            )
+        )
+        session.add(
+            EpidemiologyFinding(
+                signature_id=signature_id,
+                baseline="fleet",
+                rank=1,
+                attribute=attribute,
+                value=value,
+                in_signature=0.9,
+                overall=0.01,
+                lift=90.0 / rank,
+                p_value=1e-20,
+                log10_p=-20.0,
+                events=36,
+                computed_at=computed,
+            )
+        )
+
+
+def _store_suspect(session: Any) -> None:
+    session.add(
+        EpidemiologySuspectHost(
+            rank=1,
+            physical_host="hv-eu-west-c2-007",
+            crashes=12,
+            signatures=5,
+            expected_signatures=1.2,
+            p_value=1e-6,
+            log10_p=-6.0,
+            evidence="5 signatures where 1.2 are expected",
+            detail={},
+            computed_at=datetime(2026, 11, 1, tzinfo=UTC),
+        )
+    )
+
+
+def _aware(value: datetime | str) -> datetime:
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
