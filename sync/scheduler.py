@@ -26,7 +26,7 @@ from sync.leader import LeaderLock, leader_lock
 log = logging.getLogger("crashreg.scheduler")
 
 # Modules whose import registers jobs (each calls register_job at import time).
-JOB_MODULES: list[str] = ["sync.jira.jobs", "sync.epidemiology.jobs"]
+JOB_MODULES: list[str] = ["sync.jira.jobs", "sync.epidemiology.jobs", "sync.grafana.jobs"]
 
 
 @dataclass

@@ -46,11 +46,11 @@ def provision(
     return ProvisionResult(role, report)
 
 
-def scheduled_sync(settings: Settings, database: Database) -> None:
+def scheduled_sync(settings: Settings, database: Database) -> dict[str, int]:
     """The scheduler job: keep the data source and dashboards in place, push new annotations.
 
     Dashboards edited in Grafana are kept (and logged); a Grafana outage raises, and the
-    scheduler runs the job again at its next interval.
+    scheduler runs the job again at its next interval (annotations resume where they stopped).
     """
     result = provision(settings, database)
     for outcome in result.report.outcomes:
@@ -58,5 +58,8 @@ def scheduled_sync(settings: Settings, database: Database) -> None:
             log.info("grafana %s", outcome.line())
     api = connect(settings.grafana_url or "", settings.grafana_token or "")
     pushed = push_annotations(api, database)
-    if pushed:
-        log.info("grafana: pushed %d annotations", len(pushed))
+    return {
+        "changed": sum(o.action != "unchanged" for o in result.report.outcomes),
+        "kept_edited": len(result.report.by_action("kept-edited")),
+        "annotations": len(pushed),
+    }

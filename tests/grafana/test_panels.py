@@ -25,9 +25,9 @@ from registry.db import Database, utcnow
 from sync.grafana.annotations import push_annotations
 from sync.grafana.role import ensure_readonly_role
 from tests.emulators.grafana import serve_grafana
-from tests.grafana_fleet import LoadedFleet, load_fleet
-from tests.grafana_sql import TimeRange, Variable, expand_target, interpolate_variables, postgres_interpolate
-from tests.test_grafana_provision import drop_role
+from tests.grafana.fleet import LoadedFleet, load_fleet
+from tests.grafana.roles import drop_role
+from tests.grafana.sql import TimeRange, Variable, expand_target, interpolate_variables, postgres_interpolate
 
 Runner = Callable[[str], tuple[list[str], list[tuple[Any, ...]]]]
 

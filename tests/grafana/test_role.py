@@ -14,7 +14,7 @@ from registry.config import Settings
 from registry.db import Database
 from sync.grafana.datasource import datasource_spec
 from sync.grafana.role import RoleError, derived_grafana_db_url, ensure_readonly_role, reporting_views
-from tests.test_grafana_provision import drop_role
+from tests.grafana.roles import drop_role
 
 SECRET_TABLES = ("api_tokens", "reports", "jira_webhook_receipts", "events", "signatures")
 

@@ -138,9 +138,7 @@ def test_dashboard_versions_increment_and_conflicts(api: GrafanaApi) -> None:
 
     # Another uid with the same title in the same folder: 412 name-exists.
     with pytest.raises(GrafanaClientError) as err:
-        api.dashboard.update_dashboard(
-            {"dashboard": dashboard("other", "Fleet"), "folderUid": "crashreg"}
-        )
+        api.dashboard.update_dashboard({"dashboard": dashboard("other", "Fleet"), "folderUid": "crashreg"})
     assert err.value.status_code == 412 and err.value.response["status"] == "name-exists"
 
     got = api.dashboard.get_dashboard("fleet")
@@ -160,9 +158,7 @@ def test_dashboard_versions_increment_and_conflicts(api: GrafanaApi) -> None:
 
 def test_search_by_type_folder_and_query(api: GrafanaApi) -> None:
     api.folder.create_folder("Crash registry", uid="crashreg")
-    api.dashboard.update_dashboard(
-        {"dashboard": dashboard("a", "Fleet overview"), "folderUid": "crashreg"}
-    )
+    api.dashboard.update_dashboard({"dashboard": dashboard("a", "Fleet overview"), "folderUid": "crashreg"})
     api.dashboard.update_dashboard({"dashboard": dashboard("b", "Epidemiology")})
     folders = api.search.search_dashboards(type_="dash-folder")
     assert [f["uid"] for f in folders] == ["crashreg"]
@@ -173,24 +169,18 @@ def test_search_by_type_folder_and_query(api: GrafanaApi) -> None:
 
 def test_annotations_tags_and_time_range(api: GrafanaApi) -> None:
     api.annotations.add_annotation(time_from=1000, tags=["crashreg", "first-seen"], text="new sig")
-    api.annotations.add_annotation(
-        time_from=5000, time_to=6000, tags=["crashreg", "rollout"], text="k"
-    )
+    api.annotations.add_annotation(time_from=5000, time_to=6000, tags=["crashreg", "rollout"], text="k")
     with pytest.raises(GrafanaClientError) as err:
         api.annotations.add_annotation(time_from=1, tags=["x"], text="")
     assert err.value.status_code == 400
     both = api.annotations.find_annotations(tags=["crashreg"])
     assert [a["text"] for a in both] == ["k", "new sig"]
-    assert [a["text"] for a in api.annotations.find_annotations(tags=["crashreg", "rollout"])] == [
-        "k"
-    ]
+    assert [a["text"] for a in api.annotations.find_annotations(tags=["crashreg", "rollout"])] == ["k"]
     in_range = api.annotations.find_annotations(time_from=5500, time_to=9000)
     assert [a["text"] for a in in_range] == ["k"]
 
 
-def test_injected_failures_are_served_then_recover(
-    grafana: RunningGrafana, api: GrafanaApi
-) -> None:
+def test_injected_failures_are_served_then_recover(grafana: RunningGrafana, api: GrafanaApi) -> None:
     grafana.fail_next(503)
     with pytest.raises(GrafanaServerError):
         api.folder.get_all_folders()

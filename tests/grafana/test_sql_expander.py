@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.grafana_sql import (
+from tests.grafana.sql import (
     MacroError,
     TimeRange,
     Variable,

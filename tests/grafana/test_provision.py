@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -25,43 +21,9 @@ from sync.grafana.datasource import datasource_spec, dialect_name
 from sync.grafana.export import PASSWORD_ENV, export
 from sync.grafana.provision import Provisioner
 from sync.grafana.service import provision
-from tests.conftest import POSTGRES_ADMIN_URL
-from tests.emulators.grafana import RunningGrafana, serve_grafana
+from tests.emulators.grafana import RunningGrafana
 
 DASHBOARD_UIDS = {b["uid"] for b in build_dashboards("postgresql", "https://x")}
-
-
-@pytest.fixture
-def grafana() -> Iterator[RunningGrafana]:
-    with serve_grafana() as running:
-        yield running
-
-
-def drop_role(database_url: str, role: str) -> None:
-    url = make_url(database_url).set(drivername="postgresql")
-    admin = make_url(POSTGRES_ADMIN_URL).set(database=url.database)
-    with psycopg.connect(admin.render_as_string(hide_password=False), autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
-        if exists:
-            conn.execute(f'DROP OWNED BY "{role}"')
-            conn.execute(f'DROP ROLE "{role}"')
-
-
-@pytest.fixture
-def grafana_settings(settings: Settings, grafana: RunningGrafana) -> Iterator[Settings]:
-    """Settings pointing at the emulator; on PostgreSQL, a uniquely named read-only role."""
-    role = f"crashreg_grafana_{secrets.token_hex(4)}"
-    grafana_db_url = None
-    if settings.database_url.startswith("postgresql"):
-        url = make_url(settings.database_url)
-        grafana_db_url = url.set(username=role, password=secrets.token_hex(12)).render_as_string(
-            hide_password=False
-        )
-    yield dataclasses.replace(
-        settings, grafana_url=grafana.url, grafana_token=grafana.token, grafana_db_url=grafana_db_url
-    )
-    if grafana_db_url:
-        drop_role(settings.database_url, role)
 
 
 def writes(grafana: RunningGrafana) -> list[tuple[str, str]]:
