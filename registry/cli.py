@@ -10,6 +10,7 @@ from registry.auth.commands import tokens
 from registry.cli_support import cli_settings
 from registry.epidemiology.commands import demo, epidemiology
 from registry.rca.commands import rca, triage_bundle_command
+from registry.signatures.commands import import_command, signature_command, signatures
 
 
 @click.group()
@@ -69,6 +70,9 @@ main.add_command(triage_bundle_command)
 main.add_command(rca)
 main.add_command(epidemiology)
 main.add_command(demo)
+main.add_command(signature_command)
+main.add_command(signatures)
+main.add_command(import_command)
 
 # Integration command groups live in sync/, which depends on registry (never the reverse):
 # they are loaded by name, like plugins.

@@ -1,0 +1,293 @@
+"""Re-fingerprint history with the current engine, carrying triage to the new signatures.
+
+Every event is fingerprinted again from its stored raw reports (the first report that holds
+a crash, as at ingest). Then each old signature's events are compared with the new
+fingerprints they now get:
+
+- one old -> one new: *move*. The old row takes the new fingerprint in place, so its id,
+  status, owner, Jira link and RCAs stay; the old fingerprint becomes an alias of it.
+- several old -> one new: *merge*. The old signature with most events takes the new
+  fingerprint; the others are merged into it (alias rule, like a manual merge), and their
+  Jira links and RCAs move to it where it has none; the merged status is the most active.
+- one old -> several new: *split*. The biggest share keeps the old row; the others get new
+  signatures that inherit status and owner. A signature someone merged by hand does not
+  split: the human decision stands, the new fingerprints become aliases of it.
+
+A rerun with an unchanged engine changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from registry.fingerprint import CrashSignature
+from registry.ingest.models import Event, Report
+from registry.jira.models import JiraLink
+from registry.rca.models import Rca
+from registry.signatures.identify import identify
+from registry.signatures.merging import MERGE, REBUILD, recount, set_alias
+from registry.signatures.models import Signature, SignatureAlias
+
+# When signatures merge, the merged one takes the most active of their statuses.
+STATUS_PRECEDENCE = ("regressed", "triaged", "new", "resolved", "ignored")
+CHUNK = 500
+
+
+@dataclass
+class RebuildSummary:
+    """What a rebuild did, for the operator."""
+
+    events: int = 0
+    refingerprinted: int = 0
+    without_crash: int = 0
+    unchanged: int = 0
+    moved: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    split: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        head = [f"events: {self.events} re-fingerprinted: {self.refingerprinted}, "
+                f"without a crash under this engine (kept as they were): {self.without_crash}",
+                f"signatures unchanged: {self.unchanged}, moved: {len(self.moved)}, "
+                f"merged: {len(self.merged)}, split: {len(self.split)}, new: {len(self.created)}"]
+        details = [*(f"moved   {m}" for m in self.moved), *(f"merged  {m}" for m in self.merged),
+                   *(f"split   {s}" for s in self.split), *(f"new     {c}" for c in self.created),
+                   *(f"note    {n}" for n in self.notes)]
+        return head + details
+
+
+def _reports_by_event(session: Session) -> Iterator[tuple[int, list[tuple[str | None, dict]]]]:
+    """Each event's raw reports in arrival order, streamed."""
+    rows = session.execute(
+        select(Report.event_id, Report.console_log, Report.payload).order_by(Report.event_id, Report.id)
+    ).yield_per(CHUNK)
+    current, reports = None, []
+    for event_id, console_log, payload in rows:
+        if event_id != current and current is not None:
+            yield current, reports
+            reports = []
+        current = event_id
+        reports.append((console_log, payload or {}))
+    if current is not None:
+        yield current, reports
+
+
+def _crash(reports: list[tuple[str | None, dict]]) -> CrashSignature | None:
+    for console_log, payload in reports:
+        crash = identify(console_log, payload.get("stack"))
+        if crash is not None:
+            return crash
+    return None
+
+
+class _Rebuild:
+    def __init__(self, session: Session, summary: RebuildSummary) -> None:
+        self.session, self.summary = session, summary
+        self.crashes: dict[str, CrashSignature] = {}
+        self.new_fp: dict[int, str] = {}  # event id -> new fingerprint
+        self.old_sig: dict[int, int | None] = {}  # event id -> old canonical signature id
+        self.crashed_at: dict[int, datetime] = {}
+        merged_into = dict(session.execute(select(Signature.id, Signature.merged_into_id)).all())
+        self.canonical = {sid: self._follow(sid, merged_into) for sid in merged_into}
+
+    @staticmethod
+    def _follow(sid: int, merged_into: dict[int, int | None]) -> int:
+        seen = {sid}
+        while merged_into.get(sid) is not None and merged_into[sid] not in seen:
+            sid = merged_into[sid]  # type: ignore[assignment]
+            seen.add(sid)
+        return sid
+
+    def fingerprint_history(self, progress: Callable[[int], None]) -> None:
+        old = {}
+        for event_id, signature_id, crashed_at in self.session.execute(
+                select(Event.id, Event.signature_id, Event.crashed_at)):
+            old[event_id], self.crashed_at[event_id] = signature_id, crashed_at
+        for event_id, reports in _reports_by_event(self.session):
+            self.summary.events += 1
+            crash = _crash(reports)
+            signature_id = old.get(event_id)
+            self.old_sig[event_id] = self.canonical.get(signature_id) if signature_id else None
+            if crash is None:
+                self.summary.without_crash += 1
+            else:
+                self.crashes.setdefault(crash.fingerprint, crash)
+                self.new_fp[event_id] = crash.fingerprint
+            progress(1)
+
+    def plan(self) -> tuple[dict[str, int | None], dict[int, str]]:
+        """new fingerprint -> the old signature row that takes it (None: a new row)."""
+        counts: Counter[tuple[int | None, str]] = Counter(
+            (self.old_sig[e], fp) for e, fp in self.new_fp.items())
+        holders = dict(self.session.execute(select(Signature.fingerprint, Signature.id).where(
+            Signature.fingerprint.in_(list(self.crashes)))).all()) if self.crashes else {}
+        heir: dict[str, int | None] = {}
+        taken: dict[int, str] = {}
+        for fp, sid in holders.items():  # a standing row that already holds it keeps it
+            if self.canonical.get(sid, sid) == sid:
+                heir[fp], taken[sid] = sid, fp
+        for (sid, fp), _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0] or 0, kv[0][1])):
+            # a fingerprint held by a merged-away row follows its merge: no row takes it
+            if sid is not None and fp not in heir and fp not in holders and sid not in taken:
+                heir[fp], taken[sid] = sid, fp
+        for fp in self.crashes:
+            heir.setdefault(fp, None)
+        return heir, taken
+
+    def apply(self) -> None:
+        heir, taken = self.plan()
+        by_fp: dict[str, list[int]] = defaultdict(list)
+        for event_id, fp in self.new_fp.items():
+            by_fp[fp].append(event_id)
+        shares: dict[int, Counter[str]] = defaultdict(Counter)
+        for event_id, fp in self.new_fp.items():
+            if self.old_sig[event_id] is not None:
+                shares[self.old_sig[event_id]][fp] += 1  # type: ignore[index]
+        hand_merged = set(self.session.scalars(
+            select(SignatureAlias.signature_id).where(SignatureAlias.reason == MERGE)).all())
+        target: dict[str, int] = {}
+        for fp, sid in sorted(heir.items(), key=lambda kv: kv[1] is None):
+            target[fp] = self._take(fp, sid, by_fp[fp], shares, hand_merged, target)
+        self._retarget_events(by_fp, target)
+        for sid, share in shares.items():
+            if sid not in taken:
+                self._fold(sid, target[share.most_common(1)[0][0]])
+        affected = set(target.values()) | set(shares)
+        self._first_seen(affected)
+        recount(self.session, affected)
+
+    def _take(self, fp: str, sid: int | None, events: list[int], shares: dict[int, Counter[str]],
+              hand_merged: set[int], target: dict[str, int]) -> int:
+        crash = self.crashes[fp]
+        if sid is not None:
+            signature = self.session.get_one(Signature, sid)
+            if signature.fingerprint == fp and signature.algorithm_version == crash.algorithm_version:
+                self.summary.unchanged += 1
+            else:
+                self._restamp(signature, crash)
+                self.summary.moved.append(f"{signature.id}: {signature.fingerprint}")
+            return signature.id
+        holder = self.session.scalar(select(Signature.id).where(Signature.fingerprint == fp))
+        if holder is not None:  # merged away: its merge rule routes the fingerprint
+            return self.canonical.get(holder, holder)
+        origin = Counter(self.old_sig[e] for e in events).most_common(1)[0][0]
+        if origin is not None and origin in hand_merged and origin in target.values():
+            set_alias(self.session, fp, origin, MERGE, "rebuild")
+            self.summary.notes.append(f"{fp} joins hand-merged signature {origin}")
+            return origin
+        signature = self._create(crash, origin, min(self.crashed_at[e] for e in events))
+        if origin is not None:
+            self.summary.split.append(f"{origin} -> {signature.id} ({fp}, {len(events)} events)")
+        else:
+            self.summary.created.append(f"{signature.id}: {fp} ({len(events)} events)")
+        return signature.id
+
+    def _restamp(self, signature: Signature, crash: CrashSignature) -> None:
+        if signature.fingerprint != crash.fingerprint:
+            set_alias(self.session, signature.fingerprint, signature.id, REBUILD, "rebuild")
+            signature.fingerprint = crash.fingerprint
+        signature.algorithm_version = crash.algorithm_version
+        signature.title, signature.kind = crash.title[:512], crash.kind
+        signature.function, signature.module = crash.function, crash.module
+        signature.frames, signature.labels = list(crash.frames), list(crash.labels)
+        self.session.flush()
+
+    def _create(self, crash: CrashSignature, origin: int | None, first_seen: datetime) -> Signature:
+        parent = self.session.get(Signature, origin) if origin is not None else None
+        signature = Signature(
+            fingerprint=crash.fingerprint, algorithm_version=crash.algorithm_version,
+            title=crash.title[:512], kind=crash.kind, function=crash.function,
+            module=crash.module, frames=list(crash.frames), labels=list(crash.labels),
+            first_seen=first_seen, status=parent.status if parent else "new",
+            owner=parent.owner if parent else None,
+        )
+        self.session.add(signature)
+        self.session.flush()
+        return signature
+
+    def _retarget_events(self, by_fp: dict[str, list[int]], target: dict[str, int]) -> None:
+        for fp, events in by_fp.items():
+            crash = self.crashes[fp]
+            for start in range(0, len(events), CHUNK):
+                changed = self.session.execute(
+                    update(Event)
+                    .where(Event.id.in_(events[start:start + CHUNK]))
+                    .where((Event.signature_id != target[fp]) | (Event.fingerprint != fp)
+                           | (Event.signature_id.is_(None)) | (Event.fingerprint.is_(None))
+                           | (Event.algorithm_version.is_(None))
+                           | (Event.algorithm_version != crash.algorithm_version))
+                    .values(signature_id=target[fp], fingerprint=fp,
+                            algorithm_version=crash.algorithm_version, title=crash.title[:512])
+                ).rowcount
+                self.summary.refingerprinted += changed
+
+    def _fold(self, loser_id: int, survivor_id: int) -> None:
+        """A merged-away old signature: alias rule, and its triage carried to the survivor."""
+        loser = self.session.get_one(Signature, loser_id)
+        survivor = self.session.get_one(Signature, survivor_id)
+        if loser.id == survivor.id:
+            return
+        loser.merged_into_id = survivor.id
+        set_alias(self.session, loser.fingerprint, survivor.id, REBUILD, "rebuild")
+        statuses = {loser.status, survivor.status}
+        survivor.status = next(s for s in STATUS_PRECEDENCE if s in statuses)
+        survivor.owner = survivor.owner or loser.owner
+        carried = self._carry_jira(loser, survivor) + self._carry_rcas(loser, survivor)
+        self.summary.merged.append(f"{loser.id} -> {survivor.id} ({survivor.fingerprint})"
+                                   + (f": {carried}" if carried else ""))
+
+    def _carry_jira(self, loser: Signature, survivor: Signature) -> str:
+        link = self.session.get(JiraLink, loser.id)
+        if link is None:
+            return ""
+        if self.session.get(JiraLink, survivor.id) is not None:
+            self.summary.notes.append(f"Jira {link.issue_key} stays on merged signature {loser.id}: "
+                                      f"{survivor.id} has its own issue")
+            return ""
+        key = link.issue_key
+        self.session.execute(update(JiraLink).where(JiraLink.signature_id == loser.id)
+                             .values(signature_id=survivor.id))
+        return f"Jira {key} carried; "
+
+    def _carry_rcas(self, loser: Signature, survivor: Signature) -> str:
+        has_confirmed = self.session.scalar(select(func.count()).where(
+            Rca.signature_id == survivor.id, Rca.status == "confirmed"))
+        movable = select(Rca.id).where(Rca.signature_id == loser.id)
+        if has_confirmed:
+            movable = movable.where(Rca.status != "confirmed")
+        ids = self.session.scalars(movable).all()
+        if ids:
+            self.session.execute(update(Rca).where(Rca.id.in_(ids)).values(signature_id=survivor.id))
+        return f"{len(ids)} RCA(s) carried" if ids else ""
+
+    def _first_seen(self, signature_ids: set[int]) -> None:
+        rows = self.session.execute(
+            select(Event.signature_id, func.min(Event.crashed_at))
+            .where(Event.signature_id.in_(signature_ids)).group_by(Event.signature_id)
+        ).all()
+        for sid, first in rows:
+            signature = self.session.get_one(Signature, sid)
+            if first < signature.first_seen:
+                signature.first_seen = first
+        self.session.flush()
+
+
+def rebuild(session: Session, progress: Callable[[int], None] = lambda _: None) -> RebuildSummary:
+    """Re-fingerprint every event in one transaction (the caller commits or rolls back)."""
+    summary = RebuildSummary()
+    job = _Rebuild(session, summary)
+    job.fingerprint_history(progress)
+    job.apply()
+    return summary
+
+
+def event_count(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(Event)) or 0
