@@ -180,7 +180,11 @@ def find_or_open_event(
         "title": crash.title[:512] if crash else None,
     }
     created_id = insert_ignore(session, Event, values, ["host_id", "boot_key"])
-    event = session.scalar(select(Event).where(Event.host_id == host.id, Event.boot_key == boot_key))
+    # Lock the row: concurrent reports of the same crash append to one sources list. Only
+    # reports of one crash ever contend for it, so this is no storm-wide hot row.
+    event = session.scalar(
+        select(Event).where(Event.host_id == host.id, Event.boot_key == boot_key).with_for_update()
+    )
     assert event is not None
     if created_id is None and event.signature_id is None and signature is not None:
         # The first source could not fingerprint (e.g. a DPU with no log); this one can.
