@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from registry.capture.models import Capture
+from registry.epidemiology.models import EpidemiologyVerdict
 from registry.ingest.models import Event
 from registry.signatures.models import Signature
 from registry.signatures.service import signature_stats
@@ -42,6 +43,7 @@ def collect_facts(session: Session, signature: Signature, public_url: str) -> Fa
         .group_by(Capture.status)
         .order_by(Capture.status)
     )
+    verdict = session.get(EpidemiologyVerdict, signature.id)
     return Facts(
         title=signature.title,
         fingerprint=signature.fingerprint,
@@ -55,4 +57,5 @@ def collect_facts(session: Session, signature: Signature, public_url: str) -> Fa
         regions=_top(session, Event.region, signature.id),
         skus=_top(session, Event.sku, signature.id),
         captures=[(status, int(count)) for status, count in captures],
+        verdict=f"{verdict.verdict}: {verdict.reason}" if verdict else None,
     )

@@ -483,7 +483,8 @@ class JiraEmulator:
             if target == current:
                 continue
             # a classic workflow: from a done status the only way out is to reopen
-            if current_done and self.statuses[target][1] == "done":
+            if current_done and (self.statuses[target][1] == "done"
+                                 or (not self.cloud and name != "Reopen Issue")):
                 continue
             if not current_done and name == "Reopen Issue":
                 continue

@@ -24,6 +24,7 @@ def test_a_new_signature_gets_one_issue_with_facts_labels_and_a_link_back(harnes
     assert BLOCK_BEGIN in issue.fields["description"]
     assert "||Events|1|" in issue.fields["description"]
     assert "6.8.0-52-generic (1)" in issue.fields["description"]
+    assert "||Epidemiology|not analysed yet|" in issue.fields["description"]
     (remote,) = issue.remote_links
     assert remote["globalId"] == global_id(signature["fingerprint"])
     assert remote["object"]["url"] == f"http://crashreg.test/signatures/{signature['id']}"
