@@ -10,7 +10,8 @@ fi
 pg_isready -h 127.0.0.1 -p 5432 >&2
 
 missing=()
-for pair in dash:dash busybox:busybox curl:curl; do
+# name-on-PATH:debian-package; chromium drives the web pages test, dash/busybox the kdump hook.
+for pair in dash:dash busybox:busybox curl:curl chromium:chromium chromedriver:chromium-driver; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -6,7 +6,11 @@ from tests.conftest import auth
 from tests.foundation.reports import crash_report
 
 WARNING_LOG = "[  5.1] WARNING: CPU: 3 PID: 77 at fs/ext4/inode.c:1234 ext4_do_thing+0x1/0x2\n"
-BUG_LOG = "[  7.2] kernel BUG at mm/slub.c:321!\n"
+BUG_LOG = (
+    "[  7.2] kernel BUG at fs/xfs/xfs_icache.c:321!\n"
+    "[  7.3] invalid opcode: 0000 [#1] SMP\n"
+    "[  7.3] RIP: 0010:xfs_inode_free+0x1a/0x2b0 [xfs]\n"
+)
 
 
 def seed(client, token, log: str, count: int, day: int) -> dict:  # type: ignore[no-untyped-def]
@@ -40,7 +44,7 @@ def test_list_sort_filter_and_paginate(client, make_token) -> None:
             break
     assert pages == [[warn["id"]], [null["id"]], [bug["id"]]]
 
-    found = client.get("/api/v1/signatures?q=slub", headers=auth(reader)).json["signatures"]
+    found = client.get("/api/v1/signatures?q=xfs_inode", headers=auth(reader)).json["signatures"]
     assert [s["id"] for s in found] == [bug["id"]]
     assert client.get("/api/v1/signatures?status=resolved", headers=auth(reader)).json["signatures"] == []
 
