@@ -314,8 +314,8 @@ write_decision() {
         printf 'CRASHREG_MAKEDUMPFILE_ARGS=%s\n' "$(sh_quote "$args")"
         # kdump-tools (Debian/Ubuntu) reads MAKEDUMP_ARGS.
         printf 'MAKEDUMP_ARGS=%s\n' "$(sh_quote "$args")"
-    } > "$CRASHREG_DECISION_FILE.tmp" && mv "$CRASHREG_DECISION_FILE.tmp" "$CRASHREG_DECISION_FILE" \
-        || log "could not write $CRASHREG_DECISION_FILE"
+    } > "$CRASHREG_DECISION_FILE.tmp"
+    mv "$CRASHREG_DECISION_FILE.tmp" "$CRASHREG_DECISION_FILE" || log "could not write $CRASHREG_DECISION_FILE"
     log "decision: $action${dump_level:+ (dump level $dump_level)} by $decided_by: $reason"
     printf '%s\n' "$args"
 }
@@ -326,7 +326,7 @@ report() {
     report_id=
     if ! work=$(mktemp -d "${TMPDIR:-/tmp}/crashreg.XXXXXX"); then
         log "no temp dir: no report, fallback decision"
-        action=$CRASHREG_FALLBACK_ACTION dump_level= decided_by=fallback reason="reporter could not run"
+        action=$CRASHREG_FALLBACK_ACTION dump_level='' decided_by=fallback reason="reporter could not run"
         write_decision
         return $EXIT_DUMP
     fi

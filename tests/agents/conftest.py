@@ -223,6 +223,7 @@ def run_sh(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Run]
         done = subprocess.run(
             command, capture_output=True, text=True, env=env, timeout=120, check=False
         )
+        assert "not found" not in done.stderr, f"a tool is missing under {shell}: {done.stderr}"
         return Run(done.returncode, done.stdout, done.stderr)
 
     run.shell = shell  # type: ignore[attr-defined]
