@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import requests
 from sqlalchemy import delete
 
 from registry.jira.models import JiraLink
+from sync.jira.config import CreateRule
 from sync.jira.content import BLOCK_BEGIN, global_id, signature_label
 
 from .harness import function_name
@@ -33,6 +36,36 @@ def test_a_new_signature_gets_one_issue_with_facts_labels_and_a_link_back(harnes
     # a second run has nothing to do: no second issue, no second link
     harness.sync()
     assert len(harness.emulator.issues) == 1 and len(issue.remote_links) == 1
+
+
+def test_link_state_is_in_the_api_and_in_metrics(harness, client, make_token):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    listing = client.get("/api/v1/integrations/jira/links",
+                         headers={"Authorization": f"Bearer {make_token('read')}"}).json
+    (link,) = listing["links"]
+    assert link["signature_id"] == signature["id"] and link["issue_key"] == "CRASH-1"
+    assert link["last_synced_at"] and link["last_error"] is None and link["failures"] == 0
+    assert listing["outbox"] == {"pending": 0, "oldest_pending": None, "failed": 0}
+    assert client.get("/api/v1/integrations/jira/links").status_code == 401
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'crashreg_jira_link_error{issue_key="CRASH-1"} 0.0' in metrics
+    assert 'crashreg_jira_link_last_synced_timestamp_seconds{issue_key="CRASH-1"}' in metrics
+    assert client.get(f"/api/v1/signatures/{signature['id']}",
+                      headers={"Authorization": f"Bearer {make_token('read')}"}).json["jira_key"] == "CRASH-1"
+
+
+def test_a_threshold_create_rule_files_the_signature_once_it_is_met(harness):
+    harness.options = replace(harness.options, create_rule=CreateRule.parse("events>=3,hosts>=2"))
+    signature = harness.crash(host="a")["signature"]
+    harness.crash(host="a")
+    harness.sync()
+    assert not harness.emulator.issues and harness.link(signature["id"]) is None
+    harness.crash(host="b")
+    assert harness.sync().created == 1
+    assert harness.link(signature["id"]).issue_key == "CRASH-1"
+    with pytest.raises(ValueError, match="events>=N"):
+        CreateRule.parse("events>3")
 
 
 def test_a_lost_create_response_makes_no_duplicate(harness):
@@ -80,8 +113,7 @@ def test_facts_updates_are_throttled_and_keep_engineers_text(harness):
 
 
 def test_a_permanent_refusal_is_recorded_not_retried(harness, client, make_token):
-    harness.options = harness.options.__class__(**{**harness.options.__dict__,
-                                                   "issue_type": "Epic-that-does-not-exist"})
+    harness.options = replace(harness.options, issue_type="Epic-that-does-not-exist")
     harness.crash()
     report = harness.sync()
     assert report.drain.given_up == 1
