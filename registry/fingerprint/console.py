@@ -34,7 +34,7 @@ from .patterns import (
 
 MAX_TEXT = 16 << 20  # characters of log considered at all
 MAX_LINE = 512  # characters of one line examined by any regex
-MAX_CANDIDATES = 4096  # header-candidate lines examined before giving up
+MAX_CANDIDATES = 2048  # header-candidate lines examined before giving up
 MAX_REPORT_LINES = 800  # lines of one report read after its header
 MAX_REPORT_BYTES = 128 << 10  # characters of one report read after its header
 HEADER_GRACE_LINES = 8  # a header this close to the first belongs to its report
@@ -48,7 +48,8 @@ _DETAILS = {oops.kind + oops.title: tuple(re.compile(d) for d in oops.details)
 
 # `<6>`, `[  12.345678]`, `[ T123]`/`[  C1]`, syslog/journal "... kernel: " prefixes.
 _PREFIX = re.compile(
-    r"(?:\*\* \d++ printk messages dropped \*\* )?+(?:(?:[\w:.+/-]++ ){1,4}?kernel: )?"
+    r"(?:\*\* \d++ printk messages dropped \*\* )?+(?:[\w.-]++ login: )?+"
+    r"(?:(?:[\w:.+/-]++ ){1,4}?kernel: )?"
     r"(?:<\d{1,2}>)?+(?:\[ *+\d++\.\d++\])?+(?:\[ *+(?P<ctx>[CT]\d++)\])?+ ?"
 )
 _REPORT_LINE = re.compile(
@@ -145,6 +146,7 @@ def _candidate_rows(present: tuple[str, ...]) -> tuple[tuple[Oops, re.Pattern[st
     return tuple(_HEADERS[row] for row in rows)
 
 
+@functools.lru_cache(maxsize=2048)  # consoles repeat their messages; the cache is bounded
 def _match_header(text: str) -> tuple[Oops, re.Match[str]] | None:
     present = tuple(trigger for trigger in TRIGGERS if trigger in text)
     for oops, pattern in _candidate_rows(present):

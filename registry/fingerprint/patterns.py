@@ -45,10 +45,9 @@ _SRC = r"(?P<file>/?+(?:[\w.-]++/)*+[\w-]++\.[chS])\b"
 # because each costs one pass over the log.
 TRIGGERS: tuple[str, ...] = (
     "BUG", "WARNING:", "INFO:", "UBSAN:", "general protection", "Unhandled fault",
-    "nable to handle", "divide error", "divide_error", "Internal error",
-    "stack segment", "Alignment trap", "invalid opcode", "Oops", "LOCKUP", "panic", "PANIC",
-    "Hardware Error", "Machine check", "EDAC", "AER:", "NETDEV", "Xid", "VFS:",
-    "unregister_netdevice", " corruption", "usercopy", "detected stall",
+    "nable to handle", "divide", "Internal error", "stack segment", "Alignment trap",
+    "invalid opcode", "Oops", "LOCKUP", "panic", "PANIC", "Hardware Error", "EDAC", "AER:",
+    "NETDEV", "Xid", "VFS:", "unregister_netdevice",
 )
 
 # Ordered: the first row whose needle and header match a line wins for that line.
@@ -102,28 +101,28 @@ OOPSES: tuple[Oops, ...] = (
          "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
     Oops("list-corruption", "list_del corruption", r"list_del corruption",
          "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
-    Oops("bad-usercopy", "usercopy", r"kernel BUG at mm/usercopy\.c|usercopy: Kernel memory",
+    Oops("bad-usercopy", "usercopy", r"kernel BUG at mm/usercopy\.c",
          "BUG: bad usercopy", guilty="stack", skip="usercopy|check_|copy_"),
     Oops("kernel-bug", "kernel BUG at ", r"kernel BUG at " + _SRC, "kernel BUG",
          guilty="rip"),
     Oops("kernel-bug", "Kernel BUG", r"Kernel BUG (?:at )?", "kernel BUG", guilty="rip"),
-    Oops("warning", "WARNING:", r"WARNING: .*?lib/debugobjects\.c", "WARNING: ODEBUG bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/debugobjects\.c", "WARNING: ODEBUG bug",
          guilty="rip", skip="debug_|rcu|hrtimer_|timer_|work_|percpu_|kmem_|slab_|kfree"
          "|vunmap|vfree|free_|kobject_|queue_work"),
-    Oops("warning", "WARNING:", r"WARNING: .*?lib/refcount\.c", "WARNING: refcount bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/refcount\.c", "WARNING: refcount bug",
          guilty="rip", skip="refcount|kobject_"),
-    Oops("warning", "WARNING:", r"WARNING: .*?kernel/locking/lockdep\.c",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?kernel/locking/lockdep\.c",
          "WARNING: locking bug", guilty="rip", skip="lock_sock|release_sock"),
-    Oops("warning", "usb_submit_urb", r"WARNING: .*? usb_submit_urb", "WARNING: usb_submit_urb",
+    Oops("warning", "usb_submit_urb", r"^WARNING: [^\n]*? usb_submit_urb", "WARNING: usb_submit_urb",
          guilty="rip", skip="usb_submit_urb|usb_start_wait_urb|usb_bulk_msg|usb_interrupt_msg"
          "|usb_control_msg"),
-    Oops("warning", "WARNING:", r"WARNING: .*?lib/kobject\.c", "WARNING: kobject bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/kobject\.c", "WARNING: kobject bug",
          guilty="rip", skip="kobject_"),
-    Oops("warning", "WARNING:", r"WARNING: .*?fs/proc/generic\.c", "WARNING: proc registration bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?fs/proc/generic\.c", "WARNING: proc registration bug",
          guilty="rip", skip="proc_"),
-    Oops("warning", "WARNING:", r"WARNING: .*?mm/usercopy\.c", "WARNING: bad usercopy",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?mm/usercopy\.c", "WARNING: bad usercopy",
          guilty="rip", skip="usercopy|check_"),
-    Oops("warning", "WARNING:", r"WARNING: .*?mm/\S++ k\w?\w?alloc", "WARNING: kmalloc bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?mm/\S++ k\w?\w?alloc", "WARNING: kmalloc bug",
          guilty="rip", skip="kmalloc|kcalloc|kzalloc|krealloc|vmalloc|kvmalloc"),
     Oops("tx-timeout", "NETDEV WATCHDOG", r"NETDEV WATCHDOG: (?P<dev>\S++) \((?P<driver>[\w-]++)\)"
          r": transmit queue", "NETDEV WATCHDOG: transmit queue timed out [{driver}]",
@@ -195,11 +194,11 @@ OOPSES: tuple[Oops, ...] = (
     Oops("rcu-stall", "rcu_", r"INFO: rcu_(?:preempt|sched|bh) (?:self-)?detected"
          r"(?: expedited)? stall", "INFO: rcu detected stall", guilty="stall", skip="rcu",
          begin="apic_timer_interrupt"),
-    Oops("hung-task", "blocked for more than", r"INFO: task .*? blocked for more than",
+    Oops("hung-task", "blocked for more than", r"^INFO: task [^\n]*? blocked for more than",
          "INFO: task hung", guilty="hung"),
     Oops("workqueue-lockup", "workqueue lockup", r"BUG: workqueue lockup",
          "BUG: workqueue lockup", guilty="none", by_function=False),
-    Oops("task-cant-die", "can't die", r"INFO: task .*? can't die for more than",
+    Oops("task-cant-die", "can't die", r"^INFO: task [^\n]*? can't die for more than",
          "INFO: task can't die", guilty="stack",
          skip="schedule|wait|mutex_|down|rwsem|io_schedule|msleep"),
     # --- memory ---------------------------------------------------------------------------
@@ -248,7 +247,8 @@ OOPSES: tuple[Oops, ...] = (
          r"received", "PCIe AER", guilty="none", by_function=False, classify="aer", rank=WEAK),
     Oops("edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>CE) (?P<what>[\w ]+?)(?: on|$)",
          "EDAC: corrected {what}", guilty="none", by_function=False, rank=WEAK),
-    Oops("machine-check", "Machine check events logged", r"Machine check events logged",
+    Oops("machine-check", "Machine check events logged", r"Hardware Error\]: Machine check events "
+         r"logged",
          "Machine check", guilty="none", by_function=False, classify="mce", rank=WEAK),
     Oops("gpu-xid", "NVRM: Xid", r"NVRM: Xid \([^)]*+\): (?P<xid>\d++)", "NVRM: Xid {xid}",
          guilty="none", by_function=False, rank=WEAK),
