@@ -37,6 +37,8 @@ MAX_LINE = 512  # characters of one line examined by any regex
 MAX_CANDIDATES = 2048  # header-candidate lines examined before giving up
 MAX_REPORT_LINES = 800  # lines of one report read after its header
 MAX_REPORT_BYTES = 128 << 10  # characters of one report read after its header
+LONG_LINE_CHECK = 64 << 10  # logs this big are checked for pathological line lengths
+LONG_LINE_AVERAGE = 2048  # an average line longer than this means junk
 HEADER_GRACE_LINES = 8  # a header this close to the first belongs to its report
 MAX_DETAIL_LINES = 80  # lines searched for title details and hardware classes
 KEY_FRAMES = 3  # frames kept as the signature's key frames (guilty first)
@@ -55,6 +57,7 @@ _PREFIX = re.compile(
 _REPORT_LINE = re.compile(
     rf"^{_PREFIX.pattern}(?P<body>[^\n\r]{{0,{MAX_LINE}}})[^\n]*+", re.MULTILINE
 )
+_LONG_LINE = re.compile(rf"([^\n]{{{MAX_LINE}}})[^\n]++")
 _FRAME = re.compile(
     r"(?P<q>\? )?(?:\[<?[0-9a-f]++>?\] ?){0,2}+(?P<q2>\? )?(?:\d++:)?+"
     r"(?P<func>[A-Za-z_][\w.$]*+)(?:\+0x[0-9a-f]++/0x[0-9a-f]++"
@@ -198,7 +201,8 @@ def _find_header(log: str) -> tuple[int, Oops, re.Match[str], str] | None:
 def _read_report(log: str, start: int) -> list[Line]:
     """The report's lines: same printk context as the header, up to the next crash."""
     limit = min(len(log), start + MAX_REPORT_BYTES)
-    headers = {line_start for line_start, _ in _needle_lines(log, start, limit)}
+    headers = _needle_lines(log, start, limit)  # walked in step with the lines, never further
+    next_header = next(headers, (limit, limit))[0]
     lines: list[Line] = []
     context: str | None = None
     cpu_traceback = False
@@ -208,7 +212,9 @@ def _read_report(log: str, start: int) -> list[Line]:
             context = ctx
         elif context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C"):
             continue
-        if len(lines) > HEADER_GRACE_LINES and match.start() in headers:
+        while next_header < match.start():
+            next_header = next(headers, (limit, limit))[0]
+        if len(lines) > HEADER_GRACE_LINES and match.start() == next_header:
             found = _match_header(text)
             if found and found[0].rank == STRONG and found[0].kind not in _SAME_REPORT_KINDS:
                 break
@@ -463,9 +469,17 @@ def _classify_aer(crash: KernelCrash, lines: list[Line]) -> None:
 CLASSIFIERS = {"mce": _classify_mce, "aer": _classify_aer}
 
 
+def _cut_long_lines(log: str) -> str:
+    """Keep the first MAX_LINE characters of each line when lines are suspiciously long on
+    average (binary junk, a wedged console): no regex ever looks further into a line."""
+    if len(log) > LONG_LINE_CHECK and log.count("\n") * LONG_LINE_AVERAGE < len(log):
+        return _LONG_LINE.sub(lambda m: m.group(1), log)
+    return log
+
+
 def parse_console_log(log: str) -> KernelCrash | None:
     """The first crash in a console log, or None when the log holds no crash."""
-    log = log[:MAX_TEXT]
+    log = _cut_long_lines(log[:MAX_TEXT])
     found = _find_header(log)
     if found is None:
         return None
