@@ -34,7 +34,8 @@ from .patterns import (
 
 MAX_TEXT = 16 << 20  # characters of log considered at all
 MAX_LINE = 512  # characters of one line examined by any regex
-MAX_CANDIDATES = 2048  # header-candidate lines examined before giving up
+MAX_CANDIDATES = 1024  # header-candidate lines examined from the head (then from the tail)
+TAIL_BYTES = 256 << 10  # where the search resumes when the head exhausts the budget
 MAX_REPORT_LINES = 800  # lines of one report read after its header
 MAX_REPORT_BYTES = 128 << 10  # characters of one report read after its header
 LONG_LINE_CHECK = 64 << 10  # logs this big are checked for pathological line lengths
@@ -180,22 +181,38 @@ def _needle_lines(log: str, begin: int, limit: int) -> Iterator[tuple[int, int]]
                 heapq.heappush(heap, (following, needle))
 
 
-def _find_header(log: str) -> tuple[int, Oops, re.Match[str], str] | None:
-    """First crash header in the log: the first strong or continuation one, else a weak one."""
+Header = tuple[int, Oops, re.Match[str], str]  # line start, row, match, stripped line
+
+
+def _find_header(log: str) -> Header | None:
+    """First crash header in the log: the first strong or continuation one, else a weak one.
+
+    A log whose head is so full of look-alike lines that the candidate budget runs out is
+    searched again from its tail, where a console log's crash usually is."""
+    found, exhausted = _first_header(log, 0)
+    if exhausted and (found is None or found[1].rank == WEAK):
+        tail, _ = _first_header(log, max(len(log) - TAIL_BYTES, 0))
+        if tail is not None and (found is None or tail[1].rank != WEAK):
+            found = tail
+    return found
+
+
+def _first_header(log: str, begin: int) -> tuple[Header | None, bool]:
+    """(header, whether the candidate budget ran out) from `begin` on."""
     fallback = None
-    for examined, (start, end) in enumerate(_needle_lines(log, 0, len(log))):
+    for examined, (start, end) in enumerate(_needle_lines(log, begin, len(log))):
         if examined >= MAX_CANDIDATES:
-            break
+            return fallback, True
         text, _ = strip_prefix(log[start:min(end, start + MAX_LINE)])
         found = _match_header(text)
         if found is None:
             continue
         oops, match = found
         if oops.rank != WEAK:
-            return start, oops, match, text
+            return (start, oops, match, text), False
         if fallback is None:
             fallback = (start, oops, match, text)
-    return fallback
+    return fallback, False
 
 
 def _read_report(log: str, start: int) -> list[Line]:
@@ -229,6 +246,8 @@ def _read_report(log: str, start: int) -> list[Line]:
 def _parse_line(text: str) -> Line:
     stripped = text.strip()
     line = Line(text=stripped)
+    if stripped[:2] == "? ":  # an unreliable frame: never guilty, never a marker
+        return line
     if "race:" in stripped or "acktrace:" in stripped:
         line.trace_start = bool(_TRACE_START.search(stripped))
         return line
