@@ -10,7 +10,8 @@ reports. A resend reuses the spooled body byte for byte: same report_id, same pa
 the registry replays or joins it and never stores a crash twice.
 
     crashreg_report.py report [--dmesg-file F]   crash kernel: decide, print makedumpfile args
-    crashreg_report.py post-boot                 resend every spooled report
+    crashreg_report.py collect ARGS...           core collector: makedumpfile, capture recorded
+    crashreg_report.py post-boot                 resend every spooled report and capture
     crashreg_report.py fetch-bundle              refresh the offline bundle (JSON and text)
     crashreg_report.py fingerprint FILE...       local fingerprint of console logs
 
@@ -83,10 +84,9 @@ _SRC = r"(?P<file>/?+(?:[\w.-]++/)*+[\w-]++\.[chS])\b"
 # because each costs one pass over the log.
 TRIGGERS: tuple[str, ...] = (
     "BUG", "WARNING:", "INFO:", "UBSAN:", "general protection", "Unhandled fault",
-    "nable to handle", "divide error", "divide_error", "Internal error",
-    "stack segment", "Alignment trap", "invalid opcode", "Oops", "LOCKUP", "panic", "PANIC",
-    "Hardware Error", "Machine check", "EDAC", "AER:", "NETDEV", "Xid", "VFS:",
-    "unregister_netdevice", " corruption", "usercopy", "detected stall",
+    "nable to handle", "divide", "Internal error", "stack segment", "Alignment trap",
+    "invalid opcode", "Oops", "LOCKUP", "panic", "PANIC", "Hardware Error", "EDAC", "AER:",
+    "NETDEV", "Xid", "VFS:", "unregister_netdevice",
 )
 
 # Ordered: the first row whose needle and header match a line wins for that line.
@@ -140,28 +140,28 @@ OOPSES: tuple[Oops, ...] = (
          "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
     Oops("list-corruption", "list_del corruption", r"list_del corruption",
          "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
-    Oops("bad-usercopy", "usercopy", r"kernel BUG at mm/usercopy\.c|usercopy: Kernel memory",
+    Oops("bad-usercopy", "usercopy", r"kernel BUG at mm/usercopy\.c",
          "BUG: bad usercopy", guilty="stack", skip="usercopy|check_|copy_"),
     Oops("kernel-bug", "kernel BUG at ", r"kernel BUG at " + _SRC, "kernel BUG",
          guilty="rip"),
     Oops("kernel-bug", "Kernel BUG", r"Kernel BUG (?:at )?", "kernel BUG", guilty="rip"),
-    Oops("warning", "WARNING:", r"WARNING: .*?lib/debugobjects\.c", "WARNING: ODEBUG bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/debugobjects\.c", "WARNING: ODEBUG bug",
          guilty="rip", skip="debug_|rcu|hrtimer_|timer_|work_|percpu_|kmem_|slab_|kfree"
          "|vunmap|vfree|free_|kobject_|queue_work"),
-    Oops("warning", "WARNING:", r"WARNING: .*?lib/refcount\.c", "WARNING: refcount bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/refcount\.c", "WARNING: refcount bug",
          guilty="rip", skip="refcount|kobject_"),
-    Oops("warning", "WARNING:", r"WARNING: .*?kernel/locking/lockdep\.c",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?kernel/locking/lockdep\.c",
          "WARNING: locking bug", guilty="rip", skip="lock_sock|release_sock"),
-    Oops("warning", "usb_submit_urb", r"WARNING: .*? usb_submit_urb", "WARNING: usb_submit_urb",
+    Oops("warning", "usb_submit_urb", r"^WARNING: [^\n]*? usb_submit_urb", "WARNING: usb_submit_urb",
          guilty="rip", skip="usb_submit_urb|usb_start_wait_urb|usb_bulk_msg|usb_interrupt_msg"
          "|usb_control_msg"),
-    Oops("warning", "WARNING:", r"WARNING: .*?lib/kobject\.c", "WARNING: kobject bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/kobject\.c", "WARNING: kobject bug",
          guilty="rip", skip="kobject_"),
-    Oops("warning", "WARNING:", r"WARNING: .*?fs/proc/generic\.c", "WARNING: proc registration bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?fs/proc/generic\.c", "WARNING: proc registration bug",
          guilty="rip", skip="proc_"),
-    Oops("warning", "WARNING:", r"WARNING: .*?mm/usercopy\.c", "WARNING: bad usercopy",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?mm/usercopy\.c", "WARNING: bad usercopy",
          guilty="rip", skip="usercopy|check_"),
-    Oops("warning", "WARNING:", r"WARNING: .*?mm/\S++ k\w?\w?alloc", "WARNING: kmalloc bug",
+    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?mm/\S++ k\w?\w?alloc", "WARNING: kmalloc bug",
          guilty="rip", skip="kmalloc|kcalloc|kzalloc|krealloc|vmalloc|kvmalloc"),
     Oops("tx-timeout", "NETDEV WATCHDOG", r"NETDEV WATCHDOG: (?P<dev>\S++) \((?P<driver>[\w-]++)\)"
          r": transmit queue", "NETDEV WATCHDOG: transmit queue timed out [{driver}]",
@@ -233,11 +233,11 @@ OOPSES: tuple[Oops, ...] = (
     Oops("rcu-stall", "rcu_", r"INFO: rcu_(?:preempt|sched|bh) (?:self-)?detected"
          r"(?: expedited)? stall", "INFO: rcu detected stall", guilty="stall", skip="rcu",
          begin="apic_timer_interrupt"),
-    Oops("hung-task", "blocked for more than", r"INFO: task .*? blocked for more than",
+    Oops("hung-task", "blocked for more than", r"^INFO: task [^\n]*? blocked for more than",
          "INFO: task hung", guilty="hung"),
     Oops("workqueue-lockup", "workqueue lockup", r"BUG: workqueue lockup",
          "BUG: workqueue lockup", guilty="none", by_function=False),
-    Oops("task-cant-die", "can't die", r"INFO: task .*? can't die for more than",
+    Oops("task-cant-die", "can't die", r"^INFO: task [^\n]*? can't die for more than",
          "INFO: task can't die", guilty="stack",
          skip="schedule|wait|mutex_|down|rwsem|io_schedule|msleep"),
     # --- memory ---------------------------------------------------------------------------
@@ -286,7 +286,8 @@ OOPSES: tuple[Oops, ...] = (
          r"received", "PCIe AER", guilty="none", by_function=False, classify="aer", rank=WEAK),
     Oops("edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>CE) (?P<what>[\w ]+?)(?: on|$)",
          "EDAC: corrected {what}", guilty="none", by_function=False, rank=WEAK),
-    Oops("machine-check", "Machine check events logged", r"Machine check events logged",
+    Oops("machine-check", "Machine check events logged", r"Hardware Error\]: Machine check events "
+         r"logged",
          "Machine check", guilty="none", by_function=False, classify="mce", rank=WEAK),
     Oops("gpu-xid", "NVRM: Xid", r"NVRM: Xid \([^)]*+\): (?P<xid>\d++)", "NVRM: Xid {xid}",
          guilty="none", by_function=False, rank=WEAK),
@@ -572,9 +573,12 @@ def frame_label(function: str, module: str | None) -> str:
 # registry/fingerprint/console.py
 MAX_TEXT = 16 << 20  # characters of log considered at all
 MAX_LINE = 512  # characters of one line examined by any regex
-MAX_CANDIDATES = 4096  # header-candidate lines examined before giving up
+MAX_CANDIDATES = 1024  # header-candidate lines examined from the head (then from the tail)
+TAIL_BYTES = 256 << 10  # where the search resumes when the head exhausts the budget
 MAX_REPORT_LINES = 800  # lines of one report read after its header
 MAX_REPORT_BYTES = 128 << 10  # characters of one report read after its header
+LONG_LINE_CHECK = 64 << 10  # logs this big are checked for pathological line lengths
+LONG_LINE_AVERAGE = 2048  # an average line longer than this means junk
 HEADER_GRACE_LINES = 8  # a header this close to the first belongs to its report
 MAX_DETAIL_LINES = 80  # lines searched for title details and hardware classes
 KEY_FRAMES = 3  # frames kept as the signature's key frames (guilty first)
@@ -586,12 +590,14 @@ _DETAILS = {oops.kind + oops.title: tuple(re.compile(d) for d in oops.details)
 
 # `<6>`, `[  12.345678]`, `[ T123]`/`[  C1]`, syslog/journal "... kernel: " prefixes.
 _PREFIX = re.compile(
-    r"(?:\*\* \d++ printk messages dropped \*\* )?+(?:(?:[\w:.+/-]++ ){1,4}?kernel: )?"
+    r"(?:\*\* \d++ printk messages dropped \*\* )?+(?:[\w.-]++ login: )?+"
+    r"(?:(?:[\w:.+/-]++ ){1,4}?kernel: )?"
     r"(?:<\d{1,2}>)?+(?:\[ *+\d++\.\d++\])?+(?:\[ *+(?P<ctx>[CT]\d++)\])?+ ?"
 )
 _REPORT_LINE = re.compile(
     rf"^{_PREFIX.pattern}(?P<body>[^\n\r]{{0,{MAX_LINE}}})[^\n]*+", re.MULTILINE
 )
+_LONG_LINE = re.compile(rf"([^\n]{{{MAX_LINE}}})[^\n]++")
 _FRAME = re.compile(
     r"(?P<q>\? )?(?:\[<?[0-9a-f]++>?\] ?){0,2}+(?P<q2>\? )?(?:\d++:)?+"
     r"(?P<func>[A-Za-z_][\w.$]*+)(?:\+0x[0-9a-f]++/0x[0-9a-f]++"
@@ -683,6 +689,7 @@ def _candidate_rows(present: tuple[str, ...]) -> tuple[tuple[Oops, re.Pattern[st
     return tuple(_HEADERS[row] for row in rows)
 
 
+@functools.lru_cache(maxsize=2048)  # consoles repeat their messages; the cache is bounded
 def _match_header(text: str) -> tuple[Oops, re.Match[str]] | None:
     present = tuple(trigger for trigger in TRIGGERS if trigger in text)
     for oops, pattern in _candidate_rows(present):
@@ -713,28 +720,45 @@ def _needle_lines(log: str, begin: int, limit: int) -> Iterator[tuple[int, int]]
                 heapq.heappush(heap, (following, needle))
 
 
-def _find_header(log: str) -> tuple[int, Oops, re.Match[str], str] | None:
-    """First crash header in the log: the first strong or continuation one, else a weak one."""
+Header = tuple[int, Oops, re.Match[str], str]  # line start, row, match, stripped line
+
+
+def _find_header(log: str) -> Header | None:
+    """First crash header in the log: the first strong or continuation one, else a weak one.
+
+    A log whose head is so full of look-alike lines that the candidate budget runs out is
+    searched again from its tail, where a console log's crash usually is."""
+    found, exhausted = _first_header(log, 0)
+    if exhausted and (found is None or found[1].rank == WEAK):
+        tail, _ = _first_header(log, max(len(log) - TAIL_BYTES, 0))
+        if tail is not None and (found is None or tail[1].rank != WEAK):
+            found = tail
+    return found
+
+
+def _first_header(log: str, begin: int) -> tuple[Header | None, bool]:
+    """(header, whether the candidate budget ran out) from `begin` on."""
     fallback = None
-    for examined, (start, end) in enumerate(_needle_lines(log, 0, len(log))):
+    for examined, (start, end) in enumerate(_needle_lines(log, begin, len(log))):
         if examined >= MAX_CANDIDATES:
-            break
+            return fallback, True
         text, _ = strip_prefix(log[start:min(end, start + MAX_LINE)])
         found = _match_header(text)
         if found is None:
             continue
         oops, match = found
         if oops.rank != WEAK:
-            return start, oops, match, text
+            return (start, oops, match, text), False
         if fallback is None:
             fallback = (start, oops, match, text)
-    return fallback
+    return fallback, False
 
 
 def _read_report(log: str, start: int) -> list[Line]:
     """The report's lines: same printk context as the header, up to the next crash."""
     limit = min(len(log), start + MAX_REPORT_BYTES)
-    headers = {line_start for line_start, _ in _needle_lines(log, start, limit)}
+    headers = _needle_lines(log, start, limit)  # walked in step with the lines, never further
+    next_header = next(headers, (limit, limit))[0]
     lines: list[Line] = []
     context: str | None = None
     cpu_traceback = False
@@ -744,7 +768,9 @@ def _read_report(log: str, start: int) -> list[Line]:
             context = ctx
         elif context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C"):
             continue
-        if len(lines) > HEADER_GRACE_LINES and match.start() in headers:
+        while next_header < match.start():
+            next_header = next(headers, (limit, limit))[0]
+        if len(lines) > HEADER_GRACE_LINES and match.start() == next_header:
             found = _match_header(text)
             if found and found[0].rank == STRONG and found[0].kind not in _SAME_REPORT_KINDS:
                 break
@@ -759,6 +785,8 @@ def _read_report(log: str, start: int) -> list[Line]:
 def _parse_line(text: str) -> Line:
     stripped = text.strip()
     line = Line(text=stripped)
+    if stripped[:2] == "? ":  # an unreliable frame: never guilty, never a marker
+        return line
     if "race:" in stripped or "acktrace:" in stripped:
         line.trace_start = bool(_TRACE_START.search(stripped))
         return line
@@ -999,9 +1027,17 @@ def _classify_aer(crash: KernelCrash, lines: list[Line]) -> None:
 CLASSIFIERS = {"mce": _classify_mce, "aer": _classify_aer}
 
 
+def _cut_long_lines(log: str) -> str:
+    """Keep the first MAX_LINE characters of each line when lines are suspiciously long on
+    average (binary junk, a wedged console): no regex ever looks further into a line."""
+    if len(log) > LONG_LINE_CHECK and log.count("\n") * LONG_LINE_AVERAGE < len(log):
+        return _LONG_LINE.sub(lambda m: m.group(1), log)
+    return log
+
+
 def parse_console_log(log: str) -> KernelCrash | None:
     """The first crash in a console log, or None when the log holds no crash."""
-    log = log[:MAX_TEXT]
+    log = _cut_long_lines(log[:MAX_TEXT])
     found = _find_header(log)
     if found is None:
         return None
@@ -1566,29 +1602,61 @@ class ResendSummary:
 
 
 def resend_spooled(config: Config) -> ResendSummary:
-    """Post-boot: resend every spooled report; delivered ones move to sent/, rejected ones to
+    """Post-boot: resend every spooled report, then every spooled capture (which may need the
+    event id a resent report just got); delivered reports move to sent/, refused ones to
     rejected/ for a human."""
     spool_dir = Path(config.spool_dir)
-    sent = kept = rejected = 0
+    events: dict[str, str] = {}
+    outcomes: list[str] = []
     for path in sorted(spool_dir.glob("*.json")):
         try:
             answer = send_report_body(config, path.read_bytes())
         except Unsent as error:
-            if error.refused:
-                (spool_dir / "rejected").mkdir(exist_ok=True)
-                path.replace(spool_dir / "rejected" / path.name)
-                rejected += 1
-            else:
-                kept += 1
-            log(f"{path.name}: {error}")
+            outcomes.append(set_aside(path, error))
             continue
+        events[path.stem] = answer["event_id"]
         (spool_dir / "sent").mkdir(exist_ok=True)
         path.replace(spool_dir / "sent" / path.name)
-        sent += 1
+        outcomes.append("sent")
         replay = " (already registered)" if answer.get("duplicate") else ""
-        log(f"{path.name}: event {answer.get('event_id')}{replay}")
+        log(f"{path.name}: event {answer['event_id']}{replay}")
+    for path in sorted(spool_dir.glob("*.capture")):
+        outcomes.append(resend_capture(config, path, events.get(path.stem)))
     prune_sent(spool_dir / "sent")
-    return ResendSummary(sent, kept, rejected)
+    return ResendSummary(outcomes.count("sent"), outcomes.count("kept"), outcomes.count("rejected"))
+
+
+def set_aside(path: Path, error: Unsent) -> str:
+    """An undelivered spool file: kept for the next run, or moved to rejected/ if refused."""
+    log(f"{path.name}: {error}")
+    if not error.refused:
+        return "kept"
+    (path.parent / "rejected").mkdir(exist_ok=True)
+    path.replace(path.parent / "rejected" / path.name)
+    return "rejected"
+
+
+def resend_capture(config: Config, path: Path, event_id: str | None) -> str:
+    """A spooled capture, once its event is known (from the crash kernel or a resend)."""
+    spooled = json.loads(path.read_bytes())
+    event_id = spooled.get("event_id") or event_id
+    if not event_id:
+        log(f"{path.name}: its report is not delivered yet")
+        return "kept"
+    try:
+        send_capture(config, event_id, spooled["capture"])
+    except Unsent as error:
+        path.write_text(json.dumps({"event_id": event_id, "capture": spooled["capture"]}))
+        return set_aside(path, error)
+    path.unlink()
+    log(f"{path.name}: capture recorded with event {event_id}")
+    return "sent"
+
+
+def send_capture(config: Config, event_id: str, capture: dict[str, Any]) -> None:
+    if not config.url:
+        raise Unsent("no registry URL configured")
+    post_with_retries(config, f"/api/v1/events/{event_id}/captures", json.dumps(capture).encode())
 
 
 def prune_sent(folder: Path) -> None:
@@ -1734,6 +1802,64 @@ def command_report(config: Config, args: argparse.Namespace) -> int:
     return EXIT_SKIP if decision.action == "skip" else EXIT_DUMP
 
 
+def command_collect(config: Config, args: argparse.Namespace) -> int:
+    """Core collector: makedumpfile with the decided arguments, then record the capture."""
+    try:
+        decided = parse_conf(Path(config.decision_file).read_text())
+    except OSError:
+        decided = {}
+    if decided.get("CRASHREG_ACTION") == "skip":
+        log("registry decision is skip: no dump")
+        return 0
+    fallback = [*shlex.split(config.compression), "-d", str(config.filtered_level)]
+    decided_args = shlex.split(decided.get("CRASHREG_MAKEDUMPFILE_ARGS", "")) or fallback
+    started = time.monotonic()
+    returncode = subprocess.run([config.makedumpfile, *decided_args, *args.args], check=False).returncode
+    report_id = decided.get("CRASHREG_REPORT_ID")
+    if not report_id:
+        return returncode
+    target = args.args[-1] if args.args and args.args[-1] not in (config.vmcore, "/proc/vmcore") else None
+    level = decided_args[decided_args.index("-d") + 1] if "-d" in decided_args else None
+    capture = {
+        "method": "makedumpfile",
+        "status": "completed" if returncode == 0 else "failed",
+        "dump_level": int(level) if level else None,
+        "bytes": Path(target).stat().st_size if target and Path(target).exists() else None,
+        "duration_s": round(time.monotonic() - started, 3),
+        "downtime_s": crash_kernel_uptime(),
+        "target": target,
+        "capture_key": f"{report_id}-makedumpfile",
+    }
+    record_capture(config, report_id, decided.get("CRASHREG_EVENT_ID") or None, capture)
+    return returncode
+
+
+def crash_kernel_uptime() -> float | None:
+    """Seconds the host has spent in the crash kernel: the downtime so far."""
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def record_capture(config: Config, report_id: str, event_id: str | None, capture: dict[str, Any]) -> None:
+    """Record the capture with its event now, or spool it for the post-boot agent."""
+    if event_id:
+        try:
+            send_capture(config, event_id, capture)
+            log(f"capture recorded: {capture['status']}, {capture['bytes']} bytes")
+            return
+        except Unsent as error:
+            log(f"capture not recorded: {error}")
+    path = Path(config.spool_dir) / f"{safe_report_id(report_id)}.capture"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"event_id": event_id, "capture": capture}))
+        log("capture spooled for the post-boot agent")
+    except OSError as error:
+        log(f"could not spool the capture: {error}")
+
+
 def command_post_boot(config: Config, args: argparse.Namespace) -> int:
     summary = resend_spooled(config)
     log(f"resent {summary.sent}, kept {summary.kept} for later, rejected {summary.rejected}")
@@ -1758,6 +1884,7 @@ def command_fingerprint(config: Config, args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "report": command_report,
+    "collect": command_collect,
     "post-boot": command_post_boot,
     "fetch-bundle": command_fetch_bundle,
     "fingerprint": command_fingerprint,
@@ -1770,11 +1897,16 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="crash kernel: report, decide, print makedumpfile args")
     report.add_argument("--dmesg-file", help="read the kernel log from this file, not the vmcore")
-    sub.add_parser("post-boot", help="resend spooled reports")
+    sub.add_parser("collect", help="core collector: makedumpfile with the decided arguments, then ARGS")
+    sub.add_parser("post-boot", help="resend spooled reports and captures")
     sub.add_parser("fetch-bundle", help="refresh the offline policy bundle")
     fingerprint = sub.add_parser("fingerprint", help="print the local fingerprint of console logs")
     fingerprint.add_argument("files", nargs="+")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # Everything after `collect` is makedumpfile's, options included.
+    split = argv.index("collect") + 1 if "collect" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    args.args = argv[split:]
     return COMMANDS[args.command](Config.load(args.config), args)
 
 

@@ -13,7 +13,8 @@
 #   crashreg-kdump.sh [report]           decide; print the makedumpfile arguments on stdout
 #                                        (empty line: skip), write CRASHREG_DECISION_FILE;
 #                                        exit 0 to dump, 10 to skip (RHEL kdump_pre semantics)
-#   crashreg-kdump.sh collect ARGS...    core_collector wrapper: makedumpfile <decided> ARGS...
+#   crashreg-kdump.sh collect ARGS...    core_collector wrapper: makedumpfile <decided> ARGS...,
+#                                        then the capture is recorded with the event
 #   crashreg-kdump.sh fetch-bundle       refresh the offline policy bundle (booted host)
 #
 # Configuration: $CRASHREG_CONF (default /etc/crashreg/reporter.conf), a sourced sh file of
@@ -189,8 +190,9 @@ build_report() {
 
 # --- asking the registry --------------------------------------------------------------
 
-# POST the report; on a 2xx answer leave it in $work/answer.json and return 0.
-send_report() {
+# POST $2 (a JSON file) to $1 under /api/v1; on a 2xx answer leave it in $work/answer.json
+# and return 0. Retries with exponential backoff on network errors, 408, 429 and 5xx.
+post_json() {
     [ -n "$CRASHREG_URL" ] || return 1
     command -v curl >/dev/null 2>&1 || { log "curl not found"; return 1; }
     : > "$work/headers"
@@ -200,19 +202,20 @@ send_report() {
         log "token file $CRASHREG_TOKEN_FILE unreadable"
     fi
     printf 'Content-Type: application/json\n' >> "$work/headers"
+    url=${CRASHREG_URL%/}/api/v1$1
     set -- --silent --show-error --output "$work/answer.json" --write-out '%{http_code}' \
         --connect-timeout "$CRASHREG_CONNECT_TIMEOUT" --max-time "$CRASHREG_MAX_TIME" \
-        --header "@$work/headers" --data-binary "@$work/report.json"
+        --header "@$work/headers" --data-binary "@$2"
     [ -z "$CRASHREG_CA_FILE" ] || set -- "$@" --cacert "$CRASHREG_CA_FILE"
     attempt=0
     delay=$CRASHREG_RETRY_DELAY
     while :; do
-        status=$(curl "$@" "${CRASHREG_URL%/}/api/v1/reports" 2>"$work/curl.err")
+        status=$(curl "$@" "$url" 2>"$work/curl.err")
         rc=$?
         case "$rc:$status" in
             0:2??) return 0 ;;
             0:408|0:429|0:5??) log "registry answered HTTP $status" ;;
-            0:*) log "registry refused the report: HTTP $status $(head -c 300 "$work/answer.json")"; return 1 ;;
+            0:*) log "registry refused it: HTTP $status $(head -c 300 "$work/answer.json")"; return 1 ;;
             *) log "curl exit $rc: $(head -n 1 "$work/curl.err")" ;;
         esac
         attempt=$((attempt + 1))
@@ -340,7 +343,7 @@ report() {
         && ! cp "$CRASHREG_SPOOL_DIR/sent/$report_id.json" "$work/report.json" 2>/dev/null; then
         build_report
     fi
-    if send_report && parse_answer; then
+    if post_json /reports "$work/report.json" && parse_answer; then
         keep_report sent || log "could not keep the sent report"
         rm -f "$CRASHREG_SPOOL_DIR/$report_id.json"
     else
@@ -384,6 +387,8 @@ fetch_bundle() {
     esac
 }
 
+# The core collector: makedumpfile with the decided arguments, then the capture is recorded
+# with the event (or spooled as <report_id>.capture for the post-boot agent when offline).
 collect() {
     # shellcheck disable=SC1090
     [ -r "$CRASHREG_DECISION_FILE" ] && . "$CRASHREG_DECISION_FILE"
@@ -391,8 +396,35 @@ collect() {
         log "registry decision is skip: no dump"
         return 0
     fi
+    started=$(date +%s)
     # shellcheck disable=SC2086
-    exec "$CRASHREG_MAKEDUMPFILE" ${CRASHREG_MAKEDUMPFILE_ARGS:-$CRASHREG_COMPRESSION -d $CRASHREG_FILTERED_LEVEL} "$@"
+    "$CRASHREG_MAKEDUMPFILE" ${CRASHREG_MAKEDUMPFILE_ARGS:-$CRASHREG_COMPRESSION -d $CRASHREG_FILTERED_LEVEL} "$@"
+    dump_rc=$?
+    [ -n "${CRASHREG_REPORT_ID:-}" ] || return $dump_rc
+    duration=$(($(date +%s) - started))
+    for target; do :; done  # makedumpfile's last argument is the dump file...
+    case "$target" in "$CRASHREG_VMCORE"|/proc/vmcore) target= ;; esac  # ...unless -F (stdout)
+    bytes=
+    [ -z "$target" ] || bytes=$(wc -c < "$target" 2>/dev/null | tr -d ' ')
+    dump_status=completed
+    [ "$dump_rc" -eq 0 ] || dump_status=failed
+    level=$(printf '%s\n' "$CRASHREG_MAKEDUMPFILE_ARGS" | sed -n 's/.*-d \([0-9][0-9]*\).*/\1/p')
+    uptime=$(cut -d ' ' -f 1 /proc/uptime 2>/dev/null)
+    umask 077
+    work=$(mktemp -d "${TMPDIR:-/tmp}/crashreg.XXXXXX") || return $dump_rc
+    trap 'rm -rf "$work"' EXIT
+    printf '{"method":"makedumpfile","status":"%s","dump_level":%s,"bytes":%s,"duration_s":%s,"downtime_s":%s,"target":%s,"capture_key":%s}\n' \
+        "$dump_status" "${level:-null}" "${bytes:-null}" "$duration" "${uptime:-null}" \
+        "$(json_value "$target")" "$(json_value "$CRASHREG_REPORT_ID-makedumpfile")" > "$work/capture.json"
+    if [ -n "${CRASHREG_EVENT_ID:-}" ] && post_json "/events/$CRASHREG_EVENT_ID/captures" "$work/capture.json"; then
+        log "capture recorded: $dump_status, ${bytes:-?} bytes in ${duration}s"
+    else
+        mkdir -p "$CRASHREG_SPOOL_DIR" 2>/dev/null
+        { printf '{"event_id":%s,"capture":' "$(json_value "${CRASHREG_EVENT_ID:-}")"
+          tr -d '\n' < "$work/capture.json"; printf '}\n'; } > "$CRASHREG_SPOOL_DIR/$CRASHREG_REPORT_ID.capture" \
+            && log "capture spooled for the post-boot agent"
+    fi
+    return $dump_rc
 }
 
 load_config

@@ -137,17 +137,62 @@ def test_post_boot_resend_joins_the_registry_never_duplicates(registry: Registry
     assert len(events["events"]) == 1
 
 
-def test_collect_runs_makedumpfile_with_the_decided_arguments(make_site, run_sh, tmp_path: Path) -> None:
-    recorder = tmp_path / "makedumpfile"
-    recorder.write_text('#!/bin/sh\nprintf "%s\\n" "$*" > "$0.args"\n')
-    recorder.chmod(0o755)
+def fake_makedumpfile(path: Path, exit_code: int = 0) -> Path:
+    """Stands in for makedumpfile (no vmcore here): records its arguments, writes a 4 KiB dump
+    to its last argument, exits with `exit_code`."""
+    path.write_text(
+        '#!/bin/sh\nprintf "%s\\n" "$*" > "$0.args"\n'
+        'for last; do :; done\nhead -c 4096 /dev/zero > "$last"\n'
+        f"exit {exit_code}\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def test_collect_runs_makedumpfile_and_records_the_capture(
+    registry: Registry, make_site, run_sh, tmp_path: Path
+) -> None:
+    recorder = fake_makedumpfile(tmp_path / "makedumpfile")
     site = make_site(extra={"CRASHREG_MAKEDUMPFILE": str(recorder)})
     assert run_sh(site).returncode == 0
-    target = "/var/crash/vmcore-incomplete"
+    target = str(tmp_path / "vmcore-incomplete")
     collected = run_sh(site, "collect", "-l", "--message-level", "7", "/proc/vmcore", target)
     assert collected.returncode == 0, collected.stderr
-    assert Path(f"{recorder}.args").read_text().strip() == (
-        f"-c -d 0 -l --message-level 7 /proc/vmcore {target}")
+    recorded = Path(f"{recorder}.args").read_text().strip()
+    assert recorded == f"-c -d 0 -l --message-level 7 /proc/vmcore {target}"
+    event = registry.get(f"/api/v1/events/{site.decision()['CRASHREG_EVENT_ID']}")
+    [capture] = event["captures"]
+    assert (capture["method"], capture["status"], capture["dump_level"]) == ("makedumpfile", "completed", 0)
+    assert (capture["bytes"], capture["target"]) == (4096, target)
+    assert capture["downtime_s"] >= 0
+
+    failing = fake_makedumpfile(tmp_path / "makedumpfile-fails", exit_code=1)
+    broken = make_site(extra={"CRASHREG_MAKEDUMPFILE": str(failing)})
+    assert run_sh(broken).returncode == 0
+    assert run_sh(broken, "collect", "/proc/vmcore", target).returncode == 1
+    event = registry.get(f"/api/v1/events/{broken.decision()['CRASHREG_EVENT_ID']}")
+    assert [c["status"] for c in event["captures"]] == ["failed"]
+
+
+def test_offline_capture_is_recorded_after_the_reboot(
+    registry: Registry, make_site, run_sh, tmp_path: Path
+) -> None:
+    recorder = fake_makedumpfile(tmp_path / "makedumpfile")
+    site = make_site(url=closed_port_url(), extra={"CRASHREG_MAKEDUMPFILE": str(recorder)})
+    assert run_sh(site).returncode == 0
+    target = str(tmp_path / "dump")
+    assert run_sh(site, "collect", "/proc/vmcore", target).returncode == 0
+    assert (site.spool / f"kdump-{site.boot_id}.capture").exists()
+
+    site.url = registry.url
+    site.write()
+    resent = run_reporter(site, "post-boot")
+    assert resent.returncode == 0, resent.stderr
+    assert list(site.spool.glob("*.capture")) == [] and site.spooled() == []
+    [signature] = registry.get("/api/v1/signatures?limit=5")["signatures"]
+    [event] = registry.get(f"/api/v1/signatures/{signature['id']}/events")["events"]
+    captures = registry.get(f"/api/v1/events/{event['id']}")["captures"]
+    assert [(c["status"], c["bytes"], c["target"]) for c in captures] == [("completed", 4096, target)]
 
 
 def test_overloaded_registry_is_retried_with_backoff(registry: Registry, make_site, run_sh) -> None:

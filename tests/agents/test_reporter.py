@@ -173,3 +173,34 @@ def test_nothing_that_breaks_stops_the_dump(make_site, tmp_path: Path) -> None:
     broken = run_reporter(site, "report")
     assert (broken.returncode, broken.args) == (0, "-c -d 31"), broken.stderr
     assert site.decision()["CRASHREG_DECIDED_BY"] == "fallback" and "reporter failed" in broken.stderr
+
+
+def test_collect_records_the_capture_now_or_after_the_reboot(
+    registry: Registry, make_site, tmp_path: Path
+) -> None:
+    dumper = tmp_path / "makedumpfile"
+    dumper.write_text('#!/bin/sh\nfor last; do :; done\nhead -c 2048 /dev/zero > "$last"\n')
+    dumper.chmod(0o755)
+    online = make_site(extra={"CRASHREG_MAKEDUMPFILE": str(dumper)})
+    offline = make_site(url=closed_port_url(), extra={"CRASHREG_MAKEDUMPFILE": str(dumper)})
+    for site in (online, offline):
+        assert run_reporter(site, "report").returncode == 0
+        collected = run_reporter(site, "collect", "-l", "/proc/vmcore", str(site.root / "dump"))
+        assert collected.returncode == 0, collected.stderr
+    assert (offline.spool / f"kdump-{offline.boot_id}.capture").exists()
+
+    offline.url = registry.url
+    offline.write()
+    assert run_reporter(offline, "post-boot").returncode == 0
+    assert list(offline.spool.glob("*")) == [offline.spool / "sent"]
+
+    [signature] = registry.get("/api/v1/signatures?limit=5")["signatures"]
+    events = registry.get(f"/api/v1/signatures/{signature['id']}/events")["events"]
+    captures = [c for e in events for c in registry.get(f"/api/v1/events/{e['id']}")["captures"]]
+    # Online: the registry's `full`; offline with no bundle: the fallback `filtered`, level 31.
+    assert sorted((c["status"], c["dump_level"], c["bytes"], c["target"]) for c in captures) == sorted(
+        [
+            ("completed", 0, 2048, str(online.root / "dump")),
+            ("completed", 31, 2048, str(offline.root / "dump")),
+        ]
+    )
