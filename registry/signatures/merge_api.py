@@ -8,6 +8,7 @@ counts move here. `POST /api/v1/signatures/{id}/unmerge` with the same body undo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, g, jsonify
@@ -49,6 +50,17 @@ def _other(session: Any, key: str, *, follow_merges: bool) -> Signature:
     return other
 
 
+def _change(key: str, change: Callable[[Any, Signature, Signature], None], *,
+            follow_merges: bool, topic: str, listed_as: str) -> Any:
+    body = load(MergeSchema(), json_body())
+    with current_db().session() as session:
+        survivor = signature_or_404(session, key)
+        other = _other(session, body["other"], follow_merges=follow_merges)
+        change(session, survivor, other)
+        publish(session, topic, survivor.id, other=other.id, by=g.token.name)
+        return jsonify(detail(session, survivor) | {listed_as: [str(other.id)]})
+
+
 @blueprint.post("/signatures/<key>/merge")
 @require_scope("triage")
 @documented(
@@ -59,13 +71,9 @@ def _other(session: Any, key: str, *, follow_merges: bool) -> Signature:
     tag="signatures",
 )
 def merge_signature(key: str) -> Any:
-    body = load(MergeSchema(), json_body())
-    with current_db().session() as session:
-        survivor = signature_or_404(session, key)
-        other = _other(session, body["other"], follow_merges=True)
-        merge(session, survivor, other, g.token.name)
-        publish(session, "signature.merged", survivor.id, other=other.id, by=g.token.name)
-        return jsonify(detail(session, survivor) | {"merged": [str(other.id)]})
+    return _change(key, lambda session, survivor, other: merge(session, survivor, other,
+                                                               g.token.name),
+                   follow_merges=True, topic="signature.merged", listed_as="merged")
 
 
 @blueprint.post("/signatures/<key>/unmerge")
@@ -78,10 +86,6 @@ def merge_signature(key: str) -> Any:
     tag="signatures",
 )
 def unmerge_signature(key: str) -> Any:
-    body = load(MergeSchema(), json_body())
-    with current_db().session() as session:
-        survivor = signature_or_404(session, key)
-        other = _other(session, body["other"], follow_merges=False)
-        unmerge(session, survivor, other)
-        publish(session, "signature.unmerged", survivor.id, other=other.id, by=g.token.name)
-        return jsonify(detail(session, survivor) | {"unmerged": [str(other.id)]})
+    # the merged row itself, not the survivor its fingerprint now resolves to
+    return _change(key, unmerge, follow_merges=False, topic="signature.unmerged",
+                   listed_as="unmerged")

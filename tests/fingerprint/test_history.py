@@ -4,9 +4,6 @@ on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +17,10 @@ from registry.signatures.models import Signature, SignatureCounter
 from tests.conftest import auth
 from tests.fingerprint.test_console import KINDS
 from tests.fingerprint.test_merge import report, signature
+from tests.foundation.test_cli import crashreg
 
 LOGS = {name: text for name, text, *_ in KINDS}
 GPF, WARNING, KASAN, KBUG = LOGS["gpf"], LOGS["warning"], LOGS["kasan"], LOGS["kernel BUG"]
-
-
-def crashreg(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"CRASHREG_DATABASE_URL": db_url}
-    return subprocess.run([sys.executable, "-m", "registry", *args], env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 def age(database: Any, signature_id: int, old_fingerprint: str) -> None:
