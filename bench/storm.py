@@ -4,11 +4,11 @@
 
 Starts gunicorn (4 workers, the repository's gunicorn.conf.py) on a fresh PostgreSQL
 database, serving the registry and, beside it, a bare Flask route that only reads the same
-request body. A single asyncio client keeps `--concurrency` HTTP/1.1 keep-alive connections
-busy: first the bare route for `--bare-seconds`, then the storm: one report per host (a real
-syzkaller console log, its timestamps and addresses varied per host) with 10% of the
-requests resends of an earlier report (same report_id), some arriving while the first is
-still in flight.
+request body. A single asyncio client keeps `--concurrency` requests in flight, each on its
+own connection as a crash kernel sends its one report: first the bare route for
+`--bare-seconds`, then the storm: one report per host (a real syzkaller console log, its
+timestamps and addresses varied per host) with 10% of the requests resends of an earlier
+report (same report_id), some arriving while the first is still in flight.
 
 Reported: throughput as a ratio to the bare route, p50/p99 latency, lost acknowledgements
 (acknowledged report_ids missing from the database), duplicates (reports or events stored
@@ -108,7 +108,7 @@ def storm_requests(template: str, hosts: int, seed: int = 7) -> list[dict[str, A
     return bodies
 
 
-# --- a small keep-alive HTTP/1.1 client (asyncio: one process drives 64 connections) ---------
+# --- a small HTTP/1.1 client (asyncio: one process keeps 64 requests in flight) ---------------
 
 
 @dataclass
@@ -119,29 +119,29 @@ class Outcome:
     elapsed: float = 0.0
 
 
-async def exchange(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
-) -> tuple[int, bytes, bool]:
-    writer.write(request)
-    await writer.drain()
-    status_line = await reader.readline()
-    if not status_line:
-        raise ConnectionResetError("closed before answering")
-    status = int(status_line.split()[1])
-    length, keep_alive = 0, True
-    while (line := await reader.readline()) not in (b"\r\n", b""):
-        name, _, value = line.decode("latin-1").partition(":")
-        if name.lower() == "content-length":
-            length = int(value)
-        elif name.lower() == "connection" and value.strip().lower() == "close":
-            keep_alive = False
-    return status, await reader.readexactly(length), keep_alive
+async def exchange(port: int, request: bytes) -> tuple[int, bytes]:
+    """One request on its own connection, as a crash kernel sends its one report."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        status_line = await reader.readline()
+        if not status_line:
+            raise ConnectionResetError("closed before answering")
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        return int(status_line.split()[1]), await reader.readexactly(length)
+    finally:
+        writer.close()
 
 
 def http_request(path: str, token: str, body: bytes) -> bytes:
     head = (
         f"POST {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body
 
@@ -150,7 +150,7 @@ async def drive(
     port: int, path: str, token: str, bodies: list[dict[str, Any]] | None, seconds: float,
     concurrency: int, progress: Any, repeat: bytes = b"{}",
 ) -> Outcome:
-    """Send `bodies` (or `repeat` again and again for `seconds`) over `concurrency` connections."""
+    """Send `bodies` (or `repeat` again and again for `seconds`), `concurrency` at a time."""
     outcome = Outcome()
     fixed = http_request(path, token, repeat)
     queue = iter(range(len(bodies))) if bodies is not None else None
@@ -164,25 +164,14 @@ async def drive(
             return None
         return bodies[index], http_request(path, token, json.dumps(bodies[index]).encode())
 
-    async def connection() -> None:
-        reader = writer = None
+    async def reporter() -> None:
         while (job := next_job()) is not None:
             body, request = job
             started = time.perf_counter()
-            for attempt in range(3):  # a keep-alive socket the server closed: reconnect, resend
-                try:
-                    if writer is None:
-                        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                    status, payload, keep_alive = await exchange(reader, writer, request)  # type: ignore[arg-type]
-                    break
-                except (ConnectionError, asyncio.IncompleteReadError) as error:
-                    if writer is not None:
-                        writer.close()
-                    reader = writer = None
-                    if attempt == 2:
-                        outcome.failures.append(f"connection: {error}")
-                        status = 0
-            if status == 0:
+            try:
+                status, payload = await exchange(port, request)
+            except (OSError, asyncio.IncompleteReadError) as error:
+                outcome.failures.append(f"connection: {error!r}")
                 continue
             outcome.latencies.append(time.perf_counter() - started)
             if status >= 300:
@@ -190,14 +179,9 @@ async def drive(
             elif body is not None:
                 outcome.answers.append((body, status, json.loads(payload)))
             progress.update(1)
-            if not keep_alive:
-                writer.close()  # type: ignore[union-attr]
-                reader = writer = None
-        if writer is not None:
-            writer.close()
 
     started = time.perf_counter()
-    await asyncio.gather(*(connection() for _ in range(concurrency)))
+    await asyncio.gather(*(reporter() for _ in range(concurrency)))
     outcome.elapsed = time.perf_counter() - started
     return outcome
 
@@ -257,6 +241,42 @@ def start_gunicorn(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
 def worker_pids(master: int) -> list[int]:
     children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
     return sorted(int(pid) for pid in children)
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU each process has used so far (processes that are gone count 0)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        used[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return used
+
+
+def database_backends(url: str) -> list[int]:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (url.rsplit("/", 1)[1],))
+        return [row[0] for row in rows]
+
+
+def measured(server: subprocess.Popen[bytes], url: str, run: Any) -> tuple[Outcome, float, float]:
+    """Run a phase; also the CPU seconds it cost gunicorn's workers and PostgreSQL's backends.
+
+    CPU per request does not depend on what else the (shared) machine is running, unlike
+    throughput and latency."""
+    workers, backends = worker_pids(server.pid), database_backends(url)
+    before_workers, before_backends = cpu_seconds(workers), cpu_seconds(backends)
+    outcome = run()
+    after_workers = cpu_seconds(workers)
+    after_backends = cpu_seconds(database_backends(url))
+    worker_cpu = sum(after_workers[pid] - before_workers.get(pid, 0.0) for pid in after_workers)
+    backend_cpu = sum(after_backends[pid] - before_backends.get(pid, 0.0) for pid in after_backends)
+    return outcome, worker_cpu, backend_cpu
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -342,14 +362,14 @@ def main() -> int:
         with click.progressbar(length=args.concurrency, label="warm-up      ") as progress:
             warm_up(port, token, args.concurrency, progress)
         with click.progressbar(length=int(args.bare_seconds * 3000), label="bare route   ") as progress:
-            bare = asyncio.run(
+            bare, bare_cpu, _ = measured(server, url, lambda: asyncio.run(
                 drive(port, "/bare/", token, None, args.bare_seconds, args.concurrency, progress,
                       repeat=json.dumps(bodies[0]).encode())
-            )
+            ))
         with click.progressbar(length=len(bodies), label="crash storm  ") as progress:
-            storm = asyncio.run(
+            storm, storm_cpu, storm_db_cpu = measured(server, url, lambda: asyncio.run(
                 drive(port, "/api/v1/reports", token, bodies, 0, args.concurrency, progress)
-            )
+            ))
         rss = {pid: round(peak_rss_mb(pid), 1) for pid in worker_pids(server.pid)}
     finally:
         if server is not None:
@@ -375,6 +395,12 @@ def main() -> int:
         "ratio": round(storm_rate / bare_rate, 3),
         "p50_ms": round(percentile(storm.latencies, 0.50), 1),
         "p99_ms": round(percentile(storm.latencies, 0.99), 1),
+        "bare_worker_cpu_ms_per_request": round(bare_cpu / len(bare.latencies) * 1000, 2),
+        "storm_worker_cpu_ms_per_request": round(storm_cpu / len(storm.latencies) * 1000, 2),
+        "storm_postgres_cpu_ms_per_request": round(storm_db_cpu / len(storm.latencies) * 1000, 2),
+        "cpu_ratio": round(
+            (bare_cpu / len(bare.latencies)) / ((storm_cpu + storm_db_cpu) / len(storm.latencies)), 3
+        ),
         "errors": len(storm.failures) + len(bare.failures),
         "k": settings.full_captures_per_window,
         **checks,
