@@ -74,7 +74,7 @@ _RIP = re.compile(
 )
 _TRACE_START = re.compile(r"(?:Call [Tt]race|[Bb]acktrace|stack backtrace):")
 _SEGMENT_BREAK = re.compile(r"</?(?:IRQ|NMI|EOI|TASK|SOFTIRQ)>|^NMI backtrace")
-_LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] )?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
+_LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] *+)?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
 _MCE_BANK = re.compile(r"Bank (?P<bank>\d++): (?P<status>[0-9a-f]{16})\b")
 _AER_TYPE = re.compile(r"(?P<driver>[\w-]++) [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: "
                        r"(?:AER: )?PCIe Bus Error: severity=(?P<sev>[\w ()-]+?), "
@@ -347,17 +347,20 @@ def _segments(lines: list[Line]) -> list[list[Frame]]:
 
 
 def _stall_frame(run: list[Frame], skip: re.Pattern[str]):
-    """Name a looping context after the dispatch point it runs under (None if all generic)."""
+    """Name a looping context after the dispatch point it runs under (None if all generic):
+    the last real frame above the first dispatch frame, generic or not, below it."""
     kept = [frame for frame in run if not skip.match(frame[0])]
     if not kept:
         return None, []
     for prefix, bucket in STALL_BUCKETS:
         if kept[0][0].startswith(prefix):
             return (bucket, kept[0][1]), [(bucket, kept[0][1])]
-    for index, (name, _) in enumerate(kept):
-        if _STALL_ANCHORS.match(name):
-            chosen = kept[max(index - 1, 0)]
-            return chosen, kept[max(index - 1, 0):][:KEY_FRAMES]
+    above: list[Frame] = []
+    for frame in run:
+        if _STALL_ANCHORS.match(frame[0]) and above:
+            return above[-1], [above[-1], *(f for f in kept if f not in above)][:KEY_FRAMES]
+        if not skip.match(frame[0]):
+            above.append(frame)
     return kept[0], kept[:KEY_FRAMES]
 
 
@@ -399,8 +402,7 @@ def _guilty_lockdep(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]
                         break
                     if not skip.match(name):
                         return (name, None), [(name, None)]
-                    chain = _lock_chain_frames(lines)
-                    picked = _pick(chain, skip) if chain else (None, [])
+                    picked = _pick(_lock_chain_frames(lines) or _trace_frames(lines), skip)
                     return picked if picked[0] else ((name, None), [(name, None)])
             break
     return _pick(_trace_frames(lines), skip)

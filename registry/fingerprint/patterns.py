@@ -387,8 +387,8 @@ STALL_ANCHORS: tuple[str, ...] = (
     "process_one_work", "do_syscall_", "do_fast_syscall_", "sysenter_dispatch",
     "tracesys_phase2", ".*netif_receive_skb", ".*do_softirq", "call_timer_fn", ".*_run_timers",
     "run_timer_softirq", "run_ksoftirqd", "smpboot_thread_fn", "kthread$", "start_secondary",
-    "ksys_ioctl", "compat_ioctl", "netlink_dump", "rtnetlink_rcv_msg", "genl_family_rcv_msg", "genl_rcv_msg",
-    "netlink_rcv_skb",
+    "ksys_ioctl", "compat_ioctl", "tasklet_action", "netlink_dump", "rtnetlink_rcv_msg",
+    "genl_family_rcv_msg", "genl_rcv_msg", "netlink_rcv_skb",
     "cpu_startup_entry", "ret_from_fork", "vfs_write", "vfs_read", "vfs_iter_read",
     "vfs_iter_write", "do_iter_read", "do_iter_write", ".*vfs_ioctl", "blkdev_driver_ioctl",
     "blkdev_ioctl", "call_read_iter", "call_write_iter", "do_iter_readv_writev", "call_mmap",
@@ -396,7 +396,7 @@ STALL_ANCHORS: tuple[str, ...] = (
     "sock_release", "sys_setsockopt", "kernel_setsockopt", "sock_common_setsockopt",
     "sys_listen", "kernel_listen", "sk_common_release", "sock_mmap", "sys_accept",
     "kernel_accept", "sock_do_ioctl", "sock_ioctl", "compat_sock_ioctl", "nfnetlink_rcv_msg",
-    r"sys_(?:socketpair|connect|ioctl)$",
+    r"^(?:k?sys_)?(?:socketpair|connect|ioctl)$",  # syscall wrappers, prefixes stripped
     "^do_fault$", "handle_mm_fault", "do_page_fault", "^page_fault$", "^fput$", "task_work_run",
     "exit_to_usermode", "exit_to_user_mode",
 )
