@@ -12,9 +12,10 @@ from datetime import datetime
 
 CRASHREG_LABEL = "crashreg"
 SIGNATURE_LABEL_PREFIX = "crashreg-sig-"
-BLOCK_BEGIN = "{panel:title=crashreg facts (maintained by crashreg; edits inside this panel are replaced)}"
-BLOCK_END = "{panel}"
-BLOCK_MARK = "crashreg-facts"  # an anchor inside the block so we find ours, not any panel
+# Plain-text markers: they survive Cloud's wiki-markup <-> ADF round trip, where macros
+# such as {panel} or {anchor} may not come back as written.
+BLOCK_BEGIN = "crashreg facts (begin): maintained by crashreg, edits up to the end marker are replaced"
+BLOCK_END = "crashreg facts (end)"
 SUMMARY_LIMIT = 254
 
 
@@ -85,7 +86,7 @@ def render_facts(facts: Facts) -> str:
         ("Registry", f"[{facts.registry_url}]"),
     ]
     table = "\n".join(f"||{name}|{value.replace('|', '/')}|" for name, value in rows)
-    return f"{BLOCK_BEGIN}\n{{anchor:{BLOCK_MARK}}}\n{table}\n{BLOCK_END}"
+    return f"{BLOCK_BEGIN}\n{table}\n{BLOCK_END}"
 
 
 def facts_digest(block: str) -> str:
@@ -93,14 +94,12 @@ def facts_digest(block: str) -> str:
 
 
 def merge_description(current: str | None, block: str) -> str:
-    """Replace our block in `current`, keeping every other line; append it if absent."""
+    """Replace our block in `current`, keeping every other line; put it first if absent."""
     text = current or ""
-    anchor = f"{{anchor:{BLOCK_MARK}}}"
-    at = text.find(anchor)
-    start = text.rfind(BLOCK_BEGIN, 0, at) if at >= 0 else -1
-    end = text.find(BLOCK_END, at + len(anchor)) if at >= 0 else -1
+    start = text.find(BLOCK_BEGIN)
+    end = text.find(BLOCK_END, start) if start >= 0 else -1
     if start < 0 or end < 0:
-        return f"{block}\n\n{text}".rstrip() + "\n" if text.strip() else block
+        return f"{block}\n\n{text.strip()}\n" if text.strip() else block
     return text[:start] + block + text[end + len(BLOCK_END):]
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 
 import pytest
 from sqlalchemy import select
+from werkzeug.serving import make_server
 
 from registry.app import create_app
 from registry.config import Settings
@@ -104,6 +106,32 @@ def test_resolution_is_pulled_by_webhook_and_read_back(harness, engineer, live_s
     assert resolved.resolved_at is not None
     assert resolved.owner == "Alice Engineer"
     assert harness.link(signature["id"]).status_category == "done"
+
+
+def test_jira_retries_a_delivery_the_registry_missed(harness, engineer, app):
+    """The registry is down when Jira calls; Jira's retry (same identifier) gets through once."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    port = server.server_port
+    server.server_close()  # nothing listens: the first delivery is refused
+    harness.emulator.register_webhook(f"http://127.0.0.1:{port}{WEBHOOK_PATH}", WEBHOOK_SECRET)
+    signature = harness.crash()["signature"]
+    harness.sync()
+    harness.emulator.deliveries.clear()
+    harness.later(minutes=3)
+    resolve_in_jira(harness, engineer, "CRASH-1", "Fixed")
+    harness.emulator.deliver_webhooks()
+    assert {d.outcome for d in harness.emulator.deliveries} == {"pending"}
+    server = make_server("127.0.0.1", port, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        harness.later(minutes=16)
+        harness.emulator.deliver_webhooks()
+        assert {d.outcome for d in harness.emulator.deliveries} == {"delivered"}
+        assert all(d.retry == 1 for d in harness.emulator.deliveries)
+        harness.sync(with_reconcile=False)
+        assert harness.signature(signature["id"]).status == "resolved"
+    finally:
+        server.shutdown()
 
 
 def test_missed_webhooks_are_caught_by_reconciliation(harness, engineer):
