@@ -426,8 +426,8 @@ STALL_ANCHORS: tuple[str, ...] = (
     "process_one_work", "do_syscall_", "do_fast_syscall_", "sysenter_dispatch",
     "tracesys_phase2", ".*netif_receive_skb", ".*do_softirq", "call_timer_fn", ".*_run_timers",
     "run_timer_softirq", "run_ksoftirqd", "smpboot_thread_fn", "kthread$", "start_secondary",
-    "ksys_ioctl", "compat_ioctl", "netlink_dump", "rtnetlink_rcv_msg", "genl_family_rcv_msg", "genl_rcv_msg",
-    "netlink_rcv_skb",
+    "ksys_ioctl", "compat_ioctl", "tasklet_action", "netlink_dump", "rtnetlink_rcv_msg",
+    "genl_family_rcv_msg", "genl_rcv_msg", "netlink_rcv_skb",
     "cpu_startup_entry", "ret_from_fork", "vfs_write", "vfs_read", "vfs_iter_read",
     "vfs_iter_write", "do_iter_read", "do_iter_write", ".*vfs_ioctl", "blkdev_driver_ioctl",
     "blkdev_ioctl", "call_read_iter", "call_write_iter", "do_iter_readv_writev", "call_mmap",
@@ -435,7 +435,7 @@ STALL_ANCHORS: tuple[str, ...] = (
     "sock_release", "sys_setsockopt", "kernel_setsockopt", "sock_common_setsockopt",
     "sys_listen", "kernel_listen", "sk_common_release", "sock_mmap", "sys_accept",
     "kernel_accept", "sock_do_ioctl", "sock_ioctl", "compat_sock_ioctl", "nfnetlink_rcv_msg",
-    r"sys_(?:socketpair|connect|ioctl)$",
+    r"^(?:k?sys_)?(?:socketpair|connect|ioctl)$",  # syscall wrappers, prefixes stripped
     "^do_fault$", "handle_mm_fault", "do_page_fault", "^page_fault$", "^fput$", "task_work_run",
     "exit_to_usermode", "exit_to_user_mode",
 )
@@ -613,7 +613,7 @@ _RIP = re.compile(
 )
 _TRACE_START = re.compile(r"(?:Call [Tt]race|[Bb]acktrace|stack backtrace):")
 _SEGMENT_BREAK = re.compile(r"</?(?:IRQ|NMI|EOI|TASK|SOFTIRQ)>|^NMI backtrace")
-_LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] )?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
+_LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] *+)?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
 _MCE_BANK = re.compile(r"Bank (?P<bank>\d++): (?P<status>[0-9a-f]{16})\b")
 _AER_TYPE = re.compile(r"(?P<driver>[\w-]++) [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: "
                        r"(?:AER: )?PCIe Bus Error: severity=(?P<sev>[\w ()-]+?), "
@@ -886,17 +886,20 @@ def _segments(lines: list[Line]) -> list[list[Frame]]:
 
 
 def _stall_frame(run: list[Frame], skip: re.Pattern[str]):
-    """Name a looping context after the dispatch point it runs under (None if all generic)."""
+    """Name a looping context after the dispatch point it runs under (None if all generic):
+    the last real frame above the first dispatch frame, generic or not, below it."""
     kept = [frame for frame in run if not skip.match(frame[0])]
     if not kept:
         return None, []
     for prefix, bucket in STALL_BUCKETS:
         if kept[0][0].startswith(prefix):
             return (bucket, kept[0][1]), [(bucket, kept[0][1])]
-    for index, (name, _) in enumerate(kept):
-        if _STALL_ANCHORS.match(name):
-            chosen = kept[max(index - 1, 0)]
-            return chosen, kept[max(index - 1, 0):][:KEY_FRAMES]
+    above: list[Frame] = []
+    for frame in run:
+        if _STALL_ANCHORS.match(frame[0]) and above:
+            return above[-1], [above[-1], *(f for f in kept if f not in above)][:KEY_FRAMES]
+        if not skip.match(frame[0]):
+            above.append(frame)
     return kept[0], kept[:KEY_FRAMES]
 
 
@@ -938,8 +941,7 @@ def _guilty_lockdep(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]
                         break
                     if not skip.match(name):
                         return (name, None), [(name, None)]
-                    chain = _lock_chain_frames(lines)
-                    picked = _pick(chain, skip) if chain else (None, [])
+                    picked = _pick(_lock_chain_frames(lines) or _trace_frames(lines), skip)
                     return picked if picked[0] else ((name, None), [(name, None)])
             break
     return _pick(_trace_frames(lines), skip)
