@@ -34,7 +34,14 @@ def link_for_issue(session: Session, issue: dict[str, Any], options_url: str) ->
         return link
     fingerprint = fingerprint_from_labels(issue["fields"].get("labels") or [])
     signature = session.scalar(select(Signature).where(Signature.fingerprint == fingerprint))
-    if signature is None or session.get(JiraLink, signature.id) is not None:
+    if signature is None:
+        return None
+    existing = session.get(JiraLink, signature.id)
+    if existing is not None:  # made by hand, or a create Jira's search had not indexed yet
+        existing.last_error = (f"Jira has a second issue {issue['key']} for this signature; "
+                               f"crashreg keeps {existing.issue_key}: close {issue['key']} as its duplicate")
+        log.warning("second Jira issue for a signature", extra={"fields": {
+            "issue": issue["key"], "kept": existing.issue_key, "signature": signature.id}})
         return None
     link = JiraLink(signature_id=signature.id, issue_key=issue["key"], issue_id=str(issue["id"]),
                     url=f"{options_url}/browse/{issue['key']}", failures=0)

@@ -94,6 +94,20 @@ def test_the_link_is_recovered_from_jira_if_the_table_is_lost(harness):
     assert len(harness.emulator.issues) == 1
 
 
+def test_a_second_issue_for_a_signature_is_reported_not_adopted(harness):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    harness.later(minutes=3)
+    harness.jira().create_issue(fields={
+        "project": {"key": "CRASH"}, "issuetype": {"name": "Bug"}, "summary": "same crash, by hand",
+        "labels": ["crashreg", signature_label(signature["fingerprint"])]})
+    harness.later(minutes=3)
+    harness.sync()
+    link = harness.link(signature["id"])
+    assert link.issue_key == "CRASH-1"
+    assert "second issue CRASH-2" in link.last_error
+
+
 def test_facts_updates_are_throttled_and_keep_engineers_text(harness):
     signature = harness.crash()["signature"]
     harness.sync()
