@@ -47,6 +47,7 @@ from registry.config import Settings
 from registry.db import utcnow
 from registry.ingest.models import Event
 from registry.signatures.models import Signature
+from registry.signatures.regression import REGRESSED
 from registry.upsert import insert_ignore
 
 __all__ = ["CaptureDecision", "decide_capture"]
@@ -58,10 +59,12 @@ def limits_of(settings: Settings) -> Limits:
     return Limits(settings.full_captures_per_window, timedelta(days=settings.capture_window_days))
 
 
-def facts_of(signature: Signature, is_new: bool = False) -> SignatureFacts:
+def facts_of(signature: Signature, is_new: bool = False, regressed: bool = False) -> SignatureFacts:
+    """`regressed`: this event regressed the signature, even if a concurrent report of the same
+    storm flipped the status first (our loaded row may still say resolved)."""
     return SignatureFacts(
         mode=signature.capture_policy,
-        status=signature.status,
+        status=REGRESSED if regressed else signature.status,
         is_new=is_new,
         dump_level=signature.capture_dump_level,
         extra_full_captures=signature.extra_full_captures,
@@ -79,7 +82,8 @@ def decide_capture(
     """The capture answer for a new event; claims a slot or an extra capture when it says full."""
     if signature is None:
         return NO_SIGNATURE
-    facts, limits = facts_of(signature, new_signature), limits_of(settings)
+    facts = facts_of(signature, new_signature, regressed=event.regression == REGRESSED)
+    limits = limits_of(settings)
     for rule in applicable_rules(facts):
         claimed = None
         if rule.claim == "slot":

@@ -8,8 +8,12 @@ import pytest
 from sqlalchemy import update
 
 from registry.app import create_app
+from registry.capture.decide import decide_capture
 from registry.capture.models import CaptureSlot
 from registry.config import Settings
+from registry.ingest.models import Event
+from registry.signatures.models import Signature
+from registry.signatures.regression import REGRESSED
 from tests.capture.support import actions, patch_policy, post_capture, report, storm_report
 from tests.conftest import auth
 
@@ -165,3 +169,26 @@ def test_replayed_report_keeps_its_answer_and_claims_nothing(client, tokens) -> 
     for _ in range(3):
         assert report(client, tokens["report"], body)["capture"] == first["capture"]
     assert actions(client, tokens["report"], "replayed", 3) == ["full", "full", "skip"]
+
+
+def test_an_event_that_regressed_is_decided_as_regressed_even_if_the_row_says_resolved(
+    client, tokens, database, settings
+) -> None:
+    """In a storm, a report racing the one that flipped the status still holds `resolved`."""
+    answers = [report(client, tokens["report"], storm_report("raced_fix")) for _ in range(3)]
+    for answer in answers:
+        post_capture(client, tokens["report"], answer["event_id"])
+    signature_id = answers[0]["signature"]["id"]
+    client.patch(f"/api/v1/signatures/{signature_id}", json={"status": "resolved"},
+                 headers=auth(tokens["triage"]))
+    late = report(client, tokens["report"], storm_report("raced_fix"))  # crashed before the fix
+    assert late["capture"]["action"] == "skip"
+    with database.session() as session:
+        signature = session.get_one(Signature, int(signature_id))
+        event = session.get_one(Event, int(late["event_id"]))
+        assert signature.status == "resolved"
+        event.regression = REGRESSED
+        decision = decide_capture(session, signature, event, settings)
+        session.rollback()
+    assert decision.action == "full"
+    assert decision.reason.startswith("regressed signature")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 import requests
 from sqlalchemy import func, select
@@ -69,3 +70,23 @@ def test_n_more_is_exact_under_a_storm(live_server, make_token) -> None:
     ).raise_for_status()
     answers = storm(live_server, token, [storm_report("wanted_bug") for _ in range(HOSTS)])
     assert sum(a["capture"]["action"] == "full" for a in answers) == 5
+
+
+def test_a_storm_of_a_regressed_bug_gets_k_full_again(live_server, make_token) -> None:
+    """The reports racing the one that flips the status to regressed are regressions too."""
+    token = make_token("report")
+    before = storm(live_server, token, [storm_report("back_again") for _ in range(4)])
+    for answer in before:
+        if answer["capture"]["action"] == "full":
+            requests.post(f"{live_server}/api/v1/events/{answer['event_id']}/captures",
+                          json={"method": "makedumpfile", "status": "completed"},
+                          headers=auth(token), timeout=30).raise_for_status()
+    requests.patch(
+        f"{live_server}/api/v1/signatures/{before[0]['signature']['id']}",
+        json={"status": "resolved"}, headers=auth(make_token("triage")), timeout=30,
+    ).raise_for_status()
+    after_fix = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    bodies = [storm_report("back_again", crashed_at=after_fix) for _ in range(HOSTS)]
+    answers = storm(live_server, token, bodies)
+    assert sum(a["capture"]["action"] == "full" for a in answers) == 3
+    assert all(a["signature"]["status"] == "regressed" for a in answers)
