@@ -13,16 +13,18 @@ UID = "crashreg-captures"
 
 def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
     d = dialect
-    events_in_range = d.time_filter("crashed_at")
-    skipped = f"FROM rpt_events WHERE capture_action = 'skip' AND {events_in_range}"
+    # Captures belong to events the registry asked to capture: the decision narrows the scan.
+    captured = f"capture_action IN ('full', 'filtered') AND {d.time_filter('crashed_at')}"
+    decisions = f"FROM rpt_daily_breakdown WHERE dimension = 'capture_action' AND {d.time_filter('day')}"
+    skipped = f"{decisions} AND value = 'skip'"
     panels = (
         Panel(
             "Capture decisions per day",
             "timeseries",
             (
                 Query(
-                    f"SELECT {d.day('crashed_at')}, capture_action, COUNT(*) AS events "
-                    f"FROM rpt_events WHERE {events_in_range} GROUP BY 1, 2 ORDER BY 1"
+                    f"SELECT {d.day('day')}, value AS capture_action, SUM(events) AS events "
+                    f"{decisions} GROUP BY 1, 2 ORDER BY 1"
                 ),
             ),
             width=16,
@@ -32,8 +34,8 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "piechart",
             (
                 Query(
-                    "SELECT capture_action, COUNT(*) AS events FROM rpt_events "
-                    f"WHERE {events_in_range} GROUP BY 1 ORDER BY 1",
+                    f"SELECT value AS capture_action, SUM(events) AS events {decisions} "
+                    "GROUP BY 1 ORDER BY 1",
                     table=True,
                     time_columns=(),
                 ),
@@ -49,11 +51,11 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
                     f"SELECT (SELECT COALESCE(SUM(memory_gb), 0) {skipped}) + "
                     "(SELECT COALESCE(SUM(memory_gb - gb), 0) FROM rpt_captures "
                     "WHERE capture_action = 'filtered' AND status = 'completed' "
-                    f'AND memory_gb IS NOT NULL AND {events_in_range}) AS "GB not dumped", '
-                    f"(SELECT COUNT(*) {skipped}) * "
+                    f'AND memory_gb IS NOT NULL AND {captured}) AS "GB not dumped", '
+                    f"(SELECT COALESCE(SUM(events), 0) {skipped}) * "
                     "(SELECT COALESCE(AVG(downtime_s), 0) FROM rpt_captures "
                     "WHERE capture_action = 'full' AND status = 'completed' "
-                    f'AND {events_in_range}) / 3600.0 AS "downtime hours saved"',
+                    f'AND {captured}) / 3600.0 AS "downtime hours saved"',
                     table=True,
                     time_columns=(),
                 ),
@@ -74,7 +76,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
                         "duration_s",
                         "memory_gb",
                         "FROM rpt_captures WHERE status = 'completed' "
-                        f"AND duration_s IS NOT NULL AND {events_in_range}",
+                        f"AND duration_s IS NOT NULL AND {captured}",
                     ),
                     table=True,
                     time_columns=(),
@@ -89,7 +91,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             (
                 Query(
                     f"SELECT {d.day('crashed_at')}, method, COUNT(*) AS failed "
-                    f"FROM rpt_captures WHERE status = 'failed' AND {events_in_range} "
+                    f"FROM rpt_captures WHERE status = 'failed' AND {captured} "
                     "GROUP BY 1, 2 ORDER BY 1"
                 ),
             ),
@@ -101,7 +103,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
                 Query(
                     f"SELECT {d.ts('crashed_at')} AS time, hostname, signature_id, method, "
                     "dump_level, memory_gb, duration_s FROM rpt_captures "
-                    f"WHERE status = 'failed' AND {events_in_range} "
+                    f"WHERE status = 'failed' AND {captured} "
                     "ORDER BY crashed_at DESC LIMIT 200",
                     table=True,
                 ),

@@ -34,7 +34,6 @@ def _findings(d: Dialect, title: str, where: str, description: str) -> Panel:
 
 def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
     d = dialect
-    in_range = d.time_filter("e.crashed_at")
     panels = (
         Panel(
             "Single-host suspects",
@@ -86,13 +85,12 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "table",
             (
                 Query(
-                    "SELECT c.kernel_version, c.crashes, k.hosts, "
-                    "c.crashes * 1000.0 / NULLIF(k.hosts, 0) AS crashes_per_1k_hosts, c.signatures "
-                    "FROM (SELECT e.kernel_version, COUNT(*) AS crashes, "
-                    "COUNT(DISTINCT e.signature_id) AS signatures FROM rpt_events e "
-                    f"WHERE e.kernel_version IS NOT NULL AND {in_range} GROUP BY e.kernel_version) c "
-                    "LEFT JOIN rpt_kernel_fleet k ON k.kernel_version = c.kernel_version "
-                    "ORDER BY crashes_per_1k_hosts DESC",
+                    "SELECT b.value AS kernel_version, SUM(b.events) AS crashes, k.hosts, "
+                    "SUM(b.events) * 1000.0 / NULLIF(k.hosts, 0) AS crashes_per_1k_hosts "
+                    "FROM rpt_daily_breakdown b "
+                    "LEFT JOIN rpt_kernel_fleet k ON k.kernel_version = b.value "
+                    f"WHERE b.dimension = 'kernel_version' AND {d.time_filter('b.day')} "
+                    "GROUP BY b.value, k.hosts ORDER BY crashes_per_1k_hosts DESC",
                     table=True,
                     time_columns=(),
                 ),

@@ -14,20 +14,19 @@ BREAKDOWNS = (("kind", "Crashes per day by kind"), ("region", "Crashes per day b
 
 def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
     d = dialect
-    in_range = d.time_filter("crashed_at")
-    breakdowns = tuple(
-        Panel(
-            title,
-            "timeseries",
-            (
-                Query(
-                    f"SELECT {d.day('crashed_at')}, COALESCE({column}, 'unknown') AS {column}, "
-                    f"COUNT(*) AS crashes FROM rpt_events WHERE {in_range} "
-                    "GROUP BY 1, 2 ORDER BY 1"
-                ),
-            ),
+    in_range = d.time_filter("day")
+
+    def per_day(dimension: str, extra: str = "") -> str:
+        return (
+            f"SELECT {d.day('day')}, value AS {dimension}, SUM(events) AS crashes "
+            f"FROM rpt_daily_breakdown WHERE dimension = '{dimension}' AND {in_range}{extra} "
+            "GROUP BY 1, 2 ORDER BY 1"
         )
-        for column, title in BREAKDOWNS
+
+    breakdowns = tuple(Panel(title, "timeseries", (Query(per_day(column)),)) for column, title in BREAKDOWNS)
+    top_kernels = (
+        " AND value IN (SELECT value FROM rpt_daily_breakdown WHERE dimension = 'kernel_version' "
+        f"AND {in_range} GROUP BY value ORDER BY SUM(events) DESC LIMIT 10)"
     )
     panels = (
         Panel(
@@ -35,8 +34,8 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "timeseries",
             (
                 Query(
-                    f"SELECT {d.day('crashed_at')}, COUNT(*) AS crashes FROM rpt_events "
-                    f"WHERE {in_range} GROUP BY 1 ORDER BY 1"
+                    f"SELECT {d.day('day')}, SUM(events) AS crashes FROM rpt_daily_breakdown "
+                    f"WHERE dimension = 'kind' AND {in_range} GROUP BY 1 ORDER BY 1"
                 ),
             ),
         ),
@@ -45,10 +44,10 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "timeseries",
             (
                 Query(
-                    'SELECT c.time, c.crashes * 1000.0 / NULLIF(f.hosts, 0) AS "crashes per 1k hosts" '
-                    f"FROM (SELECT {d.day('crashed_at')}, day, COUNT(*) AS crashes FROM rpt_events "
-                    f"WHERE {in_range} GROUP BY 1, day) c "
-                    "JOIN rpt_fleet_daily f ON f.day = c.day ORDER BY 1"
+                    f"SELECT {d.day('b.day')}, "
+                    'SUM(b.events) * 1000.0 / NULLIF(MAX(f.hosts), 0) AS "crashes per 1k hosts" '
+                    "FROM rpt_daily_breakdown b JOIN rpt_fleet_daily f ON f.day = b.day "
+                    f"WHERE b.dimension = 'kind' AND {d.time_filter('b.day')} GROUP BY 1 ORDER BY 1"
                 ),
             ),
             description="Daily crashes divided by the fleet size that day (rpt_fleet_daily).",
@@ -57,15 +56,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
         Panel(
             "Crashes per day by kernel version (top 10)",
             "timeseries",
-            (
-                Query(
-                    f"SELECT {d.day('crashed_at')}, kernel_version, COUNT(*) AS crashes "
-                    f"FROM rpt_events WHERE {in_range} AND kernel_version IN ("
-                    f"SELECT kernel_version FROM rpt_events WHERE {in_range} "
-                    "GROUP BY kernel_version ORDER BY COUNT(*) DESC LIMIT 10) "
-                    "GROUP BY 1, 2 ORDER BY 1"
-                ),
-            ),
+            (Query(per_day("kernel_version", top_kernels)),),
         ),
         Panel(
             "New signatures per week",
@@ -84,11 +75,11 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             (
                 Query(
                     "SELECT s.signature_id, s.title, s.kind, s.status, s.jira_key, "
-                    "s.jira_status, COUNT(*) AS events, COUNT(DISTINCT e.hostname) AS hosts, "
+                    "s.jira_status, SUM(r.events) AS events, MAX(r.hosts) AS peak_hosts_per_day, "
                     f"{d.ts('s.first_seen')} AS first_seen, {d.ts('s.last_seen')} AS last_seen, "
-                    "s.jira_url FROM rpt_events e "
-                    "JOIN rpt_signatures s ON s.signature_id = e.signature_id "
-                    f"WHERE {d.time_filter('e.crashed_at')} "
+                    "s.jira_url FROM rpt_signature_daily r "
+                    "JOIN rpt_signatures s ON s.signature_id = r.signature_id "
+                    f"WHERE {d.time_filter('r.day')} "
                     "GROUP BY s.signature_id, s.title, s.kind, s.status, s.jira_key, "
                     "s.jira_status, s.first_seen, s.last_seen, s.jira_url "
                     "ORDER BY events DESC LIMIT 50",
@@ -99,7 +90,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             width=24,
             height=12,
             links=(SIGNATURE_LINK, JIRA_LINK),
-            description="Signatures by events in the time range; titles link to crashreg.",
+            description="Signatures by events in the time range; rows link to crashreg and Jira.",
         ),
     )
     return dashboard(

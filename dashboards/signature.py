@@ -67,9 +67,9 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "timeseries",
             (
                 Query(
-                    f"SELECT {d.day('crashed_at')}, COUNT(*) AS events, "
-                    f"COUNT(DISTINCT hostname) AS hosts FROM rpt_events WHERE {mine} "
-                    "GROUP BY 1 ORDER BY 1"
+                    f"SELECT {d.day('day')}, SUM(events) AS events, SUM(hosts) AS hosts "
+                    f"FROM rpt_signature_daily WHERE signature_id = $signature "
+                    f"AND {d.time_filter('day')} GROUP BY 1 ORDER BY 1"
                 ),
             ),
             width=16,

@@ -87,8 +87,9 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "timeseries",
             (
                 Query(
-                    f'SELECT {d.day("crashed_at")}, COUNT(*) AS "regressed events" '
-                    f"{regressed} GROUP BY 1 ORDER BY 1"
+                    f'SELECT {d.day("day")}, SUM(events) AS "regressed events" '
+                    "FROM rpt_daily_breakdown WHERE dimension = 'regression' AND value = 'regressed' "
+                    f"AND {d.time_filter('day')} GROUP BY 1 ORDER BY 1"
                 ),
             ),
         ),

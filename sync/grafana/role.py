@@ -52,10 +52,12 @@ def derived_grafana_db_url(database_url: str) -> str:
 
 
 def reporting_views(connection: Connection) -> list[str]:
+    """The `rpt_*` views and materialized views (the rollups) of the current schema."""
     rows = connection.execute(
         text(
-            "SELECT table_name FROM information_schema.views "
-            "WHERE table_schema = current_schema() AND table_name LIKE :prefix ORDER BY 1"
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind IN ('v', 'm') "
+            "AND c.relname LIKE :prefix ORDER BY 1"
         ),
         {"prefix": REPORTING_VIEW_PREFIX + "%"},
     )
@@ -120,6 +122,8 @@ def ensure_readonly_role(engine: Engine, grafana_db_url: str) -> RoleReport:
                 connection.execute(text(f"ALTER ROLE {ident} LOGIN PASSWORD {password}"))
             connection.execute(text(f"ALTER ROLE {ident} SET default_transaction_read_only = on"))
             connection.execute(text(f"ALTER ROLE {ident} SET statement_timeout = '{STATEMENT_TIMEOUT}'"))
+            # Dashboard queries are short: JIT compilation would cost more than it saves.
+            connection.execute(text(f"ALTER ROLE {ident} SET jit = off"))
         _grant_views_only(connection, role, ident, url.database, report)
         _check_read_only_default(connection, role, report)
     return report

@@ -13,6 +13,7 @@ from sync.grafana.annotations import push_annotations
 from sync.grafana.datasource import datasource_spec, dialect_name, grafana_db_url
 from sync.grafana.provision import Outcome, Provisioner, ProvisionReport, connect
 from sync.grafana.role import RoleReport, ensure_readonly_role
+from sync.grafana.rollups import refresh_rollups
 
 log = logging.getLogger("crashreg.grafana")
 
@@ -39,6 +40,7 @@ def provision(
     role = (
         ensure_readonly_role(database.engine, grafana_db_url(settings)) if dialect == "postgresql" else None
     )
+    refresh_rollups(database)
     api = connect(settings.grafana_url or "", settings.grafana_token or "")
     report = Provisioner(api, database, force=force).run(
         datasource_spec(settings), build_dashboards(dialect, settings.public_url), progress

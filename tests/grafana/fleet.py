@@ -20,6 +20,7 @@ from registry.epidemiology.models import EpidemiologyFinding, EpidemiologySuspec
 from registry.epidemiology.simulator import FleetConfig, Simulation, inventory_json, simulate
 from registry.jira.models import JiraLink
 from registry.rca.models import Rca
+from sync.grafana.rollups import refresh_rollups
 
 JIRA_BROWSE = "https://jira.example/browse/"
 # Small enough to load in seconds, large enough that every panel has rows.
@@ -62,6 +63,7 @@ def load_fleet(client: Any, token: str, database: Database, config: FleetConfig 
     rng = random.Random(11)
     _record_captures(client, headers, events, rng)
     _annotate_history(database, rng)
+    refresh_rollups(database)  # as `crashreg grafana provision` and the scheduler job do
     return LoadedFleet(sim, events)
 
 
