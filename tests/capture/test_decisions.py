@@ -192,3 +192,14 @@ def test_an_event_that_regressed_is_decided_as_regressed_even_if_the_row_says_re
         session.rollback()
     assert decision.action == "full"
     assert decision.reason.startswith("regressed signature")
+
+
+def test_capture_updates_settle_the_slot(client, tokens) -> None:
+    answers = [report(client, tokens["report"], storm_report("patched_capture")) for _ in range(3)]
+    started = post_capture(client, tokens["report"], answers[0]["event_id"], status="started").json
+    url = f"/api/v1/captures/{started['id']}"
+    assert actions(client, tokens["report"], "patched_capture", 1) == ["skip"]  # started: still held
+    client.patch(url, json={"status": "completed", "bytes": 10}, headers=auth(tokens["report"]))
+    assert actions(client, tokens["report"], "patched_capture", 1) == ["skip"]  # completed: held
+    client.patch(url, json={"status": "failed"}, headers=auth(tokens["report"]))  # truncated after all
+    assert actions(client, tokens["report"], "patched_capture", 2) == ["full", "skip"]
