@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from registry.db import Database
 from registry.ingest.models import Report
 from tests.agents.conftest import (
     FIXTURES,
+    KDUMP_SH,
     REPORTER,
     FlakyFront,
     Registry,
@@ -21,6 +24,7 @@ from tests.agents.conftest import (
 )
 
 EXIT_SKIP = 10
+HOOK = KDUMP_SH.with_name("kdump-tools-hook.sh")
 
 
 def test_online_answers_become_makedumpfile_arguments(registry: Registry, make_site, run_sh) -> None:
@@ -266,3 +270,26 @@ def test_nothing_that_breaks_stops_the_dump(registry: Registry, make_site, run_s
     run = run_sh(offline)
     assert (run.returncode, run.args) == (0, "-c -d 0"), run.stderr
     assert "could not spool" in run.stderr
+
+
+def test_kdump_tools_defaults_hook_sets_makedumpfile_args_or_skips(
+    registry: Registry, make_site, tmp_path: Path
+) -> None:
+    """agents/kdump/kdump-tools-hook.sh as kdump-config (dash) sources it for `savecore`."""
+    vmcore = tmp_path / "vmcore"
+    vmcore.write_bytes(b"\x7fELF")
+    kdump_config = tmp_path / "kdump-config"
+    # The part of kdump-config's savecore that matters here: source the defaults, then dump.
+    kdump_config.write_text(
+        f'. "{HOOK}"\nMAKEDUMP_ARGS=${{MAKEDUMP_ARGS:="-c -d 31"}}\n'
+        'echo "makedumpfile $MAKEDUMP_ARGS -F /proc/vmcore"\n'
+    )
+    answers = []
+    for _ in range(4):  # K=3 full captures, then skip
+        site = make_site()
+        env = {"PATH": os.environ["PATH"], "CRASHREG_CONF": str(site.conf), "CRASHREG_VMCORE": str(vmcore),
+               "CRASHREG_HOOK": str(KDUMP_SH), "CRASHREG_DECISION_FILE": str(site.decision_file)}
+        done = subprocess.run(["dash", str(kdump_config), "savecore"], capture_output=True, text=True,
+                              env=env, timeout=120, check=False)
+        answers.append((done.returncode, done.stdout.strip()))
+    assert answers == [(0, "makedumpfile -c -d 0 -F /proc/vmcore")] * 3 + [(0, "")]
