@@ -8,10 +8,11 @@ attribute history) and `--events` crash events over 300 signatures, generated in
 database (generate_series). Signature 1 is a BIOS-linked hardware bug (~1/300 of the
 events, all on one BIOS version); signature 2 is a large spread bug (10% of all events).
 
-Measured, median of `--runs`: the full analysis behind GET /signatures/{id}/epidemiology
-(`signature_epidemiology`: SQL aggregation, fleet history, both baselines, verdict, onset,
-uptime) for both signatures, and as the baseline of the same run a bare
-`SELECT count(*) FROM events` (one sequential scan of the table). Exit status 1 when an
+Measured: the analysis behind GET /signatures/{id}/epidemiology (`signature_epidemiology`:
+SQL aggregation over the signature's events and the fleet's attribute history, verdict,
+onset, uptime) for both signatures: the first run, the median of `--runs` (as served: the
+all-crashes view from the last refresh) and one run with the all-crashes view computed live;
+as the baseline of the same run, a bare `SELECT count(*) FROM events` (one scan). Exit status 1 when an
 analysis misses the goal or the BIOS bug does not come out as hardware-config.
 """
 
@@ -24,6 +25,7 @@ import statistics
 import sys
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -107,38 +109,51 @@ def build(url: str, hosts: int, events: int) -> None:
     database.dispose()
 
 
-def timed(function: Any, runs: int) -> tuple[float, Any]:
+def timed(function: Any, runs: int) -> tuple[list[float], Any]:
     times, result = [], None
     for _ in range(runs):
         started = time.perf_counter()
         result = function()
         times.append(time.perf_counter() - started)
-    return statistics.median(times), result
+    return times, result
+
+
+def count_events(session: Any) -> int:
+    return session.execute(text("SELECT count(*) FROM events")).scalar()
 
 
 def measure(url: str, runs: int) -> dict[str, Any]:
+    """First run (cold: this process has no fleet-wide uptime histogram yet), then the median
+    of `runs` (the endpoint as served, the all-crashes view from the last refresh), then one
+    run computing the all-crashes view live."""
     database = Database(url)
     figures: dict[str, Any] = {}
     with database.session() as session:
-        figures["scan_s"], _ = timed(lambda: session.execute(text("SELECT count(*) FROM events")).scalar(), runs)
+        scans, _ = timed(lambda: count_events(session), runs)
+        figures["scan_s"] = round(statistics.median(scans), 3)
         for name, signature_id in (("bios_signature", 1), ("spread_signature", 2)):
             signature = session.get_one(Signature, signature_id)
-            seconds, body = timed(lambda s=signature: signature_epidemiology(session, s), runs)
+            served = partial(signature_epidemiology, session, signature, crash_view=False)
+            times, body = timed(served, runs)
+            live, _ = timed(partial(signature_epidemiology, session, signature, crash_view=True), 1)
             top = body["findings"][0] if body["findings"] else {}
             figures[name] = {
-                "seconds": round(seconds, 3),
-                "ratio_to_scan": round(seconds / figures["scan_s"], 2),
                 "events": body["events"],
                 "verdict": body["verdict"],
                 "top_finding": f"{top.get('attribute')}={top.get('value')}" if top else None,
+                "first_s": round(times[0], 3),
+                "median_s": round(statistics.median(times), 3),
+                "median_ratio_to_scan": round(statistics.median(times) / figures["scan_s"], 2),
+                "with_live_crash_view_s": round(live[0], 3),
             }
-    figures["scan_s"] = round(figures["scan_s"], 3)
     database.dispose()
     return figures
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
@@ -151,8 +166,10 @@ def main() -> int:
     try:
         started = time.perf_counter()
         build(url, args.hosts, args.events)
-        print(f"built {args.events} events on {args.hosts} hosts in {time.perf_counter() - started:.1f}s",
-              file=sys.stderr)
+        print(
+            f"built {args.events} events on {args.hosts} hosts in {time.perf_counter() - started:.1f}s",
+            file=sys.stderr,
+        )
         figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs, **measure(url, args.runs)}
     finally:
         with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
@@ -161,7 +178,7 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     ok = (
-        all(figures[k]["seconds"] < GOAL_SECONDS for k in ("bios_signature", "spread_signature"))
+        all(figures[k]["median_s"] < GOAL_SECONDS for k in ("bios_signature", "spread_signature"))
         and figures["bios_signature"]["verdict"] == "hardware-config"
     )
     return 0 if ok else 1

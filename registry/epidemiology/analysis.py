@@ -37,6 +37,7 @@ class SignatureSample:
     daily: Mapping[date, int]
     joint: JointCounts  # events carrying both of two values
     uptimes_s: Sequence[float] = ()
+    inventory_events: int | None = None  # events on hosts the inventory knows, when known
 
     @property
     def top_host_share(self) -> float:
@@ -111,45 +112,6 @@ def states_from_history(history: Iterable[tuple[datetime, Mapping]]) -> list[Hos
                 states.append(HostState(hostname, current, current_start, observed_at))
                 current_start, current = observed_at, values
         states.append(HostState(hostname, current, current_start, None))
-    return states
-
-
-@dataclass(frozen=True)
-class InventoryRecord:
-    """A host as the inventory stores it: current values and the changes that led there."""
-
-    hostname: str
-    first_seen: datetime
-    current: Mapping  # contract host object
-    changes: Sequence[tuple[datetime, str, str | None]] = ()  # (when, attribute, old value)
-    retired_at: datetime | None = None
-
-
-def _stored_value(attribute: str, value: str | None) -> object:
-    if attribute != "labels":
-        return value
-    pairs = (item.split("=", 1) for item in (value or "").split(",") if "=" in item)
-    return dict(pairs)
-
-
-def states_from_inventory(records: Sequence[InventoryRecord]) -> list[HostState]:
-    """Host states over time, walking each host's changes back from its current values.
-
-    Hosts the inventory knew from its first load are taken to have been there before (as in
-    `states_from_history`)."""
-    if not records:
-        return []
-    backdate_before = min(r.first_seen for r in records) + BACKDATE_WITHIN
-    states: list[HostState] = []
-    for record in records:
-        host = dict(record.current)
-        end = record.retired_at
-        for changed_at, attribute, old_value in sorted(record.changes, reverse=True):
-            states.append(HostState(record.hostname, host_values(host), changed_at, end))
-            host[attribute] = _stored_value(attribute, old_value)
-            end = changed_at
-        start = None if record.first_seen < backdate_before else record.first_seen
-        states.append(HostState(record.hostname, host_values(host), start, end))
     return states
 
 
@@ -279,42 +241,24 @@ def signature_window(sample: SignatureSample) -> tuple[datetime, datetime]:
 
 def inventory_coverage(sample: SignatureSample, fleet: Baseline) -> float:
     """Share of the signature's events on hosts the inventory knows."""
-    known = sum(
-        k
-        for (name, value), k in sample.counts.items()
-        if name == "hostname" and fleet.counts.get((name, value))
-    )
-    return known / sample.events if sample.events else 0.0
+    if not sample.events:
+        return 0.0
+    if sample.inventory_events is not None:
+        return sample.inventory_events / sample.events
+    hostnames = ((value, k) for (name, value), k in sample.counts.items() if name == "hostname")
+    known = sum(k for value, k in hostnames if fleet.counts.get(("hostname", value)))
+    return known / sample.events
 
 
 MIN_INVENTORY_COVERAGE = 0.5
 
 
-def make_context(
-    sample: SignatureSample,
-    states: Sequence[HostState],
-    crashes: Baseline,
-    window: tuple[date, date],
-    exposure: Mapping[date, float] | None = None,
-    changes: Sequence[InventoryChange] = (),
-    uptimes: OutsideCounts = NO_UPTIMES,
-) -> Context:
-    """Baselines for one signature: the fleet inventory where it knows the signature's hosts
-    (host-time over the signature's days), all crashes as the second view."""
-    baselines = [crashes]
-    if states:
-        start, end = signature_window(sample)
-        fleet = fleet_baseline(states, start, end)
-        if inventory_coverage(sample, fleet) >= MIN_INVENTORY_COVERAGE:
-            baselines.insert(0, fleet)
-    return Context(
-        baselines=baselines,
-        window_start=window[0],
-        window_end=window[1],
-        exposure=exposure,
-        changes=changes,
-        uptimes=uptimes,
-    )
+def fleet_view(sample: SignatureSample, fleet: Baseline | None) -> Baseline | None:
+    """The fleet baseline (host-time over the signature's days) when the inventory knows
+    enough of the signature's hosts to be the denominator."""
+    if fleet is None or inventory_coverage(sample, fleet) < MIN_INVENTORY_COVERAGE:
+        return None
+    return fleet
 
 
 def crash_baseline(

@@ -55,6 +55,17 @@ class EpidemiologySchema(Schema):
     uptime = fields.Dict()
 
 
+class EpidemiologyQuery(Schema):
+    crash_view = fields.String(
+        load_default="auto",
+        validate=validate.OneOf(["auto", "live", "stored"]),
+        metadata={
+            "description": "the all-crashes view (a full scan of the events): live = computed now, "
+            "stored = from the last refresh, auto = stored when there is one"
+        },
+    )
+
+
 class SuspectsQuery(Schema):
     limit = fields.Integer(load_default=20, validate=validate.Range(min=1, max=200))
 
@@ -68,18 +79,24 @@ class SuspectsSchema(Schema):
 @require_scope("read")
 @documented(
     "Which hosts, firmware or software a signature concentrates on; verdict, onset, uptime",
+    query=EpidemiologyQuery,
     responses={200: EpidemiologySchema},
-    errors=(401, 403, 404),
+    errors=(400, 401, 403, 404),
     tag="epidemiology",
 )
 def get_signature_epidemiology(key: str) -> Any:
+    """The main view (fleet inventory where known) is always computed now; the all-crashes
+    view comes from the last refresh unless asked for live."""
+    args = load_query(EpidemiologyQuery())
     with current_db().session() as session:
         signature = signature_or_404(session, key)
-        body = signature_epidemiology(session, signature)
-        stored_at = session.scalar(
-            select(EpidemiologyVerdict.computed_at).where(EpidemiologyVerdict.signature_id == signature.id)
-        )
-    body["refreshed_at"] = stored_at.isoformat() if stored_at else None
+        stored = session.get(EpidemiologyVerdict, signature.id)
+        stored_view = stored.analysis.get("views", {}).get("crashes") if stored else None
+        live = args["crash_view"] == "live" or (args["crash_view"] == "auto" and stored_view is None)
+        body = signature_epidemiology(session, signature, crash_view=live)
+    if not live and stored_view is not None and body.get("baseline") != "crashes":
+        body.setdefault("views", {})["crashes"] = stored_view | {"stored_at": stored.computed_at.isoformat()}
+    body["stored_at"] = stored.computed_at.isoformat() if stored else None
     return jsonify(body)
 
 

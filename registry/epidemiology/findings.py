@@ -132,6 +132,9 @@ def _strength(f: Finding) -> tuple:
     return (f.log10_p, f.log10_p_raw, -f.lift, SPECIFICITY_RANK.get(f.attribute, 99), f.value)
 
 
+UNSUPPORTED_KEPT = 20  # below-support candidates kept (by lift) for "how many more events"
+
+
 def score(
     counts: Mapping[AttributeValue, int],
     events: int,
@@ -139,7 +142,8 @@ def score(
     min_support: int = MIN_SUPPORT,
     correction: str = "holm",
 ) -> list[Finding]:
-    """Test each over-represented value; adjust p-values over the supported ones."""
+    """Test each over-represented value with enough support and adjust over them; of the
+    rest keep the few with the highest lift (they can only say how many more events)."""
     test = TESTS[baseline.test]
     raw: list[Finding] = []
     for (attribute, value), k in counts.items():
@@ -154,16 +158,22 @@ def score(
                 signature_events=events,
                 baseline_count=base,
                 baseline_total=baseline.total,
-                log10_p_raw=test(k, events, base, baseline.total),
+                log10_p_raw=0.0,
                 log10_p=0.0,
                 supported=k >= min_support,
             )
         )
     supported = [f for f in raw if f.supported]
+    unsupported = sorted((f for f in raw if not f.supported), key=lambda f: -f.lift)[:UNSUPPORTED_KEPT]
+    tested = [
+        replace(f, log10_p_raw=test(f.events, events, f.baseline_count, f.baseline_total))
+        for f in supported + unsupported
+    ]
+    supported, unsupported = tested[: len(supported)], tested[len(supported) :]
     adjusted = CORRECTIONS[correction]([f.log10_p_raw for f in supported])
     family = max(len(supported), 1)
     out = [replace(f, log10_p=a) for f, a in zip(supported, adjusted, strict=True)]
-    out += [replace(f, log10_p=min(0.0, f.log10_p_raw + math.log10(family))) for f in raw if not f.supported]
+    out += [replace(f, log10_p=min(0.0, f.log10_p_raw + math.log10(family))) for f in unsupported]
     return sorted(out, key=_strength)
 
 

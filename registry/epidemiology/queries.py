@@ -6,9 +6,9 @@ computed by the database (PostgreSQL or SQLite); only aggregates cross into Pyth
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import date
 from typing import Any
 
 from sqlalchemy import bindparam, distinct, func, select, text
@@ -16,16 +16,16 @@ from sqlalchemy.orm import Session
 
 from registry.db import is_postgresql
 from registry.ingest.models import Event
-from registry.inventory.models import Host, HostAttributeChange
+from registry.inventory.models import Host
 from registry.signatures.models import Signature
 
-from .analysis import InventoryRecord, SignatureSample, states_from_inventory
-from .attributes import ATTRIBUTES, HOST_ATTRIBUTES, AttributeValue
-from .findings import JointCounts, Pair
+from .analysis import SignatureSample
+from .attributes import HOST_ATTRIBUTES, AttributeValue
+from .findings import MIN_SUPPORT, JointCounts, Pair
 from .suspects import HostSignatureCount
-from .uptime import OutsideCounts
 
 PHYSICAL = "coalesce(physical_host, hostname)"
+LARGE_SIGNATURE = 1000
 COLUMN_SQL: dict[str, str] = {name: name for name in HOST_ATTRIBUTES} | {"physical_host": PHYSICAL}
 
 
@@ -71,19 +71,51 @@ def _labels_source(session: Session) -> str:
     return "events, json_each(events.labels) AS l"
 
 
-def value_counts(session: Session, where: EventFilter) -> dict[AttributeValue, int]:
-    """Events per attribute value (one UNION ALL query, one GROUP BY per attribute)."""
-    parts = [
-        f"SELECT '{name}' AS attribute, {column} AS value, count(*) AS n FROM events "
-        f"WHERE {where.sql} AND {column} IS NOT NULL GROUP BY {column}"
-        for name, column in COLUMN_SQL.items()
-    ]
-    parts.append(
+def _labels_counts_sql(session: Session, where: EventFilter, least: int) -> str:
+    return (
         "SELECT 'labels' AS attribute, l.key || '=' || l.value AS value, count(*) AS n "
-        f"FROM {_labels_source(session)} WHERE {where.sql} GROUP BY l.key || '=' || l.value"
+        f"FROM {_labels_source(session)} WHERE {where.sql} GROUP BY l.key || '=' || l.value "
+        f"HAVING count(*) >= {least}"
     )
-    rows = session.execute(where.statement(" UNION ALL ".join(parts)), where.params)
-    return {(attribute, str(value)): int(n) for attribute, value, n in rows}
+
+
+def value_counts(
+    session: Session, where: EventFilter, least: int = 1, least_per_host: int = 1
+) -> dict[AttributeValue, int]:
+    """Events per attribute value carried by at least `least` events (`least_per_host` for
+    hostnames). PostgreSQL: one pass (GROUPING SETS) plus one for labels; SQLite: one
+    GROUP BY per attribute in a UNION ALL."""
+    names = list(COLUMN_SQL)
+    counts: dict[AttributeValue, int] = {}
+    if is_postgresql(session):
+        columns = [f"{COLUMN_SQL[name]} AS c{i}" for i, name in enumerate(names)]
+        flags = [f"GROUPING({COLUMN_SQL[name]})" for name in names]
+        sets = ", ".join(f"({COLUMN_SQL[name]})" for name in names)
+        rows = session.execute(
+            where.statement(
+                f"SELECT {', '.join(flags)}, {', '.join(columns)}, count(*) FROM events "
+                f"WHERE {where.sql} GROUP BY GROUPING SETS ({sets}) HAVING count(*) >= "
+                f"CASE WHEN GROUPING(hostname) = 0 THEN {least_per_host} ELSE {least} END"
+            ),
+            where.params,
+        )
+        for row in rows:
+            index = list(row[: len(names)]).index(0)
+            value = row[len(names) + index]
+            if value is not None:
+                counts[(names[index], str(value))] = int(row[-1])
+        labels = session.execute(where.statement(_labels_counts_sql(session, where, least)), where.params)
+    else:
+        parts = [
+            f"SELECT '{name}' AS attribute, {column} AS value, count(*) AS n FROM events "
+            f"WHERE {where.sql} AND {column} IS NOT NULL GROUP BY {column} "
+            f"HAVING count(*) >= {least_per_host if name == 'hostname' else least}"
+            for name, column in COLUMN_SQL.items()
+        ]
+        parts.append(_labels_counts_sql(session, where, least))
+        labels = session.execute(where.statement(" UNION ALL ".join(parts)), where.params)
+    counts.update({(attribute, str(value)): int(n) for attribute, value, n in labels})
+    return counts
 
 
 def _condition(session: Session, key: AttributeValue, param: str) -> tuple[str, dict[str, Any]]:
@@ -153,30 +185,39 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         where.statement(f"SELECT uptime_s FROM events WHERE {where.sql} AND uptime_s IS NOT NULL"),
         where.params,
     ).all()
+    known = session.scalar(
+        where.statement(
+            "SELECT count(*) FROM events WHERE host_id IN (SELECT id FROM hosts WHERE in_inventory) "
+            f"AND {where.sql}"
+        ),
+        where.params,
+    )
+    events = sum(daily.values())
+    # In a large signature, values seen once or twice, and hosts with no more than twice an
+    # average host's share, can never be findings: not worth counting (nor asking the fleet).
+    least, least_per_host = 1, 1
+    if events >= LARGE_SIGNATURE:
+        fleet_hosts = session.scalar(select(func.count()).select_from(Host)) or 1
+        least, least_per_host = MIN_SUPPORT, max(MIN_SUPPORT, math.ceil(2 * events / fleet_hosts))
     return SignatureSample(
-        events=sum(daily.values()),
-        counts=value_counts(session, where),
+        events=events,
+        counts=value_counts(session, where, least, least_per_host),
         hosts=int(per_host[0] or 0),
         top_host_events=int(per_host[1] or 0),
         daily=daily,
         joint=joint_counts(session, where),
         uptimes_s=[float(u) for u in uptimes],
+        inventory_events=int(known or 0),
     )
 
 
-def uptime_outside(session: Session, where: EventFilter) -> OutsideCounts:
-    def count(lowest: float, highest: float) -> tuple[int, int, int]:
-        row = session.execute(
-            where.statement(
-                "SELECT sum(CASE WHEN uptime_s < :lowest THEN 1 ELSE 0 END), "
-                "sum(CASE WHEN uptime_s > :highest THEN 1 ELSE 0 END), count(uptime_s) "
-                f"FROM events WHERE {where.sql}"
-            ),
-            where.params | {"lowest": lowest, "highest": highest},
-        ).one()
-        return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
-
-    return count
+def uptime_hours(session: Session) -> dict[int, int]:
+    """All crashes' uptimes as an hourly histogram (one scan, a few thousand rows back)."""
+    hour = "uptime_s / 3600" if is_postgresql(session) else "CAST(uptime_s / 3600 AS INTEGER)"
+    rows = session.execute(
+        text(f"SELECT {hour} AS h, count(*) FROM events WHERE uptime_s IS NOT NULL GROUP BY {hour}")
+    )
+    return {int(h): int(n) for h, n in rows}
 
 
 def observation_window(session: Session) -> tuple[date, date] | None:
@@ -184,43 +225,6 @@ def observation_window(session: Session) -> tuple[date, date] | None:
     if first is None:
         return None
     return first.date(), last.date()
-
-
-def inventory_records(session: Session) -> list[InventoryRecord]:
-    """Hosts reported through the inventory, with their attribute history."""
-    columns = [getattr(Host, name) for name in HOST_ATTRIBUTES if name != "hostname"]
-    hosts = session.execute(
-        select(Host.id, Host.hostname, Host.first_seen, Host.retired_at, Host.labels, *columns).where(
-            Host.in_inventory.is_(True)
-        )
-    ).all()
-    changes: dict[int, list[tuple[datetime, str, str | None]]] = defaultdict(list)
-    tracked = [name for name in ATTRIBUTES if name != "hostname"]
-    for host_id, attribute, old_value, changed_at in session.execute(
-        select(
-            HostAttributeChange.host_id,
-            HostAttributeChange.attribute,
-            HostAttributeChange.old_value,
-            HostAttributeChange.changed_at,
-        ).where(HostAttributeChange.attribute.in_(tracked))
-    ):
-        changes[host_id].append((changed_at, attribute, old_value))
-    names = [name for name in HOST_ATTRIBUTES if name != "hostname"]
-    return [
-        InventoryRecord(
-            hostname=row.hostname,
-            first_seen=row.first_seen,
-            current={"hostname": row.hostname, "labels": row.labels or {}}
-            | {name: getattr(row, name) for name in names},
-            changes=changes.get(row.id, ()),
-            retired_at=row.retired_at,
-        )
-        for row in hosts
-    ]
-
-
-def fleet_states(session: Session) -> list:
-    return states_from_inventory(inventory_records(session))
 
 
 def hosts_per_physical(session: Session) -> dict[str, int]:

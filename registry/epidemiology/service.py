@@ -2,77 +2,112 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session
 
-from registry.db import utcnow
+from registry.db import is_postgresql, utcnow
 from registry.ingest.models import Event
 from registry.signatures.models import Signature
 from registry.signatures.service import summary
 
 from .analysis import (
-    HostState,
+    Context,
+    SignatureSample,
     analyse_signature,
     crash_baseline,
-    exposure_by_day,
-    inventory_changes,
-    make_context,
+    fleet_view,
+    signature_window,
 )
 from .findings import Baseline
+from .fleet_sql import fleet_baseline_sql, fleet_exposure, rollout_steps
 from .models import EpidemiologyFinding, EpidemiologySuspectHost, EpidemiologyVerdict
-from .onset import InventoryChange
 from .queries import (
     EventFilter,
-    fleet_states,
     host_signature_counts,
     hosts_per_physical,
     joint_counts,
     observation_window,
     signature_ids,
     signature_sample,
-    uptime_outside,
+    uptime_hours,
     value_counts,
 )
 from .suspects import suspect_hosts
+from .uptime import histogram_outside_counts
 
 SUSPECTS_STORED = 50
+UPTIME_TTL = timedelta(minutes=5)
+_UPTIMES: dict[str, tuple[float, dict[int, int]]] = {}
 
 
-@dataclass(frozen=True)
 class Fleet:
-    """What every signature's analysis shares: computed once per request or refresh."""
+    """What every signature's analysis shares, computed once per request or refresh; the
+    all-crashes baseline and the uptime histogram (full scans) only when first needed."""
 
-    window: tuple[date, date]
-    states: list[HostState]
-    exposure: dict[date, float] | None
-    changes: list[InventoryChange]
-    crashes: Baseline
+    def __init__(self, session: Session, window: tuple[date, date]) -> None:
+        self.session = session
+        self.window = window
+        self.exposure = fleet_exposure(session, *window)
+        self.changes = rollout_steps(session)
+        self._crashes: Baseline | None = None
+        self._uptime_hours: dict[int, int] | None = None
+
+    def view(self, sample: SignatureSample) -> Baseline | None:
+        """The fleet as it was over the signature's days, if the inventory covers it."""
+        hosts = {
+            name: [value for (attribute, value) in sample.counts if attribute == name]
+            for name in ("hostname", "physical_host")
+        }
+        fleet = fleet_baseline_sql(self.session, *signature_window(sample), hosts)
+        return fleet_view(sample, fleet)
+
+    def crashes(self) -> Baseline:
+        if self._crashes is None:
+            everything = EventFilter.everything()
+            total = self.session.scalar(select(func.count()).select_from(Event)) or 0
+            self._crashes = crash_baseline(
+                value_counts(self.session, everything), total, joint_counts(self.session, everything)
+            )
+        return self._crashes
+
+    def uptime_hours(self) -> dict[int, int]:
+        """All crashes' uptimes (hourly histogram): fleet-wide and slow to move, so shared by
+        the requests of this process for UPTIME_TTL."""
+        if self._uptime_hours is None:
+            key = str(self.session.get_bind().url)
+            cached = _UPTIMES.get(key)
+            if cached is None or cached[0] < time.monotonic():
+                cached = (time.monotonic() + UPTIME_TTL.total_seconds(), uptime_hours(self.session))
+                _UPTIMES[key] = cached
+            self._uptime_hours = cached[1]
+        return self._uptime_hours
+
+
+def tune(session: Session) -> None:
+    """Analytic queries: no JIT (compiling costs more than these queries run on PostgreSQL)
+    and room to aggregate in memory. Transaction-local."""
+    if is_postgresql(session):
+        session.execute(text("SET LOCAL jit = off"))
+        session.execute(text("SET LOCAL work_mem = '64MB'"))
 
 
 def load_fleet(session: Session) -> Fleet | None:
+    tune(session)
     window = observation_window(session)
-    if window is None:
-        return None
-    states = fleet_states(session)
-    everything = EventFilter.everything()
-    counts = value_counts(session, everything)
-    total = session.scalar(select(func.count()).select_from(Event)) or 0
-    return Fleet(
-        window=window,
-        states=states,
-        exposure=exposure_by_day(states, *window) if states else None,
-        changes=inventory_changes(states),
-        crashes=crash_baseline(counts, total, joint_counts(session, everything)),
-    )
+    return Fleet(session, window) if window is not None else None
 
 
-def analyse(session: Session, signature: Signature, fleet: Fleet | None) -> dict[str, Any]:
-    """The contract's epidemiology body for one signature."""
+def analyse(
+    session: Session, signature: Signature, fleet: Fleet | None, crash_view: bool = True
+) -> dict[str, Any]:
+    """The contract's epidemiology body for one signature. Without `crash_view` the
+    all-crashes baseline is computed only when the inventory cannot serve as the baseline."""
     ids = signature_ids(session, signature.id)
     sample = signature_sample(session, ids)
     head = {"signature": summary(session, signature)}
@@ -84,20 +119,22 @@ def analyse(session: Session, signature: Signature, fleet: Fleet | None) -> dict
             "findings": [],
             "onset": {"first_seen": None, "change_point": None},
         }
-    context = make_context(
-        sample,
-        fleet.states,
-        fleet.crashes,
-        fleet.window,
-        fleet.exposure,
-        fleet.changes,
-        uptime_outside(session, EventFilter.others(ids)),
+    baselines = [b for b in (fleet.view(sample),) if b is not None]
+    if crash_view or not baselines:
+        baselines.append(fleet.crashes())
+    context = Context(
+        baselines=baselines,
+        window_start=fleet.window[0],
+        window_end=fleet.window[1],
+        exposure=fleet.exposure,
+        changes=fleet.changes,
+        uptimes=histogram_outside_counts(fleet.uptime_hours(), sample.uptimes_s),
     )
     return head | analyse_signature(sample, context)
 
 
-def signature_epidemiology(session: Session, signature: Signature) -> dict[str, Any]:
-    return analyse(session, signature, load_fleet(session))
+def signature_epidemiology(session: Session, signature: Signature, crash_view: bool = True) -> dict[str, Any]:
+    return analyse(session, signature, load_fleet(session), crash_view)
 
 
 def suspects(session: Session, limit: int = 20) -> list[dict[str, Any]]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 
 from .exact import to_p_value
 from .findings import LOG10_ALPHA
@@ -43,6 +44,29 @@ def outside_counts(baseline_s: Sequence[float]) -> OutsideCounts:
         below = bisect.bisect_left(ordered, lowest)
         above = len(ordered) - bisect.bisect_right(ordered, highest)
         return below, above, len(ordered)
+
+    return count
+
+
+HOUR_S = 3600
+
+
+def histogram_outside_counts(hours: Mapping[int, int], minus: Sequence[float] = ()) -> OutsideCounts:
+    """OutsideCounts over an hourly histogram of uptimes (what the database aggregates),
+    less the uptimes in `minus` (the signature's own crashes). Counts are exact except in
+    the hour holding the signature's lowest or highest uptime, which counts as inside."""
+    remaining = Counter({hour: n for hour, n in hours.items()})
+    remaining.subtract(int(u // HOUR_S) for u in minus if u is not None and u >= 0)
+    ordered = sorted((hour, n) for hour, n in remaining.items() if n > 0)
+    keys = [hour for hour, _ in ordered]
+    running = [0]
+    for _, n in ordered:
+        running.append(running[-1] + n)
+
+    def count(lowest: float, highest: float) -> tuple[int, int, int]:
+        below = running[bisect.bisect_left(keys, int(lowest // HOUR_S))]
+        above = running[-1] - running[bisect.bisect_right(keys, int(highest // HOUR_S))]
+        return below, above, running[-1]
 
     return count
 

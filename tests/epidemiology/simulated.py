@@ -7,13 +7,16 @@ from datetime import datetime
 from functools import cached_property
 
 from registry.epidemiology.analysis import (
+    Context,
     CrashRecord,
     SignatureSample,
     analyse_signature,
     crash_baseline,
     exposure_by_day,
+    fleet_baseline,
+    fleet_view,
     inventory_changes,
-    make_context,
+    signature_window,
     states_from_history,
 )
 from registry.epidemiology.attributes import host_values, physical_host_of
@@ -55,14 +58,14 @@ class SimulatedRegistry:
         everything = [r for rs in self.records.values() for r in rs]
         counts = Counter(v for r in everything for v in r.values)
         joint = joint_from_units([(1.0, r.values) for r in everything])
-        context = make_context(
-            sample,
-            self.states,
-            crash_baseline(dict(counts), len(everything), joint),
-            self.window,
-            exposure_by_day(self.states, *self.window),
-            inventory_changes(self.states),
-            outside_counts([r.uptime_s for r in everything if r not in records]),
+        fleet = fleet_view(sample, fleet_baseline(self.states, *signature_window(sample)))
+        context = Context(
+            baselines=[b for b in (fleet, crash_baseline(dict(counts), len(everything), joint)) if b],
+            window_start=self.window[0],
+            window_end=self.window[1],
+            exposure=exposure_by_day(self.states, *self.window),
+            changes=inventory_changes(self.states),
+            uptimes=outside_counts([r.uptime_s for r in everything if r not in records]),
         )
         return analyse_signature(sample, context)
 

@@ -3,17 +3,20 @@ POST /api/v1/hosts and /api/v1/reports, then read back."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 import requests
 from sqlalchemy import select
 
+from registry.epidemiology.analysis import fleet_baseline, states_from_history
 from registry.epidemiology.feed import feed
+from registry.epidemiology.fleet_sql import fleet_baseline_sql
 from registry.epidemiology.models import (
     EpidemiologyFinding,
     EpidemiologySuspectHost,
     EpidemiologyVerdict,
 )
-from registry.epidemiology.queries import fleet_states
 from registry.epidemiology.service import refresh
 from registry.epidemiology.simulator import FleetConfig, simulate
 from tests.conftest import auth
@@ -70,12 +73,22 @@ def test_known_populations_get_their_verdicts_through_the_api(live_server, make_
     assert small["verdict"] == "inconclusive"
     assert small["verdict_detail"]["more_events_needed"] >= 1
 
-    # the fleet as it was: the rollout is in the inventory history, not only its end state
+    # the fleet as it was: the database's host-time (SQL over the attribute history) is the
+    # plain-data computation over the simulator's inventory snapshots
+    states = states_from_history((at, host) for at, hosts in sim.inventory for host in hosts)
+    rollout = sim.config.start + timedelta(days=sim.config.rollout_day)
+    new_kernel = ("kernel_version", "6.1.90-fleet.1")
+    pair = (("bios_version", "2.1.4"), ("kernel_version", "6.1.90-fleet.1"))
     with database.session() as session:
-        kernels_before = {
-            v for s in fleet_states(session) if s.start is None for k, v in s.values if k == "kernel_version"
-        }
-    assert "6.1.90-fleet.1" not in kernels_before
+        for start, end in ((sim.config.start, rollout), (rollout, sim.end)):
+            in_sql = fleet_baseline_sql(session, start, end)
+            plain = fleet_baseline(states, start, end)
+            assert in_sql.total == pytest.approx(plain.total)
+            for key in (new_kernel, ("sku", "gpu-h100-sxm"), ("physical_host", sim.bad_physical_host)):
+                assert in_sql.counts.get(key, 0.0) == pytest.approx(plain.counts.get(key, 0.0), abs=1e-6)
+            keys = list(pair)
+            assert in_sql.joint(keys).get(pair, 0.0) == pytest.approx(plain.joint(keys).get(pair, 0.0))
+    assert new_kernel not in fleet_baseline(states, sim.config.start, rollout).counts
 
     suspects = reader.get(f"{live_server}/api/v1/epidemiology/hosts").json()["hosts"]
     assert suspects[0]["physical_host"] == sim.bad_physical_host
@@ -98,6 +111,13 @@ def test_known_populations_get_their_verdicts_through_the_api(live_server, make_
         assert findings[0].attribute == "bios_version"
         top_suspect = session.get(EpidemiologySuspectHost, 1)
         assert top_suspect.physical_host == sim.bad_physical_host
+    # after the refresh the all-crashes view is served from the stored analysis
+    sid = _signature_of(sim, answers, "bios-machine-check")
+    stored_view = reader.get(f"{live_server}/api/v1/signatures/{sid}/epidemiology").json()["views"]["crashes"]
+    assert stored_view["stored_at"] and stored_view["verdict"] == "hardware-config"
+    live_view = reader.get(f"{live_server}/api/v1/signatures/{sid}/epidemiology?crash_view=live").json()
+    assert "stored_at" not in live_view["views"]["crashes"]
+    assert live_view["views"]["crashes"]["findings"] == stored_view["findings"]
 
 
 def test_unknown_signature_is_404_and_scope_read_is_required(client, make_token) -> None:  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ from registry.epidemiology.exact import (
 )
 from registry.epidemiology.findings import Baseline, analyse_attributes, joint_from_units
 from registry.epidemiology.onset import InventoryChange, onset
-from registry.epidemiology.uptime import DAY_S, outside_counts, uptime_profile
+from registry.epidemiology.uptime import DAY_S, histogram_outside_counts, outside_counts, uptime_profile
 
 
 def _brute_binomial(k: int, n: int, p: float) -> float:
@@ -162,3 +162,15 @@ def test_uptime_spread_like_the_fleet_says_nothing() -> None:
     fleet = [d * DAY_S for d in range(1, 200)]
     crashes = [d * DAY_S + 0.5 for d in range(3, 200, 7)]
     assert uptime_profile(crashes, outside_counts(fleet))["statement"] is None
+
+
+def test_hourly_histogram_counts_match_the_plain_list_outside_the_boundary_hours() -> None:
+    uptimes = [h * 3600.0 + 10 for h in range(0, 500, 3)]
+    own = [100 * 3600.0 + 20, 250 * 3600.0 + 30]
+    hours: dict[int, int] = {}
+    for u in [*uptimes, *own]:
+        hours[int(u // 3600)] = hours.get(int(u // 3600), 0) + 1
+    approx = histogram_outside_counts(hours, minus=own)
+    exact = outside_counts(uptimes)
+    assert approx(100 * 3600.0 + 20, 250 * 3600.0 + 30) == exact(100 * 3600.0, 251 * 3600.0)
+    assert approx(0, 10**9)[2] == len(uptimes)
