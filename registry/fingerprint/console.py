@@ -483,7 +483,8 @@ def _classify_aer(crash: KernelCrash, lines: list[Line]) -> None:
             named = _AER_ERROR.search(text)
             error = named.group("name") if named else ""
     severity = severity or ("Uncorrected (Fatal)" if "Fatal" in crash.header else "Corrected")
-    parts = [severity.lower(), kind, error, f"on [{device}]" if device else ""]
+    severity = severity.lower().replace("correctable", "corrected")  # newer kernels' wording
+    parts = [severity, kind, error, f"on [{device}]" if device else ""]
     crash.detail = " ".join(part for part in parts if part)
 
 

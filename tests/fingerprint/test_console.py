@@ -350,3 +350,21 @@ def test_as_dict_has_every_field() -> None:
     fields = analyse_console_log(KINDS[0][1]).as_dict()
     assert set(fields) == {"fingerprint", "title", "kind", "function", "module", "frames",
                            "labels", "algorithm_version"}
+
+
+def test_newer_kernels_wording_of_hardware_errors_gives_the_same_signature() -> None:
+    old = log("pcieport 0000:3a:00.0: AER: Uncorrected (Fatal) error received: 0000:3b:00.0",
+              "mlx5_core 0000:3b:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
+              "type=Transaction Layer, (Requester ID)",
+              "mlx5_core 0000:3b:00.0:   device [15b3:101d] error status/mask=00004000/00000000",
+              "mlx5_core 0000:3b:00.0:    [14] CmpltTO                (First)")
+    new = (old.replace("Uncorrected (Fatal) error received:", "Uncorrectable (Fatal) error message"
+                       " received from")
+           .replace("severity=Uncorrected", "severity=Uncorrectable"))
+    assert analyse_console_log(old).fingerprint == analyse_console_log(new).fingerprint
+    assert "CmpltTO on [15b3:101d]" in analyse_console_log(new).title
+    local = log("Kernel panic - not syncing: Fatal local machine check")
+    assert analyse_console_log(local).kind == "machine-check"
+    opcode = log("Oops: invalid opcode: 0000 [#1] PREEMPT SMP NOPTI", "RIP: 0010:ring_poll+0x1/0x2")
+    assert (analyse_console_log(opcode).kind, analyse_console_log(opcode).function) == (
+        "invalid-opcode", "ring_poll")
