@@ -117,7 +117,7 @@ OOPSES: tuple[Oops, ...] = (
          "BUG: unable to handle kernel paging request"),
     Oops("gpf", "general protection fault", r"general protection fault",
          "general protection fault"),
-    Oops("stack-segment", "stack segment: ", r"^stack segment: ", "stack segment fault"),
+    Oops("stack-segment", "stack segment: ", r"^(?:Oops: )?stack segment: ", "stack segment fault"),
     Oops("divide-error", "divide", r"^(?:Oops: )?divide[ _]error: ", "divide error"),
     Oops("double-fault", "double fault", r"^PANIC: double fault", "PANIC: double fault",
          rank=CONTINUATION),
@@ -130,7 +130,7 @@ OOPSES: tuple[Oops, ...] = (
     Oops("alignment-trap", "Alignment trap:", r"^Alignment trap:", "Alignment trap"),
     Oops("internal-error", "Internal error:", r"^Internal error: (?P<what>[^:\[]*+)",
          "Internal error: {what}", rank=CONTINUATION),
-    Oops("invalid-opcode", "invalid opcode:", r"^invalid opcode: ", "invalid opcode",
+    Oops("invalid-opcode", "invalid opcode:", r"^(?:Oops: )?invalid opcode: ", "invalid opcode",
          rank=CONTINUATION),
     Oops("oops", "Oops", r"^Oops(?: - [\w/ ]+)?: ", "Oops", rank=CONTINUATION),
     # --- assertions ---------------------------------------------------------------------
@@ -270,20 +270,22 @@ OOPSES: tuple[Oops, ...] = (
     Oops("machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?Machine "
          r"[Cc]heck(?: Exception)?:", "Machine check", guilty="none", by_function=False,
          classify="mce"),
-    Oops("machine-check", "Machine check", r"Kernel panic - not syncing: (?:Fatal )?[Mm]achine "
-         r"check", "Machine check", guilty="none", by_function=False, classify="mce"),
+    Oops("machine-check", "achine check", r"Kernel panic - not syncing: (?:Fatal )?(?:local )?"
+         r"[Mm]achine check", "Machine check", guilty="none", by_function=False, classify="mce"),
     Oops("machine-check", "broadcast exception handler", r"Timeout: Not all CPUs entered "
          r"broadcast exception handler", "Machine check", guilty="none", by_function=False,
          classify="mce"),
     Oops("machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?Machine "
          r"Check: \d++ Bank", "Machine check", guilty="none", by_function=False,
          classify="mce"),
-    Oops("pcie-aer", "AER:", r"AER: (?:Multiple )?Uncorrected \(Fatal\) error received",
+    Oops("pcie-aer", "AER:", r"AER: (?:Multiple )?Uncorrect(?:ed|able) \(Fatal\) error "
+         r"(?:message )?received",
          "PCIe AER", guilty="none", by_function=False, classify="aer"),
     Oops("edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>UE) (?P<what>[\w ]+?)(?: on|$)",
          "EDAC: uncorrected {what}", guilty="none", by_function=False),
-    Oops("pcie-aer", "AER:", r"AER: (?:Multiple )?(?:Corrected|Uncorrected \(Non-Fatal\)) error "
-         r"received", "PCIe AER", guilty="none", by_function=False, classify="aer", rank=WEAK),
+    Oops("pcie-aer", "AER:", r"AER: (?:Multiple )?(?:Correct(?:ed|able)|Uncorrect(?:ed|able) "
+         r"\(Non-Fatal\)) error (?:message )?received", "PCIe AER", guilty="none",
+         by_function=False, classify="aer", rank=WEAK),
     Oops("edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>CE) (?P<what>[\w ]+?)(?: on|$)",
          "EDAC: corrected {what}", guilty="none", by_function=False, rank=WEAK),
     Oops("machine-check", "Machine check events logged", r"Hardware Error\]: Machine check events "
@@ -1022,7 +1024,8 @@ def _classify_aer(crash: KernelCrash, lines: list[Line]) -> None:
             named = _AER_ERROR.search(text)
             error = named.group("name") if named else ""
     severity = severity or ("Uncorrected (Fatal)" if "Fatal" in crash.header else "Corrected")
-    parts = [severity.lower(), kind, error, f"on [{device}]" if device else ""]
+    severity = severity.lower().replace("correctable", "corrected")  # newer kernels' wording
+    parts = [severity, kind, error, f"on [{device}]" if device else ""]
     crash.detail = " ".join(part for part in parts if part)
 
 
