@@ -44,6 +44,15 @@ def sync(once: bool) -> None:
         lock.release()
 
 
+@jira.command("requeue")
+def requeue() -> None:
+    """Retry the changes Jira refused permanently (HTTP 4xx), once their cause is fixed."""
+    from sync.jira.drain import requeue_refused
+
+    count = requeue_refused(cli_database())
+    click.echo(f"{count} refused change(s) queued again; the next sync round sends them", err=True)
+
+
 @jira.command("check")
 def check() -> None:
     """Preflight: reachability, auth, project, issue type, permissions, workflow, search, webhooks."""

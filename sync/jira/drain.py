@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, update
 
 from registry.db import Database
 from registry.jira.models import JiraLink
@@ -138,3 +138,17 @@ def drain(database: Database, client: JiraClient, options: JiraOptions,
                     report.pause_until = now + timedelta(seconds=failure.retry_after_s)
                 break
     return report
+
+
+def requeue_refused(database: Database) -> int:
+    """Put the messages Jira refused permanently back in line (after fixing the cause)."""
+    with database.session() as session:
+        return session.execute(
+            update(OutboxMessage)
+            .where(
+                OutboxMessage.topic.in_(JIRA_TOPICS),
+                OutboxMessage.processed_at.is_not(None),
+                OutboxMessage.last_error.like(f"{PERMANENT_ERROR_PREFIX}%"),
+            )
+            .values(processed_at=None, attempts=0, last_error=None)
+        ).rowcount

@@ -11,6 +11,7 @@ from sqlalchemy import delete
 from registry.jira.models import JiraLink
 from sync.jira.config import CreateRule
 from sync.jira.content import BLOCK_BEGIN, global_id, signature_label
+from sync.jira.drain import requeue_refused
 
 from .harness import function_name
 
@@ -138,6 +139,10 @@ def test_a_permanent_refusal_is_recorded_not_retried(harness, client, make_token
     assert listing["outbox"]["failed"] == 1 and listing["outbox"]["pending"] == 0
     metrics = client.get("/metrics").get_data(as_text=True)
     assert "crashreg_jira_outbox_failed 1.0" in metrics
+    harness.options = replace(harness.options, issue_type="Bug")  # the operator fixes the cause
+    assert requeue_refused(harness.database) == 1
+    assert harness.sync().drain.processed == 1
+    assert len(harness.emulator.issues) == 1
 
 
 @pytest.mark.parametrize("mode", ["refuse", "503"])
