@@ -216,9 +216,13 @@ def test_webhooks_are_signed_and_retried_with_the_same_identifier(jira_emulator,
 
 
 def test_webhook_gives_up_after_five_retries(jira_emulator, clock, receiver):
-    jira_emulator.register_webhook(receiver.url, secret=None)
+    client = connect(jira_emulator)
+    registered = client._session.post(f"{jira_emulator.url}/rest/webhooks/1.0/webhook",
+                                      data=json.dumps({"name": "crashreg", "url": receiver.url,
+                                                       "events": ["jira:issue_created"]}))
+    assert registered.status_code == 201
     receiver.statuses = [500] * 10
-    new_issue(connect(jira_emulator))
+    new_issue(client)
     for _ in range(8):
         jira_emulator.deliver_webhooks()
         clock.advance(minutes=16)
