@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboards.model import GRAFANA_DATASOURCE, Link
+from dashboards.model import GRAFANA_DATASOURCE, Link, Panel, Query
 
 # Grafana annotations the scheduler pushes (sync.grafana.annotations), one toggle per kind.
 ANNOTATION_KINDS = (
@@ -87,4 +87,24 @@ def percentiles(value: str, group: str | None, source: str) -> str:
         f"SELECT {select_group}MIN(CASE WHEN rn >= 0.5 * n THEN value END) AS p50, "
         f"MIN(CASE WHEN rn >= 0.95 * n THEN value END) AS p95, MAX(n) AS samples "
         f"FROM ranked{group_by}"
+    )
+
+
+def bucket_panel(
+    title: str,
+    value: str,
+    bounds: tuple[tuple[float | None, str], ...],
+    source: str,
+    label: str,
+    count: str,
+    description: str = "",
+) -> Panel:
+    """A bar chart of `bucket_counts`, buckets on the x axis."""
+    return Panel(
+        title,
+        "barchart",
+        (Query(bucket_counts(value, bounds, source, label, count), table=True, time_columns=()),),
+        width=8,
+        options={"xField": label},
+        description=description,
     )

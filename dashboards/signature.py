@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboards.common import annotations, bucket_counts, registry_url_variable
+from dashboards.common import annotations, bucket_panel, registry_url_variable
 from dashboards.dialects import Dialect
 from dashboards.model import Panel, Query, dashboard
 
@@ -74,24 +74,8 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             ),
             width=16,
         ),
-        Panel(
-            "Uptime at crash",
-            "barchart",
-            (
-                Query(
-                    bucket_counts(
-                        "uptime_s",
-                        UPTIME_BUCKETS,
-                        f"FROM rpt_events WHERE {mine}",
-                        "uptime",
-                        "events",
-                    ),
-                    table=True,
-                    time_columns=(),
-                ),
-            ),
-            width=8,
-            options={"xField": "uptime"},
+        bucket_panel(
+            "Uptime at crash", "uptime_s", UPTIME_BUCKETS, f"FROM rpt_events WHERE {mine}", "uptime", "events"
         ),
         *breakdowns,
         Panel(

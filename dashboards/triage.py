@@ -7,7 +7,7 @@ from typing import Any
 from dashboards.common import (
     SIGNATURE_LINK,
     annotations,
-    bucket_counts,
+    bucket_panel,
     percentiles,
     registry_url_variable,
 )
@@ -30,24 +30,13 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
     regressed = f"FROM rpt_events WHERE regression = 'regressed' AND {d.time_filter('crashed_at')}"
     rcas_in_range = f"FROM rpt_rcas WHERE {d.time_filter('created_at')}"
     panels = (
-        Panel(
+        bucket_panel(
             "Open signatures by age",
-            "barchart",
-            (
-                Query(
-                    bucket_counts(
-                        d.days_since("first_seen"),
-                        AGE_BUCKETS,
-                        f"FROM rpt_signatures WHERE status IN {OPEN_STATUSES}",
-                        "age",
-                        "signatures",
-                    ),
-                    table=True,
-                    time_columns=(),
-                ),
-            ),
-            width=8,
-            options={"xField": "age"},
+            d.days_since("first_seen"),
+            AGE_BUCKETS,
+            f"FROM rpt_signatures WHERE status IN {OPEN_STATUSES}",
+            "age",
+            "signatures",
             description="Signatures not resolved or ignored, by time since first seen.",
         ),
         Panel(
