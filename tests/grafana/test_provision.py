@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -210,3 +212,24 @@ def test_export_writes_grafana_file_provisioning_layout(tmp_path: Path, database
         assert datasource["uid"] == "crashreg-sqlite"
         assert datasource["jsonData"]["path"] == "/var/lib/crashreg.db"
         assert "secureJsonData" not in datasource
+
+
+def test_rotated_password_reaches_role_and_data_source(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    provision(grafana_settings, database)
+    if grafana_settings.grafana_db_url is None:
+        pytest.skip("SQLite: no password")
+    rotated_url = make_url(grafana_settings.grafana_db_url).set(password="rotated-" + "x" * 12)
+    rotated = dataclasses.replace(
+        grafana_settings, grafana_db_url=rotated_url.render_as_string(hide_password=False)
+    )
+    result = provision(rotated, database)
+    outcome = next(o for o in result.report.outcomes if o.kind == "datasource")
+    assert outcome.action == "updated" and "password" in outcome.detail
+    assert grafana.state.secure_json["crashreg-postgres"] == {"password": "rotated-" + "x" * 12}
+    with psycopg.connect(
+        rotated_url.set(drivername="postgresql").render_as_string(hide_password=False)
+    ) as conn:
+        assert conn.execute("SELECT count(*) FROM rpt_events").fetchone() == (0,)
+    assert {o.action for o in provision(rotated, database).report.outcomes} == {"unchanged"}
