@@ -1,6 +1,6 @@
 """Crash storm: thousands of hosts report one new bug at once; is the capture answer exact and fast?
 
-    .venv/bin/python bench/storm.py [--hosts 2500] [--concurrency 64] [--json OUT]
+    .venv/bin/python bench/storm.py [--hosts 2500] [--concurrency 64] [--json OUT] [--profile DIR]
 
 Starts gunicorn (4 workers, the repository's gunicorn.conf.py) on a fresh PostgreSQL
 database, serving the registry and, beside it, a bare Flask route that only reads the same
@@ -71,7 +71,27 @@ def bench_app() -> Any:
         request.get_data()
         return jsonify({"ok": True})
 
-    return DispatcherMiddleware(create_app(), {"/bare": bare})
+    app = DispatcherMiddleware(create_app(), {"/bare": bare})
+    profile_dir = os.environ.get("CRASHREG_STORM_PROFILE")
+    return profiled(app, Path(profile_dir)) if profile_dir else app
+
+
+def profiled(app: Any, directory: Path) -> Any:
+    """--profile: each worker records CPU time (not waits) per function, dumped at exit."""
+    import atexit
+    import cProfile
+
+    profile = cProfile.Profile(time.process_time)
+    atexit.register(lambda: profile.dump_stats(directory / f"worker-{os.getpid()}.prof"))
+
+    def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
+        profile.enable()
+        try:
+            return list(app(environ, start_response))
+        finally:
+            profile.disable()
+
+    return wsgi
 
 
 # --- the load: reports of one bug from many hosts, with resends ------------------------------
@@ -329,6 +349,14 @@ def audit(url: str, outcome: Outcome) -> dict[str, int]:
     }
 
 
+def print_profile(directory: Path) -> None:
+    import pstats
+
+    files = sorted(str(path) for path in directory.glob("worker-*.prof"))
+    if files:
+        pstats.Stats(*files).sort_stats("cumulative").print_stats(r"registry|flask/app", 40)
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000 if ordered else float("nan")
@@ -343,7 +371,11 @@ def main() -> int:
     parser.add_argument("--bare-seconds", type=float, default=6.0)
     parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="console log of the storm's bug")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--profile", type=Path, help="profile the workers (1 thread each) into this folder")
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        os.environ |= {"CRASHREG_STORM_PROFILE": str(args.profile.resolve()), "CRASHREG_THREADS": "1"}
 
     template = args.log.read_text(errors="replace").partition("\n\n")[2] or args.log.read_text()
     bodies = storm_requests(template, args.hosts)
@@ -376,6 +408,8 @@ def main() -> int:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=60)
     checks = audit(url, storm)
+    if args.profile:
+        print_profile(args.profile)
     drop_database(url)
 
     bare_rate = len(bare.latencies) / bare.elapsed
