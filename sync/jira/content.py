@@ -108,19 +108,22 @@ def marker(kind: str, ident: str | int) -> str:
     return f"[crashreg:{kind}:{ident}]"
 
 
+REOPEN_SENTENCES = {
+    "reopened": "crashreg reopened this issue.",
+    "already-open": "The issue was already open.",
+    "not-reopened": "crashreg did not reopen it (no transition out of done is configured or "
+    "available to it).",
+}
+
+
 def regression_comment(
-    hostname: str, kernel: str | None, crashed_at: str, fixed_in: str | None, reopened: bool,
+    hostname: str, kernel: str | None, crashed_at: str, fixed_in: str | None, reopen: str,
     event_id: int,
 ) -> str:
     fix = f"the fix (kernel {fixed_in})" if fixed_in else "the resolution"
-    action = (
-        "crashreg reopened this issue."
-        if reopened
-        else "crashreg did not reopen it (no transition out of done is configured or available)."
-    )
     return (
         f"*Regression*: crashreg saw this crash again on {hostname} (kernel {kernel or 'unknown'}) "
-        f"at {crashed_at}, after {fix}. {action}\n{marker('regression', event_id)}"
+        f"at {crashed_at}, after {fix}. {REOPEN_SENTENCES[reopen]}\n{marker('regression', event_id)}"
     )
 
 

@@ -17,7 +17,7 @@ from registry.jira.models import JiraLink
 from registry.outbox import OutboxMessage
 from registry.signatures.models import Signature
 from registry.signatures.regression import fixed_kernel_from_versions
-from registry.signatures.service import canonical
+from registry.signatures.service import canonical, find_signature
 from sync.jira.content import fingerprint_from_labels, parse_jira_time
 from sync.jira.mapping import decide
 from sync.jira.outbound import SyncContext
@@ -33,7 +33,8 @@ def link_for_issue(session: Session, issue: dict[str, Any], options_url: str) ->
     if link is not None:
         return link
     fingerprint = fingerprint_from_labels(issue["fields"].get("labels") or [])
-    signature = session.scalar(select(Signature).where(Signature.fingerprint == fingerprint))
+    # through aliases too: the label may carry a fingerprint from before a rebuild or merge
+    signature = find_signature(session, fingerprint) if fingerprint else None
     if signature is None:
         return None
     existing = session.get(JiraLink, signature.id)

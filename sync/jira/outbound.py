@@ -37,6 +37,7 @@ from sync.jira.content import (
 from sync.jira.facts import collect_facts, registry_url
 
 log = logging.getLogger("crashreg.jira")
+REOPENED, ALREADY_OPEN, NOT_REOPENED = "reopened", "already-open", "not-reopened"
 
 
 @dataclass
@@ -107,10 +108,16 @@ def push_facts(ctx: SyncContext, signature: Signature, link: JiraLink) -> bool:
     block = render_facts(collect_facts(ctx.session, signature, ctx.options.public_url))
     digest = facts_digest(block)
     if digest != link.facts_digest:
-        current = ctx.client.issue(link.issue_key, "description").get("fields", {})
+        current = ctx.client.issue(link.issue_key, "description,labels").get("fields", {})
+        changes: dict[str, Any] = {}
         merged = merge_description(current.get("description"), block)
         if merged != current.get("description"):
-            ctx.client.update_issue(link.issue_key, {"description": merged})
+            changes["description"] = merged
+        label = signature_label(signature.fingerprint)  # new after a fingerprint rebuild
+        if label not in (current.get("labels") or []):
+            changes["labels"] = [*(current.get("labels") or []), label]
+        if changes:
+            ctx.client.update_issue(link.issue_key, changes)
     changed = digest != link.facts_digest
     link.facts_digest, link.facts_pushed_at = digest, ctx.now
     link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
@@ -123,19 +130,17 @@ def post_comment_once(ctx: SyncContext, key: str, body: str, tag: str) -> None:
         ctx.client.add_comment(key, body)
 
 
-def reopen(ctx: SyncContext, key: str) -> bool:
+def reopen(ctx: SyncContext, key: str) -> str:
     """Move the issue out of done through a transition into the configured category."""
-    wanted = ctx.options.reopen_category
-    if wanted == "none":
-        return False
     status = ctx.client.issue(key, "status")["fields"]["status"]["statusCategory"]["key"]
     if status != "done":
-        return True  # already open (e.g. a retry after the transition went through)
+        return ALREADY_OPEN  # an engineer (or our own earlier try) reopened it
+    wanted = ctx.options.reopen_category
     choices = [t for t in ctx.client.transitions(key) if t["to"]["statusCategory"]["key"] == wanted]
-    if not choices:
-        return False
+    if wanted == "none" or not choices:
+        return NOT_REOPENED
     ctx.client.transition(key, choices[0]["id"])
-    return True
+    return REOPENED
 
 
 def on_signature_created(ctx: SyncContext, signature: Signature, payload: dict[str, Any]) -> None:
@@ -147,13 +152,13 @@ def on_signature_created(ctx: SyncContext, signature: Signature, payload: dict[s
 def on_signature_regressed(ctx: SyncContext, signature: Signature, payload: dict[str, Any]) -> None:
     link = ensure_issue(ctx, signature)
     event = ctx.session.get(Event, payload.get("event_id")) if payload.get("event_id") else None
-    reopened = reopen(ctx, link.issue_key)
+    outcome = reopen(ctx, link.issue_key)
     body = regression_comment(
         event.hostname if event else "a host",
         event.kernel_version if event else None,
         event.crashed_at.isoformat() if event else ctx.now.isoformat(),
         signature.fixed_in_kernel,
-        reopened,
+        outcome,
         payload.get("event_id") or 0,
     )
     post_comment_once(ctx, link.issue_key, body, marker("regression", payload.get("event_id") or 0))

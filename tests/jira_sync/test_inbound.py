@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import threading
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import select
@@ -201,3 +202,24 @@ def test_a_confirmed_rca_is_posted_once(harness, database):
     comments = [c["body"] for c in harness.emulator.issue("CRASH-1").comments]
     assert len(comments) == 1
     assert "mlx5 CQ race" in comments[0] and "abc123" in comments[0]
+
+
+def test_with_reopening_off_a_regression_is_only_commented(harness, engineer):
+    harness.options = replace(harness.options, reopen_category="none")
+    signature = harness.crash(kernel="6.8.0-52-generic")["signature"]
+    harness.sync()
+    harness.later(minutes=5)
+    resolve_in_jira(harness, engineer, "CRASH-1", "Fixed", versions=["6.8.0-60"])
+    harness.later(minutes=5)
+    harness.sync()
+    harness.later(hours=1)
+    assert harness.crash(kernel="6.8.1-1-generic", host="new")["signature"]["status"] == "regressed"
+    harness.later(minutes=5)
+    harness.sync()
+    issue = harness.emulator.issue("CRASH-1")
+    assert issue.fields["status"]["statusCategory"]["key"] == "done"
+    (comment,) = [c["body"] for c in issue.comments if "Regression" in c["body"]]
+    assert "did not reopen" in comment
+    harness.later(minutes=5)
+    harness.sync()  # our own comment is not an engineer resolving it again
+    assert harness.signature(signature["id"]).status == "regressed"
