@@ -1358,7 +1358,11 @@ def parse_conf(text: str) -> dict[str, str]:
         match = re.match(r"\s*(?:export\s+)?([A-Za-z_]\w*)=(.*)$", line)
         if not match:
             continue
-        words = shlex.split(match.group(2), comments=True)
+        try:
+            words = shlex.split(match.group(2), comments=True)
+        except ValueError as error:  # unbalanced quotes: the line is ignored, not the file
+            log(f"config line {line!r} ignored: {error}")
+            continue
         values[match.group(1)] = words[0] if words else ""
     return values
 

@@ -48,11 +48,14 @@ load_config() {
     CRASHREG_DECISION_FILE=/run/crashreg/decision.env
     CRASHREG_HOSTNAME=
     conf=${CRASHREG_CONF:-/etc/crashreg/reporter.conf}
-    if [ -r "$conf" ]; then
-        # shellcheck disable=SC1090
+    # A config with a syntax error would end the shell when sourced: try it in a subshell.
+    # shellcheck disable=SC1090
+    if [ ! -r "$conf" ]; then
+        log "no readable config at $conf: offline decisions only"
+    elif ( . "$conf" ) >/dev/null 2>&1; then
         . "$conf"
     else
-        log "no readable config at $conf: offline decisions only"
+        log "config $conf does not parse: defaults, offline decisions only"
     fi
 }
 

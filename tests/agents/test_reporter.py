@@ -135,6 +135,7 @@ def test_config_file_is_read_like_a_shell_would() -> None:
     values = reporter.parse_conf(
         "# comment\nCRASHREG_URL='https://crashreg.example:8443'\nexport CRASHREG_RETRIES=5\n"
         'CRASHREG_COMPRESSION="-l --message-level 1"  # lzo\nnot a setting\nCRASHREG_HOSTNAME=\n'
+        "CRASHREG_CA_FILE='unbalanced\n"
     )
     assert values == {
         "CRASHREG_URL": "https://crashreg.example:8443",
