@@ -1235,8 +1235,10 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
     frames = crash.frames[:FINGERPRINT_FRAMES] if by_function else []
     fingerprint = make_fingerprint(ALGORITHM_VERSION, "kernel", oops.kind, headline, function,
                                    module, fallback, *frames)
-    title = headline + (f" in {function}" if function else "") + (f" [{module}]" if module
-                                                                  else "")
+    # No guilty frame: name the source file the header points at, so two BUG_ON sites read apart.
+    where = f" in {function}" if function else (f" at {crash.fields['file']}" if crash.fields.get("file")
+                                                else "")
+    title = headline + where + (f" [{module}]" if module else "")
     return CrashSignature(fingerprint=fingerprint, title=title, kind=oops.kind,
                           function=function, module=module,
                           frames=crash.frames if by_function else [], labels=crash.labels)
@@ -1317,6 +1319,7 @@ class Config:
     cmdline: str = "/proc/cmdline"
     decision_file: str = "/run/crashreg/decision.env"
     hostname: str = ""
+    kdump_coredir: str = ""
 
     @classmethod
     def load(cls, path: str | None = None) -> Config:
@@ -1631,8 +1634,61 @@ def resend_spooled(config: Config) -> ResendSummary:
         log(f"{path.name}: event {answer['event_id']}{replay}")
     for path in sorted(spool_dir.glob("*.capture")):
         outcomes.append(resend_capture(config, path, events.get(path.stem)))
+    if config.kdump_coredir:
+        outcomes += record_kdump_tools_captures(config, Path(config.kdump_coredir))
     prune_sent(spool_dir / "sent")
     return ResendSummary(outcomes.count("sent"), outcomes.count("kept"), outcomes.count("rejected"))
+
+
+KDUMP_TOOLS_STAMP = re.compile(r"\d{12}")  # kdump-tools names dump directories date +%Y%m%d%H%M
+
+
+def record_kdump_tools_captures(config: Config, coredir: Path) -> list[str]:
+    """Debian/Ubuntu kdump-tools runs makedumpfile itself, so the capture is read back after
+    the reboot from what it left in KDUMP_COREDIR: each crash reported from the crash kernel
+    (a sent/ copy, examined once) owns the first dump directory made after its report and
+    before the next report. Replaying the report body gives its event and answer."""
+    sent_dir = Path(config.spool_dir) / "sent"
+    reports = sorted((p for p in sent_dir.glob("*.json") if not p.with_suffix(".examined").exists()),
+                     key=lambda p: p.stat().st_mtime)
+    dump_dirs = sorted((d for d in coredir.glob("*") if d.is_dir() and KDUMP_TOOLS_STAMP.fullmatch(d.name)),
+                       key=lambda d: d.stat().st_mtime)
+    outcomes = []
+    for index, report in enumerate(reports):
+        since = report.stat().st_mtime - 60
+        until = reports[index + 1].stat().st_mtime if index + 1 < len(reports) else float("inf")
+        dump_dir = next((d for d in dump_dirs if since <= d.stat().st_mtime < until), None)
+        if dump_dir is not None:
+            try:
+                answer = send_report_body(config, report.read_bytes())
+                capture = kdump_tools_capture(dump_dir, answer["capture"], report.stem)
+                send_capture(config, answer["event_id"], capture)
+            except Unsent as error:
+                log(f"{report.name}: capture from {dump_dir} not recorded: {error}")
+                outcomes.append("kept")
+                continue
+            log(f"{report.name}: capture {capture['status']} from {dump_dir}")
+            outcomes.append("sent")
+        report.with_suffix(".examined").touch()
+    return outcomes
+
+
+def kdump_tools_capture(dump_dir: Path, answer: dict[str, Any], report_id: str) -> dict[str, Any]:
+    """A finished dump is dump.<stamp>; dump-incomplete* is one makedumpfile did not finish.
+    dmesg.<stamp> is written just before makedumpfile starts, so the mtimes time the dump."""
+    finished = sorted(dump_dir.glob("dump.*"))
+    dump = finished[0] if finished else next(iter(sorted(dump_dir.glob("dump-incomplete*"))), None)
+    dmesg = next(iter(sorted(dump_dir.glob("dmesg.*"))), None)
+    levels = {"full": 0, "filtered": answer.get("dump_level")}
+    return {
+        "method": "makedumpfile",
+        "status": "completed" if finished else "failed",
+        "dump_level": levels.get(answer.get("action")),
+        "bytes": dump.stat().st_size if dump else None,
+        "duration_s": max(0.0, dump.stat().st_mtime - dmesg.stat().st_mtime) if dump and dmesg else None,
+        "target": str(dump or dump_dir),
+        "capture_key": f"{report_id}-makedumpfile",
+    }
 
 
 def set_aside(path: Path, error: Unsent) -> str:
@@ -1674,6 +1730,7 @@ def prune_sent(folder: Path) -> None:
     for path in folder.glob("*.json"):
         if path.stat().st_mtime < cutoff:
             path.unlink()
+            path.with_suffix(".examined").unlink(missing_ok=True)
 
 
 # --- decisions ------------------------------------------------------------------------

@@ -59,8 +59,10 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
     frames = crash.frames[:FINGERPRINT_FRAMES] if by_function else []
     fingerprint = make_fingerprint(ALGORITHM_VERSION, "kernel", oops.kind, headline, function,
                                    module, fallback, *frames)
-    title = headline + (f" in {function}" if function else "") + (f" [{module}]" if module
-                                                                  else "")
+    # No guilty frame: name the source file the header points at, so two BUG_ON sites read apart.
+    where = f" in {function}" if function else (f" at {crash.fields['file']}" if crash.fields.get("file")
+                                                else "")
+    title = headline + where + (f" [{module}]" if module else "")
     return CrashSignature(fingerprint=fingerprint, title=title, kind=oops.kind,
                           function=function, module=module,
                           frames=crash.frames if by_function else [], labels=crash.labels)

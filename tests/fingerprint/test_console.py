@@ -368,3 +368,13 @@ def test_newer_kernels_wording_of_hardware_errors_gives_the_same_signature() -> 
     opcode = log("Oops: invalid opcode: 0000 [#1] PREEMPT SMP NOPTI", "RIP: 0010:ring_poll+0x1/0x2")
     assert (analyse_console_log(opcode).kind, analyse_console_log(opcode).function) == (
         "invalid-opcode", "ring_poll")
+
+
+def test_bug_sites_without_a_stack_stay_apart_and_name_their_file() -> None:
+    slub = analyse_console_log("[  7.2] kernel BUG at mm/slub.c:321!\n")
+    xfs = analyse_console_log("[  9.9] kernel BUG at fs/xfs/xfs_inode.c:88!\n")
+    assert slub is not None and xfs is not None
+    assert slub.fingerprint != xfs.fingerprint
+    assert (slub.title, xfs.title) == ("kernel BUG at mm/slub.c", "kernel BUG at fs/xfs/xfs_inode.c")
+    moved = analyse_console_log("[  1.0] kernel BUG at mm/slub.c:330!\n")  # same site, other line
+    assert moved is not None and moved.fingerprint == slub.fingerprint
