@@ -25,6 +25,7 @@ N > 0, so it is no storm-wide hot row either).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from sqlalchemy import select, update
@@ -85,13 +86,9 @@ def decide_capture(
     facts = facts_of(signature, new_signature, regressed=event.regression == REGRESSED)
     limits = limits_of(settings)
     for rule in applicable_rules(facts):
-        claimed = None
-        if rule.claim == "slot":
-            claimed = claim_slot(session, signature.id, event.id, facts, limits)
-        elif rule.claim == "extra":
-            claimed = claim_extra(session, signature)
+        claimed = CLAIMS[rule.claim](session, signature, event, facts, limits) if rule.claim else None
         if rule.claim is not None and claimed is None:
-            continue
+            continue  # lost the race (or nothing left): the next rule decides
         return answer(rule, facts, limits, claimed)
     raise AssertionError("every mode ends with a rule that needs no claim")
 
@@ -166,3 +163,13 @@ def claim_extra(session: Session, signature: Signature) -> int | None:
     if left is not None:
         set_committed_value(signature, "extra_full_captures", left)
     return left
+
+
+Claim = Callable[[Session, Signature, Event, SignatureFacts, Limits], "int | None"]
+# rule.claim -> how to win it: the slot number, or the "N more" captures left.
+CLAIMS: dict[str, Claim] = {
+    "slot": lambda session, signature, event, facts, limits: claim_slot(
+        session, signature.id, event.id, facts, limits
+    ),
+    "extra": lambda session, signature, event, facts, limits: claim_extra(session, signature),
+}
