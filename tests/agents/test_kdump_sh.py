@@ -293,3 +293,34 @@ def test_kdump_tools_defaults_hook_sets_makedumpfile_args_or_skips(
                               env=env, timeout=120, check=False)
         answers.append((done.returncode, done.stdout.strip()))
     assert answers == [(0, "makedumpfile -c -d 0 -F /proc/vmcore")] * 3 + [(0, "")]
+
+
+def test_post_boot_reads_the_capture_kdump_tools_left(
+    registry: Registry, make_site, run_sh, tmp_path: Path
+) -> None:
+    """Debian/Ubuntu: kdump-tools runs makedumpfile itself; after the reboot the post-boot agent
+    records the capture from the dump directory it left in KDUMP_COREDIR."""
+    coredir = tmp_path / "crash"
+    coredir.mkdir()
+    (coredir / "kdump_lock").write_text("")  # kdump-tools' own files are not dump directories
+    site = make_site(extra={"CRASHREG_KDUMP_COREDIR": str(coredir)})
+    assert run_sh(site).returncode == 0
+    reported = (site.spool / "sent" / f"kdump-{site.boot_id}.json").stat().st_mtime
+
+    # What kdump-config savecore leaves: dmesg first, then the dump, 30 s later.
+    stamp = coredir / "202611291805"
+    stamp.mkdir()
+    dmesg, dump = stamp / "dmesg.202611291805", stamp / "dump.202611291805"
+    dmesg.write_text("[86311.612230] Kernel panic - not syncing: Fatal exception in interrupt\n")
+    dump.write_bytes(b"\0" * 8192)
+    for path, at in ((dmesg, reported + 1), (dump, reported + 31), (stamp, reported + 31)):
+        os.utime(path, (at, at))
+
+    first, second = run_reporter(site, "post-boot"), run_reporter(site, "post-boot")
+    assert first.returncode == second.returncode == 0, first.stderr
+    assert "capture completed" in first.stderr
+    assert "capture" not in second.stderr  # examined once, not posted again
+    event = registry.get(f"/api/v1/events/{site.decision()['CRASHREG_EVENT_ID']}")
+    [capture] = event["captures"]
+    assert (capture["status"], capture["dump_level"], capture["bytes"]) == ("completed", 0, 8192)
+    assert (capture["duration_s"], capture["target"]) == (30.0, str(dump))
