@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -157,7 +157,7 @@ class Site:
 
 
 @pytest.fixture
-def make_site(tmp_path: Path, registry: Registry) -> Iterator[Callable[..., Site]]:
+def make_site(tmp_path: Path, registry: Registry) -> Callable[..., Site]:
     token_file = tmp_path / "token"
     token_file.write_text(registry.report_token + "\n")
 
@@ -170,7 +170,7 @@ def make_site(tmp_path: Path, registry: Registry) -> Iterator[Callable[..., Site
         site.write()
         return site
 
-    yield make
+    return make
 
 
 def busybox_path(tmp_path: Path) -> str:
