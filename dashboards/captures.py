@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboards.common import annotations, percentiles, registry_url_variable
+from dashboards.common import annotations, registry_url_variable
 from dashboards.dialects import Dialect
 from dashboards.model import Panel, Query, dashboard
 
@@ -17,6 +17,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
     captured = f"capture_action IN ('full', 'filtered') AND {d.time_filter('crashed_at')}"
     decisions = f"FROM rpt_daily_breakdown WHERE dimension = 'capture_action' AND {d.time_filter('day')}"
     skipped = f"{decisions} AND value = 'skip'"
+    captures_in_range = d.time_filter("day")
     panels = (
         Panel(
             "Capture decisions per day",
@@ -49,13 +50,13 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             (
                 Query(
                     f"SELECT (SELECT COALESCE(SUM(memory_gb), 0) {skipped}) + "
-                    "(SELECT COALESCE(SUM(memory_gb - gb), 0) FROM rpt_captures "
+                    "(SELECT COALESCE(SUM(memory_gb_total - gb), 0) FROM rpt_capture_daily "
                     "WHERE capture_action = 'filtered' AND status = 'completed' "
-                    f'AND memory_gb IS NOT NULL AND {captured}) AS "GB not dumped", '
+                    f'AND memory_gb IS NOT NULL AND {captures_in_range}) AS "GB not dumped", '
                     f"(SELECT COALESCE(SUM(events), 0) {skipped}) * "
-                    "(SELECT COALESCE(AVG(downtime_s), 0) FROM rpt_captures "
-                    "WHERE capture_action = 'full' AND status = 'completed' "
-                    f'AND {captured}) / 3600.0 AS "downtime hours saved"',
+                    "(SELECT COALESCE(SUM(downtime_s) / NULLIF(SUM(captures), 0), 0) "
+                    "FROM rpt_capture_daily WHERE capture_action = 'full' AND status = 'completed' "
+                    f'AND downtime_s IS NOT NULL AND {captures_in_range}) / 3600.0 AS "downtime hours saved"',
                     table=True,
                     time_columns=(),
                 ),
@@ -72,18 +73,22 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             "table",
             (
                 Query(
-                    percentiles(
-                        "duration_s",
-                        "memory_gb",
-                        "FROM rpt_captures WHERE status = 'completed' "
-                        f"AND duration_s IS NOT NULL AND {captured}",
-                    ),
+                    "WITH h AS (SELECT memory_gb, duration_s, SUM(captures) AS n "
+                    "FROM rpt_capture_daily WHERE status = 'completed' AND duration_s IS NOT NULL "
+                    f"AND {captures_in_range} GROUP BY memory_gb, duration_s), "
+                    "c AS (SELECT memory_gb, duration_s, "
+                    "SUM(n) OVER (PARTITION BY memory_gb ORDER BY duration_s) AS cum, "
+                    "SUM(n) OVER (PARTITION BY memory_gb) AS total FROM h) "
+                    "SELECT memory_gb, MIN(CASE WHEN cum >= 0.5 * total THEN duration_s END) AS p50, "
+                    "MIN(CASE WHEN cum >= 0.95 * total THEN duration_s END) AS p95, "
+                    "MAX(total) AS samples FROM c GROUP BY memory_gb ORDER BY memory_gb",
                     table=True,
                     time_columns=(),
                 ),
             ),
             width=16,
             unit="s",
+            description="Nearest-rank percentiles of completed captures (PostgreSQL: within 5%).",
         ),
         Panel(
             "Failed captures per day",
