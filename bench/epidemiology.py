@@ -158,7 +158,11 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--reuse", help="measure an already built database (URL) instead of building one")
     args = parser.parse_args()
+    if args.reuse:
+        print(json.dumps({"runs": args.runs, **measure(args.reuse, args.runs)}, indent=2))
+        return 0
     name = f"crashreg_bench_epi_{uuid.uuid4().hex[:8]}"
     url = POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
     with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:

@@ -12,6 +12,7 @@ on the same host, so rollouts are exact. Labels count with their current values 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
@@ -141,39 +142,94 @@ def _json_list(d: Dialect, param: str) -> str:
     return f"(SELECT value FROM json_each(:{param}))"
 
 
+def _postgresql_counts_sql(d: Dialect, hostnames: int, labels: int) -> str:
+    """One pass over the hosts for every attribute's current value (GROUPING SETS, the
+    host-time of the current interval of each), the history intervals, the signature's
+    hostnames and labels, and the total: a few thousand rows instead of one per host and
+    attribute."""
+    flags = ", ".join(f"GROUPING(v_{n}) AS g_{n}" for n in TRACKED)
+    values = ", ".join(f"v_{n}" for n in TRACKED)
+    weights = ", ".join(f"sum({_overlap(d, f'coalesce(lc_{n}, born)', 'retired')}) AS w_{n}" for n in TRACKED)
+    sets = ", ".join(f"(v_{n})" for n in TRACKED)
+    pick = " ".join(f"WHEN g_{n} = 0 THEN '{n}'" for n in TRACKED)
+    pick_value = " ".join(f"WHEN g_{n} = 0 THEN v_{n}" for n in TRACKED)
+    pick_weight = " ".join(f"WHEN g_{n} = 0 THEN w_{n}" for n in TRACKED)
+    whole = _overlap(d, "born", "retired")
+    parts = [
+        f"SELECT CASE {pick} END, CASE {pick_value} END, CASE {pick_weight} END FROM "
+        f"(SELECT {flags}, {values}, {weights} FROM hx GROUP BY GROUPING SETS ({sets})) AS current_values",
+        "SELECT ch.attribute, CASE WHEN ch.attribute = 'physical_host' "
+        "THEN coalesce(ch.old_value, st.hostname) ELSE ch.old_value END, "
+        f"sum({_overlap(d, 'coalesce(ch.prev_at, st.born)', 'ch.changed_at')}) "
+        "FROM ch JOIN starts st ON st.host_id = ch.host_id GROUP BY 1, 2",
+        f"SELECT '', '', sum({whole}) FROM starts",
+    ]
+    if hostnames:
+        parts.append(
+            f"SELECT 'hostname', hostname, sum({whole}) FROM starts "
+            f"WHERE hostname IN {_json_list(d, 'only_hostname')} GROUP BY hostname"
+        )
+    parts += [
+        f"SELECT 'labels', :lk{i} || '=' || :lv{i}, "
+        f"sum(CASE WHEN labels ->> :lk{i} = :lv{i} THEN {whole} END) FROM hx"
+        for i in range(labels)
+    ]
+    return intervals_sql(d, TRACKED) + " UNION ALL ".join(parts)
+
+
 def fleet_counts(
-    session: Session, start: datetime, end: datetime, hosts: Mapping[str, Sequence[str]] | None = None
+    session: Session, start: datetime, end: datetime, only: Mapping[str, Sequence[str]] | None = None
 ) -> tuple[float, dict[AttributeValue, float]]:
     """Host-time (in hosts present throughout) per attribute value over [start, end).
 
-    `hosts`: {"hostname": [...], "physical_host": [...]}: count only these hosts (those of
-    the signature; the others are never tested), not all twenty thousand."""
+    `only`: {"hostname": [...], "physical_host": [...], "labels": [...]}: count only these
+    values of those attributes (the signature's; the others are never tested)."""
     d = Dialect(session)
     params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)}
     length = max((end - start).total_seconds(), 1.0)
-    only = ""
-    if hosts is not None:
-        params |= {f"only_{k}": json.dumps(sorted(v)) for k, v in hosts.items()}
-        only = "WHERE attribute NOT IN ('hostname', 'physical_host') " + " ".join(
-            f"OR (attribute = '{k}' AND value IN {_json_list(d, 'only_' + k)})" for k in hosts
+    if d.postgresql and only is not None:
+        labels = [value.partition("=") for value in only.get("labels", ())]
+        for i, (key, _, value) in enumerate(labels):
+            params |= {f"lk{i}": key, f"lv{i}": value}
+        params["only_hostname"] = json.dumps(sorted(only.get("hostname", ())))
+        statement = text(_postgresql_counts_sql(d, len(only.get("hostname", ())), len(labels)))
+    else:
+        where = ""
+        if only is not None:
+            params |= {f"only_{k}": json.dumps(sorted(v)) for k, v in only.items()}
+            where = f"WHERE attribute NOT IN ({', '.join(repr(k) for k in only)}) " + " ".join(
+                f"OR (attribute = '{k}' AND value IN {_json_list(d, 'only_' + k)})" for k in only
+            )
+        statement = text(
+            intervals_sql(d)
+            + f"SELECT attribute, value, sum({_overlap(d, 's', 'e')}) FROM intervals {where} "
+            f"GROUP BY attribute, value UNION ALL SELECT '', '', sum({_overlap(d, 'born', 'retired')}) "
+            "FROM starts"
         )
-    statement = text(
-        intervals_sql(d) + f"SELECT attribute, value, sum({_overlap(d, 's', 'e')}) FROM intervals {only} "
-        f"GROUP BY attribute, value UNION ALL SELECT '', '', sum({_overlap(d, 'born', 'retired')}) "
-        "FROM starts"
-    )
-    counts: dict[AttributeValue, float] = {}
+    counts: dict[AttributeValue, float] = defaultdict(float)
     total = 0.0
     for attribute, value, weight in session.execute(statement, params):
         if attribute == "":
             total = float(weight or 0.0) / length
-        elif weight:
-            counts[(attribute, str(value))] = float(weight) / length
-    return total, counts
+        elif weight and value is not None:
+            counts[(attribute, str(value))] += float(weight) / length
+    return total, dict(counts)
+
+
+def _current_condition(d: Dialect, key: AttributeValue, index: int) -> str:
+    """Does a host's current value (a row of `hx`) match key number `index`?"""
+    attribute = key[0]
+    if attribute == "labels":
+        label = f"labels ->> :k{index}" if d.postgresql else f"json_extract(labels, :k{index})"
+        return f"{label} = :v{index}"
+    column = "hostname" if attribute == "hostname" else f"v_{attribute}"
+    return f"{column} = :v{index}"
 
 
 def fleet_joint(session: Session, start: datetime, end: datetime) -> JointCounts:
-    """Host-time carrying both of two values (their intervals intersected per host)."""
+    """Host-time carrying both of two values. Hosts without attribute history: one pass
+    over their current values; hosts with history (few: a rollout's): their value intervals
+    intersected pairwise, so rollouts are exact."""
     d = Dialect(session)
     length = max((end - start).total_seconds(), 1.0)
 
@@ -181,17 +237,37 @@ def fleet_joint(session: Session, start: datetime, end: datetime) -> JointCounts
         wanted = sorted(set(keys))
         if len(wanted) < 2:
             return {}
+        pairs = [(a, b) for i, a in enumerate(wanted) for b in wanted[i + 1 :]]
         params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)}
         conditions = []
         for index, (attribute, value) in enumerate(wanted):
             conditions.append(f"(attribute = :a{index} AND value = :v{index})")
-            params |= {f"a{index}": attribute, f"v{index}": value}
+            label_key = value.partition("=")[0]
+            params |= {
+                f"a{index}": attribute,
+                f"v{index}": value.partition("=")[2] if attribute == "labels" else value,
+                f"k{index}": label_key if d.postgresql else f'$."{label_key}"',
+            }
+        index_of = {key: i for i, key in enumerate(wanted)}
+        whole = _overlap(d, "born", "retired")
+        sums = ", ".join(
+            f"sum(CASE WHEN {_current_condition(d, a, index_of[a])} "
+            f"AND {_current_condition(d, b, index_of[b])} THEN {whole} ELSE 0 END)"
+            for a, b in pairs
+        )
+        prefix = intervals_sql(d, sorted({attribute for attribute, _ in wanted}))
+        steady = session.execute(
+            text(f"{prefix} SELECT {sums} FROM hx WHERE host_id NOT IN (SELECT host_id FROM ch)"), params
+        ).one()
+        out = {pair: float(w or 0.0) / length for pair, w in zip(pairs, steady, strict=True)}
+        # intervals carry label values as "key=value": match them whole
+        params |= {f"v{i}": value for i, (_, value) in enumerate(wanted)}
         s = d.greatest("coalesce(i1.s, :ws)", "coalesce(i2.s, :ws)")
         e = d.least("coalesce(i1.e, :we)", "coalesce(i2.e, :we)")
         rows = session.execute(
             text(
-                intervals_sql(d, sorted({attribute for attribute, _ in wanted}))
-                + f", wanted AS (SELECT * FROM intervals WHERE {' OR '.join(conditions)}) "
+                f"{prefix}, wanted AS (SELECT * FROM intervals WHERE host_id IN (SELECT host_id FROM ch) "
+                f"AND ({' OR '.join(conditions)})) "
                 f"SELECT i1.attribute, i1.value, i2.attribute, i2.value, sum({_overlap(d, s, e)}) "
                 "FROM wanted i1 JOIN wanted i2 ON i1.host_id = i2.host_id "
                 "AND (i1.attribute < i2.attribute OR (i1.attribute = i2.attribute AND i1.value < i2.value)) "
@@ -199,15 +275,18 @@ def fleet_joint(session: Session, start: datetime, end: datetime) -> JointCounts
             ),
             params,
         )
-        return {((a1, v1), (a2, v2)): float(w) / length for a1, v1, a2, v2, w in rows if w}
+        for a1, v1, a2, v2, w in rows:
+            pair = ((a1, str(v1)), (a2, str(v2)))
+            out[pair] = out.get(pair, 0.0) + float(w or 0.0) / length
+        return {pair: w for pair, w in out.items() if w}
 
     return joint
 
 
 def fleet_baseline_sql(
-    session: Session, start: datetime, end: datetime, hosts: Mapping[str, Sequence[str]] | None = None
+    session: Session, start: datetime, end: datetime, only: Mapping[str, Sequence[str]] | None = None
 ) -> Baseline | None:
-    total, counts = fleet_counts(session, start, end, hosts)
+    total, counts = fleet_counts(session, start, end, only)
     if total <= 0:
         return None
     return Baseline("fleet", "binomial", total, counts, fleet_joint(session, start, end))

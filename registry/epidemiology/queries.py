@@ -33,8 +33,11 @@ class EventFilter:
     """A WHERE clause over `events` with its parameters: one signature (and those merged
     into it), everything else, or all events."""
 
-    def __init__(self, sql: str, params: dict[str, Any], expanding: Sequence[str] = ()) -> None:
+    def __init__(
+        self, sql: str, params: dict[str, Any], expanding: Sequence[str] = (), table: str = "events"
+    ) -> None:
         self.sql, self.params, self.expanding = sql, params, tuple(expanding)
+        self.source = "events" if table == "events" else f"{table} AS events"
 
     def statement(self, sql: str) -> Any:
         statement = text(sql)
@@ -65,16 +68,16 @@ def signature_ids(session: Session, signature_id: int) -> list[int]:
     return [signature_id, *merged]
 
 
-def _labels_source(session: Session) -> str:
+def _labels_source(session: Session, where: EventFilter) -> str:
     if is_postgresql(session):
-        return "events CROSS JOIN LATERAL jsonb_each_text(events.labels) AS l(key, value)"
-    return "events, json_each(events.labels) AS l"
+        return f"{where.source} CROSS JOIN LATERAL jsonb_each_text(events.labels) AS l(key, value)"
+    return f"{where.source}, json_each(events.labels) AS l"
 
 
 def _labels_counts_sql(session: Session, where: EventFilter, least: int) -> str:
     return (
         "SELECT 'labels' AS attribute, l.key || '=' || l.value AS value, count(*) AS n "
-        f"FROM {_labels_source(session)} WHERE {where.sql} GROUP BY l.key || '=' || l.value "
+        f"FROM {_labels_source(session, where)} WHERE {where.sql} GROUP BY l.key || '=' || l.value "
         f"HAVING count(*) >= {least}"
     )
 
@@ -93,7 +96,7 @@ def value_counts(
         sets = ", ".join(f"({COLUMN_SQL[name]})" for name in names)
         rows = session.execute(
             where.statement(
-                f"SELECT {', '.join(flags)}, {', '.join(columns)}, count(*) FROM events "
+                f"SELECT {', '.join(flags)}, {', '.join(columns)}, count(*) FROM {where.source} "
                 f"WHERE {where.sql} GROUP BY GROUPING SETS ({sets}) HAVING count(*) >= "
                 f"CASE WHEN GROUPING(hostname) = 0 THEN {least_per_host} ELSE {least} END"
             ),
@@ -107,7 +110,7 @@ def value_counts(
         labels = session.execute(where.statement(_labels_counts_sql(session, where, least)), where.params)
     else:
         parts = [
-            f"SELECT '{name}' AS attribute, {column} AS value, count(*) AS n FROM events "
+            f"SELECT '{name}' AS attribute, {column} AS value, count(*) AS n FROM {where.source} "
             f"WHERE {where.sql} AND {column} IS NOT NULL GROUP BY {column} "
             f"HAVING count(*) >= {least_per_host if name == 'hostname' else least}"
             for name, column in COLUMN_SQL.items()
@@ -148,7 +151,9 @@ def joint_counts(session: Session, where: EventFilter) -> JointCounts:
         sums = ", ".join(
             f"sum(CASE WHEN ({conditions[a]}) AND ({conditions[b]}) THEN 1 ELSE 0 END)" for a, b in pairs
         )
-        row = session.execute(where.statement(f"SELECT {sums} FROM events WHERE {where.sql}"), params).one()
+        row = session.execute(
+            where.statement(f"SELECT {sums} FROM {where.source} WHERE {where.sql}"), params
+        ).one()
         return {pair: float(n or 0) for pair, n in zip(pairs, row, strict=True)}
 
     return joint
@@ -164,30 +169,43 @@ def _as_date(value: Any) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
 
 
+SIGNATURE_EVENTS = "epidemiology_signature_events"
+
+
 def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
-    where = EventFilter.signature(ids)
+    """The signature's events are read from the events table once, into a temporary table
+    every aggregate below scans (one pass over the heap, not one per aggregate)."""
+    session.execute(text(f"DROP TABLE IF EXISTS {SIGNATURE_EVENTS}"))
+    selected = EventFilter.signature(ids)
+    session.execute(
+        selected.statement(
+            f"CREATE TEMPORARY TABLE {SIGNATURE_EVENTS} AS SELECT * FROM events WHERE {selected.sql}"
+        ),
+        selected.params,
+    )
+    where = EventFilter("1 = 1", {}, table=SIGNATURE_EVENTS)
     day = _day_sql(session)
     daily = {
         _as_date(d): int(n)
         for d, n in session.execute(
-            where.statement(f"SELECT {day}, count(*) FROM events WHERE {where.sql} GROUP BY {day}"),
+            where.statement(f"SELECT {day}, count(*) FROM {where.source} WHERE {where.sql} GROUP BY {day}"),
             where.params,
         )
     }
     per_host = session.execute(
         where.statement(
-            f"SELECT count(*), max(n) FROM (SELECT {PHYSICAL} AS p, count(*) AS n FROM events "
+            f"SELECT count(*), max(n) FROM (SELECT {PHYSICAL} AS p, count(*) AS n FROM {where.source} "
             f"WHERE {where.sql} GROUP BY {PHYSICAL}) AS per_host"
         ),
         where.params,
     ).one()
     uptimes = session.scalars(
-        where.statement(f"SELECT uptime_s FROM events WHERE {where.sql} AND uptime_s IS NOT NULL"),
+        where.statement(f"SELECT uptime_s FROM {where.source} WHERE {where.sql} AND uptime_s IS NOT NULL"),
         where.params,
     ).all()
     known = session.scalar(
         where.statement(
-            "SELECT count(*) FROM events WHERE host_id IN (SELECT id FROM hosts WHERE in_inventory) "
+            f"SELECT count(*) FROM {where.source} WHERE host_id IN (SELECT id FROM hosts WHERE in_inventory) "
             f"AND {where.sql}"
         ),
         where.params,

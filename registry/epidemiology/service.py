@@ -60,11 +60,11 @@ class Fleet:
 
     def view(self, sample: SignatureSample) -> Baseline | None:
         """The fleet as it was over the signature's days, if the inventory covers it."""
-        hosts = {
+        only = {
             name: [value for (attribute, value) in sample.counts if attribute == name]
-            for name in ("hostname", "physical_host")
+            for name in ("hostname", "physical_host", "labels")
         }
-        fleet = fleet_baseline_sql(self.session, *signature_window(sample), hosts)
+        fleet = fleet_baseline_sql(self.session, *signature_window(sample), only)
         return fleet_view(sample, fleet)
 
     def crashes(self) -> Baseline:
