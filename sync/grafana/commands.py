@@ -68,3 +68,9 @@ def export_command(directory: Path, grafana_provisioning: str) -> None:
         click.echo(str(path))
     if spec.secret is not None:
         click.echo(f"set {PASSWORD_ENV} in Grafana's environment to the read-only role's password", err=True)
+        if settings.grafana_db_url is None:
+            click.echo(
+                "CRASHREG_GRAFANA_DB_URL is not set: the role's password is derived and not shown; "
+                "set CRASHREG_GRAFANA_DB_URL to choose it, then run `crashreg grafana provision`",
+                err=True,
+            )
