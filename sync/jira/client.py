@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -73,7 +73,15 @@ class JiraClient:
                     return
 
     def create_issue(self, fields: dict[str, Any]) -> dict[str, Any]:
-        return self.jira.create_issue(fields=fields, prefetch=False).raw
+        """Create; when no answer came back, whether Jira made the issue is unknown."""
+        try:
+            return self.jira.create_issue(fields=fields, prefetch=False).raw
+        except requests.RequestException as error:
+            raise UnconfirmedCreate(str(error)) from error
+        except JIRAError as error:
+            if error.status_code is None or error.status_code >= 500:
+                raise UnconfirmedCreate(str(error)) from error
+            raise
 
     def update_issue(self, key: str, fields: dict[str, Any]) -> None:
         """One PUT through the library's session (Issue.update would also read the issue back).
@@ -116,6 +124,18 @@ class JiraClient:
         return moment.astimezone(self.user_timezone()).strftime("%Y-%m-%d %H:%M")
 
 
+class UnconfirmedCreate(Exception):
+    """A create that got no answer: Jira may have made the issue."""
+
+
+class SearchNotSettled(Exception):
+    """Too soon after an unconfirmed create to trust a search that does not find the issue."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(f"waiting {wait_s:.0f} s for Jira's search index after an unconfirmed create")
+        self.wait_s = wait_s
+
+
 @dataclass(frozen=True)
 class Failure:
     """What a failed Jira call means for the message that made it."""
@@ -124,6 +144,7 @@ class Failure:
     permanent: bool = False
     retry_after_s: float | None = None
     stop_run: bool = True  # Jira is down or throttling us: stop calling it this round
+    unconfirmed_create: bool = False
 
 
 # HTTP status -> (permanent, stop the run). Absent 4xx are permanent; 5xx transient.
@@ -153,6 +174,10 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
 
 def classify(error: Exception, now: datetime) -> Failure:
     """Sort a failure into retry-later (with a wait Jira may have named) or give up."""
+    if isinstance(error, UnconfirmedCreate) and isinstance(error.__cause__, Exception):
+        return replace(classify(error.__cause__, now), unconfirmed_create=True)
+    if isinstance(error, SearchNotSettled):
+        return Failure(str(error), retry_after_s=error.wait_s, stop_run=False)
     if isinstance(error, JIRAError):
         status = error.status_code
         text = f"Jira answered HTTP {status}: {(error.text or '').strip()[:300]}"

@@ -42,6 +42,7 @@ HANDLERS: dict[str, Handler] = {
     ISSUE_CHANGED_TOPIC: on_issue_changed,
 }
 
+UNCONFIRMED_CREATE = "_create_unconfirmed_at"
 BACKOFF_BASE = timedelta(seconds=30)
 BACKOFF_MAX = timedelta(minutes=15)
 
@@ -86,8 +87,11 @@ def handle(database: Database, client: JiraClient, options: JiraOptions, message
         if signature is not None:
             signature = canonical(session, signature)
         if wanted(message.topic, signature):
-            ctx = SyncContext(session, client, options, now)
-            HANDLERS[message.topic](ctx, signature, dict(message.payload or {}))
+            payload = dict(message.payload or {})
+            unconfirmed = payload.pop(UNCONFIRMED_CREATE, None)
+            ctx = SyncContext(session, client, options, now,
+                              datetime.fromisoformat(unconfirmed) if unconfirmed else None)
+            HANDLERS[message.topic](ctx, signature, payload)
         message.processed_at, message.last_error = now, None
 
 
@@ -104,6 +108,8 @@ def record_failure(database: Database, message_id: int, failure: Failure, now: d
     with database.session() as session:
         message = session.get_one(OutboxMessage, message_id)
         message.attempts += 1
+        if failure.unconfirmed_create:  # remembered, so the retry does not trust search too soon
+            message.payload = {**(message.payload or {}), UNCONFIRMED_CREATE: now.isoformat()}
         if failure.permanent:
             message.processed_at = now
             message.last_error = PERMANENT_ERROR_PREFIX + failure.message

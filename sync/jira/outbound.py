@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -19,7 +19,7 @@ from registry.ingest.models import Event
 from registry.jira.models import JiraLink
 from registry.signatures.models import Signature
 from registry.signatures.service import stats_subquery
-from sync.jira.client import JiraClient
+from sync.jira.client import JiraClient, SearchNotSettled
 from sync.jira.config import JiraOptions
 from sync.jira.content import (
     CRASHREG_LABEL,
@@ -38,6 +38,7 @@ from sync.jira.facts import collect_facts, registry_url
 
 log = logging.getLogger("crashreg.jira")
 REOPENED, ALREADY_OPEN, NOT_REOPENED = "reopened", "already-open", "not-reopened"
+SEARCH_SETTLE = timedelta(minutes=2)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class SyncContext:
     client: JiraClient
     options: JiraOptions
     now: datetime
+    unconfirmed_create_at: datetime | None = None  # an earlier create of this message got no answer
 
 
 def find_existing_issue(ctx: SyncContext, fingerprint: str) -> dict[str, Any] | None:
@@ -67,6 +69,12 @@ def ensure_issue(ctx: SyncContext, signature: Signature) -> JiraLink:
     block = render_facts(collect_facts(ctx.session, signature, ctx.options.public_url))
     issue = find_existing_issue(ctx, signature.fingerprint)
     pushed = None
+    if issue is None and ctx.unconfirmed_create_at is not None:
+        # Cloud's search index lags writes: a search right after a create whose answer was
+        # lost can miss the issue. Create again only once the index has had time to settle.
+        wait = (ctx.unconfirmed_create_at + SEARCH_SETTLE - ctx.now).total_seconds()
+        if wait > 0:
+            raise SearchNotSettled(wait)
     if issue is None:
         fields: dict[str, Any] = {
             "project": {"key": ctx.options.project},

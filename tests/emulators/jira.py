@@ -188,6 +188,7 @@ class JiraEmulator:
         self.lose_next_create = False
         self.rate_limit: RateLimit | None = None
         self.denied: dict[str, set[str]] = {}  # user name -> project permissions they lack
+        self.index_lag = timedelta(0)  # Cloud: a new issue is found by search only after this
         self.server = None
         self.thread: threading.Thread | None = None
         self.port = 0
@@ -980,7 +981,7 @@ class JiraEmulator:
         if self.cloud:
             raise JiraHttpError(410, [GONE_MESSAGE])
         args = _search_args()
-        issues = JqlQuery.parse(args.get("jql", ""), self).run(self.issues.values())
+        issues = JqlQuery.parse(args.get("jql", ""), self).run(self._indexed())
         start = int(args.get("startAt", 0) or 0)
         size = min(int(args.get("maxResults", 50) or 50), 1000)
         page = issues[start:start + size]
@@ -997,7 +998,7 @@ class JiraEmulator:
         if not query.clauses:
             raise JiraHttpError(400, ["Unbounded JQL queries are not allowed here. Please add a "
                                       "search restriction to your query."])
-        issues = query.run(self.issues.values())
+        issues = query.run(self._indexed())
         token = args.get("nextPageToken")
         start = _decode_page_token(token) if token else 0
         size = min(int(args.get("maxResults", 50) or 50), 5000)
@@ -1010,6 +1011,11 @@ class JiraEmulator:
             body["nextPageToken"] = base64.urlsafe_b64encode(
                 f"offset:{start + size}".encode()).decode()
         return body
+
+    def _indexed(self) -> list[Issue]:
+        """What search sees: issues older than the index lag (reads by key see all at once)."""
+        cutoff = self.clock() - self.index_lag
+        return [i for i in self.issues.values() if i.created <= cutoff]
 
     ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
         ("GET", r"myself", h_myself),

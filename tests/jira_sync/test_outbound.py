@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 import requests
@@ -79,6 +80,22 @@ def test_a_lost_create_response_makes_no_duplicate(harness):
     harness.later(minutes=1)
     second = harness.sync()
     assert second.drain.processed == 1
+    assert len(harness.emulator.issues) == 1
+    assert harness.link(signature["id"]).issue_key == "CRASH-1"
+
+
+def test_a_lagging_search_index_after_a_lost_create_makes_no_duplicate(harness):
+    """Cloud indexes new issues for search with a delay: a quick retry must not trust a miss."""
+    harness.emulator.index_lag = timedelta(seconds=90)
+    signature = harness.crash()["signature"]
+    harness.emulator.lose_next_create = True
+    assert harness.sync(with_reconcile=False).drain.failed == 1
+    harness.later(seconds=31)  # the first retry: the search does not see CRASH-1 yet
+    waiting = harness.sync(with_reconcile=False)
+    assert "search index" in waiting.drain.errors[0]
+    assert len(harness.emulator.issues) == 1
+    harness.later(minutes=2)
+    harness.sync(with_reconcile=False)
     assert len(harness.emulator.issues) == 1
     assert harness.link(signature["id"]).issue_key == "CRASH-1"
 
