@@ -8,7 +8,6 @@ what a crash kernel with its network down sees).
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import socket
@@ -230,11 +229,11 @@ def run_sh(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Run]
     return run
 
 
-def run_reporter(site: Site, *args: str) -> Run:
-    """Run agents/crashreg_report.py as its own process, as a host would."""
+def run_reporter(site: Site, *args: str, script: Path = REPORTER) -> Run:
+    """Run a Python reporter (crashreg_report.py by default) as its own process, as a host would."""
     env = {"CRASHREG_CONF": str(site.conf), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     done = subprocess.run(
-        [sys.executable, str(REPORTER), *args],
+        [sys.executable, str(script), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -243,9 +242,6 @@ def run_reporter(site: Site, *args: str) -> Run:
     )
     return Run(done.returncode, done.stdout, done.stderr)
 
-
-def spooled_report(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_bytes())
 
 
 class FlakyFront:

@@ -3,34 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-from tests.agents.conftest import FIXTURES, REPO, Registry, Run, closed_port_url, run_reporter
+from tests.agents.conftest import FIXTURES, REPO, Registry, Run, Site, closed_port_url, run_reporter
 
 DPU_AGENT = REPO / "agents" / "dpu" / "crashreg_dpu.py"
 SESSION = FIXTURES / "dpu_session.json"
 
 
-def run_dpu(conf, *args: str) -> Run:
-    env = {"CRASHREG_CONF": str(conf), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    done = subprocess.run(
-        [sys.executable, str(DPU_AGENT), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    return Run(done.returncode, done.stdout, done.stderr)
+def run_dpu(site: Site, *args: str) -> Run:
+    return run_reporter(site, *args, script=DPU_AGENT)
 
 
 def test_dpu_report_then_crash_kernel_report_is_one_event(registry: Registry, make_site, run_sh) -> None:
     session = json.loads(SESSION.read_text())
     site = make_site(hostname=session["hostname"], boot_id=session["boot_id"])
 
-    dpu = run_dpu(site.conf, "report", "--record", str(SESSION))
+    dpu = run_dpu(site, "report", "--record", str(SESSION))
     assert dpu.returncode == 0, dpu.stderr
     dpu_answer = json.loads(dpu.stdout)
     assert (dpu_answer["action"], dpu_answer["decided_by"]) == ("full", "registry")
@@ -58,7 +46,7 @@ def test_dpu_report_spools_when_the_registry_is_down_and_post_boot_delivers_it(
 ) -> None:
     session = json.loads(SESSION.read_text())
     site = make_site(url=closed_port_url(), hostname=session["hostname"], boot_id=session["boot_id"])
-    offline = run_dpu(site.conf, "report", "--record", str(SESSION))
+    offline = run_dpu(site, "report", "--record", str(SESSION))
     assert offline.returncode == 0, offline.stderr
     assert json.loads(offline.stdout)["decided_by"] in ("bundle", "fallback")
     [spooled] = site.spooled()
