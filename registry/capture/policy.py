@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-ACTIONS = ("full", "filtered", "skip")
-
 # A grant that no capture followed (the crash kernel died, the host was reimaged) stops
 # holding its slot after this long: a full dump of a 2 TB host takes hours, not a day.
 GRANT_TIMEOUT = timedelta(hours=24)
