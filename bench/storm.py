@@ -1,6 +1,6 @@
 """Crash storm: thousands of hosts report one new bug at once; is the capture answer exact and fast?
 
-    .venv/bin/python bench/storm.py [--hosts 2500] [--concurrency 64] [--json OUT] [--profile DIR]
+    .venv/bin/python bench/storm.py [--hosts 1500] [--concurrency 64] [--json OUT] [--profile DIR]
 
 Starts gunicorn (4 workers, the repository's gunicorn.conf.py) on a fresh PostgreSQL
 database, serving the registry and, beside it, a bare Flask route that only reads the same
@@ -366,9 +366,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--hosts", type=int, default=2500)
+    parser.add_argument("--hosts", type=int, default=1500)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--bare-seconds", type=float, default=6.0)
+    parser.add_argument("--bare-seconds", type=float, default=5.0)
     parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="console log of the storm's bug")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--profile", type=Path, help="profile the workers (1 thread each) into this folder")
