@@ -34,6 +34,9 @@ JointCounts = Callable[[Sequence[AttributeValue]], Mapping[Pair, float]]
 
 ALPHA = 0.01
 MIN_SUPPORT = 3
+# Effect-size floor: with 100,000 events a value 5% more common than in the fleet is
+# "significant" and means nothing.
+MIN_LIFT = 1.1
 LOG10_ALPHA = math.log10(ALPHA)
 
 
@@ -101,7 +104,7 @@ class Finding:
 
     @property
     def significant(self) -> bool:
-        return self.supported and self.log10_p < LOG10_ALPHA
+        return self.supported and self.log10_p < LOG10_ALPHA and self.lift >= MIN_LIFT
 
     def as_json(self) -> dict:
         return {

@@ -133,7 +133,10 @@ def analyse(
     return head | analyse_signature(sample, context)
 
 
-def signature_epidemiology(session: Session, signature: Signature, crash_view: bool = True) -> dict[str, Any]:
+def signature_epidemiology(
+    session: Session, signature: Signature, crash_view: bool = False
+) -> dict[str, Any]:
+    """One signature, now (the all-crashes view, a full scan, only when asked for)."""
     return analyse(session, signature, load_fleet(session), crash_view)
 
 

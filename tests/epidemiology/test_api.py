@@ -19,6 +19,7 @@ from registry.epidemiology.models import (
 )
 from registry.epidemiology.service import refresh
 from registry.epidemiology.simulator import FleetConfig, simulate
+from sync.scheduler import JobContext, load_jobs
 from tests.conftest import auth
 
 CONTRACT_KEYS = {"signature", "events", "hosts", "verdict", "findings", "onset"}
@@ -134,7 +135,9 @@ def test_unknown_signature_is_404_and_scope_read_is_required(client, make_token)
 
 
 @pytest.mark.parametrize("kernel", ["6.1.90-fleet.1"])
-def test_signature_without_inventory_falls_back_to_the_crash_baseline(client, make_token, kernel) -> None:  # type: ignore[no-untyped-def]
+def test_signature_without_inventory_falls_back_to_the_crash_baseline(
+    client, make_token, kernel, settings, database
+) -> None:  # type: ignore[no-untyped-def]
     token = auth(make_token("report", kind="agent"))
     log = "[ 1.0] BUG: kernel NULL pointer dereference, address: 0000000000000008\n"
     for i in range(12):
@@ -160,3 +163,14 @@ def test_signature_without_inventory_falls_back_to_the_crash_baseline(client, ma
     body = client.get(f"/api/v1/signatures/{sid}/epidemiology", headers=auth(make_token("read"))).json
     assert body["baseline"] == "crashes" and body["events"] == 13
     assert body["verdict"] == "software"  # spread over 12 hosts, nothing to single out
+
+    # the scheduler's job stores it for Grafana
+    job = load_jobs()["epidemiology-refresh"]
+    assert job.run(JobContext(settings, database)) == {
+        "signatures": 1,
+        "suspects": 0,
+        "verdicts": {"software": 1},
+    }
+    with database.session() as session:
+        stored = session.get(EpidemiologyVerdict, int(sid))
+        assert (stored.verdict, stored.baseline, stored.events) == ("software", "crashes", 13)
