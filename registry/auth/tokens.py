@@ -104,7 +104,7 @@ def load_caller() -> ApiToken:
             "missing bearer token (Authorization: Bearer <token>)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    with current_db().session() as session:
+    with current_db().lookup() as session:
         row = authenticate(session, token)
     if row is None:
         raise ApiError(

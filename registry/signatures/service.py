@@ -109,6 +109,17 @@ def signature_stats(session: Session, signature_id: int) -> tuple[int, datetime 
     return int(row[0]), row[1]
 
 
+def stats_and_jira_key(session: Session, signature_id: int) -> tuple[tuple[int, datetime | None], str | None]:
+    """Event count, last sighting and Jira key in one round trip (ingest answers with all three)."""
+    link = select(JiraLink.issue_key).where(JiraLink.signature_id == signature_id).scalar_subquery()
+    row = session.execute(
+        select(
+            func.coalesce(func.sum(SignatureCounter.events), 0), func.max(SignatureCounter.last_seen), link
+        ).where(SignatureCounter.signature_id == signature_id)
+    ).one()
+    return (int(row[0]), row[1]), row[2]
+
+
 def summary(
     session: Session,
     signature: Signature,
@@ -117,9 +128,12 @@ def summary(
     with_jira: bool = True,
 ) -> dict[str, Any]:
     """The contract's signature object."""
-    event_count, last_seen = stats if stats is not None else signature_stats(session, signature.id)
-    if with_jira and jira_key is None:
+    if stats is None:
+        stats, linked_key = stats_and_jira_key(session, signature.id)
+        jira_key = jira_key or linked_key
+    elif with_jira and jira_key is None:
         jira_key = session.scalar(select(JiraLink.issue_key).where(JiraLink.signature_id == signature.id))
+    event_count, last_seen = stats
     return {
         "id": str(signature.id),
         "fingerprint": signature.fingerprint,
