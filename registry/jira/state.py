@@ -21,6 +21,7 @@ JIRA_TOPICS = (
     "signature.created",
     "signature.regressed",
     "rca.confirmed",
+    "rca.flagged",
     ISSUE_CHANGED_TOPIC,
 )
 PERMANENT_ERROR_PREFIX = "permanent: "

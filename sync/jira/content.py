@@ -141,3 +141,18 @@ def rca_comment(rca: dict[str, object]) -> str:
     lines += [f"* {name}: {value}" for name, value in details if value]
     lines.append(marker("rca", str(rca.get("rca_id"))))
     return "\n".join(lines)
+
+
+def flagged_rca_comment(rca: dict[str, object]) -> str:
+    """The `rca.flagged` outbox payload: an RCA whose cited evidence the registry could not verify."""
+    lines = [
+        f"*RCA flagged by crashreg's evidence checks*: {rca.get('summary') or '(no summary)'}",
+        f"* Author: {rca.get('author')} ({rca.get('author_kind') or 'human'})",
+    ]
+    failed = rca.get("failed_checks") or []
+    lines += [f"* Failed check {check.get('name')}: {check.get('message')}" for check in failed]  # type: ignore[union-attr]
+    lines.append("Treat its claims as unverified until a human reviews the evidence.")
+    if rca.get("url"):
+        lines.append(f"* Details: {rca['url']}")
+    lines.append(marker("rca-flagged", str(rca.get("rca_id"))))
+    return "\n".join(lines)

@@ -28,6 +28,7 @@ from sync.jira.inbound import on_issue_changed
 from sync.jira.outbound import (
     SyncContext,
     on_rca_confirmed,
+    on_rca_flagged,
     on_signature_created,
     on_signature_regressed,
 )
@@ -39,6 +40,7 @@ HANDLERS: dict[str, Handler] = {
     "signature.created": on_signature_created,
     "signature.regressed": on_signature_regressed,
     "rca.confirmed": on_rca_confirmed,
+    "rca.flagged": on_rca_flagged,
     ISSUE_CHANGED_TOPIC: on_issue_changed,
 }
 

@@ -8,6 +8,7 @@ timeout) is found and linked on the retry instead of being made twice.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from sync.jira.config import JiraOptions
 from sync.jira.content import (
     CRASHREG_LABEL,
     facts_digest,
+    flagged_rca_comment,
     global_id,
     marker,
     merge_description,
@@ -177,10 +179,21 @@ def on_signature_regressed(ctx: SyncContext, signature: Signature, payload: dict
     link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
 
 
-def on_rca_confirmed(ctx: SyncContext, signature: Signature, payload: dict[str, Any]) -> None:
-    link = ensure_issue(ctx, signature)
-    post_comment_once(ctx, link.issue_key, rca_comment(payload), marker("rca", str(payload.get("rca_id"))))
-    link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
+def rca_commenter(
+    render: Callable[[dict[str, Any]], str], kind: str
+) -> Callable[[SyncContext, Signature, dict[str, Any]], None]:
+    """A handler posting an RCA outbox message as a comment, once per RCA."""
+
+    def comment(ctx: SyncContext, signature: Signature, payload: dict[str, Any]) -> None:
+        link = ensure_issue(ctx, signature)
+        post_comment_once(ctx, link.issue_key, render(payload), marker(kind, str(payload.get("rca_id"))))
+        link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
+
+    return comment
+
+
+on_rca_confirmed = rca_commenter(rca_comment, "rca")
+on_rca_flagged = rca_commenter(flagged_rca_comment, "rca-flagged")
 
 
 def links_due_for_facts(session: Session, options: JiraOptions, now: datetime, limit: int) -> list[JiraLink]:

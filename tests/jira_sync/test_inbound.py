@@ -204,6 +204,23 @@ def test_a_confirmed_rca_is_posted_once(harness, database):
     assert "mlx5 CQ race" in comments[0] and "abc123" in comments[0]
 
 
+def test_a_flagged_rca_is_posted_once_with_its_failed_checks(harness, database):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    failed = [{"name": "functions_in_frames", "status": "fail",
+               "message": "cited function mlx5e_xmit never appears in this signature's frames"}]
+    with database.session() as session:
+        for _ in range(2):  # a recheck may flag the same RCA again: still one comment
+            publish(session, "rca.flagged", int(signature["id"]), rca_id=9, summary="a guess",
+                    author="triage-bot", author_kind="ai", checks_passed=False, failed_checks=failed,
+                    url="http://crashreg.test/signatures/1#rca-9")
+    harness.sync()
+    harness.sync()
+    comments = [c["body"] for c in harness.emulator.issue("CRASH-1").comments]
+    assert len(comments) == 1
+    assert "flagged" in comments[0] and "mlx5e_xmit" in comments[0] and "triage-bot (ai)" in comments[0]
+
+
 def test_with_reopening_off_a_regression_is_only_commented(harness, engineer):
     harness.options = replace(harness.options, reopen_category="none")
     signature = harness.crash(kernel="6.8.0-52-generic")["signature"]
