@@ -65,6 +65,7 @@ def test_role_reads_views_only_and_cannot_write(database: Database, role_url: st
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("CREATE TABLE public.grafana_was_here (x int)")
         assert conn.execute("SHOW statement_timeout").fetchone() == ("30s",)
+        assert conn.execute("SHOW jit").fetchone() == ("off",)
 
 
 def test_rerun_checks_and_repairs_stray_privileges(database: Database, role_url: str) -> None:
