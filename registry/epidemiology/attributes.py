@@ -8,22 +8,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from registry.inventory.attributes import HOST_ATTRIBUTES as INVENTORY_ATTRIBUTES
+
 AttributeValue = tuple[str, str]
 
+# Every inventory attribute that names a thing a bug can concentrate on (memory size does not),
+# plus the hostname: a VM's own name, beside the physical host that carries it.
 HOST_ATTRIBUTES: tuple[str, ...] = (
     "physical_host",
     "hostname",
-    "region",
-    "cluster",
-    "sku",
-    "cpu_model",
-    "microcode",
-    "bios_version",
-    "bmc_version",
-    "kernel_version",
-    "os_image",
-    "hypervisor",
-    "gpu_driver",
+    *(name for name in INVENTORY_ATTRIBUTES if name not in ("physical_host", "memory_gb")),
 )
 ATTRIBUTES: tuple[str, ...] = (*HOST_ATTRIBUTES, "labels")
 

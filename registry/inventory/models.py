@@ -9,23 +9,7 @@ from sqlalchemy import ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
-
-# Host attributes named by the contract, in the order they appear there. Events snapshot them.
-HOST_ATTRIBUTES: tuple[str, ...] = (
-    "physical_host",
-    "region",
-    "cluster",
-    "sku",
-    "cpu_model",
-    "microcode",
-    "bios_version",
-    "bmc_version",
-    "kernel_version",
-    "os_image",
-    "memory_gb",
-    "hypervisor",
-    "gpu_driver",
-)
+from registry.inventory.attributes import HOST_ATTRIBUTES
 
 
 class HostAttributes:
