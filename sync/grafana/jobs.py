@@ -1,12 +1,28 @@
-"""The Grafana job the scheduler runs: data source and dashboards kept in place, annotations
-pushed as they happen (first sightings, regressions, kernel rollouts)."""
+"""The scheduler's Grafana jobs.
+
+- `grafana-rollups` (PostgreSQL): refresh the daily rollups the dashboards read, whether
+  Grafana is provisioned through the API or from files.
+- `grafana-sync` (when CRASHREG_GRAFANA_URL/_TOKEN are set): data source and dashboards kept
+  in place, annotations pushed as they happen (first sightings, regressions, rollouts).
+"""
 
 from __future__ import annotations
 
+from sync.grafana.rollups import refresh_rollups
 from sync.grafana.service import scheduled_sync
 from sync.scheduler import JobContext, register_job
 
 SYNC_SECONDS = 300
+ROLLUP_SECONDS = 300
+
+
+@register_job(
+    "grafana-rollups",
+    seconds=ROLLUP_SECONDS,
+    enabled=lambda settings: settings.database_url.startswith("postgresql"),
+)
+def grafana_rollups(context: JobContext) -> dict[str, list[str]]:
+    return {"refreshed": refresh_rollups(context.database)}
 
 
 @register_job("grafana-sync", seconds=SYNC_SECONDS, enabled=lambda settings: settings.grafana_enabled)

@@ -33,14 +33,17 @@ def provision(
     database: Database,
     force: bool = False,
     progress: Callable[[Outcome], None] | None = None,
+    refresh: bool = True,
 ) -> ProvisionResult:
+    """Role (PostgreSQL), rollups (unless the scheduler's rollup job owns them), Grafana."""
     if not settings.grafana_enabled:
         raise GrafanaNotConfigured("set CRASHREG_GRAFANA_URL and CRASHREG_GRAFANA_TOKEN")
     dialect = dialect_name(settings)
     role = (
         ensure_readonly_role(database.engine, grafana_db_url(settings)) if dialect == "postgresql" else None
     )
-    refresh_rollups(database)
+    if refresh:
+        refresh_rollups(database)
     api = connect(settings.grafana_url or "", settings.grafana_token or "")
     report = Provisioner(api, database, force=force).run(
         datasource_spec(settings), build_dashboards(dialect, settings.public_url), progress
@@ -54,7 +57,7 @@ def scheduled_sync(settings: Settings, database: Database) -> dict[str, int]:
     Dashboards edited in Grafana are kept (and logged); a Grafana outage raises, and the
     scheduler runs the job again at its next interval (annotations resume where they stopped).
     """
-    result = provision(settings, database)
+    result = provision(settings, database, refresh=False)  # the grafana-rollups job refreshes
     for outcome in result.report.outcomes:
         if outcome.action != "unchanged":
             log.info("grafana %s", outcome.line())

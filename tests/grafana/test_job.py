@@ -7,6 +7,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import text
+
 from registry.config import Settings
 from registry.db import Database, utcnow
 from sync.leader import leader_lock
@@ -26,6 +28,37 @@ def test_job_is_enabled_only_with_grafana_configured(settings: Settings) -> None
     job = load_jobs()["grafana-sync"]
     assert not job.enabled(settings)
     assert job.enabled(dataclasses.replace(settings, grafana_url="http://g", grafana_token="t"))
+
+
+def test_rollup_job_refreshes_daily_panels_on_postgresql(
+    settings: Settings, database: Database, client: Any, make_token: Callable[..., str]
+) -> None:
+    job = load_jobs()["grafana-rollups"]
+    if not settings.database_url.startswith("postgresql"):
+        assert not job.enabled(settings)  # plain views on SQLite: always current
+        return
+    assert job.enabled(settings)  # with or without Grafana configured: file provisioning too
+    crashed = (utcnow() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    answer = client.post(
+        "/api/v1/reports",
+        json={**REPORT, "crashed_at": crashed},
+        headers={"Authorization": f"Bearer {make_token('report')}"},
+    )
+    assert answer.status_code == 201
+
+    def crashes() -> int:
+        with database.session() as session:
+            return session.execute(
+                text("SELECT COALESCE(SUM(events), 0) FROM rpt_daily_breakdown WHERE dimension = 'kind'")
+            ).scalar_one()
+
+    assert crashes() == 0  # materialized: stale until refreshed
+    scheduler = Scheduler(JobContext(settings, database), leader_lock(database.engine), {"r": job})
+    try:
+        assert scheduler.run_job("r")
+    finally:
+        scheduler.lock.release()
+    assert crashes() == 1
 
 
 def test_job_provisions_and_pushes_new_sightings_then_survives_an_outage(
