@@ -2,13 +2,13 @@
 
 PostgreSQL: Grafana's core `grafana-postgresql-datasource`, logging in as the read-only role
 of CRASHREG_GRAFANA_DB_URL (password in `secureJsonData`, never readable back). SQLite (the
-embedded default): the frser-sqlite-datasource plugin opening the registry's file read-only.
+embedded default): the frser-sqlite-datasource plugin opening, read-only, the reporting copy
+that holds the `rpt_*` views' rows and nothing else (sync.grafana.rollups).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 from dashboards.dialects import POSTGRES_DATASOURCE_UID, SQLITE_DATASOURCE_UID
 from registry.config import Settings
 from sync.grafana.role import derived_grafana_db_url
+from sync.grafana.rollups import reporting_copy_path
 
 DATASOURCE_NAME = "crashreg"
 
@@ -49,7 +50,6 @@ def grafana_db_url(settings: Settings) -> str:
 
 def datasource_spec(settings: Settings) -> DataSourceSpec:
     if dialect_name(settings) == "sqlite":
-        path = make_url(settings.database_url).database or ""
         return DataSourceSpec(
             {
                 "uid": SQLITE_DATASOURCE_UID,
@@ -58,7 +58,7 @@ def datasource_spec(settings: Settings) -> DataSourceSpec:
                 "access": "proxy",
                 "isDefault": False,
                 "jsonData": {
-                    "path": str(Path(path).resolve()),
+                    "path": str(reporting_copy_path(settings.database_url)),
                     "pathPrefix": "file:",
                     "pathOptions": "mode=ro",
                 },

@@ -1,7 +1,7 @@
 """The scheduler's Grafana jobs.
 
-- `grafana-rollups` (PostgreSQL): refresh the daily rollups the dashboards read, whether
-  Grafana is provisioned through the API or from files.
+- `grafana-rollups`: refresh what the dashboards read (PostgreSQL: the daily rollups;
+  SQLite: the reporting copy), whether Grafana is provisioned through the API or from files.
 - `grafana-sync` (when CRASHREG_GRAFANA_URL/_TOKEN are set): data source and dashboards kept
   in place, annotations pushed as they happen (first sightings, regressions, rollouts).
 """
@@ -16,11 +16,7 @@ SYNC_SECONDS = 300
 ROLLUP_SECONDS = 300
 
 
-@register_job(
-    "grafana-rollups",
-    seconds=ROLLUP_SECONDS,
-    enabled=lambda settings: settings.database_url.startswith("postgresql"),
-)
+@register_job("grafana-rollups", seconds=ROLLUP_SECONDS)
 def grafana_rollups(context: JobContext) -> dict[str, list[str]]:
     return {"refreshed": refresh_rollups(context.database)}
 

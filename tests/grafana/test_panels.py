@@ -1,8 +1,8 @@
 """Every panel's SQL, expanded as Grafana expands it, runs through Grafana's read-only door
 against a registry loaded with a simulated fleet, and returns rows.
 
-PostgreSQL: the read-only role `crashreg grafana provision` sets up. SQLite: the file opened
-read-only, as the frser-sqlite-datasource data source does.
+PostgreSQL: the read-only role `crashreg grafana provision` sets up. SQLite: the reporting
+copy opened read-only, as the frser-sqlite-datasource data source does.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dashboards import build_dashboards
 from registry.db import Database, utcnow
 from sync.grafana.annotations import push_annotations
 from sync.grafana.role import ensure_readonly_role
+from sync.grafana.rollups import reporting_copy_path
 from tests.emulators.grafana import serve_grafana
 from tests.grafana.fleet import LoadedFleet, load_fleet
 from tests.grafana.roles import drop_role
@@ -41,8 +42,8 @@ def fleet(client: Any, make_token: Callable[..., str], database: Database) -> Lo
 def read_only(db_url: str, database: Database) -> Iterator[Runner]:
     """Run SQL the way Grafana's data source would reach the database."""
     if db_url.startswith("sqlite"):
-        path = make_url(db_url).database
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # The reporting copy the data source opens (refreshed by load_fleet, as the job does).
+        conn = sqlite3.connect(f"file:{reporting_copy_path(db_url)}?mode=ro", uri=True)
 
         def run_sqlite(sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
             cursor = conn.execute(sql)

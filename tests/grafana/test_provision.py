@@ -22,6 +22,7 @@ from registry.db import Database
 from sync.grafana.datasource import datasource_spec, dialect_name
 from sync.grafana.export import PASSWORD_ENV, export
 from sync.grafana.provision import Provisioner
+from sync.grafana.rollups import reporting_copy_path
 from sync.grafana.service import provision
 from tests.emulators.grafana import RunningGrafana
 
@@ -59,7 +60,8 @@ def test_first_run_provisions_everything_second_run_changes_nothing(
     else:
         assert datasource["type"] == "frser-sqlite-datasource"
         assert datasource["jsonData"]["pathOptions"] == "mode=ro"
-        assert datasource["jsonData"]["path"] == make_url(grafana_settings.database_url).database
+        copy = reporting_copy_path(grafana_settings.database_url)
+        assert datasource["jsonData"]["path"] == str(copy) and copy.exists()
 
     before = len(writes(grafana))
     second = provision(grafana_settings, database)
@@ -210,7 +212,7 @@ def test_export_writes_grafana_file_provisioning_layout(tmp_path: Path, database
         assert datasource["secureJsonData"] == {"password": f"${{{PASSWORD_ENV}}}"}
     else:
         assert datasource["uid"] == "crashreg-sqlite"
-        assert datasource["jsonData"]["path"] == "/var/lib/crashreg.db"
+        assert datasource["jsonData"]["path"] == "/var/lib/crashreg-grafana.db"
         assert "secureJsonData" not in datasource
 
 

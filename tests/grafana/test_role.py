@@ -8,12 +8,14 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from registry.config import Settings
 from registry.db import Database
 from sync.grafana.datasource import datasource_spec
 from sync.grafana.role import RoleError, derived_grafana_db_url, ensure_readonly_role, reporting_views
+from sync.grafana.rollups import refresh_rollups
 from tests.grafana.roles import drop_role
 
 SECRET_TABLES = ("api_tokens", "reports", "jira_webhook_receipts", "events", "signatures")
@@ -110,14 +112,21 @@ def test_derived_url_is_stable_and_not_the_registry_password() -> None:
     assert derived_grafana_db_url(registry_url) == derived_grafana_db_url(registry_url)
 
 
-def test_sqlite_data_source_opens_the_file_read_only(db_url: str) -> None:
+def test_sqlite_data_source_reads_a_copy_of_the_views_only(db_url: str, database: Database) -> None:
     if not db_url.startswith("sqlite"):
         pytest.skip("the SQLite data source")
+    with database.session() as session:
+        session.execute(
+            text("INSERT INTO app_secrets (name, value, created_at) VALUES ('k', 's', '2026-11-29')")
+        )
+    refresh_rollups(database)
     spec = datasource_spec(Settings(database_url=db_url))
     options = spec.body["jsonData"]
     dsn = f"{options['pathPrefix']}{options['path']}?{options['pathOptions']}"
     conn = sqlite3.connect(dsn, uri=True)
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert "rpt_events" in tables and all(name.startswith("rpt_") for name in tables)
     assert conn.execute("SELECT COUNT(*) FROM rpt_events").fetchone() == (0,)
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        conn.execute("DELETE FROM events")
+        conn.execute("DELETE FROM rpt_events")
     conn.close()
