@@ -13,6 +13,7 @@ from sync.grafana.datasource import datasource_spec, dialect_name
 from sync.grafana.export import DEFAULT_GRAFANA_PROVISIONING, PASSWORD_ENV, export
 from sync.grafana.provision import Outcome
 from sync.grafana.role import RoleError
+from sync.grafana.rollups import refresh_reporting_copy, reporting_copy_path
 from sync.grafana.service import GrafanaNotConfigured, provision
 
 
@@ -64,6 +65,10 @@ def export_command(directory: Path, grafana_provisioning: str) -> None:
     with click.progressbar(length=1, label="exporting") as bar:
         written = export(directory, spec, boards, grafana_provisioning)
         bar.update(1)
+    if dialect_name(settings) == "sqlite":
+        refresh_reporting_copy(settings.database_url)
+        written.append(reporting_copy_path(settings.database_url))
+        click.echo("the reporting copy is kept current by `crashreg scheduler` (grafana-rollups)", err=True)
     for path in written:
         click.echo(str(path))
     if spec.secret is not None:

@@ -235,3 +235,21 @@ def test_rotated_password_reaches_role_and_data_source(
     ) as conn:
         assert conn.execute("SELECT count(*) FROM rpt_events").fetchone() == (0,)
     assert {o.action for o in provision(rotated, database).report.outcomes} == {"unchanged"}
+
+
+def test_cli_export_on_sqlite_builds_the_reporting_copy(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not db_url.startswith("sqlite"):
+        pytest.skip("the SQLite reporting copy")
+    monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
+    cli_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(main, ["grafana", "export", str(tmp_path / "out")])
+    finally:
+        cli_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    copy = reporting_copy_path(db_url)
+    assert str(copy) in result.output and copy.exists()
+    datasources = yaml.safe_load((tmp_path / "out/provisioning/datasources/crashreg.yaml").read_text())
+    assert datasources["datasources"][0]["jsonData"]["path"] == str(copy)
