@@ -124,6 +124,7 @@ def summary_lines(database: Database, base_url: str) -> list[str]:
         "Try:",
         f'  curl -H "Authorization: Bearer $TOKEN" {base_url}/api/v1/signatures/{first}/epidemiology',
         f'  curl -H "Authorization: Bearer $TOKEN" {base_url}/api/v1/epidemiology/hosts',
+        f"  open {base_url}/signatures in a browser and log in with the read token below",
     ]
     return lines
 
