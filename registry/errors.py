@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask, jsonify
+from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 
@@ -32,6 +33,7 @@ class ApiError(Exception):
         return response
 
 
+DATABASE_RETRY_AFTER_S = 5
 HTTP_CODES = {
     400: "bad_request",
     401: "unauthorized",
@@ -50,6 +52,24 @@ def install_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(error: ApiError) -> Any:
         return error.to_response()
+
+    @app.errorhandler(OperationalError)
+    def _database_unavailable(error: OperationalError) -> Any:
+        # Unreachable, restarting or overloaded database: nothing was stored, so the caller may
+        # safely retry (reports are idempotent on report_id).
+        app.logger.warning("database unavailable: %s", type(error.orig).__name__)
+        return ApiError(
+            503,
+            "unavailable",
+            "the registry's database is unavailable; retry shortly",
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        ).to_response()
+
+    @app.errorhandler(DBAPIError)
+    def _database_error(error: DBAPIError) -> Any:
+        if error.connection_invalidated:
+            return _database_unavailable(error)  # type: ignore[arg-type]
+        raise error
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Any:
