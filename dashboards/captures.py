@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboards.common import annotations, registry_url_variable
+from dashboards.common import PIE_OPTIONS, annotations, registry_url_variable
 from dashboards.dialects import Dialect
 from dashboards.model import Panel, Query, dashboard
 
@@ -42,7 +42,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
                 ),
             ),
             width=8,
-            options={"reduceOptions": {"values": True, "calcs": ["lastNotNull"]}},
+            options=PIE_OPTIONS,
         ),
         Panel(
             "Saved by dedup",

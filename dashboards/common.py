@@ -13,6 +13,8 @@ ANNOTATION_KINDS = (
     ("Kernel rollouts", "kernel-rollout", "purple"),
 )
 ANNOTATION_TAG = "crashreg"
+# Pie charts of a table query: one slice per row.
+PIE_OPTIONS: dict[str, Any] = {"reduceOptions": {"values": True, "calcs": ["lastNotNull"]}}
 
 
 def annotations() -> tuple[dict[str, Any], ...]:

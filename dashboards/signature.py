@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboards.common import annotations, bucket_panel, registry_url_variable
+from dashboards.common import PIE_OPTIONS, annotations, bucket_panel, registry_url_variable
 from dashboards.dialects import Dialect
 from dashboards.model import Panel, Query, dashboard
 
@@ -57,7 +57,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
                 ),
             ),
             width=6,
-            options={"reduceOptions": {"values": True, "calcs": ["lastNotNull"]}},
+            options=PIE_OPTIONS,
         )
         for column, title in BREAKDOWNS
     )

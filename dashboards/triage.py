@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dashboards.common import (
+    PIE_OPTIONS,
     SIGNATURE_LINK,
     annotations,
     bucket_panel,
@@ -69,7 +70,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
                 ),
             ),
             width=8,
-            options={"reduceOptions": {"values": True, "calcs": ["lastNotNull"]}},
+            options=PIE_OPTIONS,
         ),
         Panel(
             "Regressed events per day",
@@ -117,7 +118,7 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
                 ),
             ),
             width=8,
-            options={"reduceOptions": {"values": True, "calcs": ["lastNotNull"]}},
+            options=PIE_OPTIONS,
         ),
         Panel(
             "RCAs per week: AI-proposed vs human, by outcome",

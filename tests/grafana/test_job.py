@@ -26,6 +26,17 @@ REPORT = {
 }
 
 
+def report_crash(client: Any, make_token: Callable[..., str]) -> None:
+    """A new signature, seen an hour ago, through the ingest API."""
+    crashed = (utcnow() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    answer = client.post(
+        "/api/v1/reports",
+        json={**REPORT, "crashed_at": crashed},
+        headers={"Authorization": f"Bearer {make_token('report')}"},
+    )
+    assert answer.status_code == 201
+
+
 def test_job_is_enabled_only_with_grafana_configured(settings: Settings) -> None:
     job = load_jobs()["grafana-sync"]
     assert not job.enabled(settings)
@@ -37,13 +48,7 @@ def test_rollup_job_refreshes_what_grafana_reads(
 ) -> None:
     job = load_jobs()["grafana-rollups"]
     assert job.enabled(settings)  # with or without Grafana configured: file provisioning too
-    crashed = (utcnow() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    answer = client.post(
-        "/api/v1/reports",
-        json={**REPORT, "crashed_at": crashed},
-        headers={"Authorization": f"Bearer {make_token('report')}"},
-    )
-    assert answer.status_code == 201
+    report_crash(client, make_token)
 
     query = "SELECT COALESCE(SUM(events), 0) FROM rpt_daily_breakdown WHERE dimension = 'kind'"
 
@@ -80,13 +85,7 @@ def test_job_provisions_and_pushes_new_sightings_then_survives_an_outage(
         assert scheduler.run_job("g")
         assert len(grafana.state.dashboards) == 5 and grafana.state.annotations == []
 
-        crashed = (utcnow() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        answer = client.post(
-            "/api/v1/reports",
-            json={**REPORT, "crashed_at": crashed},
-            headers={"Authorization": f"Bearer {make_token('report')}"},
-        )
-        assert answer.status_code == 201
+        report_crash(client, make_token)
         grafana.fail_next(503)
         assert scheduler.run_job("g")  # failed, logged, the scheduler lives on
         assert grafana.state.annotations == []
