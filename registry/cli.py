@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+from importlib.metadata import entry_points
 
 import click
 
@@ -74,14 +74,7 @@ main.add_command(signature_command)
 main.add_command(signatures)
 main.add_command(import_command)
 
-# Integration command groups live in sync/, which depends on registry (never the reverse):
-# they are loaded by name, like plugins.
-SYNC_COMMANDS = (
-    "sync.grafana.commands:grafana",
-    "sync.jira.commands:jira",
-    "sync.scheduler:scheduler_command",
-)
-
-for _spec in SYNC_COMMANDS:
-    _module, _, _attribute = _spec.partition(":")
-    main.add_command(getattr(importlib.import_module(_module), _attribute))
+# Integration commands (Jira, Grafana, the scheduler) live in sync/, which depends on registry,
+# never the reverse: they plug in through the "crashreg.commands" entry points in pyproject.toml.
+for _entry in entry_points(group="crashreg.commands"):
+    main.add_command(_entry.load())
