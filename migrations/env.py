@@ -8,6 +8,7 @@ from alembic import context
 
 from registry.config import Settings
 from registry.db import UTCDateTime, make_engine
+from registry.migrate import for_dialect
 from registry.models import Base
 
 config = context.config
@@ -51,6 +52,7 @@ def run_migrations_online() -> None:
             render_as_batch=True,
             render_item=render_item,
             compare_type=True,
+            include_object=for_dialect(connection.dialect.name),
             transaction_per_migration=True,
         )
         with context.begin_transaction():

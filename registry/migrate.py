@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -11,6 +13,19 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def for_dialect(dialect_name: str) -> Callable[..., bool]:
+    """Alembic's include_object: leave out indexes the models declare for another dialect only
+    (`Index(...).ddl_if(dialect=...)`), so comparing models with a database stays exact."""
+
+    def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+        condition = getattr(obj, "_ddl_if", None)
+        return not (
+            type_ == "index" and condition is not None and condition.dialect not in (None, dialect_name)
+        )
+
+    return include
 
 
 def alembic_config(database_url: str) -> Config:

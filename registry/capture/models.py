@@ -48,6 +48,7 @@ class Capture(Base):
     __table_args__ = (
         Index("ix_captures_event", "event_id"),
         Index("ix_captures_signature_status", "signature_id", "status", "created_at"),
+        Index("ix_captures_status_event", "status", "event_id").ddl_if(dialect="postgresql"),
         Index("ix_captures_event_key", "event_id", "capture_key", unique=True),
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
@@ -47,6 +47,30 @@ class Event(HostAttributes, Base):
         Index("ix_events_signature_crashed", "signature_id", "crashed_at"),
         Index("ix_events_crashed_at", "crashed_at"),
         Index("ix_events_host_crashed", "host_id", "crashed_at"),
+        # Covering and partial indexes for Grafana's panels (PostgreSQL only; migration 0011).
+        Index(
+            "ix_events_signature_crashed_report",
+            "signature_id",
+            "crashed_at",
+            postgresql_include=[
+                "hostname",
+                "physical_host",
+                "region",
+                "sku",
+                "kernel_version",
+                "bios_version",
+                "uptime_s",
+            ],
+        ).ddl_if(dialect="postgresql"),
+        Index("ix_events_regressed", "crashed_at", postgresql_where=text("regression IS NOT NULL")).ddl_if(
+            dialect="postgresql"
+        ),
+        Index(
+            "ix_events_capture_action_crashed",
+            "capture_action",
+            "crashed_at",
+            postgresql_include=["id", "memory_gb"],
+        ).ddl_if(dialect="postgresql"),
     )
 
 

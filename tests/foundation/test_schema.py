@@ -7,7 +7,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from registry.db import make_engine
-from registry.migrate import downgrade, upgrade
+from registry.migrate import downgrade, for_dialect, upgrade
 from registry.models import Base
 
 
@@ -27,7 +27,10 @@ def test_upgrade_downgrade_upgrade(db_url: str) -> None:
 def test_models_and_migrations_agree(db_url: str) -> None:
     engine = make_engine(db_url)
     with engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        context = MigrationContext.configure(
+            connection,
+            opts={"compare_type": True, "include_object": for_dialect(connection.dialect.name)},
+        )
         differences = compare_metadata(context, Base.metadata)
     engine.dispose()
     assert differences == []
