@@ -11,11 +11,11 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import psycopg
 import pytest
-from sqlalchemy import text
 from werkzeug.serving import make_server
 
 from registry.app import create_app
@@ -25,6 +25,9 @@ from registry.db import Database
 from registry.migrate import upgrade
 
 POSTGRES_ADMIN_URL = os.environ.get("CRASHREG_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+# How often a test server's loop looks for shutdown (the stdlib default, 0.5 s, is paid by
+# every test that stops one).
+SERVER_POLL_S = 0.02
 BACKENDS = [b for b in os.environ.get("CRASHREG_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
 
 
@@ -62,22 +65,37 @@ def migrated_postgres() -> Iterator[str]:
 
 
 def truncate_all(url: str) -> None:
-    database = Database(url)
-    with database.engine.begin() as connection:
-        tables = [
-            row[0]
-            for row in connection.execute(
-                text(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
-                    "AND tablename <> 'alembic_version'"
-                )
-            )
-        ]
-        if tables:
-            connection.execute(
-                text("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
-            )
-    database.dispose()
+    """Empty every table and restart every used sequence: a freshly migrated database again.
+
+    Only the tables holding rows are emptied, by DELETE in foreign-key order (children
+    first): a TRUNCATE of every table costs a file swap per table, ~0.4 s a test here.
+    Tables in a foreign-key cycle fall back to TRUNCATE ... CASCADE.
+    """
+    with psycopg.connect(url) as conn:
+        tables = [row[0] for row in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+            "AND tablename <> 'alembic_version'")]
+        filled = [row[0] for row in conn.execute(" UNION ALL ".join(
+            f"(SELECT '{t}' WHERE EXISTS (SELECT 1 FROM \"{t}\"))" for t in tables))] if tables else []
+        references: dict[str, set[str]] = {t: set() for t in filled}
+        for child, parent in conn.execute(
+            "SELECT conrelid::regclass::text, confrelid::regclass::text FROM pg_constraint "
+            "WHERE contype = 'f' AND connamespace = 'public'::regnamespace"
+        ):
+            child, parent = child.strip('"'), parent.strip('"')
+            if parent in references and child in references and child != parent:
+                references[parent].add(child)  # the parent's rows go after its children's
+        try:
+            order = list(TopologicalSorter(references).static_order())
+        except CycleError:
+            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in filled) + " CASCADE")
+        else:
+            for table in order:
+                conn.execute(f'DELETE FROM "{table}"')
+        conn.execute(
+            "SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false) "
+            "FROM pg_sequences WHERE schemaname = 'public' AND last_value IS NOT NULL"
+        )
 
 
 @pytest.fixture(params=BACKENDS)
@@ -131,7 +149,7 @@ def make_token(database: Database) -> Callable[..., str]:
 def live_server(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The app on a real HTTP socket (threaded), for clients that speak HTTP."""
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(SERVER_POLL_S,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()

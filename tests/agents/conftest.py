@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.conftest import auth
+from tests.conftest import SERVER_POLL_S, auth
 
 REPO = Path(__file__).resolve().parents[2]
 KDUMP_SH = REPO / "agents" / "kdump" / "crashreg-kdump.sh"
@@ -274,7 +274,8 @@ class FlakyFront:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(SERVER_POLL_S,),
+                                       daemon=True)
 
     def __enter__(self) -> FlakyFront:
         self.thread.start()

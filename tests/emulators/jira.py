@@ -39,6 +39,8 @@ import requests
 from flask import Flask, Response, request
 from werkzeug.serving import make_server
 
+from tests.conftest import SERVER_POLL_S
+
 STATUS_CATEGORIES = {
     "new": {"id": 2, "key": "new", "colorName": "blue-gray", "name": "To Do"},
     "indeterminate": {"id": 4, "key": "indeterminate", "colorName": "yellow",
@@ -231,7 +233,8 @@ class JiraEmulator:
     def start(self) -> JiraEmulator:
         self.server = make_server("127.0.0.1", self.port, self.app, threaded=True)
         self.port = self.server.server_port
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(SERVER_POLL_S,),
+                                       daemon=True)
         self.thread.start()
         return self
 

@@ -14,6 +14,8 @@ import requests
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+from tests.conftest import SERVER_POLL_S
+
 from .jira import JiraEmulator
 
 
@@ -38,7 +40,7 @@ class Receiver:
         self.statuses: list[int] = []
         self.received: list[tuple[dict[str, str], bytes]] = []
         self.server = make_server("127.0.0.1", 0, self)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(SERVER_POLL_S,), daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
 
     def __call__(self, environ, start_response):

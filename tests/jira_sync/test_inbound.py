@@ -17,6 +17,7 @@ from registry.config import Settings
 from registry.ingest.models import Event
 from registry.outbox import OutboxMessage, publish
 
+from ..conftest import SERVER_POLL_S
 from .conftest import WEBHOOK_SECRET
 from .harness import function_name
 
@@ -123,7 +124,7 @@ def test_jira_retries_a_delivery_the_registry_missed(harness, engineer, app):
     harness.emulator.deliver_webhooks()
     assert {d.outcome for d in harness.emulator.deliveries} == {"pending"}
     server = make_server("127.0.0.1", port, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(SERVER_POLL_S,), daemon=True).start()
     try:
         harness.later(minutes=16)
         harness.emulator.deliver_webhooks()

@@ -107,7 +107,10 @@ def test_two_schedulers_never_both_sync(harness):
         second.shutdown()
 
 
+@pytest.mark.parametrize("jira_flavour", ["datacenter"], indirect=True)
 def test_scheduler_process_syncs_and_stops_cleanly_on_sigterm(harness):
+    """The process, its leader lock and SIGTERM are ours, not the flavour's: one flavour (the
+    PAT-only environment); the check command below runs on the other."""
     harness.crash()
     env = jira_env(harness)
     process = subprocess.Popen([sys.executable, "-m", "registry", "scheduler"], env=env,
@@ -131,7 +134,10 @@ def test_scheduler_process_syncs_and_stops_cleanly_on_sigterm(harness):
     assert once.returncode == 0, once.stderr
 
 
+@pytest.mark.parametrize("jira_flavour", ["cloud"], indirect=True)
 def test_check_command_prints_one_line_per_check(harness):
+    """Flavour differences in the checks are covered above on both; the command's output and
+    exit status are ours, run on Cloud (e-mail + token in the environment)."""
     ok = crashreg("jira", "check", env=jira_env(harness))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "ok    reachable" in ok.stdout and "webhook" in ok.stdout
