@@ -233,14 +233,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_gunicorn(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+def start_gunicorn(url: str, port: int, log: Path, worker_class: str) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "CRASHREG_DATABASE_URL": url,
         "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="crashreg-storm-metrics-"),
     }
     command = [
         str(ROOT / ".venv/bin/gunicorn"), "-c", str(ROOT / "gunicorn.conf.py"),
-        "--workers", str(WORKERS), "--bind", f"127.0.0.1:{port}",
+        "--workers", str(WORKERS), "--worker-class", worker_class, "--bind", f"127.0.0.1:{port}",
         "--max-requests", "0",  # no recycling mid-measurement: peak RSS must be the real peak
         "--pythonpath", f"{ROOT},{ROOT / 'bench'}", "storm:bench_app()",
     ]
@@ -372,6 +372,8 @@ def main() -> int:
     parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="console log of the storm's bug")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--profile", type=Path, help="profile the workers (1 thread each) into this folder")
+    parser.add_argument("--worker-class", default="gthread", choices=("gthread", "sync"),
+                        help="gunicorn worker class (gthread: CRASHREG_THREADS threads each, default 4)")
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -390,7 +392,7 @@ def main() -> int:
         database.dispose()
         port = free_port()
         server_log = Path(tempfile.mkdtemp(prefix="crashreg-storm-")) / "gunicorn.log"
-        server = start_gunicorn(url, port, server_log)
+        server = start_gunicorn(url, port, server_log, args.worker_class)
         with click.progressbar(length=args.concurrency, label="warm-up      ") as progress:
             warm_up(port, token, args.concurrency, progress)
         with click.progressbar(length=int(args.bare_seconds * 3000), label="bare route   ") as progress:
@@ -418,6 +420,8 @@ def main() -> int:
         "date": datetime.now(UTC).date().isoformat(),
         "cpus": os.cpu_count(),
         "workers": WORKERS,
+        "worker_class": args.worker_class,
+        "threads": int(os.environ.get("CRASHREG_THREADS", 4)) if args.worker_class == "gthread" else 1,
         "concurrency": args.concurrency,
         "hosts": args.hosts,
         "requests": len(bodies),

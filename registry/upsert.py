@@ -2,43 +2,62 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
+from sqlalchemy import ColumnElement, Executable, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from registry.db import Base
 
+DIALECTS = {"postgresql": postgresql, "sqlite": sqlite}
+
 
 def insert_ignore(
-    session: Session, model: type[Base], values: dict[str, Any], conflict: list[str]
-) -> Any | None:
-    """Insert unless a row with the same `conflict` key exists; return the new primary key or None.
-
-    Under concurrency the loser waits for the winner's transaction and then does nothing,
-    so callers re-read the winner's row instead of failing.
-    """
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    pk = next(iter(model.__table__.primary_key.columns))
-    # A Core insert on the table (not the ORM entity, which takes the ORM's bulk-persistence
-    # path) with values as execution parameters: the cheapest statement SQLAlchemy can make.
-    statement = dialect.insert(model.__table__).on_conflict_do_nothing(index_elements=conflict)
-    statement = statement.returning(pk)
-    return session.execute(statement, values).scalar_one_or_none()
-
-
-def insert_or_increment(
     session: Session,
     model: type[Base],
     values: dict[str, Any],
     conflict: list[str],
-    increments: dict[str, Any],
-) -> None:
-    """Insert, or apply `increments` (column -> SQL expression of `excluded`) to the existing row."""
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(model.__table__)
-    statement = statement.on_conflict_do_update(
+    returning: tuple[str, ...] | None = None,
+) -> Any | None:
+    """Insert unless a row with the same `conflict` key exists; return the new primary key (or
+    the `returning` columns' row) or None.
+
+    Under concurrency the loser waits for the winner's transaction and then does nothing,
+    so callers re-read the winner's row instead of failing.
+    """
+    statement = insert_ignore_statement(
+        session.get_bind().dialect.name, model.__table__, tuple(conflict), returning
+    )
+    result = session.connection().execute(statement, values)
+    return result.scalar_one_or_none() if returning is None else result.one_or_none()
+
+
+@cache
+def insert_ignore_statement(
+    dialect: str, table: Table, conflict: tuple[str, ...], returning: tuple[str, ...] | None
+) -> Executable:
+    # One Core statement object per table and shape, reused: SQLAlchemy's compiled cache then
+    # hits on its first lookup, and the values travel as execution parameters.
+    statement = DIALECTS[dialect].insert(table).on_conflict_do_nothing(index_elements=list(conflict))
+    if returning is None:
+        return statement.returning(next(iter(table.primary_key.columns)))
+    return statement.returning(*(table.c[name] for name in returning))
+
+
+Increments = dict[str, Callable[[Any], ColumnElement[Any]]]
+
+
+def insert_or_increment_statement(
+    dialect: str, table: Table, conflict: list[str], increments: Increments
+) -> Executable:
+    """Insert, or apply `increments` (column -> SQL expression of `excluded`) to the existing row.
+
+    Build it once per dialect and execute it with the values as parameters."""
+    statement = DIALECTS[dialect].insert(table)
+    return statement.on_conflict_do_update(
         index_elements=conflict,
         set_={column: make(statement.excluded) for column, make in increments.items()},
     )
-    session.execute(statement, values)

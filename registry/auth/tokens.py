@@ -10,7 +10,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from flask import g, request
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from registry.auth.models import ApiToken
@@ -50,15 +50,22 @@ def create_token(session: Session, name: str, scope: str, kind: str = "human") -
     return token, row
 
 
+TOKENS = ApiToken.__table__.c
+# The per-request lookup: one indexed Core read, built once (no ORM query compile or load).
+LIVE_TOKEN = select(*TOKENS).where(TOKENS.token_hash == bindparam("token_hash"), TOKENS.revoked_at.is_(None))
+STAMP_LAST_USED = update(ApiToken.__table__).where(TOKENS.id == bindparam("token_id"))
+
+
 def authenticate(session: Session, token: str) -> ApiToken | None:
-    row = session.scalar(
-        select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None))
-    )
-    if row is not None:
-        now = utcnow()
-        if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
-            # Coarse last-use stamp: one write per token per few minutes, never per request.
-            session.execute(update(ApiToken).where(ApiToken.id == row.id).values(last_used_at=now))
+    """The live (unrevoked) token, as a detached ApiToken; never cached, so revocation is immediate."""
+    found = session.connection().execute(LIVE_TOKEN, {"token_hash": hash_token(token)}).one_or_none()
+    if found is None:
+        return None
+    row = ApiToken(**found._mapping)
+    now = utcnow()
+    if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
+        # Coarse last-use stamp: one write per token per few minutes, never per request.
+        session.connection().execute(STAMP_LAST_USED, {"token_id": row.id, "last_used_at": now})
     return row
 
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any, Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
 from registry.capture.models import CaptureSlot
 from registry.capture.policy import (
@@ -46,12 +46,25 @@ from registry.capture.policy import (
 )
 from registry.config import Settings
 from registry.db import utcnow
-from registry.ingest.models import Event
 from registry.signatures.models import Signature
 from registry.signatures.regression import REGRESSED
+from registry.signatures.service import SignatureSnapshot
 from registry.upsert import insert_ignore
 
 __all__ = ["CaptureDecision", "decide_capture"]
+
+AnySignature = Signature | SignatureSnapshot
+
+
+class EventRef(Protocol):
+    """What the decision needs of the new event: an Event entity or ingest's plain record."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def regression(self) -> str | None: ...
+
 
 NO_SIGNATURE = CaptureDecision("full", "no crash signature could be computed: capture to learn")
 
@@ -60,7 +73,7 @@ def limits_of(settings: Settings) -> Limits:
     return Limits(settings.full_captures_per_window, timedelta(days=settings.capture_window_days))
 
 
-def facts_of(signature: Signature, is_new: bool = False, regressed: bool = False) -> SignatureFacts:
+def facts_of(signature: AnySignature, is_new: bool = False, regressed: bool = False) -> SignatureFacts:
     """`regressed`: this event regressed the signature, even if a concurrent report of the same
     storm flipped the status first (our loaded row may still say resolved)."""
     return SignatureFacts(
@@ -75,31 +88,48 @@ def facts_of(signature: Signature, is_new: bool = False, regressed: bool = False
 
 def decide_capture(
     session: Session,
-    signature: Signature | None,
-    event: Event,
+    signature: AnySignature | None,
+    event: EventRef,
     settings: Settings,
     new_signature: bool = False,
+    slots: list[Slot] | None = None,
 ) -> CaptureDecision:
-    """The capture answer for a new event; claims a slot or an extra capture when it says full."""
+    """The capture answer for a new event; claims a slot or an extra capture when it says full.
+
+    `slots`: the signature's slot rows if the caller already read them (see SLOT_READ_COLUMNS);
+    a stale read costs no exactness, since every claim is decided by the database."""
     if signature is None:
         return NO_SIGNATURE
     facts = facts_of(signature, new_signature, regressed=event.regression == REGRESSED)
     limits = limits_of(settings)
     for rule in applicable_rules(facts):
-        claimed = CLAIMS[rule.claim](session, signature, event, facts, limits) if rule.claim else None
+        claimed = CLAIMS[rule.claim](session, signature, event, facts, limits, slots) if rule.claim else None
         if rule.claim is not None and claimed is None:
             continue  # lost the race (or nothing left): the next rule decides
         return answer(rule, facts, limits, claimed)
     raise AssertionError("every mode ends with a rule that needs no claim")
 
 
-SLOT_COLUMNS = (
-    CaptureSlot.signature_id,
-    CaptureSlot.slot,
-    CaptureSlot.state,
-    CaptureSlot.since,
-    CaptureSlot.event_id,
+SLOTS = CaptureSlot.__table__.c
+ALL_SLOTS = select(SLOTS.signature_id, SLOTS.slot, SLOTS.state, SLOTS.since, SLOTS.event_id)
+ONE_SIGNATURES_SLOTS = ALL_SLOTS.where(SLOTS.signature_id == bindparam("signature_id"))
+
+
+# For a caller that reads the slots inside a bigger read (one row per slot, NULLs for none).
+SLOT_READ_COLUMNS = (
+    SLOTS.slot.label("slot_number"),
+    SLOTS.state.label("slot_state"),
+    SLOTS.since.label("slot_since"),
+    SLOTS.event_id.label("slot_event_id"),
 )
+
+
+def slots_in(rows: list[Any]) -> list[Slot]:
+    return [
+        Slot(row.slot_number, row.slot_state, row.slot_since, row.slot_event_id)
+        for row in rows
+        if row.slot_number is not None
+    ]
 
 
 def read_slots(session: Session, signature_id: int) -> list[Slot]:
@@ -108,21 +138,30 @@ def read_slots(session: Session, signature_id: int) -> list[Slot]:
 
 def read_all_slots(session: Session, signature_id: int | None = None) -> dict[int, list[Slot]]:
     """Slot rows by signature (one signature's, or every signature's for the bundle)."""
-    query = select(*SLOT_COLUMNS)
-    if signature_id is not None:
-        query = query.where(CaptureSlot.signature_id == signature_id)
+    # Core statements built once, on the session's connection: this read runs for every report.
+    if signature_id is None:
+        rows = session.connection().execute(ALL_SLOTS)
+    else:
+        rows = session.connection().execute(ONE_SIGNATURES_SLOTS, {"signature_id": signature_id})
     slots: dict[int, list[Slot]] = {}
-    for row in session.execute(query):
+    for row in rows:
         slots.setdefault(row.signature_id, []).append(Slot(row.slot, row.state, row.since, row.event_id))
     return slots
 
 
 def claim_slot(
-    session: Session, signature_id: int, event_id: int, facts: SignatureFacts, limits: Limits
+    session: Session,
+    signature_id: int,
+    event_id: int,
+    facts: SignatureFacts,
+    limits: Limits,
+    seen_slots: list[Slot] | None = None,
 ) -> int | None:
     """Win one free slot for this event (the slot number), or None when all are held."""
     now = utcnow()
-    slots = {slot.number: slot for slot in read_slots(session, signature_id)}
+    if seen_slots is None:
+        seen_slots = read_slots(session, signature_id)
+    slots = {slot.number: slot for slot in seen_slots}
     granted = {"event_id": event_id, "state": SLOT_GRANTED, "since": now}
     for number in claimable_slots(slots.values(), limits, now, window_start(now, limits, facts)):
         seen = slots.get(number)
@@ -151,25 +190,22 @@ def claim_slot(
     return None
 
 
-def claim_extra(session: Session, signature: Signature) -> int | None:
+def claim_extra(session: Session, signature: AnySignature) -> int | None:
     """Take one of the engineer's "N more" captures: how many are left after it, or None."""
-    left = session.execute(
+    return session.execute(
         update(Signature)
         .where(Signature.id == signature.id, Signature.extra_full_captures > 0)
         .values(extra_full_captures=Signature.extra_full_captures - 1)
         .returning(Signature.extra_full_captures)
         .execution_options(synchronize_session=False)
     ).scalar_one_or_none()
-    if left is not None:
-        set_committed_value(signature, "extra_full_captures", left)
-    return left
 
 
-Claim = Callable[[Session, Signature, Event, SignatureFacts, Limits], "int | None"]
+Claim = Callable[[Session, AnySignature, EventRef, SignatureFacts, Limits, "list[Slot] | None"], "int | None"]
 # rule.claim -> how to win it: the slot number, or the "N more" captures left.
 CLAIMS: dict[str, Claim] = {
-    "slot": lambda session, signature, event, facts, limits: claim_slot(
-        session, signature.id, event.id, facts, limits
+    "slot": lambda session, signature, event, facts, limits, slots: claim_slot(
+        session, signature.id, event.id, facts, limits, slots
     ),
-    "extra": lambda session, signature, event, facts, limits: claim_extra(session, signature),
+    "extra": lambda session, signature, event, facts, limits, slots: claim_extra(session, signature),
 }

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Row, bindparam, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from registry.capture.decide import CaptureDecision, decide_capture
+from registry.capture.decide import SLOT_READ_COLUMNS, CaptureDecision, decide_capture, slots_in
+from registry.capture.models import CaptureSlot
 from registry.config import Settings
 from registry.db import Database, utcnow
 from registry.errors import ApiError
@@ -26,7 +27,16 @@ from registry.outbox import publish
 from registry.signatures.identify import CrashSignature, identify
 from registry.signatures.models import Signature
 from registry.signatures.regression import REGRESSED, regression_verdict
-from registry.signatures.service import count_event, resolve_or_create, summary
+from registry.signatures.service import (
+    SNAPSHOT_FIELDS,
+    SignatureSnapshot,
+    count_event,
+    known_signature_id,
+    resolve_or_create,
+    snapshot_of,
+    stats_columns,
+    summary,
+)
 from registry.upsert import insert_ignore
 
 
@@ -40,6 +50,77 @@ def payload_digest(raw: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+@dataclass
+class OpenEvent:
+    """The crash event a report belongs to, as ingest read or wrote it (plain Core columns)."""
+
+    id: int
+    crashed_at: Any
+    kernel_version: str | None
+    sources: list[str]
+    signature_id: int | None
+    capture: CaptureDecision | None  # None: a new event, not decided yet
+    regression: str | None = None
+    counted: bool = False  # this report added the event to its signature's count
+
+
+REPORTS, HOSTS, EVENTS, SIGNATURES = (
+    model.__table__.c for model in (Report, Host, Event, Signature)  # type: ignore[attr-defined]
+)
+HOST_FIELDS = (*HOST_ATTRIBUTES, "labels")
+# Everything ingest reads before it writes, in one round trip: the stored report (a replay),
+# the host, the signature its fingerprint routes to with its counts and Jira key, and that
+# signature's capture slots (one row per slot). Built once; values are parameters.
+CONTEXT = (
+    select(
+        REPORTS.payload_sha256.label("report_sha256"),
+        REPORTS.answer.label("report_answer"),
+        HOSTS.id.label("host_id"),
+        *(HOSTS[name].label(f"host_{name}") for name in HOST_FIELDS),
+        *(SIGNATURES[name].label(f"signature_{name}") for name in SNAPSHOT_FIELDS),
+        *stats_columns(SIGNATURES.id),
+        *SLOT_READ_COLUMNS,
+    )
+    .select_from(select(literal(1).label("one")).subquery("anchor"))
+    .outerjoin(Report.__table__, REPORTS.report_id == bindparam("report_id"))
+    .outerjoin(Host.__table__, HOSTS.hostname == bindparam("hostname"))
+    .outerjoin(Signature.__table__, SIGNATURES.id == known_signature_id(bindparam("fingerprint")))
+    .outerjoin(CaptureSlot.__table__, CaptureSlot.__table__.c.signature_id == SIGNATURES.id)
+)
+STORED_REPORT = select(*CONTEXT.selected_columns[:2]).where(REPORTS.report_id == bindparam("report_id"))
+HOST_BY_NAME = select(*CONTEXT.selected_columns[2 : 3 + len(HOST_FIELDS)]).where(
+    HOSTS.hostname == bindparam("hostname")
+)
+LOCKED_EVENT = (
+    select(
+        EVENTS.id,
+        EVENTS.crashed_at,
+        EVENTS.kernel_version,
+        EVENTS.sources,
+        EVENTS.signature_id,
+        EVENTS.capture_action,
+        EVENTS.capture_reason,
+        EVENTS.capture_dump_level,
+        EVENTS.regression,
+    )
+    .where(EVENTS.host_id == bindparam("host_id"), EVENTS.boot_key == bindparam("boot_key"))
+    # Concurrent reports of the same crash append to one sources list. Only reports of one
+    # crash ever contend for it, so this is no storm-wide hot row.
+    .with_for_update()
+)
+DECIDED = (
+    update(Event.__table__)
+    .where(EVENTS.id == bindparam("event_id"))
+    .values(
+        capture_action=bindparam("action"),
+        capture_reason=bindparam("reason"),
+        capture_dump_level=bindparam("dump_level"),
+        regression=bindparam("regression_verdict"),
+    )
+)
+STORE_REPORT = insert(Report.__table__)
+
+
 def ingest_report(
     db: Database, settings: Settings, report: dict[str, Any], raw: dict[str, Any]
 ) -> IngestResult:
@@ -49,33 +130,42 @@ def ingest_report(
         # One transaction for the replay check and the store: each session costs a pool
         # checkout (pre-ping), BEGIN, COMMIT and a reset, which dominate a storm's latency.
         with db.session() as session:
-            replay = replayed_answer(session, report["report_id"], digest)
+            context = session.connection().execute(
+                CONTEXT,
+                {
+                    "report_id": report["report_id"],
+                    "hostname": report["host"]["hostname"],
+                    "fingerprint": crash.fingerprint if crash else None,
+                },
+            ).all()
+            replay = replayed_answer(context[0], digest)
             if replay is not None:
                 return IngestResult(replay, created=False)
-            return IngestResult(store(session, settings, report, raw, digest, crash), created=True)
+            return IngestResult(store(session, settings, report, raw, digest, crash, context), created=True)
     except IntegrityError:
         # Another worker stored this report_id between our check and our commit.
         with db.session() as session:
-            replay = replayed_answer(session, report["report_id"], digest)
+            stored = session.connection().execute(
+                STORED_REPORT, {"report_id": report["report_id"]}
+            ).one_or_none()
+            replay = replayed_answer(stored, digest) if stored is not None else None
         if replay is None:
             raise
         return IngestResult(replay, created=False)
 
 
-def replayed_answer(session: Session, report_id: str, digest: str) -> dict[str, Any] | None:
-    stored = session.execute(
-        select(Report.payload_sha256, Report.answer).where(Report.report_id == report_id)
-    ).one_or_none()
-    if stored is None:
+def replayed_answer(stored: Row[Any], digest: str) -> dict[str, Any] | None:
+    """The first answer for a resent report_id (None if it is new); 409 if the body differs."""
+    if stored.report_sha256 is None:
         return None
-    if stored.payload_sha256 != digest:
+    if stored.report_sha256 != digest:
         raise ApiError(
             409,
             "conflict",
             "report_id was already used for a different report",
             fields={"report_id": ["already used with a different body"]},
         )
-    return stored.answer | {"duplicate": True}
+    return stored.report_answer | {"duplicate": True}
 
 
 def store(
@@ -85,87 +175,140 @@ def store(
     raw: dict[str, Any],
     digest: str,
     crash: CrashSignature | None,
+    context_rows: list[Row[Any]],
 ) -> dict[str, Any]:
-    host = upsert_host_seen_in_crash(session, report["host"])
+    context = context_rows[0]
+    host_id, host_attributes = host_seen_in_crash(session, report["host"], context)
+    known = snapshot_of(prefixed(context, "signature_")) if context.signature_id is not None else None
     signature, new_signature = (
-        resolve_or_create(session, crash, report["crashed_at"]) if crash else (None, False)
+        resolve_or_create(session, crash, report["crashed_at"], known) if crash else (None, False)
     )
-    event, new_event = find_or_open_event(session, host, report, signature, crash)
-    if new_event:
+    # The context row describes this signature unless the fingerprint led to a merged one.
+    read_with_context = signature is not None and signature.id == context.signature_id
+    signature_context = context if read_with_context else None
+    event = find_or_open_event(session, host_id, host_attributes, report, signature, crash)
+    if event.capture is None:
         if signature is not None:
             count_event(session, signature.id, event.id, event.crashed_at)
+            event.counted = True
             if new_signature:
                 publish(session, "signature.created", signature.id)
             elif signature.status == "resolved":
-                mark_regressed(session, signature, event)
-        decision = decide_capture(session, signature, event, settings, new_signature)
-        event.capture_action, event.capture_reason = decision.action, decision.reason
-        event.capture_dump_level = decision.dump_level
+                signature = mark_regressed(session, signature, event)
+        slots = [] if new_signature else slots_in(context_rows) if read_with_context else None
+        decision = decide_capture(session, signature, event, settings, new_signature, slots)
+        session.connection().execute(
+            DECIDED,
+            {
+                "event_id": event.id,
+                "action": decision.action,
+                "reason": decision.reason,
+                "dump_level": decision.dump_level,
+                "regression_verdict": event.regression,
+            },
+        )
     else:
-        decision = CaptureDecision(event.capture_action, event.capture_reason, event.capture_dump_level)
-        if report["source"] not in event.sources:
-            event.sources = [*event.sources, report["source"]]
+        decision = event.capture
     answer = {
         "event_id": str(event.id),
         "duplicate": False,
         "known": signature is not None and not new_signature,
-        "signature": summary(session, signature) if signature is not None else None,
+        "signature": (
+            signature_summary(session, signature, new_signature, signature_context, event)
+            if signature is not None
+            else None
+        ),
         "capture": decision.as_dict(),
     }
-    session.add(
-        Report(
-            report_id=report["report_id"],
-            event_id=event.id,
-            source=report["source"],
-            payload_sha256=digest,
-            payload={k: v for k, v in raw.items() if k != "console_log"},
-            console_log=report.get("console_log"),
-            answer=answer,
-        )
+    session.connection().execute(
+        STORE_REPORT,
+        {
+            "report_id": report["report_id"],
+            "event_id": event.id,
+            "source": report["source"],
+            "payload_sha256": digest,
+            "payload": {k: v for k, v in raw.items() if k != "console_log"},
+            "console_log": report.get("console_log"),
+            "answer": answer,
+        },
     )
-    session.flush()
     return answer
 
 
-def upsert_host_seen_in_crash(session: Session, host_fields: dict[str, Any]) -> Host:
-    """Hosts first seen in a crash join the inventory with the attributes they reported."""
-    hostname = host_fields["hostname"]
-    host = session.scalar(select(Host).where(Host.hostname == hostname))
-    if host is None:
-        values = {name: host_fields.get(name) for name in HOST_ATTRIBUTES}
-        insert_ignore(
-            session,
-            Host,
-            values | {"hostname": hostname, "labels": host_fields.get("labels") or {}},
-            ["hostname"],
-        )
-        host = session.scalar(select(Host).where(Host.hostname == hostname))
-        assert host is not None
-    return host
+def signature_summary(
+    session: Session,
+    signature: SignatureSnapshot,
+    new_signature: bool,
+    context: Row[Any] | None,
+    event: OpenEvent,
+) -> dict[str, Any]:
+    """The answer's signature object. Its counts are the ones read before the writes plus this
+    event (what a read after them would see, without the round trip); a signature the context
+    did not read (a merged one's survivor) is read now."""
+    if new_signature:
+        stats, jira_key = (1 if event.counted else 0, event.crashed_at if event.counted else None), None
+    elif context is not None:
+        events, last_seen = int(context.stats_events), context.stats_last_seen
+        if event.counted:
+            events, last_seen = events + 1, max(last_seen or event.crashed_at, event.crashed_at)
+        stats, jira_key = (events, last_seen), context.jira_key
+    else:
+        return summary(session, signature)
+    return summary(session, signature, stats, jira_key, with_jira=False)
 
 
-def snapshot(host: Host, reported: dict[str, Any]) -> dict[str, Any]:
+def prefixed(row: Row[Any], prefix: str) -> dict[str, Any]:
+    return {
+        name.removeprefix(prefix): value for name, value in row._mapping.items() if name.startswith(prefix)
+    }
+
+
+def host_seen_in_crash(
+    session: Session, host_fields: dict[str, Any], context: Row[Any]
+) -> tuple[int, dict[str, Any]]:
+    """The host's id and inventory attributes; hosts first seen in a crash join the inventory
+    with the attributes they reported."""
+    if context.host_id is not None:
+        return context.host_id, prefixed(context, "host_")
+    values = {name: host_fields.get(name) for name in HOST_ATTRIBUTES}
+    values["labels"] = host_fields.get("labels") or {}
+    created_id = insert_ignore(session, Host, values | {"hostname": host_fields["hostname"]}, ["hostname"])
+    if created_id is not None:
+        return created_id, values
+    # Another report of the same host created it first.
+    row = session.connection().execute(HOST_BY_NAME, {"hostname": host_fields["hostname"]}).one()
+    return row.host_id, prefixed(row, "host_")
+
+
+def snapshot(inventory: dict[str, Any], reported: dict[str, Any]) -> dict[str, Any]:
     """Attributes at crash time: what the report says, else what the inventory knows."""
-    values = host.attributes()
+    values = {name: inventory.get(name) for name in HOST_ATTRIBUTES}
     for name in HOST_ATTRIBUTES:
         if reported.get(name) is not None:
             values[name] = reported[name]
-    values["labels"] = values["labels"] | (reported.get("labels") or {})
+    values["labels"] = dict(inventory.get("labels") or {}) | (reported.get("labels") or {})
     return values
 
 
 def find_or_open_event(
     session: Session,
-    host: Host,
+    host_id: int,
+    host_attributes: dict[str, Any],
     report: dict[str, Any],
-    signature: Signature | None,
+    signature: SignatureSnapshot | None,
     crash: CrashSignature | None,
-) -> tuple[Event, bool]:
+) -> OpenEvent:
     """One event per crash: reports with the same hostname and boot_id join it."""
     boot_key = report.get("boot_id") or f"report:{report['report_id']}"
-    values = snapshot(host, report["host"]) | {
-        "host_id": host.id,
-        "hostname": host.hostname,
+    fingerprinted = {
+        "signature_id": signature.id if signature else None,
+        "fingerprint": crash.fingerprint if crash else None,
+        "algorithm_version": crash.algorithm_version if crash else None,
+        "title": crash.title[:512] if crash else None,
+    }
+    values = snapshot(host_attributes, report["host"]) | fingerprinted | {
+        "host_id": host_id,
+        "hostname": report["host"]["hostname"],
         "boot_key": boot_key,
         "boot_id": report.get("boot_id"),
         "crashed_at": report["crashed_at"],
@@ -174,39 +317,54 @@ def find_or_open_event(
         "sources": [report["source"]],
         "capture_action": "pending",
         "capture_reason": "",
-        "signature_id": signature.id if signature else None,
-        "fingerprint": crash.fingerprint if crash else None,
-        "algorithm_version": crash.algorithm_version if crash else None,
-        "title": crash.title[:512] if crash else None,
     }
     created_id = insert_ignore(session, Event, values, ["host_id", "boot_key"])
-    # Lock the row: concurrent reports of the same crash append to one sources list. Only
-    # reports of one crash ever contend for it, so this is no storm-wide hot row.
-    event = session.scalar(
-        select(Event).where(Event.host_id == host.id, Event.boot_key == boot_key).with_for_update()
+    if created_id is not None:
+        return OpenEvent(
+            created_id,
+            values["crashed_at"],
+            values["kernel_version"],
+            values["sources"],
+            values["signature_id"],
+            capture=None,
+        )
+    row = session.connection().execute(LOCKED_EVENT, {"host_id": host_id, "boot_key": boot_key}).one()
+    event = OpenEvent(
+        row.id,
+        row.crashed_at,
+        row.kernel_version,
+        list(row.sources),
+        row.signature_id,
+        CaptureDecision(row.capture_action, row.capture_reason, row.capture_dump_level),
+        row.regression,
     )
-    assert event is not None
-    if created_id is None and event.signature_id is None and signature is not None:
+    changes: dict[str, Any] = {}
+    if event.signature_id is None and signature is not None:
         # The first source could not fingerprint (e.g. a DPU with no log); this one can.
-        event.signature_id, event.fingerprint = signature.id, crash.fingerprint if crash else None
-        event.algorithm_version = crash.algorithm_version if crash else None
-        event.title = crash.title[:512] if crash else None
+        changes |= fingerprinted
         count_event(session, signature.id, event.id, event.crashed_at)
-    return event, created_id is not None
+        event.counted = True
+    if report["source"] not in event.sources:
+        changes["sources"] = [*event.sources, report["source"]]
+    if changes:
+        session.connection().execute(update(Event.__table__).where(EVENTS.id == event.id).values(**changes))
+    return event
 
 
-def mark_regressed(session: Session, signature: Signature, event: Event) -> None:
+def mark_regressed(session: Session, signature: SignatureSnapshot, event: OpenEvent) -> SignatureSnapshot:
     """A new event on a resolved signature: regressed, unless it predates the fix (see regression)."""
     event.regression = regression_verdict(
         event.kernel_version, event.crashed_at, signature.fixed_in_kernel, signature.resolved_at
     )
     if event.regression != REGRESSED:
-        return
+        return signature
     flipped = session.execute(
         update(Signature)
         .where(Signature.id == signature.id, Signature.status == "resolved")
         .values(status="regressed", updated_at=utcnow())
     ).rowcount
-    if flipped:
-        signature.status = "regressed"
-        publish(session, "signature.regressed", signature.id, event_id=event.id)
+    if not flipped:  # a concurrent report of the same storm flipped it first: answer what it is now
+        now = session.scalar(select(Signature.status).where(Signature.id == signature.id))
+        return replace(signature, status=now)
+    publish(session, "signature.regressed", signature.id, event_id=event.id)
+    return replace(signature, status="regressed")

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, Executable, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from registry.jira.models import JiraLink
 from registry.signatures.identify import CrashSignature
 from registry.signatures.models import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
-from registry.upsert import insert_ignore, insert_or_increment
+from registry.upsert import insert_ignore, insert_or_increment_statement
 
 
 def canonical(session: Session, signature: Signature) -> Signature:
@@ -38,14 +40,44 @@ def find_signature(session: Session, key: str) -> Signature | None:
     return canonical(session, signature) if signature else None
 
 
-def resolve_or_create(session: Session, crash: CrashSignature, seen_at: datetime) -> tuple[Signature, bool]:
-    """The signature for a fingerprint, created if it is new; race-safe across workers."""
-    alias = session.get(SignatureAlias, crash.fingerprint)
-    if alias is not None:
-        return canonical(session, session.get_one(Signature, alias.signature_id)), False
-    known = session.scalar(select(Signature).where(Signature.fingerprint == crash.fingerprint))
-    if known is not None:  # the common case in a storm: no insert attempt
-        return canonical(session, known), False
+@dataclass(frozen=True)
+class SignatureSnapshot:
+    """What ingest needs of a signature, read as plain Core columns (no ORM entity per report)."""
+
+    id: int
+    fingerprint: str
+    title: str
+    kind: str
+    labels: list[Any]
+    status: str
+    first_seen: datetime
+    resolved_at: datetime | None
+    fixed_in_kernel: str | None
+    capture_policy: str
+    capture_dump_level: int | None
+    extra_full_captures: int
+    merged_into_id: int | None
+
+
+SNAPSHOT_FIELDS = tuple(field.name for field in fields(SignatureSnapshot))
+
+
+def snapshot_of(values: Any) -> SignatureSnapshot:
+    """From a row mapping or a Signature entity."""
+    if isinstance(values, Signature):
+        return SignatureSnapshot(**{name: getattr(values, name) for name in SNAPSHOT_FIELDS})
+    return SignatureSnapshot(**{name: values[name] for name in SNAPSHOT_FIELDS})
+
+
+def resolve_or_create(
+    session: Session, crash: CrashSignature, seen_at: datetime, known: SignatureSnapshot | None
+) -> tuple[SignatureSnapshot, bool]:
+    """The signature for a fingerprint, created if it is new; race-safe across workers.
+
+    `known`: what the caller already read for the fingerprint (by alias first, then by
+    fingerprint; see `known_signature_id`), so the common case in a storm costs no statement."""
+    if known is not None:
+        return canonical_snapshot(session, known), False
     created = insert_ignore(
         session,
         Signature,
@@ -61,24 +93,51 @@ def resolve_or_create(session: Session, crash: CrashSignature, seen_at: datetime
             "first_seen": seen_at,
         },
         ["fingerprint"],
+        returning=SNAPSHOT_FIELDS,
     )
+    if created is not None:
+        return snapshot_of(created._mapping), True
+    # Another worker created it first: read theirs.
     signature = session.scalar(select(Signature).where(Signature.fingerprint == crash.fingerprint))
     assert signature is not None
-    return canonical(session, signature), created is not None
+    return snapshot_of(canonical(session, signature)), False
+
+
+def canonical_snapshot(session: Session, signature: SignatureSnapshot) -> SignatureSnapshot:
+    if signature.merged_into_id is None:
+        return signature
+    return snapshot_of(canonical(session, session.get_one(Signature, signature.id)))
+
+
+def known_signature_id(fingerprint: Any) -> ColumnElement[Any]:
+    """SQL for the id a fingerprint routes to: its alias's signature, else its own (or NULL)."""
+    aliases, signatures = SignatureAlias.__table__.c, Signature.__table__.c
+    return func.coalesce(
+        select(aliases.signature_id).where(aliases.fingerprint == fingerprint).scalar_subquery(),
+        select(signatures.id).where(signatures.fingerprint == fingerprint).scalar_subquery(),
+    )
 
 
 def count_event(session: Session, signature_id: int, event_id: int, crashed_at: datetime) -> None:
     """Add one event to a shard of the signature's counter (no single hot row in a storm)."""
-    greatest = func.max if session.get_bind().dialect.name == "sqlite" else func.greatest
-    insert_or_increment(
-        session,
-        SignatureCounter,
+    dialect = session.get_bind().dialect.name
+    session.connection().execute(
+        count_event_statement(dialect),
         {
             "signature_id": signature_id,
             "shard": event_id % COUNTER_SHARDS,
             "events": 1,
             "last_seen": crashed_at,
         },
+    )
+
+
+@cache
+def count_event_statement(dialect: str) -> Executable:
+    greatest = func.max if dialect == "sqlite" else func.greatest
+    return insert_or_increment_statement(
+        dialect,
+        SignatureCounter.__table__,
         ["signature_id", "shard"],
         {
             "events": lambda excluded: SignatureCounter.events + excluded.events,
@@ -109,20 +168,40 @@ def signature_stats(session: Session, signature_id: int) -> tuple[int, datetime 
     return int(row[0]), row[1]
 
 
+COUNTERS = SignatureCounter.__table__.c
+
+
+def stats_columns(signature_id: Any) -> tuple[ColumnElement[Any], ...]:
+    """Event count, last sighting and Jira key of a signature as three scalar subqueries, to
+    read alone or inside a bigger read (ingest's one read before it writes)."""
+    links = JiraLink.__table__.c
+    return (
+        select(func.coalesce(func.sum(COUNTERS.events), 0))
+        .where(COUNTERS.signature_id == signature_id)
+        .scalar_subquery()
+        .label("stats_events"),
+        select(func.max(COUNTERS.last_seen))
+        .where(COUNTERS.signature_id == signature_id)
+        .scalar_subquery()
+        .label("stats_last_seen"),
+        select(links.issue_key).where(links.signature_id == signature_id).scalar_subquery().label("jira_key"),
+    )
+
+
+# A Core statement built once, executed on the session's connection.
+STATS_AND_JIRA_KEY = select(*stats_columns(bindparam("signature_id")))
+
+
 def stats_and_jira_key(session: Session, signature_id: int) -> tuple[tuple[int, datetime | None], str | None]:
-    """Event count, last sighting and Jira key in one round trip (ingest answers with all three)."""
-    link = select(JiraLink.issue_key).where(JiraLink.signature_id == signature_id).scalar_subquery()
-    row = session.execute(
-        select(
-            func.coalesce(func.sum(SignatureCounter.events), 0), func.max(SignatureCounter.last_seen), link
-        ).where(SignatureCounter.signature_id == signature_id)
-    ).one()
-    return (int(row[0]), row[1]), row[2]
+    events, last_seen, jira_key = (
+        session.connection().execute(STATS_AND_JIRA_KEY, {"signature_id": signature_id}).one()
+    )
+    return (int(events), last_seen), jira_key
 
 
 def summary(
     session: Session,
-    signature: Signature,
+    signature: Signature | SignatureSnapshot,
     stats: tuple[int, datetime | None] | None = None,
     jira_key: str | None = None,
     with_jira: bool = True,
