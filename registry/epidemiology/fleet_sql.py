@@ -64,14 +64,41 @@ class Dialect:
         return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def starts_sql(d: Dialect) -> str:
-    """CTE `starts(host_id, hostname, retired, born)`: inventory hosts and their lifetimes."""
+def _backfilled(d: Dialect, alias: str = "") -> str:
+    """Was the host loaded with the first inventory (then it counts from the beginning)?"""
+    return f"{alias}first_seen < (SELECT {d.plus_day('min(first_seen)')} FROM hosts WHERE in_inventory)"
+
+
+def _changed_hosts(attributes: Sequence[str]) -> str:
+    tracked = ", ".join(f"'{name}'" for name in attributes)
+    return f"(SELECT host_id FROM host_attribute_changes WHERE attribute IN ({tracked}))"
+
+
+def starts_sql(d: Dialect, moving_only: bool = False) -> str:
+    """CTE `starts(host_id, hostname, retired, born)`: inventory hosts and their lifetimes;
+    `moving_only`: only hosts whose intervals are not all open (see `steady_sql`)."""
+    moving = (
+        f"AND NOT ({_backfilled(d)} AND retired_at IS NULL AND id NOT IN {_changed_hosts(TRACKED)})"
+        if moving_only
+        else ""
+    )
     return f"""
     WITH starts AS (
       SELECT id AS host_id, hostname, retired_at AS retired,
-             CASE WHEN first_seen < (SELECT {d.plus_day("min(first_seen)")} FROM hosts WHERE in_inventory)
-                  THEN NULL ELSE first_seen END AS born
-      FROM hosts WHERE in_inventory
+             CASE WHEN {_backfilled(d)} THEN NULL ELSE first_seen END AS born
+      FROM hosts WHERE in_inventory {moving}
+    )"""
+
+
+def steady_sql(d: Dialect) -> str:
+    """CTE `steady`: inventory hosts there since the beginning, not retired, without
+    attribute history: every value they carry covers the whole window, so their host-time
+    is a count (the bulk of a fleet; the rest go through `intervals_sql`)."""
+    return f"""
+    steady AS (
+      SELECT * FROM hosts h
+      WHERE h.in_inventory AND h.retired_at IS NULL AND {_backfilled(d, "h.")}
+        AND h.id NOT IN {_changed_hosts(TRACKED)}
     )"""
 
 
@@ -79,10 +106,12 @@ def _value(name: str) -> str:
     return "coalesce(h.physical_host, h.hostname)" if name == "physical_host" else f"h.{name}"
 
 
-def intervals_sql(d: Dialect, attributes: Sequence[str] = (*TRACKED, "hostname", "labels")) -> str:
+def intervals_sql(
+    d: Dialect, attributes: Sequence[str] = (*TRACKED, "hostname", "labels"), moving_only: bool = False
+) -> str:
     """CTEs ending in `intervals(host_id, attribute, value, s, e)` for `attributes`; NULL s/e:
     open ends."""
-    wanted = [name for name in TRACKED if name in attributes] or ["region"]
+    wanted = _tracked_of(attributes)
     tracked = ", ".join(f"'{name}'" for name in wanted)
     last_changes = ", ".join(
         f"max(CASE WHEN attribute = '{name}' THEN changed_at END) AS lc_{name}" for name in wanted
@@ -103,7 +132,7 @@ def intervals_sql(d: Dialect, attributes: Sequence[str] = (*TRACKED, "hostname",
         )
     current = " UNION ALL ".join(branches)
     return f"""
-    {starts_sql(d)},
+    {starts_sql(d, moving_only)},
     ch AS (
       SELECT c.host_id, c.attribute, c.old_value, c.changed_at,
              LAG(c.changed_at) OVER (PARTITION BY c.host_id, c.attribute ORDER BY c.changed_at, c.id)
@@ -142,39 +171,44 @@ def _json_list(d: Dialect, param: str) -> str:
     return f"(SELECT value FROM json_each(:{param}))"
 
 
-def _postgresql_counts_sql(d: Dialect, hostnames: int, labels: int) -> str:
-    """One pass over the hosts for every attribute's current value (GROUPING SETS, the
-    host-time of the current interval of each), the history intervals, the signature's
-    hostnames and labels, and the total: a few thousand rows instead of one per host and
-    attribute."""
-    flags = ", ".join(f"GROUPING(v_{n}) AS g_{n}" for n in TRACKED)
-    values = ", ".join(f"v_{n}" for n in TRACKED)
-    weights = ", ".join(f"sum({_overlap(d, f'coalesce(lc_{n}, born)', 'retired')}) AS w_{n}" for n in TRACKED)
-    sets = ", ".join(f"(v_{n})" for n in TRACKED)
-    pick = " ".join(f"WHEN g_{n} = 0 THEN '{n}'" for n in TRACKED)
-    pick_value = " ".join(f"WHEN g_{n} = 0 THEN v_{n}" for n in TRACKED)
-    pick_weight = " ".join(f"WHEN g_{n} = 0 THEN w_{n}" for n in TRACKED)
-    whole = _overlap(d, "born", "retired")
-    parts = [
-        f"SELECT CASE {pick} END, CASE {pick_value} END, CASE {pick_weight} END FROM "
-        f"(SELECT {flags}, {values}, {weights} FROM hx GROUP BY GROUPING SETS ({sets})) AS current_values",
-        "SELECT ch.attribute, CASE WHEN ch.attribute = 'physical_host' "
-        "THEN coalesce(ch.old_value, st.hostname) ELSE ch.old_value END, "
-        f"sum({_overlap(d, 'coalesce(ch.prev_at, st.born)', 'ch.changed_at')}) "
-        "FROM ch JOIN starts st ON st.host_id = ch.host_id GROUP BY 1, 2",
-        f"SELECT '', '', sum({whole}) FROM starts",
-    ]
-    if hostnames:
-        parts.append(
-            f"SELECT 'hostname', hostname, sum({whole}) FROM starts "
-            f"WHERE hostname IN {_json_list(d, 'only_hostname')} GROUP BY hostname"
-        )
-    parts += [
-        f"SELECT 'labels', :lk{i} || '=' || :lv{i}, "
-        f"sum(CASE WHEN labels ->> :lk{i} = :lv{i} THEN {whole} END) FROM hx"
-        for i in range(labels)
-    ]
-    return intervals_sql(d, TRACKED) + " UNION ALL ".join(parts)
+def _postgresql_counts_sql(d: Dialect) -> str:
+    """Steady hosts (most of the fleet) are counted in one pass (GROUPING SETS, count times
+    the window); the other hosts' value intervals are summed as in the general case. Both
+    in seconds and added up in SQL, so the totals are those of the interval sum exactly."""
+    whole = _overlap(d, "NULL", "NULL")
+    names = [*TRACKED, "hostname"]
+    column = {name: name for name in TRACKED} | {"physical_host": "coalesce(physical_host, hostname)"}
+    column["hostname"] = f"CASE WHEN hostname IN {_json_list(d, 'only_hostname')} THEN hostname END"
+    flags = ", ".join(f"GROUPING({column[n]}) AS g_{n}" for n in names)
+    values = ", ".join(f"{column[n]} AS v_{n}" for n in names)
+    sets = ", ".join(f"({column[n]})" for n in names)
+    pick = " ".join(f"WHEN g_{n} = 0 THEN '{n}'" for n in names)
+    pick_value = " ".join(f"WHEN g_{n} = 0 THEN v_{n}" for n in names)
+    only_labels = _json_list(d, "only_labels")
+    return f"""
+    {intervals_sql(d, (*TRACKED, "hostname", "labels"), moving_only=True)},
+    {steady_sql(d)},
+    steady_values AS (
+      SELECT {flags}, {values}, count(*) AS n FROM steady GROUP BY GROUPING SETS ({sets}, ())
+    ),
+    weights (attribute, value, w) AS (
+      SELECT CASE {pick} ELSE '' END, CASE {pick_value} ELSE '' END, n * {whole} FROM steady_values
+      UNION ALL
+      SELECT 'labels', l.key || '=' || l.value, sum(n) * {whole}
+      FROM (SELECT labels, count(*) AS n FROM steady GROUP BY labels) AS label_sets
+           {d.labels("label_sets")}
+      WHERE l.key || '=' || l.value IN {only_labels} GROUP BY l.key || '=' || l.value
+      UNION ALL
+      SELECT attribute, value, sum({_overlap(d, "s", "e")}) FROM intervals
+      WHERE attribute NOT IN ('hostname', 'labels')
+         OR (attribute = 'hostname' AND value IN {_json_list(d, "only_hostname")})
+         OR (attribute = 'labels' AND value IN {only_labels})
+      GROUP BY attribute, value
+      UNION ALL
+      SELECT '', '', sum({_overlap(d, "born", "retired")}) FROM starts
+    )
+    SELECT attribute, value, sum(w) FROM weights GROUP BY attribute, value
+    """
 
 
 def fleet_counts(
@@ -188,11 +222,8 @@ def fleet_counts(
     params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)}
     length = max((end - start).total_seconds(), 1.0)
     if d.postgresql and only is not None:
-        labels = [value.partition("=") for value in only.get("labels", ())]
-        for i, (key, _, value) in enumerate(labels):
-            params |= {f"lk{i}": key, f"lv{i}": value}
-        params["only_hostname"] = json.dumps(sorted(only.get("hostname", ())))
-        statement = text(_postgresql_counts_sql(d, len(only.get("hostname", ())), len(labels)))
+        params |= {f"only_{k}": json.dumps(sorted(only.get(k, ()))) for k in ("hostname", "labels")}
+        statement = text(_postgresql_counts_sql(d))
     else:
         where = ""
         if only is not None:
@@ -226,6 +257,39 @@ def _current_condition(d: Dialect, key: AttributeValue, index: int) -> str:
     return f"{column} = :v{index}"
 
 
+def _tracked_of(attributes: Sequence[str]) -> list[str]:
+    return [name for name in TRACKED if name in attributes] or ["region"]
+
+
+def _hx_columns(attributes: Sequence[str]) -> str:
+    """The columns of `_unchanged_hosts_sql`'s `hx` that conditions on `attributes` read."""
+    wanted = [f"v_{name}" for name in _tracked_of(attributes)] + ["born", "retired"]
+    return ", ".join(wanted + [name for name in ("hostname", "labels") if name in attributes])
+
+
+def _unchanged_hosts_sql(d: Dialect, wanted: Sequence[AttributeValue]) -> str:
+    """CTE `hx` as in `intervals_sql` (columns hostname, labels, born, retired, v_*), for the
+    inventory hosts without history of the `wanted` keys' attributes, straight from `hosts`
+    in one pass. Values other than the wanted ones read as NULL (the conditions on key
+    number i compare with :v<i>), so alike hosts group together."""
+    attributes = sorted({attribute for attribute, _ in wanted})
+
+    def column(name: str, expression: str) -> str:
+        indexes = [f":v{i}" for i, (attribute, _) in enumerate(wanted) if attribute == name]
+        picked = f"CASE WHEN {expression} IN ({', '.join(indexes)}) THEN {expression} END"
+        return f"{picked if indexes else 'NULL'} AS {'hostname' if name == 'hostname' else 'v_' + name}"
+
+    values = ", ".join(column(name, _value(name)) for name in _tracked_of(attributes))
+    extra = (", " + column("hostname", "h.hostname")) if "hostname" in attributes else ""
+    extra += ", h.labels" if "labels" in attributes else ""
+    return f"""
+    WITH hx AS {"MATERIALIZED" if d.postgresql else ""} (
+      SELECT h.retired_at AS retired, {values}{extra},
+             CASE WHEN {_backfilled(d, "h.")} THEN NULL ELSE h.first_seen END AS born
+      FROM hosts h WHERE h.in_inventory AND h.id NOT IN {_changed_hosts(_tracked_of(attributes))}
+    )"""
+
+
 def fleet_joint(session: Session, start: datetime, end: datetime) -> JointCounts:
     """Host-time carrying both of two values. Hosts without attribute history: one pass
     over their current values; hosts with history (few: a rollout's): their value intervals
@@ -249,16 +313,20 @@ def fleet_joint(session: Session, start: datetime, end: datetime) -> JointCounts
                 f"k{index}": label_key if d.postgresql else f'$."{label_key}"',
             }
         index_of = {key: i for i, key in enumerate(wanted)}
-        whole = _overlap(d, "born", "retired")
+        attributes = sorted({attribute for attribute, _ in wanted})
+        steady_sql, weight = _unchanged_hosts_sql(d, wanted), _overlap(d, "born", "retired")
+        if d.postgresql:  # alike hosts grouped first; numeric sums, so the totals are exact
+            groups = f"SELECT *, count(*) AS n FROM hx GROUP BY {_hx_columns(attributes)}"
+            steady_sql += f", hx_groups AS ({groups})"
+            weight = f"n * {weight}"
         sums = ", ".join(
             f"sum(CASE WHEN {_current_condition(d, a, index_of[a])} "
-            f"AND {_current_condition(d, b, index_of[b])} THEN {whole} ELSE 0 END)"
+            f"AND {_current_condition(d, b, index_of[b])} THEN {weight} ELSE 0 END)"
             for a, b in pairs
         )
-        prefix = intervals_sql(d, sorted({attribute for attribute, _ in wanted}))
-        steady = session.execute(
-            text(f"{prefix} SELECT {sums} FROM hx WHERE host_id NOT IN (SELECT host_id FROM ch)"), params
-        ).one()
+        prefix = intervals_sql(d, attributes, moving_only=True)
+        source = "hx_groups" if d.postgresql else "hx"
+        steady = session.execute(text(f"{steady_sql} SELECT {sums} FROM {source}"), params).one()
         out = {pair: float(w or 0.0) / length for pair, w in zip(pairs, steady, strict=True)}
         # intervals carry label values as "key=value": match them whole
         params |= {f"v{i}": value for i, (_, value) in enumerate(wanted)}

@@ -31,13 +31,21 @@ COLUMN_SQL: dict[str, str] = {name: name for name in HOST_ATTRIBUTES} | {"physic
 
 class EventFilter:
     """A WHERE clause over `events` with its parameters: one signature (and those merged
-    into it), everything else, or all events."""
+    into it), everything else, or all events. `weight`: a column holding how many events
+    each row stands for (rows of alike events grouped), else one each."""
 
     def __init__(
-        self, sql: str, params: dict[str, Any], expanding: Sequence[str] = (), table: str = "events"
+        self,
+        sql: str,
+        params: dict[str, Any],
+        expanding: Sequence[str] = (),
+        table: str = "events",
+        weight: str | None = None,
     ) -> None:
         self.sql, self.params, self.expanding = sql, params, tuple(expanding)
         self.source = "events" if table == "events" else f"{table} AS events"
+        self.one = weight or "1"
+        self.count = f"sum({weight})" if weight else "count(*)"
 
     def statement(self, sql: str) -> Any:
         statement = text(sql)
@@ -68,17 +76,17 @@ def signature_ids(session: Session, signature_id: int) -> list[int]:
     return [signature_id, *merged]
 
 
-def _labels_source(session: Session, where: EventFilter) -> str:
-    if is_postgresql(session):
-        return f"{where.source} CROSS JOIN LATERAL jsonb_each_text(events.labels) AS l(key, value)"
-    return f"{where.source}, json_each(events.labels) AS l"
-
-
 def _labels_counts_sql(session: Session, where: EventFilter, least: int) -> str:
+    """Events per label: alike label sets counted first, then taken apart (a few rows to
+    expand instead of one per event)."""
+    if is_postgresql(session):
+        each = "CROSS JOIN LATERAL jsonb_each_text(label_sets.labels) AS l(key, value)"
+    else:
+        each = ", json_each(label_sets.labels) AS l"
     return (
-        "SELECT 'labels' AS attribute, l.key || '=' || l.value AS value, count(*) AS n "
-        f"FROM {_labels_source(session, where)} WHERE {where.sql} GROUP BY l.key || '=' || l.value "
-        f"HAVING count(*) >= {least}"
+        "SELECT 'labels' AS attribute, l.key || '=' || l.value AS value, sum(label_sets.n) AS n "
+        f"FROM (SELECT labels, {where.count} AS n FROM {where.source} WHERE {where.sql} GROUP BY labels) "
+        f"AS label_sets {each} GROUP BY l.key || '=' || l.value HAVING sum(label_sets.n) >= {least}"
     )
 
 
@@ -96,8 +104,8 @@ def value_counts(
         sets = ", ".join(f"({COLUMN_SQL[name]})" for name in names)
         rows = session.execute(
             where.statement(
-                f"SELECT {', '.join(flags)}, {', '.join(columns)}, count(*) FROM {where.source} "
-                f"WHERE {where.sql} GROUP BY GROUPING SETS ({sets}) HAVING count(*) >= "
+                f"SELECT {', '.join(flags)}, {', '.join(columns)}, {where.count} FROM {where.source} "
+                f"WHERE {where.sql} GROUP BY GROUPING SETS ({sets}) HAVING {where.count} >= "
                 f"CASE WHEN GROUPING(hostname) = 0 THEN {least_per_host} ELSE {least} END"
             ),
             where.params,
@@ -110,9 +118,9 @@ def value_counts(
         labels = session.execute(where.statement(_labels_counts_sql(session, where, least)), where.params)
     else:
         parts = [
-            f"SELECT '{name}' AS attribute, {column} AS value, count(*) AS n FROM {where.source} "
+            f"SELECT '{name}' AS attribute, {column} AS value, {where.count} AS n FROM {where.source} "
             f"WHERE {where.sql} AND {column} IS NOT NULL GROUP BY {column} "
-            f"HAVING count(*) >= {least_per_host if name == 'hostname' else least}"
+            f"HAVING {where.count} >= {least_per_host if name == 'hostname' else least}"
             for name, column in COLUMN_SQL.items()
         ]
         parts.append(_labels_counts_sql(session, where, least))
@@ -149,7 +157,8 @@ def joint_counts(session: Session, where: EventFilter) -> JointCounts:
             conditions[key] = sql
             params |= values
         sums = ", ".join(
-            f"sum(CASE WHEN ({conditions[a]}) AND ({conditions[b]}) THEN 1 ELSE 0 END)" for a, b in pairs
+            f"sum(CASE WHEN ({conditions[a]}) AND ({conditions[b]}) THEN {where.one} ELSE 0 END)"
+            for a, b in pairs
         )
         row = session.execute(
             where.statement(f"SELECT {sums} FROM {where.source} WHERE {where.sql}"), params
@@ -170,20 +179,33 @@ def _as_date(value: Any) -> date:
 
 
 SIGNATURE_EVENTS = "epidemiology_signature_events"
+SIGNATURE_SNAPSHOTS = "epidemiology_signature_snapshots"
+SNAPSHOT_COLUMNS = ", ".join(["host_id", *HOST_ATTRIBUTES, "labels"])
 
 
 def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
-    """The signature's events are read from the events table once, into a temporary table
-    every aggregate below scans (one pass over the heap, not one per aggregate)."""
-    session.execute(text(f"DROP TABLE IF EXISTS {SIGNATURE_EVENTS}"))
+    """The signature's events are read from the events table once (by the signature index),
+    into a temporary table of the columns needed; alike events (same host, same snapshot of
+    its attributes) are then counted together, and the per-value aggregates scan those
+    groups (a few per host) instead of every event."""
+    for table in (SIGNATURE_EVENTS, SIGNATURE_SNAPSHOTS):
+        session.execute(text(f"DROP TABLE IF EXISTS {table}"))
     selected = EventFilter.signature(ids)
     session.execute(
         selected.statement(
-            f"CREATE TEMPORARY TABLE {SIGNATURE_EVENTS} AS SELECT * FROM events WHERE {selected.sql}"
+            f"CREATE TEMPORARY TABLE {SIGNATURE_EVENTS} AS "
+            f"SELECT {SNAPSHOT_COLUMNS}, crashed_at, uptime_s FROM events WHERE {selected.sql}"
         ),
         selected.params,
     )
+    session.execute(
+        text(
+            f"CREATE TEMPORARY TABLE {SIGNATURE_SNAPSHOTS} AS SELECT {SNAPSHOT_COLUMNS}, count(*) AS n "
+            f"FROM {SIGNATURE_EVENTS} GROUP BY {SNAPSHOT_COLUMNS}"
+        )
+    )
     where = EventFilter("1 = 1", {}, table=SIGNATURE_EVENTS)
+    grouped = EventFilter("1 = 1", {}, table=SIGNATURE_SNAPSHOTS, weight="n")
     day = _day_sql(session)
     daily = {
         _as_date(d): int(n)
@@ -193,22 +215,19 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         )
     }
     per_host = session.execute(
-        where.statement(
-            f"SELECT count(*), max(n) FROM (SELECT {PHYSICAL} AS p, count(*) AS n FROM {where.source} "
-            f"WHERE {where.sql} GROUP BY {PHYSICAL}) AS per_host"
+        grouped.statement(
+            f"SELECT count(*), max(n) FROM (SELECT {PHYSICAL} AS p, {grouped.count} AS n "
+            f"FROM {grouped.source} WHERE {grouped.sql} GROUP BY {PHYSICAL}) AS per_host"
         ),
-        where.params,
+        grouped.params,
     ).one()
-    uptimes = session.scalars(
-        where.statement(f"SELECT uptime_s FROM {where.source} WHERE {where.sql} AND uptime_s IS NOT NULL"),
-        where.params,
-    ).all()
+    uptimes = _uptimes(session, where)
     known = session.scalar(
-        where.statement(
-            f"SELECT count(*) FROM {where.source} WHERE host_id IN (SELECT id FROM hosts WHERE in_inventory) "
-            f"AND {where.sql}"
+        grouped.statement(
+            f"SELECT {grouped.count} FROM {grouped.source} "
+            f"WHERE host_id IN (SELECT id FROM hosts WHERE in_inventory) AND {grouped.sql}"
         ),
-        where.params,
+        grouped.params,
     )
     events = sum(daily.values())
     # In a large signature, values seen once or twice, and hosts with no more than twice an
@@ -219,14 +238,23 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         least, least_per_host = MIN_SUPPORT, max(MIN_SUPPORT, math.ceil(2 * events / fleet_hosts))
     return SignatureSample(
         events=events,
-        counts=value_counts(session, where, least, least_per_host),
+        counts=value_counts(session, grouped, least, least_per_host),
         hosts=int(per_host[0] or 0),
         top_host_events=int(per_host[1] or 0),
         daily=daily,
-        joint=joint_counts(session, where),
+        joint=joint_counts(session, grouped),
         uptimes_s=[float(u) for u in uptimes],
         inventory_events=int(known or 0),
     )
+
+
+def _uptimes(session: Session, where: EventFilter) -> list[Any]:
+    """The events' uptimes; on PostgreSQL as one array (a row per value costs more than the
+    query when a signature has 100,000 events)."""
+    rows = f"FROM {where.source} WHERE {where.sql} AND uptime_s IS NOT NULL"
+    if is_postgresql(session):
+        return session.scalar(where.statement(f"SELECT array_agg(uptime_s) {rows}"), where.params) or []
+    return list(session.scalars(where.statement(f"SELECT uptime_s {rows}"), where.params))
 
 
 def uptime_hours(session: Session) -> dict[int, int]:

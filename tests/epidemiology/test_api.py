@@ -89,6 +89,33 @@ def test_known_populations_get_their_verdicts_through_the_api(live_server, make_
                 assert in_sql.counts.get(key, 0.0) == pytest.approx(plain.counts.get(key, 0.0), abs=1e-6)
             keys = list(pair)
             assert in_sql.joint(keys).get(pair, 0.0) == pytest.approx(plain.joint(keys).get(pair, 0.0))
+            # as a request asks (only the signature's hostnames, hosts and labels): the same
+            # host-time (on PostgreSQL: hosts without history counted apart, then added up)
+            only = {
+                name: sorted({v for (a, v) in plain.counts if a == name})[:: 7 if name == "hostname" else 2]
+                for name in ("hostname", "physical_host", "labels")
+            }
+            asked = fleet_baseline_sql(session, start, end, only)
+            assert asked.total == pytest.approx(plain.total)
+            wanted = [key for key in plain.counts if key[0] not in only or key[1] in only[key[0]]]
+            assert len(wanted) > len(only["hostname"]) > 10
+            for key in wanted:
+                assert asked.counts.get(key, 0.0) == pytest.approx(plain.counts[key], abs=1e-6), key
+            assert (
+                "hostname",
+                sorted({v for (a, v) in plain.counts if a == "hostname"})[1],
+            ) not in asked.counts
+            # joint host-time of values of several attributes (hosts grouped alike on PostgreSQL)
+            several = [
+                *pair,
+                ("hostname", only["hostname"][3]),
+                ("labels", only["labels"][0]),
+                ("sku", "gpu-h100-sxm"),
+            ]
+            joint_sql, joint_plain = asked.joint(several), plain.joint(several)
+            assert any(joint_plain.values())
+            for both in joint_plain.keys() | joint_sql.keys():
+                assert joint_sql.get(both, 0.0) == pytest.approx(joint_plain.get(both, 0.0), abs=1e-6), both
     assert new_kernel not in fleet_baseline(states, sim.config.start, rollout).counts
 
     suspects = reader.get(f"{live_server}/api/v1/epidemiology/hosts").json()["hosts"]
