@@ -110,6 +110,32 @@ def decide_capture(
     raise AssertionError("every mode ends with a rule that needs no claim")
 
 
+def decision_without_claim(
+    signature: AnySignature | None,
+    regressed: bool,
+    settings: Settings,
+    new_signature: bool,
+    slots: list[Slot] | None,
+) -> CaptureDecision | None:
+    """The answer when, given the slots read, no claim can win (a storm's common `skip`): what
+    decide_capture would answer with those slots, known before the event is stored, so it is
+    stored with its answer. None when a claim might win (or the slots were not read): then only
+    decide_capture can say."""
+    if signature is None:
+        return NO_SIGNATURE
+    facts = facts_of(signature, new_signature, regressed)
+    limits = limits_of(settings)
+    now = utcnow()
+    for rule in applicable_rules(facts):
+        if rule.claim is None:
+            return answer(rule, facts, limits)
+        if rule.claim != "slot" or slots is None:
+            return None
+        if claimable_slots(slots, limits, now, window_start(now, limits, facts)):
+            return None
+    raise AssertionError("every mode ends with a rule that needs no claim")
+
+
 SLOTS = CaptureSlot.__table__.c
 ALL_SLOTS = select(SLOTS.signature_id, SLOTS.slot, SLOTS.state, SLOTS.since, SLOTS.event_id)
 ONE_SIGNATURES_SLOTS = ALL_SLOTS.where(SLOTS.signature_id == bindparam("signature_id"))

@@ -16,7 +16,13 @@ from sqlalchemy import Row, bindparam, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from registry.capture.decide import SLOT_READ_COLUMNS, CaptureDecision, decide_capture, slots_in
+from registry.capture.decide import (
+    SLOT_READ_COLUMNS,
+    CaptureDecision,
+    decide_capture,
+    decision_without_claim,
+    slots_in,
+)
 from registry.capture.models import CaptureSlot
 from registry.config import Settings
 from registry.db import Database, utcnow
@@ -59,7 +65,7 @@ class OpenEvent:
     kernel_version: str | None
     sources: list[str]
     signature_id: int | None
-    capture: CaptureDecision | None  # None: a new event, not decided yet
+    capture: CaptureDecision | None  # None: a new event whose answer needs a claim first
     regression: str | None = None
     counted: bool = False  # this report added the event to its signature's count
 
@@ -115,7 +121,6 @@ DECIDED = (
         capture_action=bindparam("action"),
         capture_reason=bindparam("reason"),
         capture_dump_level=bindparam("dump_level"),
-        regression=bindparam("regression_verdict"),
     )
 )
 STORE_REPORT = insert(Report.__table__)
@@ -186,29 +191,35 @@ def store(
     # The context row describes this signature unless the fingerprint led to a merged one.
     read_with_context = signature is not None and signature.id == context.signature_id
     signature_context = context if read_with_context else None
-    event = find_or_open_event(session, host_id, host_attributes, report, signature, crash)
-    if event.capture is None:
+    attributes = snapshot(host_attributes, report["host"])
+    regression = regression_of(signature, attributes["kernel_version"], report["crashed_at"])
+    slots = [] if new_signature else slots_in(context_rows) if read_with_context else None
+    # When no claim can win, the answer is stored by the event's insert (no update after it).
+    planned = decision_without_claim(signature, regression == REGRESSED, settings, new_signature, slots)
+    event, created = find_or_open_event(
+        session, host_id, attributes, report, signature, crash, planned, regression
+    )
+    if created:
         if signature is not None:
             count_event(session, signature.id, event.id, event.crashed_at)
             event.counted = True
             if new_signature:
                 publish(session, "signature.created", signature.id)
-            elif signature.status == "resolved":
-                signature = mark_regressed(session, signature, event)
-        slots = [] if new_signature else slots_in(context_rows) if read_with_context else None
-        decision = decide_capture(session, signature, event, settings, new_signature, slots)
-        session.connection().execute(
-            DECIDED,
-            {
-                "event_id": event.id,
-                "action": decision.action,
-                "reason": decision.reason,
-                "dump_level": decision.dump_level,
-                "regression_verdict": event.regression,
-            },
-        )
-    else:
-        decision = event.capture
+            elif regression == REGRESSED:
+                signature = flip_to_regressed(session, signature, event.id)
+        if planned is None:
+            event.capture = decide_capture(session, signature, event, settings, new_signature, slots)
+            session.connection().execute(
+                DECIDED,
+                {
+                    "event_id": event.id,
+                    "action": event.capture.action,
+                    "reason": event.capture.reason,
+                    "dump_level": event.capture.dump_level,
+                },
+            )
+    decision = event.capture
+    assert decision is not None
     answer = {
         "event_id": str(event.id),
         "duplicate": False,
@@ -293,12 +304,14 @@ def snapshot(inventory: dict[str, Any], reported: dict[str, Any]) -> dict[str, A
 def find_or_open_event(
     session: Session,
     host_id: int,
-    host_attributes: dict[str, Any],
+    attributes: dict[str, Any],
     report: dict[str, Any],
     signature: SignatureSnapshot | None,
     crash: CrashSignature | None,
-) -> OpenEvent:
-    """One event per crash: reports with the same hostname and boot_id join it."""
+    planned: CaptureDecision | None,
+    regression: str | None,
+) -> tuple[OpenEvent, bool]:
+    """One event per crash: reports with the same hostname and boot_id join it (False)."""
     boot_key = report.get("boot_id") or f"report:{report['report_id']}"
     fingerprinted = {
         "signature_id": signature.id if signature else None,
@@ -306,7 +319,7 @@ def find_or_open_event(
         "algorithm_version": crash.algorithm_version if crash else None,
         "title": crash.title[:512] if crash else None,
     }
-    values = snapshot(host_attributes, report["host"]) | fingerprinted | {
+    values = attributes | fingerprinted | {
         "host_id": host_id,
         "hostname": report["host"]["hostname"],
         "boot_key": boot_key,
@@ -315,19 +328,23 @@ def find_or_open_event(
         "uptime_s": report.get("uptime_s"),
         "first_source": report["source"],
         "sources": [report["source"]],
-        "capture_action": "pending",
-        "capture_reason": "",
+        "capture_action": planned.action if planned else "pending",
+        "capture_reason": planned.reason if planned else "",
+        "capture_dump_level": planned.dump_level if planned else None,
+        "regression": regression,
     }
     created_id = insert_ignore(session, Event, values, ["host_id", "boot_key"])
     if created_id is not None:
-        return OpenEvent(
+        event = OpenEvent(
             created_id,
             values["crashed_at"],
             values["kernel_version"],
             values["sources"],
             values["signature_id"],
-            capture=None,
+            planned,
+            regression,
         )
+        return event, True
     row = session.connection().execute(LOCKED_EVENT, {"host_id": host_id, "boot_key": boot_key}).one()
     event = OpenEvent(
         row.id,
@@ -348,16 +365,20 @@ def find_or_open_event(
         changes["sources"] = [*event.sources, report["source"]]
     if changes:
         session.connection().execute(update(Event.__table__).where(EVENTS.id == event.id).values(**changes))
-    return event
+    return event, False
 
 
-def mark_regressed(session: Session, signature: SignatureSnapshot, event: OpenEvent) -> SignatureSnapshot:
-    """A new event on a resolved signature: regressed, unless it predates the fix (see regression)."""
-    event.regression = regression_verdict(
-        event.kernel_version, event.crashed_at, signature.fixed_in_kernel, signature.resolved_at
-    )
-    if event.regression != REGRESSED:
-        return signature
+def regression_of(
+    signature: SignatureSnapshot | None, kernel_version: str | None, crashed_at: Any
+) -> str | None:
+    """How a new event bears on a resolved signature: regressed, unless it predates the fix."""
+    if signature is None or signature.status != "resolved":
+        return None
+    return regression_verdict(kernel_version, crashed_at, signature.fixed_in_kernel, signature.resolved_at)
+
+
+def flip_to_regressed(session: Session, signature: SignatureSnapshot, event_id: int) -> SignatureSnapshot:
+    """A resolved signature with a regressed event: regressed (once, even in a storm)."""
     flipped = session.execute(
         update(Signature)
         .where(Signature.id == signature.id, Signature.status == "resolved")
@@ -366,5 +387,5 @@ def mark_regressed(session: Session, signature: SignatureSnapshot, event: OpenEv
     if not flipped:  # a concurrent report of the same storm flipped it first: answer what it is now
         now = session.scalar(select(Signature.status).where(Signature.id == signature.id))
         return replace(signature, status=now)
-    publish(session, "signature.regressed", signature.id, event_id=event.id)
+    publish(session, "signature.regressed", signature.id, event_id=event_id)
     return replace(signature, status="regressed")
