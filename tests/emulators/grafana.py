@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.conftest import SERVER_POLL_S
+
 GRAFANA_VERSION = "11.3.1"
 UID_PATTERN = re.compile(r"^[a-zA-Z0-9\-_]*$")
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -714,7 +716,8 @@ def serve_grafana(extra_tokens: dict[str, str] | None = None) -> Iterator[Runnin
     handler = type("GrafanaHandler", (_Handler,), {"emulator": emulator})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="grafana-emulator", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(SERVER_POLL_S,), name="grafana-emulator",
+                              daemon=True)
     thread.start()
     try:
         yield RunningGrafana(f"http://127.0.0.1:{server.server_address[1]}", token, emulator)
