@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     settings = settings or Settings.from_env()
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    app.config["CRASHREG_MIGRATION_HEADS"] = head_revisions(settings.database_url)
+    app.config["CRASHREG_MIGRATION_HEADS"] = head_revisions()
     app.extensions["crashreg.settings"] = settings
     app.extensions["crashreg.db"] = database or Database(settings.database_url)
     app.json.sort_keys = False  # type: ignore[attr-defined]

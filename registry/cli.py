@@ -50,7 +50,7 @@ def db_current() -> None:
     from registry.migrate import current_revisions, head_revisions
 
     click.echo(f"current: {', '.join(sorted(current_revisions(cli_database().engine))) or 'none'}")
-    click.echo(f"head:    {', '.join(sorted(head_revisions(cli_settings().database_url)))}")
+    click.echo(f"head:    {', '.join(sorted(head_revisions()))}")
 
 
 @main.command()

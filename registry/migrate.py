@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,10 @@ def downgrade(database_url: str, revision: str) -> None:
     command.downgrade(alembic_config(database_url), revision)
 
 
-def head_revisions(database_url: str) -> set[str]:
-    return set(ScriptDirectory.from_config(alembic_config(database_url)).get_heads())
+@cache
+def head_revisions() -> frozenset[str]:
+    """The code's migration heads (read once per process: they change only with the code)."""
+    return frozenset(ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads())
 
 
 def current_revisions(engine: Engine) -> set[str]:
