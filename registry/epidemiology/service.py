@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select, text
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from registry.db import is_postgresql, utcnow
@@ -43,7 +45,9 @@ from .uptime import histogram_outside_counts
 
 SUSPECTS_STORED = 50
 UPTIME_TTL = timedelta(minutes=5)
-_UPTIMES: dict[str, tuple[float, dict[int, int]]] = {}
+# Per engine (one per process in production, one per test database in tests), never per URL: a
+# database emptied and refilled under the same URL must not be answered from the old histogram.
+_UPTIMES: weakref.WeakKeyDictionary[Engine, tuple[float, dict[int, int]]] = weakref.WeakKeyDictionary()
 
 
 class Fleet:
@@ -80,11 +84,11 @@ class Fleet:
         """All crashes' uptimes (hourly histogram): fleet-wide and slow to move, so shared by
         the requests of this process for UPTIME_TTL."""
         if self._uptime_hours is None:
-            key = str(self.session.get_bind().url)
-            cached = _UPTIMES.get(key)
+            engine = self.session.get_bind().engine
+            cached = _UPTIMES.get(engine)
             if cached is None or cached[0] < time.monotonic():
                 cached = (time.monotonic() + UPTIME_TTL.total_seconds(), uptime_hours(self.session))
-                _UPTIMES[key] = cached
+                _UPTIMES[engine] = cached
             self._uptime_hours = cached[1]
         return self._uptime_hours
 
