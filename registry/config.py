@@ -28,7 +28,6 @@ class Settings:
     grafana_db_url: str | None = None
     secret_key: str | None = field(default=None, repr=False)  # signs web session cookies
     max_body_bytes: int = 2 * 1024 * 1024
-    max_console_log_bytes: int = 1024 * 1024
     full_captures_per_window: int = 3
     capture_window_days: int = 7
 

@@ -19,7 +19,6 @@ HOST_ATTRIBUTES: tuple[str, ...] = (
     "hostname",
     *(name for name in INVENTORY_ATTRIBUTES if name not in ("physical_host", "memory_gb")),
 )
-ATTRIBUTES: tuple[str, ...] = (*HOST_ATTRIBUTES, "labels")
 
 # What an over-represented value of each attribute points at (drives the verdict table).
 FAMILY: dict[str, str] = {

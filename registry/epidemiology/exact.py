@@ -118,8 +118,3 @@ CORRECTIONS: dict[str, Callable[[Sequence[float]], list[float]]] = {
 def to_p_value(log10_p: float) -> float:
     """A float p-value for JSON (0.0 below the smallest positive double)."""
     return 0.0 if log10_p == -math.inf else 10.0**log10_p
-
-
-def finite_log10(log10_p: float, floor: float = -10_000.0) -> float:
-    """log10 p clipped to a finite floor, so it survives JSON and SQL."""
-    return max(floor, log10_p)

@@ -265,7 +265,7 @@ def signature_summary(
         stats, jira_key = (events, last_seen), context.jira_key
     else:
         return summary(session, signature)
-    return summary(session, signature, stats, jira_key, with_jira=False)
+    return summary(session, signature, stats, jira_key)
 
 
 def prefixed(row: Row[Any], prefix: str) -> dict[str, Any]:

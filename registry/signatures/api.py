@@ -177,10 +177,7 @@ def signature_page(args: dict[str, Any]) -> tuple[list[dict[str, Any]], str | No
             ).all()
         )
         items = [
-            summary(
-                session, row[0], (int(row[1] or 0), row[2]), jira_key=keys.get(row[0].id), with_jira=False
-            )
-            for row in page
+            summary(session, row[0], (int(row[1] or 0), row[2]), jira_key=keys.get(row[0].id)) for row in page
         ]
     next_cursor = encode_cursor([page[-1].sort_key, page[-1][0].id]) if len(rows) > len(page) else None
     return items, next_cursor

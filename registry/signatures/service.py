@@ -204,14 +204,11 @@ def summary(
     signature: Signature | SignatureSnapshot,
     stats: tuple[int, datetime | None] | None = None,
     jira_key: str | None = None,
-    with_jira: bool = True,
 ) -> dict[str, Any]:
-    """The contract's signature object."""
+    """The contract's signature object; callers that already know the counts pass them with
+    the Jira key, others get both in one round trip."""
     if stats is None:
-        stats, linked_key = stats_and_jira_key(session, signature.id)
-        jira_key = jira_key or linked_key
-    elif with_jira and jira_key is None:
-        jira_key = session.scalar(select(JiraLink.issue_key).where(JiraLink.signature_id == signature.id))
+        stats, jira_key = stats_and_jira_key(session, signature.id)
     event_count, last_seen = stats
     return {
         "id": str(signature.id),
