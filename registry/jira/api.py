@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import Blueprint, jsonify, request
@@ -14,7 +13,7 @@ from registry.jira.state import jira_metrics, list_links, outbox_state
 from registry.jira.webhook import record_delivery, signature_is_valid
 from registry.metrics import DATABASE_COLLECTORS
 from registry.openapi import documented
-from registry.requests import load_query
+from registry.requests import json_body, load_query
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("jira", __name__, url_prefix="/api/v1/integrations/jira")
@@ -50,12 +49,7 @@ def webhook() -> Any:
             400, "invalid", f"{IDENTIFIER_HEADER} is required (at most 128 characters)",
             fields={IDENTIFIER_HEADER: ["missing or too long"]},
         )
-    try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ApiError(400, "malformed_json", f"webhook body is not valid JSON: {error}") from None
-    if not isinstance(payload, dict):
-        raise ApiError(400, "malformed_json", "webhook body must be a JSON object")
+    payload = json_body()  # the same bytes the HMAC was checked over (request data is cached)
     with current_db().session() as session:
         accepted = record_delivery(session, identifier, payload)
     return jsonify({"accepted": True, "duplicate": not accepted}), 202 if accepted else 200
