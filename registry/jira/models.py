@@ -7,6 +7,7 @@ delivery identifier) and reconciliation cursors (how far the `updated` scan has 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
@@ -37,6 +38,9 @@ class JiraLink(Base):
         doc="the issue's `updated` when it was last read back and applied"
     )
     failures: Mapped[int] = mapped_column(Integer, default=0, doc="consecutive failed attempts")
+    comments: Mapped[list[Any]] = mapped_column(
+        default=list, doc="the issue's latest comments as last read back (for triage bundles)"
+    )
 
 
 class JiraWebhookReceipt(Base):

@@ -176,8 +176,8 @@ def jira_issue(session: Session, signature: Signature) -> dict[str, Any] | None:
         "key": link.issue_key,
         "url": link.url,
         "status_category": link.status_category,
-        "comments": None,
-        "comments_note": "the registry does not store Jira comments; read them on the issue",
+        "comments": list(link.comments or []),
+        "comments_read_at": link.jira_updated_at.isoformat() if link.jira_updated_at else None,
     }
 
 

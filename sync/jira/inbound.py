@@ -24,7 +24,30 @@ from sync.jira.outbound import SyncContext
 
 log = logging.getLogger("crashreg.jira")
 INBOUND_FIELDS = ["status", "resolution", "resolutiondate", "fixVersions", "assignee", "labels",
-                  "issuelinks", "updated"]
+                  "issuelinks", "updated", "comment"]
+KEPT_COMMENTS = 20  # the latest ones, for triage bundles; the issue itself has them all
+COMMENT_CHARS = 4000
+
+
+def comment_text(body: Any) -> str:
+    """A comment body as text: a string (REST v2) or Atlassian document format (v3)."""
+    if isinstance(body, str):
+        return body
+    if isinstance(body, dict):
+        return body.get("text", "") + "".join(comment_text(node) for node in body.get("content", []))
+    return ""
+
+
+def latest_comments(field: dict[str, Any] | None) -> list[dict[str, Any]]:
+    comments = (field or {}).get("comments") or []
+    return [
+        {
+            "author": (c.get("author") or {}).get("displayName"),
+            "created": c.get("created"),
+            "body": comment_text(c.get("body"))[:COMMENT_CHARS],
+        }
+        for c in comments[-KEPT_COMMENTS:]
+    ]
 
 
 def link_for_issue(session: Session, issue: dict[str, Any], options_url: str) -> JiraLink | None:
@@ -118,6 +141,7 @@ def apply_issue(ctx: SyncContext, issue: dict[str, Any]) -> bool:
         log.info("applied Jira state", extra={"fields": {
             "issue": issue["key"], "signature": signature.id, "status": signature.status}})
     link.status_category = category
+    link.comments = latest_comments(fields.get("comment"))
     link.jira_updated_at = updated
     link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
     return True

@@ -16,6 +16,8 @@ from registry.app import create_app
 from registry.config import Settings
 from registry.ingest.models import Event
 from registry.outbox import OutboxMessage, publish
+from registry.rca.bundle import triage_bundle
+from registry.signatures.models import Signature
 
 from ..conftest import SERVER_POLL_S
 from .conftest import WEBHOOK_SECRET
@@ -134,6 +136,22 @@ def test_jira_retries_a_delivery_the_registry_missed(harness, engineer, app):
         assert harness.signature(signature["id"]).status == "resolved"
     finally:
         server.shutdown()
+
+
+def test_engineers_comments_reach_the_triage_bundle(harness, engineer, database):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    key = harness.link(signature["id"]).issue_key
+    harness.later(minutes=5)
+    engineer.add_comment(key, "bisected to the CQ doorbell change; see LKML thread")
+    harness.later(minutes=5)
+    harness.sync()
+    with database.session() as session:
+        bundle = triage_bundle(session, session.get_one(Signature, int(signature["id"])),
+                               "http://crashreg.test")
+    comments = bundle["jira"]["comments"]
+    assert [c["body"] for c in comments] == ["bisected to the CQ doorbell change; see LKML thread"]
+    assert comments[0]["author"] and comments[0]["created"]
 
 
 def test_missed_webhooks_are_caught_by_reconciliation(harness, engineer):
