@@ -4,13 +4,18 @@
 
 Starts gunicorn (4 workers, the repository's gunicorn.conf.py) on a fresh PostgreSQL
 database, serving the registry and, beside it, a bare Flask route that only reads the same
-request body. A single asyncio client keeps `--concurrency` requests in flight, each on its
-own connection as a crash kernel sends its one report: first the bare route for
-`--bare-seconds`, then the storm: one report per host (a real syzkaller console log, its
-timestamps and addresses varied per host) with 10% of the requests resends of an earlier
-report (same report_id), some arriving while the first is still in flight.
+request body, and a floor route: the least any registry must do per report (fingerprint it
+with the real engine and store it durably, group-committed: one INSERT and one COMMIT for
+every report waiting), with no authentication, validation, policy or inventory. A single
+asyncio client keeps `--concurrency` requests in flight, each on its own connection as a
+crash kernel sends its one report: first the bare route for `--bare-seconds`, then the
+storm's reports to the floor route, then to the registry: one report per host (a real
+syzkaller console log, its timestamps and addresses varied per host) with 10% of the
+requests resends of an earlier report (same report_id), some arriving while the first is
+still in flight.
 
-Reported: throughput as a ratio to the bare route, p50/p99 latency, lost acknowledgements
+Reported: throughput as a ratio to the bare route (the floor route's ratio bounds what any
+implementation can reach on the machine), p50/p99 latency, lost acknowledgements
 (acknowledged report_ids missing from the database), duplicates (reports or events stored
 twice, or a resend answered with another event), full captures (must be exactly K), and
 each worker's peak RSS (VmHWM). Exit status 1 when a goal is missed.
@@ -28,14 +33,17 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import click
+from sqlalchemy import text
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -58,11 +66,13 @@ _ADDRESS = re.compile(r"\b[0-9a-f]{16}\b")
 
 
 def bench_app() -> Any:
-    """gunicorn 'storm:bench_app()': /bare is a plain Flask route, everything else the registry."""
+    """gunicorn 'storm:bench_app()': /bare is a plain Flask route, /floor the floor route,
+    everything else the registry."""
     from flask import Flask, jsonify, request
     from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
     from registry.app import create_app
+    from registry.signatures.identify import identify
 
     bare = Flask("bare")
 
@@ -71,7 +81,17 @@ def bench_app() -> Any:
         request.get_data()
         return jsonify({"ok": True})
 
-    app = DispatcherMiddleware(create_app(), {"/bare": bare})
+    floor = Flask("floor")
+    store = GroupCommit(os.environ["CRASHREG_DATABASE_URL"])
+
+    @floor.post("/")
+    def floor_route() -> Any:
+        body = json.loads(request.get_data())
+        crash = identify(body["console_log"], None)
+        fingerprint = crash.fingerprint if crash else None
+        return jsonify({"id": store.insert((body["report_id"], fingerprint, body["console_log"]))})
+
+    app = DispatcherMiddleware(create_app(), {"/bare": bare, "/floor": floor})
     profile_dir = os.environ.get("CRASHREG_STORM_PROFILE")
     return profiled(app, Path(profile_dir)) if profile_dir else app
 
@@ -92,6 +112,52 @@ def profiled(app: Any, directory: Path) -> Any:
             profile.disable()
 
     return wsgi
+
+
+FLOOR_TABLE = (
+    "CREATE TABLE storm_floor (id bigserial PRIMARY KEY, report_id text UNIQUE NOT NULL, "
+    "fingerprint text, console_log text NOT NULL)"
+)
+FLOOR_INSERT = (
+    "INSERT INTO storm_floor (report_id, fingerprint, console_log) "
+    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "
+    "ON CONFLICT (report_id) DO UPDATE SET report_id = excluded.report_id RETURNING report_id, id"
+)
+
+
+class GroupCommit:
+    """The floor route's store: the worker's request threads hand their rows to one writer
+    thread, which inserts everything waiting in one statement and one commit, then answers
+    each thread with its row's id (a resent report_id gets the stored id)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.replace("postgresql+psycopg://", "postgresql://")
+        self.waiting: list[tuple[tuple[str, str | None, str], Any]] = []
+        self.ready = threading.Condition()
+        self.writer = threading.Thread(target=self.write_forever, daemon=True)
+        self.writer.start()
+
+    def insert(self, row: tuple[str, str | None, str]) -> int:
+        answer: Future[int] = Future()
+        with self.ready:
+            self.waiting.append((row, answer))
+            self.ready.notify()
+        return answer.result()
+
+    def write_forever(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url) as connection:
+            while True:
+                with self.ready:
+                    self.ready.wait_for(lambda: self.waiting)
+                    batch, self.waiting = self.waiting, []
+                latest = {row[0]: row for row, _ in batch}  # one row per report_id per statement
+                columns = [list(column) for column in zip(*latest.values(), strict=True)]
+                with connection.transaction():
+                    ids = dict(connection.execute(FLOOR_INSERT, columns).fetchall())
+                for row, answer in batch:
+                    answer.set_result(ids[row[0]])
 
 
 # --- the load: reports of one bug from many hosts, with resends ------------------------------
@@ -319,8 +385,6 @@ def warm_up(port: int, token: str, concurrency: int, progress: Any) -> None:
 
 def audit(url: str, outcome: Outcome) -> dict[str, int]:
     """Lost acknowledgements, duplicates and full captures, from the database itself."""
-    from sqlalchemy import text
-
     database = Database(url)
     acknowledged = {body["report_id"]: answer["event_id"] for body, _, answer in outcome.answers}
     events_by_report: dict[str, set[str]] = {}
@@ -389,6 +453,7 @@ def main() -> int:
         database = Database(url)
         with database.session() as session:
             token, _ = create_token(session, "storm", "report", "agent")
+            session.execute(text(FLOOR_TABLE))
         database.dispose()
         port = free_port()
         server_log = Path(tempfile.mkdtemp(prefix="crashreg-storm-")) / "gunicorn.log"
@@ -399,6 +464,10 @@ def main() -> int:
             bare, bare_cpu, _ = measured(server, url, lambda: asyncio.run(
                 drive(port, "/bare/", token, None, args.bare_seconds, args.concurrency, progress,
                       repeat=json.dumps(bodies[0]).encode())
+            ))
+        with click.progressbar(length=len(bodies), label="floor route  ") as progress:
+            floor, floor_cpu, floor_db_cpu = measured(server, url, lambda: asyncio.run(
+                drive(port, "/floor/", token, bodies, 0, args.concurrency, progress)
             ))
         with click.progressbar(length=len(bodies), label="crash storm  ") as progress:
             storm, storm_cpu, storm_db_cpu = measured(server, url, lambda: asyncio.run(
@@ -416,6 +485,7 @@ def main() -> int:
 
     bare_rate = len(bare.latencies) / bare.elapsed
     storm_rate = len(storm.latencies) / storm.elapsed
+    floor_rate = len(floor.latencies) / floor.elapsed
     figures = {
         "date": datetime.now(UTC).date().isoformat(),
         "cpus": os.cpu_count(),
@@ -429,6 +499,11 @@ def main() -> int:
         "bare_rps": round(bare_rate, 1),
         "bare_p50_ms": round(percentile(bare.latencies, 0.50), 1),
         "bare_p99_ms": round(percentile(bare.latencies, 0.99), 1),
+        "floor_rps": round(floor_rate, 1),
+        "floor_ratio": round(floor_rate / bare_rate, 3),
+        "floor_p99_ms": round(percentile(floor.latencies, 0.99), 1),
+        "floor_worker_cpu_ms_per_request": round(floor_cpu / len(floor.latencies) * 1000, 2),
+        "floor_postgres_cpu_ms_per_request": round(floor_db_cpu / len(floor.latencies) * 1000, 2),
         "storm_rps": round(storm_rate, 1),
         "ratio": round(storm_rate / bare_rate, 3),
         "p50_ms": round(percentile(storm.latencies, 0.50), 1),
@@ -439,7 +514,7 @@ def main() -> int:
         "cpu_ratio": round(
             (bare_cpu / len(bare.latencies)) / ((storm_cpu + storm_db_cpu) / len(storm.latencies)), 3
         ),
-        "errors": len(storm.failures) + len(bare.failures),
+        "errors": len(storm.failures) + len(bare.failures) + len(floor.failures),
         "k": settings.full_captures_per_window,
         **checks,
         "worker_peak_rss_mb": list(rss.values()),
@@ -454,7 +529,7 @@ def main() -> int:
         "no error": figures["errors"] == 0,
     }
     print(json.dumps(figures, indent=2))
-    for failure in (storm.failures + bare.failures)[:5]:
+    for failure in (storm.failures + bare.failures + floor.failures)[:5]:
         print("error:", failure)
     for goal, met in goals.items():
         print(f"{'PASS' if met else 'MISS'}  {goal}")
