@@ -81,13 +81,12 @@ def rebuild_command(dry_run: bool) -> None:
     database = cli_database()
     with database.session() as session:
         total = event_count(session)
-        with click.progressbar(length=total, label="re-fingerprinting events", file=None) as bar:
-            summary = rebuild(session, bar.update)
-        for line in summary.lines():
-            click.echo(line)
-        if dry_run:
-            session.rollback()
-            click.echo("dry run: nothing changed")
+    with click.progressbar(length=total, label="re-fingerprinting events", file=None) as bar:
+        summary = rebuild(database, bar.update, dry_run)
+    for line in summary.lines():
+        click.echo(line)
+    if dry_run:
+        click.echo("dry run: nothing changed")
 
 
 def _files(paths: tuple[Path, ...]) -> Iterator[Path]:

@@ -14,6 +14,13 @@ fingerprints they now get:
   split: the human decision stands, the new fingerprints become aliases of it.
 
 A rerun with an unchanged engine changes nothing.
+
+Live ingest goes on meanwhile. The slow part (fingerprinting every stored report) reads
+without blocking anyone; then the rebuild holds the signatures table (ingest can still store
+events of known signatures, but waits to create or change one), fingerprints the events that
+arrived meanwhile, re-reads which signature each event is on, and applies the plan, so a
+signature live ingest created with one of the new fingerprints is taken into account instead
+of colliding with it.
 """
 
 from __future__ import annotations
@@ -23,9 +30,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
+from registry.db import Database, is_postgresql
 from registry.fingerprint import CrashSignature
 from registry.ingest.models import Event, Report
 from registry.jira.models import JiraLink
@@ -64,10 +72,19 @@ class RebuildSummary:
         return head + details
 
 
-def _reports_by_event(session: Session) -> Iterator[tuple[int, list[tuple[str | None, dict]]]]:
-    """Each event's raw reports in arrival order, streamed."""
+def _reports_by_event(
+    session: Session, after_event: int, events: int | None = None
+) -> Iterator[tuple[int, list[tuple[str | None, dict]]]]:
+    """The raw reports, in arrival order, of the events after `after_event` (of the next
+    `events` of them if given), streamed."""
+    later = select(Event.id).where(Event.id > after_event).order_by(Event.id)
+    if events is not None:
+        later = later.limit(events)
     rows = session.execute(
-        select(Report.event_id, Report.console_log, Report.payload).order_by(Report.event_id, Report.id)
+        select(Report.event_id, Report.console_log, Report.payload)
+        .where(Report.event_id.in_(later.scalar_subquery()) if events is not None
+               else Report.event_id > after_event)
+        .order_by(Report.event_id, Report.id)
     ).yield_per(CHUNK)
     current, reports = None, []
     for event_id, console_log, payload in rows:
@@ -88,15 +105,19 @@ def _crash(reports: list[tuple[str | None, dict]]) -> CrashSignature | None:
     return None
 
 
-class _Rebuild:
-    def __init__(self, session: Session, summary: RebuildSummary) -> None:
-        self.session, self.summary = session, summary
+class Rebuild:
+    """One rebuild, in steps: fingerprint in short transactions (no lock held), then in the
+    applying transaction: hold, catch up, read placement, apply."""
+
+    def __init__(self, summary: RebuildSummary) -> None:
+        self.summary = summary
+        self.session: Session
         self.crashes: dict[str, CrashSignature] = {}
         self.new_fp: dict[int, str] = {}  # event id -> new fingerprint
         self.old_sig: dict[int, int | None] = {}  # event id -> old canonical signature id
         self.crashed_at: dict[int, datetime] = {}
-        merged_into = dict(session.execute(select(Signature.id, Signature.merged_into_id)).all())
-        self.canonical = {sid: self._follow(sid, merged_into) for sid in merged_into}
+        self.canonical: dict[int, int] = {}
+        self.last_event = 0  # events up to this id are fingerprinted
 
     @staticmethod
     def _follow(sid: int, merged_into: dict[int, int | None]) -> int:
@@ -106,22 +127,47 @@ class _Rebuild:
             seen.add(sid)
         return sid
 
-    def fingerprint_history(self, progress: Callable[[int], None]) -> None:
-        old = {}
-        for event_id, signature_id, crashed_at in self.session.execute(
-                select(Event.id, Event.signature_id, Event.crashed_at)):
-            old[event_id], self.crashed_at[event_id] = signature_id, crashed_at
-        for event_id, reports in _reports_by_event(self.session):
+    def fingerprint_history(self, session: Session, progress: Callable[[int], None],
+                            events: int | None = None) -> int:
+        """Fingerprint the stored reports of the events not fingerprinted yet (of the next
+        `events` of them if given); how many events were read."""
+        read = 0
+        for event_id, reports in _reports_by_event(session, self.last_event, events):
+            read += 1
             self.summary.events += 1
+            self.last_event = max(self.last_event, event_id)
             crash = _crash(reports)
-            signature_id = old.get(event_id)
-            self.old_sig[event_id] = self.canonical.get(signature_id) if signature_id else None
             if crash is None:
                 self.summary.without_crash += 1
             else:
                 self.crashes.setdefault(crash.fingerprint, crash)
                 self.new_fp[event_id] = crash.fingerprint
             progress(1)
+        return read
+
+    def apply_in(self, session: Session, progress: Callable[[int], None]) -> None:
+        """The applying transaction: hold, catch up with live ingest, read placement, apply."""
+        self.session = session
+        self.hold_signatures()
+        self.fingerprint_history(session, progress)  # the events that arrived meanwhile
+        self.read_placement()
+        self.apply()
+
+    def hold_signatures(self) -> None:
+        """Until commit, nobody else creates or changes a signature (reads go on). On SQLite,
+        beginning the transaction is enough: it begins IMMEDIATE, taking the write lock."""
+        connection = self.session.connection()
+        if is_postgresql(self.session):
+            connection.execute(text("LOCK TABLE signatures IN SHARE ROW EXCLUSIVE MODE"))
+
+    def read_placement(self) -> None:
+        """Which (canonical) signature each event is on now, merges and live ingest included."""
+        merged_into = dict(self.session.execute(select(Signature.id, Signature.merged_into_id)).all())
+        self.canonical = {sid: self._follow(sid, merged_into) for sid in merged_into}
+        for event_id, signature_id, crashed_at in self.session.execute(
+                select(Event.id, Event.signature_id, Event.crashed_at).where(Event.id <= self.last_event)):
+            self.old_sig[event_id] = self.canonical.get(signature_id) if signature_id else None
+            self.crashed_at[event_id] = crashed_at
 
     def plan(self) -> tuple[dict[str, int | None], dict[int, str]]:
         """new fingerprint -> the old signature row that takes it (None: a new row)."""
@@ -280,12 +326,20 @@ class _Rebuild:
         self.session.flush()
 
 
-def rebuild(session: Session, progress: Callable[[int], None] = lambda _: None) -> RebuildSummary:
-    """Re-fingerprint every event in one transaction (the caller commits or rolls back)."""
+def rebuild(
+    database: Database, progress: Callable[[int], None] = lambda _: None, dry_run: bool = False
+) -> RebuildSummary:
+    """Re-fingerprint every event; the changes commit together (or not at all: dry_run)."""
     summary = RebuildSummary()
-    job = _Rebuild(session, summary)
-    job.fingerprint_history(progress)
-    job.apply()
+    job = Rebuild(summary)
+    while True:  # a transaction per chunk: on SQLite a transaction holds the write lock
+        with database.session() as session:
+            if not job.fingerprint_history(session, progress, CHUNK):
+                break
+    with database.session() as session:
+        job.apply_in(session, progress)
+        if dry_run:
+            session.rollback()
     return summary
 
 

@@ -4,22 +4,27 @@ on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select, update
+import pytest
+from sqlalchemy import create_engine, delete, insert, select, update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
 
 from registry.fingerprint import analyse_console_log
 from registry.ingest.models import Event
 from registry.jira.models import JiraLink
 from registry.rca.models import Rca
 from registry.signatures.models import Signature, SignatureCounter
+from registry.signatures.rebuild import Rebuild, RebuildSummary
 from tests.conftest import auth
 from tests.fingerprint.test_console import KINDS
 from tests.fingerprint.test_merge import report, signature
 from tests.foundation.test_cli import crashreg
 
-LOGS = {name: text for name, text, *_ in KINDS}
+LOGS = {name: log for name, log, *_ in KINDS}
 GPF, WARNING, KASAN, KBUG = LOGS["gpf"], LOGS["warning"], LOGS["kasan"], LOGS["kernel BUG"]
 
 
@@ -117,6 +122,56 @@ def test_rebuild_keeps_a_hand_merge_and_dry_run_changes_nothing(db_url, client, 
     assert both["fingerprint"] == a["fingerprint"] and both["event_count"] == 2
     assert signature(client, triage, b["fingerprint"])["id"] == a["id"]
     assert report(client, reporter, WARNING)["signature"]["id"] == a["id"]
+
+
+def test_rebuild_takes_in_what_live_ingest_did_meanwhile(db_url, client, database, make_token) -> None:
+    """Ingest goes on while history is fingerprinted: an event stored meanwhile under a
+    signature live ingest created with the new fingerprint is caught up and folded in, not
+    collided with; while the changes apply, nobody else can create a signature."""
+    reporter, triage = make_token("report"), make_token("triage")
+    old = report(client, reporter, GPF)["signature"]
+    with database.session() as session:
+        session.add(JiraLink(signature_id=int(old["id"]), issue_key="CRASH-7"))
+    age(database, int(old["id"]), "old-gpf")
+
+    job = Rebuild(RebuildSummary())
+    with database.session() as session:
+        assert job.fingerprint_history(session, lambda _: None) == 1
+    live = report(client, reporter, GPF)  # the running registry fingerprints with the new engine
+    assert live["known"] is False and live["signature"]["id"] != old["id"]
+
+    with database.session() as session:
+        job.session = session
+        job.hold_signatures()
+        with pytest.raises(OperationalError):
+            create_signature_without_waiting(database, "another")
+        job.fingerprint_history(session, lambda _: None)
+        job.read_placement()
+        job.apply()
+
+    assert job.summary.events == 2 and job.summary.merged, job.summary.lines()
+    survivor = signature(client, triage, "old-gpf")
+    assert survivor["id"] == live["signature"]["id"] and survivor["event_count"] == 2
+    assert (survivor["fingerprint"], survivor["jira_key"]) == (old["fingerprint"], "CRASH-7")
+    with database.session() as session:
+        assert set(session.scalars(select(Event.signature_id)).all()) == {int(survivor["id"])}
+        assert session.get_one(Signature, int(old["id"])).merged_into_id == int(survivor["id"])
+    assert report(client, reporter, GPF)["signature"]["id"] == survivor["id"]
+    create_signature_without_waiting(database, "another")  # the rebuild is over: no wait now
+
+
+def create_signature_without_waiting(database: Any, fingerprint: str) -> None:
+    """Another writer, on a connection of its own, that gives up at once if it must wait."""
+    url = database.engine.url
+    gives_up = {"timeout": 0} if url.get_backend_name() == "sqlite" else {"options": "-c lock_timeout=1ms"}
+    engine = create_engine(url, poolclass=NullPool, connect_args=gives_up)
+    try:
+        with engine.begin() as connection:
+            connection.execute(insert(Signature).values(
+                fingerprint=fingerprint, algorithm_version=1, title="t", kind="warning",
+                first_seen=datetime.now(UTC), status="new"))
+    finally:
+        engine.dispose()
 
 
 def test_import_backfills_a_tree_idempotently(db_url, client, tmp_path: Path, make_token) -> None:
