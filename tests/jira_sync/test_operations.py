@@ -108,12 +108,14 @@ def test_two_schedulers_never_both_sync(harness):
 
 
 @pytest.mark.parametrize("jira_flavour", ["datacenter"], indirect=True)
-def test_scheduler_process_syncs_and_stops_cleanly_on_sigterm(harness):
+@pytest.mark.parametrize("command", [("scheduler",), ("jira", "sync")], ids=["scheduler", "jira-sync"])
+def test_scheduler_process_syncs_and_stops_cleanly_on_sigterm(harness, command):
     """The process, its leader lock and SIGTERM are ours, not the flavour's: one flavour (the
-    PAT-only environment); the check command below runs on the other."""
+    PAT-only environment); the check command below runs on the other. `crashreg jira sync`
+    without --once runs the scheduler's Jira jobs only, under the same lock."""
     harness.crash()
     env = jira_env(harness)
-    process = subprocess.Popen([sys.executable, "-m", "registry", "scheduler"], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "registry", *command], env=env,
                                stderr=subprocess.PIPE, text=True)
     try:
         lines = []
