@@ -3,6 +3,12 @@
 - `epidemiology_verdicts`: one row per signature, the verdict and its headline numbers.
 - `epidemiology_findings`: the over-represented attribute values, per signature and baseline.
 - `epidemiology_suspect_hosts`: fleet-wide suspects (physical hosts spraying signatures).
+- `epidemiology_samples`, `epidemiology_sample_groups` (PostgreSQL): a large signature's events
+  as the refresh last grouped them, so a request reads only the events since (see
+  `queries.stored_sample`).
+
+And, on PostgreSQL, the two indexes on `events` a signature's analysis reads through
+(migration 0014; see `SAMPLE_FITS`).
 """
 
 from __future__ import annotations
@@ -10,10 +16,27 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base
+from registry.ingest.models import Event
+from registry.inventory.models import HostAttributes
+
+from .attributes import HOST_ATTRIBUTES
+
+# What a signature's analysis reads of each event to group it by host snapshot.
+SNAPSHOT_COLUMNS: tuple[str, ...] = ("host_id", *HOST_ATTRIBUTES, "labels")
+
+# A btree entry holds at most 2,704 bytes and labels are unbounded (a host may carry dozens of
+# long ones): events whose attribute values and labels take more than 2,048 bytes of text stay
+# out of the covering index (in a small one of their own), so no insert fails for its sake.
+# The test is a PL/pgSQL function (migration 0014), one call in each index's predicate: the
+# same sum written inline is compiled for every single-row INSERT (the predicates measured
+# +51 us per insert inline, +9 us as the call). The query repeats the call so the planner can
+# use the partial indexes.
+SAMPLE_FITS = f"epidemiology_row_fits({', '.join(HOST_ATTRIBUTES)}, labels)"
 
 
 class EpidemiologyVerdict(Base):
@@ -78,3 +101,62 @@ class EpidemiologySuspectHost(Base):
     evidence: Mapped[str] = mapped_column(Text)
     detail: Mapped[dict[str, Any]] = mapped_column()
     computed_at: Mapped[datetime]
+
+
+IntegerList = JSON().with_variant(ARRAY(Integer), "postgresql")
+BigIntegerList = JSON().with_variant(ARRAY(BigInteger), "postgresql")
+
+
+class EpidemiologySample(Base):
+    """A large signature's events up to `watermark` (event id), as the refresh grouped them:
+    valid while exactly the events listed in `event_ids` (ascending) are the signature's with
+    an id up to the watermark (an event's host snapshot, time and uptime never change)."""
+
+    __tablename__ = "epidemiology_samples"
+
+    signature_id: Mapped[int] = mapped_column(
+        ForeignKey("signatures.id", ondelete="CASCADE"), primary_key=True
+    )
+    signature_ids: Mapped[list[Any]] = mapped_column(doc="the signature and those merged into it, ascending")
+    watermark: Mapped[int] = mapped_column(Integer)
+    events: Mapped[int] = mapped_column(Integer)
+    event_ids: Mapped[list[int]] = mapped_column(IntegerList)
+    daily: Mapped[dict[str, Any]] = mapped_column(doc="events per UTC day (YYYY-MM-DD)")
+    uptimes: Mapped[list[int]] = mapped_column(BigIntegerList, doc="the events' uptimes, ascending")
+    computed_at: Mapped[datetime]
+
+
+class EpidemiologySampleGroup(HostAttributes, Base):
+    """A sample's events grouped by host snapshot: `n` events of one host with these values."""
+
+    __tablename__ = "epidemiology_sample_groups"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    signature_id: Mapped[int] = mapped_column(
+        ForeignKey("epidemiology_samples.signature_id", ondelete="CASCADE")
+    )
+    host_id: Mapped[int] = mapped_column(Integer)
+    hostname: Mapped[str] = mapped_column(String(255))
+    n: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (Index("ix_epidemiology_sample_groups_signature", "signature_id"),)
+
+
+# A signature's events, read index-only (PostgreSQL): contiguous leaf pages instead of one heap
+# page per event (a large signature's events are spread over the whole table).
+_events = Event.__table__.c
+# Keyed by event id within the signature: the events since a stored sample's watermark are a
+# range, and new events append at the end of their signature's range.
+Index(
+    "ix_events_epidemiology",
+    _events.signature_id,
+    _events.id,
+    postgresql_include=[*SNAPSHOT_COLUMNS, "crashed_at", "uptime_s"],
+    postgresql_where=text(SAMPLE_FITS),
+).ddl_if(dialect="postgresql")
+Index(
+    "ix_events_epidemiology_wide",
+    _events.signature_id,
+    _events.id,
+    postgresql_where=text(f"NOT ({SAMPLE_FITS})"),
+).ddl_if(dialect="postgresql")

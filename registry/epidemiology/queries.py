@@ -6,12 +6,14 @@ computed by the database (PostgreSQL or SQLite); only aggregates cross into Pyth
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
-from datetime import date
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import bindparam, distinct, func, select, text
+from sqlalchemy import bindparam, delete, distinct, func, select, text
 from sqlalchemy.orm import Session
 
 from registry.db import is_postgresql
@@ -22,6 +24,7 @@ from registry.signatures.models import Signature
 from .analysis import SignatureSample
 from .attributes import HOST_ATTRIBUTES, AttributeValue
 from .findings import MIN_SUPPORT, JointCounts, Pair
+from .models import SAMPLE_FITS, SNAPSHOT_COLUMNS, EpidemiologySample
 from .suspects import HostSignatureCount
 
 PHYSICAL = "coalesce(physical_host, hostname)"
@@ -178,42 +181,120 @@ def _as_date(value: Any) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
 
 
-SIGNATURE_EVENTS = "epidemiology_signature_events"
 SIGNATURE_SNAPSHOTS = "epidemiology_signature_snapshots"
-SNAPSHOT_COLUMNS = ", ".join(["host_id", *HOST_ATTRIBUTES, "labels"])
+SNAPSHOT = ", ".join(SNAPSHOT_COLUMNS)
+# Signatures with at least this many events keep a stored sample (PostgreSQL; the refresh).
+STORED_SAMPLE_EVENTS = 10_000
+
+
+def signature_events_sql(session: Session, where: EventFilter, columns: str = SNAPSHOT) -> str:
+    """`columns` of the events `where` selects (one signature's). PostgreSQL: through the
+    covering index (index-only) plus its small complement of events too wide for it (migration
+    0014); the conditions repeat the partial indexes' predicates so the planner can use them."""
+    if not is_postgresql(session):
+        return f"SELECT {columns} FROM events WHERE {where.sql}"
+    return (
+        f"SELECT {columns} FROM events WHERE {where.sql} AND {SAMPLE_FITS} UNION ALL "
+        f"SELECT {columns} FROM events WHERE {where.sql} AND NOT ({SAMPLE_FITS})"
+    )
+
+
+def _up_to(ids: Sequence[int], watermark: str) -> EventFilter:
+    return EventFilter(
+        f"signature_id IN :signature_ids AND id <= {watermark}",
+        {"signature_ids": list(ids), "signature_ids_json": json.dumps(sorted(ids))},
+        ["signature_ids"],
+    )
+
+
+@dataclass(frozen=True)
+class StoredSample:
+    watermark: int
+    daily: dict[date, int]
+    uptimes: list[int]
+
+
+def stored_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
+    """The signature's stored sample (PostgreSQL), if it still holds exactly the signature's
+    events up to its watermark: same merged signatures and the same event ids (an event that
+    joined or left the signature since, or committed late below the watermark, makes it
+    stale). The events themselves never change (host snapshot, time and uptime), so their
+    stored groups are what grouping them now would give."""
+    upto = _up_to(ids, "s.watermark")
+    row = session.execute(
+        upto.statement(
+            "SELECT s.watermark, s.daily, s.uptimes FROM epidemiology_samples AS s "
+            "WHERE s.signature_id = :signature_id AND s.signature_ids = CAST(:signature_ids_json AS jsonb) "
+            "AND s.event_ids = (SELECT coalesce(array_agg(id ORDER BY id), '{}') "
+            f"FROM ({signature_events_sql(session, upto, 'id')}) AS e)"
+        ),
+        upto.params | {"signature_id": ids[0]},
+    ).one_or_none()
+    if row is None:
+        return None
+    daily = {date.fromisoformat(day): int(n) for day, n in row.daily.items()}
+    return StoredSample(int(row.watermark), daily, list(row.uptimes))
+
+
+def store_sample(session: Session, ids: Sequence[int], watermark: int, when: datetime) -> None:
+    """Keep the signature's events up to `watermark` (event id) grouped by host snapshot, with
+    their ids, daily counts and uptimes (PostgreSQL). One statement, so all of it is read
+    from one snapshot of the database."""
+    session.execute(delete(EpidemiologySample).where(EpidemiologySample.signature_id == ids[0]))
+    upto = _up_to(ids, ":watermark")
+    events = signature_events_sql(session, upto, f"id, {SNAPSHOT}, crashed_at, uptime_s")
+    day = "to_char(timezone('UTC', crashed_at), 'YYYY-MM-DD')"
+    session.execute(
+        upto.statement(
+            f"WITH e AS MATERIALIZED ({events}), "
+            "sample AS (INSERT INTO epidemiology_samples (signature_id, signature_ids, watermark, events, "
+            "event_ids, daily, uptimes, computed_at) "
+            "SELECT :signature_id, CAST(:signature_ids_json AS jsonb), :watermark, count(*), "
+            "coalesce(array_agg(id ORDER BY id), '{}'), "
+            f"coalesce((SELECT jsonb_object_agg(d, n) FROM (SELECT {day} AS d, count(*) AS n FROM e "
+            "GROUP BY 1) AS days), '{}'), "
+            "coalesce(array_agg(uptime_s ORDER BY uptime_s) FILTER (WHERE uptime_s IS NOT NULL), '{}'), "
+            ":when FROM e RETURNING signature_id) "
+            f"INSERT INTO epidemiology_sample_groups (signature_id, {SNAPSHOT}, n) "
+            f"SELECT (SELECT signature_id FROM sample), {SNAPSHOT}, count(*) FROM e GROUP BY {SNAPSHOT}"
+        ),
+        upto.params | {"signature_id": ids[0], "watermark": watermark, "when": when},
+    )
 
 
 def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
-    """The signature's events are read from the events table once (by the signature index),
-    into a temporary table of the columns needed; alike events (same host, same snapshot of
-    its attributes) are then counted together, and the per-value aggregates scan those
-    groups (a few per host) instead of every event."""
-    for table in (SIGNATURE_EVENTS, SIGNATURE_SNAPSHOTS):
-        session.execute(text(f"DROP TABLE IF EXISTS {table}"))
-    selected = EventFilter.signature(ids)
+    """The signature's events grouped by host snapshot (same host, same attribute values); the
+    per-value aggregates scan those groups (a few per host) instead of every event. A large
+    signature's stored sample (PostgreSQL, kept by the refresh) stands for its events up to its
+    watermark: only the events since are read."""
+    session.execute(text(f"DROP TABLE IF EXISTS {SIGNATURE_SNAPSHOTS}"))
+    postgresql = is_postgresql(session)
+    stored = stored_sample(session, ids) if postgresql else None
+    read, kept = EventFilter.signature(ids), ""
+    if stored is not None:
+        read = EventFilter(
+            f"{read.sql} AND id > :watermark", read.params | {"watermark": stored.watermark}, read.expanding
+        )
+        kept = (
+            f"SELECT {SNAPSHOT}, n FROM epidemiology_sample_groups WHERE signature_id = :sample_id UNION ALL "
+        )
+    if postgresql:  # a host's events fall to every worker: merging their groups costs more than it saves
+        session.execute(text("SET LOCAL max_parallel_workers_per_gather = 0"))
     session.execute(
-        selected.statement(
-            f"CREATE TEMPORARY TABLE {SIGNATURE_EVENTS} AS "
-            f"SELECT {SNAPSHOT_COLUMNS}, crashed_at, uptime_s FROM events WHERE {selected.sql}"
+        read.statement(
+            f"CREATE TEMPORARY TABLE {SIGNATURE_SNAPSHOTS} AS {kept}SELECT {SNAPSHOT}, count(*) AS n "
+            f"FROM ({signature_events_sql(session, read)}) AS signature_events GROUP BY {SNAPSHOT}"
         ),
-        selected.params,
+        read.params | {"sample_id": ids[0]},
     )
-    session.execute(
-        text(
-            f"CREATE TEMPORARY TABLE {SIGNATURE_SNAPSHOTS} AS SELECT {SNAPSHOT_COLUMNS}, count(*) AS n "
-            f"FROM {SIGNATURE_EVENTS} GROUP BY {SNAPSHOT_COLUMNS}"
-        )
-    )
-    where = EventFilter("1 = 1", {}, table=SIGNATURE_EVENTS)
+    if postgresql:
+        session.execute(text("SET LOCAL max_parallel_workers_per_gather TO DEFAULT"))
     grouped = EventFilter("1 = 1", {}, table=SIGNATURE_SNAPSHOTS, weight="n")
-    day = _day_sql(session)
-    daily = {
-        _as_date(d): int(n)
-        for d, n in session.execute(
-            where.statement(f"SELECT {day}, count(*) FROM {where.source} WHERE {where.sql} GROUP BY {day}"),
-            where.params,
-        )
-    }
+    daily, uptimes = _daily_and_uptimes(session, read)
+    if stored is not None:
+        for day, n in stored.daily.items():
+            daily[day] = daily.get(day, 0) + n
+        uptimes = [*stored.uptimes, *uptimes]
     per_host = session.execute(
         grouped.statement(
             f"SELECT count(*), max(n) FROM (SELECT {PHYSICAL} AS p, {grouped.count} AS n "
@@ -221,7 +302,6 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         ),
         grouped.params,
     ).one()
-    uptimes = _uptimes(session, where)
     known = session.scalar(
         grouped.statement(
             f"SELECT {grouped.count} FROM {grouped.source} "
@@ -243,18 +323,39 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         top_host_events=int(per_host[1] or 0),
         daily=daily,
         joint=joint_counts(session, grouped),
-        uptimes_s=[float(u) for u in uptimes],
+        uptimes_s=sorted(map(float, uptimes)),
         inventory_events=int(known or 0),
     )
 
 
-def _uptimes(session: Session, where: EventFilter) -> list[Any]:
-    """The events' uptimes; on PostgreSQL as one array (a row per value costs more than the
-    query when a signature has 100,000 events)."""
-    rows = f"FROM {where.source} WHERE {where.sql} AND uptime_s IS NOT NULL"
+def _daily_and_uptimes(session: Session, where: EventFilter) -> tuple[dict[date, int], list[Any]]:
+    """Events per UTC day and the events' uptimes. PostgreSQL: one read, the uptimes as one
+    array per day (a row per value costs more than the query when a signature has 100,000
+    events)."""
+    day = _day_sql(session)
     if is_postgresql(session):
-        return session.scalar(where.statement(f"SELECT array_agg(uptime_s) {rows}"), where.params) or []
-    return list(session.scalars(where.statement(f"SELECT uptime_s {rows}"), where.params))
+        rows = session.execute(
+            where.statement(
+                f"SELECT {day}, count(*), array_agg(uptime_s) FILTER (WHERE uptime_s IS NOT NULL) "
+                f"FROM ({signature_events_sql(session, where, 'crashed_at, uptime_s')}) AS events "
+                f"GROUP BY {day}"
+            ),
+            where.params,
+        )
+        daily, uptimes = {}, []
+        for d, n, values in rows:
+            daily[_as_date(d)] = int(n)
+            uptimes.extend(values or ())
+        return daily, uptimes
+    daily = {
+        _as_date(d): int(n)
+        for d, n in session.execute(
+            where.statement(f"SELECT {day}, count(*) FROM {where.source} WHERE {where.sql} GROUP BY {day}"),
+            where.params,
+        )
+    }
+    rows = f"FROM {where.source} WHERE {where.sql} AND uptime_s IS NOT NULL"
+    return daily, list(session.scalars(where.statement(f"SELECT uptime_s {rows}"), where.params))
 
 
 def uptime_hours(session: Session) -> dict[int, int]:

@@ -28,8 +28,9 @@ from .analysis import (
 )
 from .findings import Baseline
 from .fleet_sql import fleet_baseline_sql, fleet_exposure, rollout_steps
-from .models import EpidemiologyFinding, EpidemiologySuspectHost, EpidemiologyVerdict
+from .models import EpidemiologyFinding, EpidemiologySample, EpidemiologySuspectHost, EpidemiologyVerdict
 from .queries import (
+    STORED_SAMPLE_EVENTS,
     EventFilter,
     host_signature_counts,
     hosts_per_physical,
@@ -37,6 +38,7 @@ from .queries import (
     observation_window,
     signature_ids,
     signature_sample,
+    store_sample,
     uptime_hours,
     value_counts,
 )
@@ -45,6 +47,9 @@ from .uptime import histogram_outside_counts
 
 SUSPECTS_STORED = 50
 UPTIME_TTL = timedelta(minutes=5)
+# A stored sample covers the events received at least this long before the refresh: a DPU's
+# report fingerprinted later by the host's own (minutes after) then lands after its watermark.
+SAMPLE_SETTLE = timedelta(minutes=15)
 # Per engine (one per process in production, one per test database in tests), never per URL: a
 # database emptied and refilled under the same URL must not be answered from the old histogram.
 _UPTIMES: weakref.WeakKeyDictionary[Engine, tuple[float, dict[int, int]]] = weakref.WeakKeyDictionary()
@@ -226,6 +231,36 @@ def store_suspects(session: Session, ranked: list[dict[str, Any]], when: datetim
         )
 
 
+def store_samples(
+    session: Session, when: datetime, settle: timedelta = SAMPLE_SETTLE, least: int = STORED_SAMPLE_EVENTS
+) -> list[int]:
+    """PostgreSQL: store the sample of every signature with at least `least` events (its
+    events received before `when - settle`; see `queries.stored_sample`); drop the others'.
+    Returns the signatures stored."""
+    if not is_postgresql(session):
+        return []
+    watermark = session.scalar(
+        select(Event.id).where(Event.received_at < when - settle).order_by(Event.id.desc()).limit(1)
+    )
+    canonical = func.coalesce(Signature.merged_into_id, Signature.id)
+    large = (
+        []
+        if watermark is None
+        else session.scalars(
+            select(canonical)
+            .join(Event, Event.signature_id == Signature.id)
+            .group_by(canonical)
+            .having(func.count() >= least)
+            .order_by(canonical)
+        ).all()
+    )
+    stored = [sid for sid in large if session.get_one(Signature, sid).merged_into_id is None]
+    for sid in stored:
+        store_sample(session, signature_ids(session, sid), watermark, when)
+    session.execute(delete(EpidemiologySample).where(EpidemiologySample.signature_id.not_in(stored)))
+    return stored
+
+
 @dataclass
 class RefreshOutcome:
     signatures: int = 0
@@ -251,4 +286,5 @@ def refresh(session: Session, progress: Callable[[int, int], None] | None = None
     ranked = suspects(session, SUSPECTS_STORED)
     store_suspects(session, ranked, when)
     outcome.suspects = len(ranked)
+    store_samples(session, when)
     return outcome

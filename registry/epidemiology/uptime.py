@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from .exact import to_p_value
@@ -51,14 +50,24 @@ def outside_counts(baseline_s: Sequence[float]) -> OutsideCounts:
 HOUR_S = 3600
 
 
+def ascending(values: Sequence[float | None]) -> list[float]:
+    """The non-negative values in ascending order (cheap when they come sorted)."""
+    ordered = sorted(values if None not in values else (u for u in values if u is not None))
+    return ordered[bisect.bisect_left(ordered, 0) :]
+
+
 def histogram_outside_counts(hours: Mapping[int, int], minus: Sequence[float] = ()) -> OutsideCounts:
     """OutsideCounts over an hourly histogram of uptimes (what the database aggregates),
     less the uptimes in `minus` (the signature's own crashes). Counts are exact except in
     the hour holding the signature's lowest or highest uptime, which counts as inside."""
-    remaining = Counter({hour: n for hour, n in hours.items()})
-    # counted first (in C), then subtracted per hour: 100,000 uptimes are a few thousand hours
-    remaining.subtract(Counter(int(u // HOUR_S) for u in minus if u is not None and u >= 0))
-    ordered = sorted((hour, n) for hour, n in remaining.items() if n > 0)
+    # `minus` sorted once and cut per hour of the histogram: a few thousand bisections, not a
+    # Python step per uptime (100,000 of them in a large signature)
+    own = ascending(minus)
+    ordered = []
+    for hour, n in sorted(hours.items()):
+        n -= bisect.bisect_left(own, (hour + 1) * HOUR_S) - bisect.bisect_left(own, hour * HOUR_S)
+        if n > 0:
+            ordered.append((hour, n))
     keys = [hour for hour, _ in ordered]
     running = [0]
     for _, n in ordered:
@@ -74,7 +83,7 @@ def histogram_outside_counts(hours: Mapping[int, int], minus: Sequence[float] = 
 
 def uptime_profile(signature_s: Sequence[float], baseline: OutsideCounts) -> dict:
     """`baseline`: how the uptimes of the other crashes fall outside the signature's range."""
-    crashes = sorted(u for u in signature_s if u is not None and u >= 0)
+    crashes = ascending(signature_s)
     result: dict = {
         "events": len(crashes),
         "median_days": round(statistics.median(crashes) / DAY_S, 3) if crashes else None,
