@@ -1,7 +1,11 @@
-"""Uptime at crash against the fleet's uptime distribution (the uptimes of the other crashes).
+"""Uptime at crash against the fleet's uptime distribution, as the other crashes sample it.
 
 If a fraction q of the fleet's host-time is spent at uptimes above the signature's largest
 uptime, n crashes independent of uptime would all stay below it with probability (1-q)^n.
+q is estimated from the other crashes' uptimes: crashes independent of uptime happen at
+uptimes distributed as the fleet's host-time is. The inventory knows only each host's last
+boot, and a snapshot of current uptimes describes the fleet only if it is steady (after a
+rollout reboots half of it, it is not), while the crashes cover the whole window.
 When that is improbable the signature is "never on nodes up more than N days" (hardware
 that fails early after boot, a bad CPU that keeps its VMs from ever running long); the
 mirror image catches leaks ("never on nodes up less than N days").
@@ -108,14 +112,14 @@ def uptime_profile(signature_s: Sequence[float], baseline: OutsideCounts) -> dic
         days = max(1, math.ceil(crashes[-1] / DAY_S))
         statement = (
             f"never on nodes up more than {days} days "
-            f"({above:.0%} of the fleet's host-time is above {crashes[-1] / DAY_S:.1f} days)"
+            f"({above:.0%} of the other crashes came after more than {crashes[-1] / DAY_S:.1f} days up)"
         )
         log10_p = never_long
     else:
         days = max(0, math.floor(crashes[0] / DAY_S))
         statement = (
             f"never on nodes up less than {days} days "
-            f"({below:.0%} of the fleet's host-time is below {crashes[0] / DAY_S:.1f} days)"
+            f"({below:.0%} of the other crashes came after less than {crashes[0] / DAY_S:.1f} days up)"
         )
         log10_p = never_short
     result.update(statement=statement, p_value=to_p_value(log10_p))
