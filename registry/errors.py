@@ -46,6 +46,8 @@ HTTP_CODES = {
     429: "rate_limited",
     503: "unavailable",
 }
+# SQLSTATE class 54 (PostgreSQL): a statement exceeded a limit, e.g. an index entry's size.
+PROGRAM_LIMIT_EXCEEDED = "54"
 
 
 def install_error_handlers(app: Flask) -> None:
@@ -55,6 +57,13 @@ def install_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(OperationalError)
     def _database_unavailable(error: OperationalError) -> Any:
+        sqlstate = getattr(getattr(error.orig, "diag", None), "sqlstate", None) or ""
+        if sqlstate.startswith(PROGRAM_LIMIT_EXCEEDED):
+            # A value too large to store or index: retrying cannot help, so no 503.
+            app.logger.warning("value too large to store: %s", error.orig)
+            return ApiError(
+                422, "too_large", f"a value is too large to store: {str(error.orig).splitlines()[0]}"
+            ).to_response()
         # Unreachable, restarting or overloaded database: nothing was stored, so the caller may
         # safely retry (reports are idempotent on report_id).
         app.logger.warning("database unavailable: %s", type(error.orig).__name__)

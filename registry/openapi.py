@@ -21,6 +21,7 @@ ERROR_STATUSES = {
     404: "not found",
     409: "conflict",
     413: "body too large",
+    422: "a value passed validation but is too large for the database to store (do not retry)",
     429: "rate limited",
     503: "dependency unavailable",
 }

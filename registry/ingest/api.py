@@ -52,7 +52,7 @@ class EventSchema(Schema):
     "Report a crash and learn whether to capture a dump",
     request=ReportSchema,
     responses={201: ReportAnswerSchema, 200: ReportAnswerSchema},
-    errors=(400, 401, 403, 409, 413, 503),
+    errors=(400, 401, 403, 409, 413, 422, 503),
     tag="ingest",
 )
 def post_report() -> Any:

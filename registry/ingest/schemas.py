@@ -14,15 +14,27 @@ MAX_FRAMES = 1024
 MAX_MAPPINGS = 4096
 
 
+def at_most_bytes(limit: int) -> Any:
+    """Length in UTF-8 bytes: index entries are limited in bytes (PostgreSQL's btree: 2,704),
+    and a value that only fits in characters (a 255-character name of 4-byte characters) would
+    fail the insert instead of the request."""
+
+    def check(value: str) -> None:
+        if len(value) * 4 > limit and len(value.encode()) > limit:
+            raise ValidationError(f"longer than {limit} bytes (UTF-8)")
+
+    return check
+
+
 def short_text(limit: int, **kwargs: Any) -> fields.String:
-    return fields.String(validate=validate.Length(max=limit), allow_none=True, **kwargs)
+    return fields.String(validate=at_most_bytes(limit), allow_none=True, **kwargs)
 
 
 class HostSchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    hostname = fields.String(required=True, validate=validate.Length(min=1, max=255))
+    hostname = fields.String(required=True, validate=[validate.Length(min=1), at_most_bytes(255)])
     physical_host = short_text(255)
     region = short_text(128)
     cluster = short_text(128)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import random
+
+import pytest
+from sqlalchemy import text
 
 from tests.conftest import auth
 from tests.foundation.reports import crash_report
@@ -97,6 +101,45 @@ def test_bad_fields_are_named(client, make_token) -> None:
     error = response.json["error"]
     assert set(error["fields"]) == {"source", "crashed_at", "uptime_s", "host"}
     assert "hostname" in error["fields"]["host"]
+
+
+def test_host_attributes_are_limited_in_bytes_not_only_characters(client, make_token) -> None:
+    """Index entries are limited in bytes: 4-byte characters up to the character limits of
+    the indexed attributes would make the event's insert fail (and a 503 invites retries
+    forever); the limits count UTF-8 bytes and the answer names each field."""
+    wide = random.Random(1)
+
+    def emoji(n: int) -> str:
+        return "".join(chr(wide.randint(0x1F300, 0x1FAFF)) for _ in range(n))
+
+    host = {"hostname": emoji(255), "physical_host": emoji(255), "region": emoji(128),
+            "sku": emoji(128), "kernel_version": emoji(128), "bios_version": emoji(128)}
+    response = post(client, make_token("report"), crash_report(host=host))
+    assert response.status_code == 400, response.json
+    assert set(response.json["error"]["fields"]["host"]) == set(host)
+    assert response.json["error"]["fields"]["host"]["sku"] == ["longer than 128 bytes (UTF-8)"]
+    fits = {"hostname": emoji(63), "physical_host": emoji(63), "region": emoji(32), "sku": "é" * 64}
+    assert post(client, make_token("report"), crash_report(host=fits)).status_code == 201
+
+
+def test_a_value_too_large_for_the_database_is_422_not_503(app, client, database, db_url) -> None:
+    """Whatever slips past validation and exceeds one of PostgreSQL's limits: retrying cannot
+    help, so the answer says so instead of inviting retries with a 503."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite has no index entry size limit")
+
+    @app.get("/too-large-for-an-index")
+    def too_large() -> None:
+        with database.session() as session:
+            session.execute(text("CREATE TEMPORARY TABLE wide (value text PRIMARY KEY)"))
+            session.execute(text("INSERT INTO wide SELECT string_agg(md5(g::text), '') "
+                                 "FROM generate_series(1, 200) AS g"))
+
+    response = client.get("/too-large-for-an-index")
+    assert response.status_code == 422
+    assert response.json["error"]["code"] == "too_large"
+    assert "index row size" in response.json["error"]["message"]
+    assert "Retry-After" not in response.headers
 
 
 def test_missing_required_fields(client, make_token) -> None:
