@@ -82,8 +82,7 @@ def _reports_by_event(
         later = later.limit(events)
     rows = session.execute(
         select(Report.event_id, Report.console_log, Report.payload)
-        .where(Report.event_id.in_(later.scalar_subquery()) if events is not None
-               else Report.event_id > after_event)
+        .where(Report.event_id.in_(later.scalar_subquery()))
         .order_by(Report.event_id, Report.id)
     ).yield_per(CHUNK)
     current, reports = None, []
