@@ -26,15 +26,21 @@ def at_most_bytes(limit: int) -> Any:
     return check
 
 
+def bounded_text(limit: int, minimum: int | None = None) -> list[Any]:
+    """Validators for a text column: the character bound (shown in the OpenAPI document as
+    maxLength) and the same bound in UTF-8 bytes."""
+    return [validate.Length(min=minimum, max=limit), at_most_bytes(limit)]
+
+
 def short_text(limit: int, **kwargs: Any) -> fields.String:
-    return fields.String(validate=at_most_bytes(limit), allow_none=True, **kwargs)
+    return fields.String(validate=bounded_text(limit), allow_none=True, **kwargs)
 
 
 class HostSchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    hostname = fields.String(required=True, validate=[validate.Length(min=1), at_most_bytes(255)])
+    hostname = fields.String(required=True, validate=bounded_text(255, minimum=1))
     physical_host = short_text(255)
     region = short_text(128)
     cluster = short_text(128)
