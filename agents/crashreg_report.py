@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 import functools
 import hashlib
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, field
 # isort: on
 
@@ -63,6 +63,7 @@ WEAK = 2  # a symptom (corrected hardware errors, GPU Xid); the crash only when 
 class Oops:
     """One kind of kernel crash report and how to read it."""
 
+    name: str  # stable rule name, shown in explanations as `kind_rule`
     kind: str  # stable slug, part of the fingerprint
     needle: str  # literal that must occur in the header line (fast prefilter)
     header: str  # regex searched in the stripped header line; named groups feed `title`
@@ -92,230 +93,257 @@ TRIGGERS: tuple[str, ...] = (
 # Ordered: the first row whose needle and header match a line wins for that line.
 OOPSES: tuple[Oops, ...] = (
     # --- sanitizers ---------------------------------------------------------------------
-    Oops("kasan", "KASAN:", r"BUG: KASAN: double-free or invalid-free",
+    Oops("kasan-invalid-free", "kasan", "KASAN:", r"BUG: KASAN: double-free or invalid-free",
          "KASAN: invalid-free", guilty="stack", skip="kmem_|slab_|kfree|vunmap|vfree|__free_"),
-    Oops("kasan", "KASAN:", r"BUG: KASAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?",
+    Oops("kasan-access", "kasan", "KASAN:", r"BUG: KASAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?",
          "KASAN: {bug} {access}", guilty="header",
          details=(r"\b(?P<access>Read|Write) of size",)),
-    Oops("kmsan", "KMSAN:", r"BUG: KMSAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?", "KMSAN: {bug}",
+    Oops("kmsan", "kmsan", "KMSAN:", r"BUG: KMSAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?", "KMSAN: {bug}",
          guilty="header"),
-    Oops("kcsan", "KCSAN:", r"BUG: KCSAN: (?P<bug>[\w-]++(?:: [\w-]++)?) in " + _FUNC,
+    Oops("kcsan", "kcsan", "KCSAN:", r"BUG: KCSAN: (?P<bug>[\w-]++(?:: [\w-]++)?) in " + _FUNC,
          "KCSAN: {bug}", guilty="header"),
-    Oops("kfence", "KFENCE:", r"BUG: KFENCE: (?P<bug>[\w -]+?) in " + _FUNC,
+    Oops("kfence", "kfence", "KFENCE:", r"BUG: KFENCE: (?P<bug>[\w -]+?) in " + _FUNC,
          "KFENCE: {bug}", guilty="header"),
-    Oops("ubsan", "UBSAN:", r"UBSAN: (?P<bug>[\w -]+?) in ", "UBSAN: {bug}", guilty="stack"),
+    Oops("ubsan", "ubsan", "UBSAN:", r"UBSAN: (?P<bug>[\w -]+?) in ", "UBSAN: {bug}", guilty="stack"),
     # --- faults -------------------------------------------------------------------------
-    Oops("null-deref", "NULL pointer dereference",
+    Oops("null-deref", "null-deref", "NULL pointer dereference",
          r"(?:BUG: |Unable to handle kernel |unable to handle kernel )"
          r"(?:unable to handle kernel |kernel |Kernel )?NULL pointer dereference",
          "BUG: kernel NULL pointer dereference"),
-    Oops("paging-request", "nable to handle ",
+    Oops("paging-request", "paging-request", "nable to handle ",
          r"(?:BUG: )?[Uu]nable to handle (?:kernel paging request|page fault for address"
          r"|kernel access to user memory|kernel data access|kernel execute)",
          "BUG: unable to handle kernel paging request"),
-    Oops("paging-request", "BUG: unable to handle kernel", r"BUG: unable to handle kernel",
+    Oops("paging-request-old",
+         "paging-request", "BUG: unable to handle kernel", r"BUG: unable to handle kernel",
          "BUG: unable to handle kernel paging request"),
-    Oops("gpf", "general protection fault", r"general protection fault",
+    Oops("gpf", "gpf", "general protection fault", r"general protection fault",
          "general protection fault"),
-    Oops("stack-segment", "stack segment: ", r"^(?:Oops: )?stack segment: ", "stack segment fault"),
-    Oops("divide-error", "divide", r"^(?:Oops: )?divide[ _]error: ", "divide error"),
-    Oops("double-fault", "double fault", r"^PANIC: double fault", "PANIC: double fault",
+    Oops("stack-segment",
+         "stack-segment", "stack segment: ", r"^(?:Oops: )?stack segment: ", "stack segment fault"),
+    Oops("divide-error", "divide-error", "divide", r"^(?:Oops: )?divide[ _]error: ", "divide error"),
+    Oops("double-fault", "double-fault", "double fault", r"^PANIC: double fault", "PANIC: double fault",
          rank=CONTINUATION),
-    Oops("stack-guard", "stack guard page", r"BUG: (?:TASK |IRQ )?stack guard page was hit",
+    Oops("stack-guard", "stack-guard", "stack guard page", r"BUG: (?:TASK |IRQ )?stack guard page was hit",
          "BUG: stack guard page was hit", guilty="overflow"),
-    Oops("stack-guard", "stack guard page", r"^stack guard page: ", "BUG: stack guard page was hit",
+    Oops("stack-guard-panic",
+         "stack-guard", "stack guard page", r"^stack guard page: ", "BUG: stack guard page was hit",
          rank=CONTINUATION),
-    Oops("unhandled-fault", "Unhandled fault:", r"^Unhandled fault: (?P<what>[\w ]+?) \(",
+    Oops("arm-unhandled-fault",
+         "unhandled-fault", "Unhandled fault:", r"^Unhandled fault: (?P<what>[\w ]+?) \(",
          "Unhandled fault: {what}"),
-    Oops("alignment-trap", "Alignment trap:", r"^Alignment trap:", "Alignment trap"),
-    Oops("internal-error", "Internal error:", r"^Internal error: (?P<what>[^:\[]*+)",
+    Oops("arm-alignment-trap", "alignment-trap", "Alignment trap:", r"^Alignment trap:", "Alignment trap"),
+    Oops("arm-internal-error", "internal-error", "Internal error:", r"^Internal error: (?P<what>[^:\[]*+)",
          "Internal error: {what}", rank=CONTINUATION),
-    Oops("invalid-opcode", "invalid opcode:", r"^(?:Oops: )?invalid opcode: ", "invalid opcode",
+    Oops("invalid-opcode",
+         "invalid-opcode", "invalid opcode:", r"^(?:Oops: )?invalid opcode: ", "invalid opcode",
          rank=CONTINUATION),
-    Oops("oops", "Oops", r"^Oops(?: - [\w/ ]+)?: ", "Oops", rank=CONTINUATION),
+    Oops("oops", "oops", "Oops", r"^Oops(?: - [\w/ ]+)?: ", "Oops", rank=CONTINUATION),
     # --- assertions ---------------------------------------------------------------------
-    Oops("list-corruption", "list_debug.c", r"kernel BUG at lib/list_debug\.c",
+    Oops("list-debug-bug", "list-corruption", "list_debug.c", r"kernel BUG at lib/list_debug\.c",
          "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
-    Oops("list-corruption", "list_add corruption", r"list_add corruption",
+    Oops("list-add-corruption", "list-corruption", "list_add corruption", r"list_add corruption",
          "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
-    Oops("list-corruption", "list_del corruption", r"list_del corruption",
+    Oops("list-del-corruption", "list-corruption", "list_del corruption", r"list_del corruption",
          "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
-    Oops("bad-usercopy", "usercopy", r"kernel BUG at mm/usercopy\.c",
+    Oops("usercopy-bug", "bad-usercopy", "usercopy", r"kernel BUG at mm/usercopy\.c",
          "BUG: bad usercopy", guilty="stack", skip="usercopy|check_|copy_"),
-    Oops("kernel-bug", "kernel BUG at ", r"kernel BUG at " + _SRC, "kernel BUG",
+    Oops("bug-at", "kernel-bug", "kernel BUG at ", r"kernel BUG at " + _SRC, "kernel BUG",
          guilty="rip"),
-    Oops("kernel-bug", "Kernel BUG", r"Kernel BUG (?:at )?", "kernel BUG", guilty="rip"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/debugobjects\.c", "WARNING: ODEBUG bug",
+    Oops("bug-at-plain", "kernel-bug", "Kernel BUG", r"Kernel BUG (?:at )?", "kernel BUG", guilty="rip"),
+    Oops("warn-debugobjects",
+         "warning", "WARNING:", r"^WARNING: [^\n]*?lib/debugobjects\.c", "WARNING: ODEBUG bug",
          guilty="rip", skip="debug_|rcu|hrtimer_|timer_|work_|percpu_|kmem_|slab_|kfree"
          "|vunmap|vfree|free_|kobject_|queue_work"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/refcount\.c", "WARNING: refcount bug",
+    Oops("warn-refcount", "warning", "WARNING:", r"^WARNING: [^\n]*?lib/refcount\.c", "WARNING: refcount bug",
          guilty="rip", skip="refcount|kobject_"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?kernel/locking/lockdep\.c",
+    Oops("warn-lockdep", "warning", "WARNING:", r"^WARNING: [^\n]*?kernel/locking/lockdep\.c",
          "WARNING: locking bug", guilty="rip", skip="lock_sock|release_sock"),
-    Oops("warning", "usb_submit_urb", r"^WARNING: [^\n]*? usb_submit_urb", "WARNING: usb_submit_urb",
+    Oops("warn-usb-submit-urb",
+         "warning", "usb_submit_urb", r"^WARNING: [^\n]*? usb_submit_urb", "WARNING: usb_submit_urb",
          guilty="rip", skip="usb_submit_urb|usb_start_wait_urb|usb_bulk_msg|usb_interrupt_msg"
          "|usb_control_msg"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/kobject\.c", "WARNING: kobject bug",
+    Oops("warn-kobject", "warning", "WARNING:", r"^WARNING: [^\n]*?lib/kobject\.c", "WARNING: kobject bug",
          guilty="rip", skip="kobject_"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?fs/proc/generic\.c", "WARNING: proc registration bug",
+    Oops("warn-proc-generic",
+         "warning", "WARNING:", r"^WARNING: [^\n]*?fs/proc/generic\.c", "WARNING: proc registration bug",
          guilty="rip", skip="proc_"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?mm/usercopy\.c", "WARNING: bad usercopy",
+    Oops("warn-usercopy", "warning", "WARNING:", r"^WARNING: [^\n]*?mm/usercopy\.c", "WARNING: bad usercopy",
          guilty="rip", skip="usercopy|check_"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?mm/\S++ k\w?\w?alloc", "WARNING: kmalloc bug",
+    Oops("warn-kmalloc",
+         "warning", "WARNING:", r"^WARNING: [^\n]*?mm/\S++ k\w?\w?alloc", "WARNING: kmalloc bug",
          guilty="rip", skip="kmalloc|kcalloc|kzalloc|krealloc|vmalloc|kvmalloc"),
-    Oops("tx-timeout", "NETDEV WATCHDOG", r"NETDEV WATCHDOG: (?P<dev>\S++) \((?P<driver>[\w-]++)\)"
+    Oops("netdev-watchdog",
+         "tx-timeout", "NETDEV WATCHDOG", r"NETDEV WATCHDOG: (?P<dev>\S++) \((?P<driver>[\w-]++)\)"
          r": transmit queue", "NETDEV WATCHDOG: transmit queue timed out [{driver}]",
          guilty="none", by_function=False),
     # --- lockdep (guilty = where the new lock is taken) --------------------------------
-    Oops("lockdep", "locking dependency detected", r"possible circular locking dependency",
+    Oops("lockdep-circular",
+         "lockdep", "locking dependency detected", r"possible circular locking dependency",
          "possible deadlock", guilty="lockdep", anchor="is trying to acquire lock"),
-    Oops("lockdep", "lock inversion", r"possible irq lock inversion dependency detected",
+    Oops("lockdep-irq-inversion",
+         "lockdep", "lock inversion", r"possible irq lock inversion dependency detected",
          "possible deadlock", guilty="lockdep", anchor="just changed the state of lock"),
-    Oops("lockdep", "lock order detected", r"(?:HARD|SOFT)IRQ-unsafe lock order detected",
+    Oops("lockdep-irq-unsafe-order",
+         "lockdep", "lock order detected", r"(?:HARD|SOFT)IRQ-unsafe lock order detected",
          "possible deadlock", guilty="lockdep", anchor="is trying to acquire"),
-    Oops("lockdep", "recursive locking", r"possible recursive locking detected",
+    Oops("lockdep-recursive", "lockdep", "recursive locking", r"possible recursive locking detected",
          "possible deadlock", guilty="lockdep", anchor="is trying to acquire lock"),
-    Oops("lockdep-inconsistent", "inconsistent lock state", r"inconsistent lock state",
+    Oops("lockdep-inconsistent",
+         "lockdep-inconsistent", "inconsistent lock state", r"inconsistent lock state",
          "inconsistent lock state", guilty="lockdep", anchor="takes"),
-    Oops("lockdep-bad-unlock", "bad unlock balance", r"bad unlock balance detected",
+    Oops("lockdep-bad-unlock", "lockdep-bad-unlock", "bad unlock balance", r"bad unlock balance detected",
          "BUG: bad unlock balance", guilty="lockdep", anchor="is trying to release lock"),
-    Oops("lockdep-held-freed", "held lock freed", r"held lock freed",
+    Oops("lockdep-held-freed", "lockdep-held-freed", "held lock freed", r"held lock freed",
          "BUG: held lock freed", guilty="lockdep", anchor="is freeing memory"),
-    Oops("lockdep-still-held", "still has locks held", r"still has locks held",
+    Oops("lockdep-still-held", "lockdep-still-held", "still has locks held", r"still has locks held",
          "BUG: still has locks held", guilty="lockdep", anchor="lock held by"),
-    Oops("lockdep-return-user", "returning to user space", r"lock held when returning to user",
+    Oops("lockdep-return-user",
+         "lockdep-return-user", "returning to user space", r"lock held when returning to user",
          "BUG: lock held when returning to user space", guilty="lockdep",
          anchor="leaving the kernel with locks still held"),
-    Oops("lockdep-nonstatic", "non-static key", r"trying to register non-static key",
+    Oops("lockdep-nonstatic", "lockdep-nonstatic", "non-static key", r"trying to register non-static key",
          "INFO: trying to register non-static key", guilty="stack", skip="stack|lock|IRQ"),
-    Oops("lockdep-rcu", "suspicious RCU usage", r"suspicious RCU usage",
+    Oops("lockdep-rcu", "lockdep-rcu", "suspicious RCU usage", r"suspicious RCU usage",
          "WARNING: suspicious RCU usage", guilty="stack",
          skip="rcu|kmem|slab|kmalloc|vmalloc|kcalloc|kzalloc|lockdep_rcu"),
-    Oops("lockdep-nested", "nested lock was not taken", r"nested lock was not taken",
+    Oops("lockdep-nested", "lockdep-nested", "nested lock was not taken", r"nested lock was not taken",
          "WARNING: nested lock was not taken", guilty="stack"),
-    Oops("warning", "Invalid wait context", r"BUG: Invalid wait context",
+    Oops("lockdep-wait-context", "warning", "Invalid wait context", r"BUG: Invalid wait context",
          "WARNING: locking bug", guilty="lockdep", anchor="is trying to lock",
          skip="might_|lock_acquire"),
-    Oops("slub-debug", "INFO: ", r"^INFO: (?P<what>Freed|Allocated) in " + _FUNC,
+    Oops("slub-debug", "slub-debug", "INFO: ", r"^INFO: (?P<what>Freed|Allocated) in " + _FUNC,
          "INFO: {what}", guilty="header", rank=CONTINUATION),
     # --- warnings (after the specific WARNING rows above) -------------------------------
-    Oops("warning", "WARNING:", r"^WARNING: (?:\[[^\]]*+\] )?(?:CPU: \d++ PID: \d++ )?(?:at )?" + _SRC
+    Oops("warn-at",
+         "warning", "WARNING:", r"^WARNING: (?:\[[^\]]*+\] )?(?:CPU: \d++ PID: \d++ )?(?:at )?" + _SRC
          + r"(?::\d++)? (?:at )?(?:\[<?[0-9a-f]++>?\] )?" + _FUNC,
          "WARNING", guilty="header"),
-    Oops("warning-regs", "WARNING: kernel stack", r"^WARNING: kernel stack regs .*? has bad "
+    Oops("warn-stack-regs-value",
+         "warning-regs", "WARNING: kernel stack", r"^WARNING: kernel stack regs .*? has bad "
          r"'(?P<what>\w++)' value", "WARNING: kernel stack regs has bad '{what}' value",
          guilty="none", by_function=False),
-    Oops("warning-regs", "WARNING: kernel stack", r"^WARNING: kernel stack (?:regs|frame pointer)",
+    Oops("warn-stack-regs",
+         "warning-regs", "WARNING: kernel stack", r"^WARNING: kernel stack (?:regs|frame pointer)",
          "WARNING: kernel stack regs has bad value", guilty="none", by_function=False),
     # --- atomicity / scheduling ---------------------------------------------------------
-    Oops("sleep-in-atomic", "sleeping function called", r"BUG: sleeping function called from",
+    Oops("sleep-in-atomic",
+         "sleep-in-atomic", "sleeping function called", r"BUG: sleeping function called from",
          "BUG: sleeping function called from invalid context", guilty="stack",
          skip="might_sleep|might_resched|might_fault|might_lock|lock_|down|mutex_|rt_mutex"
          "|wait_for_completion"),
-    Oops("sched-atomic", "scheduling while atomic", r"BUG: scheduling while atomic",
+    Oops("sched-atomic", "sched-atomic", "scheduling while atomic", r"BUG: scheduling while atomic",
          "BUG: scheduling while atomic", guilty="stack",
          skip="schedule|preempt|cond_resched|mutex_|rt_mutex|down|wait_for|msleep|usleep"),
-    Oops("preemptible", "in preemptible", r"BUG: using (?P<what>[\w]++\(\)) in preemptible",
+    Oops("preemptible", "preemptible", "in preemptible", r"BUG: using (?P<what>[\w]++\(\)) in preemptible",
          "BUG: using {what} in preemptible code", guilty="stack",
          skip="check_preemption_disabled|debug_smp_processor_id|this_cpu_|preempt"),
-    Oops("spinlock", "BUG: spinlock", r"BUG: spinlock (?P<what>lockup suspected|already "
+    Oops("spinlock-debug", "spinlock", "BUG: spinlock", r"BUG: spinlock (?P<what>lockup suspected|already "
          r"unlocked|recursion|bad magic|wrong owner|wrong CPU)", "BUG: spinlock {what}",
          guilty="stack", skip="spin_|do_raw_spin"),
-    Oops("rwlock", "BUG: rwlock", r"BUG: rwlock (?P<what>[\w ]+?)(?: on|$)",
+    Oops("rwlock-debug", "rwlock", "BUG: rwlock", r"BUG: rwlock (?P<what>[\w ]+?)(?: on|$)",
          "BUG: rwlock {what}", guilty="stack", skip="rwlock|read_lock|write_lock|do_raw_"),
     # --- hangs ----------------------------------------------------------------------------
-    Oops("soft-lockup", "soft lockup", r"BUG: soft lockup", "BUG: soft lockup", guilty="stall",
+    Oops("soft-lockup", "soft-lockup", "soft lockup", r"BUG: soft lockup", "BUG: soft lockup", guilty="stall",
          skip="watchdog_timer_fn"),
-    Oops("hard-lockup", "hard LOCKUP", r"(?:Watchdog detected|NMI watchdog:) hard LOCKUP",
+    Oops("hard-lockup", "hard-lockup", "hard LOCKUP", r"(?:Watchdog detected|NMI watchdog:) hard LOCKUP",
          "watchdog: hard LOCKUP", guilty="stall"),
-    Oops("hard-lockup", "hard LOCKUP", r"detected hard LOCKUP", "watchdog: hard LOCKUP",
+    Oops("hard-lockup-detected",
+         "hard-lockup", "hard LOCKUP", r"detected hard LOCKUP", "watchdog: hard LOCKUP",
          guilty="stall"),
-    Oops("rcu-stall", "rcu_", r"INFO: rcu_(?:preempt|sched|bh) (?:self-)?detected"
+    Oops("rcu-stall", "rcu-stall", "rcu_", r"INFO: rcu_(?:preempt|sched|bh) (?:self-)?detected"
          r"(?: expedited)? stall", "INFO: rcu detected stall", guilty="stall", skip="rcu",
          begin="apic_timer_interrupt"),
-    Oops("hung-task", "blocked for more than", r"^INFO: task [^\n]*? blocked for more than",
+    Oops("hung-task", "hung-task", "blocked for more than", r"^INFO: task [^\n]*? blocked for more than",
          "INFO: task hung", guilty="hung"),
-    Oops("workqueue-lockup", "workqueue lockup", r"BUG: workqueue lockup",
+    Oops("workqueue-lockup", "workqueue-lockup", "workqueue lockup", r"BUG: workqueue lockup",
          "BUG: workqueue lockup", guilty="none", by_function=False),
-    Oops("task-cant-die", "can't die", r"^INFO: task [^\n]*? can't die for more than",
+    Oops("task-cant-die", "task-cant-die", "can't die", r"^INFO: task [^\n]*? can't die for more than",
          "INFO: task can't die", guilty="stack",
          skip="schedule|wait|mutex_|down|rwsem|io_schedule|msleep"),
     # --- memory ---------------------------------------------------------------------------
-    Oops("bad-page-state", "Bad page state", r"BUG: Bad page state", "BUG: Bad page state",
+    Oops("bad-page-state", "bad-page-state", "Bad page state", r"BUG: Bad page state", "BUG: Bad page state",
          guilty="frames", begin="page last allocated",
          skip="^post_alloc_hook|^get_page_from_freelist|^alloc|^folio|^page|^filemap|^free_"
          "|^bad_page|^release_pages|^put_page|^lru_|^shmem_alloc|^pagecache"),
-    Oops("bad-page-map", "Bad page map", r"BUG: Bad page map", "BUG: Bad page map",
+    Oops("bad-page-map", "bad-page-map", "Bad page map", r"BUG: Bad page map", "BUG: Bad page map",
          guilty="stack", skip="print_bad_pte|zap_|unmap_|vm_normal_page"),
-    Oops("bad-rss", "Bad rss-counter", r"BUG: Bad rss-counter state",
+    Oops("bad-rss", "bad-rss", "Bad rss-counter", r"BUG: Bad rss-counter state",
          "BUG: Bad rss-counter state", guilty="none", by_function=False),
-    Oops("memory-leak", "memory leak", r"BUG: memory leak", "memory leak", guilty="stack",
+    Oops("kmemleak", "memory-leak", "memory leak", r"BUG: memory leak", "memory leak", guilty="stack",
          skip="kmemleak|kmalloc|kcalloc|kzalloc|vmalloc|mmap|kmem|slab|alloc|create_object"
          "|idr_get|list_lru_init|kasprintf|kvasprintf|pcpu_create|strdup|strndup|memdup"),
-    Oops("slab-corruption", "BUG kmalloc-", r"^BUG kmalloc-\d++ \([^)]*+\): (?P<what>.{1,80})",
+    Oops("slub-kmalloc-corruption",
+         "slab-corruption", "BUG kmalloc-", r"^BUG kmalloc-\d++ \([^)]*+\): (?P<what>.{1,80})",
          "BUG: slab corruption: {what}", guilty="stack", skip="slab_|check_|free_|kfree|kmem"),
-    Oops("oom-panic", "Out of memory", r"Kernel panic - not syncing: (?P<why>(?:System is "
+    Oops("oom-panic", "oom-panic", "Out of memory", r"Kernel panic - not syncing: (?P<why>(?:System is "
          r"deadlocked on memory|Out of memory)[^\n]{0,80})", "Kernel panic - not syncing: {why}",
          guilty="none", by_function=False),
     # --- filesystems / net ------------------------------------------------------------------
-    Oops("dentry-in-use", "still in use", r"BUG: Dentry \S++ ++still in use.*?\[(?P<func>unmount)",
+    Oops("dentry-in-use",
+         "dentry-in-use", "still in use", r"BUG: Dentry \S++ ++still in use.*?\[(?P<func>unmount)",
          "BUG: Dentry still in use", guilty="header"),
-    Oops("vfs", "VFS: ", r"^VFS: (?P<what>Busy inodes after unmount|Close: file count is (?:zero|0))",
+    Oops("vfs", "vfs", "VFS: ", r"^VFS: (?P<what>Busy inodes after unmount|Close: file count is (?:zero|0))",
          "VFS: {what}", guilty="stack", skip="generic_shutdown|kill_|deactivate|cleanup_mnt"),
-    Oops("netdev-unregister", "unregister_netdevice: waiting for",
+    Oops("netdev-unregister", "netdev-unregister", "unregister_netdevice: waiting for",
          r"unregister_netdevice: waiting for \S++ to become free",
          "unregister_netdevice: waiting for DEV to become free", guilty="none",
          by_function=False),
     # --- hardware -------------------------------------------------------------------------
-    Oops("machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?Machine "
+    Oops("mce-exception", "machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?Machine "
          r"[Cc]heck(?: Exception)?:", "Machine check", guilty="none", by_function=False,
          classify="mce"),
-    Oops("machine-check", "achine check", r"Kernel panic - not syncing: (?:Fatal )?(?:local )?"
+    Oops("mce-panic", "machine-check", "achine check", r"Kernel panic - not syncing: (?:Fatal )?(?:local )?"
          r"[Mm]achine check", "Machine check", guilty="none", by_function=False, classify="mce"),
-    Oops("machine-check", "broadcast exception handler", r"Timeout: Not all CPUs entered "
+    Oops("mce-broadcast-timeout",
+         "machine-check", "broadcast exception handler", r"Timeout: Not all CPUs entered "
          r"broadcast exception handler", "Machine check", guilty="none", by_function=False,
          classify="mce"),
-    Oops("machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?Machine "
+    Oops("mce-bank", "machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?Machine "
          r"Check: \d++ Bank", "Machine check", guilty="none", by_function=False,
          classify="mce"),
-    Oops("pcie-aer", "AER:", r"AER: (?:Multiple )?Uncorrect(?:ed|able) \(Fatal\) error "
+    Oops("aer-fatal", "pcie-aer", "AER:", r"AER: (?:Multiple )?Uncorrect(?:ed|able) \(Fatal\) error "
          r"(?:message )?received",
          "PCIe AER", guilty="none", by_function=False, classify="aer"),
-    Oops("edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>UE) (?P<what>[\w ]+?)(?: on|$)",
+    Oops("edac-ue", "edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>UE) (?P<what>[\w ]+?)(?: on|$)",
          "EDAC: uncorrected {what}", guilty="none", by_function=False),
-    Oops("pcie-aer", "AER:", r"AER: (?:Multiple )?(?:Correct(?:ed|able)|Uncorrect(?:ed|able) "
+    Oops("aer-corrected",
+         "pcie-aer", "AER:", r"AER: (?:Multiple )?(?:Correct(?:ed|able)|Uncorrect(?:ed|able) "
          r"\(Non-Fatal\)) error (?:message )?received", "PCIe AER", guilty="none",
          by_function=False, classify="aer", rank=WEAK),
-    Oops("edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>CE) (?P<what>[\w ]+?)(?: on|$)",
+    Oops("edac-ce", "edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>CE) (?P<what>[\w ]+?)(?: on|$)",
          "EDAC: corrected {what}", guilty="none", by_function=False, rank=WEAK),
-    Oops("machine-check", "Machine check events logged", r"Hardware Error\]: Machine check events "
+    Oops("mce-logged",
+         "machine-check", "Machine check events logged", r"Hardware Error\]: Machine check events "
          r"logged",
          "Machine check", guilty="none", by_function=False, classify="mce", rank=WEAK),
-    Oops("gpu-xid", "NVRM: Xid", r"NVRM: Xid \([^)]*+\): (?P<xid>\d++)", "NVRM: Xid {xid}",
+    Oops("gpu-xid", "gpu-xid", "NVRM: Xid", r"NVRM: Xid \([^)]*+\): (?P<xid>\d++)", "NVRM: Xid {xid}",
          guilty="none", by_function=False, rank=WEAK),
     # --- panics (after everything that may precede them in one report) -------------------
-    Oops("stack-corruption", "stack-protector", r"Kernel panic - not syncing: stack-protector: "
+    Oops("stack-protector",
+         "stack-corruption", "stack-protector", r"Kernel panic - not syncing: stack-protector: "
          r"Kernel stack is corrupted in: (?:(?:0x)?[0-9a-f]{8,}+\b|" + _FUNC + ")",
          "kernel panic: stack is corrupted", guilty="header", skip="stack_chk"),
-    Oops("stack-corruption", "corrupted stack end", r"Kernel panic - not syncing: corrupted "
+    Oops("stack-end-corrupted",
+         "stack-corruption", "corrupted stack end", r"Kernel panic - not syncing: corrupted "
          r"stack end", "kernel panic: corrupted stack end", guilty="stall",
          skip="schedule|retint_kernel|preempt_schedule"),
-    Oops("hard-lockup", "Hard LOCKUP", r"Kernel panic - not syncing: Hard LOCKUP",
+    Oops("panic-hard-lockup", "hard-lockup", "Hard LOCKUP", r"Kernel panic - not syncing: Hard LOCKUP",
          "watchdog: hard LOCKUP", guilty="stall", rank=CONTINUATION),
-    Oops("soft-lockup", "softlockup", r"Kernel panic - not syncing: softlockup",
+    Oops("panic-softlockup", "soft-lockup", "softlockup", r"Kernel panic - not syncing: softlockup",
          "BUG: soft lockup", guilty="stall", rank=CONTINUATION),
-    Oops("hung-task", "hung_task", r"Kernel panic - not syncing: hung_task",
+    Oops("panic-hung-task", "hung-task", "hung_task", r"Kernel panic - not syncing: hung_task",
          "INFO: task hung", guilty="hung", rank=CONTINUATION),
-    Oops("panic", "Kernel panic - not syncing", r"Kernel panic - not syncing: ?(?P<why>.{0,120})",
+    Oops("panic", "panic", "Kernel panic - not syncing", r"Kernel panic - not syncing: ?(?P<why>.{0,120})",
          "Kernel panic - not syncing: {why}", guilty="stack", rank=CONTINUATION,
          by_function=False),
-    Oops("bug", "BUG: ", r"^BUG: (?P<what>[^\n]{1,100})", "BUG: {what}", guilty="stack"),
-    Oops("corrupted", ":", r"^(?P<what>BUG|WARNING|INFO):\s*+$", "{what}: corrupted report",
+    Oops("bug-generic", "bug", "BUG: ", r"^BUG: (?P<what>[^\n]{1,100})", "BUG: {what}", guilty="stack"),
+    Oops("bare-marker", "corrupted", ":", r"^(?P<what>BUG|WARNING|INFO):\s*+$", "{what}: corrupted report",
          guilty="stack", rank=CONTINUATION),
-    Oops("trusty-assert", "ASSERT FAILED", r"trusty: panic .*?ASSERT FAILED at \([^)]*+\): "
+    Oops("trusty-assert", "trusty-assert", "ASSERT FAILED", r"trusty: panic .*?ASSERT FAILED at \([^)]*+\): "
          r"(?P<what>.{0,80})", "trusty: ASSERT FAILED: {what}", guilty="none",
          by_function=False),
-    Oops("rust-panic", "panicked at", r"panicked at (?P<what>.{0,120})", "Rust panic: {what}",
+    Oops("rust-panic", "rust-panic", "panicked at", r"panicked at (?P<what>.{0,120})", "Rust panic: {what}",
          guilty="stack", skip=r"_R\w*?panic|rust_begin_unwind|rust_panic|core\w*?panicking"),
 )
 
@@ -338,88 +366,105 @@ IGNORED_LINES = re.compile(
 # Frames that are never the bug: reporting, tracing, locking, allocation, string helpers,
 # scheduling and interrupt entry. Matched at the start of a name after leading underscores;
 # a leading ".*" makes an entry match anywhere in the name.
-GENERIC_SKIP: tuple[str, ...] = (
+SKIP_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # reporting and trap paths
-    "dump_stack", "show_stack", "show_regs", "show_trace", "print_", ".*printk", ".*printf",
-    ".*panic", "warn_", "warn$", "assertfail", "phys_addr", "format_decode", ".*string",
-    "pointer", "handle_overflow", "report_bug", "fixup_bug", "handle_bug",
-    "do_error_trap", "do_trap", "do_invalid_op", "exc_", "asm_exc_", "invalid_op", "do_int3",
-    "die", "oops_", "bad_area", "no_context", "page_fault_oops", "kernelmode_fixup",
-    "do_page_fault", "do_user_addr_fault", "do_kern_addr_fault", "handle_page_fault",
-    "spurious_kernel_fault", "do_general_protection", "general_protection", "do_divide_error",
-    "do_double_fault", "handle_stack_overflow", "fail_dump", "should_fail", "bug_handler",
-    "check_panic_on_warn", "nmi_cpu_backtrace", "nmi_trigger_cpumask_backtrace",
-    "arch_trigger_cpumask_backtrace", "trigger_", "watchdog_", "__pfx_", "sched_show_task",
-    "show_", "unwind_", "dump_backtrace", "arch_stack_walk", "stack_trace_", "save_stack",
+    ("reporting", (
+        "dump_stack", "show_stack", "show_regs", "show_trace", "print_", ".*printk", ".*printf",
+        ".*panic", "warn_", "warn$", "assertfail", "phys_addr", "format_decode", ".*string",
+        "pointer", "handle_overflow", "report_bug", "fixup_bug", "handle_bug",
+        "do_error_trap", "do_trap", "do_invalid_op", "exc_", "asm_exc_", "invalid_op", "do_int3",
+        "die", "oops_", "bad_area", "no_context", "page_fault_oops", "kernelmode_fixup",
+        "do_page_fault", "do_user_addr_fault", "do_kern_addr_fault", "handle_page_fault",
+        "spurious_kernel_fault", "do_general_protection", "general_protection", "do_divide_error",
+        "do_double_fault", "handle_stack_overflow", "fail_dump", "should_fail", "bug_handler",
+        "check_panic_on_warn", "nmi_cpu_backtrace", "nmi_trigger_cpumask_backtrace",
+        "arch_trigger_cpumask_backtrace", "trigger_", "watchdog_", "__pfx_", "sched_show_task",
+        "show_", "unwind_", "dump_backtrace", "arch_stack_walk", "stack_trace_", "save_stack",
+    )),
     # sanitizers and debugging runtimes
-    ".*kasan", ".*kmsan", ".*kcsan", ".*ubsan", ".*kfence", "asan_", "msan_", "tsan_",
-    "sanitizer", "check_memory_region", "check_memory_region_inline", "memory_is_",
-    "print_address_description", "print_report", "kmem_cache_debug", ".*lockdep",
-    ".*lock_class", "mark_lock", "mark_usage", "mark_held_locks", "check_noncircular",
-    "check_prev_add", "validate_chain", "check_deadlock", "check_irq_usage", "hlock_class",
-    ".*_indirect_thunk_", "perf_trace", "trace_", "kcov_",
-    "debug_object", "timer_is_static_object", "work_is_static_object",
+    ("sanitizer", (
+        ".*kasan", ".*kmsan", ".*kcsan", ".*ubsan", ".*kfence", "asan_", "msan_", "tsan_",
+        "sanitizer", "check_memory_region", "check_memory_region_inline", "memory_is_",
+        "print_address_description", "print_report", "kmem_cache_debug", ".*lockdep",
+        ".*lock_class", "mark_lock", "mark_usage", "mark_held_locks", "check_noncircular",
+        "check_prev_add", "validate_chain", "check_deadlock", "check_irq_usage", "hlock_class",
+        ".*_indirect_thunk_", "perf_trace", "trace_", "kcov_",
+        "debug_object", "timer_is_static_object", "work_is_static_object",
+    )),
     # locking primitives
-    "lock_acquire", "lock_release", "lock_is_held", "lock_class", "reacquire_held_locks",
-    "raw_spin_", "spin_", "_raw_", "do_raw_", "queued_spin", "native_queued_spin",
-    "pv_queued_spin", "read_lock", "write_lock", "read_unlock", "write_unlock", "mutex_",
-    "rt_mutex", "down$", "down_", "up$", "up_read", "up_write", "rwsem_", "osq_lock",
-    "osq_unlock", "lock_timer_base", "local_bh_", "preempt_count", "seqcount_",
-    "refcount_", "atomic_", "arch_atomic", "kref_",
+    ("locking", (
+        "lock_acquire", "lock_release", "lock_is_held", "lock_class", "reacquire_held_locks",
+        "raw_spin_", "spin_", "_raw_", "do_raw_", "queued_spin", "native_queued_spin",
+        "pv_queued_spin", "read_lock", "write_lock", "read_unlock", "write_unlock", "mutex_",
+        "rt_mutex", "down$", "down_", "up$", "up_read", "up_write", "rwsem_", "osq_lock",
+        "osq_unlock", "lock_timer_base", "local_bh_", "preempt_count", "seqcount_",
+        "refcount_", "atomic_", "arch_atomic", "kref_",
+    )),
     # allocators
-    ".*kmalloc", "kzalloc", "kcalloc", "krealloc", "kmem_cache_", "kvmalloc", "kvfree", "kfree",
-    "slab_", "slub_", "__slab", "new_slab", "allocate_slab", "alloc_debug_processing",
-    "free_debug_processing", "setup_object", "vmalloc", "vfree", "vzalloc", "vmap",
-    "__vmalloc", "alloc_pages", "__alloc_pages", "get_free_pages", "free_pages",
-    "free_unref_page", "memdup", "kmemdup", "kstrdup",
+    ("allocator", (
+        ".*kmalloc", "kzalloc", "kcalloc", "krealloc", "kmem_cache_", "kvmalloc", "kvfree", "kfree",
+        "slab_", "slub_", "__slab", "new_slab", "allocate_slab", "alloc_debug_processing",
+        "free_debug_processing", "setup_object", "vmalloc", "vfree", "vzalloc", "vmap",
+        "__vmalloc", "alloc_pages", "__alloc_pages", "get_free_pages", "free_pages",
+        "free_unref_page", "memdup", "kmemdup", "kstrdup",
+    )),
     # string and copy helpers
-    "memcpy", "memmove", "memset", "memcmp", "memchr", "strcmp", "strncmp", "strcpy",
-    "strncpy", "strlcpy", "strscpy", "strlen", "strnlen", "strchr", "strrchr", "strstr",
-    "strnstr", "copy_to_user", "copy_from_user", "_copy_to_user", "_copy_from_user",
-    "copy_user", "raw_copy_", "rep_movs", "clear_user", "put_user", "get_user",
-    "might_fault", "might_sleep", "might_resched", "check_object_size",
-    "kasprintf", "kvasprintf",
+    ("string-copy", (
+        "memcpy", "memmove", "memset", "memcmp", "memchr", "strcmp", "strncmp", "strcpy",
+        "strncpy", "strlcpy", "strscpy", "strlen", "strnlen", "strchr", "strrchr", "strstr",
+        "strnstr", "copy_to_user", "copy_from_user", "_copy_to_user", "_copy_from_user",
+        "copy_user", "raw_copy_", "rep_movs", "clear_user", "put_user", "get_user",
+        "might_fault", "might_sleep", "might_resched", "check_object_size",
+        "kasprintf", "kvasprintf",
+    )),
     # list helpers
-    "list_add", "list_del", "list_replace", "list_move", "list_splice", "hlist_", "rb_",
+    ("list-helper", (
+        "list_add", "list_del", "list_replace", "list_move", "list_splice", "hlist_", "rb_",
+    )),
     # core APIs that warn or wait on behalf of their caller: the caller is the bug
-    "rollback_registered", "unregister_netdev", "device_del", "device_unregister",
-    "device_destroy", "device_add", "kobject_del", "kobject_put", "kobject_uevent",
-    "add_uevent_var", "get_device_parent", "sysfs_remove", "device_remove_file",
-    "del_timer", "flush_work", "cancel_work_sync", "cancel_delayed_work_sync",
-    "drain_workqueue", "destroy_workqueue", "kthread_stop", "finish_wait",
-    "try_to_grab_pending", "wait_for_completion", "usb_kill_urb", "usb_kill_anchored_urbs",
-    "cancel_work_timer", "hwrng_unregister", ".*sysfs_remove", "klist_", "skb_put$",
-    "skb_push$", "skb_over_panic", "skb_under_panic", "hex_dump", "print_hex_dump", "crc",
-    "dev_info", "dev_warn", "dev_err", "dev_notice", "dev_printk", "dev_alert", "dev_crit",
-    "dev_emerg", "copy_to_iter", "copy_from_iter", "copy_page_to_iter", "copy_page_from_iter",
-    "alloc_page", "divide_error", "error_entry", "asm_call_", "call_on_stack",
-    "call_on_irqstack", "run_on_irqstack", "arch_timer_", "gic_handle_irq",
-    "handle_domain_irq", "handle_percpu_devid_irq", "el1_irq", "el1h_64_irq", "el1_interrupt",
-    "do_DataAbort", "do_translation_fault", "do_bad_area", "do_kernel_fault", "do_mem_abort",
-    "el1_abort", "el1_da", "el1h_64_sync", "el1_sync", "do_sea", "die_kernel_fault",
-    "do_alignment", ".*_noprof", ".*del_timer", "timer_delete", "do_tag_check_fault",
-    "do_tag_recovery", "el1_dbg", "jhash", "devres_", "unregister_client", "i2c_del_adapter",
-    "device_for_each_child", ".*wake_up", "kobject_", "generic_handle_irq",
-    "generic_handle_domain_irq", "handle_irq_desc", "irq_svc", "irq_usr", "device_release",
-    "rhashtable_", "sk_stop_timer", "sk_reset_timer", "iput$", "evict$", ".*dput$",
-    "mark_buffer_dirty", "unlock_page", "folio_unlock", "ida_free", "ida_alloc", "idr_",
-    "usb_control_msg", "usb_submit_urb", "usb_hcd_submit_urb", "dummy_urb_enqueue",
+    ("core-api", (
+        "rollback_registered", "unregister_netdev", "device_del", "device_unregister",
+        "device_destroy", "device_add", "kobject_del", "kobject_put", "kobject_uevent",
+        "add_uevent_var", "get_device_parent", "sysfs_remove", "device_remove_file",
+        "del_timer", "flush_work", "cancel_work_sync", "cancel_delayed_work_sync",
+        "drain_workqueue", "destroy_workqueue", "kthread_stop", "finish_wait",
+        "try_to_grab_pending", "wait_for_completion", "usb_kill_urb", "usb_kill_anchored_urbs",
+        "cancel_work_timer", "hwrng_unregister", ".*sysfs_remove", "klist_", "skb_put$",
+        "skb_push$", "skb_over_panic", "skb_under_panic", "hex_dump", "print_hex_dump", "crc",
+        "dev_info", "dev_warn", "dev_err", "dev_notice", "dev_printk", "dev_alert", "dev_crit",
+        "dev_emerg", "copy_to_iter", "copy_from_iter", "copy_page_to_iter", "copy_page_from_iter",
+        "alloc_page", "divide_error", "error_entry", "asm_call_", "call_on_stack",
+        "call_on_irqstack", "run_on_irqstack", "arch_timer_", "gic_handle_irq",
+        "handle_domain_irq", "handle_percpu_devid_irq", "el1_irq", "el1h_64_irq", "el1_interrupt",
+        "do_DataAbort", "do_translation_fault", "do_bad_area", "do_kernel_fault", "do_mem_abort",
+        "el1_abort", "el1_da", "el1h_64_sync", "el1_sync", "do_sea", "die_kernel_fault",
+        "do_alignment", ".*_noprof", ".*del_timer", "timer_delete", "do_tag_check_fault",
+        "do_tag_recovery", "el1_dbg", "jhash", "devres_", "unregister_client", "i2c_del_adapter",
+        "device_for_each_child", ".*wake_up", "kobject_", "generic_handle_irq",
+        "generic_handle_domain_irq", "handle_irq_desc", "irq_svc", "irq_usr", "device_release",
+        "rhashtable_", "sk_stop_timer", "sk_reset_timer", "iput$", "evict$", ".*dput$",
+        "mark_buffer_dirty", "unlock_page", "folio_unlock", "ida_free", "ida_alloc", "idr_",
+        "usb_control_msg", "usb_submit_urb", "usb_hcd_submit_urb", "dummy_urb_enqueue",
+    )),
     # scheduler and irq entry
-    "schedule$", "schedule_", "context_switch", "finish_task_switch", "switch_to",
-    "irq_exit", "do_IRQ", "common_interrupt", "asm_common_interrupt", "sysvec_",
-    "asm_sysvec_", ".*apic_timer_interrupt", "tick_", "handle_irq",
-    "handle_edge_irq", "handle_fasteoi_irq", "handle_irq_event", "irq_exit_rcu",
-    "do_softirq", "handle_softirqs", "softirq", "ret_from_intr", "irq_enter",
-    "hrtimer_interrupt", "hrtimer_run_queues", "__hrtimer_run_queues", "tick_sched_",
-    "update_process_times", "rcu_sched_clock_irq", "rcu_check_callbacks", "rcu_dump_",
-    "print_cpu_stall", "check_cpu_stall", "rcu_pending",
-    "entry_SYSCALL", "entry_SYSENTER", "ret_from_fork", "kthread$",
-    "nmi_handle", "default_do_nmi", "exc_nmi", "do_nmi", "end_repeat_nmi",
-    "watchdog_overflow_callback", "perf_event_overflow", "handle_pmi_common",
-    "intel_pmu_handle_irq", "perf_event_nmi_handler", "perf_ibs_nmi_handler",
-    "native_safe_halt", "native_write_msr", "native_read_msr", "delay_tsc", "udelay",
-    "cpu_relax",
+    ("scheduling-irq", (
+        "schedule$", "schedule_", "context_switch", "finish_task_switch", "switch_to",
+        "irq_exit", "do_IRQ", "common_interrupt", "asm_common_interrupt", "sysvec_",
+        "asm_sysvec_", ".*apic_timer_interrupt", "tick_", "handle_irq",
+        "handle_edge_irq", "handle_fasteoi_irq", "handle_irq_event", "irq_exit_rcu",
+        "do_softirq", "handle_softirqs", "softirq", "ret_from_intr", "irq_enter",
+        "hrtimer_interrupt", "hrtimer_run_queues", "__hrtimer_run_queues", "tick_sched_",
+        "update_process_times", "rcu_sched_clock_irq", "rcu_check_callbacks", "rcu_dump_",
+        "print_cpu_stall", "check_cpu_stall", "rcu_pending",
+        "entry_SYSCALL", "entry_SYSENTER", "ret_from_fork", "kthread$",
+        "nmi_handle", "default_do_nmi", "exc_nmi", "do_nmi", "end_repeat_nmi",
+        "watchdog_overflow_callback", "perf_event_overflow", "handle_pmi_common",
+        "intel_pmu_handle_irq", "perf_event_nmi_handler", "perf_ibs_nmi_handler",
+        "native_safe_halt", "native_write_msr", "native_read_msr", "delay_tsc", "udelay",
+        "cpu_relax",
+    )),
 )
+GENERIC_SKIP: tuple[str, ...] = tuple(entry for _, entries in SKIP_CLASSES for entry in entries)
 
 # Stalls loop across many functions; the bug is named after the frame *above* the first of
 # these dispatch points (the driver's ioctl, the protocol's handler), not the top of stack.
@@ -572,6 +617,34 @@ def frame_label(function: str, module: str | None) -> str:
     return f"{function} [{module}]" if module else function
 
 
+MAX_EXPLAINED_FRAMES = 16  # frames kept in an explanation record (a window around the guilty one)
+GUILTY_CONTEXT = 12  # frames before the guilty one kept when it is deep in the stack
+
+Rule = tuple[str, re.Pattern[str]]
+
+
+def frame_decisions(frames: Sequence[tuple[str, str | None]], index: int | None,
+                    rules: Sequence[Rule], passed: str | None) -> tuple[list[dict], int | None]:
+    """Each frame read with what became of it: `guilty`, `skipped` (naming the skip class that
+    matched, or `passed`: the strategy's reason for passing real code over) or `used`.
+
+    A compact window: at most MAX_EXPLAINED_FRAMES frames, ending a few frames past the guilty
+    one when that lies deep; the returned index is the guilty frame's position in the window."""
+    first = 0 if index is None or index < GUILTY_CONTEXT else index - GUILTY_CONTEXT
+    decisions = []
+    for at, (function, module) in enumerate(frames[first:first + MAX_EXPLAINED_FRAMES], first):
+        rule = next((name for name, pattern in rules if pattern.match(function)), None)
+        if at == index:
+            decision, rule = "guilty", None
+        elif rule is None and index is not None and at < index and passed:
+            decision, rule = "skipped", passed
+        else:
+            decision = "used" if rule is None else "skipped"
+        decisions.append({"function": function, "module": module, "decision": decision,
+                          "rule": rule})
+    return decisions, None if index is None else index - first
+
+
 # registry/fingerprint/console.py
 MAX_TEXT = 16 << 20  # characters of log considered at all
 MAX_LINE = 512  # characters of one line examined by any regex
@@ -609,7 +682,7 @@ _FRAME = re.compile(
 _ARM_FRAME = re.compile(r"\[<[0-9a-f]++>\] \((?P<func>[A-Za-z_][\w.$]*+)(?:\+0x[0-9a-f]++/0x"
                         r"[0-9a-f]++)?\) from ")
 _RIP = re.compile(
-    r"(?:RIP|EIP|IP|NIP|PC is at|EIP is at|pc :|pc:|epc :)(?::| is at)?+ *+(?:\[<?[0-9a-f]++>?\] *+)?+"
+    r"(?P<reg>RIP|EIP|IP|NIP|PC is at|EIP is at|pc :|pc:|epc :)(?::| is at)?+ *+(?:\[<?[0-9a-f]++>?\] *+)?+"
     r"(?:[0-9a-f]{4}:)?+(?:\[<?[0-9a-f]++>?\] *+){0,2}+(?P<func>[A-Za-z_][\w.$]*+)\+0x[0-9a-f]++"
     r"/0x[0-9a-f]++(?: \[(?P<mod>[\w-]++)(?: [0-9a-f]++)?\])?+"
 )
@@ -632,6 +705,12 @@ _STALL_ANCHORS = skip_matcher([entry[1:] if entry[0] == "^" else ".*" + entry
 _HUNG_SKIP = skip_matcher(HUNG_SKIP)
 _OWN_SKIP = {oops.skip: skip_matcher(".*" + entry for entry in oops.skip.split("|"))
              for oops in OOPSES if oops.skip}
+_SKIP_CLASS_RULES = tuple((name, skip_matcher(entries)) for name, entries in SKIP_CLASSES)
+_EXPLAIN_RULES = {oops.name: ((f"{oops.name}-helpers", skip_matcher(
+    [entry[1:] if entry[0] == "^" else ".*" + entry for entry in oops.skip.split("|")])),
+    *_SKIP_CLASS_RULES) for oops in OOPSES if oops.skip}
+_HUNG_RULES = (("hung-wait", _HUNG_SKIP),)
+_REGISTER_NAMES = {"PC is at": "PC", "EIP is at": "EIP", "pc :": "pc", "pc:": "pc", "epc :": "epc"}
 _KIND_SKIP = {oops.skip: skip_matcher(GENERIC_SKIP, [entry[1:] if entry[0] == "^" else ".*" + entry
                                                       for entry in oops.skip.split("|")])
               for oops in OOPSES if oops.skip}
@@ -644,8 +723,9 @@ class Line:
     text: str
     frame: tuple[str, str | None] | None = None  # (function, module), reliable frames only
     rip: tuple[str, str | None] | None = None
+    register: str = ""  # the PC line's register name when `rip` is set: RIP, pc, epc ...
     trace_start: bool = False
-    segment_break: bool = False
+    segment_break: str = ""  # the context marker (<IRQ>, NMI backtrace ...) the line is
 
 
 @dataclass
@@ -660,6 +740,8 @@ class KernelCrash:
     frames: list[str] = field(default_factory=list)
     detail: str = ""  # what identifies the crash when code does not (hardware class, reason)
     labels: list[str] = field(default_factory=list)
+    pick: Pick | None = None  # how the guilty frame was chosen, for the explanation
+    flags: list[str] = field(default_factory=list)  # corrupted, interleaved, truncated
 
 
 def strip_prefix(line: str) -> tuple[str, str | None]:
@@ -792,13 +874,16 @@ def _parse_line(text: str) -> Line:
     if "race:" in stripped or "acktrace:" in stripped:
         line.trace_start = bool(_TRACE_START.search(stripped))
         return line
-    if "<" in stripped and _SEGMENT_BREAK.search(stripped):
-        line.segment_break = True
-        return line
+    if "<" in stripped:
+        marker = _SEGMENT_BREAK.search(stripped)
+        if marker:
+            line.segment_break = marker.group(0)
+            return line
     if "+0x" in stripped:
         rip = _RIP.match(stripped) if stripped[:1] in "REINPpe" else None
         if rip:
             line.rip = (canonical_function(rip.group("func")), rip.group("mod"))
+            line.register = _REGISTER_NAMES.get(rip.group("reg"), rip.group("reg"))
             return line
         frame = _FRAME.match(stripped)
         if frame:
@@ -821,30 +906,48 @@ def _parse_line(text: str) -> Line:
 Frame = tuple[str, str | None]
 
 
-def _trace_frames(lines: list[Line]) -> list[Frame]:
-    """Frames of the first stack trace (after its marker), or of the whole report."""
-    begin = next((i for i, line in enumerate(lines) if line.trace_start), 0)
-    return [line.frame for line in lines[begin:] if line.frame]
+@dataclass
+class Pick:
+    """A strategy's decision and what it read: the raw material of the explanation."""
+
+    guilty: Frame | None = None
+    key: list[Frame] = field(default_factory=list)
+    section: str | None = None  # the part of the report the frames came from
+    frames: list[Frame] = field(default_factory=list)  # the frames read, in printed order
+    index: int | None = None  # position of the guilty frame in `frames`
+    passed: str | None = None  # rule naming real frames passed over before the guilty one
+    extra: tuple[tuple[str, re.Pattern[str]], ...] = ()  # the strategy's own skip classes
 
 
-def _rip_frames(lines: list[Line]) -> list[Frame]:
+def _trace(lines: list[Line]) -> tuple[str, list[Frame]]:
+    """The first stack trace (after its marker) and the marker's name; else the whole report."""
+    begin = next((i for i, line in enumerate(lines) if line.trace_start), None)
+    if begin is None:
+        return "report", [line.frame for line in lines if line.frame]
+    marker = _TRACE_START.search(lines[begin].text)
+    section = marker.group(0)[:-1] if marker else "report"
+    return section, [line.frame for line in lines[begin:] if line.frame]
+
+
+def _rip_frames(lines: list[Line]) -> tuple[str, list[Frame]]:
     """The faulting RIP/PC, then the frames printed after it; the trace if there is no PC."""
     for index, line in enumerate(lines):
         if line.rip:
-            return [line.rip] + [x.frame or x.rip for x in lines[index + 1:] if x.frame or x.rip]
-    return _trace_frames(lines)
+            rest = [x.frame or x.rip for x in lines[index + 1:] if x.frame or x.rip]
+            return line.register, [line.rip, *rest]
+    return _trace(lines)
 
 
 def _first_kept(frames: list[Frame], skip: re.Pattern[str]) -> int | None:
     return next((i for i, (name, _) in enumerate(frames) if not skip.match(name)), None)
 
 
-def _pick(frames: list[Frame], skip: re.Pattern[str]) -> tuple[Frame | None, list[Frame]]:
-    """First frame that is not generic, and the key frames from it on."""
+def _pick(section: str, frames: list[Frame], skip: re.Pattern[str]) -> Pick:
+    """The first frame that is not generic is guilty; the key frames run from it on."""
     index = _first_kept(frames, skip)
     if index is None:
-        return None, []
-    return frames[index], _key_frames(frames[index:], skip)
+        return Pick(section=section, frames=frames)
+    return Pick(frames[index], _key_frames(frames[index:], skip), section, frames, index)
 
 
 def _key_frames(frames: list[Frame], skip: re.Pattern[str]) -> list[Frame]:
@@ -852,84 +955,97 @@ def _key_frames(frames: list[Frame], skip: re.Pattern[str]) -> list[Frame]:
     return kept[:KEY_FRAMES]
 
 
-def _guilty_rip(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return _pick(_rip_frames(lines), skip)
+def _guilty_rip(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    return _pick(*_rip_frames(lines), skip)
 
 
-def _guilty_stack(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return _pick(_trace_frames(lines), skip)
+def _guilty_stack(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    return _pick(*_trace(lines), skip)
 
 
-def _guilty_frames(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return _pick([line.frame for line in lines if line.frame], skip)
+def _guilty_frames(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    return _pick("report", [line.frame for line in lines if line.frame], skip)
 
 
-def _guilty_header(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
+def _guilty_header(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    """The function the header names (sanitizers print the faulting function there)."""
+    section, frames = _trace(lines)
     name = crash.fields.get("func")
     if name:
         name = canonical_function(name)
         if not skip.match(name):
-            rest = [frame for frame in _trace_frames(lines) if frame[0] != name]
-            return (name, None), _key_frames([(name, None), *rest], skip)
-    return _pick(_trace_frames(lines), skip)
+            key = _key_frames([(name, None), *(f for f in frames if f[0] != name)], skip)
+            index = next((i for i, frame in enumerate(frames) if frame[0] == name), None)
+            if index is None:
+                frames, index = [(name, None), *frames], 0
+            return Pick((name, None), key, "header", frames, index, passed="named-by-header")
+    return _pick(section, frames, skip)
 
 
-def _segments(lines: list[Line]) -> list[list[Frame]]:
-    """Frames split at IRQ/NMI boundaries and PC lines: each run is one execution context."""
-    runs: list[list[Frame]] = [[]]
+def _segments(lines: list[Line]) -> list[tuple[str, list[Frame]]]:
+    """Frames split at IRQ/NMI boundaries and PC lines: each run is one execution context,
+    named after the marker that opened it."""
+    runs: list[tuple[str, list[Frame]]] = [("report", [])]
     for line in lines:
-        if line.segment_break or line.rip:
-            runs.append([])
         if line.rip:
-            runs[-1].append(line.rip)
+            runs.append((line.register, [line.rip]))
+        elif line.segment_break:
+            runs.append((line.segment_break, []))
         elif line.frame:
-            runs[-1].append(line.frame)
-    return [run for run in runs if run]
+            runs[-1][1].append(line.frame)
+    return [run for run in runs if run[1]]
 
 
-def _stall_frame(run: list[Frame], skip: re.Pattern[str]):
-    """Name a looping context after the dispatch point it runs under (None if all generic):
-    the last real frame above the first dispatch frame, generic or not, below it."""
-    kept = [frame for frame in run if not skip.match(frame[0])]
+def _stall_frame(section: str, run: list[Frame], skip: re.Pattern[str]) -> Pick:
+    """Name a looping context after the dispatch point it runs under (no guilty frame if all
+    generic): the last real frame above the first dispatch frame, generic or not, below it."""
+    kept = [i for i, frame in enumerate(run) if not skip.match(frame[0])]
     if not kept:
-        return None, []
+        return Pick(section=section, frames=run)
+    first = run[kept[0]]
     for prefix, bucket in STALL_BUCKETS:
-        if kept[0][0].startswith(prefix):
-            return (bucket, kept[0][1]), [(bucket, kept[0][1])]
-    above: list[Frame] = []
-    for frame in run:
+        if first[0].startswith(prefix):
+            return Pick((bucket, first[1]), [(bucket, first[1])], section, run, kept[0])
+    above: list[int] = []
+    for index, frame in enumerate(run):
         if _STALL_ANCHORS.match(frame[0]) and above:
-            return above[-1], [above[-1], *(f for f in kept if f not in above)][:KEY_FRAMES]
+            guilty, looped = run[above[-1]], [run[i] for i in above]
+            key = [guilty, *(run[i] for i in kept if run[i] not in looped)][:KEY_FRAMES]
+            return Pick(guilty, key, section, run, above[-1], passed="stall-loop")
         if not skip.match(frame[0]):
-            above.append(frame)
-    return kept[0], kept[:KEY_FRAMES]
+            above.append(index)
+    return Pick(first, [run[i] for i in kept[:KEY_FRAMES]], section, run, kept[0])
 
 
-def _guilty_stall(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
+def _guilty_stall(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
     """Stalls loop over many functions: the first context with real code names the bug."""
-    for run in _segments(lines):
-        guilty, key = _stall_frame(run, skip)
-        if guilty:
-            return guilty, key
-    return None, []
+    for section, run in _segments(lines):
+        pick = _stall_frame(section, run, skip)
+        if pick.guilty:
+            return pick
+    return Pick()
 
 
-def _guilty_overflow(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
+def _guilty_overflow(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
     """Stack overflows: where the recursion was entered, not where the stack ran out."""
-    return _stall_frame([frame for run in _segments(lines) for frame in run], skip)
+    return _stall_frame("report", [frame for _, run in _segments(lines) for frame in run], skip)
 
 
-def _guilty_hung(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    frames = _trace_frames(lines)
-    for name, module in frames:
+def _guilty_hung(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    section, frames = _trace(lines)
+    for index, (name, module) in enumerate(frames):
         for anchor, bucket in HUNG_ANCHORS:
             if name.lstrip("_").startswith(anchor):
-                return (bucket, module), [(bucket, module)]
-    kept = [f for f in frames if not skip.match(f[0]) and not _HUNG_SKIP.match(f[0])]
-    return (kept[0], kept[:KEY_FRAMES]) if kept else (None, [])
+                return Pick((bucket, module), [(bucket, module)], section, frames, index,
+                            passed="hung-anchor", extra=_HUNG_RULES)
+    kept = [i for i, f in enumerate(frames) if not skip.match(f[0]) and not _HUNG_SKIP.match(f[0])]
+    if not kept:
+        return Pick(section=section, frames=frames, extra=_HUNG_RULES)
+    return Pick(frames[kept[0]], [frames[i] for i in kept[:KEY_FRAMES]], section, frames, kept[0],
+                extra=_HUNG_RULES)
 
 
-def _guilty_lockdep(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
+def _guilty_lockdep(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
     """Lock reports: the function taking (or releasing) the offending lock, as printed; when
     that is a generic helper, the first real caller in the chain that takes the new lock."""
     anchor, own_skip = crash.oops.anchor, _OWN_SKIP.get(crash.oops.skip)
@@ -941,12 +1057,14 @@ def _guilty_lockdep(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]
                     name = canonical_function(match.group("func"))
                     if own_skip is not None and own_skip.match(name):
                         break
+                    printed = Pick((name, None), [(name, None)], anchor, [(name, None)], 0)
                     if not skip.match(name):
-                        return (name, None), [(name, None)]
-                    picked = _pick(_lock_chain_frames(lines) or _trace_frames(lines), skip)
-                    return picked if picked[0] else ((name, None), [(name, None)])
+                        return printed
+                    chain = _lock_chain_frames(lines)
+                    picked = _pick("-> #0", chain, skip) if chain else _pick(*_trace(lines), skip)
+                    return picked if picked.guilty else printed
             break
-    return _pick(_trace_frames(lines), skip)
+    return _pick(*_trace(lines), skip)
 
 
 def _lock_chain_frames(lines: list[Line]) -> list[Frame]:
@@ -962,8 +1080,8 @@ def _lock_chain_frames(lines: list[Line]) -> list[Frame]:
     return frames
 
 
-def _guilty_none(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return None, []
+def _guilty_none(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    return Pick()
 
 
 GUILTY_STRATEGIES = {
@@ -977,6 +1095,13 @@ GUILTY_STRATEGIES = {
     "lockdep": _guilty_lockdep,
     "none": _guilty_none,
 }
+
+
+def explain_frames(crash: KernelCrash) -> tuple[list[dict], int | None]:
+    """The frames the strategy read, each with its decision and the skip class behind it."""
+    pick = crash.pick
+    rules = (*_EXPLAIN_RULES.get(crash.oops.name, _SKIP_CLASS_RULES), *pick.extra)
+    return frame_decisions(pick.frames, pick.index, rules, pick.passed)
 
 
 # --- hardware classifiers: the identity of a hardware error is its class, not the code ------
@@ -1060,10 +1185,12 @@ def parse_console_log(log: str) -> KernelCrash | None:
         begin = next((i for i, line in enumerate(lines) if oops.begin in line.text), 0)
         lines = lines[begin:]
     skip = _KIND_SKIP.get(oops.skip, _GENERIC_SKIP)
-    guilty, key = GUILTY_STRATEGIES[oops.guilty](crash, lines, skip)
-    if guilty is not None:
-        crash.function, crash.module = guilty
-        crash.frames = [frame_label(name, module) for name, module in key]
+    crash.pick = GUILTY_STRATEGIES[oops.guilty](crash, lines, skip)
+    if crash.pick.guilty is not None:
+        crash.function, crash.module = crash.pick.guilty
+        crash.frames = [frame_label(name, module) for name, module in crash.pick.key]
+    if oops.kind == "corrupted":
+        crash.flags.append("corrupted")
     if oops.classify:
         CLASSIFIERS[oops.classify](crash, lines)
     if oops.kind in HARDWARE_KINDS:
@@ -1077,6 +1204,7 @@ FRAMES_KEPT = 3
 MAX_NAME = 200
 
 _SKIP = skip_matcher(USERSPACE_SKIP)
+_RULES = (("userspace-runtime", _SKIP),)  # signal delivery, abort, unwinding, thread start
 
 # The failure mode a signal means when the registers show nothing more specific.
 SIGNAL_LABELS = {
@@ -1095,6 +1223,8 @@ class UserCrash:
     function: str | None = None
     module: str | None = None
     frames: list[str] = field(default_factory=list)
+    named: list[tuple[str, str | None]] = field(default_factory=list)  # every frame read
+    guilty: int | None = None  # position of the guilty frame in `named`
 
 
 def _as_int(value: Any) -> int | None:
@@ -1167,6 +1297,11 @@ def _frame_name(frame: Any) -> tuple[str, str | None] | None:
     return None
 
 
+def explain_user_frames(crash: UserCrash) -> tuple[list[dict], int | None]:
+    """The frames read, each guilty, used (real code) or skipped as runtime machinery."""
+    return frame_decisions(crash.named, crash.guilty, _RULES, None)
+
+
 def parse_stack(stack: Any) -> UserCrash | None:
     """The userspace crash described by a contract `stack` object, or None if it holds none."""
     if not isinstance(stack, dict):
@@ -1180,6 +1315,8 @@ def parse_stack(stack: Any) -> UserCrash | None:
         crash.labels.append(SIGNAL_LABELS[signal])
     named = [name for name in map(_frame_name, frames) if name is not None]
     kept = [name for name in named if not _SKIP.match(name[0])]
+    crash.named = named
+    crash.guilty = next((i for i, name in enumerate(named) if not _SKIP.match(name[0])), None)
     if kept:
         crash.function, crash.module = kept[0]
         crash.frames = [frame_label(name, module) for name, module in kept[:FRAMES_KEPT]]
@@ -1207,6 +1344,10 @@ class CrashSignature:
     frames: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     algorithm_version: int = ALGORITHM_VERSION
+    # How the fingerprint was made, compact and JSON-serialisable (see docs/signatures.md):
+    # v, kind, kind_rule, headline, section, frames [{function, module, decision, rule}],
+    # guilty (index into frames), flags, identity (the parts hashed, in order).
+    explanation: dict = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -1233,29 +1374,41 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
     # Without a guilty frame, the normalised header line is all that tells two crashes apart.
     fallback = "" if function or not by_function else normalise_text(crash.header)
     frames = crash.frames[:FINGERPRINT_FRAMES] if by_function else []
-    fingerprint = make_fingerprint(ALGORITHM_VERSION, "kernel", oops.kind, headline, function,
-                                   module, fallback, *frames)
+    identity = ["kernel", oops.kind, headline, function, module, fallback, *frames]
+    fingerprint = make_fingerprint(ALGORITHM_VERSION, *identity)
     # No guilty frame: name the source file the header points at, so two BUG_ON sites read apart.
     where = f" in {function}" if function else (f" at {crash.fields['file']}" if crash.fields.get("file")
                                                 else "")
     title = headline + where + (f" [{module}]" if module else "")
+    explained, guilty = explain_frames(crash) if by_function else ([], None)
+    explanation = {"v": ALGORITHM_VERSION, "kind": oops.kind, "kind_rule": oops.name,
+                   "headline": headline, "section": crash.pick.section if by_function else None,
+                   "frames": explained, "guilty": guilty, "flags": list(crash.flags),
+                   "identity": identity}
     return CrashSignature(fingerprint=fingerprint, title=title, kind=oops.kind,
                           function=function, module=module,
-                          frames=crash.frames if by_function else [], labels=crash.labels)
+                          frames=crash.frames if by_function else [], labels=crash.labels,
+                          explanation=explanation)
 
 
 def _user_signature(crash: UserCrash) -> CrashSignature:
     labels = crash.labels
-    fingerprint = make_fingerprint(ALGORITHM_VERSION, "userspace", crash.executable,
-                                   crash.signal, *sorted(labels), *crash.frames)
+    identity = ["userspace", crash.executable, crash.signal, *sorted(labels), *crash.frames]
+    fingerprint = make_fingerprint(ALGORITHM_VERSION, *identity)
     where = f" in {crash.function}" if crash.function else ""
     module = f" [{crash.module}]" if crash.module else ""
     modes = f" ({', '.join(labels)})" if labels else ""
     program = f" of {crash.executable}" if crash.executable else ""
-    title = f"{crash.signal or 'crash'}{modes}{where}{module}{program}"
+    headline = f"{crash.signal or 'crash'}{modes}"
+    title = f"{headline}{where}{module}{program}"
+    explained, guilty = explain_user_frames(crash)
+    explanation = {"v": ALGORITHM_VERSION, "kind": "userspace",
+                   "kind_rule": f"signal:{crash.signal}" if crash.signal else "registers",
+                   "headline": headline, "section": "stack" if explained else None,
+                   "frames": explained, "guilty": guilty, "flags": [], "identity": identity}
     return CrashSignature(fingerprint=fingerprint, title=title, kind="userspace",
                           function=crash.function, module=crash.module, frames=crash.frames,
-                          labels=labels)
+                          labels=labels, explanation=explanation)
 
 
 def analyse_console_log(text: str) -> CrashSignature | None:
