@@ -136,7 +136,7 @@ KINDS = [
      "lockdep", "mlx5_unload_one", "possible deadlock in mlx5_unload_one"),
     ("double fault", log("PANIC: double fault, error_code: 0x0",
                          "CPU: 0 PID: 3 Comm: ksoftirqd/0",
-                         "RIP: 0010:__schedule_bug+0x0/0x60", "RIP: 0010:bpf_prog_run+0x1a/0x30"),
+                         "RIP: 0010:bpf_prog_run+0x1a/0x30"),
      "double-fault", "bpf_prog_run", "PANIC: double fault in bpf_prog_run"),
     ("stack guard", log("BUG: TASK stack guard page was hit at ffffc9000e4aff58 (stack is "
                         "ffffc9000e4b0000..ffffc9000e4b8000)",

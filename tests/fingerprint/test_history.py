@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, delete, insert, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
-from registry.fingerprint import analyse_console_log
+from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log
 from registry.ingest.models import Event
 from registry.jira.models import JiraLink
 from registry.rca.models import Rca
@@ -96,7 +96,7 @@ def test_rebuild_moves_merges_and_splits_carrying_triage(db_url, client, databas
     with database.session() as session:
         assert session.get_one(Signature, int(split_off["id"])).owner == "bo"
         versions = set(session.scalars(select(Event.algorithm_version)).all())
-    assert versions == {1}
+    assert versions == {ALGORITHM_VERSION}
 
     again = crashreg(db_url, "signatures", "rebuild")
     assert again.returncode == 0, again.stderr
