@@ -75,6 +75,7 @@ class Oops:
     rank: int = STRONG
     by_function: bool = True  # False: the fingerprint ignores code (hardware: where the CPU was)
     classify: str = ""  # post-processor for hardware reports, see console.CLASSIFIERS
+    garbled: str = ""  # a header that is itself a fragment: the damage flag it implies
 
 
 _FUNC = r"(?P<func>[A-Za-z_][\w.$]*+)"
@@ -133,6 +134,10 @@ OOPSES: tuple[Oops, ...] = (
          r"(?:BUG: )?[Uu]nable to handle (?:kernel paging request|page fault for address"
          r"|kernel access to user memory|kernel data access|kernel execute)",
          "BUG: unable to handle kernel paging request", guilty="rip,trace;trace"),
+    # the second half of the header went out in another printk() and was lost
+    Oops("paging-request-split", "paging-request", "BUG: unable to handle kernel",
+         r"BUG: unable to handle kernel\s*+$", "BUG: unable to handle kernel",
+         guilty="rip,trace;trace", garbled="corrupted"),
     Oops("paging-request-old", "paging-request", "BUG: unable to handle kernel",
          r"BUG: unable to handle kernel", "BUG: unable to handle kernel paging request",
          guilty="rip,trace;trace"),
@@ -263,7 +268,7 @@ OOPSES: tuple[Oops, ...] = (
          "WARNING: locking bug", guilty="trace", skip="lock_sock|release_sock"),
     # mm/slub.c (old SLAB debugging): "INFO: Freed in f age=.."
     Oops("slub-debug", "slub-debug", "INFO: ", r"INFO: (?P<what>Freed|Allocated) in " + _FUNC,
-         "INFO: {what}", guilty="header", rank=CONTINUATION),
+         "INFO: {what}", guilty="header", rank=CONTINUATION, garbled="truncated"),
     # --- warnings (after the specific WARNING rows above) -------------------------------
     Oops("warn-at", "warning", "WARNING:",
          r"WARNING: (?:\[[^\]]*+\] )?(?:CPU: \d++ PID: \d++ )?(?:at )?" + _SRC
@@ -356,10 +361,9 @@ OOPSES: tuple[Oops, ...] = (
     Oops("dentry-in-use", "dentry-in-use", "still in use",
          r"BUG: Dentry \S++ ++still in use.*?\[(?P<func>unmount)", "BUG: Dentry still in use",
          guilty="header"),
-    # fs/super.c generic_shutdown_super(), fs/file_table.c
-    Oops("vfs", "vfs", "VFS: ", r"^VFS: (?P<what>Busy inodes after unmount|Close: file count is "
-         r"(?:zero|0))", "VFS: {what}", guilty="trace",
-         skip="generic_shutdown|kill_|deactivate|cleanup_mnt"),
+    # fs/super.c generic_shutdown_super(), fs/file_table.c: a printk without a stack
+    Oops("vfs", "vfs", "VFS: ", r"VFS: (?P<what>Busy inodes after unmount|Close: file count is "
+         r"(?:zero|0))", "VFS: {what}", guilty="", by_function=False),
     # net/core/dev.c netdev_wait_allrefs(): a leaked device reference, no culprit stack
     Oops("netdev-unregister", "netdev-unregister", "unregister_netdevice: waiting for",
          r"unregister_netdevice: waiting for \S++ to become free",
@@ -412,6 +416,11 @@ OOPSES: tuple[Oops, ...] = (
          "BUG: soft lockup", guilty="rip,trace;trace", extract="stall", rank=CONTINUATION),
     Oops("panic-hung-task", "hung-task", "hung_task", r"Kernel panic - not syncing: hung_task",
          "INFO: task hung", guilty="trace", extract="hung", rank=CONTINUATION),
+    # the report these panics end was lost: the panic line alone says nothing of the bug
+    Oops("panic-after-report", "panic", "Kernel panic - not syncing", r"Kernel panic - not "
+         r"syncing: (?P<why>Fatal exception|panic_on_warn set|hung_task: blocked tasks)",
+         "Kernel panic - not syncing: {why}", guilty="trace", rank=CONTINUATION,
+         by_function=False, garbled="truncated"),
     Oops("panic", "panic", "Kernel panic - not syncing", r"Kernel panic - not syncing: ?(?P<why>"
          r".{0,120})", "Kernel panic - not syncing: {why}", guilty="trace", rank=CONTINUATION,
          by_function=False),
@@ -425,7 +434,7 @@ OOPSES: tuple[Oops, ...] = (
          "SYZ{which}:{what}", guilty="", by_function=False),
     # a bare "BUG:"/"WARNING:" line: the rest of the header was lost (two CPUs printing)
     Oops("bare-marker", "corrupted", ":", r"^(?P<what>BUG|WARNING|INFO):\s*+$",
-         "{what}: corrupted report", guilty="trace;rip", rank=CONTINUATION),
+         "{what}: corrupted report", guilty="trace;rip", rank=CONTINUATION, garbled="corrupted"),
     Oops("trusty-assert", "trusty-assert", "ASSERT FAILED", r"trusty: panic .*?ASSERT FAILED at "
          r"\([^)]*+\): (?P<what>.{0,80})", "trusty: ASSERT FAILED: {what}", guilty="",
          by_function=False),
@@ -817,6 +826,7 @@ LONG_LINE_AVERAGE = 2048  # an average line longer than this means junk
 HEADER_GRACE_LINES = 8  # a header this close to the first belongs to its report
 MAX_DETAIL_LINES = 80  # lines searched for title details and hardware classes
 KEY_FRAMES = 3  # frames kept as the signature's key frames (guilty first)
+STACK_HEADER_REACH = 15  # lines after a stack header within which its first frame must be
 
 _NEEDLES = TRIGGERS
 _HEADERS = tuple((oops, re.compile(oops.header)) for oops in OOPSES)
@@ -827,7 +837,7 @@ _DETAILS = {oops.kind + oops.title: tuple(re.compile(d) for d in oops.details)
 _PREFIX = re.compile(
     r"(?:\*\* \d++ printk messages dropped \*\* )?+(?:[\w.-]++ login: )?+"
     r"(?:(?:[\w:.+/-]++ ){1,4}?kernel: )?"
-    r"(?:<\d{1,2}>)?+(?:\[ *+\d++\.\d++\])?+(?:\[ *+(?P<ctx>[CT]\d++)\])?+ ?"
+    r"(?:<\d{1,2}>)?+(?P<ts>\[ *+\d++\.\d++\])?+(?:\[ *+(?P<ctx>[CT]\d++)\])?+ ?"
 )
 _REPORT_LINE = re.compile(
     rf"^{_PREFIX.pattern}(?P<body>[^\n\r]{{0,{MAX_LINE}}})[^\n]*+", re.MULTILINE
@@ -861,6 +871,10 @@ _STACK_START = re.compile(r"Call [Tt]race|(?:Allocated|Freed) by task \d|^(?:All
                           r"(?: by task \d++)?:|(?<!stack) backtrace(?: \(crc [0-9a-f]*+\))?:"
                           r"|^backtrace|Backtrace:|Uninit was (?:stored to memory|created) at"
                           r"|Local variable .{1,120}? created at:|potentially related work creation")
+# Another console line's timestamp inside the header: two CPUs printed into one line.
+_MERGED_TIMESTAMP = re.compile(r"\[ *+\d++\.\d{3,}+\]")
+# lib/fault-inject.c prints its own stack (should_fail*) into whatever else is printing.
+_FOREIGN_FRAMES = ("should_fail",)
 _LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] *+)?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
 _MCE_BANK = re.compile(r"Bank (?P<bank>\d++): (?P<status>[0-9a-f]{16})\b")
 _AER_TYPE = re.compile(r"(?P<driver>[\w-]++) [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: "
@@ -1007,18 +1021,20 @@ def _first_header(log: str, begin: int) -> tuple[Header | None, bool]:
 
 
 def _read_report(log: str, start: int) -> list[Line]:
-    """The report's lines: same printk context as the header, up to the next crash."""
+    """The report's lines: same printk context as the header, up to the next crash. When the
+    header carries printk's timestamp, untimed lines are another program on the same serial
+    console (a fuzzer's log, a shell), not the kernel, and are left out."""
     limit = min(len(log), start + MAX_REPORT_BYTES)
     headers = _needle_lines(log, start, limit)  # walked in step with the lines, never further
     next_header = next(headers, (limit, limit))[0]
     lines: list[Line] = []
     context: str | None = None
-    cpu_traceback = False
+    cpu_traceback = timed = False
     for match in _REPORT_LINE.finditer(log, start, limit):
         text, ctx = match.group("body"), match.group("ctx")
         if not lines:
-            context = ctx
-        elif context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C"):
+            context, timed = ctx, match.group("ts") is not None
+        elif (context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C")) or (timed and match.group("ts") is None):
             continue
         while next_header < match.start():
             next_header = next(headers, (limit, limit))[0]
@@ -1309,6 +1325,39 @@ def _cut_long_lines(log: str) -> str:
     return log
 
 
+def _stack_missing(lines: list[Line]) -> bool:
+    """The kernel prints frames under every stack header; none means the console lost them."""
+    if not any(line.frame or line.rip for line in lines):
+        return True
+    for index, line in enumerate(lines):
+        if not line.boundary:
+            continue
+        followers = [f for f in lines[index + 1:] if f.text[:2] != "? "][:STACK_HEADER_REACH]
+        for follower in followers:
+            if follower.boundary:
+                return True
+            if follower.frame or "(stack is not available)" in follower.text:
+                break
+        else:
+            return True
+    return False
+
+
+def _damage(crash: KernelCrash, header: str, lines: list[Line]) -> list[str]:
+    """How the report was garbled: "corrupted" (the header lost its text), "interleaved"
+    (another CPU's output in the header line, or a fault-injection stack among the frames
+    read), "truncated" (the stack the kind prints is missing or empty)."""
+    flags = [crash.oops.garbled] if crash.oops.garbled else []
+    if _MERGED_TIMESTAMP.search(header) or any(
+            name.startswith(_FOREIGN_FRAMES) for name, _ in crash.pick.frames):
+        flags.append("interleaved")
+    named = crash.pick.index is not None and crash.pick.section == "header"
+    if crash.oops.by_function and crash.oops.guilty and not named and "truncated" not in flags \
+            and _stack_missing(lines):
+        flags.append("truncated")
+    return flags
+
+
 def parse_console_log(log: str) -> KernelCrash | None:
     """The first crash in a console log, or None when the log holds no crash."""
     log = _cut_long_lines(log[:MAX_TEXT])
@@ -1329,8 +1378,7 @@ def parse_console_log(log: str) -> KernelCrash | None:
     if crash.pick.guilty is not None:
         crash.function, crash.module = crash.pick.guilty
         crash.frames = [frame_label(name, module) for name, module in crash.pick.key]
-    if oops.kind == "corrupted":
-        crash.flags.append("corrupted")
+    crash.flags = _damage(crash, header, lines)
     if oops.classify:
         CLASSIFIERS[oops.classify](crash, lines)
     if oops.kind in HARDWARE_KINDS:
@@ -1514,7 +1562,9 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
     # Without a guilty frame, the normalised header line is all that tells two crashes apart.
     fallback = "" if function or not by_function else normalise_text(crash.header)
     frames = crash.frames[:FINGERPRINT_FRAMES] if by_function else []
-    identity = ["kernel", oops.kind, headline, function, module, fallback, *frames]
+    # A garbled report never shares a fingerprint with a clean one: its damage is part of it.
+    damage = ["damaged:" + ",".join(crash.flags)] if crash.flags else []
+    identity = ["kernel", oops.kind, headline, function, module, fallback, *frames, *damage]
     fingerprint = make_fingerprint(ALGORITHM_VERSION, *identity)
     # No guilty frame: name the source file the header points at, so two BUG_ON sites read apart.
     where = f" in {function}" if function else (f" at {crash.fields['file']}" if crash.fields.get("file")
@@ -1527,7 +1577,8 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
                    "identity": identity}
     return CrashSignature(fingerprint=fingerprint, title=title, kind=oops.kind,
                           function=function, module=module,
-                          frames=crash.frames if by_function else [], labels=crash.labels,
+                          frames=crash.frames if by_function else [],
+                          labels=[*crash.labels, *crash.flags],
                           explanation=explanation)
 
 

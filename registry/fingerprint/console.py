@@ -44,6 +44,7 @@ LONG_LINE_AVERAGE = 2048  # an average line longer than this means junk
 HEADER_GRACE_LINES = 8  # a header this close to the first belongs to its report
 MAX_DETAIL_LINES = 80  # lines searched for title details and hardware classes
 KEY_FRAMES = 3  # frames kept as the signature's key frames (guilty first)
+STACK_HEADER_REACH = 15  # lines after a stack header within which its first frame must be
 
 _NEEDLES = TRIGGERS
 _HEADERS = tuple((oops, re.compile(oops.header)) for oops in OOPSES)
@@ -54,7 +55,7 @@ _DETAILS = {oops.kind + oops.title: tuple(re.compile(d) for d in oops.details)
 _PREFIX = re.compile(
     r"(?:\*\* \d++ printk messages dropped \*\* )?+(?:[\w.-]++ login: )?+"
     r"(?:(?:[\w:.+/-]++ ){1,4}?kernel: )?"
-    r"(?:<\d{1,2}>)?+(?:\[ *+\d++\.\d++\])?+(?:\[ *+(?P<ctx>[CT]\d++)\])?+ ?"
+    r"(?:<\d{1,2}>)?+(?P<ts>\[ *+\d++\.\d++\])?+(?:\[ *+(?P<ctx>[CT]\d++)\])?+ ?"
 )
 _REPORT_LINE = re.compile(
     rf"^{_PREFIX.pattern}(?P<body>[^\n\r]{{0,{MAX_LINE}}})[^\n]*+", re.MULTILINE
@@ -88,6 +89,10 @@ _STACK_START = re.compile(r"Call [Tt]race|(?:Allocated|Freed) by task \d|^(?:All
                           r"(?: by task \d++)?:|(?<!stack) backtrace(?: \(crc [0-9a-f]*+\))?:"
                           r"|^backtrace|Backtrace:|Uninit was (?:stored to memory|created) at"
                           r"|Local variable .{1,120}? created at:|potentially related work creation")
+# Another console line's timestamp inside the header: two CPUs printed into one line.
+_MERGED_TIMESTAMP = re.compile(r"\[ *+\d++\.\d{3,}+\]")
+# lib/fault-inject.c prints its own stack (should_fail*) into whatever else is printing.
+_FOREIGN_FRAMES = ("should_fail",)
 _LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] *+)?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
 _MCE_BANK = re.compile(r"Bank (?P<bank>\d++): (?P<status>[0-9a-f]{16})\b")
 _AER_TYPE = re.compile(r"(?P<driver>[\w-]++) [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: "
@@ -234,18 +239,20 @@ def _first_header(log: str, begin: int) -> tuple[Header | None, bool]:
 
 
 def _read_report(log: str, start: int) -> list[Line]:
-    """The report's lines: same printk context as the header, up to the next crash."""
+    """The report's lines: same printk context as the header, up to the next crash. When the
+    header carries printk's timestamp, untimed lines are another program on the same serial
+    console (a fuzzer's log, a shell), not the kernel, and are left out."""
     limit = min(len(log), start + MAX_REPORT_BYTES)
     headers = _needle_lines(log, start, limit)  # walked in step with the lines, never further
     next_header = next(headers, (limit, limit))[0]
     lines: list[Line] = []
     context: str | None = None
-    cpu_traceback = False
+    cpu_traceback = timed = False
     for match in _REPORT_LINE.finditer(log, start, limit):
         text, ctx = match.group("body"), match.group("ctx")
         if not lines:
-            context = ctx
-        elif context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C"):
+            context, timed = ctx, match.group("ts") is not None
+        elif (context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C")) or (timed and match.group("ts") is None):
             continue
         while next_header < match.start():
             next_header = next(headers, (limit, limit))[0]
@@ -536,6 +543,39 @@ def _cut_long_lines(log: str) -> str:
     return log
 
 
+def _stack_missing(lines: list[Line]) -> bool:
+    """The kernel prints frames under every stack header; none means the console lost them."""
+    if not any(line.frame or line.rip for line in lines):
+        return True
+    for index, line in enumerate(lines):
+        if not line.boundary:
+            continue
+        followers = [f for f in lines[index + 1:] if f.text[:2] != "? "][:STACK_HEADER_REACH]
+        for follower in followers:
+            if follower.boundary:
+                return True
+            if follower.frame or "(stack is not available)" in follower.text:
+                break
+        else:
+            return True
+    return False
+
+
+def _damage(crash: KernelCrash, header: str, lines: list[Line]) -> list[str]:
+    """How the report was garbled: "corrupted" (the header lost its text), "interleaved"
+    (another CPU's output in the header line, or a fault-injection stack among the frames
+    read), "truncated" (the stack the kind prints is missing or empty)."""
+    flags = [crash.oops.garbled] if crash.oops.garbled else []
+    if _MERGED_TIMESTAMP.search(header) or any(
+            name.startswith(_FOREIGN_FRAMES) for name, _ in crash.pick.frames):
+        flags.append("interleaved")
+    named = crash.pick.index is not None and crash.pick.section == "header"
+    if crash.oops.by_function and crash.oops.guilty and not named and "truncated" not in flags \
+            and _stack_missing(lines):
+        flags.append("truncated")
+    return flags
+
+
 def parse_console_log(log: str) -> KernelCrash | None:
     """The first crash in a console log, or None when the log holds no crash."""
     log = _cut_long_lines(log[:MAX_TEXT])
@@ -556,8 +596,7 @@ def parse_console_log(log: str) -> KernelCrash | None:
     if crash.pick.guilty is not None:
         crash.function, crash.module = crash.pick.guilty
         crash.frames = [frame_label(name, module) for name, module in crash.pick.key]
-    if oops.kind == "corrupted":
-        crash.flags.append("corrupted")
+    crash.flags = _damage(crash, header, lines)
     if oops.classify:
         CLASSIFIERS[oops.classify](crash, lines)
     if oops.kind in HARDWARE_KINDS:

@@ -36,6 +36,7 @@ class Oops:
     rank: int = STRONG
     by_function: bool = True  # False: the fingerprint ignores code (hardware: where the CPU was)
     classify: str = ""  # post-processor for hardware reports, see console.CLASSIFIERS
+    garbled: str = ""  # a header that is itself a fragment: the damage flag it implies
 
 
 _FUNC = r"(?P<func>[A-Za-z_][\w.$]*+)"
@@ -94,6 +95,10 @@ OOPSES: tuple[Oops, ...] = (
          r"(?:BUG: )?[Uu]nable to handle (?:kernel paging request|page fault for address"
          r"|kernel access to user memory|kernel data access|kernel execute)",
          "BUG: unable to handle kernel paging request", guilty="rip,trace;trace"),
+    # the second half of the header went out in another printk() and was lost
+    Oops("paging-request-split", "paging-request", "BUG: unable to handle kernel",
+         r"BUG: unable to handle kernel\s*+$", "BUG: unable to handle kernel",
+         guilty="rip,trace;trace", garbled="corrupted"),
     Oops("paging-request-old", "paging-request", "BUG: unable to handle kernel",
          r"BUG: unable to handle kernel", "BUG: unable to handle kernel paging request",
          guilty="rip,trace;trace"),
@@ -224,7 +229,7 @@ OOPSES: tuple[Oops, ...] = (
          "WARNING: locking bug", guilty="trace", skip="lock_sock|release_sock"),
     # mm/slub.c (old SLAB debugging): "INFO: Freed in f age=.."
     Oops("slub-debug", "slub-debug", "INFO: ", r"INFO: (?P<what>Freed|Allocated) in " + _FUNC,
-         "INFO: {what}", guilty="header", rank=CONTINUATION),
+         "INFO: {what}", guilty="header", rank=CONTINUATION, garbled="truncated"),
     # --- warnings (after the specific WARNING rows above) -------------------------------
     Oops("warn-at", "warning", "WARNING:",
          r"WARNING: (?:\[[^\]]*+\] )?(?:CPU: \d++ PID: \d++ )?(?:at )?" + _SRC
@@ -317,10 +322,9 @@ OOPSES: tuple[Oops, ...] = (
     Oops("dentry-in-use", "dentry-in-use", "still in use",
          r"BUG: Dentry \S++ ++still in use.*?\[(?P<func>unmount)", "BUG: Dentry still in use",
          guilty="header"),
-    # fs/super.c generic_shutdown_super(), fs/file_table.c
-    Oops("vfs", "vfs", "VFS: ", r"^VFS: (?P<what>Busy inodes after unmount|Close: file count is "
-         r"(?:zero|0))", "VFS: {what}", guilty="trace",
-         skip="generic_shutdown|kill_|deactivate|cleanup_mnt"),
+    # fs/super.c generic_shutdown_super(), fs/file_table.c: a printk without a stack
+    Oops("vfs", "vfs", "VFS: ", r"VFS: (?P<what>Busy inodes after unmount|Close: file count is "
+         r"(?:zero|0))", "VFS: {what}", guilty="", by_function=False),
     # net/core/dev.c netdev_wait_allrefs(): a leaked device reference, no culprit stack
     Oops("netdev-unregister", "netdev-unregister", "unregister_netdevice: waiting for",
          r"unregister_netdevice: waiting for \S++ to become free",
@@ -373,6 +377,11 @@ OOPSES: tuple[Oops, ...] = (
          "BUG: soft lockup", guilty="rip,trace;trace", extract="stall", rank=CONTINUATION),
     Oops("panic-hung-task", "hung-task", "hung_task", r"Kernel panic - not syncing: hung_task",
          "INFO: task hung", guilty="trace", extract="hung", rank=CONTINUATION),
+    # the report these panics end was lost: the panic line alone says nothing of the bug
+    Oops("panic-after-report", "panic", "Kernel panic - not syncing", r"Kernel panic - not "
+         r"syncing: (?P<why>Fatal exception|panic_on_warn set|hung_task: blocked tasks)",
+         "Kernel panic - not syncing: {why}", guilty="trace", rank=CONTINUATION,
+         by_function=False, garbled="truncated"),
     Oops("panic", "panic", "Kernel panic - not syncing", r"Kernel panic - not syncing: ?(?P<why>"
          r".{0,120})", "Kernel panic - not syncing: {why}", guilty="trace", rank=CONTINUATION,
          by_function=False),
@@ -386,7 +395,7 @@ OOPSES: tuple[Oops, ...] = (
          "SYZ{which}:{what}", guilty="", by_function=False),
     # a bare "BUG:"/"WARNING:" line: the rest of the header was lost (two CPUs printing)
     Oops("bare-marker", "corrupted", ":", r"^(?P<what>BUG|WARNING|INFO):\s*+$",
-         "{what}: corrupted report", guilty="trace;rip", rank=CONTINUATION),
+         "{what}: corrupted report", guilty="trace;rip", rank=CONTINUATION, garbled="corrupted"),
     Oops("trusty-assert", "trusty-assert", "ASSERT FAILED", r"trusty: panic .*?ASSERT FAILED at "
          r"\([^)]*+\): (?P<what>.{0,80})", "trusty: ASSERT FAILED: {what}", guilty="",
          by_function=False),
