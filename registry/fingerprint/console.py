@@ -238,6 +238,15 @@ def _first_header(log: str, begin: int) -> tuple[Header | None, bool]:
     return fallback, False
 
 
+def _foreign(ctx: str | None, has_time: bool, context: str | None, timed: bool,
+             cpu_traceback: bool) -> bool:
+    """A line of another task or CPU (printk caller ids differ; an NMI backtrace of all CPUs
+    keeps the CPU contexts), or of another program on the console (no timestamp)."""
+    if context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C"):
+        return True
+    return timed and not has_time
+
+
 def _read_report(log: str, start: int) -> list[Line]:
     """The report's lines: same printk context as the header, up to the next crash. When the
     header carries printk's timestamp, untimed lines are another program on the same serial
@@ -252,7 +261,7 @@ def _read_report(log: str, start: int) -> list[Line]:
         text, ctx = match.group("body"), match.group("ctx")
         if not lines:
             context, timed = ctx, match.group("ts") is not None
-        elif (context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C")) or (timed and match.group("ts") is None):
+        elif _foreign(ctx, match.group("ts") is not None, context, timed, cpu_traceback):
             continue
         while next_header < match.start():
             next_header = next(headers, (limit, limit))[0]
