@@ -1252,6 +1252,8 @@ def _choose(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pic
         named = frozenset(i for i, (_, _, is_named) in enumerate(read) if is_named)
         if index is not None:
             guilty = (bucket, frames[index][1]) if bucket else frames[index]
+            if guilty[1] is None:  # a header names no module; the trace's frame of it does
+                guilty = next((f for f in frames if f[0] == guilty[0] and f[1]), guilty)
             rest = [f for f, keep in zip(frames[index + 1:], kept[index + 1:], strict=True) if keep]
             key = [guilty, *rest][:KEY_FRAMES]
             return Pick(guilty, key, read[index][1], frames, index, passed, named)

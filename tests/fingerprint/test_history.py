@@ -20,12 +20,12 @@ from registry.rca.models import Rca
 from registry.signatures.models import Signature, SignatureCounter
 from registry.signatures.rebuild import Rebuild, RebuildSummary
 from tests.conftest import auth
-from tests.fingerprint.test_console import KINDS
+from tests.fingerprint.test_console import golden
 from tests.fingerprint.test_merge import report, signature
 from tests.foundation.test_cli import crashreg
 
-LOGS = {name: log for name, log, *_ in KINDS}
-GPF, WARNING, KASAN, KBUG = LOGS["gpf"], LOGS["warning"], LOGS["kasan"], LOGS["kernel BUG"]
+GPF, WARNING, KASAN, KBUG = (golden(f"kinds/{name}") for name in ("gpf", "warning", "kasan",
+                                                                   "kernel-bug"))
 
 
 def age(database: Any, signature_id: int, old_fingerprint: str) -> None:
