@@ -132,7 +132,7 @@ OOPSES: tuple[Oops, ...] = (
          "BUG: kernel NULL pointer dereference", guilty="rip,trace;trace"),
     Oops("paging-request", "paging-request", "nable to handle ",
          r"(?:BUG: )?[Uu]nable to handle (?:kernel paging request|page fault for address"
-         r"|kernel access to user memory|kernel data access|kernel execute)",
+         r"|kernel access to user memory|kernel data access|kernel execute|kernel write to read-only)",
          "BUG: unable to handle kernel paging request", guilty="rip,trace;trace"),
     # the second half of the header went out in another printk() and was lost
     Oops("paging-request-split", "paging-request", "BUG: unable to handle kernel",
@@ -320,7 +320,8 @@ OOPSES: tuple[Oops, ...] = (
     Oops("rcu-stall", "rcu-stall", "rcu_", r"INFO: rcu_(?:preempt|sched|bh) (?:self-)?detected"
          r"(?: expedited)? stall", "INFO: rcu detected stall",
          guilty="find:apic_timer_interrupt,rip,frames;"
-         "find:apic_timer_interrupt|Exception stack|el1h_64_irq,frames",
+         "find:apic_timer_interrupt|Exception stack|el1h_64_irq,frames;"
+         "find:NMI backtrace for cpu,rip,trace;rip,trace",
          extract="stall", skip="apic_timer_interrupt|rcu"),
     # kernel/hung_task.c check_hung_task(): the blocked task's stack
     Oops("hung-task", "hung-task", "blocked for more than", r"INFO: task [^\n]*? blocked for more "
@@ -649,7 +650,7 @@ STALL_BUCKETS: tuple[tuple[str, str], ...] = (("smp_call_function", "smp_call_fu
 # Hung tasks (kernel/hung_task.c prints the blocked task's stack): hangs on these are victims
 # of one shared problem (RTNL held, RCU stuck), grouped by the anchor, searched in the name.
 HUNG_ANCHORS: tuple[tuple[str, str], ...] = (
-    ("rtnl_lock", "rtnl_lock"),  # net/core/rtnetlink.c
+    ("rtnl_lock", ""),  # net/core/rtnetlink.c (the frame keeps its name: rtnl_lock_killable)
     ("synchronize_rcu", "synchronize_rcu"),  # kernel/rcu/tree.c
     ("synchronize_srcu", "synchronize_rcu"),  # kernel/rcu/srcutree.c
     ("synchronize_net", "synchronize_rcu"),  # net/core/dev.c
@@ -753,11 +754,37 @@ def canonical_function(name: str) -> str:
     suffixes .isra.N, .constprop.N, .cold, .part.N, .llvm.N); a syscall is named without its
     per-architecture wrapper prefix (the shortest name one prefix removal gives)."""
     name = name.split(".", 1)[0]
+    if name[:2] == "_Z":
+        name = demangle(name)
     best = name
     for prefix in SYSCALL_PREFIXES:
         if name.startswith(prefix) and len(name) - len(prefix) < len(best):
             best = name[len(prefix):]
     return best or name
+
+
+_MANGLED_PART = re.compile(r"(\d++)")
+_RUST_HASH = re.compile(r"h[0-9a-f]{16}")
+
+
+def demangle(name: str) -> str:
+    """The function name of an Itanium-mangled symbol (C++ and legacy Rust in the kernel):
+    "_Z8fakeNameiii" is fakeName, "_ZN4core3ptr5write17h0123456789abcdefE" is core::ptr::write.
+    Parameters and Rust's hash suffix are not part of the name; anything else is left as is."""
+    nested = name.startswith("_ZN")
+    at, parts = 3 if nested else 2, []
+    while at < len(name):
+        length = _MANGLED_PART.match(name, at)
+        if length is None:
+            break
+        start = length.end()
+        parts.append(name[start:start + int(length.group(1))])
+        at = start + int(length.group(1))
+        if not nested:
+            break
+    if parts and _RUST_HASH.fullmatch(parts[-1]):
+        parts.pop()
+    return "::".join(parts) if parts and all(parts) else name
 
 
 def search_matcher(entries: Iterable[str]) -> re.Pattern[str]:
@@ -867,7 +894,7 @@ _TRACE_START = re.compile(r"Call [Tt]race:|Backtrace:|^backtrace(?: \(crc [0-9a-
                           r"|status: [0-9a-f]{16} badaddr: [0-9a-f]{16} cause: [0-9a-f]{16}")
 # Lines that start another stack, ending the one being read: the traces above, and the KASAN /
 # KFENCE / KMSAN auxiliary stacks (mm/kasan/report.c, mm/kfence/report.c, mm/kmsan/report.c).
-_STACK_START = re.compile(r"Call [Tt]race|(?:Allocated|Freed) by task \d|^(?:Allocated|Freed)"
+_STACK_START = re.compile(r"Call [Tt]race|(?:[Aa]llocated|[Ff]reed) by task \d|^(?:Allocated|Freed)"
                           r"(?: by task \d++)?:|(?<!stack) backtrace(?: \(crc [0-9a-f]*+\))?:"
                           r"|^backtrace|Backtrace:|Uninit was (?:stored to memory|created) at"
                           r"|Local variable .{1,120}? created at:|potentially related work creation")
@@ -1066,7 +1093,7 @@ def _parse_line(text: str) -> Line:
     line = Line(text=stripped)
     if stripped[:2] == "? ":  # an unreliable frame: never guilty, never a marker
         return line
-    if ("race" in stripped or "acktrace" in stripped or " by task " in stripped
+    if ("race" in stripped or "acktrace" in stripped or "by task " in stripped
             or "Uninit was" in stripped or "created at" in stripped or stripped[:6] in
             ("Alloca", "Freed:", "status") or "related work" in stripped):
         marker = _TRACE_START.search(stripped)
@@ -1231,8 +1258,8 @@ def _hung(frames: list[Frame], kept: list[bool]) -> tuple[int | None, str | None
     first real frame below the blocking primitives it sleeps in."""
     for index, (name, _) in enumerate(frames):
         bucket = next((b for anchor, b in HUNG_ANCHORS if anchor in name), None)
-        if bucket:
-            return index, "hung-anchor", bucket
+        if bucket is not None:
+            return index, "hung-anchor", bucket or None
     return next((i for i, (name, _) in enumerate(frames)
                  if kept[i] and not _HUNG_SKIP.search(name)), None), None, None
 

@@ -85,7 +85,7 @@ _TRACE_START = re.compile(r"Call [Tt]race:|Backtrace:|^backtrace(?: \(crc [0-9a-
                           r"|status: [0-9a-f]{16} badaddr: [0-9a-f]{16} cause: [0-9a-f]{16}")
 # Lines that start another stack, ending the one being read: the traces above, and the KASAN /
 # KFENCE / KMSAN auxiliary stacks (mm/kasan/report.c, mm/kfence/report.c, mm/kmsan/report.c).
-_STACK_START = re.compile(r"Call [Tt]race|(?:Allocated|Freed) by task \d|^(?:Allocated|Freed)"
+_STACK_START = re.compile(r"Call [Tt]race|(?:[Aa]llocated|[Ff]reed) by task \d|^(?:Allocated|Freed)"
                           r"(?: by task \d++)?:|(?<!stack) backtrace(?: \(crc [0-9a-f]*+\))?:"
                           r"|^backtrace|Backtrace:|Uninit was (?:stored to memory|created) at"
                           r"|Local variable .{1,120}? created at:|potentially related work creation")
@@ -284,7 +284,7 @@ def _parse_line(text: str) -> Line:
     line = Line(text=stripped)
     if stripped[:2] == "? ":  # an unreliable frame: never guilty, never a marker
         return line
-    if ("race" in stripped or "acktrace" in stripped or " by task " in stripped
+    if ("race" in stripped or "acktrace" in stripped or "by task " in stripped
             or "Uninit was" in stripped or "created at" in stripped or stripped[:6] in
             ("Alloca", "Freed:", "status") or "related work" in stripped):
         marker = _TRACE_START.search(stripped)
@@ -449,8 +449,8 @@ def _hung(frames: list[Frame], kept: list[bool]) -> tuple[int | None, str | None
     first real frame below the blocking primitives it sleeps in."""
     for index, (name, _) in enumerate(frames):
         bucket = next((b for anchor, b in HUNG_ANCHORS if anchor in name), None)
-        if bucket:
-            return index, "hung-anchor", bucket
+        if bucket is not None:
+            return index, "hung-anchor", bucket or None
     return next((i for i, (name, _) in enumerate(frames)
                  if kept[i] and not _HUNG_SKIP.search(name)), None), None, None
 

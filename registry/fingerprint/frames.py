@@ -29,11 +29,37 @@ def canonical_function(name: str) -> str:
     suffixes .isra.N, .constprop.N, .cold, .part.N, .llvm.N); a syscall is named without its
     per-architecture wrapper prefix (the shortest name one prefix removal gives)."""
     name = name.split(".", 1)[0]
+    if name[:2] == "_Z":
+        name = demangle(name)
     best = name
     for prefix in SYSCALL_PREFIXES:
         if name.startswith(prefix) and len(name) - len(prefix) < len(best):
             best = name[len(prefix):]
     return best or name
+
+
+_MANGLED_PART = re.compile(r"(\d++)")
+_RUST_HASH = re.compile(r"h[0-9a-f]{16}")
+
+
+def demangle(name: str) -> str:
+    """The function name of an Itanium-mangled symbol (C++ and legacy Rust in the kernel):
+    "_Z8fakeNameiii" is fakeName, "_ZN4core3ptr5write17h0123456789abcdefE" is core::ptr::write.
+    Parameters and Rust's hash suffix are not part of the name; anything else is left as is."""
+    nested = name.startswith("_ZN")
+    at, parts = 3 if nested else 2, []
+    while at < len(name):
+        length = _MANGLED_PART.match(name, at)
+        if length is None:
+            break
+        start = length.end()
+        parts.append(name[start:start + int(length.group(1))])
+        at = start + int(length.group(1))
+        if not nested:
+            break
+    if parts and _RUST_HASH.fullmatch(parts[-1]):
+        parts.pop()
+    return "::".join(parts) if parts and all(parts) else name
 
 
 def search_matcher(entries: Iterable[str]) -> re.Pattern[str]:

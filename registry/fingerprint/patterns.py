@@ -93,7 +93,7 @@ OOPSES: tuple[Oops, ...] = (
          "BUG: kernel NULL pointer dereference", guilty="rip,trace;trace"),
     Oops("paging-request", "paging-request", "nable to handle ",
          r"(?:BUG: )?[Uu]nable to handle (?:kernel paging request|page fault for address"
-         r"|kernel access to user memory|kernel data access|kernel execute)",
+         r"|kernel access to user memory|kernel data access|kernel execute|kernel write to read-only)",
          "BUG: unable to handle kernel paging request", guilty="rip,trace;trace"),
     # the second half of the header went out in another printk() and was lost
     Oops("paging-request-split", "paging-request", "BUG: unable to handle kernel",
@@ -281,7 +281,8 @@ OOPSES: tuple[Oops, ...] = (
     Oops("rcu-stall", "rcu-stall", "rcu_", r"INFO: rcu_(?:preempt|sched|bh) (?:self-)?detected"
          r"(?: expedited)? stall", "INFO: rcu detected stall",
          guilty="find:apic_timer_interrupt,rip,frames;"
-         "find:apic_timer_interrupt|Exception stack|el1h_64_irq,frames",
+         "find:apic_timer_interrupt|Exception stack|el1h_64_irq,frames;"
+         "find:NMI backtrace for cpu,rip,trace;rip,trace",
          extract="stall", skip="apic_timer_interrupt|rcu"),
     # kernel/hung_task.c check_hung_task(): the blocked task's stack
     Oops("hung-task", "hung-task", "blocked for more than", r"INFO: task [^\n]*? blocked for more "
@@ -610,7 +611,7 @@ STALL_BUCKETS: tuple[tuple[str, str], ...] = (("smp_call_function", "smp_call_fu
 # Hung tasks (kernel/hung_task.c prints the blocked task's stack): hangs on these are victims
 # of one shared problem (RTNL held, RCU stuck), grouped by the anchor, searched in the name.
 HUNG_ANCHORS: tuple[tuple[str, str], ...] = (
-    ("rtnl_lock", "rtnl_lock"),  # net/core/rtnetlink.c
+    ("rtnl_lock", ""),  # net/core/rtnetlink.c (the frame keeps its name: rtnl_lock_killable)
     ("synchronize_rcu", "synchronize_rcu"),  # kernel/rcu/tree.c
     ("synchronize_srcu", "synchronize_rcu"),  # kernel/rcu/srcutree.c
     ("synchronize_net", "synchronize_rcu"),  # net/core/dev.c
