@@ -425,8 +425,13 @@ OOPSES: tuple[Oops, ...] = (
     Oops("panic", "panic", "Kernel panic - not syncing", r"Kernel panic - not syncing: ?(?P<why>"
          r".{0,120})", "Kernel panic - not syncing: {why}", guilty="trace", rank=CONTINUATION,
          by_function=False),
+    # kernel/workqueue.c process_one_work(): "last function: f" is the work item that leaked
+    Oops("workqueue-leak", "workqueue-leak", "workqueue leaked", r"BUG: workqueue leaked lock or "
+         r"atomic", "BUG: workqueue leaked lock or atomic", guilty="header",
+         details=(r"last function: " + _FUNC,)),
+    # any other BUG line: no convention names a culprit, so its text is the identity
     Oops("bug-generic", "bug", "BUG: ", r"BUG: (?P<what>\S[^\n]{0,100})", "BUG: {what}",
-         guilty="trace;rip"),
+         guilty="", by_function=False),
     # any other INFO: line of a debugging facility: its text is the identity
     Oops("info-text", "info-text", "INFO: ", r"INFO: (?P<what>\S[^\n]{0,100})", "INFO: {what}",
          guilty="", by_function=False),
