@@ -1605,8 +1605,12 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
     # Without a guilty frame, the normalised header line is all that tells two crashes apart.
     fallback = "" if function or not by_function else normalise_text(crash.header)
     frames = crash.frames[:FINGERPRINT_FRAMES] if by_function else []
-    # A garbled report never shares a fingerprint with a clean one: its damage is part of it.
-    damage = ["damaged:" + ",".join(crash.flags)] if crash.flags else []
+    # A garbled report never shares a fingerprint with a clean one when the damage could have
+    # misled its identity: a lost header, another CPU's lines, or a missing stack that left no
+    # guilty frame. A stack cut short after the faulting PC named the function is still that
+    # bug (consoles drop lines), and splitting it would cost another dump.
+    damage = [flag for flag in crash.flags if flag != "truncated" or not function]
+    damage = ["damaged:" + ",".join(damage)] if damage else []
     identity = ["kernel", oops.kind, headline, function, module, fallback, *frames, *damage]
     fingerprint = make_fingerprint(ALGORITHM_VERSION, *identity)
     # No guilty frame: name the source file the header points at, so two BUG_ON sites read apart.
