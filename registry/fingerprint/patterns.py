@@ -463,6 +463,8 @@ SKIP_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
         # arch/x86/kernel/traps.c and arch/x86/entry/entry_64.S: trap and IDT entry
         "^asm_exc_", "^exc_", "_trap$", "do_trap", "do_error_trap", "invalid_op", "^do_int3",
         "do_general_protection", "^_*die(?:_body)?$", "^oops_", "do_divide_error",
+        # arch/x86/entry/entry_64.S, entry_32.S: syscall and kernel-thread entry
+        "^entry_(?:SYSCALL|SYSENTER|INT80)", "^ret_from_fork", "^ret_from_kernel_thread",
         # arch/x86/mm/fault.c: page fault handling around the faulting access
         "page_fault_oops", "kernelmode_fixup_or_oops", "^_*bad_area", "^no_context$",
         "do_user_addr_fault", "do_kern_addr_fault", "handle_page_fault", "spurious_kernel_fault",
