@@ -1177,11 +1177,14 @@ def _program(text: str) -> tuple[tuple[Part, ...], ...]:
         for part in filter(None, (p.strip() for p in alternative.split(","))):
             named = part.endswith("!")
             kind, _, argument = part.rstrip("!").partition(":")
+            if kind not in _PART_KINDS or (kind == "find") != bool(argument):
+                raise ValueError(f"guilty program {text!r}: bad part {part!r}")
             parts.append((kind, argument, named))
         alternatives.append(tuple(parts))
     return tuple(alternatives) if any(alternatives) else ()
 
 
+_PART_KINDS = frozenset({"header", "rip", "trace", "frames", "at", "pc", "find"})
 _PROGRAMS = {oops.guilty: _program(oops.guilty) for oops in OOPSES}
 
 

@@ -113,3 +113,14 @@ def test_userspace_stacks_get_the_same_shape() -> None:
     registers_only = check_record(analyse_stack(stack(signal="", frames=[],
                                                       registers={"rip": "0x0", "rsp": "0x10"})))
     assert (registers_only["kind_rule"], registers_only["frames"]) == ("registers", [])
+
+
+def test_a_misspelt_guilty_program_is_refused_when_the_table_loads() -> None:
+    from registry.fingerprint.console import _program
+
+    assert _program("find:which became,frames;find:is trying to acquire,at!") == (
+        (("find", "which became", False), ("frames", "", False)),
+        (("find", "is trying to acquire", False), ("at", "", True)))
+    for bad in ("rip,trcae", "find:", "header:x"):
+        with pytest.raises(ValueError, match="bad part"):
+            _program(bad)
