@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .frames import canonical_function, frame_label, skip_matcher
+from .frames import canonical_function, frame_decisions, frame_label, skip_matcher
 from .patterns import (
     GENERIC_SKIP,
     HARDWARE_KINDS,
@@ -24,6 +24,7 @@ from .patterns import (
     MCE_ERROR_CLASSES,
     MCE_MESSAGE_CLASSES,
     OOPSES,
+    SKIP_CLASSES,
     STALL_ANCHORS,
     STALL_BUCKETS,
     STRONG,
@@ -68,7 +69,7 @@ _FRAME = re.compile(
 _ARM_FRAME = re.compile(r"\[<[0-9a-f]++>\] \((?P<func>[A-Za-z_][\w.$]*+)(?:\+0x[0-9a-f]++/0x"
                         r"[0-9a-f]++)?\) from ")
 _RIP = re.compile(
-    r"(?:RIP|EIP|IP|NIP|PC is at|EIP is at|pc :|pc:|epc :)(?::| is at)?+ *+(?:\[<?[0-9a-f]++>?\] *+)?+"
+    r"(?P<reg>RIP|EIP|IP|NIP|PC is at|EIP is at|pc :|pc:|epc :)(?::| is at)?+ *+(?:\[<?[0-9a-f]++>?\] *+)?+"
     r"(?:[0-9a-f]{4}:)?+(?:\[<?[0-9a-f]++>?\] *+){0,2}+(?P<func>[A-Za-z_][\w.$]*+)\+0x[0-9a-f]++"
     r"/0x[0-9a-f]++(?: \[(?P<mod>[\w-]++)(?: [0-9a-f]++)?\])?+"
 )
@@ -91,6 +92,12 @@ _STALL_ANCHORS = skip_matcher([entry[1:] if entry[0] == "^" else ".*" + entry
 _HUNG_SKIP = skip_matcher(HUNG_SKIP)
 _OWN_SKIP = {oops.skip: skip_matcher(".*" + entry for entry in oops.skip.split("|"))
              for oops in OOPSES if oops.skip}
+_SKIP_CLASS_RULES = tuple((name, skip_matcher(entries)) for name, entries in SKIP_CLASSES)
+_EXPLAIN_RULES = {oops.name: ((f"{oops.name}-helpers", skip_matcher(
+    [entry[1:] if entry[0] == "^" else ".*" + entry for entry in oops.skip.split("|")])),
+    *_SKIP_CLASS_RULES) for oops in OOPSES if oops.skip}
+_HUNG_RULES = (("hung-wait", _HUNG_SKIP),)
+_REGISTER_NAMES = {"PC is at": "PC", "EIP is at": "EIP", "pc :": "pc", "pc:": "pc", "epc :": "epc"}
 _KIND_SKIP = {oops.skip: skip_matcher(GENERIC_SKIP, [entry[1:] if entry[0] == "^" else ".*" + entry
                                                       for entry in oops.skip.split("|")])
               for oops in OOPSES if oops.skip}
@@ -103,8 +110,9 @@ class Line:
     text: str
     frame: tuple[str, str | None] | None = None  # (function, module), reliable frames only
     rip: tuple[str, str | None] | None = None
+    register: str = ""  # the PC line's register name when `rip` is set: RIP, pc, epc ...
     trace_start: bool = False
-    segment_break: bool = False
+    segment_break: str = ""  # the context marker (<IRQ>, NMI backtrace ...) the line is
 
 
 @dataclass
@@ -119,6 +127,8 @@ class KernelCrash:
     frames: list[str] = field(default_factory=list)
     detail: str = ""  # what identifies the crash when code does not (hardware class, reason)
     labels: list[str] = field(default_factory=list)
+    pick: Pick | None = None  # how the guilty frame was chosen, for the explanation
+    flags: list[str] = field(default_factory=list)  # corrupted, interleaved, truncated
 
 
 def strip_prefix(line: str) -> tuple[str, str | None]:
@@ -251,13 +261,16 @@ def _parse_line(text: str) -> Line:
     if "race:" in stripped or "acktrace:" in stripped:
         line.trace_start = bool(_TRACE_START.search(stripped))
         return line
-    if "<" in stripped and _SEGMENT_BREAK.search(stripped):
-        line.segment_break = True
-        return line
+    if "<" in stripped:
+        marker = _SEGMENT_BREAK.search(stripped)
+        if marker:
+            line.segment_break = marker.group(0)
+            return line
     if "+0x" in stripped:
         rip = _RIP.match(stripped) if stripped[:1] in "REINPpe" else None
         if rip:
             line.rip = (canonical_function(rip.group("func")), rip.group("mod"))
+            line.register = _REGISTER_NAMES.get(rip.group("reg"), rip.group("reg"))
             return line
         frame = _FRAME.match(stripped)
         if frame:
@@ -280,30 +293,48 @@ def _parse_line(text: str) -> Line:
 Frame = tuple[str, str | None]
 
 
-def _trace_frames(lines: list[Line]) -> list[Frame]:
-    """Frames of the first stack trace (after its marker), or of the whole report."""
-    begin = next((i for i, line in enumerate(lines) if line.trace_start), 0)
-    return [line.frame for line in lines[begin:] if line.frame]
+@dataclass
+class Pick:
+    """A strategy's decision and what it read: the raw material of the explanation."""
+
+    guilty: Frame | None = None
+    key: list[Frame] = field(default_factory=list)
+    section: str | None = None  # the part of the report the frames came from
+    frames: list[Frame] = field(default_factory=list)  # the frames read, in printed order
+    index: int | None = None  # position of the guilty frame in `frames`
+    passed: str | None = None  # rule naming real frames passed over before the guilty one
+    extra: tuple[tuple[str, re.Pattern[str]], ...] = ()  # the strategy's own skip classes
 
 
-def _rip_frames(lines: list[Line]) -> list[Frame]:
+def _trace(lines: list[Line]) -> tuple[str, list[Frame]]:
+    """The first stack trace (after its marker) and the marker's name; else the whole report."""
+    begin = next((i for i, line in enumerate(lines) if line.trace_start), None)
+    if begin is None:
+        return "report", [line.frame for line in lines if line.frame]
+    marker = _TRACE_START.search(lines[begin].text)
+    section = marker.group(0)[:-1] if marker else "report"
+    return section, [line.frame for line in lines[begin:] if line.frame]
+
+
+def _rip_frames(lines: list[Line]) -> tuple[str, list[Frame]]:
     """The faulting RIP/PC, then the frames printed after it; the trace if there is no PC."""
     for index, line in enumerate(lines):
         if line.rip:
-            return [line.rip] + [x.frame or x.rip for x in lines[index + 1:] if x.frame or x.rip]
-    return _trace_frames(lines)
+            rest = [x.frame or x.rip for x in lines[index + 1:] if x.frame or x.rip]
+            return line.register, [line.rip, *rest]
+    return _trace(lines)
 
 
 def _first_kept(frames: list[Frame], skip: re.Pattern[str]) -> int | None:
     return next((i for i, (name, _) in enumerate(frames) if not skip.match(name)), None)
 
 
-def _pick(frames: list[Frame], skip: re.Pattern[str]) -> tuple[Frame | None, list[Frame]]:
-    """First frame that is not generic, and the key frames from it on."""
+def _pick(section: str, frames: list[Frame], skip: re.Pattern[str]) -> Pick:
+    """The first frame that is not generic is guilty; the key frames run from it on."""
     index = _first_kept(frames, skip)
     if index is None:
-        return None, []
-    return frames[index], _key_frames(frames[index:], skip)
+        return Pick(section=section, frames=frames)
+    return Pick(frames[index], _key_frames(frames[index:], skip), section, frames, index)
 
 
 def _key_frames(frames: list[Frame], skip: re.Pattern[str]) -> list[Frame]:
@@ -311,84 +342,97 @@ def _key_frames(frames: list[Frame], skip: re.Pattern[str]) -> list[Frame]:
     return kept[:KEY_FRAMES]
 
 
-def _guilty_rip(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return _pick(_rip_frames(lines), skip)
+def _guilty_rip(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    return _pick(*_rip_frames(lines), skip)
 
 
-def _guilty_stack(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return _pick(_trace_frames(lines), skip)
+def _guilty_stack(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    return _pick(*_trace(lines), skip)
 
 
-def _guilty_frames(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return _pick([line.frame for line in lines if line.frame], skip)
+def _guilty_frames(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    return _pick("report", [line.frame for line in lines if line.frame], skip)
 
 
-def _guilty_header(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
+def _guilty_header(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    """The function the header names (sanitizers print the faulting function there)."""
+    section, frames = _trace(lines)
     name = crash.fields.get("func")
     if name:
         name = canonical_function(name)
         if not skip.match(name):
-            rest = [frame for frame in _trace_frames(lines) if frame[0] != name]
-            return (name, None), _key_frames([(name, None), *rest], skip)
-    return _pick(_trace_frames(lines), skip)
+            key = _key_frames([(name, None), *(f for f in frames if f[0] != name)], skip)
+            index = next((i for i, frame in enumerate(frames) if frame[0] == name), None)
+            if index is None:
+                frames, index = [(name, None), *frames], 0
+            return Pick((name, None), key, "header", frames, index, passed="named-by-header")
+    return _pick(section, frames, skip)
 
 
-def _segments(lines: list[Line]) -> list[list[Frame]]:
-    """Frames split at IRQ/NMI boundaries and PC lines: each run is one execution context."""
-    runs: list[list[Frame]] = [[]]
+def _segments(lines: list[Line]) -> list[tuple[str, list[Frame]]]:
+    """Frames split at IRQ/NMI boundaries and PC lines: each run is one execution context,
+    named after the marker that opened it."""
+    runs: list[tuple[str, list[Frame]]] = [("report", [])]
     for line in lines:
-        if line.segment_break or line.rip:
-            runs.append([])
         if line.rip:
-            runs[-1].append(line.rip)
+            runs.append((line.register, [line.rip]))
+        elif line.segment_break:
+            runs.append((line.segment_break, []))
         elif line.frame:
-            runs[-1].append(line.frame)
-    return [run for run in runs if run]
+            runs[-1][1].append(line.frame)
+    return [run for run in runs if run[1]]
 
 
-def _stall_frame(run: list[Frame], skip: re.Pattern[str]):
-    """Name a looping context after the dispatch point it runs under (None if all generic):
-    the last real frame above the first dispatch frame, generic or not, below it."""
-    kept = [frame for frame in run if not skip.match(frame[0])]
+def _stall_frame(section: str, run: list[Frame], skip: re.Pattern[str]) -> Pick:
+    """Name a looping context after the dispatch point it runs under (no guilty frame if all
+    generic): the last real frame above the first dispatch frame, generic or not, below it."""
+    kept = [i for i, frame in enumerate(run) if not skip.match(frame[0])]
     if not kept:
-        return None, []
+        return Pick(section=section, frames=run)
+    first = run[kept[0]]
     for prefix, bucket in STALL_BUCKETS:
-        if kept[0][0].startswith(prefix):
-            return (bucket, kept[0][1]), [(bucket, kept[0][1])]
-    above: list[Frame] = []
-    for frame in run:
+        if first[0].startswith(prefix):
+            return Pick((bucket, first[1]), [(bucket, first[1])], section, run, kept[0])
+    above: list[int] = []
+    for index, frame in enumerate(run):
         if _STALL_ANCHORS.match(frame[0]) and above:
-            return above[-1], [above[-1], *(f for f in kept if f not in above)][:KEY_FRAMES]
+            guilty, looped = run[above[-1]], [run[i] for i in above]
+            key = [guilty, *(run[i] for i in kept if run[i] not in looped)][:KEY_FRAMES]
+            return Pick(guilty, key, section, run, above[-1], passed="stall-loop")
         if not skip.match(frame[0]):
-            above.append(frame)
-    return kept[0], kept[:KEY_FRAMES]
+            above.append(index)
+    return Pick(first, [run[i] for i in kept[:KEY_FRAMES]], section, run, kept[0])
 
 
-def _guilty_stall(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
+def _guilty_stall(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
     """Stalls loop over many functions: the first context with real code names the bug."""
-    for run in _segments(lines):
-        guilty, key = _stall_frame(run, skip)
-        if guilty:
-            return guilty, key
-    return None, []
+    for section, run in _segments(lines):
+        pick = _stall_frame(section, run, skip)
+        if pick.guilty:
+            return pick
+    return Pick()
 
 
-def _guilty_overflow(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
+def _guilty_overflow(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
     """Stack overflows: where the recursion was entered, not where the stack ran out."""
-    return _stall_frame([frame for run in _segments(lines) for frame in run], skip)
+    return _stall_frame("report", [frame for _, run in _segments(lines) for frame in run], skip)
 
 
-def _guilty_hung(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    frames = _trace_frames(lines)
-    for name, module in frames:
+def _guilty_hung(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    section, frames = _trace(lines)
+    for index, (name, module) in enumerate(frames):
         for anchor, bucket in HUNG_ANCHORS:
             if name.lstrip("_").startswith(anchor):
-                return (bucket, module), [(bucket, module)]
-    kept = [f for f in frames if not skip.match(f[0]) and not _HUNG_SKIP.match(f[0])]
-    return (kept[0], kept[:KEY_FRAMES]) if kept else (None, [])
+                return Pick((bucket, module), [(bucket, module)], section, frames, index,
+                            passed="hung-anchor", extra=_HUNG_RULES)
+    kept = [i for i, f in enumerate(frames) if not skip.match(f[0]) and not _HUNG_SKIP.match(f[0])]
+    if not kept:
+        return Pick(section=section, frames=frames, extra=_HUNG_RULES)
+    return Pick(frames[kept[0]], [frames[i] for i in kept[:KEY_FRAMES]], section, frames, kept[0],
+                extra=_HUNG_RULES)
 
 
-def _guilty_lockdep(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
+def _guilty_lockdep(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
     """Lock reports: the function taking (or releasing) the offending lock, as printed; when
     that is a generic helper, the first real caller in the chain that takes the new lock."""
     anchor, own_skip = crash.oops.anchor, _OWN_SKIP.get(crash.oops.skip)
@@ -400,12 +444,14 @@ def _guilty_lockdep(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]
                     name = canonical_function(match.group("func"))
                     if own_skip is not None and own_skip.match(name):
                         break
+                    printed = Pick((name, None), [(name, None)], anchor, [(name, None)], 0)
                     if not skip.match(name):
-                        return (name, None), [(name, None)]
-                    picked = _pick(_lock_chain_frames(lines) or _trace_frames(lines), skip)
-                    return picked if picked[0] else ((name, None), [(name, None)])
+                        return printed
+                    chain = _lock_chain_frames(lines)
+                    picked = _pick("-> #0", chain, skip) if chain else _pick(*_trace(lines), skip)
+                    return picked if picked.guilty else printed
             break
-    return _pick(_trace_frames(lines), skip)
+    return _pick(*_trace(lines), skip)
 
 
 def _lock_chain_frames(lines: list[Line]) -> list[Frame]:
@@ -421,8 +467,8 @@ def _lock_chain_frames(lines: list[Line]) -> list[Frame]:
     return frames
 
 
-def _guilty_none(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return None, []
+def _guilty_none(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    return Pick()
 
 
 GUILTY_STRATEGIES = {
@@ -436,6 +482,13 @@ GUILTY_STRATEGIES = {
     "lockdep": _guilty_lockdep,
     "none": _guilty_none,
 }
+
+
+def explain_frames(crash: KernelCrash) -> tuple[list[dict], int | None]:
+    """The frames the strategy read, each with its decision and the skip class behind it."""
+    pick = crash.pick
+    rules = (*_EXPLAIN_RULES.get(crash.oops.name, _SKIP_CLASS_RULES), *pick.extra)
+    return frame_decisions(pick.frames, pick.index, rules, pick.passed)
 
 
 # --- hardware classifiers: the identity of a hardware error is its class, not the code ------
@@ -519,10 +572,12 @@ def parse_console_log(log: str) -> KernelCrash | None:
         begin = next((i for i, line in enumerate(lines) if oops.begin in line.text), 0)
         lines = lines[begin:]
     skip = _KIND_SKIP.get(oops.skip, _GENERIC_SKIP)
-    guilty, key = GUILTY_STRATEGIES[oops.guilty](crash, lines, skip)
-    if guilty is not None:
-        crash.function, crash.module = guilty
-        crash.frames = [frame_label(name, module) for name, module in key]
+    crash.pick = GUILTY_STRATEGIES[oops.guilty](crash, lines, skip)
+    if crash.pick.guilty is not None:
+        crash.function, crash.module = crash.pick.guilty
+        crash.frames = [frame_label(name, module) for name, module in crash.pick.key]
+    if oops.kind == "corrupted":
+        crash.flags.append("corrupted")
     if oops.classify:
         CLASSIFIERS[oops.classify](crash, lines)
     if oops.kind in HARDWARE_KINDS:

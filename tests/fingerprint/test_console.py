@@ -349,7 +349,7 @@ def test_console_log_wins_over_stack_in_a_report() -> None:
 def test_as_dict_has_every_field() -> None:
     fields = analyse_console_log(KINDS[0][1]).as_dict()
     assert set(fields) == {"fingerprint", "title", "kind", "function", "module", "frames",
-                           "labels", "algorithm_version"}
+                           "labels", "algorithm_version", "explanation"}
 
 
 def test_newer_kernels_wording_of_hardware_errors_gives_the_same_signature() -> None:
