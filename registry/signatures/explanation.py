@@ -7,6 +7,8 @@ an older engine may lack keys, so every key is read with a default.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import Any
 
 # How a frame's decision reads in the margin: the guilty frame stands out.
@@ -43,3 +45,23 @@ def explanation_lines(explanation: dict[str, Any] | None) -> list[str]:
         lines.append(f"  hashed      {hashed}")
     lines.append(f"  engine      version {explanation.get('v', '?')}")
     return lines
+
+
+def explanation_variants(events: Iterable[tuple[str, dict[str, Any] | None]]) -> list[dict[str, Any]]:
+    """The distinct explanations among events (id, explanation), in the events' order, each with
+    a label and its events: where a merged signature's crashes were explained differently."""
+    variants: dict[str, dict[str, Any]] = {}
+    for event_id, explanation in events:
+        if not explanation:
+            continue
+        key = json.dumps(explanation, sort_keys=True)
+        variant = variants.setdefault(key, {"label": _label(len(variants)), "explanation": explanation,
+                                            "events": []})
+        variant["events"].append(event_id)
+    return list(variants.values())
+
+
+def _label(index: int) -> str:
+    """A, B, ... Z, then A2, B2, ...: short enough for a table column."""
+    letter, round_ = chr(ord("A") + index % 26), index // 26
+    return letter + (str(round_ + 1) if round_ else "")
