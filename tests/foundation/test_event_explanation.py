@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from sqlalchemy import text
+
 from registry.fingerprint import analyse_console_log
 from tests.conftest import auth
 from tests.foundation.reports import NULL_DEREF_LOG, crash_report
@@ -30,3 +33,13 @@ def test_the_openapi_document_describes_the_explanation(client) -> None:
     assert {"v", "kind", "kind_rule", "headline", "section", "frames", "guilty", "flags"} <= set(record)
     frame = schemas[record["frames"]["items"]["$ref"].rsplit("/", 1)[1]]["properties"]
     assert frame["decision"]["enum"] == ["guilty", "used", "skipped"]
+
+
+def test_postgresql_compresses_the_record_with_lz4(database, db_url) -> None:
+    """Past the TOAST threshold the record is compressed on every insert: lz4, not pglz."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite does not compress")
+    with database.session() as session:
+        method = session.scalar(text("SELECT attcompression FROM pg_attribute "
+                                     "WHERE attrelid = 'events'::regclass AND attname = 'explanation'"))
+    assert method == "l"
