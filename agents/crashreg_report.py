@@ -706,16 +706,16 @@ def command_fetch_bundle(config: Config, args: argparse.Namespace) -> int:
 
 
 def fingerprint_input(raw: bytes, limit: int) -> tuple[str | None, dict[str, Any] | None]:
-    """(console log, stack) of a file: a contract report (a spooled one, say) or a console log."""
-    if raw.lstrip()[:1] == b"{":
-        try:
-            report = json.loads(raw)
-        except ValueError:
-            report = None
-        if isinstance(report, dict):
-            stack = report.get("stack")
-            return report.get("console_log"), stack if isinstance(stack, dict) else None
-    return tail_text(raw, limit), None
+    """(console log, stack) of a file: a contract report (a spooled one, say), else a console
+    log, tail-capped like the crash kernel's own."""
+    try:
+        report = json.loads(raw)
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
+        return tail_text(raw, limit), None
+    stack = report.get("stack")
+    return report.get("console_log"), stack if isinstance(stack, dict) else None
 
 
 def command_fingerprint(config: Config, args: argparse.Namespace) -> int:
