@@ -61,7 +61,13 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
     # Without a guilty frame, the normalised header line is all that tells two crashes apart.
     fallback = "" if function or not by_function else normalise_text(crash.header)
     frames = crash.frames[:FINGERPRINT_FRAMES] if by_function else []
-    identity = ["kernel", oops.kind, headline, function, module, fallback, *frames]
+    # A garbled report never shares a fingerprint with a clean one when the damage could have
+    # misled its identity: a lost header, another CPU's lines, or a missing stack that left no
+    # guilty frame. A stack cut short after the faulting PC named the function is still that
+    # bug (consoles drop lines), and splitting it would cost another dump.
+    damage = [flag for flag in crash.flags if flag != "truncated" or not function]
+    damage = ["damaged:" + ",".join(damage)] if damage else []
+    identity = ["kernel", oops.kind, headline, function, module, fallback, *frames, *damage]
     fingerprint = make_fingerprint(ALGORITHM_VERSION, *identity)
     # No guilty frame: name the source file the header points at, so two BUG_ON sites read apart.
     where = f" in {function}" if function else (f" at {crash.fields['file']}" if crash.fields.get("file")
@@ -74,7 +80,8 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
                    "identity": identity}
     return CrashSignature(fingerprint=fingerprint, title=title, kind=oops.kind,
                           function=function, module=module,
-                          frames=crash.frames if by_function else [], labels=crash.labels,
+                          frames=crash.frames if by_function else [],
+                          labels=[*crash.labels, *crash.flags],
                           explanation=explanation)
 
 
