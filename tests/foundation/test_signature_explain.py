@@ -11,7 +11,7 @@ from pathlib import Path
 from registry.fingerprint import analyse_console_log
 
 FIXTURES = Path(__file__).resolve().parents[1] / "agents" / "fixtures"
-LOG = FIXTURES / "mlx5_null_deref.log"
+LOG = FIXTURES / "ext4_bug_on.log"  # guilty from RIP, used callers, ret_from_fork skipped
 CONTRACT_FIELDS = ("file", "fingerprint", "title", "kind", "function", "frames", "labels")
 
 
