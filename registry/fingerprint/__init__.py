@@ -1,7 +1,8 @@
 """The signature engine: one fingerprint per bug, from kernel console logs and userspace stacks.
 
 Pure functions over plain data, standard library only: the same code runs in the registry's
-ingest path and, inlined by agents/build_reporter.py, in the reporter on a crashing machine.
+ingest path and, built into dist/crashreg-report.pyz by agents/build_reporter.py (`make
+reporter`), in the reporter on a crashing machine.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ _STACK_START = re.compile(r"Call [Tt]race|(?:[Aa]llocated|[Ff]reed) by task \d|^
                           r"|^backtrace|Backtrace:|Uninit was (?:stored to memory|created) at"
                           r"|Local variable .{1,120}? created at:|potentially related work creation")
 # Another console line's timestamp inside the header: two CPUs printed into one line.
-_MERGED_TIMESTAMP = re.compile(r"\[ *+\d++\.\d{3,}+\]")
+_MERGED_TIMESTAMP = re.compile(r"\[ *+\d++\.\d++\]")  # what VOLATILE_TEXT takes for a timestamp
 # lib/fault-inject.c prints its own stack (should_fail*) into whatever else is printing.
 _FOREIGN_FRAMES = ("should_fail",)
 _LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] *+)?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
