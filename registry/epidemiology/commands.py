@@ -29,7 +29,7 @@ def refresh_command() -> None:
             bar.length = total
             bar.update(1)
 
-        outcome = refresh(session, progress)
+        outcome = refresh(session, progress, cli_settings().epidemiology_program_label)
     click.echo(
         json.dumps(
             {"signatures": outcome.signatures, "suspects": outcome.suspects, "verdicts": outcome.verdicts}
