@@ -7,8 +7,13 @@ A unit (physical host, host, cluster) is a concentrated component when it is a f
 large lift, the events outside it are spread (enough of them, on enough hosts, none carrying
 half), and the unit holds far more events than the spread part predicts for a unit of its
 size (Poisson upper tail of its events given the outside events and its baseline share,
-corrected for the values tested). Then the verdict belongs to the spread part, and the unit
-is reported beside it.
+corrected for every unit it could have been: the baseline's size, not only the values with
+enough events to be tested, since the busiest of many hosts always looks busy). Then the
+verdict belongs to the spread part, and the unit is reported beside it.
+
+The lift floor is lower than the single-host rule's: when a program's hosts are known only
+from its crash reports, a bad host's VMs are all in that population (they crashed), which
+inflates its baseline share; the Poisson test then carries the decision.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ CONCENTRATED: dict[str, str] = {
     "hostname": "host",
     "cluster": "cluster",
 }
-MIN_COMPONENT_LIFT = 5.0
+MIN_COMPONENT_LIFT = 3.0
 MAX_COMPONENTS = 3  # a second bad host is possible; a signature of many is a hardware problem
 
 # value -> (the events carrying it, the events not carrying it)
@@ -57,7 +62,6 @@ def concentrated_part(sample: SignatureSample, scored: Scored) -> Part | None:
     """The strongest concentrated component of `sample` (scored against its baseline), if any."""
     if sample.split is None:
         return None
-    family = math.log10(max(scored.tests, 1))
     for finding in scored.findings:
         if (
             finding.attribute not in CONCENTRATED
@@ -70,6 +74,7 @@ def concentrated_part(sample: SignatureSample, scored: Scored) -> Part | None:
             continue
         share = min(max(finding.baseline_count, 0.5) / max(finding.baseline_total, 1.0), 0.5)
         expected = outside.events * share / (1.0 - share)
+        family = math.log10(max(scored.tests, finding.baseline_total, 1.0))
         log10_p = min(0.0, poisson_upper_log10(inside.events, expected) + family)
         if log10_p < LOG10_ALPHA:
             return Part(finding, inside, outside, expected, log10_p)
