@@ -338,9 +338,9 @@ def confounded(seed: int = 7, concentrated_share: float = 0.3, **overrides: Any)
 
 
 def today_start(days: int = 90) -> datetime:
-    """The start of a simulated fleet whose last day is today (the demo's)."""
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return today - (days - 1) * DAY
+    """The start of a simulated fleet of `days` days ending this hour (the demo's): its last
+    crashes are today's, none in the future."""
+    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - days * DAY
 
 
 @dataclass
