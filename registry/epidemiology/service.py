@@ -28,7 +28,13 @@ from .analysis import (
 )
 from .findings import Baseline
 from .fleet_sql import fleet_baseline_sql, fleet_exposure, inventory_since, rollout_steps
-from .models import EpidemiologyFinding, EpidemiologySample, EpidemiologySuspectHost, EpidemiologyVerdict
+from .models import (
+    EpidemiologyComponent,
+    EpidemiologyFinding,
+    EpidemiologySample,
+    EpidemiologySuspectHost,
+    EpidemiologyVerdict,
+)
 from .narrative import FLEET, Population
 from .queries import (
     STORED_SAMPLE_EVENTS,
@@ -182,9 +188,10 @@ def _day(value: str | None) -> datetime | None:
 
 def store(session: Session, signature_id: int, body: dict[str, Any], when: datetime) -> None:
     """Replace one signature's stored verdict and findings."""
-    session.execute(delete(EpidemiologyFinding).where(EpidemiologyFinding.signature_id == signature_id))
-    session.execute(delete(EpidemiologyVerdict).where(EpidemiologyVerdict.signature_id == signature_id))
+    for table in (EpidemiologyFinding, EpidemiologyComponent, EpidemiologyVerdict):
+        session.execute(delete(table).where(table.signature_id == signature_id))
     findings = body.get("findings", [])
+    components = body.get("components", [])
     top = findings[0] if findings else {}
     detail = body.get("verdict_detail", {})
     onset = body.get("onset", {})
@@ -209,8 +216,32 @@ def store(session: Session, signature_id: int, body: dict[str, Any], when: datet
             uptime_statement=(body.get("uptime") or {}).get("statement"),
             analysis=body,
             computed_at=when,
+            concentrated=sum(1 for c in components if c["kind"] == "concentrated"),
+            summary="\n".join(body.get("statements", [])),
         )
     )
+    for rank, component in enumerate(components, start=1):
+        uptime = component.get("uptime") or {}
+        session.add(
+            EpidemiologyComponent(
+                signature_id=signature_id,
+                rank=rank,
+                kind=component["kind"],
+                attribute=component.get("attribute"),
+                value=(component.get("value") or "")[:255] or None,
+                events=component["events"],
+                share=component.get("share", round(component["events"] / max(body["events"], 1), 4)),
+                expected_events=component.get("expected_events"),
+                hosts=component["hosts"],
+                first_seen=_day(component.get("first_seen")),
+                since=_day(component.get("since")),
+                uptime_median_days=uptime.get("median_days"),
+                uptime_statement=uptime.get("statement"),
+                verdict=component.get("verdict"),
+                statement=component["statement"],
+                computed_at=when,
+            )
+        )
     views = [(body.get("baseline", "crashes"), findings), ("timing", body.get("time_findings", []))]
     views += [(name, view["findings"]) for name, view in body.get("views", {}).items()]
     for baseline, rows in views:

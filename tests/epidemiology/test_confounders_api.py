@@ -3,11 +3,14 @@ program's population, case-control after a one-off inventory load, and what the 
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import replace
 
+import psycopg
 import pytest
 import requests
-from sqlalchemy import select
+from sqlalchemy import select, text
+from sqlalchemy.engine import make_url
 
 from registry.config import Settings
 from registry.epidemiology.feed import feed
@@ -21,9 +24,11 @@ from registry.epidemiology.simulator import (
     one_off_inventory,
     simulate,
 )
+from sync.grafana.role import ensure_readonly_role
 from tests.conftest import auth
 from tests.epidemiology.simulated import SimulatedRegistry
 from tests.epidemiology.test_api import _signature_of
+from tests.grafana.roles import drop_role
 
 POOL_SHARED = {("bios_version", VM_BIOS), ("hypervisor", HYPERVISOR), ("labels", "=".join(SERVICE_LABEL))}
 SIM = simulate(confounded(5, 0.3, physical_per_cluster=20))
@@ -99,6 +104,36 @@ def test_a_mixed_userspace_signature_through_the_api(live_server, make_token, da
             )
         ).all()
         assert set(timing) == {"start_date", "uptime"}
+        # Grafana's reporting views show the parts and the words
+        parts = session.execute(
+            text(
+                "SELECT kind, attribute, value, events, signature_verdict FROM rpt_epidemiology_components "
+                "WHERE signature_id = :sid ORDER BY rank"
+            ),
+            {"sid": sid},
+        ).all()
+        concentrated = stored.analysis["components"][0]
+        assert [tuple(row) for row in parts] == [
+            ("concentrated", "physical_host", SIM.pool_bad_physical_host, concentrated["events"], "software"),
+            ("spread", None, None, stored.events - concentrated["events"], "software"),
+        ]
+        count, summary = session.execute(
+            text("SELECT concentrated, summary FROM rpt_epidemiology_verdicts WHERE signature_id = :sid"),
+            {"sid": sid},
+        ).one()
+        assert count == 1 and summary.splitlines() == stored.analysis["statements"]
+    if database.engine.dialect.name == "postgresql":  # the read-only role reads the new view
+        role = f"crashreg_grafana_{secrets.token_hex(4)}"
+        url = make_url(database.engine.url.render_as_string(hide_password=False))
+        role_url = url.set(drivername="postgresql", username=role, password=secrets.token_hex(12))
+        try:
+            report = ensure_readonly_role(database.engine, role_url.render_as_string(hide_password=False))
+            assert report.ok and "rpt_epidemiology_components" in report.granted
+            with psycopg.connect(role_url.render_as_string(hide_password=False), autocommit=True) as conn:
+                rows = conn.execute("SELECT kind FROM rpt_epidemiology_components ORDER BY rank").fetchall()
+                assert ("concentrated",) in rows
+        finally:
+            drop_role(database.engine.url.render_as_string(hide_password=False), role)
 
 
 def test_one_off_inventory_load_compares_changing_values_with_other_crashes(  # type: ignore[no-untyped-def]
