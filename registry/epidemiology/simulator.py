@@ -368,6 +368,10 @@ class Simulation:
 
 
 SERVICE_LABEL = ("service", "ingest-worker")  # what the pool's hosts carry
+# Values every host of the program's pool carries: they describe the population, never a cause.
+POOL_SHARED = frozenset(
+    {("bios_version", VM_BIOS), ("hypervisor", HYPERVISOR), ("labels", "=".join(SERVICE_LABEL))}
+)
 
 
 def _pool(hosts: dict[str, dict[str, Any]]) -> list[str]:

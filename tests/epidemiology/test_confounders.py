@@ -9,9 +9,8 @@ from functools import cache
 import pytest
 
 from registry.epidemiology.simulator import (
-    HYPERVISOR,
+    POOL_SHARED,
     SERVICE_LABEL,
-    VM_BIOS,
     confounded,
     one_off_inventory,
     simulate,
@@ -21,12 +20,6 @@ from tests.epidemiology.simulated import SimulatedRegistry
 
 SEEDS = (7, 11, 23)
 SHARES = (0.1, 0.3, 0.5)
-# Values every host of the program's pool carries: they describe the population, never a cause.
-POOL_SHARED = {
-    ("bios_version", VM_BIOS),
-    ("hypervisor", HYPERVISOR),
-    ("labels", "=".join(SERVICE_LABEL)),
-}
 
 
 @cache

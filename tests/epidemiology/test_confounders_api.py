@@ -17,9 +17,8 @@ from registry.epidemiology.feed import feed
 from registry.epidemiology.models import EpidemiologyFinding, EpidemiologyVerdict
 from registry.epidemiology.service import refresh
 from registry.epidemiology.simulator import (
-    HYPERVISOR,
+    POOL_SHARED,
     SERVICE_LABEL,
-    VM_BIOS,
     confounded,
     one_off_inventory,
     simulate,
@@ -30,7 +29,6 @@ from tests.epidemiology.simulated import SimulatedRegistry
 from tests.epidemiology.test_api import _signature_of
 from tests.grafana.roles import drop_role
 
-POOL_SHARED = {("bios_version", VM_BIOS), ("hypervisor", HYPERVISOR), ("labels", "=".join(SERVICE_LABEL))}
 SIM = simulate(confounded(5, 0.3, physical_per_cluster=20))
 
 
