@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import pairwise
 
-from .attributes import CHANGING, AttributeValue, host_values, physical_host_of
+from .attributes import CHANGING, CHANGING_SCALARS, AttributeValue, host_values, physical_host_of
 from .findings import Baseline, Finding, JointCounts, Scored, analyse_attributes, joint_from_units
 from .mixture import CONCENTRATED, MAX_COMPONENTS, Split, component_json, concentrated_part, spread_json
 from .narrative import FLEET, Population, start_finding, statements, uptime_finding
@@ -40,6 +40,9 @@ class SignatureSample:
     joint: JointCounts  # events carrying both of two values
     uptimes_s: Sequence[float] = ()
     inventory_events: int | None = None  # events on hosts the inventory knows, when known
+    # events whose host the inventory shows with other changing values (kernel, firmware...)
+    # than the event carried, with no history of the change: a snapshot taken since
+    unrecorded_changes: int = 0
     split: Split | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -242,10 +245,40 @@ def _merge(fleet: Scored, others: Scored) -> Scored:
     )
 
 
+def unrecorded_changes(records: Iterable[CrashRecord], states: Sequence[HostState]) -> int:
+    """How many crashes carried changing values their host's inventory (one state, no history)
+    does not show: the inventory is a snapshot taken after they changed."""
+    by_host: dict[str, list[HostState]] = defaultdict(list)
+    for state in states:
+        by_host[state.hostname].append(state)
+
+    def changing(values: Iterable[AttributeValue]) -> set[AttributeValue]:
+        return {v for v in values if v[0] in CHANGING_SCALARS}
+
+    count = 0
+    for record in records:
+        hostname = next((value for name, value in record.values if name == "hostname"), None)
+        known = by_host.get(hostname or "", [])
+        if len(known) == 1 and changing(record.values) != changing(known[0].values):
+            count += 1
+    return count
+
+
+# Crashes whose values the inventory contradicts (without history) before the snapshot is
+# not trusted for changing values: at least this share of the signature, and at least one.
+MAX_UNRECORDED_SHARE = 0.05
+
+
 def _case_control_why(sample: SignatureSample, context: Context, uptime: Mapping) -> str | None:
     """Why the values that change are better compared with the other crashes, or None."""
     first = signature_window(sample)[0]
     since = context.inventory_since
+    if sample.unrecorded_changes and sample.unrecorded_changes >= MAX_UNRECORDED_SHARE * sample.events:
+        return (
+            f"{sample.unrecorded_changes} of the {sample.events} crashes carried kernel or firmware "
+            "values their hosts' inventory no longer shows, with no history of the change: it says "
+            "what hosts run now, not what they ran then"
+        )
     if since is not None and since > first + BACKDATE_WITHIN:
         return (
             f"the inventory was first loaded on {since.date().isoformat()}, after the first crash "

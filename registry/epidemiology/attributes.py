@@ -54,6 +54,8 @@ CHANGING: frozenset[str] = frozenset(
         "labels",
     }
 )
+# The changing attributes an inventory records one value of (labels are a map).
+CHANGING_SCALARS: tuple[str, ...] = tuple(sorted(CHANGING - {"labels"}))
 
 # When two values cover exactly the same hosts, the earlier attribute here is kept as the
 # explanation (the physical host over its hostname, the BIOS over its SKU, the kernel over

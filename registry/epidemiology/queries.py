@@ -22,7 +22,7 @@ from registry.inventory.models import Host
 from registry.signatures.models import Signature
 
 from .analysis import SignatureSample, crash_baseline
-from .attributes import HOST_ATTRIBUTES, AttributeValue
+from .attributes import CHANGING_SCALARS, HOST_ATTRIBUTES, AttributeValue
 from .findings import MIN_SUPPORT, Baseline, JointCounts, Pair
 from .fleet_sql import Dialect, id_list
 from .models import SAMPLE_FITS, SNAPSHOT_COLUMNS, EpidemiologySample
@@ -305,6 +305,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         grouped.params,
     )
     events = sum(daily.values())
+    unrecorded = session.scalar(text(_unrecorded_sql(session)))
     # In a large signature, values seen once or twice, and hosts with no more than twice an
     # average host's share, can never be findings: not worth counting (nor asking the fleet).
     least, least_per_host = 1, 1
@@ -320,7 +321,20 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         joint=joint_counts(session, grouped),
         uptimes_s=sorted(map(float, uptimes)),
         inventory_events=int(known or 0),
+        unrecorded_changes=int(unrecorded or 0),
         split=_splitter(session, ids, ()),
+    )
+
+
+def _unrecorded_sql(session: Session) -> str:
+    """Events of the grouped signature whose inventory host (without attribute history) now
+    shows other changing values than the event carried (see `analysis.unrecorded_changes`)."""
+    distinct = "IS DISTINCT FROM" if is_postgresql(session) else "IS NOT"
+    differs = " OR ".join(f"s.{name} {distinct} h.{name}" for name in CHANGING_SCALARS)
+    return (
+        f"SELECT coalesce(sum(s.n), 0) FROM {SIGNATURE_SNAPSHOTS} s JOIN hosts h ON h.id = s.host_id "
+        "WHERE h.in_inventory AND NOT EXISTS (SELECT 1 FROM host_attribute_changes c WHERE c.host_id = h.id) "
+        f"AND ({differs})"
     )
 
 

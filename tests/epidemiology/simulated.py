@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any
@@ -21,6 +22,7 @@ from registry.epidemiology.analysis import (
     inventory_changes,
     signature_window,
     states_from_history,
+    unrecorded_changes,
 )
 from registry.epidemiology.attributes import host_values, physical_host_of
 from registry.epidemiology.findings import Baseline, joint_from_units
@@ -109,7 +111,9 @@ class SimulatedRegistry:
 
     def analyse(self, bug: Bug) -> dict:
         records = self.records[bug_key(bug)]
-        sample = SignatureSample.from_records(records)
+        sample = replace(
+            SignatureSample.from_records(records), unrecorded_changes=unrecorded_changes(records, self.states)
+        )
         population, hosts = self.population(bug)
         states = [s for s in self.states if hosts is None or s.hostname in hosts]
         fleet = fleet_view(sample, fleet_baseline(states, *signature_window(sample)))

@@ -128,7 +128,7 @@ def test_a_one_off_inventory_load_gives_the_weekly_historys_top_findings(seed: i
         name == "long-uptime"
     )
     assert once["baseline"] == "fleet+crashes"
-    assert any("first loaded on" in s for s in once["statements"])
+    assert any("(case-control), because" in s for s in once["statements"])
 
 
 @pytest.mark.parametrize("inventory", ("history", "weekly", "one-off"))

@@ -145,7 +145,7 @@ def test_one_off_inventory_load_compares_changing_values_with_other_crashes(  # 
     long_uptime = epidemiology(sim, answers, "long-uptime")
     assert long_uptime["verdict"] == "software" and long_uptime["baseline"] == "fleet+crashes"
     assert not {a for a, _ in _cited(long_uptime)} & {"kernel_version", "os_image"}
-    assert any("first loaded on" in s for s in long_uptime["statements"])
+    assert any("no longer shows, with no history of the change" in s for s in long_uptime["statements"])
     assert [t["attribute"] for t in long_uptime["time_findings"]] == ["uptime"]
 
     rollout = epidemiology(sim, answers, "rollout-regression")
