@@ -363,8 +363,7 @@ def _mixture_verdict(components: Sequence[dict], rest: SignatureSample, verdict:
     )
 
 
-def _inconclusive(sample: SignatureSample) -> Verdict:
-    return Verdict("inconclusive", "no baseline: neither an inventory nor other crashes to compare with")
+NO_BASELINE = Verdict("inconclusive", "no baseline: neither an inventory nor other crashes to compare with")
 
 
 def analyse_signature(sample: SignatureSample, context: Context) -> dict:
@@ -379,7 +378,7 @@ def analyse_signature(sample: SignatureSample, context: Context) -> dict:
     scored = scoring(sample)
     components: list[dict] = []
     if scored is None:
-        verdict, findings, explained = _inconclusive(sample), [], []
+        verdict, findings, explained = NO_BASELINE, [], []
     else:
         verdict = decide(scored, sample.events, sample.hosts, sample.top_host_share)
         components, rest, rest_scored = _decompose(sample, scored, scoring, context)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .exact import poisson_upper_log10, to_p_value
 from .findings import LOG10_ALPHA, Finding, Scored
-from .verdict import is_spread
+from .verdict import SPREAD_MIN_EVENTS, is_spread
 
 if TYPE_CHECKING:
     from .analysis import SignatureSample
@@ -66,7 +66,7 @@ def concentrated_part(sample: SignatureSample, scored: Scored) -> Part | None:
         if (
             finding.attribute not in CONCENTRATED
             or finding.lift < MIN_COMPONENT_LIFT
-            or finding.events >= sample.events
+            or sample.events - finding.events < SPREAD_MIN_EVENTS  # the rest cannot be spread
         ):
             continue
         inside, outside = sample.split(finding.key)
