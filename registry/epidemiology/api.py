@@ -101,7 +101,7 @@ class EpidemiologyQuery(Schema):
         load_default="auto",
         validate=validate.OneOf(["auto", "live", "stored"]),
         metadata={
-            "description": "the all-crashes view (a full scan of the events): live = computed now, "
+            "description": "the case-control view (a scan of the window's events): live = computed now, "
             "stored = from the last refresh, auto = stored when there is one"
         },
     )
@@ -126,7 +126,7 @@ class SuspectsSchema(Schema):
     tag="epidemiology",
 )
 def get_signature_epidemiology(key: str) -> Any:
-    """The main view (fleet inventory where known) is always computed now; the all-crashes
+    """The main view (fleet inventory where known) is always computed now; the case-control
     view comes from the last refresh unless asked for live."""
     args = load_query(EpidemiologyQuery())
     with current_db().session() as session:
