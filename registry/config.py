@@ -30,6 +30,9 @@ class Settings:
     max_body_bytes: int = 2 * 1024 * 1024
     full_captures_per_window: int = 3
     capture_window_days: int = 7
+    # epidemiology: the inventory label whose value names the program a host runs (userspace
+    # crashes are compared with the hosts running their program); unset: known from crash reports
+    epidemiology_program_label: str | None = None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -53,6 +56,7 @@ class Settings:
             secret_key=opt("CRASHREG_SECRET_KEY"),
             full_captures_per_window=int(opt("CRASHREG_CAPTURE_FULL_PER_WINDOW") or 3),
             capture_window_days=int(opt("CRASHREG_CAPTURE_WINDOW_DAYS") or 7),
+            epidemiology_program_label=opt("CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL"),
         )
 
     @property

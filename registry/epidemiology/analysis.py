@@ -7,16 +7,18 @@ and hands plain data to these functions; tests and the simulator hand them the s
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import pairwise
 
-from .attributes import AttributeValue, host_values, physical_host_of
-from .findings import Baseline, JointCounts, analyse_attributes, joint_from_units
+from .attributes import CHANGING, CHANGING_SCALARS, AttributeValue, host_values, physical_host_of
+from .findings import Baseline, Finding, JointCounts, Scored, analyse_attributes, joint_from_units
+from .mixture import CONCENTRATED, MAX_COMPONENTS, Split, component_json, concentrated_part, spread_json
+from .narrative import FLEET, Population, start_finding, statements, uptime_finding
 from .onset import InventoryChange, onset
 from .uptime import OutsideCounts, outside_counts, uptime_profile
-from .verdict import decide
+from .verdict import Verdict, decide
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,10 @@ class SignatureSample:
     joint: JointCounts  # events carrying both of two values
     uptimes_s: Sequence[float] = ()
     inventory_events: int | None = None  # events on hosts the inventory knows, when known
+    # events whose host the inventory shows with other changing values (kernel, firmware...)
+    # than the event carried, with no history of the change: a snapshot taken since
+    unrecorded_changes: int = 0
+    split: Split | None = field(default=None, compare=False, repr=False)
 
     @property
     def top_host_share(self) -> float:
@@ -54,6 +60,11 @@ class SignatureSample:
     @classmethod
     def from_records(cls, records: Iterable[CrashRecord]) -> SignatureSample:
         records = list(records)
+
+        def split(key: AttributeValue) -> tuple[SignatureSample, SignatureSample]:
+            inside = [r for r in records if key in r.values]
+            return cls.from_records(inside), cls.from_records(r for r in records if key not in r.values)
+
         counts: Counter[AttributeValue] = Counter()
         per_host: Counter[str] = Counter()
         daily: Counter[date] = Counter()
@@ -69,6 +80,7 @@ class SignatureSample:
             daily=dict(daily),
             joint=joint_from_units([(1.0, r.values) for r in records]),
             uptimes_s=[r.uptime_s for r in records if r.uptime_s is not None],
+            split=split,
         )
 
 
@@ -183,51 +195,229 @@ NO_UPTIMES = outside_counts(())
 
 
 @dataclass(frozen=True)
-class Context:
-    """Everything outside the signature: baselines, observation window, fleet uptimes."""
+class Controls:
+    """The other crashes a case-control baseline holds: those of the population in [start, end)
+    and, for a signature that needs long uptimes, those at uptimes of at least `min_uptime_s`."""
 
-    baselines: Sequence[Baseline]  # the first one decides the verdict
+    start: datetime
+    end: datetime
+    min_uptime_s: float | None = None
+
+
+# Controls -> the case-control baseline (name "crashes", Fisher's test), None when there are none.
+CaseControl = Callable[[Controls], Baseline | None]
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything outside the signature: baselines of its population, the observation window,
+    fleet uptimes, and since when the inventory has watched the fleet."""
+
     window_start: date
     window_end: date
+    fleet: Baseline | None = None  # host-time of the population over the signature's days
+    case_control: CaseControl | None = None
     exposure: Mapping[date, float] | None = None
     changes: Sequence[InventoryChange] = ()
     uptimes: OutsideCounts = NO_UPTIMES
+    inventory_since: datetime | None = None  # None: as long as the crashes (or unknown)
+    population: Population = FLEET
+    crash_view: bool = True  # also report the whole case-control view
+
+
+def _scored(sample: SignatureSample, baseline: Baseline) -> Scored:
+    return analyse_attributes(sample.counts, sample.events, baseline, sample.joint)
+
+
+def _merge(fleet: Scored, others: Scored) -> Scored:
+    """Changing attributes from the case-control baseline, the rest from the fleet's host-time."""
+
+    def pick(mine: Sequence[Finding], theirs: Sequence[Finding]) -> tuple[Finding, ...]:
+        kept = [f for f in mine if f.attribute not in CHANGING]
+        kept += [f for f in theirs if f.attribute in CHANGING]
+        return tuple(sorted(kept, key=lambda f: (f.log10_p, f.log10_p_raw, -f.lift)))
+
+    return replace(
+        fleet,
+        candidates=pick(fleet.candidates, others.candidates),
+        findings=pick(fleet.findings, others.findings),
+        explained=pick(fleet.explained, others.explained),
+    )
+
+
+def unrecorded_changes(records: Iterable[CrashRecord], states: Sequence[HostState]) -> int:
+    """How many crashes carried changing values their host's inventory (one state, no history)
+    does not show: the inventory is a snapshot taken after they changed."""
+    by_host: dict[str, list[HostState]] = defaultdict(list)
+    for state in states:
+        by_host[state.hostname].append(state)
+
+    def changing(values: Iterable[AttributeValue]) -> set[AttributeValue]:
+        return {v for v in values if v[0] in CHANGING_SCALARS}
+
+    count = 0
+    for record in records:
+        hostname = next((value for name, value in record.values if name == "hostname"), None)
+        known = by_host.get(hostname or "", [])
+        if len(known) == 1 and changing(record.values) != changing(known[0].values):
+            count += 1
+    return count
+
+
+# Crashes whose values the inventory contradicts (without history) before the snapshot is
+# not trusted for changing values: at least this share of the signature, and at least one.
+MAX_UNRECORDED_SHARE = 0.05
+
+
+def _case_control_why(sample: SignatureSample, context: Context, uptime: Mapping) -> str | None:
+    """Why the values that change are better compared with the other crashes, or None."""
+    first = signature_window(sample)[0]
+    since = context.inventory_since
+    if sample.unrecorded_changes and sample.unrecorded_changes >= MAX_UNRECORDED_SHARE * sample.events:
+        return (
+            f"{sample.unrecorded_changes} of the {sample.events} crashes carried kernel or firmware "
+            "values their hosts' inventory no longer shows, with no history of the change: it says "
+            "what hosts run now, not what they ran then"
+        )
+    if since is not None and since > first + BACKDATE_WITHIN:
+        return (
+            f"the inventory was first loaded on {since.date().isoformat()}, after the first crash "
+            f"({first.date().isoformat()}): it says what hosts run now, not what they ran then"
+        )
+    if uptime.get("bound") == "at least":
+        return (
+            f"these crashes need at least {uptime['bound_days']} days of uptime, and a host up that "
+            "long is one no rollout has rebooted yet (the controls are crashes at such uptimes too)"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """How a signature (or a part of it) is scored: the baselines and why."""
+
+    fleet: Baseline | None
+    others: Baseline | None
+    why: str | None
+
+    def __call__(self, sample: SignatureSample) -> Scored | None:
+        if self.fleet is None:
+            return _scored(sample, self.others) if self.others is not None else None
+        main = _scored(sample, self.fleet)
+        if self.why is None or self.others is None:
+            return main
+        return _merge(main, _scored(sample, self.others))
+
+    @property
+    def name(self) -> str:
+        if self.fleet is None:
+            return "crashes"
+        return "fleet+crashes" if self.why and self.others is not None else "fleet"
+
+
+def _json(scored: Scored) -> tuple[list[dict], list[dict]]:
+    return [f.as_json() for f in scored.findings], [f.as_json() for f in scored.explained]
 
 
 def _view(sample: SignatureSample, baseline: Baseline) -> dict:
-    scored = analyse_attributes(sample.counts, sample.events, baseline, sample.joint)
+    scored = _scored(sample, baseline)
     verdict = decide(scored, sample.events, sample.hosts, sample.top_host_share)
+    findings, explained = _json(scored)
     return {
         "baseline": baseline.name,
         "verdict": verdict.verdict,
         "verdict_detail": verdict.as_json(),
-        "findings": [f.as_json() for f in scored.findings],
-        "explained": [f.as_json() for f in scored.explained],
+        "findings": findings,
+        "explained": explained,
         "tests": scored.tests,
     }
 
 
+def _decompose(
+    sample: SignatureSample, scored: Scored, scoring: _Scoring, context: Context
+) -> tuple[list[dict], SignatureSample, Scored]:
+    """Peel concentrated components off until what remains is one population."""
+    components: list[dict] = []
+    rest, rest_scored = sample, scored
+    for _ in range(MAX_COMPONENTS):
+        part = concentrated_part(rest, rest_scored)
+        if part is None:
+            break
+        uptime = uptime_profile(part.inside.uptimes_s, context.uptimes)
+        shape = onset(part.inside.daily, context.window_start, context.window_end, context.exposure)
+        components.append(component_json(part, sample.events, uptime, shape))
+        rest = part.outside
+        rest_scored = scoring(rest) or rest_scored
+    return components, rest, rest_scored
+
+
+def _mixture_verdict(components: Sequence[dict], rest: SignatureSample, verdict: Verdict) -> Verdict:
+    parts = "; ".join(
+        f"{CONCENTRATED[c['attribute']]} {c['value']} carries {c['share']:.0%} of the events "
+        f"({c['events']}, {c['expected_events']:.1f} expected)"
+        for c in components
+    )
+    return replace(
+        verdict,
+        reason=f"a mixture: {parts}; the other {rest.events} events: {verdict.reason}",
+    )
+
+
+NO_BASELINE = Verdict("inconclusive", "no baseline: neither an inventory nor other crashes to compare with")
+
+
 def analyse_signature(sample: SignatureSample, context: Context) -> dict:
     """The contract's epidemiology body (without the `signature` object)."""
-    views = [_view(sample, baseline) for baseline in context.baselines]
-    main = views[0]
+    uptime = uptime_profile(sample.uptimes_s, context.uptimes)
+    why = _case_control_why(sample, context, uptime) if context.fleet is not None else None
+    start, end = signature_window(sample)
+    low = min(sample.uptimes_s) if uptime.get("bound") == "at least" and sample.uptimes_s else None
+    wanted = context.fleet is None or why is not None or context.crash_view
+    others = context.case_control(Controls(start, end, low)) if context.case_control and wanted else None
+    scoring = _Scoring(context.fleet, others, why)
+    scored = scoring(sample)
+    components: list[dict] = []
+    if scored is None:
+        verdict, findings, explained = NO_BASELINE, [], []
+    else:
+        verdict = decide(scored, sample.events, sample.hosts, sample.top_host_share)
+        components, rest, rest_scored = _decompose(sample, scored, scoring, context)
+        if components:
+            spread = decide(rest_scored, rest.events, rest.hosts, rest.top_host_share)
+            verdict = _mixture_verdict(components, rest, spread)
+            rest_findings, _ = _json(rest_scored)
+            rest_uptime = uptime_profile(rest.uptimes_s, context.uptimes)
+            components.append(spread_json(rest, spread.as_json(), rest_findings, rest_uptime))
+        findings, explained = _json(scored)
+    shape = onset(sample.daily, context.window_start, context.window_end, context.exposure, context.changes)
+    timing = [
+        t
+        for t in (
+            start_finding(sample.daily, shape, context.window_start, context.window_end, context.exposure),
+            uptime_finding(uptime),
+        )
+        if t is not None
+    ]
+    views = {}
+    if others is not None and context.fleet is not None and context.crash_view:
+        views["crashes"] = _view(sample, others)
     return {
         "events": sample.events,
         "hosts": sample.hosts,
-        "verdict": main["verdict"],
-        "verdict_detail": main["verdict_detail"],
-        "baseline": main["baseline"],
-        "findings": main["findings"],
-        "explained": main["explained"],
-        "views": {view["baseline"]: view for view in views[1:]},
-        "onset": onset(
-            sample.daily,
-            context.window_start,
-            context.window_end,
-            context.exposure,
-            context.changes,
+        "verdict": verdict.verdict,
+        "verdict_detail": verdict.as_json(),
+        "baseline": scoring.name,
+        "population": context.population.as_json(),
+        "findings": findings,
+        "explained": explained,
+        "components": components,
+        "time_findings": timing,
+        "statements": statements(
+            verdict.as_json(), context.population, why, components, findings, shape, timing
         ),
-        "uptime": uptime_profile(sample.uptimes_s, context.uptimes),
+        "views": views,
+        "onset": shape,
+        "uptime": uptime,
     }
 
 

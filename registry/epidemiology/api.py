@@ -12,7 +12,7 @@ from registry.auth.tokens import require_scope
 from registry.openapi import documented
 from registry.requests import load_query
 from registry.signatures.api import SignatureSchema, signature_or_404
-from registry.web import current_db
+from registry.web import current_db, current_settings
 
 from .models import EpidemiologySuspectHost, EpidemiologyVerdict
 from .service import signature_epidemiology, suspects
@@ -30,6 +30,36 @@ class FindingSchema(Schema):
     log10_p = fields.Float()
     events = fields.Integer()
     explained_by = fields.String(allow_none=True)
+    baseline = fields.String(
+        metadata={"description": "fleet (host-time) | crashes (case-control) | exposure (start date)"}
+    )
+
+
+class TimeFindingSchema(FindingSchema):
+    attribute = fields.String(metadata={"description": "uptime | start_date"})
+    statement = fields.String()
+
+
+class ComponentSchema(Schema):
+    kind = fields.String(metadata={"description": "concentrated | spread"})
+    attribute = fields.String(metadata={"description": "physical_host | hostname | cluster (concentrated)"})
+    value = fields.String()
+    events = fields.Integer()
+    share = fields.Float()
+    expected_events = fields.Float(metadata={"description": "what the spread part predicts for it"})
+    hosts = fields.Integer()
+    first_seen = fields.String(allow_none=True)
+    since = fields.String(allow_none=True)
+    verdict = fields.String(metadata={"description": "the spread part's verdict"})
+    uptime = fields.Dict()
+    statement = fields.String()
+
+
+class PopulationSchema(Schema):
+    kind = fields.String(metadata={"description": "fleet | program"})
+    program = fields.String(allow_none=True)
+    hosts = fields.Integer(allow_none=True)
+    source = fields.String(metadata={"description": "how the program's hosts are known"})
 
 
 class OnsetSchema(Schema):
@@ -47,8 +77,19 @@ class EpidemiologySchema(Schema):
         metadata={"description": "single-host | hardware-config | software | inconclusive"}
     )
     verdict_detail = fields.Dict()
-    baseline = fields.String(metadata={"description": "fleet | crashes: the baseline that decided"})
+    baseline = fields.String(
+        metadata={
+            "description": "fleet | crashes | fleet+crashes (changing values case-control): what decided"
+        }
+    )
+    population = fields.Nested(PopulationSchema)
     findings = fields.List(fields.Nested(FindingSchema), metadata={"description": "strongest first"})
+    components = fields.List(
+        fields.Nested(ComponentSchema),
+        metadata={"description": "a mixture: its concentrated parts, then the spread part (else empty)"},
+    )
+    time_findings = fields.List(fields.Nested(TimeFindingSchema))
+    statements = fields.List(fields.String(), metadata={"description": "the analysis in sentences"})
     explained = fields.List(fields.Nested(FindingSchema))
     views = fields.Dict(metadata={"description": "the same analysis against other baselines"})
     onset = fields.Nested(OnsetSchema)
@@ -60,7 +101,7 @@ class EpidemiologyQuery(Schema):
         load_default="auto",
         validate=validate.OneOf(["auto", "live", "stored"]),
         metadata={
-            "description": "the all-crashes view (a full scan of the events): live = computed now, "
+            "description": "the case-control view (a scan of the window's events): live = computed now, "
             "stored = from the last refresh, auto = stored when there is one"
         },
     )
@@ -85,7 +126,7 @@ class SuspectsSchema(Schema):
     tag="epidemiology",
 )
 def get_signature_epidemiology(key: str) -> Any:
-    """The main view (fleet inventory where known) is always computed now; the all-crashes
+    """The main view (fleet inventory where known) is always computed now; the case-control
     view comes from the last refresh unless asked for live."""
     args = load_query(EpidemiologyQuery())
     with current_db().session() as session:
@@ -93,7 +134,8 @@ def get_signature_epidemiology(key: str) -> Any:
         stored = session.get(EpidemiologyVerdict, signature.id)
         stored_view = stored.analysis.get("views", {}).get("crashes") if stored else None
         live = args["crash_view"] == "live" or (args["crash_view"] == "auto" and stored_view is None)
-        body = signature_epidemiology(session, signature, crash_view=live)
+        label = current_settings().epidemiology_program_label
+        body = signature_epidemiology(session, signature, crash_view=live, program_label=label)
     if not live and stored_view is not None and body.get("baseline") != "crashes":
         body.setdefault("views", {})["crashes"] = stored_view | {"stored_at": stored.computed_at.isoformat()}
     body["stored_at"] = stored.computed_at.isoformat() if stored else None

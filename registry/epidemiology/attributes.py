@@ -38,6 +38,25 @@ FAMILY: dict[str, str] = {
     "labels": "software",
 }
 
+# Attributes a host's value of changes over time (rollouts, firmware updates): a snapshot of
+# the inventory says what hosts run now, not what they ran when they crashed, so these are
+# compared with the other crashes of the same window (which carry the values at crash time)
+# when the inventory's history does not cover the window. Labels have no history at all.
+CHANGING: frozenset[str] = frozenset(
+    {
+        "kernel_version",
+        "os_image",
+        "bios_version",
+        "microcode",
+        "bmc_version",
+        "gpu_driver",
+        "hypervisor",
+        "labels",
+    }
+)
+# The changing attributes an inventory records one value of (labels are a map).
+CHANGING_SCALARS: tuple[str, ...] = tuple(sorted(CHANGING - {"labels"}))
+
 # When two values cover exactly the same hosts, the earlier attribute here is kept as the
 # explanation (the physical host over its hostname, the BIOS over its SKU, the kernel over
 # the image that ships it).

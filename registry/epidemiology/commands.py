@@ -29,7 +29,7 @@ def refresh_command() -> None:
             bar.length = total
             bar.update(1)
 
-        outcome = refresh(session, progress)
+        outcome = refresh(session, progress, cli_settings().epidemiology_program_label)
     click.echo(
         json.dumps(
             {"signatures": outcome.signatures, "suspects": outcome.suspects, "verdicts": outcome.verdicts}
@@ -51,7 +51,13 @@ def hosts_command(limit: int) -> None:
 @click.command()
 @click.option("--seed", default=7, show_default=True, type=int, help="simulation seed")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8080, show_default=True, type=int, help="0: any free port")
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=int,
+    help="0: any free port; taken: the registry serving there if it is on this database, else a free port",
+)
 @click.option(
     "--physical-per-cluster",
     default=35,
@@ -61,11 +67,11 @@ def hosts_command(limit: int) -> None:
 )
 @click.option("--serve/--no-serve", default=True, help="keep serving after the summary")
 def demo(seed: int, host: str, port: int, physical_per_cluster: int, serve: bool) -> None:
-    """A simulated fleet, end to end, on the embedded default database."""
+    """A simulated fleet of the last 90 days, end to end, on the embedded default database."""
     from .demo import run_demo
-    from .simulator import FleetConfig
+    from .simulator import confounded, today_start
 
-    config = FleetConfig(seed=seed, physical_per_cluster=physical_per_cluster)
+    config = confounded(seed, physical_per_cluster=physical_per_cluster, start=today_start())
     try:
         run_demo(cli_settings(), host, port, config, serve)
     except OSError as error:

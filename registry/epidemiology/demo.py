@@ -1,19 +1,24 @@
 """`crashreg demo`: a simulated fleet, end to end, on the embedded default database.
 
-Starts the registry in-process on a real port, feeds it a simulated fleet's inventory and
-crashes through the HTTP API, runs the epidemiology refresh, prints what a manager and an
-engineer want first, and leaves the registry serving with the data.
+Starts the registry in-process on a real port (or, when the port is taken by a registry on
+the same database, such as `make run`'s, feeds that one; taken by anything else, serves on a
+free port and says so), feeds it a simulated fleet anchored to today (inventory and crashes
+through the HTTP API), runs the epidemiology refresh, prints what a manager and an engineer
+want first, a mixed signature and how to read it, and leaves the registry serving.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
+import requests
 from sqlalchemy import func, select
 from werkzeug.serving import BaseWSGIServer, make_server
 
@@ -28,7 +33,7 @@ from registry.signatures.models import Signature
 from .feed import feed
 from .models import EpidemiologySuspectHost, EpidemiologyVerdict
 from .service import refresh
-from .simulator import FleetConfig, simulate
+from .simulator import SERVICE_LABEL, FleetConfig, simulate
 
 TOP_SIGNATURES = 10
 
@@ -36,31 +41,65 @@ TOP_SIGNATURES = 10
 @dataclass
 class DemoRegistry:
     url: str
-    server: BaseWSGIServer
-    thread: threading.Thread
+    server: BaseWSGIServer | None  # None: feeding a registry that was already serving
+    thread: threading.Thread | None
     database: Database
+    how: str  # which registry the demo uses, in words
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.thread.join()
+        if self.server is not None and self.thread is not None:
+            self.server.shutdown()
+            self.thread.join()
         self.database.dispose()
 
 
-def start_registry(settings: Settings, host: str, port: int) -> DemoRegistry:
-    """Migrate the database and serve the registry on a real socket in this process."""
+def _serves_this_database(url: str, token: str) -> bool:
+    """Does the registry at `url` accept a token just made in our database (then it is ours)?"""
+    try:
+        answer = requests.get(
+            f"{url}/api/v1/signatures?limit=1", headers={"Authorization": f"Bearer {token}"}, timeout=5
+        )
+    except requests.RequestException:
+        return False
+    return answer.status_code == 200
+
+
+def _port_taken(host: str, port: int) -> bool:
+    """Werkzeug exits the process on a taken port; ask first (TIME_WAIT does not count)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            return error.errno == errno.EADDRINUSE
+    return False
+
+
+def start_registry(settings: Settings, host: str, port: int, probe_token: str | None = None) -> DemoRegistry:
+    """Migrate the database and serve the registry on a real socket in this process. When
+    `port` is taken: by a registry on this database (it accepts `probe_token`), use that
+    one; by anything else, serve on a free port."""
     upgrade(settings.database_url)
     database = Database(settings.database_url)
     app = create_app(settings, database)
     for name in ("crashreg.access", "werkzeug"):  # a request log per crash would drown the story
         logging.getLogger(name).setLevel(logging.WARNING)
+    how = "serving on port {}"
+    if port and _port_taken(host, port):
+        taken = f"http://{host}:{port}"
+        if probe_token is not None and _serves_this_database(taken, probe_token):
+            how = f"port {port} is taken by a registry on this database: using it"
+            return DemoRegistry(taken, None, None, database, how)
+        port, how = 0, f"port {port} is taken by another server: serving on the free port {{}} instead"
     server = make_server(host, port, app, threaded=True)
+    how = how.format(server.server_port)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    return DemoRegistry(f"http://{host}:{server.server_port}", server, thread, database)
+    return DemoRegistry(f"http://{host}:{server.server_port}", server, thread, database, how)
 
 
 def _fmt_finding(row: EpidemiologyVerdict) -> str:
-    if not row.top_attribute:
+    if not row.top_attribute or row.analysis.get("components"):  # a mixture: its reason says it all
         return row.reason
     return (
         f"{row.top_attribute}={row.top_value}: {row.top_in_signature:.0%} of its crashes, "
@@ -113,6 +152,7 @@ def summary_lines(database: Database, base_url: str) -> list[str]:
             f"  {len(waiting)} small signatures are inconclusive; e.g. #{waiting[0].signature_id}: "
             f"{waiting[0].reason}"
         )
+    lines += mixture_lines(rows)
     lines += ["", "== Suspect physical hosts (across signatures) =="]
     if not suspects:
         lines.append("  none")
@@ -129,29 +169,61 @@ def summary_lines(database: Database, base_url: str) -> list[str]:
     return lines
 
 
+HOW_TO_READ = (
+    "How to read it: two bugs under one signature. The concentrated part is a host problem "
+    "(drain that physical host, run its hardware checks); the spread part carries the verdict "
+    "and is the software bug to debug from the stack. The findings are computed against the "
+    "hosts that run the program, so what every one of them shares (the pool's virtual BIOS, "
+    "its hypervisor) is never blamed."
+)
+
+
+def mixture_lines(rows: list[Any]) -> list[str]:
+    """The largest mixed signature, its parts and how to read them."""
+    mixed = [(row, title) for row, title in rows if row.analysis.get("components")]
+    lines = ["", "== A mixed signature, and how to read it =="]
+    if not mixed:
+        return [*lines, "  none in this fleet"]
+    row, title = mixed[0]
+    lines.append(f"  #{row.signature_id} {title[:90]} ({row.events} crashes)")
+    lines += [f"    - {statement}" for statement in row.analysis.get("statements", [])]
+    return [*lines, f"  {HOW_TO_READ}"]
+
+
 def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serve: bool) -> dict[str, Any]:
-    registry = start_registry(settings, host, port)
-    with registry.database.session() as session:
+    """`settings`: the program label defaults to the one the simulated fleet carries."""
+    settings = replace(
+        settings, epidemiology_program_label=settings.epidemiology_program_label or SERVICE_LABEL[0]
+    )
+    upgrade(settings.database_url)
+    tokens = Database(settings.database_url)
+    with tokens.session() as session:
         reporter, _ = create_token(session, f"demo-reporter-{config.seed}", "report", "agent")
         reader, _ = create_token(session, "demo-reader", "read", "human")
+    tokens.dispose()
+    registry = start_registry(settings, host, port, reader)
+    click.echo(f"Registry: {registry.url} ({registry.how})")
     sim = simulate(config)
     click.echo(
         f"Simulated fleet: {len(sim.hosts)} hosts on "
         f"{len({h['physical_host'] for h in sim.hosts.values()})} physical hosts, "
-        f"{config.days} days, {len(sim.reports)} crashes (seed {config.seed})."
+        f"{config.days} days up to {sim.end:%Y-%m-%d %H:%M} UTC, {len(sim.reports)} crashes "
+        f"(seed {config.seed})."
     )
     with click.progressbar(length=len(sim.reports), label="Ingesting crashes through the API") as bar:
         feed(sim, registry.url, reporter, bar.update)
     with registry.database.session() as session:
         signatures = session.scalar(select(func.count()).select_from(Signature)) or 0
         with click.progressbar(length=signatures, label="Analysing signatures") as bar:
-            refresh(session, lambda done, total: bar.update(1))
+            refresh(session, lambda done, total: bar.update(1), settings.epidemiology_program_label)
     for line in summary_lines(registry.database, registry.url):
         click.echo(line)
     click.echo("")
-    click.echo(f"Registry: {registry.url}   (database {settings.database_url})")
+    click.echo(f"Registry: {registry.url}   (database {settings.database_url}; {registry.how})")
     click.echo(f"Read token: {reader}")
-    if serve:
+    if serve and registry.server is None:
+        click.echo("The registry that was already serving keeps serving the data.")
+    elif serve:
         click.echo("Serving until Ctrl-C.")
         try:
             registry.thread.join()

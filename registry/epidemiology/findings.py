@@ -62,7 +62,7 @@ TESTS: dict[str, Callable[[int, int, float, float], float]] = {
 class Baseline:
     """Denominators: how much of the baseline carries each attribute value."""
 
-    name: str  # "fleet" or "crashes"
+    name: str  # "fleet" (host-time from the inventory) or "crashes" (case-control)
     test: str  # key of TESTS
     total: float
     counts: Mapping[AttributeValue, float]
@@ -84,6 +84,8 @@ class Finding:
     log10_p: float  # adjusted for multiple testing
     supported: bool  # at least MIN_SUPPORT events
     explained_by: AttributeValue | None = None
+    baseline: str = "fleet"  # the Baseline's name it was tested against
+    test: str = "binomial"  # the Baseline's test (key of TESTS)
 
     @property
     def key(self) -> AttributeValue:
@@ -117,6 +119,7 @@ class Finding:
             "log10_p": round(max(self.log10_p, -10_000.0), 3),
             "events": self.events,
             "explained_by": "=".join(self.explained_by) if self.explained_by else None,
+            "baseline": self.baseline,
         }
 
 
@@ -164,6 +167,8 @@ def score(
                 log10_p_raw=0.0,
                 log10_p=0.0,
                 supported=k >= min_support,
+                baseline=baseline.name,
+                test=baseline.test,
             )
         )
     supported = [f for f in raw if f.supported]

@@ -31,10 +31,19 @@ TRACKED = tuple(name for name in HOST_ATTRIBUTES if name != "hostname")
 
 
 class Dialect:
-    """The few expressions that differ between PostgreSQL and SQLite."""
+    """The few expressions that differ between PostgreSQL and SQLite, and the population the
+    fleet is restricted to (host ids in the bind parameter `:population`; None: every host)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, population: Sequence[int] | None = None) -> None:
         self.postgresql = is_postgresql(session)
+        self.population = population
+
+    def only(self, alias: str = "") -> str:
+        """`AND <alias>id` is in the population (nothing when it is the whole fleet)."""
+        return "" if self.population is None else f"AND {alias}id IN {id_list(self.postgresql, 'population')}"
+
+    def params(self) -> dict[str, Any]:
+        return {} if self.population is None else {"population": json.dumps(sorted(self.population))}
 
     def seconds(self, later: str, earlier: str) -> str:
         if self.postgresql:
@@ -86,7 +95,7 @@ def starts_sql(d: Dialect, moving_only: bool = False) -> str:
     WITH starts AS (
       SELECT id AS host_id, hostname, retired_at AS retired,
              CASE WHEN {_backfilled(d)} THEN NULL ELSE first_seen END AS born
-      FROM hosts WHERE in_inventory {moving}
+      FROM hosts WHERE in_inventory {moving} {d.only()}
     )"""
 
 
@@ -98,7 +107,7 @@ def steady_sql(d: Dialect) -> str:
     steady AS (
       SELECT * FROM hosts h
       WHERE h.in_inventory AND h.retired_at IS NULL AND {_backfilled(d, "h.")}
-        AND h.id NOT IN {_changed_hosts(TRACKED)}
+        AND h.id NOT IN {_changed_hosts(TRACKED)} {d.only("h.")}
     )"""
 
 
@@ -171,6 +180,13 @@ def _json_list(d: Dialect, param: str) -> str:
     return f"(SELECT value FROM json_each(:{param}))"
 
 
+def id_list(postgresql: bool, param: str) -> str:
+    """A subquery of the integers in the JSON list bound to `param` (one bind, any length)."""
+    if postgresql:
+        return f"(SELECT CAST(jsonb_array_elements_text(CAST(:{param} AS jsonb)) AS integer))"
+    return f"(SELECT value FROM json_each(:{param}))"
+
+
 def _postgresql_counts_sql(d: Dialect) -> str:
     """Steady hosts (most of the fleet) are counted in one pass (GROUPING SETS, count times
     the window); the other hosts' value intervals are summed as in the general case. Both
@@ -212,14 +228,19 @@ def _postgresql_counts_sql(d: Dialect) -> str:
 
 
 def fleet_counts(
-    session: Session, start: datetime, end: datetime, only: Mapping[str, Sequence[str]] | None = None
+    session: Session,
+    start: datetime,
+    end: datetime,
+    only: Mapping[str, Sequence[str]] | None = None,
+    population: Sequence[int] | None = None,
 ) -> tuple[float, dict[AttributeValue, float]]:
     """Host-time (in hosts present throughout) per attribute value over [start, end).
 
     `only`: {"hostname": [...], "physical_host": [...], "labels": [...]}: count only these
-    values of those attributes (the signature's; the others are never tested)."""
-    d = Dialect(session)
-    params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)}
+    values of those attributes (the signature's; the others are never tested). `population`:
+    host ids the fleet is restricted to (the hosts running a program)."""
+    d = Dialect(session, population)
+    params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)} | d.params()
     length = max((end - start).total_seconds(), 1.0)
     if d.postgresql and only is not None:
         params |= {f"only_{k}": json.dumps(sorted(only.get(k, ()))) for k in ("hostname", "labels")}
@@ -287,14 +308,17 @@ def _unchanged_hosts_sql(d: Dialect, wanted: Sequence[AttributeValue]) -> str:
       SELECT h.retired_at AS retired, {values}{extra},
              CASE WHEN {_backfilled(d, "h.")} THEN NULL ELSE h.first_seen END AS born
       FROM hosts h WHERE h.in_inventory AND h.id NOT IN {_changed_hosts(_tracked_of(attributes))}
+        {d.only("h.")}
     )"""
 
 
-def fleet_joint(session: Session, start: datetime, end: datetime) -> JointCounts:
+def fleet_joint(
+    session: Session, start: datetime, end: datetime, population: Sequence[int] | None = None
+) -> JointCounts:
     """Host-time carrying both of two values. Hosts without attribute history: one pass
     over their current values; hosts with history (few: a rollout's): their value intervals
     intersected pairwise, so rollouts are exact."""
-    d = Dialect(session)
+    d = Dialect(session, population)
     length = max((end - start).total_seconds(), 1.0)
 
     def joint(keys: Sequence[AttributeValue]) -> dict[Pair, float]:
@@ -302,7 +326,7 @@ def fleet_joint(session: Session, start: datetime, end: datetime) -> JointCounts
         if len(wanted) < 2:
             return {}
         pairs = [(a, b) for i, a in enumerate(wanted) for b in wanted[i + 1 :]]
-        params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)}
+        params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)} | d.params()
         conditions = []
         for index, (attribute, value) in enumerate(wanted):
             conditions.append(f"(attribute = :a{index} AND value = :v{index})")
@@ -352,12 +376,21 @@ def fleet_joint(session: Session, start: datetime, end: datetime) -> JointCounts
 
 
 def fleet_baseline_sql(
-    session: Session, start: datetime, end: datetime, only: Mapping[str, Sequence[str]] | None = None
+    session: Session,
+    start: datetime,
+    end: datetime,
+    only: Mapping[str, Sequence[str]] | None = None,
+    population: Sequence[int] | None = None,
 ) -> Baseline | None:
-    total, counts = fleet_counts(session, start, end, only)
+    total, counts = fleet_counts(session, start, end, only, population)
     if total <= 0:
         return None
-    return Baseline("fleet", "binomial", total, counts, fleet_joint(session, start, end))
+    return Baseline("fleet", "binomial", total, counts, fleet_joint(session, start, end, population))
+
+
+def inventory_since(session: Session) -> datetime | None:
+    """When the inventory first saw the fleet (its first load)."""
+    return _aware(session.scalar(text("SELECT min(first_seen) FROM hosts WHERE in_inventory")))
 
 
 CHANGING = "born IS NOT NULL OR retired IS NOT NULL"

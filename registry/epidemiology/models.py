@@ -2,6 +2,8 @@
 
 - `epidemiology_verdicts`: one row per signature, the verdict and its headline numbers.
 - `epidemiology_findings`: the over-represented attribute values, per signature and baseline.
+- `epidemiology_components`: a mixed signature's parts: concentrated components, then the
+  spread part (migration 0016).
 - `epidemiology_suspect_hosts`: fleet-wide suspects (physical hosts spraying signatures).
 - `epidemiology_samples`, `epidemiology_sample_groups` (PostgreSQL): a large signature's events
   as the refresh last grouped them, so a request reads only the events since (see
@@ -63,8 +65,36 @@ class EpidemiologyVerdict(Base):
     uptime_statement: Mapped[str | None] = mapped_column(Text)
     analysis: Mapped[dict[str, Any]] = mapped_column(doc="the full endpoint body")
     computed_at: Mapped[datetime]
+    concentrated: Mapped[int | None] = mapped_column(Integer, doc="a mixture's concentrated components")
+    summary: Mapped[str | None] = mapped_column(Text, doc="the analysis in sentences, one a line")
 
     __table_args__ = (Index("ix_epidemiology_verdicts_verdict", "verdict"),)
+
+
+class EpidemiologyComponent(Base):
+    """One part of a mixed signature: a concentrated component or the spread part."""
+
+    __tablename__ = "epidemiology_components"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    signature_id: Mapped[int] = mapped_column(ForeignKey("signatures.id", ondelete="CASCADE"))
+    rank: Mapped[int] = mapped_column(Integer, doc="concentrated parts first, strongest first")
+    kind: Mapped[str] = mapped_column(String(16), doc="concentrated | spread")
+    attribute: Mapped[str | None] = mapped_column(String(64))
+    value: Mapped[str | None] = mapped_column(String(255))
+    events: Mapped[int] = mapped_column(Integer)
+    share: Mapped[float] = mapped_column(Float)
+    expected_events: Mapped[float | None] = mapped_column(Float, doc="what the spread part predicts")
+    hosts: Mapped[int] = mapped_column(Integer)
+    first_seen: Mapped[datetime | None]
+    since: Mapped[datetime | None]
+    uptime_median_days: Mapped[float | None] = mapped_column(Float)
+    uptime_statement: Mapped[str | None] = mapped_column(Text)
+    verdict: Mapped[str | None] = mapped_column(String(32), doc="the spread part's")
+    statement: Mapped[str] = mapped_column(Text)
+    computed_at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_epidemiology_components_signature", "signature_id"),)
 
 
 class EpidemiologyFinding(Base):

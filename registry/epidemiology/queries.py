@@ -21,9 +21,10 @@ from registry.ingest.models import Event
 from registry.inventory.models import Host
 from registry.signatures.models import Signature
 
-from .analysis import SignatureSample
-from .attributes import HOST_ATTRIBUTES, AttributeValue
-from .findings import MIN_SUPPORT, JointCounts, Pair
+from .analysis import SignatureSample, crash_baseline
+from .attributes import CHANGING_SCALARS, HOST_ATTRIBUTES, AttributeValue
+from .findings import MIN_SUPPORT, Baseline, JointCounts, Pair
+from .fleet_sql import Dialect, id_list
 from .models import SAMPLE_FITS, SNAPSHOT_COLUMNS, EpidemiologySample
 from .suspects import HostSignatureCount
 
@@ -295,13 +296,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         for day, n in stored.daily.items():
             daily[day] = daily.get(day, 0) + n
         uptimes = [*stored.uptimes, *uptimes]
-    per_host = session.execute(
-        grouped.statement(
-            f"SELECT count(*), max(n) FROM (SELECT {PHYSICAL} AS p, {grouped.count} AS n "
-            f"FROM {grouped.source} WHERE {grouped.sql} GROUP BY {PHYSICAL}) AS per_host"
-        ),
-        grouped.params,
-    ).one()
+    per_host = _per_host(session, grouped)
     known = session.scalar(
         grouped.statement(
             f"SELECT {grouped.count} FROM {grouped.source} "
@@ -310,6 +305,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         grouped.params,
     )
     events = sum(daily.values())
+    unrecorded = session.scalar(text(_unrecorded_sql(session)))
     # In a large signature, values seen once or twice, and hosts with no more than twice an
     # average host's share, can never be findings: not worth counting (nor asking the fleet).
     least, least_per_host = 1, 1
@@ -325,7 +321,139 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         joint=joint_counts(session, grouped),
         uptimes_s=sorted(map(float, uptimes)),
         inventory_events=int(known or 0),
+        unrecorded_changes=int(unrecorded or 0),
+        split=_splitter(session, ids, ()),
     )
+
+
+def _unrecorded_sql(session: Session) -> str:
+    """Events of the grouped signature whose inventory host (without attribute history) now
+    shows other changing values than the event carried (see `analysis.unrecorded_changes`)."""
+    distinct = "IS DISTINCT FROM" if is_postgresql(session) else "IS NOT"
+    differs = " OR ".join(f"s.{name} {distinct} h.{name}" for name in CHANGING_SCALARS)
+    return (
+        f"SELECT coalesce(sum(s.n), 0) FROM {SIGNATURE_SNAPSHOTS} s JOIN hosts h ON h.id = s.host_id "
+        "WHERE h.in_inventory AND NOT EXISTS (SELECT 1 FROM host_attribute_changes c WHERE c.host_id = h.id) "
+        f"AND ({differs})"
+    )
+
+
+def _per_host(session: Session, grouped: EventFilter) -> Any:
+    """(distinct physical hosts, events on the busiest one) of grouped events."""
+    return session.execute(
+        grouped.statement(
+            f"SELECT count(*), max(n) FROM (SELECT {PHYSICAL} AS p, {grouped.count} AS n "
+            f"FROM {grouped.source} WHERE {grouped.sql} GROUP BY {PHYSICAL}) AS per_host"
+        ),
+        grouped.params,
+    ).one()
+
+
+Part = tuple[AttributeValue, bool]  # a value, and whether the part's events carry it
+
+
+def _splitter(session: Session, ids: Sequence[int], parts: Sequence[Part]) -> Any:
+    def split(key: AttributeValue) -> tuple[SignatureSample, SignatureSample]:
+        return (
+            sample_part(session, ids, [*parts, (key, True)]),
+            sample_part(session, ids, [*parts, (key, False)]),
+        )
+
+    return split
+
+
+def sample_part(session: Session, ids: Sequence[int], parts: Sequence[Part]) -> SignatureSample:
+    """The part of the signature's events that carries (or not) each value of `parts`: a
+    mixture's concentrated component and what remains. Counts from the signature's grouped
+    events (the temporary table `signature_sample` made), days and uptimes from its events."""
+    conditions, params = [], {}
+    for index, (key, inside) in enumerate(parts):
+        sql, values = _condition(session, key, f"part{index}")
+        conditions.append(f"(CASE WHEN {sql} THEN 1 ELSE 0 END) = {1 if inside else 0}")
+        params |= values
+    where = " AND ".join(conditions)
+    grouped = EventFilter(where, params, table=SIGNATURE_SNAPSHOTS, weight="n")
+    signature = EventFilter.signature(ids)
+    events = EventFilter(f"{signature.sql} AND {where}", signature.params | params, signature.expanding)
+    daily, uptimes = _daily_and_uptimes(session, events)
+    per_host = _per_host(session, grouped)
+    return SignatureSample(
+        events=sum(daily.values()),
+        counts=value_counts(session, grouped),
+        hosts=int(per_host[0] or 0),
+        top_host_events=int(per_host[1] or 0),
+        daily=daily,
+        joint=joint_counts(session, grouped),
+        uptimes_s=sorted(map(float, uptimes)),
+        split=_splitter(session, ids, parts),
+    )
+
+
+def case_control_baseline(
+    session: Session, start: datetime, end: datetime, min_uptime_s: float | None, hosts: Sequence[int] | None
+) -> Baseline | None:
+    """The crashes of [start, end) (on `hosts`, at uptimes of at least `min_uptime_s`), every
+    signature's: the case-control baseline, with the values the events carried at crash time."""
+    d = Dialect(session)
+    sql = "crashed_at >= :ws AND crashed_at < :we"
+    params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)}
+    if min_uptime_s is not None:
+        sql += " AND uptime_s >= :min_uptime"
+        params["min_uptime"] = math.floor(min_uptime_s)
+    if hosts is not None:
+        sql += f" AND host_id IN {id_list(d.postgresql, 'population')}"
+        params["population"] = json.dumps(sorted(hosts))
+    where = EventFilter(sql, params)
+    total = session.scalar(where.statement(f"SELECT count(*) FROM events WHERE {where.sql}"), where.params)
+    if not total:
+        return None
+    return crash_baseline(value_counts(session, where), int(total), joint_counts(session, where))
+
+
+def _payload_executable(session: Session) -> str:
+    if is_postgresql(session):
+        return "r.payload -> 'stack' ->> 'executable'"
+    return "json_extract(r.payload, '$.stack.executable')"
+
+
+def signature_programs(session: Session, ids: Sequence[int]) -> list[str]:
+    """The executables the signature's userspace reports name (one, as a rule)."""
+    where = EventFilter.signature(ids)
+    rows = session.execute(
+        where.statement(
+            f"SELECT DISTINCT {_payload_executable(session)} FROM reports r "
+            "JOIN events e ON e.id = r.event_id "
+            "WHERE e.signature_id IN :signature_ids AND r.source = 'userspace' LIMIT 20"
+        ),
+        where.params,
+    )
+    return sorted(str(value) for (value,) in rows if value)
+
+
+def program_hosts(session: Session, executables: Sequence[str], label: str | None) -> tuple[list[int], str]:
+    """The hosts running a program, and how that is known: the inventory label `label` naming
+    it (its value is the executable's file name), else hosts that reported crashes of it."""
+    names = sorted({e.rsplit("/", 1)[-1] for e in executables})
+    if label:
+        if is_postgresql(session):
+            carries = "labels ->> :label IN :names"
+            params: dict[str, Any] = {"label": label}
+        else:
+            carries = "json_extract(labels, :label) IN :names"
+            params = {"label": f'$."{label}"'}
+        statement = text(f"SELECT id FROM hosts WHERE {carries}").bindparams(
+            bindparam("names", expanding=True)
+        )
+        found = list(session.scalars(statement, params | {"names": names}))
+        if found:
+            return found, f"the inventory label {label}={','.join(names)}"
+    statement = text(
+        f"SELECT DISTINCT e.host_id FROM reports r JOIN events e ON e.id = r.event_id "
+        f"WHERE r.source = 'userspace' AND {_payload_executable(session)} IN :executables"
+    ).bindparams(bindparam("executables", expanding=True))
+    return list(
+        session.scalars(statement, {"executables": list(executables)})
+    ), "crash reports of the same program"
 
 
 def _daily_and_uptimes(session: Session, where: EventFilter) -> tuple[dict[date, int], list[Any]]:

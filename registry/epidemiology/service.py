@@ -20,27 +20,34 @@ from registry.signatures.service import summary
 
 from .analysis import (
     Context,
+    Controls,
     SignatureSample,
     analyse_signature,
-    crash_baseline,
     fleet_view,
     signature_window,
 )
 from .findings import Baseline
-from .fleet_sql import fleet_baseline_sql, fleet_exposure, rollout_steps
-from .models import EpidemiologyFinding, EpidemiologySample, EpidemiologySuspectHost, EpidemiologyVerdict
+from .fleet_sql import fleet_baseline_sql, fleet_exposure, inventory_since, rollout_steps
+from .models import (
+    EpidemiologyComponent,
+    EpidemiologyFinding,
+    EpidemiologySample,
+    EpidemiologySuspectHost,
+    EpidemiologyVerdict,
+)
+from .narrative import FLEET, Population
 from .queries import (
     STORED_SAMPLE_EVENTS,
-    EventFilter,
+    case_control_baseline,
     host_signature_counts,
     hosts_per_physical,
-    joint_counts,
     observation_window,
+    program_hosts,
     signature_ids,
+    signature_programs,
     signature_sample,
     store_sample,
     uptime_hours,
-    value_counts,
 )
 from .suspects import suspect_hosts
 from .uptime import histogram_outside_counts
@@ -57,33 +64,48 @@ _UPTIMES: weakref.WeakKeyDictionary[Engine, tuple[float, dict[int, int]]] = weak
 
 class Fleet:
     """What every signature's analysis shares, computed once per request or refresh; the
-    all-crashes baseline and the uptime histogram (full scans) only when first needed."""
+    case-control baselines (scans of the events) and the uptime histogram only when needed,
+    each once per window, population and uptime bound."""
 
-    def __init__(self, session: Session, window: tuple[date, date]) -> None:
+    def __init__(self, session: Session, window: tuple[date, date], program_label: str | None = None) -> None:
         self.session = session
         self.window = window
+        self.program_label = program_label
         self.exposure = fleet_exposure(session, *window)
         self.changes = rollout_steps(session)
-        self._crashes: Baseline | None = None
+        self.inventory_since = inventory_since(session)
+        self._controls: dict[tuple, Baseline | None] = {}
         self._uptime_hours: dict[int, int] | None = None
 
-    def view(self, sample: SignatureSample) -> Baseline | None:
-        """The fleet as it was over the signature's days, if the inventory covers it."""
+    def population(self, signature: Signature, ids: list[int]) -> tuple[Population, list[int] | None]:
+        """Who could have had the crash: the fleet for a kernel crash; for a userspace one, the
+        hosts running the program (None: the whole fleet)."""
+        programs = signature_programs(self.session, ids) if signature.kind == "userspace" else []
+        if not programs:
+            return FLEET, None
+        hosts, source = program_hosts(self.session, programs, self.program_label)
+        name = ", ".join(sorted({p.rsplit("/", 1)[-1] for p in programs}))
+        return Population("program", name, len(hosts), source), hosts
+
+    def view(self, sample: SignatureSample, population: list[int] | None) -> Baseline | None:
+        """The population as it was over the signature's days, if the inventory covers it."""
         only = {
             name: [value for (attribute, value) in sample.counts if attribute == name]
             for name in ("hostname", "physical_host", "labels")
         }
-        fleet = fleet_baseline_sql(self.session, *signature_window(sample), only)
+        fleet = fleet_baseline_sql(self.session, *signature_window(sample), only, population)
         return fleet_view(sample, fleet)
 
-    def crashes(self) -> Baseline:
-        if self._crashes is None:
-            everything = EventFilter.everything()
-            total = self.session.scalar(select(func.count()).select_from(Event)) or 0
-            self._crashes = crash_baseline(
-                value_counts(self.session, everything), total, joint_counts(self.session, everything)
-            )
-        return self._crashes
+    def case_control(self, population: list[int] | None) -> Callable[[Controls], Baseline | None]:
+        def baseline(controls: Controls) -> Baseline | None:
+            key = (controls, tuple(population) if population is not None else None)
+            if key not in self._controls:
+                self._controls[key] = case_control_baseline(
+                    self.session, controls.start, controls.end, controls.min_uptime_s, population
+                )
+            return self._controls[key]
+
+        return baseline
 
     def uptime_hours(self) -> dict[int, int]:
         """All crashes' uptimes (hourly histogram): fleet-wide and slow to move, so shared by
@@ -106,17 +128,20 @@ def tune(session: Session) -> None:
         session.execute(text("SET LOCAL work_mem = '64MB'"))
 
 
-def load_fleet(session: Session) -> Fleet | None:
+def load_fleet(session: Session, program_label: str | None = None) -> Fleet | None:
+    """`program_label`: the inventory label whose value names the program a host runs (the
+    setting CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL)."""
     tune(session)
     window = observation_window(session)
-    return Fleet(session, window) if window is not None else None
+    return Fleet(session, window, program_label) if window is not None else None
 
 
 def analyse(
     session: Session, signature: Signature, fleet: Fleet | None, crash_view: bool = True
 ) -> dict[str, Any]:
     """The contract's epidemiology body for one signature. Without `crash_view` the
-    all-crashes baseline is computed only when the inventory cannot serve as the baseline."""
+    case-control baseline (a scan of the window's events) is computed only when the analysis
+    needs it: no inventory to compare with, or values that changed since the inventory began."""
     ids = signature_ids(session, signature.id)
     sample = signature_sample(session, ids)
     head = {"signature": summary(session, signature)}
@@ -126,27 +151,31 @@ def analyse(
             "hosts": 0,
             "verdict": "inconclusive",
             "findings": [],
+            "components": [],
+            "statements": ["no events yet"],
             "onset": {"first_seen": None, "change_point": None},
         }
-    baselines = [b for b in (fleet.view(sample),) if b is not None]
-    if crash_view or not baselines:
-        baselines.append(fleet.crashes())
+    population, hosts = fleet.population(signature, ids)
     context = Context(
-        baselines=baselines,
         window_start=fleet.window[0],
         window_end=fleet.window[1],
+        fleet=fleet.view(sample, hosts),
+        case_control=fleet.case_control(hosts),
         exposure=fleet.exposure,
         changes=fleet.changes,
         uptimes=histogram_outside_counts(fleet.uptime_hours(), sample.uptimes_s),
+        inventory_since=fleet.inventory_since,
+        population=population,
+        crash_view=crash_view,
     )
     return head | analyse_signature(sample, context)
 
 
 def signature_epidemiology(
-    session: Session, signature: Signature, crash_view: bool = False
+    session: Session, signature: Signature, crash_view: bool = False, program_label: str | None = None
 ) -> dict[str, Any]:
-    """One signature, now (the all-crashes view, a full scan, only when asked for)."""
-    return analyse(session, signature, load_fleet(session), crash_view)
+    """One signature, now (the case-control view, a scan, only when asked for or needed)."""
+    return analyse(session, signature, load_fleet(session, program_label), crash_view)
 
 
 def suspects(session: Session, limit: int = 20) -> list[dict[str, Any]]:
@@ -159,9 +188,10 @@ def _day(value: str | None) -> datetime | None:
 
 def store(session: Session, signature_id: int, body: dict[str, Any], when: datetime) -> None:
     """Replace one signature's stored verdict and findings."""
-    session.execute(delete(EpidemiologyFinding).where(EpidemiologyFinding.signature_id == signature_id))
-    session.execute(delete(EpidemiologyVerdict).where(EpidemiologyVerdict.signature_id == signature_id))
+    for table in (EpidemiologyFinding, EpidemiologyComponent, EpidemiologyVerdict):
+        session.execute(delete(table).where(table.signature_id == signature_id))
     findings = body.get("findings", [])
+    components = body.get("components", [])
     top = findings[0] if findings else {}
     detail = body.get("verdict_detail", {})
     onset = body.get("onset", {})
@@ -186,11 +216,34 @@ def store(session: Session, signature_id: int, body: dict[str, Any], when: datet
             uptime_statement=(body.get("uptime") or {}).get("statement"),
             analysis=body,
             computed_at=when,
+            concentrated=sum(1 for c in components if c["kind"] == "concentrated"),
+            summary="\n".join(body.get("statements", [])),
         )
     )
-    views = [(body.get("baseline", "crashes"), findings)] + [
-        (name, view["findings"]) for name, view in body.get("views", {}).items()
-    ]
+    for rank, component in enumerate(components, start=1):
+        uptime = component.get("uptime") or {}
+        session.add(
+            EpidemiologyComponent(
+                signature_id=signature_id,
+                rank=rank,
+                kind=component["kind"],
+                attribute=component.get("attribute"),
+                value=(component.get("value") or "")[:255] or None,
+                events=component["events"],
+                share=component.get("share", round(component["events"] / max(body["events"], 1), 4)),
+                expected_events=component.get("expected_events"),
+                hosts=component["hosts"],
+                first_seen=_day(component.get("first_seen")),
+                since=_day(component.get("since")),
+                uptime_median_days=uptime.get("median_days"),
+                uptime_statement=uptime.get("statement"),
+                verdict=component.get("verdict"),
+                statement=component["statement"],
+                computed_at=when,
+            )
+        )
+    views = [(body.get("baseline", "crashes"), findings), ("timing", body.get("time_findings", []))]
+    views += [(name, view["findings"]) for name, view in body.get("views", {}).items()]
     for baseline, rows in views:
         for rank, finding in enumerate(rows, start=1):
             session.add(
@@ -202,7 +255,7 @@ def store(session: Session, signature_id: int, body: dict[str, Any], when: datet
                     value=finding["value"][:255],
                     in_signature=finding["in_signature"],
                     overall=finding["overall"],
-                    lift=finding["lift"],
+                    lift=finding["lift"] or 0.0,
                     p_value=finding["p_value"],
                     log10_p=finding["log10_p"],
                     events=finding["events"],
@@ -268,11 +321,13 @@ class RefreshOutcome:
     verdicts: dict[str, int] | None = None
 
 
-def refresh(session: Session, progress: Callable[[int, int], None] | None = None) -> RefreshOutcome:
+def refresh(
+    session: Session, progress: Callable[[int, int], None] | None = None, program_label: str | None = None
+) -> RefreshOutcome:
     """Recompute and store every signature's epidemiology and the fleet-wide suspects."""
     when = utcnow()
     outcome = RefreshOutcome(verdicts={})
-    fleet = load_fleet(session)
+    fleet = load_fleet(session, program_label)
     ids = session.scalars(
         select(Signature.id).where(Signature.merged_into_id.is_(None)).order_by(Signature.id)
     ).all()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -98,13 +99,15 @@ TEAMS: tuple[str, ...] = ("search", "ads", "storage", "ml-training", "web")
 
 @dataclass(frozen=True)
 class Bug:
-    """One kernel bug: the console log kind and where it strikes."""
+    """One bug: the console log kind and where it strikes (kernel), or the program, its signal
+    and its stack (userspace: kind "userspace", `executable` set, `where` the signal)."""
 
-    kind: str  # key of CONSOLE_KINDS
+    kind: str  # key of CONSOLE_KINDS, or "userspace"
     function: str
     module: str | None = None
     callers: tuple[str, ...] = ()
-    where: str = ""  # file:line for BUG/WARNING kinds, bank for machine checks
+    where: str = ""  # file:line for BUG/WARNING kinds, bank for machine checks, signal (userspace)
+    executable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -266,6 +269,42 @@ DEFAULT_POPULATIONS: tuple[CrashPopulation, ...] = (
 )
 
 
+PROGRAM = "/usr/bin/ingest-worker"
+POOL_CLUSTERS: tuple[str, ...] = ("us-east-c1", "us-west-c2", "eu-central-c3")
+VM_BIOS = "1.16.3-debian-1.16.3-2"  # the virtual firmware every VM reports (SeaBIOS)
+PROGRAM_CALLERS = ("worker_loop", "std::thread::_State_impl::_M_run", "start_thread", "clone3")
+
+# Confounders (issue 16): a program deployed on a VM pool whose VMs all share the virtual BIOS,
+# the hypervisor, a label and their clusters; one of its signatures is a mixture (a bad physical
+# host in the pool plus a race spread over the pool); a kernel bug that needs long uptimes,
+# which a rollout that rebooted most of the fleet turns into an "old kernel" finding against a
+# snapshot of today's inventory.
+CONFOUNDED_POPULATIONS: tuple[CrashPopulation, ...] = (
+    CrashPopulation(
+        "pool-mixed",
+        "pool-mixed",
+        Bug("userspace", "ring_buffer_commit", "ingest-worker", PROGRAM_CALLERS, "SIGSEGV", PROGRAM),
+        120,
+        "software",
+        "physical_host",
+    ),
+    CrashPopulation(
+        "pool-race",
+        "pool-spread",
+        Bug("userspace", "chunk_index_merge", "ingest-worker", PROGRAM_CALLERS, "SIGABRT", PROGRAM),
+        90,
+        "software",
+    ),
+    CrashPopulation(
+        "long-uptime",
+        "long-uptime",
+        Bug("soft_lockup", "compaction_alloc", None, ("isolate_freepages", "migrate_pages", *SPREAD_CALLERS)),
+        150,
+        "software",
+    ),
+)
+
+
 @dataclass(frozen=True)
 class FleetConfig:
     seed: int = 7
@@ -278,6 +317,30 @@ class FleetConfig:
     firmware_bios: str = "2.1.4"  # exists on gpu-h100-sxm only
     populations: tuple[CrashPopulation, ...] = DEFAULT_POPULATIONS
     scale: float = 1.0  # multiplies every population's event count
+    # confounders, off by default (see `confounded`)
+    pool_clusters: tuple[str, ...] = ()  # clusters whose VMs run PROGRAM (label service=ingest-worker)
+    vm_bios: str | None = None  # the BIOS string VMs report; None: their physical host's
+    concentrated_share: float = 0.3  # pool-mixed: share of its crashes on the pool's bad host
+    long_uptime_days: float = 30.0  # long-uptime: crashes only on hosts up at least this long
+
+
+def confounded(seed: int = 7, concentrated_share: float = 0.3, **overrides: Any) -> FleetConfig:
+    """A fleet with the confounders of issue 16 beside the clean populations."""
+    settings: dict[str, Any] = {
+        "seed": seed,
+        "rollout_share": 0.8,
+        "pool_clusters": POOL_CLUSTERS,
+        "vm_bios": VM_BIOS,
+        "concentrated_share": concentrated_share,
+        "populations": DEFAULT_POPULATIONS + CONFOUNDED_POPULATIONS,
+    }
+    return FleetConfig(**(settings | overrides))
+
+
+def today_start(days: int = 90) -> datetime:
+    """The start of a simulated fleet of `days` days ending this hour (the demo's): its last
+    crashes are today's, none in the future."""
+    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - days * DAY
 
 
 @dataclass
@@ -290,9 +353,55 @@ class Simulation:
     bad_physical_host: str
     end: datetime
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # final inventory
+    rollout_at: dict[str, datetime] = field(default_factory=dict)  # host -> when it took the rollout
+    pool_bad_physical_host: str | None = None  # the bad host of the pool-mixed population
 
     def population(self, name: str) -> CrashPopulation:
         return next(p for p in self.config.populations if p.name == name)
+
+    def host_at(self, name: str, moment: datetime) -> dict[str, Any]:
+        return _host_at(self.hosts, self.rollout_at, name, moment)
+
+    def pool(self) -> list[str]:
+        """The hosts running PROGRAM (the deployment pool)."""
+        return _pool(self.hosts)
+
+
+SERVICE_LABEL = ("service", "ingest-worker")  # what the pool's hosts carry
+# Values every host of the program's pool carries: they describe the population, never a cause.
+POOL_SHARED = frozenset(
+    {("bios_version", VM_BIOS), ("hypervisor", HYPERVISOR), ("labels", "=".join(SERVICE_LABEL))}
+)
+
+
+def _pool(hosts: dict[str, dict[str, Any]]) -> list[str]:
+    key, value = SERVICE_LABEL
+    return sorted(n for n, h in hosts.items() if (h.get("labels") or {}).get(key) == value)
+
+
+def _host_at(
+    hosts: dict[str, dict[str, Any]], rollout_at: dict[str, datetime], name: str, moment: datetime
+) -> dict[str, Any]:
+    host = hosts[name]
+    switched = rollout_at.get(name)
+    if switched is not None and switched <= moment:
+        return host | {"kernel_version": ROLLOUT_KERNEL, "os_image": KERNEL_IMAGES[ROLLOUT_KERNEL]}
+    return host
+
+
+def weekly_inventory(sim: Simulation) -> list[tuple[datetime, list[dict[str, Any]]]]:
+    """The whole fleet as an inventory job sees it once a week from the start (a history)."""
+    moments = []
+    moment = sim.config.start - timedelta(hours=1)
+    while moment <= sim.end:
+        moments.append(moment)
+        moment += 7 * DAY
+    return [(m, [sim.host_at(name, m) for name in sorted(sim.hosts)]) for m in moments]
+
+
+def one_off_inventory(sim: Simulation) -> list[tuple[datetime, list[dict[str, Any]]]]:
+    """The fleet loaded once, today, after all the crashes (no history)."""
+    return [(sim.end, [sim.host_at(name, sim.end) for name in sorted(sim.hosts)])]
 
 
 def _pick_weighted(rng: random.Random, options: Sequence[tuple[Any, float]]) -> Any:
@@ -333,7 +442,16 @@ def _build_fleet(config: FleetConfig, rng: random.Random) -> dict[str, dict[str,
                         "memory_gb": 64,
                         "gpu_driver": None,
                     }
+                    _confound(hosts[name], config)
     return hosts
+
+
+def _confound(vm: dict[str, Any], config: FleetConfig) -> None:
+    """A VM of the confounded fleet: virtual firmware; in the pool, the program's label."""
+    if config.vm_bios:
+        vm["bios_version"] = config.vm_bios
+    if vm["cluster"] in config.pool_clusters:
+        vm["labels"] = vm["labels"] | dict([SERVICE_LABEL])
 
 
 def _host(hostname: str, hardware: dict[str, Any], rng: random.Random, booted: datetime) -> dict[str, Any]:
@@ -377,11 +495,7 @@ class _Fleet:
             )
 
     def host_at(self, name: str, moment: datetime) -> dict[str, Any]:
-        host = self.hosts[name]
-        switched = self.rollout_at.get(name)
-        if switched is not None and switched <= moment:
-            return host | {"kernel_version": ROLLOUT_KERNEL, "os_image": KERNEL_IMAGES[ROLLOUT_KERNEL]}
-        return host
+        return _host_at(self.hosts, self.rollout_at, name, moment)
 
     def inventory(self) -> list[tuple[datetime, list[dict[str, Any]]]]:
         start = self.config.start - timedelta(hours=1)
@@ -463,7 +577,50 @@ def _place_small(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dic
     ]
 
 
+def _place_pool_spread(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dict) -> list:
+    return [
+        (_uniform_time(rng, sim.config.start, sim.config.days), rng.choice(ctx["pool"]), None)
+        for _ in range(ctx["events"])
+    ]
+
+
+def _place_pool_mixed(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dict) -> list:
+    """`concentrated_share` on the VMs of the pool's bad host (since its onset), the rest spread
+    over the pool (a race)."""
+    onset = sim.config.start + sim.config.bad_host_onset_day * DAY
+    days = sim.config.days - sim.config.bad_host_onset_day
+    on_host = round(ctx["events"] * sim.config.concentrated_share)
+    out = [(_uniform_time(rng, onset, days), rng.choice(ctx["pool_bad_vms"]), None) for _ in range(on_host)]
+    out += [
+        (_uniform_time(rng, sim.config.start, sim.config.days), rng.choice(ctx["pool"]), None)
+        for _ in range(ctx["events"] - on_host)
+    ]
+    return out
+
+
+def _place_long_uptime(sim: _Fleet, rng: random.Random, pop: CrashPopulation, ctx: dict) -> list:
+    """Spread over the fleet, but only on hosts up `long_uptime_days` (boot or rollout reboot;
+    `simulate` drops those a crash rebooted meanwhile). Twice the candidates: some drop."""
+    least = sim.config.long_uptime_days * DAY
+    out = []
+    while len(out) < 2 * ctx["events"]:
+        moment = _uniform_time(rng, sim.config.start, sim.config.days)
+        name = rng.choice(ctx["names"])
+        boot = sim.hosts[name]["booted_at"]
+        switched = sim.rollout_at.get(name)
+        if switched is not None and switched <= moment:
+            boot = max(boot, switched)
+        if moment - boot >= least:
+            out.append((moment, name, LONG_UPTIME))
+    return out
+
+
+LONG_UPTIME = timedelta(0)  # marker: keep the crash only if the host is still up long enough
+
 CAUSES = {
+    "pool-spread": _place_pool_spread,
+    "pool-mixed": _place_pool_mixed,
+    "long-uptime": _place_long_uptime,
     "spread": _place_spread,
     "rising": _place_rising,
     "rollout": _place_rollout,
@@ -473,12 +630,16 @@ CAUSES = {
 }
 
 
-def _choose_bad_host(fleet: _Fleet, rng: random.Random) -> tuple[str, list[str]]:
+def _choose_bad_host(
+    fleet: _Fleet, rng: random.Random, among: Sequence[str] | None = None, avoid: str | None = None
+) -> tuple[str, list[str]]:
+    """A hypervisor with at least six VMs (among these VMs, when given)."""
     carriers: dict[str, list[str]] = {}
-    for name, host in fleet.hosts.items():
+    for name in among if among is not None else fleet.hosts:
+        host = fleet.hosts[name]
         if host.get("hypervisor"):
             carriers.setdefault(host["physical_host"], []).append(name)
-    candidates = sorted(p for p, vms in carriers.items() if len(vms) >= 6)
+    candidates = sorted(p for p, vms in carriers.items() if len(vms) >= 6 and p != avoid)
     physical = rng.choice(candidates)
     return physical, sorted(carriers[physical])
 
@@ -491,10 +652,21 @@ def simulate(config: FleetConfig | None = None) -> Simulation:
     end = config.start + config.days * DAY
     bad_physical, bad_vms = _choose_bad_host(fleet, rng)
     names = sorted(fleet.hosts)
+    pool = _pool(fleet.hosts)
+    pool_bad, pool_bad_vms = (
+        _choose_bad_host(fleet, random.Random(config.seed + 1), pool, bad_physical) if pool else (None, [])
+    )
     planned: list[tuple[datetime, str, timedelta | None, CrashPopulation, Bug]] = []
     for pop in config.populations:
         events = max(1, round(pop.events * config.scale)) if pop.cause != "small" else pop.events
-        ctx = {"names": names, "events": events, "end": end, "bad_vms": bad_vms}
+        ctx = {
+            "names": names,
+            "events": events,
+            "end": end,
+            "bad_vms": bad_vms,
+            "pool": pool,
+            "pool_bad_vms": pool_bad_vms,
+        }
         for moment, name, early in CAUSES[pop.cause](fleet, rng, pop, ctx):
             planned.append((moment, name, early, pop, pop.bug))
         if pop.spray:
@@ -507,30 +679,39 @@ def simulate(config: FleetConfig | None = None) -> Simulation:
 
     booted = {name: host["booted_at"] for name, host in fleet.hosts.items()}
     reports, truth, bug_of = [], {}, {}
+    kept: Counter[str] = Counter()
     for index, (moment, name, early, pop, bug) in enumerate(planned):
         boot = booted[name]
         switched = fleet.rollout_at.get(name)
         if switched is not None and switched <= moment:
             boot = max(boot, switched)  # the rollout rebooted it
-        if early is not None and moment - early > boot:
+        if early is LONG_UPTIME:
+            wanted = max(1, round(pop.events * config.scale))
+            if moment - boot < config.long_uptime_days * DAY or kept[pop.name] >= wanted:
+                continue  # a crash rebooted it meanwhile (or enough of them)
+            kept[pop.name] += 1
+        elif early is not None and moment - early > boot:
             boot = moment - early
         uptime = max(60.0, (moment - boot).total_seconds())
         host = fleet.host_at(name, moment)
         report_id = f"sim{config.seed}-{index:06d}"
-        reports.append(
-            {
-                "report_id": report_id,
-                "source": "crash_kernel",
-                "crashed_at": _iso(moment),
-                "host": _vmcore_host(host),
-                "boot_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-                "uptime_s": int(uptime),
-                "console_log": console_log(bug, host, uptime, rng),
-            }
-        )
+        report = {
+            "report_id": report_id,
+            "source": "userspace" if bug.executable else "crash_kernel",
+            "crashed_at": _iso(moment),
+            "host": _vmcore_host(host),
+            "boot_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            "uptime_s": int(uptime),
+        }
+        if bug.executable:
+            report["stack"] = user_stack(bug, rng)
+        else:
+            report["console_log"] = console_log(bug, host, uptime, rng)
+        reports.append(report)
         truth[report_id] = pop.name
         bug_of[report_id] = bug
-        booted[name] = moment + timedelta(minutes=rng.uniform(2, 10))
+        if not bug.executable:  # a program's crash does not reboot its host
+            booted[name] = moment + timedelta(minutes=rng.uniform(2, 10))
     return Simulation(
         config=config,
         inventory=fleet.inventory(),
@@ -540,6 +721,8 @@ def simulate(config: FleetConfig | None = None) -> Simulation:
         bad_physical_host=bad_physical,
         end=end,
         hosts=fleet.hosts,
+        rollout_at=fleet.rollout_at,
+        pool_bad_physical_host=pool_bad,
     )
 
 
@@ -551,7 +734,17 @@ def inventory_json(snapshot: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-# ---- console logs -----------------------------------------------------------------------
+# ---- userspace stacks and console logs ---------------------------------------------------
+
+
+def user_stack(bug: Bug, rng: random.Random) -> dict[str, Any]:
+    """The contract's `stack` of one crash of a userspace bug (addresses random, frames not)."""
+    frames = [
+        {"function": function, "module": bug.module, "offset": f"0x{rng.randrange(0x10, 0x800):x}"}
+        for function in (bug.function, *bug.callers)
+    ]
+    return {"executable": bug.executable, "signal": bug.where, "build_id": "5f1e" * 10, "frames": frames}
+
 
 NOISE: tuple[str, ...] = (
     "systemd-journald[{pid}]: Received client request to flush runtime journal.",

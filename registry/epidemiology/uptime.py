@@ -95,6 +95,9 @@ def uptime_profile(signature_s: Sequence[float], baseline: OutsideCounts) -> dic
         "min_days": round(crashes[0] / DAY_S, 3) if crashes else None,
         "statement": None,
         "p_value": None,
+        "bound": None,  # "at most" | "at least": the signature's uptimes never go past `bound_days`
+        "bound_days": None,
+        "outside_share": None,  # share of the other crashes beyond the bound
     }
     if len(crashes) < MIN_EVENTS:
         return result
@@ -114,13 +117,20 @@ def uptime_profile(signature_s: Sequence[float], baseline: OutsideCounts) -> dic
             f"never on nodes up more than {days} days "
             f"({above:.0%} of the other crashes came after more than {crashes[-1] / DAY_S:.1f} days up)"
         )
-        log10_p = never_long
+        log10_p, bound, share = never_long, "at most", above
     else:
         days = max(0, math.floor(crashes[0] / DAY_S))
         statement = (
             f"never on nodes up less than {days} days "
             f"({below:.0%} of the other crashes came after less than {crashes[0] / DAY_S:.1f} days up)"
         )
-        log10_p = never_short
-    result.update(statement=statement, p_value=to_p_value(log10_p))
+        log10_p, bound, share = never_short, "at least", below
+    result.update(
+        statement=statement,
+        p_value=to_p_value(log10_p),
+        bound=bound,
+        bound_days=days,
+        outside_share=round(share, 6),
+        log10_p=round(max(log10_p, -10_000.0), 3),
+    )
     return result

@@ -97,15 +97,21 @@ def decide(scored: Scored, events: int, hosts: int, top_host_share: float) -> Ve
             return Verdict(
                 rule.verdict,
                 f"{finding.attribute}={finding.value} carries {finding.in_signature:.0%} of "
-                f"the events but {finding.overall:.2%} of the {scored.baseline.name} "
+                f"the events but {finding.overall:.2%} of the {finding.baseline} "
                 f"(lift {finding.lift:.1f})",
                 finding,
             )
     return _spread_or_inconclusive(scored, hosts, top_host_share, events)
 
 
+def is_spread(events: int, hosts: int, top_host_share: float) -> bool:
+    """Enough events on enough hosts, none of them carrying half."""
+    enough = events >= SPREAD_MIN_EVENTS and hosts >= SPREAD_MIN_HOSTS
+    return enough and top_host_share < SPREAD_MAX_HOST_SHARE
+
+
 def _spread_or_inconclusive(scored: Scored, hosts: int, top_host_share: float, events: int) -> Verdict:
-    if events >= SPREAD_MIN_EVENTS and hosts >= SPREAD_MIN_HOSTS and top_host_share < SPREAD_MAX_HOST_SHARE:
+    if is_spread(events, hosts, top_host_share):
         return Verdict(
             "software",
             f"spread across {hosts} hosts with no host, hardware or software concentration",
@@ -113,7 +119,7 @@ def _spread_or_inconclusive(scored: Scored, hosts: int, top_host_share: float, e
     options = [_events_to_show_spread(events, hosts)]
     for candidate in scored.candidates[:5]:
         if FAMILY.get(candidate.attribute) in {rule.family for rule in VERDICT_RULES}:
-            needed = _events_to_decide(candidate, scored.tests, scored.baseline.test)
+            needed = _events_to_decide(candidate, scored.tests, candidate.test)
             if needed is not None:
                 options.append(needed)
     more = min(options)

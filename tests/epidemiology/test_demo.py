@@ -3,26 +3,35 @@
 from __future__ import annotations
 
 import re
+import socket
+import threading
+from datetime import UTC, datetime
 
 from click.testing import CliRunner
+from werkzeug.serving import make_server
 
 from registry.app import create_app
 from registry.cli import main
 from registry.cli_support import cli_database, cli_settings
 from registry.config import Settings
 
+DEMO = ["demo", "--no-serve", "--physical-per-cluster", "10", "--seed", "3"]
 
-def test_demo_feeds_the_api_and_prints_what_managers_and_engineers_want(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+
+def _demo(db_url: str, monkeypatch, port: int) -> str:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
     cli_settings.cache_clear()
     cli_database.cache_clear()
-    result = CliRunner().invoke(
-        main, ["demo", "--no-serve", "--port", "0", "--physical-per-cluster", "10", "--seed", "3"]
-    )
+    result = CliRunner().invoke(main, [*DEMO, "--port", str(port)])
     cli_settings.cache_clear()
     cli_database.cache_clear()
     assert result.exit_code == 0, result.output
-    out = result.output
+    return result.output
+
+
+def test_demo_feeds_the_api_and_prints_what_managers_and_engineers_want(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    before = datetime.now(UTC).strftime("%Y-%m-%d")
+    out = _demo(db_url, monkeypatch, 0)
     assert "Ingesting crashes through the API" in out
     assert "== For the manager ==" in out and "== For the engineer" in out
     assert re.search(r"\d+ crashes on \d+ hosts in \d+ signatures", out)
@@ -30,10 +39,45 @@ def test_demo_feeds_the_api_and_prints_what_managers_and_engineers_want(db_url, 
     assert "hardware-config: bios_version=2.1.4" in out
     assert "never on nodes up more than 3 days" in out
     assert "== Suspect physical hosts" in out and "distinct signatures" in out
+    # anchored to today: the fleet's last crashes are today's
+    days = {before, datetime.now(UTC).strftime("%Y-%m-%d")}  # the run may cross midnight
+    assert re.search(rf"90 days up to ({'|'.join(days)}) \d\d:00 UTC", out)
+    # a mixed signature and how to read it
+    mixed = out[out.index("== A mixed signature, and how to read it ==") :]
+    assert "of ingest-worker" in mixed.splitlines()[1]
+    assert "- software: a mixture: physical host " in mixed
+    assert "running ingest-worker" in mixed and "How to read it: two bugs under one signature" in mixed
     token = re.search(r"Read token: (\S+)", out).group(1)
     url = re.search(r"Registry: (http://\S+)", out).group(1)
     assert url.startswith("http://127.0.0.1:") and token.startswith("crs_")
     # --no-serve stopped the server; the read token it printed works on the same data
     client = create_app(Settings(database_url=db_url)).test_client()
-    listed = client.get("/api/v1/epidemiology/hosts", headers={"Authorization": f"Bearer {token}"})
+    headers = {"Authorization": f"Bearer {token}"}
+    listed = client.get("/api/v1/epidemiology/hosts", headers=headers)
     assert listed.status_code == 200 and listed.json["hosts"]
+
+
+def test_demo_on_a_port_taken_by_something_else_serves_on_a_free_port(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = _demo(db_url, monkeypatch, port)
+    url = re.search(r"Registry: (http://\S+)", out).group(1)
+    assert url != f"http://127.0.0.1:{port}"
+    assert f"port {port} is taken by another server: serving on the free port {url.rsplit(':', 1)[1]}" in out
+
+
+def test_demo_on_a_port_taken_by_a_registry_on_the_same_database_uses_it(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    server = make_server("127.0.0.1", 0, create_app(Settings(database_url=db_url)), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        out = _demo(db_url, monkeypatch, server.server_port)
+    finally:
+        server.shutdown()
+        thread.join()
+    port = server.server_port
+    reused = f"(port {port} is taken by a registry on this database: using it)"
+    assert f"Registry: http://127.0.0.1:{port} {reused}" in out
+    assert "== A mixed signature, and how to read it ==" in out
