@@ -10,7 +10,7 @@ Grafana reads them through `rpt_epidemiology_components` and the recreated
 ensured again: `crashreg grafana provision` or the scheduler's Grafana sync).
 
 Revision ID: 0016_epi_components
-Revises: 0014_epi_read_index
+Revises: 0015_event_explanation
 Create Date: 2026-12-01 07:40:00
 """
 
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016_epi_components"
-down_revision: str | Sequence[str] | None = "0014_epi_read_index"
+down_revision: str | Sequence[str] | None = "0015_event_explanation"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -117,4 +117,6 @@ def review_rca(rca_id: int) -> Any:
 def get_triage_bundle(key: str) -> Any:
     with current_db().session() as session:
         signature = signature_or_404(session, key)
-        return jsonify(triage_bundle(session, signature, current_settings().public_url))
+        settings = current_settings()
+        return jsonify(triage_bundle(session, signature, settings.public_url,
+                                     settings.epidemiology_program_label))

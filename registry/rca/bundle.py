@@ -254,7 +254,8 @@ def example_rca(bundle: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def triage_bundle(session: Session, signature: Signature, public_url: str) -> dict[str, Any]:
+def triage_bundle(session: Session, signature: Signature, public_url: str,
+                  program_label: str | None = None) -> dict[str, Any]:
     members = member_signature_ids(session, signature)
     signature_facts = facts(session, members)
     versions = [k["kernel_version"] for k in signature_facts["kernels"] if k["kernel_version"]]
@@ -268,7 +269,7 @@ def triage_bundle(session: Session, signature: Signature, public_url: str) -> di
         "rcas": signature_rcas(session, signature),
         "jira": jira_issue(session, signature),
         "similar_signatures": similar_signatures(session, signature),
-        "epidemiology": signature_epidemiology(session, signature),
+        "epidemiology": signature_epidemiology(session, signature, program_label=program_label),
         "evidence_format": evidence_format(),
         "budget": AGENT_BUDGET,
     }

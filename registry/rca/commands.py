@@ -49,7 +49,8 @@ def triage_bundle_command(signature: str, out: Path) -> None:
         found = find_signature(session, signature)
         if found is None:
             raise click.ClickException(f"no signature with id or fingerprint {signature!r}")
-        bundle = triage_bundle(session, found, cli_settings().public_url)
+        settings = cli_settings()
+        bundle = triage_bundle(session, found, settings.public_url, settings.epidemiology_program_label)
     written = write_bundle(bundle, out)
     click.echo(f"wrote {len(written)} files to {out} ({len(bundle['events'])} events sampled)", err=True)
 
