@@ -1014,7 +1014,9 @@ class AlertingProvisioning:
         self, folder: str, group: str, payload: dict[str, Any], headers: dict[str, str], **_: Any
     ) -> dict[str, Any]:
         interval = payload.get("interval")
-        if not isinstance(interval, int) or interval <= 0 or interval % BASE_INTERVAL_S:
+        if not isinstance(interval, int) or isinstance(interval, bool):
+            raise ApiError(400, "bad request data")  # the JSON binding of an int64
+        if interval <= 0 or interval % BASE_INTERVAL_S:
             raise ApiError(
                 400,
                 f"invalid alert rule: interval ({interval}s) should be non-zero and divided exactly by "

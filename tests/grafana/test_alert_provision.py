@@ -1,0 +1,228 @@
+"""`crashreg grafana provision` and `export` for the alert rules, against the Grafana emulator."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from grafana_client import GrafanaApi
+
+from dashboards import FOLDER_TITLE, FOLDER_UID
+from dashboards.alerts import GROUP
+from registry.cli import main
+from registry.cli_support import cli_settings
+from registry.config import Settings
+from registry.db import Database
+from sync.grafana.alerting import AlertRulesInvalid
+from sync.grafana.datasource import datasource_spec
+from sync.grafana.export import next_steps
+from sync.grafana.service import provision
+from tests.emulators.grafana import RunningGrafana
+from tests.grafana.test_alerting_emulator import rule as foreign_rule
+
+RULES = 8  # without a Jira sync configured
+JIRA = {"jira_url": "http://127.0.0.1:9", "jira_token": "t", "jira_project": "CRASH"}
+
+
+def alert_writes(grafana: RunningGrafana) -> list[tuple[str, str]]:
+    return [(m, p) for m, p in grafana.state.requests if m != "GET" and "/api/v1/provisioning/" in p]
+
+
+def alert_actions(result: Any) -> dict[str, str]:
+    return {o.uid: o.action for o in result.report.outcomes if o.kind.startswith("alert")}
+
+
+def with_alerts(settings: Settings, **changes: Any) -> Settings:
+    return dataclasses.replace(settings, alerts=dataclasses.replace(settings.alerts, **changes))
+
+
+def test_rules_land_in_their_own_group_and_a_second_run_writes_nothing(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    first = provision(grafana_settings, database)
+    assert set(alert_actions(first).values()) == {"created"} and len(alert_actions(first)) == RULES
+    rules = grafana.state.alerting.rules
+    assert len(rules) == RULES
+    assert {(r["folderUID"], r["ruleGroup"], r["provenance"], r["interval_s"]) for r in rules.values()} == {
+        (FOLDER_UID, GROUP, "api", 300)
+    }
+    writes = alert_writes(grafana)
+    assert writes == [("PUT", f"/api/v1/provisioning/folder/{FOLDER_UID}/rule-groups/{GROUP}")]
+    second = provision(grafana_settings, database)
+    assert set(alert_actions(second).values()) == {"unchanged"}
+    assert alert_writes(grafana) == writes, "a second run must not write"
+
+
+def test_what_the_operator_made_is_never_touched(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    api = GrafanaApi.from_url(grafana.url, credential=grafana.token)
+    api.folder.create_folder(FOLDER_TITLE, uid=FOLDER_UID)
+    ap = api.alertingprovisioning
+    ap.create_contactpoint(
+        {"name": "fleet-oncall", "type": "webhook", "settings": {"url": "http://127.0.0.1:9"}}
+    )
+    ap.set_notification_policy_tree(
+        {
+            "receiver": "grafana-default-email",
+            "routes": [{"receiver": "fleet-oncall", "object_matchers": [["source", "=", "crashreg"]]}],
+        }
+    )
+    ap.create_or_update_template("fleet", {"template": '{{ define "fleet" }}{{ .CommonLabels }}{{ end }}'})
+    ap.update_rule_group(
+        FOLDER_UID,
+        "operators",
+        {
+            "title": "operators",
+            "folderUid": FOLDER_UID,
+            "interval": 60,
+            "rules": [foreign_rule("mine", "the operator's rule", group="operators")],
+        },
+    )
+    ap.create_alertrule({**foreign_rule("elsewhere", "elsewhere", group="g"), "folderUID": FOLDER_UID})
+    before = copy.deepcopy(grafana.state.alerting)
+    operator_writes = len(alert_writes(grafana))
+    provision(grafana_settings, database)
+    provision(grafana_settings, database)
+    after = grafana.state.alerting
+    assert after.contact_points == before.contact_points and after.policies == before.policies
+    assert after.templates == before.templates
+    for uid in ("mine", "elsewhere"):
+        assert after.rules[uid] == before.rules[uid]
+    assert [p for _, p in alert_writes(grafana)[operator_writes:]] == [
+        f"/api/v1/provisioning/folder/{FOLDER_UID}/rule-groups/{GROUP}"
+    ]
+
+
+def test_a_rule_crashreg_did_not_create_in_its_group_stops_the_group(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    api = GrafanaApi.from_url(grafana.url, credential=grafana.token)
+    api.folder.create_folder(FOLDER_TITLE, uid=FOLDER_UID)
+    api.alertingprovisioning.create_alertrule(
+        {**foreign_rule("mine", "hand made", group=GROUP), "folderUID": FOLDER_UID}
+    )
+    result = provision(grafana_settings, database)
+    outcome = next(o for o in result.report.outcomes if o.kind == "alert-group")
+    assert outcome.action == "conflict" and "rule mine ('hand made')" in outcome.detail
+    assert set(grafana.state.alerting.rules) == {"mine"}, "nothing deleted, nothing written"
+
+
+def test_a_crashreg_uid_used_in_another_group_stops_the_group(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    api = GrafanaApi.from_url(grafana.url, credential=grafana.token)
+    api.folder.create_folder("Other", uid="other")
+    taken = {**foreign_rule("crashreg-ingest-silence", "my silence rule", group="mine"), "folderUID": "other"}
+    api.alertingprovisioning.create_alertrule(taken)
+    result = provision(grafana_settings, database)
+    outcome = next(o for o in result.report.outcomes if o.kind == "alert-group")
+    assert outcome.action == "conflict" and "taken by 'my silence rule' in folder other" in outcome.detail
+    assert grafana.state.alerting.rules["crashreg-ingest-silence"]["ruleGroup"] == "mine", "not moved"
+
+
+def test_a_rule_changed_in_grafana_is_kept_unless_forced(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    provision(grafana_settings, database)
+    api = GrafanaApi.from_url(grafana.url, credential=grafana.token)
+    edited = api.alertingprovisioning.get_alertrule("crashreg-failed-captures")
+    edited["data"][2]["model"]["conditions"][0]["evaluator"]["params"] = [0.9]
+    api.alertingprovisioning.update_alertrule("crashreg-failed-captures", edited)
+    kept = alert_actions(provision(grafana_settings, database))
+    assert kept.pop("crashreg-failed-captures") == "kept-edited"
+    assert set(kept.values()) == {"unchanged"}
+
+    def held_threshold() -> float:
+        rule = grafana.state.alerting.rules["crashreg-failed-captures"]
+        return rule["data"][2]["model"]["conditions"][0]["evaluator"]["params"][0]
+
+    assert held_threshold() == 0.9
+    forced = alert_actions(provision(grafana_settings, database, force=True))
+    assert forced["crashreg-failed-captures"] == "overwritten" and held_threshold() == 0.2
+    assert set(alert_actions(provision(grafana_settings, database)).values()) == {"unchanged"}
+
+
+def test_new_thresholds_and_interval_update_without_force(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    provision(grafana_settings, database)
+    changed = with_alerts(grafana_settings, failed_capture_share=0.4, interval_s=600)
+    actions = alert_actions(provision(changed, database))
+    assert actions.pop("crashreg-failed-captures") == "updated"
+    assert actions.pop(GROUP) == "updated"
+    assert set(actions.values()) == {"unchanged"}
+    rule = grafana.state.alerting.rules["crashreg-failed-captures"]
+    assert rule["data"][2]["model"]["conditions"][0]["evaluator"]["params"] == [0.4]
+    assert rule["interval_s"] == 600
+
+
+def test_rules_crashreg_no_longer_defines_are_removed(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    provision(dataclasses.replace(grafana_settings, **JIRA), database)
+    assert "crashreg-jira-sync-behind" in grafana.state.alerting.rules
+    actions = alert_actions(provision(grafana_settings, database))
+    assert actions["crashreg-jira-sync-behind"] == "removed"
+    assert len(grafana.state.alerting.rules) == RULES
+
+
+def test_grafana_refusing_the_group_is_reported(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    provision(grafana_settings, database)
+    grafana.state.alerting.rules["crashreg-ingest-silence"]["provenance"] = (
+        "file"  # also provisioned from files
+    )
+    result = provision(with_alerts(grafana_settings, silence_minutes=60), database)
+    outcome = next(o for o in result.report.outcomes if o.kind == "alert-group")
+    assert outcome.action == "conflict" and "provenance status 'file'" in outcome.detail
+
+
+def test_a_bad_interval_setting_fails_before_any_alerting_write(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    with pytest.raises(AlertRulesInvalid, match="interval 45"):
+        provision(with_alerts(grafana_settings, interval_s=45), database)
+    assert alert_writes(grafana) == []
+
+
+def test_next_steps_for_a_grafana_admin() -> None:
+    sqlite = datasource_spec(Settings(database_url="sqlite:////var/lib/crashreg.db"))
+    steps = "\n".join(next_steps(Path("/tmp/out"), sqlite, "/etc/grafana/provisioning"))
+    assert "/tmp/out/provisioning/* to /etc/grafana/provisioning/" in steps
+    assert "grafana cli plugins install frser-sqlite-datasource" in steps
+    assert "/var/lib/crashreg-grafana.db" in steps and "source=crashreg" in steps
+    postgres = datasource_spec(Settings(database_url="postgresql://u:p@db/crashreg"))
+    steps = "\n".join(next_steps(Path("/tmp/out"), postgres, "/srv/grafana/provisioning/"))
+    assert "CRASHREG_GRAFANA_DB_PASSWORD" in steps and "frser" not in steps
+    assert "/srv/grafana/provisioning/dashboards/crashreg" in steps
+
+
+def test_cli_export_writes_the_alert_rules_file(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not db_url.startswith("sqlite"):
+        pytest.skip("the CLI export of a SQLite registry; PostgreSQL's data source is tested without a CLI")
+    monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
+    monkeypatch.setenv("CRASHREG_ALERT_SILENCE_MINUTES", "45")
+    cli_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(main, ["grafana", "export", str(tmp_path / "out")])
+    finally:
+        cli_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "out/provisioning/alerting/crashreg.yaml"
+    assert str(path) in result.output
+    assert "next, as the Grafana admin:" in result.output and "frser-sqlite-datasource" in result.output
+    document = yaml.safe_load(path.read_text())
+    (group,) = document["groups"]
+    assert document["apiVersion"] == 1 and group["folder"] == FOLDER_TITLE and group["interval"] == "5m"
+    silence = next(rule for rule in group["rules"] if rule["uid"] == "crashreg-ingest-silence")
+    assert silence["data"][2]["model"]["conditions"][0]["evaluator"]["params"] == [45]
+    assert silence["data"][0]["datasourceUid"] == "crashreg-sqlite"
