@@ -231,8 +231,9 @@ def jira_sync_behind(d: Dialect, t: AlertThresholds) -> AlertRule:
         summary='The oldest change owed to Jira has waited {{ printf "%.0f" $values.B.Value }} minutes',
         description=(
             "New signatures, regressions and RCAs are not reaching Jira. Run `crashreg jira check` "
-            "(credentials, project, workflow), look at the failing links in /api/v1/jira/links, "
-            "and check `crashreg scheduler` (or `crashreg jira sync`) is running."
+            "(credentials, project, workflow), look at the failing links "
+            "(GET /api/v1/integrations/jira/links?failing=true) and check `crashreg scheduler` "
+            "(or `crashreg jira sync`) is running."
         ),
         severity="warning",
         dashboard_uid=triage.UID,
