@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import re
+from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,3 +159,10 @@ def test_file_provisioning_form(dialect: str) -> None:
         assert file_rule["dashboardUid"] == api_rule["annotations"]["__dashboardUid__"]
         assert file_rule["panelId"] == int(api_rule["annotations"]["__panelId__"])
         assert "__panelId__" not in file_rule["annotations"]
+
+
+def test_docs_list_every_threshold_with_its_default() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs/alerting.md").read_text()
+    rows = dict(re.findall(r"^\| `(CRASHREG_ALERT_\w+)` \| ([\d.]+) \|", docs, re.M))
+    expected = {f"CRASHREG_ALERT_{item.name.upper()}": str(item.default) for item in fields(AlertThresholds)}
+    assert rows == expected
