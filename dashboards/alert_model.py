@@ -21,6 +21,18 @@ EXPRESSION_DATASOURCE = {"type": "__expr__", "uid": "__expr__"}
 # What Grafana stores in every query model when they are missing (AlertQuery.PreSave):
 # stating them keeps what Grafana returns equal to what was sent.
 MODEL_DEFAULTS = {"intervalMs": 1000, "maxDataPoints": 43200}
+REQUIRED_RULE_FIELDS = (
+    "uid",
+    "orgID",
+    "folderUID",
+    "ruleGroup",
+    "title",
+    "condition",
+    "data",
+    "noDataState",
+    "execErrState",
+    "for",
+)
 BASE_INTERVAL_S = 10  # Grafana's [unified_alerting] base_interval: group intervals are multiples
 ORG_ID = 1
 NO_DATA_STATES = ("NoData", "Alerting", "OK", "KeepLast")
@@ -286,20 +298,6 @@ def rule_problems(rule: dict[str, Any]) -> list[str]:
         problems.append(f"{PANEL_ID_ANNOTATION} must be an integer panel id")
     problems += [f"label {name} is reserved by Grafana" for name in labels if name in RESERVED_LABELS]
     return problems + _problems_of_data(rule["data"], rule["condition"])
-
-
-REQUIRED_RULE_FIELDS = (
-    "uid",
-    "orgID",
-    "folderUID",
-    "ruleGroup",
-    "title",
-    "condition",
-    "data",
-    "noDataState",
-    "execErrState",
-    "for",
-)
 
 
 def group_problems(group: dict[str, Any]) -> list[str]:

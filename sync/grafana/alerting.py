@@ -22,22 +22,15 @@ from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaClientError
 from sqlalchemy import delete, select
 
-from dashboards.alert_model import group_problems
+from dashboards.alert_model import REQUIRED_RULE_FIELDS, group_problems
 from registry.db import Database, utcnow
 from registry.grafana.models import GrafanaProvisioned
 from sync.grafana.provision import Outcome, content_hash
 
 RULE_KIND = "alert-rule"
+# What crashreg sets on a rule (orgID is Grafana's own), compared with what Grafana holds.
 COMPARED_FIELDS = (
-    "uid",
-    "folderUID",
-    "ruleGroup",
-    "title",
-    "condition",
-    "data",
-    "noDataState",
-    "execErrState",
-    "for",
+    *(name for name in REQUIRED_RULE_FIELDS if name != "orgID"),
     "annotations",
     "labels",
     "isPaused",

@@ -8,14 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from click.testing import CliRunner
 from grafana_client import GrafanaApi
 
 from dashboards import FOLDER_TITLE, FOLDER_UID
 from dashboards.alerts import GROUP
-from registry.cli import main
-from registry.cli_support import cli_settings
 from registry.config import Settings
 from registry.db import Database
 from sync.grafana.alerting import AlertRulesInvalid
@@ -202,27 +198,3 @@ def test_next_steps_for_a_grafana_admin() -> None:
     steps = "\n".join(next_steps(Path("/tmp/out"), postgres, "/srv/grafana/provisioning/"))
     assert "CRASHREG_GRAFANA_DB_PASSWORD" in steps and "frser" not in steps
     assert "/srv/grafana/provisioning/dashboards/crashreg" in steps
-
-
-def test_cli_export_writes_the_alert_rules_file(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not db_url.startswith("sqlite"):
-        pytest.skip("the CLI export of a SQLite registry; PostgreSQL's data source is tested without a CLI")
-    monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
-    monkeypatch.setenv("CRASHREG_ALERT_SILENCE_MINUTES", "45")
-    cli_settings.cache_clear()
-    try:
-        result = CliRunner().invoke(main, ["grafana", "export", str(tmp_path / "out")])
-    finally:
-        cli_settings.cache_clear()
-    assert result.exit_code == 0, result.output
-    path = tmp_path / "out/provisioning/alerting/crashreg.yaml"
-    assert str(path) in result.output
-    assert "next, as the Grafana admin:" in result.output and "frser-sqlite-datasource" in result.output
-    document = yaml.safe_load(path.read_text())
-    (group,) = document["groups"]
-    assert document["apiVersion"] == 1 and group["folder"] == FOLDER_TITLE and group["interval"] == "5m"
-    silence = next(rule for rule in group["rules"] if rule["uid"] == "crashreg-ingest-silence")
-    assert silence["data"][2]["model"]["conditions"][0]["evaluator"]["params"] == [45]
-    assert silence["data"][0]["datasourceUid"] == "crashreg-sqlite"

@@ -243,6 +243,7 @@ def test_cli_export_on_sqlite_builds_the_reporting_copy(
     if not db_url.startswith("sqlite"):
         pytest.skip("the SQLite reporting copy")
     monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
+    monkeypatch.setenv("CRASHREG_ALERT_SILENCE_MINUTES", "45")
     cli_settings.cache_clear()
     try:
         result = CliRunner().invoke(main, ["grafana", "export", str(tmp_path / "out")])
@@ -253,3 +254,13 @@ def test_cli_export_on_sqlite_builds_the_reporting_copy(
     assert str(copy) in result.output and copy.exists()
     datasources = yaml.safe_load((tmp_path / "out/provisioning/datasources/crashreg.yaml").read_text())
     assert datasources["datasources"][0]["jsonData"]["path"] == str(copy)
+    # The alert rules, with the thresholds of the environment, and what the Grafana admin does next.
+    alerting = tmp_path / "out/provisioning/alerting/crashreg.yaml"
+    assert str(alerting) in result.output
+    assert "next, as the Grafana admin:" in result.output and "frser-sqlite-datasource" in result.output
+    document = yaml.safe_load(alerting.read_text())
+    (group,) = document["groups"]
+    assert document["apiVersion"] == 1 and group["folder"] == "Crash registry" and group["interval"] == "5m"
+    silence = next(rule for rule in group["rules"] if rule["uid"] == "crashreg-ingest-silence")
+    assert silence["data"][2]["model"]["conditions"][0]["evaluator"]["params"] == [45]
+    assert silence["data"][0]["datasourceUid"] == "crashreg-sqlite"
