@@ -47,6 +47,16 @@ def _jira_outbox() -> str:
     """
 
 
+def _text(literal: str) -> str:
+    """A literal of the type of host_attribute_changes.attribute: with every branch of the union of
+    one type, PostgreSQL pushes a filter on `attribute` down into the branches."""
+    return f"CAST('{literal}' AS VARCHAR(64))"
+
+
+def _value(column: str) -> str:
+    return f"CAST({column} AS VARCHAR(255))"  # host_attribute_changes.old_value/new_value's type
+
+
 def _attribute_rollouts() -> str:
     """A value appears when a host changes to it, or with the host itself: the host's value
     before its first change of that attribute, or its current value if it never changed."""
@@ -57,11 +67,11 @@ def _attribute_rollouts() -> str:
     )
     for attribute in ROLLOUT_ATTRIBUTES:
         appearances.append(
-            f"SELECT '{attribute}' AS attribute, h.{attribute} AS value, h.first_seen AS seen "
+            f"SELECT {_text(attribute)} AS attribute, {_value(f'h.{attribute}')} AS value, h.first_seen AS seen "
             f"FROM hosts h WHERE h.{attribute} IS NOT NULL AND {never_changed.format(attribute=attribute)}"
         )
         current.append(
-            f"SELECT '{attribute}' AS attribute, {attribute} AS value, COUNT(*) AS hosts "
+            f"SELECT {_text(attribute)} AS attribute, {_value(attribute)} AS value, COUNT(*) AS hosts "
             f"FROM hosts WHERE retired_at IS NULL AND {attribute} IS NOT NULL GROUP BY {attribute}"
         )
     attributes = ", ".join(f"'{a}'" for a in ROLLOUT_ATTRIBUTES)
