@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 DEFAULT_SQLITE_FILE = "crashreg.db"
 
 
-def _number(env: dict[str, str] | os._Environ[str], name: str, default: float) -> float:
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
     value = env.get(name, "").strip()
     if not value:
         return default
@@ -45,7 +46,7 @@ class AlertThresholds:
     jira_outbox_minutes: int = 30  # the oldest change the Jira sync still owes is this old
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | os._Environ[str]) -> AlertThresholds:
+    def from_env(cls, env: Mapping[str, str]) -> AlertThresholds:
         values = {}
         for item in fields(cls):
             default = getattr(cls, item.name)

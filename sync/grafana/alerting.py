@@ -119,7 +119,14 @@ class AlertProvisioner:
 
     def _plan_and_write(self, group: dict[str, Any]) -> list[Outcome]:
         folder, title = group["folderUid"], group["title"]
-        everything = self.api.alertingprovisioning.get_alertrules_all()
+        try:
+            everything = self.api.alertingprovisioning.get_alertrules_all()
+        except GrafanaClientError as error:
+            if error.status_code != 404:
+                raise
+            return [
+                Outcome("alert-group", title, "conflict", "this Grafana has no alerting provisioning API")
+            ]
         recorded = self._recorded()
         blockers = self._blockers(everything, group, recorded)
         if blockers:

@@ -198,3 +198,13 @@ def test_next_steps_for_a_grafana_admin() -> None:
     steps = "\n".join(next_steps(Path("/tmp/out"), postgres, "/srv/grafana/provisioning/"))
     assert "CRASHREG_GRAFANA_DB_PASSWORD" in steps and "frser" not in steps
     assert "/srv/grafana/provisioning/dashboards/crashreg" in steps
+
+
+def test_a_grafana_without_the_alerting_api_is_reported_after_the_dashboards(
+    grafana_settings: Settings, database: Database, grafana: RunningGrafana
+) -> None:
+    grafana.fail_next(404, on="/api/v1/provisioning/alert-rules")  # unified alerting switched off
+    result = provision(grafana_settings, database)
+    outcome = next(o for o in result.report.outcomes if o.kind == "alert-group")
+    assert outcome.action == "conflict" and "no alerting provisioning API" in outcome.detail
+    assert len(grafana.state.dashboards) == 5 and grafana.state.alerting.rules == {}
