@@ -9,6 +9,7 @@ import click
 
 from dashboards import build_dashboards
 from registry.cli_support import cli_database, cli_settings
+from registry.config import Settings
 from sync.grafana.alerting import AlertRulesInvalid
 from sync.grafana.datasource import datasource_spec, dialect_name
 from sync.grafana.export import DEFAULT_GRAFANA_PROVISIONING, export, next_steps
@@ -16,6 +17,14 @@ from sync.grafana.provision import Outcome
 from sync.grafana.role import RoleError
 from sync.grafana.rollups import refresh_reporting_copy, reporting_copy_path
 from sync.grafana.service import GrafanaNotConfigured, alert_rule_group, provision
+
+
+def settings_or_exit() -> Settings:
+    """The environment's settings; a bad value (e.g. a threshold) is one clear error line."""
+    try:
+        return cli_settings()
+    except ValueError as error:
+        raise click.ClickException(str(error)) from error
 
 
 @click.group()
@@ -32,7 +41,7 @@ def provision_command(force: bool) -> None:
         click.echo(outcome.line())
 
     try:
-        result = provision(cli_settings(), cli_database(), force=force, progress=progress)
+        result = provision(settings_or_exit(), cli_database(), force=force, progress=progress)
     except (GrafanaNotConfigured, RoleError, AlertRulesInvalid) as error:
         raise click.ClickException(str(error)) from error
     if result.role is not None:
@@ -64,7 +73,7 @@ def provision_command(force: bool) -> None:
 )
 def export_command(directory: Path, grafana_provisioning: str) -> None:
     """Write Grafana's file-provisioning layout (data source, dashboards, alert rules)."""
-    settings = cli_settings()
+    settings = settings_or_exit()
     spec = datasource_spec(settings)
     boards = build_dashboards(dialect_name(settings), settings.public_url)
     with click.progressbar(length=1, label="exporting") as bar:

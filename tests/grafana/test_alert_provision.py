@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from grafana_client import GrafanaApi
 
 from dashboards import FOLDER_TITLE, FOLDER_UID
 from dashboards.alerts import GROUP
+from registry.cli import main
+from registry.cli_support import cli_settings
 from registry.config import Settings
 from registry.db import Database
 from sync.grafana.alerting import AlertRulesInvalid
@@ -208,3 +211,17 @@ def test_a_grafana_without_the_alerting_api_is_reported_after_the_dashboards(
     outcome = next(o for o in result.report.outcomes if o.kind == "alert-group")
     assert outcome.action == "conflict" and "no alerting provisioning API" in outcome.detail
     assert len(grafana.state.dashboards) == 5 and grafana.state.alerting.rules == {}
+
+
+@pytest.mark.parametrize("command", [["grafana", "export", "out"], ["grafana", "provision"]])
+def test_a_bad_threshold_setting_is_one_error_line(
+    command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRASHREG_ALERT_SILENCE_MINUTES", "lots")
+    cli_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(main, command)
+    finally:
+        cli_settings.cache_clear()
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: CRASHREG_ALERT_SILENCE_MINUTES must be a number, got 'lots'"
