@@ -16,6 +16,7 @@ provisioned and locks them in its UI, since thresholds are crashreg settings.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from grafana_client import GrafanaApi
@@ -132,46 +133,70 @@ class AlertProvisioner:
         if blockers:
             return [Outcome("alert-group", title, "conflict", "; ".join(blockers))]
         held = {r["uid"]: r for r in everything if r["folderUID"] == folder and r["ruleGroup"] == title}
-        outcomes, body, written = [], [], {}
-        for rule in group["rules"]:
-            digest = content_hash(comparable(rule))
-            current = held.get(rule["uid"])
-            if current is None:
-                outcomes.append(Outcome("alert-rule", rule["uid"], "created"))
-                body.append(rule)
-                written[rule["uid"]] = digest
-                continue
-            held_digest = content_hash(comparable(current))
-            was = recorded.get(rule["uid"])
-            edited = was != held_digest if was is not None else held_digest != digest
-            if edited and not self.force:
-                since = "changed in Grafana" if was is not None else "not written by crashreg"
-                outcomes.append(
-                    Outcome("alert-rule", rule["uid"], "kept-edited", f"{since}; --force overwrites")
-                )
-                body.append(comparable(current))
-                continue
-            action = "unchanged" if held_digest == digest else "overwritten" if edited else "updated"
-            outcomes.append(Outcome("alert-rule", rule["uid"], action))
-            body.append(rule)
-            written[rule["uid"]] = digest
-        removed = [uid for uid in held if uid not in {rule["uid"] for rule in group["rules"]}]
-        outcomes += [
-            Outcome("alert-rule", uid, "removed", "no longer defined by crashreg") for uid in removed
-        ]
+        plan = plan_group(group, held, recorded, self.force)
         interval = self._held_interval(folder, title) if held else None
-        if interval != group["interval"] and held:
-            outcomes.append(
+        if held and interval != group["interval"]:
+            plan.outcomes.append(
                 Outcome("alert-group", title, "updated", f"interval {interval}s -> {group['interval']}s")
             )
-        if any(o.action in ("created", "updated", "overwritten", "removed") for o in outcomes):
+        if plan.writes:
             try:
-                self.api.alertingprovisioning.update_rule_group(folder, title, {**group, "rules": body})
+                self.api.alertingprovisioning.update_rule_group(folder, title, {**group, "rules": plan.body})
             except GrafanaClientError as error:
                 if error.status_code not in REFUSED_STATUSES:
                     raise
                 return [
                     Outcome("alert-group", title, "conflict", f"Grafana refused the group: {error.message}")
                 ]
-        self._record(written, removed)
-        return outcomes
+        self._record(plan.written, plan.removed)
+        return plan.outcomes
+
+
+@dataclass
+class GroupPlan:
+    """What one provisioning run does to the group: the rules to PUT and what to remember."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    body: list[dict[str, Any]] = field(default_factory=list)
+    written: dict[str, str] = field(default_factory=dict)  # uid -> digest of what crashreg writes
+    removed: list[str] = field(default_factory=list)
+
+    @property
+    def writes(self) -> bool:
+        return any(o.action in WRITING_ACTIONS for o in self.outcomes)
+
+
+WRITING_ACTIONS = ("created", "updated", "overwritten", "removed")
+
+
+def plan_group(
+    group: dict[str, Any], held: dict[str, dict[str, Any]], recorded: dict[str, str], force: bool
+) -> GroupPlan:
+    """Each wanted rule against the one Grafana holds (`held`, by uid) and the digest crashreg
+    recorded when it last wrote it: created, unchanged, updated (crashreg's definition moved),
+    kept-edited (changed in Grafana: kept as it is there), overwritten (the same, forced)."""
+    plan = GroupPlan()
+    for rule in group["rules"]:
+        uid, digest = rule["uid"], content_hash(comparable(rule))
+        current = held.get(uid)
+        held_digest = content_hash(comparable(current)) if current is not None else None
+        was = recorded.get(uid)
+        edited = current is not None and (was != held_digest if was is not None else held_digest != digest)
+        if edited and not force:
+            since = "changed in Grafana" if was is not None else "not written by crashreg"
+            plan.outcomes.append(Outcome("alert-rule", uid, "kept-edited", f"{since}; --force overwrites"))
+            plan.body.append(comparable(current or {}))
+            continue
+        if current is None:
+            action = "created"
+        else:
+            action = "unchanged" if held_digest == digest else "overwritten" if edited else "updated"
+        plan.outcomes.append(Outcome("alert-rule", uid, action))
+        plan.body.append(rule)
+        plan.written[uid] = digest
+    wanted = {rule["uid"] for rule in group["rules"]}
+    plan.removed = [uid for uid in held if uid not in wanted]
+    plan.outcomes += [
+        Outcome("alert-rule", uid, "removed", "no longer defined by crashreg") for uid in plan.removed
+    ]
+    return plan

@@ -17,7 +17,7 @@ from registry.cli import main
 from registry.cli_support import cli_settings
 from registry.config import Settings
 from registry.db import Database
-from sync.grafana.alerting import AlertRulesInvalid
+from sync.grafana.alerting import AlertRulesInvalid, plan_group
 from sync.grafana.datasource import datasource_spec
 from sync.grafana.export import next_steps
 from sync.grafana.service import provision
@@ -225,3 +225,27 @@ def test_a_bad_threshold_setting_is_one_error_line(
         cli_settings.cache_clear()
     assert result.exit_code == 1
     assert result.output.strip() == "Error: CRASHREG_ALERT_SILENCE_MINUTES must be a number, got 'lots'"
+
+
+def test_plan_adopts_identical_rules_and_keeps_foreign_content() -> None:
+    """Plain data: a rule identical to crashreg's but not recorded (a new registry database
+    against the same Grafana) is adopted without a write; a different one is not crashreg's."""
+    wanted = {
+        "title": GROUP,
+        "folderUid": FOLDER_UID,
+        "interval": 300,
+        "rules": [foreign_rule("crashreg-a", "a", group=GROUP), foreign_rule("crashreg-b", "b", group=GROUP)],
+    }
+    held = {
+        "crashreg-a": {**copy.deepcopy(wanted["rules"][0]), "id": 7, "updated": "then", "provenance": "api"},
+        "crashreg-b": {**copy.deepcopy(wanted["rules"][1]), "title": "someone's b"},
+    }
+    plan = plan_group(wanted, held, recorded={}, force=False)
+    assert [(o.uid, o.action) for o in plan.outcomes] == [
+        ("crashreg-a", "unchanged"),
+        ("crashreg-b", "kept-edited"),
+    ]
+    assert not plan.writes and list(plan.written) == ["crashreg-a"]
+    assert plan.body[1]["title"] == "someone's b"
+    forced = plan_group(wanted, held, recorded={}, force=True)
+    assert [o.action for o in forced.outcomes] == ["unchanged", "overwritten"] and forced.writes
