@@ -44,6 +44,14 @@ class AlertRulesInvalid(ValueError):
     """crashreg's own rules do not fit Grafana's alert-rule shape (e.g. a bad interval setting)."""
 
 
+def checked(group: dict[str, Any]) -> dict[str, Any]:
+    """The group, if Grafana would take it (its shape, its interval): before any write or file."""
+    problems = group_problems(group)
+    if problems:
+        raise AlertRulesInvalid("; ".join(problems))
+    return group
+
+
 def comparable(rule: dict[str, Any]) -> dict[str, Any]:
     """The fields crashreg sets, as Grafana returns them (empty maps are left out there)."""
     return {
@@ -109,10 +117,7 @@ class AlertProvisioner:
         return problems
 
     def run(self, group: dict[str, Any], progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-        problems = group_problems(group)
-        if problems:
-            raise AlertRulesInvalid("; ".join(problems))
-        outcomes = self._plan_and_write(group)
+        outcomes = self._plan_and_write(checked(group))
         for outcome in outcomes:
             if progress:
                 progress(outcome)

@@ -10,7 +10,7 @@ import click
 from dashboards import build_dashboards
 from registry.cli_support import cli_database, cli_settings
 from registry.config import Settings
-from sync.grafana.alerting import AlertRulesInvalid
+from sync.grafana.alerting import AlertRulesInvalid, checked
 from sync.grafana.datasource import datasource_spec, dialect_name
 from sync.grafana.export import DEFAULT_GRAFANA_PROVISIONING, export, next_steps
 from sync.grafana.provision import Outcome
@@ -76,8 +76,12 @@ def export_command(directory: Path, grafana_provisioning: str) -> None:
     settings = settings_or_exit()
     spec = datasource_spec(settings)
     boards = build_dashboards(dialect_name(settings), settings.public_url)
+    try:
+        rules = checked(alert_rule_group(settings, boards))
+    except AlertRulesInvalid as error:
+        raise click.ClickException(str(error)) from error
     with click.progressbar(length=1, label="exporting") as bar:
-        written = export(directory, spec, boards, grafana_provisioning, alert_rule_group(settings, boards))
+        written = export(directory, spec, boards, grafana_provisioning, rules)
         bar.update(1)
     if dialect_name(settings) == "sqlite":
         refresh_reporting_copy(settings.database_url)

@@ -213,6 +213,18 @@ def test_a_grafana_without_the_alerting_api_is_reported_after_the_dashboards(
     assert len(grafana.state.dashboards) == 5 and grafana.state.alerting.rules == {}
 
 
+def test_export_refuses_rules_grafana_would_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRASHREG_DATABASE_URL", f"sqlite:///{tmp_path / 'registry.db'}")
+    monkeypatch.setenv("CRASHREG_ALERT_INTERVAL_S", "45")
+    cli_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(main, ["grafana", "export", str(tmp_path / "out")])
+    finally:
+        cli_settings.cache_clear()
+    assert result.exit_code == 1 and "interval 45: a positive multiple of 10 s" in result.output
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("command", [["grafana", "export", "out"], ["grafana", "provision"]])
 def test_a_bad_threshold_setting_is_one_error_line(
     command: list[str], monkeypatch: pytest.MonkeyPatch
