@@ -108,9 +108,10 @@ def rollout_crash_rate(d: Dialect, t: AlertThresholds, attribute: str, label: st
             "WITH r AS (SELECT value, first_seen, hosts FROM rpt_attribute_rollouts "
             f"WHERE attribute = '{attribute}' AND hosts > 0 AND {_window(d, 'first_seen', window)}), "
             f"f AS (SELECT SUM(hosts) AS hosts FROM rpt_attribute_rollouts WHERE attribute = '{attribute}'), "
-            f"c AS (SELECT r.value, SUM(CASE WHEN e.{attribute} = r.value THEN 1 ELSE 0 END) AS mine, "
-            f"SUM(CASE WHEN e.{attribute} = r.value THEN 0 ELSE 1 END) AS others FROM r "
-            f"JOIN rpt_events e ON e.crashed_at >= r.first_seen AND e.crashed_at <= {end} GROUP BY r.value) "
+            "c AS (SELECT r.value, SUM(CASE WHEN d.value = r.value THEN d.events ELSE 0 END) AS mine, "
+            "SUM(CASE WHEN d.value = r.value THEN 0 ELSE d.events END) AS others FROM r "
+            f"JOIN rpt_attribute_daily d ON d.attribute = '{attribute}' "
+            f"AND d.day >= {d.day_start('r.first_seen')} AND d.day <= {end} GROUP BY r.value) "
             f"SELECT c.value AS {label}, (c.mine * 1.0 / r.hosts) / ((c.others + 1.0) / (f.hosts - r.hosts)) "
             "AS ratio FROM c JOIN r ON r.value = c.value CROSS JOIN f "
             f"WHERE f.hosts > r.hosts AND c.mine >= {t.rollout_min_events}"
@@ -122,8 +123,9 @@ def rollout_crash_rate(d: Dialect, t: AlertThresholds, attribute: str, label: st
             "as often as the rest of the fleet since it appeared"
         ),
         description=(
-            f"Crashes per host since this {words} first appeared in the fleet, against the rest of "
-            "the fleet over the same days (hosts counted as they are now; +1 crash smooths an "
+            f"Crashes per host since this {words} first appeared in the fleet (from the start of that "
+            "UTC day), against the rest of the fleet over the same days (hosts counted as they are "
+            "now; +1 crash smooths an "
             f"idle rest). Hold the {words} rollout, then find the signatures it brings in the "
             "epidemiology findings and the kernel/BIOS breakdowns of the signature pages."
         ),

@@ -77,6 +77,12 @@ class Dialect:
         """The moment `seconds` before the evaluation time."""
         return self.epoch_to_time(f"{self.range_end_epoch()} - {seconds:g}")
 
+    def day_start(self, column: str) -> str:
+        """Midnight UTC of `column`'s day, as the daily rollups write `day`."""
+        if self.is_postgres:
+            return f"(date_trunc('day', {column} AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')"
+        return f"date({column})"
+
     def epoch(self, column: str) -> str:
         if self.is_postgres:
             return f"EXTRACT(EPOCH FROM {column})"

@@ -9,6 +9,11 @@ may read and nothing else:
 - `rpt_attribute_rollouts`: per kernel version, BIOS version and SKU, when the value first
   appeared in the fleet (a host first seen with it, or changing to or from it) and how many
   hosts run it now: what a crash-rate-after-rollout alert compares.
+- `rpt_attribute_daily`: crashes per UTC day per kernel version, BIOS version and SKU (NULL as
+  'unknown'), so that the crash-rate alert reads a few hundred rows instead of every crash
+  since a rollout (2.4 s on a million events with a two-week-old rollout). On PostgreSQL a
+  materialized view refreshed with the other rollups (one scan of events, unpivoted), on
+  SQLite a plain view; `day` as in `rpt_daily_breakdown` (0011).
 
 Revision ID: 0017_grafana_alerts
 Revises: 0014_epi_read_index
@@ -95,12 +100,38 @@ def _attribute_rollouts() -> str:
 
 VIEWS = {"rpt_jira_outbox": _jira_outbox(), "rpt_attribute_rollouts": _attribute_rollouts()}
 
+ATTRIBUTE_DAILY = {
+    "postgresql": (
+        "SELECT (date_trunc('day', e.crashed_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AS day, "
+        "a.attribute, COALESCE(a.value, 'unknown') AS value, COUNT(*) AS events FROM events e "
+        "CROSS JOIN LATERAL (VALUES "
+        + ", ".join(f"({_text(attribute)}, {_value(f'e.{attribute}')})" for attribute in ROLLOUT_ATTRIBUTES)
+        + ") AS a(attribute, value) GROUP BY 1, 2, 3"
+    ),
+    "sqlite": " UNION ALL ".join(
+        f"SELECT date(crashed_at) AS day, '{attribute}' AS attribute, COALESCE({attribute}, 'unknown') AS value, "
+        f"COUNT(*) AS events FROM events GROUP BY 1, 3"
+        for attribute in ROLLOUT_ATTRIBUTES
+    ),
+}
+
 
 def upgrade() -> None:
+    dialect = op.get_bind().dialect.name
     for name, sql in VIEWS.items():
         op.execute(f"CREATE VIEW {name} AS {sql}")
+    if dialect == "sqlite":
+        op.execute(f"CREATE VIEW rpt_attribute_daily AS {ATTRIBUTE_DAILY[dialect]}")
+        return
+    op.execute(f"CREATE MATERIALIZED VIEW rpt_attribute_daily AS {ATTRIBUTE_DAILY[dialect]}")
+    # Unique by construction (the GROUP BY keys): what REFRESH ... CONCURRENTLY requires.
+    op.execute("CREATE UNIQUE INDEX uq_rpt_attribute_daily ON rpt_attribute_daily (attribute, value, day)")
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "sqlite":
+        op.execute("DROP VIEW rpt_attribute_daily")
+    else:
+        op.execute("DROP MATERIALIZED VIEW rpt_attribute_daily")
     for name in reversed(list(VIEWS)):
         op.execute(f"DROP VIEW IF EXISTS {name}")
