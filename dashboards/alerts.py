@@ -105,9 +105,11 @@ def rollout_crash_rate(d: Dialect, t: AlertThresholds, attribute: str, label: st
         key=f"{label}-rollout-crash-rate",
         title=f"crashreg: crash rate up on a new {words}",
         sql=(
-            "WITH r AS (SELECT value, first_seen, hosts FROM rpt_attribute_rollouts "
-            f"WHERE attribute = '{attribute}' AND hosts > 0 AND {_window(d, 'first_seen', window)}), "
-            f"f AS (SELECT SUM(hosts) AS hosts FROM rpt_attribute_rollouts WHERE attribute = '{attribute}'), "
+            "WITH v AS (SELECT value, first_seen, hosts FROM rpt_attribute_rollouts "
+            f"WHERE attribute = '{attribute}'), "
+            "r AS (SELECT value, first_seen, hosts FROM v "
+            f"WHERE hosts > 0 AND {_window(d, 'first_seen', window)}), "
+            "f AS (SELECT SUM(hosts) AS hosts FROM v), "
             "c AS (SELECT r.value, SUM(CASE WHEN d.value = r.value THEN d.events ELSE 0 END) AS mine, "
             "SUM(CASE WHEN d.value = r.value THEN 0 ELSE d.events END) AS others FROM r "
             f"JOIN rpt_attribute_daily d ON d.attribute = '{attribute}' "
