@@ -112,7 +112,7 @@ def rollout_crash_rate(d: Dialect, t: AlertThresholds, attribute: str, label: st
             "f AS (SELECT SUM(hosts) AS hosts FROM v), "
             "c AS (SELECT r.value, SUM(CASE WHEN d.value = r.value THEN d.events ELSE 0 END) AS mine, "
             "SUM(CASE WHEN d.value = r.value THEN 0 ELSE d.events END) AS others FROM r "
-            f"JOIN rpt_attribute_daily d ON d.attribute = '{attribute}' "
+            f"JOIN rpt_daily_breakdown d ON d.dimension = '{attribute}' "
             f"AND d.day >= {d.day_start('r.first_seen')} AND d.day <= {end} GROUP BY r.value) "
             f"SELECT c.value AS {label}, (c.mine * 1.0 / r.hosts) / ((c.others + 1.0) / (f.hosts - r.hosts)) "
             "AS ratio FROM c JOIN r ON r.value = c.value CROSS JOIN f "
