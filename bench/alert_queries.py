@@ -20,14 +20,11 @@ against 5 (0011), each its defining query run to completion. Exit status 1 if a 
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import secrets
 import statistics
 import sys
-import time
-import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,7 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import epidemiology as fleet_bench  # noqa: E402 - bench/epidemiology.py builds the fleet
 import grafana_queries as panels_bench  # noqa: E402 - and bench/grafana_queries.py what Grafana reads
 
 from dashboards import FOLDER_UID, build_dashboards  # noqa: E402
@@ -116,39 +112,15 @@ def measure(url: str, role: str, runs: int) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--hosts", type=int, default=20_000)
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
-    name = f"crashreg_bench_alerts_{uuid.uuid4().hex[:8]}"
-    admin_url = fleet_bench.POSTGRES_ADMIN
-    url = admin_url.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    role = f"crashreg_grafana_bench_{uuid.uuid4().hex[:6]}"
-    try:
-        started = time.perf_counter()
-        fleet_bench.build(url, args.hosts, args.events)
-        panels_bench.add_dashboard_data(url)
+    args = panels_bench.arguments(__doc__)
+    with panels_bench.bench_database("crashreg_bench_alerts", args.hosts, args.events) as (url, role):
         add_rollout(url)
-        print(
-            f"built {args.events} events on {args.hosts} hosts in {time.perf_counter() - started:.1f}s",
-            file=sys.stderr,
-        )
         figures = {
             "events": args.events,
             "hosts": args.hosts,
             "runs": args.runs,
             **measure(url, role, args.runs),
         }
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            admin.execute(f'DROP ROLE IF EXISTS "{role}"')
     width = max(len(r["rule"]) for r in figures["rules"])
     print(f"{'rule':<{width}}  p50 ms  p95 ms  p95/scan   (scan: {figures['scan_ms']} ms)")
     for row in figures["rules"]:
