@@ -11,8 +11,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner, Result
 from sqlalchemy.engine import make_url
 
+from registry.cli import main
+from registry.cli_support import cli_settings
 from registry.config import Settings
 from registry.db import Database
 from sync.grafana.role import ensure_readonly_role
@@ -76,3 +79,14 @@ def read_only(db_url: str, database: Database) -> Iterator[Runner]:
 
 def dialect_of(db_url: str) -> str:
     return "sqlite" if db_url.startswith("sqlite") else "postgresql"
+
+
+def run_cli(monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]) -> Result:
+    """`crashreg ARGS` with `env` set, its settings read afresh (they are cached per process)."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    cli_settings.cache_clear()
+    try:
+        return CliRunner().invoke(main, args)
+    finally:
+        cli_settings.cache_clear()

@@ -8,13 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from grafana_client import GrafanaApi
 
 from dashboards import FOLDER_TITLE, FOLDER_UID
 from dashboards.alerts import GROUP
-from registry.cli import main
-from registry.cli_support import cli_settings
 from registry.config import Settings
 from registry.db import Database
 from sync.grafana.alerting import AlertRulesInvalid, plan_group
@@ -22,6 +19,7 @@ from sync.grafana.datasource import datasource_spec
 from sync.grafana.export import next_steps
 from sync.grafana.service import provision
 from tests.emulators.grafana import RunningGrafana
+from tests.grafana.conftest import run_cli
 from tests.grafana.test_alerting_emulator import rule as foreign_rule
 
 RULES = 8  # without a Jira sync configured
@@ -214,13 +212,11 @@ def test_a_grafana_without_the_alerting_api_is_reported_after_the_dashboards(
 
 
 def test_export_refuses_rules_grafana_would_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CRASHREG_DATABASE_URL", f"sqlite:///{tmp_path / 'registry.db'}")
-    monkeypatch.setenv("CRASHREG_ALERT_INTERVAL_S", "45")
-    cli_settings.cache_clear()
-    try:
-        result = CliRunner().invoke(main, ["grafana", "export", str(tmp_path / "out")])
-    finally:
-        cli_settings.cache_clear()
+    env = {
+        "CRASHREG_DATABASE_URL": f"sqlite:///{tmp_path / 'registry.db'}",
+        "CRASHREG_ALERT_INTERVAL_S": "45",
+    }
+    result = run_cli(monkeypatch, ["grafana", "export", str(tmp_path / "out")], env)
     assert result.exit_code == 1 and "interval 45: a positive multiple of 10 s" in result.output
     assert not (tmp_path / "out").exists()
 
@@ -229,12 +225,7 @@ def test_export_refuses_rules_grafana_would_refuse(tmp_path: Path, monkeypatch: 
 def test_a_bad_threshold_setting_is_one_error_line(
     command: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CRASHREG_ALERT_SILENCE_MINUTES", "lots")
-    cli_settings.cache_clear()
-    try:
-        result = CliRunner().invoke(main, command)
-    finally:
-        cli_settings.cache_clear()
+    result = run_cli(monkeypatch, command, {"CRASHREG_ALERT_SILENCE_MINUTES": "lots"})
     assert result.exit_code == 1
     assert result.output.strip() == "Error: CRASHREG_ALERT_SILENCE_MINUTES must be a number, got 'lots'"
 

@@ -25,6 +25,7 @@ from sync.grafana.provision import Provisioner
 from sync.grafana.rollups import reporting_copy_path
 from sync.grafana.service import provision
 from tests.emulators.grafana import RunningGrafana
+from tests.grafana.conftest import run_cli
 
 DASHBOARD_UIDS = {b["uid"] for b in build_dashboards("postgresql", "https://x")}
 
@@ -176,11 +177,7 @@ def test_cli_provision_reports_kept_dashboards_with_exit_code(
 
 def test_cli_without_grafana_configuration_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CRASHREG_GRAFANA_URL", raising=False)
-    cli_settings.cache_clear()
-    try:
-        result = CliRunner().invoke(main, ["grafana", "provision"])
-    finally:
-        cli_settings.cache_clear()
+    result = run_cli(monkeypatch, ["grafana", "provision"], {})
     assert result.exit_code == 1 and "CRASHREG_GRAFANA_URL" in result.output
 
 
@@ -242,13 +239,8 @@ def test_cli_export_on_sqlite_builds_the_reporting_copy(
 ) -> None:
     if not db_url.startswith("sqlite"):
         pytest.skip("the SQLite reporting copy")
-    monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
-    monkeypatch.setenv("CRASHREG_ALERT_SILENCE_MINUTES", "45")
-    cli_settings.cache_clear()
-    try:
-        result = CliRunner().invoke(main, ["grafana", "export", str(tmp_path / "out")])
-    finally:
-        cli_settings.cache_clear()
+    env = {"CRASHREG_DATABASE_URL": db_url, "CRASHREG_ALERT_SILENCE_MINUTES": "45"}
+    result = run_cli(monkeypatch, ["grafana", "export", str(tmp_path / "out")], env)
     assert result.exit_code == 0, result.output
     copy = reporting_copy_path(db_url)
     assert str(copy) in result.output and copy.exists()
