@@ -24,6 +24,8 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -171,16 +173,20 @@ def measure(url: str, role: str, runs: int) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def arguments(doc: str | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
-    name = f"crashreg_bench_grafana_{uuid.uuid4().hex[:8]}"
+    return parser.parse_args()
+
+
+@contextmanager
+def bench_database(prefix: str, hosts: int, events: int) -> Iterator[tuple[str, str]]:
+    """(URL, role name): a fresh database with the fleet and what the dashboards read, and the
+    name for the read-only role; both dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     admin_url = fleet_bench.POSTGRES_ADMIN
     url = admin_url.rsplit("/", 1)[0] + f"/{name}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
@@ -188,22 +194,26 @@ def main() -> int:
     role = f"crashreg_grafana_bench_{uuid.uuid4().hex[:6]}"
     try:
         started = time.perf_counter()
-        fleet_bench.build(url, args.hosts, args.events)
+        fleet_bench.build(url, hosts, events)
         add_dashboard_data(url)
-        print(
-            f"built {args.events} events on {args.hosts} hosts in {time.perf_counter() - started:.1f}s",
-            file=sys.stderr,
-        )
+        elapsed = time.perf_counter() - started
+        print(f"built {events} events on {hosts} hosts in {elapsed:.1f}s", file=sys.stderr)
+        yield url, role
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def main() -> int:
+    args = arguments(__doc__)
+    with bench_database("crashreg_bench_grafana", args.hosts, args.events) as (url, role):
         figures = {
             "events": args.events,
             "hosts": args.hosts,
             "runs": args.runs,
             **measure(url, role, args.runs),
         }
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            admin.execute(f'DROP ROLE IF EXISTS "{role}"')
     width = max(len(r["query"]) for r in figures["queries"])
     print(f"{'query':<{width}}  p50 ms  p95 ms  p95/scan   (scan: {figures['scan_ms']} ms)")
     for row in figures["queries"]:

@@ -61,6 +61,33 @@ class Dialect:
     def days_since(self, start: str) -> str:
         return self.days_between(start, "now()" if self.is_postgres else "'now'")
 
+    # -- alert rules: "now" is the end of the query's time range (the evaluation time) ------
+
+    def range_end_epoch(self) -> str:
+        """The evaluation time in epoch seconds, as each data source's backend expands it."""
+        return "$__unixEpochTo()" if self.is_postgres else "($__to / 1000)"
+
+    def epoch_to_time(self, epoch: str) -> str:
+        """Epoch seconds as a value comparable with the views' timestamps."""
+        if self.is_postgres:
+            return f"to_timestamp({epoch})"
+        return f"datetime({epoch}, 'unixepoch')"
+
+    def seconds_before_end(self, seconds: float) -> str:
+        """The moment `seconds` before the evaluation time."""
+        return self.epoch_to_time(f"{self.range_end_epoch()} - {seconds:g}")
+
+    def day_start(self, column: str) -> str:
+        """Midnight UTC of `column`'s day, as the daily rollups write `day`."""
+        if self.is_postgres:
+            return f"(date_trunc('day', {column} AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')"
+        return f"date({column})"
+
+    def epoch(self, column: str) -> str:
+        if self.is_postgres:
+            return f"EXTRACT(EPOCH FROM {column})"
+        return f"CAST(strftime('%s', {column}) AS INTEGER)"
+
     def signature_variable_query(self) -> str:
         """Signatures, most recent first: PostgreSQL shows titles, the plugin takes one column."""
         if self.is_postgres:

@@ -132,6 +132,23 @@ def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
             width=16,
             description="RCAs by author kind (ai, human) and status (proposed, confirmed, ...).",
         ),
+        Panel(
+            "Jira sync backlog",
+            "stat",
+            (
+                Query(
+                    "SELECT pending, refused, "
+                    f"{d.ts('oldest_pending')} AS oldest_pending FROM rpt_jira_outbox",
+                    table=True,
+                    time_columns=("oldest_pending",),
+                ),
+            ),
+            width=8,
+            description=(
+                "Changes the Jira sync still owes (pending), the oldest of them, and those Jira "
+                "refused for good (see `crashreg jira requeue`)."
+            ),
+        ),
     )
     return dashboard(
         UID,

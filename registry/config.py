@@ -3,10 +3,59 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 DEFAULT_SQLITE_FILE = "crashreg.db"
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    value = env.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be a number, got {value!r}") from exc
+
+
+@dataclass(frozen=True)
+class AlertThresholds:
+    """What the Grafana alert rules fire on (docs/alerting.md says what each one means).
+
+    Environment: CRASHREG_ALERT_<FIELD NAME IN CAPITALS>, e.g. CRASHREG_ALERT_NEW_SIGNATURE_HOSTS.
+    """
+
+    interval_s: int = 300  # how often Grafana evaluates the group (a multiple of 10 s)
+    new_signature_hosts: int = 5  # a new signature on at least this many distinct hosts...
+    new_signature_hours: int = 24  # ...within this many hours of its first sighting
+    regression_hours: int = 24  # a resolved signature crashing again within this window
+    rollout_days: int = 30  # a kernel/BIOS/SKU that appeared within this many days...
+    rollout_ratio: float = 2.0  # ...crashing this many times as often per host as the rest
+    rollout_min_events: int = 10  # ...with at least this many crashes since it appeared
+    failed_capture_share: float = 0.2  # failed captures above this share...
+    failed_capture_min: int = 5  # ...of at least this many captures...
+    failed_capture_hours: int = 24  # ...of crashes within this window
+    silence_minutes: int = 120  # no report received for this long...
+    silence_baseline_days: int = 7  # ...from a fleet that sent at least...
+    silence_baseline_reports: int = 20  # ...this many reports in this many days
+    new_share: float = 0.5  # more than this share of recent crashes opening new signatures...
+    new_share_min_events: int = 20  # ...out of at least this many crashes...
+    new_share_hours: int = 6  # ...within this window: fingerprinting (dedup) has broken
+    jira_outbox_minutes: int = 30  # the oldest change the Jira sync still owes is this old
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> AlertThresholds:
+        values = {}
+        for item in fields(cls):
+            default = getattr(cls, item.name)
+            value = _number(env, f"CRASHREG_ALERT_{item.name.upper()}", default)
+            name = f"CRASHREG_ALERT_{item.name.upper()}"
+            if value < 0 or (isinstance(default, int) and not float(value).is_integer()):
+                raise ValueError(f"{name} must be a non-negative {type(default).__name__}, got {value}")
+            values[item.name] = int(value) if isinstance(default, int) else value
+        return cls(**values)
 
 
 def default_database_url() -> str:
@@ -33,6 +82,7 @@ class Settings:
     # epidemiology: the inventory label whose value names the program a host runs (userspace
     # crashes are compared with the hosts running their program); unset: known from crash reports
     epidemiology_program_label: str | None = None
+    alerts: AlertThresholds = field(default_factory=AlertThresholds)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -57,6 +107,7 @@ class Settings:
             full_captures_per_window=int(opt("CRASHREG_CAPTURE_FULL_PER_WINDOW") or 3),
             capture_window_days=int(opt("CRASHREG_CAPTURE_WINDOW_DAYS") or 7),
             epidemiology_program_label=opt("CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL"),
+            alerts=AlertThresholds.from_env(env),
         )
 
     @property

@@ -9,12 +9,22 @@ import click
 
 from dashboards import build_dashboards
 from registry.cli_support import cli_database, cli_settings
+from registry.config import Settings
+from sync.grafana.alerting import AlertRulesInvalid, checked
 from sync.grafana.datasource import datasource_spec, dialect_name
-from sync.grafana.export import DEFAULT_GRAFANA_PROVISIONING, PASSWORD_ENV, export
+from sync.grafana.export import DEFAULT_GRAFANA_PROVISIONING, export, next_steps
 from sync.grafana.provision import Outcome
 from sync.grafana.role import RoleError
 from sync.grafana.rollups import refresh_reporting_copy, reporting_copy_path
-from sync.grafana.service import GrafanaNotConfigured, provision
+from sync.grafana.service import GrafanaNotConfigured, alert_rule_group, provision
+
+
+def settings_or_exit() -> Settings:
+    """The environment's settings; a bad value (e.g. a threshold) is one clear error line."""
+    try:
+        return cli_settings()
+    except ValueError as error:
+        raise click.ClickException(str(error)) from error
 
 
 @click.group()
@@ -25,14 +35,14 @@ def grafana() -> None:
 @grafana.command("provision")
 @click.option("--force", is_flag=True, help="Overwrite dashboards edited in Grafana.")
 def provision_command(force: bool) -> None:
-    """Create or check the read-only role; provision folder, data source and dashboards."""
+    """Create or check the read-only role; provision folder, data source, dashboards, alert rules."""
 
     def progress(outcome: Outcome) -> None:
         click.echo(outcome.line())
 
     try:
-        result = provision(cli_settings(), cli_database(), force=force, progress=progress)
-    except (GrafanaNotConfigured, RoleError) as error:
+        result = provision(settings_or_exit(), cli_database(), force=force, progress=progress)
+    except (GrafanaNotConfigured, RoleError, AlertRulesInvalid) as error:
         raise click.ClickException(str(error)) from error
     if result.role is not None:
         role = result.role
@@ -44,7 +54,11 @@ def provision_command(force: bool) -> None:
             click.echo(f"role problem: {problem}", err=True)
     kept = result.report.by_action("kept-edited") + result.report.by_action("conflict")
     if kept:
-        click.echo(f"{len(kept)} dashboard(s) not overwritten; rerun with --force to replace them", err=True)
+        click.echo(
+            f"{len(kept)} object(s) not overwritten: rerun with --force to replace edited ones; "
+            "conflicts name what to move first",
+            err=True,
+        )
     if (result.role and not result.role.ok) or kept:
         sys.exit(2)
 
@@ -58,12 +72,16 @@ def provision_command(force: bool) -> None:
     help="Where Grafana will read the provisioning files (the dashboard provider's path).",
 )
 def export_command(directory: Path, grafana_provisioning: str) -> None:
-    """Write Grafana's file-provisioning layout (data source, dashboard provider, JSON)."""
-    settings = cli_settings()
+    """Write Grafana's file-provisioning layout (data source, dashboards, alert rules)."""
+    settings = settings_or_exit()
     spec = datasource_spec(settings)
     boards = build_dashboards(dialect_name(settings), settings.public_url)
+    try:
+        rules = checked(alert_rule_group(settings, boards))
+    except AlertRulesInvalid as error:
+        raise click.ClickException(str(error)) from error
     with click.progressbar(length=1, label="exporting") as bar:
-        written = export(directory, spec, boards, grafana_provisioning)
+        written = export(directory, spec, boards, grafana_provisioning, rules)
         bar.update(1)
     if dialect_name(settings) == "sqlite":
         refresh_reporting_copy(settings.database_url)
@@ -71,11 +89,12 @@ def export_command(directory: Path, grafana_provisioning: str) -> None:
         click.echo("the reporting copy is kept current by `crashreg scheduler` (grafana-rollups)", err=True)
     for path in written:
         click.echo(str(path))
-    if spec.secret is not None:
-        click.echo(f"set {PASSWORD_ENV} in Grafana's environment to the read-only role's password", err=True)
-        if settings.grafana_db_url is None:
-            click.echo(
-                "CRASHREG_GRAFANA_DB_URL is not set: the role's password is derived and not shown; "
-                "set CRASHREG_GRAFANA_DB_URL to choose it, then run `crashreg grafana provision`",
-                err=True,
-            )
+    click.echo("next, as the Grafana admin:", err=True)
+    for number, step in enumerate(next_steps(directory, spec, grafana_provisioning), start=1):
+        click.echo(f"  {number}. {step}", err=True)
+    if spec.secret is not None and settings.grafana_db_url is None:
+        click.echo(
+            "CRASHREG_GRAFANA_DB_URL is not set: the role's password is derived and not shown; "
+            "set CRASHREG_GRAFANA_DB_URL to choose it, then run `crashreg grafana provision`",
+            err=True,
+        )

@@ -5,10 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from dashboards import build_dashboards
+from dashboards import FOLDER_UID, build_dashboards
+from dashboards.alerts import build_rule_group
+from dashboards.dialects import DIALECTS
 from registry.config import Settings
 from registry.db import Database
+from sync.grafana.alerting import AlertProvisioner
 from sync.grafana.annotations import push_annotations
 from sync.grafana.datasource import datasource_spec, dialect_name, grafana_db_url
 from sync.grafana.provision import Outcome, Provisioner, ProvisionReport, connect
@@ -28,6 +32,14 @@ class ProvisionResult:
     report: ProvisionReport
 
 
+def alert_rule_group(settings: Settings, dashboards: list[dict[str, Any]]) -> dict[str, Any]:
+    """crashreg's rule group for this registry's database and settings."""
+    dialect = DIALECTS[dialect_name(settings)]
+    return build_rule_group(
+        dialect, settings.public_url, settings.alerts, settings.jira_enabled, dashboards, FOLDER_UID
+    )
+
+
 def provision(
     settings: Settings,
     database: Database,
@@ -35,7 +47,8 @@ def provision(
     progress: Callable[[Outcome], None] | None = None,
     refresh: bool = True,
 ) -> ProvisionResult:
-    """Role (PostgreSQL), rollups (unless the scheduler's rollup job owns them), Grafana."""
+    """Role (PostgreSQL), rollups (unless the scheduler's rollup job owns them), Grafana:
+    folder, data source, dashboards, then the alert rule group."""
     if not settings.grafana_enabled:
         raise GrafanaNotConfigured("set CRASHREG_GRAFANA_URL and CRASHREG_GRAFANA_TOKEN")
     dialect = dialect_name(settings)
@@ -45,9 +58,11 @@ def provision(
     if refresh:
         refresh_rollups(database)
     api = connect(settings.grafana_url or "", settings.grafana_token or "")
-    report = Provisioner(api, database, force=force).run(
-        datasource_spec(settings), build_dashboards(dialect, settings.public_url), progress
-    )
+    dashboards = build_dashboards(dialect, settings.public_url)
+    report = Provisioner(api, database, force=force).run(datasource_spec(settings), dashboards, progress)
+    alerts = AlertProvisioner(api, database, force=force)
+    for outcome in alerts.run(alert_rule_group(settings, dashboards), progress):
+        report.add(outcome)
     return ProvisionResult(role, report)
 
 

@@ -7,6 +7,9 @@ its source (pkg/services/dashboards, pkg/api): dashboard versions increment on e
 name or uid, write-only `secureJsonData` (only `secureJsonFields` is ever returned),
 folder versions with 412 on mismatch, search, annotations with tag and time filters, and
 401 for anything but a known service-account token.
+
+The alerting provisioning API (/api/v1/provisioning, pkg/services/ngalert/api/api_provisioning.go
+and provisioning/alert_rules.go) is `AlertingProvisioning` below.
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ from tests.conftest import SERVER_POLL_S
 GRAFANA_VERSION = "11.3.1"
 UID_PATTERN = re.compile(r"^[a-zA-Z0-9\-_]*$")
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+@dataclass
+class Answer:
+    """A handler's answer with a status other than 200; `body` None sends no body (204)."""
+
+    status: int
+    body: Any = None
 
 
 class ApiError(Exception):
@@ -86,6 +97,7 @@ class GrafanaState:
     folders: dict[str, dict[str, Any]] = field(default_factory=dict)
     dashboards: dict[str, DashboardRecord] = field(default_factory=dict)
     annotations: list[dict[str, Any]] = field(default_factory=list)
+    alerting: AlertingState = field(default_factory=lambda: AlertingState())
     requests: list[tuple[str, str]] = field(default_factory=list)
     failures: list[tuple[int, str]] = field(default_factory=list)  # (status, path part)
     next_id: int = 1
@@ -131,13 +143,19 @@ class GrafanaEmulator:
                 ("GET", r"/api/annotations", self.find_annotations),
                 ("POST", r"/api/annotations", self.create_annotation),
                 ("DELETE", r"/api/annotations/(?P<id>\d+)", self.delete_annotation),
+                *AlertingProvisioning(self.state).routes(),
             )
         ]
 
     # -- dispatch -------------------------------------------------------------------------
 
     def handle(
-        self, method: str, target: str, body: bytes, authorization: str | None
+        self,
+        method: str,
+        target: str,
+        body: bytes,
+        authorization: str | None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
         parts = urlsplit(target)
         path = parts.path.rstrip("/") if parts.path != "/" else parts.path
@@ -160,7 +178,12 @@ class GrafanaEmulator:
                                 "You'll need additional permissions to perform this action.",
                             )
                         payload = self._json(body) if method in {"POST", "PUT"} else {}
-                        return 200, handler(query=query, payload=payload, **match.groupdict())
+                        answer = handler(
+                            query=query, payload=payload, headers=headers or {}, **match.groupdict()
+                        )
+                        if isinstance(answer, Answer):
+                            return answer.status, answer.body
+                        return 200, answer
                 raise ApiError(404, "Not found")
             except ApiError as error:
                 return error.http_status, error.body
@@ -670,6 +693,504 @@ class GrafanaEmulator:
         return {"message": "Annotation deleted"}
 
 
+# -- alerting provisioning ---------------------------------------------------------------------
+
+BASE_INTERVAL_S = 10  # [unified_alerting] base_interval
+DEFAULT_INTERVAL_S = 60  # [unified_alerting] default rule group interval (POST of a single rule)
+EXPRESSION_UID = "__expr__"
+NO_DATA_STATES = {"NoData", "Alerting", "OK", "KeepLast"}
+EXEC_ERR_STATES = {"Error", "Alerting", "OK", "KeepLast"}
+RESERVED_LABELS = {"__alert_rule_uid__", "__alert_rule_namespace_uid__", "grafana_folder", "alertname"}
+PROMETHEUS_UNITS = (("y", 365 * 86400), ("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+PROMETHEUS_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+PROVENANCE_API = "api"
+PROVENANCE_NONE = ""
+DEFAULT_RECEIVER = "grafana-default-email"
+
+
+def _parse_duration(text: Any) -> int:
+    """Prometheus model.ParseDuration (whole seconds); JSON binding fails on anything else."""
+    match = PROMETHEUS_DURATION.match(str(text)) if text not in ("", None) else None
+    if text == "0":
+        return 0
+    if match is None or not any(match.groups()):
+        raise ApiError(400, "bad request data")
+    return sum(
+        int(value or 0) * size for value, (_, size) in zip(match.groups(), PROMETHEUS_UNITS, strict=True)
+    )
+
+
+def _format_duration(seconds: int) -> str:
+    """Prometheus model.Duration.String(): 0s, 5m, 1h30m."""
+    if seconds == 0:
+        return "0s"
+    parts = []
+    for unit, size in PROMETHEUS_UNITS:
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts)
+
+
+def _provenance(headers: dict[str, str]) -> str:
+    """determineProvenance: the X-Disable-Provenance header's presence (any value) means none."""
+    return PROVENANCE_NONE if "x-disable-provenance" in headers else PROVENANCE_API
+
+
+def _provenance_error(stored: str, wanted: str) -> ApiError:
+    """validation.MakeErrProvenanceChangeNotAllowed (errutil Forbidden)."""
+    return ApiError(
+        403,
+        f"Resource with provenance status '{stored or 'none'}' cannot be managed via API that handles "
+        f"resources with provenance status '{wanted or 'none'}'. You must use appropriate API to manage "
+        "this resource",
+        messageId="alerting.notifications.invalidProvenance",
+        statusCode=403,
+    )
+
+
+@dataclass
+class AlertingState:
+    """Alert rules (uid -> stored rule), contact points, the policy tree and templates."""
+
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    contact_points: list[dict[str, Any]] = field(
+        default_factory=lambda: [
+            {
+                "uid": "default-email",
+                "name": DEFAULT_RECEIVER,
+                "type": "email",
+                "settings": {"addresses": "<example@email.com>"},
+                "disableResolveMessage": False,
+                "provenance": PROVENANCE_NONE,
+            }
+        ]
+    )
+    policies: dict[str, Any] = field(
+        default_factory=lambda: {"receiver": DEFAULT_RECEIVER, "group_by": ["grafana_folder", "alertname"]}
+    )
+    policies_provenance: str = PROVENANCE_NONE
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    next_rule_id: int = 1
+
+
+class AlertingProvisioning:
+    """Grafana 11's alerting provisioning API over the emulator's state.
+
+    As the real one: rules are validated as `AlertRule.ValidateAlertRule` and `AlertQuery.PreSave`
+    do (uid, title, data, relative time ranges of data source queries, no-data and error states,
+    `for`, dashboard/panel annotation pairs, reserved labels, a folder that exists) and answer 400
+    with Grafana's messages; every query model gains `intervalMs`/`maxDataPoints` when missing; a
+    rule group PUT replaces the group (rules left out are deleted, rules named from another group
+    move into it), refuses an interval that is not a positive multiple of the 10 s base interval
+    and changes nothing when nothing differs. Provenance: `api` unless the X-Disable-Provenance
+    header is present; a resource provisioned with another provenance answers 403. Templates carry
+    a `version` that a stale write conflicts with (409). A missing rule or group is 404.
+    """
+
+    def __init__(self, state: GrafanaState) -> None:
+        self.state = state
+        self.alerting = state.alerting
+
+    def routes(self) -> list[tuple[str, str, Callable[..., Any]]]:
+        base = r"/api/v1/provisioning"
+        group = base + r"/folder/(?P<folder>[^/]+)/rule-groups/(?P<group>[^/]+)"
+        return [
+            ("GET", base + r"/alert-rules", self.list_rules),
+            ("POST", base + r"/alert-rules", self.create_rule),
+            ("GET", base + r"/alert-rules/(?P<uid>[^/]+)", self.get_rule),
+            ("PUT", base + r"/alert-rules/(?P<uid>[^/]+)", self.update_rule),
+            ("DELETE", base + r"/alert-rules/(?P<uid>[^/]+)", self.delete_rule),
+            ("GET", group, self.get_group),
+            ("PUT", group, self.put_group),
+            ("DELETE", group, self.delete_group),
+            ("GET", base + r"/contact-points", self.list_contact_points),
+            ("POST", base + r"/contact-points", self.create_contact_point),
+            ("PUT", base + r"/contact-points/(?P<uid>[^/]+)", self.update_contact_point),
+            ("DELETE", base + r"/contact-points/(?P<uid>[^/]+)", self.delete_contact_point),
+            ("GET", base + r"/policies", self.get_policies),
+            ("PUT", base + r"/policies", self.put_policies),
+            ("DELETE", base + r"/policies", self.reset_policies),
+            ("GET", base + r"/templates", self.list_templates),
+            ("GET", base + r"/templates/(?P<name>[^/]+)", self.get_template),
+            ("PUT", base + r"/templates/(?P<name>[^/]+)", self.put_template),
+            ("DELETE", base + r"/templates/(?P<name>[^/]+)", self.delete_template),
+        ]
+
+    # -- rules: validation and views -----------------------------------------------------------
+
+    def _validated(self, payload: dict[str, Any], interval_s: int) -> dict[str, Any]:
+        """A rule as Grafana stores it, or the 400 Grafana answers."""
+        invalid = "invalid alert rule"
+        uid = payload.get("uid") or _new_uid()
+        if len(uid) > 40 or not UID_PATTERN.match(uid):
+            raise ApiError(400, f"{invalid}: cannot create rule with UID '{uid}': invalid format")
+        data = payload.get("data")
+        if not isinstance(data, list) or not data:
+            raise ApiError(400, f"{invalid}: no queries or expressions are found")
+        title = str(payload.get("title") or "")
+        if not title:
+            raise ApiError(400, f"{invalid}: title is empty")
+        if interval_s <= 0 or interval_s % BASE_INTERVAL_S:
+            raise ApiError(
+                400,
+                f"{invalid}: interval ({interval_s}s) should be non-zero and divided exactly by "
+                f"scheduler interval: {BASE_INTERVAL_S}",
+            )
+        folder_uid = payload.get("folderUID") or ""
+        if not folder_uid:
+            raise ApiError(400, f"{invalid}: folderUID must be set")
+        if folder_uid not in self.state.folders:
+            raise ApiError(400, f"{invalid}: folder does not exist")
+        if not payload.get("ruleGroup"):
+            raise ApiError(400, f"{invalid}: rule group name must be set")
+        annotations = {str(k): str(v) for k, v in (payload.get("annotations") or {}).items()}
+        dashboard_uid, panel_id = annotations.get("__dashboardUid__", ""), annotations.get("__panelId__", "")
+        if bool(dashboard_uid) != bool(panel_id):
+            raise ApiError(
+                400, f"{invalid}: both annotations __dashboardUid__ and __panelId__ must be specified"
+            )
+        if panel_id and not panel_id.lstrip("-").isdigit():
+            raise ApiError(400, f"{invalid}: annotation __panelId__ must be a valid integer Panel ID")
+        if payload.get("execErrState") not in EXEC_ERR_STATES:
+            raise ApiError(400, f"{invalid}: unknown Execution Error state: {payload.get('execErrState')}")
+        if payload.get("noDataState") not in NO_DATA_STATES:
+            raise ApiError(400, f"{invalid}: unknown NoData state option: {payload.get('noDataState')}")
+        labels = {str(k): str(v) for k, v in (payload.get("labels") or {}).items()}
+        for label in labels:
+            if label in RESERVED_LABELS:
+                raise ApiError(400, f"{invalid}: system reserved label {label} cannot be defined")
+        return {
+            "uid": uid,
+            "orgID": 1,
+            "folderUID": folder_uid,
+            "ruleGroup": payload["ruleGroup"],
+            "title": title,
+            "condition": payload.get("condition") or "",
+            "data": [self._query(query) for query in data],
+            "noDataState": payload["noDataState"],
+            "execErrState": payload["execErrState"],
+            "for_s": _parse_duration(payload.get("for", "0s")),
+            "annotations": annotations,
+            "labels": labels,
+            "isPaused": bool(payload.get("isPaused", False)),
+            "interval_s": interval_s,
+        }
+
+    @staticmethod
+    def _query(query: Any) -> dict[str, Any]:
+        if not isinstance(query, dict) or not isinstance(query.get("model"), dict):
+            raise ApiError(400, "bad request data")
+        model = {"intervalMs": 1000, "maxDataPoints": 43200, **copy.deepcopy(query["model"])}
+        span = query.get("relativeTimeRange") or {"from": 0, "to": 0}
+        is_expression = query.get("datasourceUid") == EXPRESSION_UID
+        if not is_expression and not int(span.get("from", 0)) > int(span.get("to", 0)):
+            raise ApiError(
+                400,
+                f"invalid alert query {query.get('refId')}: invalid relative time range "
+                f"[From: {span.get('from')}s, To: {span.get('to')}s]",
+            )
+        return {
+            "refId": query.get("refId", ""),
+            # PreSave: the model's queryType, when it has one, becomes the query's.
+            "queryType": model.get("queryType") or query.get("queryType", ""),
+            "relativeTimeRange": {"from": int(span.get("from", 0)), "to": int(span.get("to", 0))},
+            "datasourceUid": query.get("datasourceUid", ""),
+            "model": model,
+        }
+
+    @staticmethod
+    def _content(rule: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in rule.items() if k not in ("id", "updated", "version", "provenance", "index")}
+
+    def _view(self, rule: dict[str, Any], with_provenance: bool = True) -> dict[str, Any]:
+        """ProvisionedAlertRule JSON (provenance omitted when none, as `omitempty` does)."""
+        view = {
+            "id": rule["id"],
+            "uid": rule["uid"],
+            "orgID": rule["orgID"],
+            "folderUID": rule["folderUID"],
+            "ruleGroup": rule["ruleGroup"],
+            "title": rule["title"],
+            "condition": rule["condition"],
+            "data": copy.deepcopy(rule["data"]),
+            "updated": rule["updated"],
+            "noDataState": rule["noDataState"],
+            "execErrState": rule["execErrState"],
+            "for": _format_duration(rule["for_s"]),
+            "isPaused": rule["isPaused"],
+        }
+        if rule["annotations"]:
+            view["annotations"] = dict(rule["annotations"])
+        if rule["labels"]:
+            view["labels"] = dict(rule["labels"])
+        if with_provenance and rule["provenance"]:
+            view["provenance"] = rule["provenance"]
+        return view
+
+    def _store(self, rule: dict[str, Any], provenance: str, existing: dict[str, Any] | None) -> None:
+        stored = {
+            **rule,
+            "id": existing["id"] if existing else self.alerting.next_rule_id,
+            "version": existing["version"] + 1 if existing else 1,
+            "updated": _now_iso(),
+            "provenance": provenance,
+            "index": rule.get("index", existing["index"] if existing else 0),
+        }
+        if existing is None:
+            self.alerting.next_rule_id += 1
+        self.alerting.rules[rule["uid"]] = stored
+
+    def _rule(self, uid: str) -> dict[str, Any]:
+        if uid not in self.alerting.rules:
+            raise ApiError(404, "")
+        return self.alerting.rules[uid]
+
+    def _group_rules(self, folder: str, group: str) -> list[dict[str, Any]]:
+        rules = [
+            r for r in self.alerting.rules.values() if r["folderUID"] == folder and r["ruleGroup"] == group
+        ]
+        return sorted(rules, key=lambda r: (r["index"], r["id"]))
+
+    # -- rules: endpoints ----------------------------------------------------------------------
+
+    def list_rules(self, **_: Any) -> list[dict[str, Any]]:
+        return [self._view(rule) for rule in sorted(self.alerting.rules.values(), key=lambda r: r["id"])]
+
+    def get_rule(self, uid: str, **_: Any) -> Any:
+        if uid not in self.alerting.rules:
+            return Answer(404)
+        return self._view(self.alerting.rules[uid])
+
+    def create_rule(self, payload: dict[str, Any], headers: dict[str, str], **_: Any) -> Answer:
+        existing_group = self._group_rules(payload.get("folderUID") or "", payload.get("ruleGroup") or "")
+        interval = existing_group[0]["interval_s"] if existing_group else DEFAULT_INTERVAL_S
+        rule = self._validated(payload, interval)
+        if rule["uid"] in self.alerting.rules:
+            raise ApiError(400, "failed to insert alert rules: a conflicting alert rule is found: rule UID")
+        rule["index"] = len(existing_group) + 1
+        self._store(rule, _provenance(headers), None)
+        return Answer(201, self._view(self.alerting.rules[rule["uid"]]))
+
+    def update_rule(self, uid: str, payload: dict[str, Any], headers: dict[str, str], **_: Any) -> Any:
+        if uid not in self.alerting.rules:
+            return Answer(404)
+        existing = self.alerting.rules[uid]
+        provenance = _provenance(headers)
+        if existing["provenance"] not in (provenance, PROVENANCE_NONE):
+            raise _provenance_error(existing["provenance"], provenance)
+        rule = self._validated({**payload, "uid": uid}, existing["interval_s"])
+        self._store(rule, provenance, existing)
+        return self._view(self.alerting.rules[uid])
+
+    def delete_rule(self, uid: str, headers: dict[str, str], **_: Any) -> Answer:
+        existing = self.alerting.rules.get(uid)
+        provenance = _provenance(headers)
+        if existing is not None:
+            if existing["provenance"] not in (provenance, PROVENANCE_NONE):
+                raise _provenance_error(existing["provenance"], provenance)
+            del self.alerting.rules[uid]
+        return Answer(204)
+
+    def get_group(self, folder: str, group: str, **_: Any) -> dict[str, Any]:
+        rules = self._group_rules(folder, group)
+        if not rules:
+            raise ApiError(
+                404, "rule group not found under this folder", messageId="alerting.alert-rule.notFound"
+            )
+        return {
+            "title": group,
+            "folderUid": folder,
+            "interval": rules[0]["interval_s"],
+            "rules": [self._view(rule, with_provenance=False) for rule in rules],
+        }
+
+    @staticmethod
+    def _may_change_in_group(stored: str, wanted: str) -> bool:
+        """validation.CanUpdateProvenanceInRuleGroup."""
+        return stored in (wanted, PROVENANCE_NONE) or (stored == PROVENANCE_API and wanted == PROVENANCE_NONE)
+
+    def put_group(
+        self, folder: str, group: str, payload: dict[str, Any], headers: dict[str, str], **_: Any
+    ) -> dict[str, Any]:
+        interval = payload.get("interval")
+        if not isinstance(interval, int) or isinstance(interval, bool):
+            raise ApiError(400, "bad request data")  # the JSON binding of an int64
+        if interval <= 0 or interval % BASE_INTERVAL_S:
+            raise ApiError(
+                400,
+                f"invalid alert rule: interval ({interval}s) should be non-zero and divided exactly by "
+                f"scheduler interval: {BASE_INTERVAL_S}",
+            )
+        provenance = _provenance(headers)
+        current = {rule["uid"]: rule for rule in self._group_rules(folder, group)}
+        wanted = []
+        for index, item in enumerate(payload.get("rules") or [], start=1):
+            if not isinstance(item, dict):
+                raise ApiError(400, "bad request data")
+            rule = self._validated({**item, "folderUID": folder, "ruleGroup": group}, interval)
+            rule["index"] = index
+            wanted.append(rule)
+        if len({rule["uid"] for rule in wanted}) != len(wanted):
+            raise ApiError(400, "invalid alert rule: rule uids in a group must be unique")
+        deleted = [uid for uid in current if uid not in {rule["uid"] for rule in wanted}]
+        changed = [
+            rule
+            for rule in wanted
+            if rule["uid"] not in self.alerting.rules
+            or self._content(self.alerting.rules[rule["uid"]]) != self._content(rule)
+            or self.alerting.rules[rule["uid"]]["index"] != rule["index"]
+        ]
+        for uid in deleted + [rule["uid"] for rule in changed if rule["uid"] in self.alerting.rules]:
+            stored = self.alerting.rules[uid]["provenance"]
+            if not self._may_change_in_group(stored, provenance):
+                raise _provenance_error(stored, provenance)
+        for uid in deleted:
+            del self.alerting.rules[uid]
+        for rule in changed:
+            self._store(rule, provenance, self.alerting.rules.get(rule["uid"]))
+        return {
+            "title": group,
+            "folderUid": folder,
+            "interval": interval,
+            "rules": payload.get("rules") or [],
+        }
+
+    def delete_group(self, folder: str, group: str, headers: dict[str, str], **_: Any) -> Answer:
+        rules = self._group_rules(folder, group)
+        if not rules:
+            raise ApiError(
+                404, "rule group not found under this folder", messageId="alerting.alert-rule.notFound"
+            )
+        provenance = _provenance(headers)
+        for rule in rules:
+            if not self._may_change_in_group(rule["provenance"], provenance):
+                raise _provenance_error(rule["provenance"], provenance)
+        for rule in rules:
+            del self.alerting.rules[rule["uid"]]
+        return Answer(204)
+
+    # -- contact points, policies, templates ---------------------------------------------------
+
+    def list_contact_points(self, query: dict[str, list[str]], **_: Any) -> list[dict[str, Any]]:
+        name = query.get("name", [""])[0]
+        return [copy.deepcopy(cp) for cp in self.alerting.contact_points if not name or cp["name"] == name]
+
+    def _contact_point(self, payload: dict[str, Any], uid: str, provenance: str) -> dict[str, Any]:
+        if not payload.get("name"):
+            raise ApiError(400, "invalid object specification: name must be set")
+        if not payload.get("type"):
+            raise ApiError(400, "invalid object specification: type must be set")
+        return {
+            "uid": uid,
+            "name": payload["name"],
+            "type": payload["type"],
+            "settings": copy.deepcopy(payload.get("settings") or {}),
+            "disableResolveMessage": bool(payload.get("disableResolveMessage", False)),
+            "provenance": provenance,
+        }
+
+    def create_contact_point(self, payload: dict[str, Any], headers: dict[str, str], **_: Any) -> Answer:
+        uid = payload.get("uid") or _new_uid()
+        if any(cp["uid"] == uid for cp in self.alerting.contact_points):
+            raise ApiError(
+                400, f"invalid object specification: a contact point with UID '{uid}' already exists"
+            )
+        point = self._contact_point(payload, uid, _provenance(headers))
+        self.alerting.contact_points.append(point)
+        return Answer(202, copy.deepcopy(point))
+
+    def _contact_point_index(self, uid: str) -> int:
+        for index, point in enumerate(self.alerting.contact_points):
+            if point["uid"] == uid:
+                return index
+        raise ApiError(404, "contact point not found")
+
+    def update_contact_point(
+        self, uid: str, payload: dict[str, Any], headers: dict[str, str], **_: Any
+    ) -> Answer:
+        index = self._contact_point_index(uid)
+        provenance = _provenance(headers)
+        stored = self.alerting.contact_points[index]["provenance"]
+        if stored not in (provenance, PROVENANCE_NONE):
+            raise _provenance_error(stored, provenance)
+        self.alerting.contact_points[index] = self._contact_point(payload, uid, provenance)
+        return Answer(202, {"message": "contactpoint updated"})
+
+    def delete_contact_point(self, uid: str, **_: Any) -> Answer:
+        index = self._contact_point_index(uid)
+        if self.alerting.contact_points[index]["name"] in self._receivers(self.alerting.policies):
+            raise ApiError(409, "contact point is currently used by a notification policy")
+        del self.alerting.contact_points[index]
+        return Answer(202, {"message": "contactpoint deleted"})
+
+    def _receivers(self, route: dict[str, Any]) -> set[str]:
+        names = {route["receiver"]} if route.get("receiver") else set()
+        for child in route.get("routes") or []:
+            names |= self._receivers(child)
+        return names
+
+    def get_policies(self, **_: Any) -> dict[str, Any]:
+        tree = copy.deepcopy(self.alerting.policies)
+        if self.alerting.policies_provenance:
+            tree["provenance"] = self.alerting.policies_provenance
+        return tree
+
+    def put_policies(self, payload: dict[str, Any], headers: dict[str, str], **_: Any) -> Answer:
+        if not payload.get("receiver"):
+            raise ApiError(400, "invalid object specification: root route must specify a default receiver")
+        known = {cp["name"] for cp in self.alerting.contact_points}
+        for receiver in self._receivers(payload):
+            if receiver not in known:
+                raise ApiError(400, f"invalid object specification: receiver '{receiver}' does not exist")
+        provenance = _provenance(headers)
+        if self.alerting.policies_provenance not in (provenance, PROVENANCE_NONE):
+            raise _provenance_error(self.alerting.policies_provenance, provenance)
+        self.alerting.policies = {k: copy.deepcopy(v) for k, v in payload.items() if k != "provenance"}
+        self.alerting.policies_provenance = provenance
+        return Answer(202, {"message": "policies updated"})
+
+    def reset_policies(self, **_: Any) -> Answer:
+        self.alerting.policies = AlertingState().policies
+        self.alerting.policies_provenance = PROVENANCE_NONE
+        return Answer(202, copy.deepcopy(self.alerting.policies))
+
+    def list_templates(self, **_: Any) -> list[dict[str, Any]]:
+        return [copy.deepcopy(t) for _, t in sorted(self.alerting.templates.items())]
+
+    def get_template(self, name: str, **_: Any) -> dict[str, Any]:
+        if name not in self.alerting.templates:
+            raise ApiError(404, "template not found", messageId="alerting.notifications.templates.notFound")
+        return copy.deepcopy(self.alerting.templates[name])
+
+    def put_template(self, name: str, payload: dict[str, Any], headers: dict[str, str], **_: Any) -> Answer:
+        if not payload.get("template"):
+            raise ApiError(400, "invalid object specification: template must have content")
+        existing = self.alerting.templates.get(name)
+        version = payload.get("version") or payload.get("resourceVersion") or ""
+        if existing is not None and version and version != existing["version"]:
+            raise ApiError(
+                409,
+                "provided version does not match current version",
+                messageId="alerting.notifications.conflict",
+            )
+        provenance = _provenance(headers)
+        if existing is not None and existing["provenance"] not in (provenance, PROVENANCE_NONE):
+            raise _provenance_error(existing["provenance"], provenance)
+        template = {
+            "name": name,
+            "template": payload["template"],
+            "provenance": provenance,
+            "version": secrets.token_hex(8),
+        }
+        self.alerting.templates[name] = template
+        return Answer(202, copy.deepcopy(template))
+
+    def delete_template(self, name: str, **_: Any) -> Answer:
+        self.alerting.templates.pop(name, None)
+        return Answer(204)
+
+
 class _Handler(BaseHTTPRequestHandler):
     emulator: GrafanaEmulator
 
@@ -677,11 +1198,16 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         status, answer = self.emulator.handle(
-            self.command, self.path, body, self.headers.get("Authorization")
+            self.command,
+            self.path,
+            body,
+            self.headers.get("Authorization"),
+            {name.lower(): value for name, value in self.headers.items()},
         )
-        data = json.dumps(answer).encode()
+        data = b"" if answer is None else json.dumps(answer).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        if answer is not None:
+            self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -9,6 +9,7 @@ components store it, so every panel has something to show.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,17 +42,20 @@ class LoadedFleet:
         return self.simulation.end + timedelta(days=1)
 
 
-def _iso(moment: datetime) -> str:
+def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def load_fleet(client: Any, token: str, database: Database, config: FleetConfig | None = None) -> LoadedFleet:
+def load_fleet(
+    client: Any, token: str, database: Database, config: FleetConfig | None = None, history: bool = True
+) -> LoadedFleet:
+    """The simulated fleet through the API; `history`: the Jira, RCA and epidemiology records too."""
     headers = {"Authorization": f"Bearer {token}"}
     sim = simulate(config or TEST_FLEET)
     for observed_at, snapshot in sim.inventory:
         answer = client.post(
             "/api/v1/hosts",
-            json={"hosts": inventory_json(snapshot), "observed_at": _iso(observed_at)},
+            json={"hosts": inventory_json(snapshot), "observed_at": iso(observed_at)},
             headers=headers,
         )
         assert answer.status_code == 200, answer.get_json()
@@ -61,15 +65,21 @@ def load_fleet(client: Any, token: str, database: Database, config: FleetConfig 
         assert answer.status_code == 201, answer.get_json()
         events.append({**answer.get_json(), "host": report["host"]})
     rng = random.Random(11)
-    _record_captures(client, headers, events, rng)
-    _annotate_history(database, rng)
+    record_captures(client, headers, events, rng)
+    if history:
+        _annotate_history(database, rng)
     refresh_rollups(database)  # as `crashreg grafana provision` and the scheduler job do
     return LoadedFleet(sim, events)
 
 
-def _record_captures(
-    client: Any, headers: dict[str, str], events: list[dict[str, Any]], rng: random.Random
+def record_captures(
+    client: Any,
+    headers: dict[str, str],
+    events: list[dict[str, Any]],
+    rng: random.Random,
+    failed: Callable[[int], bool] = lambda index: index % 9 == 4,
 ) -> None:
+    """A capture for every event the registry asked to capture; `failed(index)` ones fail."""
     for index, event in enumerate(events):
         action = event["capture"]["action"]
         if action == "skip":
@@ -79,7 +89,7 @@ def _record_captures(
         duration = memory_gb * (0.9 if full else 0.08) + rng.uniform(5, 60)
         capture = {
             "method": "makedumpfile",
-            "status": "failed" if index % 9 == 4 else "completed",
+            "status": "failed" if failed(index) else "completed",
             "dump_level": 0 if full else 31,
             "bytes": int(memory_gb * 1e9 * (0.85 if full else 0.04)),
             "duration_s": round(duration, 1),

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from registry.config import Settings
 from registry.db import Database, utcnow
-from sync.grafana.rollups import reporting_copy_path
+from sync.grafana.rollups import refresh_rollups, reporting_copy_path
 from sync.leader import leader_lock
 from sync.scheduler import JobContext, Scheduler, load_jobs
 from tests.emulators.grafana import RunningGrafana
@@ -48,6 +48,8 @@ def test_rollup_job_refreshes_what_grafana_reads(
 ) -> None:
     job = load_jobs()["grafana-rollups"]
     assert job.enabled(settings)  # with or without Grafana configured: file provisioning too
+    # Materialized views outlive the tables' cleanup between tests: start from an empty registry's.
+    refresh_rollups(database)
     report_crash(client, make_token)
 
     query = "SELECT COALESCE(SUM(events), 0) FROM rpt_daily_breakdown WHERE dimension = 'kind'"

@@ -7,67 +7,27 @@ copy opened read-only, as the frser-sqlite-datasource data source does.
 
 from __future__ import annotations
 
-import secrets
-import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaServerError
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from dashboards import build_dashboards
 from registry.db import Database, utcnow
 from sync.grafana.annotations import push_annotations
-from sync.grafana.role import ensure_readonly_role
-from sync.grafana.rollups import reporting_copy_path
 from tests.emulators.grafana import serve_grafana
+from tests.grafana.conftest import Runner, dialect_of
 from tests.grafana.fleet import LoadedFleet, load_fleet
-from tests.grafana.roles import drop_role
 from tests.grafana.sql import TimeRange, Variable, expand_target, interpolate_variables, postgres_interpolate
-
-Runner = Callable[[str], tuple[list[str], list[tuple[Any, ...]]]]
 
 
 @pytest.fixture
 def fleet(client: Any, make_token: Callable[..., str], database: Database) -> LoadedFleet:
     return load_fleet(client, make_token("report"), database)
-
-
-@pytest.fixture
-def read_only(db_url: str, database: Database) -> Iterator[Runner]:
-    """Run SQL the way Grafana's data source would reach the database."""
-    if db_url.startswith("sqlite"):
-        # The reporting copy the data source opens (refreshed by load_fleet, as the job does).
-        conn = sqlite3.connect(f"file:{reporting_copy_path(db_url)}?mode=ro", uri=True)
-
-        def run_sqlite(sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-            cursor = conn.execute(sql)
-            return [c[0] for c in cursor.description], cursor.fetchall()
-
-        yield run_sqlite
-        conn.close()
-        return
-    role = f"crashreg_grafana_{secrets.token_hex(4)}"
-    role_url = make_url(db_url).set(drivername="postgresql", username=role, password=secrets.token_hex(12))
-    ensure_readonly_role(database.engine, role_url.render_as_string(hide_password=False))
-    conn = psycopg.connect(role_url.render_as_string(hide_password=False), autocommit=True)
-
-    def run_postgres(sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        cursor = conn.execute(sql)
-        return [c.name for c in cursor.description or []], cursor.fetchall()
-
-    yield run_postgres
-    conn.close()
-    drop_role(db_url, role)
-
-
-def dialect_of(db_url: str) -> str:
-    return "sqlite" if db_url.startswith("sqlite") else "postgresql"
 
 
 def signature_choice(board: dict[str, Any], run: Runner, time_range: TimeRange, dialect: str) -> Variable:

@@ -25,6 +25,7 @@ from sync.grafana.provision import Provisioner
 from sync.grafana.rollups import reporting_copy_path
 from sync.grafana.service import provision
 from tests.emulators.grafana import RunningGrafana
+from tests.grafana.conftest import run_cli
 
 DASHBOARD_UIDS = {b["uid"] for b in build_dashboards("postgresql", "https://x")}
 
@@ -176,11 +177,7 @@ def test_cli_provision_reports_kept_dashboards_with_exit_code(
 
 def test_cli_without_grafana_configuration_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CRASHREG_GRAFANA_URL", raising=False)
-    cli_settings.cache_clear()
-    try:
-        result = CliRunner().invoke(main, ["grafana", "provision"])
-    finally:
-        cli_settings.cache_clear()
+    result = run_cli(monkeypatch, ["grafana", "provision"], {})
     assert result.exit_code == 1 and "CRASHREG_GRAFANA_URL" in result.output
 
 
@@ -242,14 +239,20 @@ def test_cli_export_on_sqlite_builds_the_reporting_copy(
 ) -> None:
     if not db_url.startswith("sqlite"):
         pytest.skip("the SQLite reporting copy")
-    monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
-    cli_settings.cache_clear()
-    try:
-        result = CliRunner().invoke(main, ["grafana", "export", str(tmp_path / "out")])
-    finally:
-        cli_settings.cache_clear()
+    env = {"CRASHREG_DATABASE_URL": db_url, "CRASHREG_ALERT_SILENCE_MINUTES": "45"}
+    result = run_cli(monkeypatch, ["grafana", "export", str(tmp_path / "out")], env)
     assert result.exit_code == 0, result.output
     copy = reporting_copy_path(db_url)
     assert str(copy) in result.output and copy.exists()
     datasources = yaml.safe_load((tmp_path / "out/provisioning/datasources/crashreg.yaml").read_text())
     assert datasources["datasources"][0]["jsonData"]["path"] == str(copy)
+    # The alert rules, with the thresholds of the environment, and what the Grafana admin does next.
+    alerting = tmp_path / "out/provisioning/alerting/crashreg.yaml"
+    assert str(alerting) in result.output
+    assert "next, as the Grafana admin:" in result.output and "frser-sqlite-datasource" in result.output
+    document = yaml.safe_load(alerting.read_text())
+    (group,) = document["groups"]
+    assert document["apiVersion"] == 1 and group["folder"] == "Crash registry" and group["interval"] == "5m"
+    silence = next(rule for rule in group["rules"] if rule["uid"] == "crashreg-ingest-silence")
+    assert silence["data"][2]["model"]["conditions"][0]["evaluator"]["params"] == [45]
+    assert silence["data"][0]["datasourceUid"] == "crashreg-sqlite"
