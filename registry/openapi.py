@@ -12,6 +12,7 @@ from flask import Flask
 from marshmallow import Schema
 
 from registry import __version__
+from registry.ids import ID_MAX
 
 F = TypeVar("F", bound=Callable[..., Any])
 ERROR_STATUSES = {
@@ -25,6 +26,7 @@ ERROR_STATUSES = {
     429: "rate limited",
     503: "dependency unavailable",
 }
+PATH_SCHEMAS = {"id": {"type": "integer", "minimum": 1, "maximum": ID_MAX}, "int": {"type": "integer"}}
 _PATH_PARAM = re.compile(r"<(?:(\w+):)?(\w+)>")
 
 
@@ -104,7 +106,7 @@ def _operation(rule: Any, view: Any, doc: dict[str, Any]) -> dict[str, Any]:
             "in": "path",
             "name": name,
             "required": True,
-            "schema": {"type": "integer" if converter == "int" else "string"},
+            "schema": PATH_SCHEMAS.get(converter, {"type": "string"}),
         }
         for converter, name in _PATH_PARAM.findall(rule.rule)
     ]

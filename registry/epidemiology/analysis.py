@@ -18,6 +18,8 @@ from .onset import InventoryChange, onset
 from .uptime import OutsideCounts, outside_counts, uptime_profile
 from .verdict import decide
 
+EARLIEST_CRASH_DAY = date(2000, 1, 1)  # as ingest's bound on crashed_at
+
 
 @dataclass(frozen=True)
 class CrashRecord:
@@ -45,11 +47,17 @@ class SignatureSample:
 
     @property
     def first_seen(self) -> date | None:
-        return min(self.daily, default=None)
+        return min(self.dated_days(), default=None)
 
     @property
     def last_seen(self) -> date | None:
-        return max(self.daily, default=None)
+        return max(self.dated_days(), default=None)
+
+    def dated_days(self) -> list[date]:
+        """Days with crashes at a plausible time: a crash time stored before ingest refused
+        implausible ones (year 9999, year 1) must not stretch the window over millennia."""
+        latest = date.today() + timedelta(days=1)
+        return [day for day in self.daily if EARLIEST_CRASH_DAY <= day <= latest]
 
     @classmethod
     def from_records(cls, records: Iterable[CrashRecord]) -> SignatureSample:

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Executable, bindparam, func, select
 from sqlalchemy.orm import Session
 
+from registry.ids import parse_id
 from registry.jira.models import JiraLink
 from registry.signatures.identify import CrashSignature
 from registry.signatures.models import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
@@ -29,9 +30,8 @@ def canonical(session: Session, signature: Signature) -> Signature:
 
 def find_signature(session: Session, key: str) -> Signature | None:
     """By numeric id, fingerprint, or an alias fingerprint (merged and rebuilt signatures)."""
-    signature = None
-    if key.isdigit() and len(key) < 19:
-        signature = session.get(Signature, int(key))
+    signature_id = parse_id(key)
+    signature = session.get(Signature, signature_id) if signature_id is not None else None
     if signature is None:
         signature = session.scalar(select(Signature).where(Signature.fingerprint == key))
     if signature is None:
