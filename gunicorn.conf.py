@@ -1,8 +1,11 @@
 """gunicorn settings for production: `gunicorn registry.wsgi:app` picks this file up."""
 
+import json
 import multiprocessing
 import os
 import tempfile
+
+from gunicorn import util
 
 bind = os.environ.get("CRASHREG_BIND", "0.0.0.0:8080")
 workers = int(os.environ.get("CRASHREG_WORKERS", multiprocessing.cpu_count() * 2 + 1))
@@ -15,9 +18,17 @@ threads = int(os.environ.get("CRASHREG_THREADS", 4))
 # kernel's accept queue, shared by all workers: p99 1.4-2.0x p50 at the same throughput.
 # Idle keep-alive clients count too, hence the margin.
 worker_connections = int(os.environ.get("CRASHREG_WORKER_CONNECTIONS", threads + 1))
+# No keep-alive: every answer says "Connection: close". A gthread worker counts an idle
+# keep-alive connection against worker_connections, so 64 clients that keep their connection
+# (a proxy, an agent with a pool) hold every worker's slots while idle and the rest wait in the
+# accept queue until an idle one times out: p99 3.6 s (keep-alive 5 s) where one-shot clients
+# get ~0.1 s (bench/storm.py --clients keep-alive, same run). Raising worker_connections instead
+# brings back the piling-up above. Closing after each answer costs a TCP handshake per report
+# (loopback/LAN: well under a millisecond) and makes both client patterns alike; clients and
+# proxies reconnect on "Connection: close" by themselves. Measured: bench/storm.py --clients both.
+keepalive = int(os.environ.get("CRASHREG_KEEPALIVE", 0))
 timeout = 60
 graceful_timeout = 30
-keepalive = 5
 max_requests = 10_000  # recycle workers now and then; jitter keeps them from restarting together
 max_requests_jitter = 1_000
 accesslog = None  # the app writes one JSON line per request itself
@@ -31,3 +42,19 @@ def child_exit(server, worker):
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+
+
+def json_error(sock, status_int, reason, mesg):
+    """gunicorn's own refusals (a request line past limit_request_line: 414, a malformed
+    request: 400, headers too large: 431) in the API's error shape, not an HTML page: what
+    answers a client is JSON whoever refuses it. Same status, reason and message as gunicorn's."""
+    code = reason.lower().replace(" ", "_").replace("-", "_")
+    body = json.dumps({"error": {"code": code, "message": mesg, "fields": {}}}).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+util.write_error = json_error  # the workers' handle_error calls util.write_error
