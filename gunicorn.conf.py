@@ -20,12 +20,15 @@ threads = int(os.environ.get("CRASHREG_THREADS", 4))
 worker_connections = int(os.environ.get("CRASHREG_WORKER_CONNECTIONS", threads + 1))
 # No keep-alive: every answer says "Connection: close". A gthread worker counts an idle
 # keep-alive connection against worker_connections, so 64 clients that keep their connection
-# (a proxy, an agent with a pool) hold every worker's slots while idle and the rest wait in the
-# accept queue until an idle one times out: p99 3.6 s (keep-alive 5 s) where one-shot clients
-# get ~0.1 s (bench/storm.py --clients keep-alive, same run). Raising worker_connections instead
-# brings back the piling-up above. Closing after each answer costs a TCP handshake per report
-# (loopback/LAN: well under a millisecond) and makes both client patterns alike; clients and
-# proxies reconnect on "Connection: close" by themselves. Measured: bench/storm.py --clients both.
+# (a proxy, an agent with a pool) hold the workers' few slots while idle and the others wait in
+# the accept queue until an idle one times out: storm p99 3.6 s at p50 0.21 s (p99/p50 17x) with
+# keep-alive 5 s. Raising worker_connections instead brings back the piling-up above. Closing
+# after each answer costs a TCP handshake per report (loopback/LAN: well under a millisecond)
+# and makes both patterns alike: p99/p50 1.64x keep-alive, 1.69x one-shot in the same run.
+# Clients and proxies reconnect on "Connection: close" by themselves. The absolute p99 of 64
+# closed-loop clients is bounded below by the CPU a report costs (Little's law: 64 in flight /
+# at most 2 cores / 7.5 ms = 266 reports/s gives a mean of 240 ms on this 2-core machine), not
+# by any setting here. Measure: .venv/bin/python bench/storm.py --clients both
 keepalive = int(os.environ.get("CRASHREG_KEEPALIVE", 0))
 timeout = 60
 graceful_timeout = 30

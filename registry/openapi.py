@@ -34,7 +34,7 @@ def documented(
     summary: str,
     *,
     request: type[Schema] | Schema | None = None,
-    responses: dict[int, type[Schema] | Schema | str] | None = None,
+    responses: dict[int, type[Schema] | Schema | str | dict[str, Any]] | None = None,
     query: type[Schema] | None = None,
     errors: tuple[int, ...] = (400, 401, 403),
     tag: str | None = None,
@@ -122,6 +122,11 @@ def _operation(rule: Any, view: Any, doc: dict[str, Any]) -> dict[str, Any]:
     for status, body in doc["responses"].items():
         if isinstance(body, str):
             operation["responses"][str(status)] = {"description": body}
+        elif isinstance(body, dict):  # media type -> schema, for answers in several formats
+            operation["responses"][str(status)] = {
+                "description": "OK",
+                "content": {media: {"schema": schema} for media, schema in body.items()},
+            }
         else:
             operation["responses"][str(status)] = {
                 "description": "OK",

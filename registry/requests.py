@@ -1,8 +1,10 @@
 """Reading and validating request input into the contract's 400 errors.
 
-Every JSON body passes one guard before any schema sees it: values no column can store or no
-reader can handle (a NUL, a lone surrogate, an integer past 64 bits, a non-finite number,
-nesting past MAX_DEPTH) are a 400 naming the field, never a database error or a 500 later.
+Every JSON body passes one guard before any schema sees it: values that no column can store,
+wherever they are (unknown fields are stored with the raw report), are a 400 naming the field,
+never a database error or a 500 later: a NUL, a lone surrogate, a non-finite number, an integer
+literal too long to convert, nesting past MAX_DEPTH. Integers in range for JSON but past a
+column's range are each schema's business (every integer field has bounds).
 Query strings, form fields and paths get the same check for NULs (PostgreSQL refuses them).
 """
 
@@ -23,20 +25,20 @@ from registry.ids import ID_MAX, parse_id
 
 MAX_DEPTH = 32
 INT64_MAX = 2**63 - 1
-_LONGEST_INT = len(str(INT64_MAX)) + 1  # digits and a sign
+LONGEST_INT_LITERAL = 400  # characters; Python refuses past 4,300 digits
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 NUL_MESSAGE = "contains a NUL character (\\u0000), which cannot be stored"
 SURROGATE_MESSAGE = "contains a lone UTF-16 surrogate, which is not valid Unicode"
 
 
 class _HugeInt:
-    """An integer literal too long to be any column's value, kept only to be named."""
+    """An integer literal too long to convert, kept only to be named."""
 
 
 def _parse_int(literal: str) -> int | _HugeInt:
-    # Python refuses to convert literals past 4,300 digits (a ValueError mid-parse, with no
-    # field to name); anything past 20 characters is out of every column's range anyway.
-    return _HugeInt() if len(literal) > _LONGEST_INT else int(literal)
+    # Python refuses to convert literals past 4,300 digits: a ValueError mid-parse, with no
+    # field to name. Far shorter ones are already past every column's range.
+    return _HugeInt() if len(literal) > LONGEST_INT_LITERAL else int(literal)
 
 
 def text_problem(value: str) -> str | None:
@@ -50,10 +52,8 @@ def text_problem(value: str) -> str | None:
 def _value_problem(value: Any) -> str | None:
     if isinstance(value, str):
         return text_problem(value)
-    if isinstance(value, _HugeInt) or (
-        isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT64_MAX
-    ):
-        return "integer out of range (at most 2^63-1 in magnitude)"
+    if isinstance(value, _HugeInt):
+        return f"integer literal longer than {LONGEST_INT_LITERAL} characters"
     if isinstance(value, float) and not math.isfinite(value):
         return "not a finite number"
     return None

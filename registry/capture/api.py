@@ -57,6 +57,8 @@ class CapturePatchSchema(CaptureFields):
 
 
 class CaptureSchema(CaptureCreateSchema):
+    capture_key = fields.String(allow_none=True)
+    processing_state = fields.String(validate=validate.OneOf(PROCESSING_STATES), allow_none=True)
     id = fields.String()
     event_id = fields.String()
     signature_id = fields.String(allow_none=True)
@@ -146,7 +148,10 @@ def get_savings() -> Any:
 @documented(
     "Offline capture decisions for the kdump initramfs (ETag; If-None-Match gives 304)",
     query=BundleQuery,
-    responses={200: BundleSchema, 304: "unchanged since the ETag sent in If-None-Match"},
+    responses={
+        200: {"application/json": BundleSchema, "text/plain": {"type": "string"}},
+        304: "unchanged since the ETag sent in If-None-Match",
+    },
     errors=(400, 401, 403),
     tag="captures",
 )

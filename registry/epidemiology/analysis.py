@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import pairwise
 
+from registry.bounds import EARLIEST_CRASH, latest_crash
+
 from .attributes import AttributeValue, host_values, physical_host_of
 from .findings import Baseline, JointCounts, analyse_attributes, joint_from_units
 from .onset import InventoryChange, onset
 from .uptime import OutsideCounts, outside_counts, uptime_profile
 from .verdict import decide
-
-EARLIEST_CRASH_DAY = date(2000, 1, 1)  # as ingest's bound on crashed_at
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ class SignatureSample:
     def dated_days(self) -> list[date]:
         """Days with crashes at a plausible time: a crash time stored before ingest refused
         implausible ones (year 9999, year 1) must not stretch the window over millennia."""
-        latest = date.today() + timedelta(days=1)
-        return [day for day in self.daily if EARLIEST_CRASH_DAY <= day <= latest]
+        earliest, latest = EARLIEST_CRASH.date(), latest_crash().date()
+        return [day for day in self.daily if earliest <= day <= latest]
 
     @classmethod
     def from_records(cls, records: Iterable[CrashRecord]) -> SignatureSample:

@@ -37,6 +37,7 @@ class EventSchema(Schema):
     sources = fields.List(fields.String())
     host = fields.Dict(metadata={"description": "host attributes at crash time"})
     signature = fields.Dict(allow_none=True)
+    signature_id = fields.String(allow_none=True)
     fingerprint = fields.String(allow_none=True)
     title = fields.String(allow_none=True)
     algorithm_version = fields.Integer(allow_none=True)

@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates, validates_schema
 
+from registry.bounds import crash_time_problem
 from registry.ingest.models import REPORT_SOURCES
 
 MAX_CONSOLE_LOG_BYTES = 1024 * 1024
 MAX_FRAMES = 1024
 MAX_MAPPINGS = 4096
-# A plausible crash time: none of the fleet's kernels predates 2000, and a clock may run a
-# little ahead, but a crash a day or more in the future is a broken clock (and year 9999 would
-# pin its signature's last_seen there for ever).
-EARLIEST_CRASH = datetime(2000, 1, 1, tzinfo=UTC)
-FUTURE_LEEWAY = timedelta(days=1)
 MAX_UPTIME_S = 2**31 - 1  # 68 years
 NOTHING_TO_FINGERPRINT = "nothing to fingerprint: a report needs console_log, stack.frames or fingerprint"
 MAX_WARNINGS = 20
-
-
-def crash_time_problem(value: datetime, now: datetime) -> str | None:
-    """Why `value` cannot be a crash time seen at `now` (None if it can)."""
-    latest = now + FUTURE_LEEWAY
-    if EARLIEST_CRASH <= value <= latest:
-        return None
-    return (
-        f"crashed_at must lie between {EARLIEST_CRASH.isoformat()} and a day from now "
-        f"({latest.replace(microsecond=0).isoformat()})"
-    )
 
 
 def at_most_bytes(limit: int) -> Any:
@@ -74,7 +59,7 @@ class HostSchema(Schema):
     hypervisor = short_text(128)
     gpu_driver = short_text(128)
     labels = fields.Dict(
-        keys=fields.String(validate=validate.Length(min=1, max=128)),
+        keys=fields.String(validate=validate.Length(max=128)),
         values=fields.String(validate=validate.Length(max=255)),
         load_default=dict,
     )
@@ -92,7 +77,7 @@ class FrameSchema(Schema):
     offset = short_text(32)
     address = short_text(32)
     file = short_text(512)
-    line = fields.Integer(allow_none=True)
+    line = fields.Integer(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
 
 
 class MappingSchema(Schema):

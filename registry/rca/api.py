@@ -34,6 +34,9 @@ class TriageBundleSchema(Schema):
     epidemiology = fields.Dict()
     evidence_format = fields.Dict()
     agents_md = fields.String()
+    generated_at = fields.AwareDateTime()
+    registry_url = fields.String()
+    budget = fields.Dict(metadata={"description": "what an agent may spend on this bundle"})
 
 
 def rca_or_404(session: Session, rca_id: int, lock: bool = False) -> Rca:

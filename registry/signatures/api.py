@@ -52,6 +52,8 @@ class SignatureListQuery(Schema):
 
 
 class SignatureSchema(Schema):
+    """A signature: the summary fields always, the detail fields in single-signature answers."""
+
     id = fields.String()
     fingerprint = fields.String()
     title = fields.String()
@@ -62,6 +64,17 @@ class SignatureSchema(Schema):
     last_seen = fields.AwareDateTime()
     event_count = fields.Integer()
     jira_key = fields.String(allow_none=True)
+    function = fields.String(allow_none=True)
+    module = fields.String(allow_none=True)
+    frames = fields.List(fields.String())
+    algorithm_version = fields.Integer(allow_none=True)
+    owner = fields.String(allow_none=True)
+    resolved_at = fields.AwareDateTime(allow_none=True)
+    resolution = fields.String(allow_none=True)
+    fix_versions = fields.List(fields.String())
+    fixed_in_kernel = fields.String(allow_none=True)
+    capture_policy = fields.Dict(metadata={"description": "mode, dump_level, extra_full_captures"})
+    aliases = fields.List(fields.String(), metadata={"description": "fingerprints merged into this one"})
 
 
 class SignaturePageSchema(Schema):

@@ -97,9 +97,9 @@ def test_nesting_and_huge_integers_are_400(client, reporter) -> None:
     fairly_deep = json.dumps(crash_report(extra={"a": nested}))
     refused(send(client, "POST", "/api/v1/reports", reporter, fairly_deep.encode()), "extra", says="nested")
     body = json.dumps(crash_report()).replace('"uptime_s": 86400', '"uptime_s": ' + "9" * 5000)
-    refused(send(client, "POST", "/api/v1/reports", reporter, body.encode()), "uptime_s", says="out of range")
+    refused(send(client, "POST", "/api/v1/reports", reporter, body.encode()), "uptime_s", says="longer than")
     past_64_bits = crash_report(uptime_s=2**70)
-    refused(send(client, "POST", "/api/v1/reports", reporter, past_64_bits), "uptime_s", says="out of range")
+    refused(send(client, "POST", "/api/v1/reports", reporter, past_64_bits), "uptime_s", says="less than")
     past_column = crash_report(uptime_s=2**40)
     refused(send(client, "POST", "/api/v1/reports", reporter, past_column), "uptime_s", says="less than")
     infinite = json.dumps(crash_report()).replace('"uptime_s": 86400', '"uptime_s": 1e400')
@@ -120,7 +120,7 @@ def test_an_implausible_crash_time_is_400_naming_the_allowed_range(client, repor
 def test_capture_figures_are_bounded(client, reporter, event_id) -> None:
     path = f"/api/v1/events/{event_id}/captures"
     base = {"method": "makedumpfile", "status": "completed"}
-    for field, value, says in [("bytes", 2**70, "out of range"), ("bytes", 2**60, "less than"),
+    for field, value, says in [("bytes", 2**70, "less than"), ("bytes", 2**60, "less than"),
                                ("downtime_s", 1e308, "less than"), ("duration_s", 1e308, "less than")]:
         refused(send(client, "POST", path, reporter, base | {field: value}), field, says=says)
     fits = base | {"bytes": 2**40, "downtime_s": 90.5}

@@ -73,8 +73,10 @@ def hostile_rows(client, database, settings, make_token):  # type: ignore[no-unt
 def test_reads_answer_valid_json_over_hostile_rows(client, make_token, hostile_rows) -> None:
     reader = auth(make_token("read"))
     signature = hostile_rows
-    strict_json(client.get(f"/api/v1/signatures/{signature}", headers=reader))
-    strict_json(client.get("/api/v1/signatures?sort=-last_seen", headers=reader))
+    detail = strict_json(client.get(f"/api/v1/signatures/{signature}", headers=reader))
+    assert detail["last_seen"].startswith("2026-"), "a crash time past tomorrow must not pin last_seen"
+    listing = strict_json(client.get("/api/v1/signatures?sort=-last_seen", headers=reader))
+    assert listing["signatures"][0]["last_seen"].startswith("2026-")
     strict_json(client.get(f"/api/v1/signatures/{signature}/events", headers=reader))
     epidemiology = strict_json(client.get(f"/api/v1/signatures/{signature}/epidemiology", headers=reader))
     assert epidemiology["events"] >= 2
