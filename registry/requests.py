@@ -71,7 +71,8 @@ def body_problems(body: Any, max_depth: int = MAX_DEPTH) -> dict[Any, Any]:
             if not isinstance(child, dict):
                 return  # the parent already has a message of its own
             node = child
-        node.setdefault(path[-1] if path else "_body", []).append(message)
+        leaf = node.setdefault(path[-1] if path else "_body", [])
+        (leaf.setdefault("_schema", []) if isinstance(leaf, dict) else leaf).append(message)
 
     stack: list[tuple[tuple[Any, ...], Any]] = [((), body)]
     while stack:

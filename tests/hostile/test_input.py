@@ -94,8 +94,10 @@ def test_nesting_and_huge_integers_are_400(client, reporter) -> None:
     nested: Any = 1
     for _ in range(40):
         nested = [nested]
-    fairly_deep = json.dumps(crash_report(extra={"a": nested}))
-    refused(send(client, "POST", "/api/v1/reports", reporter, fairly_deep.encode()), "extra", says="nested")
+    fairly_deep = json.dumps(crash_report(extra={"a": nested, "b": NUL}))
+    deep_and_nul = send(client, "POST", "/api/v1/reports", reporter, fairly_deep.encode())
+    refused(deep_and_nul, "extra", "_schema", says="nested deeper than 32 levels")
+    refused(deep_and_nul, "extra", "b", says="NUL")
     body = json.dumps(crash_report()).replace('"uptime_s": 86400', '"uptime_s": ' + "9" * 5000)
     refused(send(client, "POST", "/api/v1/reports", reporter, body.encode()), "uptime_s", says="longer than")
     past_64_bits = crash_report(uptime_s=2**70)
