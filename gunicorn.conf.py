@@ -26,9 +26,10 @@ worker_connections = int(os.environ.get("CRASHREG_WORKER_CONNECTIONS", threads +
 # after each answer costs a TCP handshake per report (loopback/LAN: well under a millisecond)
 # and makes both patterns alike: p99/p50 1.64x keep-alive, 1.69x one-shot in the same run.
 # Clients and proxies reconnect on "Connection: close" by themselves. The absolute p99 of 64
-# closed-loop clients is bounded below by the CPU a report costs (Little's law: 64 in flight /
-# at most 2 cores / 7.5 ms = 266 reports/s gives a mean of 240 ms on this 2-core machine), not
-# by any setting here. Measure: .venv/bin/python bench/storm.py --clients both
+# closed-loop clients is bounded below by the CPU a report costs, not by any setting here: at
+# 7.5-8.7 ms of worker and PostgreSQL CPU a report, 2 cores make at most 230-266 reports/s, so
+# 64 in flight wait 240-280 ms on average (Little's law). Figures and commands: bench/README.md;
+# measure: .venv/bin/python bench/storm.py (both patterns; CRASHREG_KEEPALIVE=5 for the old one)
 keepalive = int(os.environ.get("CRASHREG_KEEPALIVE", 0))
 timeout = 60
 graceful_timeout = 30
