@@ -1,6 +1,6 @@
 """Crash storm: thousands of hosts report one new bug at once; is the capture answer exact and fast?
 
-    .venv/bin/python bench/storm.py [--hosts 1500] [--concurrency 64] [--json OUT] [--profile DIR]
+    .venv/bin/python bench/storm.py [--hosts 1500] [--concurrency 64] [--clients both] [--json OUT]
 
 Starts gunicorn (4 workers, the repository's gunicorn.conf.py) on a fresh PostgreSQL
 database, serving the registry and, beside it, a bare Flask route that only reads the same
@@ -205,40 +205,88 @@ class Outcome:
     elapsed: float = 0.0
 
 
+CLIENT_PATTERNS = ("one-shot", "keep-alive")
+
+
+async def read_answer(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
+    """Status, body, and whether the server keeps the connection open."""
+    status_line = await reader.readline()
+    if not status_line:
+        raise ConnectionResetError("closed before answering")
+    length, keeps = 0, True
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+        elif name.lower() == "connection" and value.strip().lower() == "close":
+            keeps = False
+    return int(status_line.split()[1]), await reader.readexactly(length), keeps
+
+
 async def exchange(port: int, request: bytes) -> tuple[int, bytes]:
     """One request on its own connection, as a crash kernel sends its one report."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(request)
         await writer.drain()
-        status_line = await reader.readline()
-        if not status_line:
-            raise ConnectionResetError("closed before answering")
-        length = 0
-        while (line := await reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.decode("latin-1").partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-        return int(status_line.split()[1]), await reader.readexactly(length)
+        status, body, _ = await read_answer(reader)
+        return status, body
     finally:
         writer.close()
 
 
-def http_request(path: str, token: str, body: bytes) -> bytes:
+class KeptConnection:
+    """One client's persistent connection, as a proxy or a pooled agent keeps it: reopened
+    when the server closes it (Connection: close, or an idle connection reaped between two
+    requests, in which case the request is sent again: reports are idempotent on report_id)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def exchange(self, request: bytes) -> tuple[int, bytes]:
+        for attempt in range(2):
+            fresh = self.streams is None
+            if self.streams is None:
+                self.streams = await asyncio.open_connection("127.0.0.1", self.port)
+            reader, writer = self.streams
+            try:
+                writer.write(request)
+                await writer.drain()
+                status, body, keeps = await read_answer(reader)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                self.close()
+                if fresh or attempt:
+                    raise
+                continue  # the server closed the idle connection first: once more, on a new one
+            if not keeps:
+                self.close()
+            return status, body
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.streams is not None:
+            self.streams[1].close()
+            self.streams = None
+
+
+def http_request(path: str, token: str, body: bytes, keep_alive: bool = False) -> bytes:
+    connection = "" if keep_alive else "Connection: close\r\n"
     head = (
         f"POST {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{connection}\r\n"
     )
     return head.encode() + body
 
 
 async def drive(
     port: int, path: str, token: str, bodies: list[dict[str, Any]] | None, seconds: float,
-    concurrency: int, progress: Any, repeat: bytes = b"{}",
+    concurrency: int, progress: Any, repeat: bytes = b"{}", keep_alive: bool = False,
 ) -> Outcome:
-    """Send `bodies` (or `repeat` again and again for `seconds`), `concurrency` at a time."""
+    """Send `bodies` (or `repeat` again and again for `seconds`), `concurrency` at a time:
+    each request on a connection of its own, or each client on one kept-alive connection."""
     outcome = Outcome()
-    fixed = http_request(path, token, repeat)
+    fixed = http_request(path, token, repeat, keep_alive)
     queue = iter(range(len(bodies))) if bodies is not None else None
     deadline = time.perf_counter() + seconds
 
@@ -248,14 +296,15 @@ async def drive(
         index = next(queue, None)  # type: ignore[arg-type]
         if index is None:
             return None
-        return bodies[index], http_request(path, token, json.dumps(bodies[index]).encode())
+        return bodies[index], http_request(path, token, json.dumps(bodies[index]).encode(), keep_alive)
 
     async def reporter() -> None:
+        kept = KeptConnection(port) if keep_alive else None
         while (job := next_job()) is not None:
             body, request = job
             started = time.perf_counter()
             try:
-                status, payload = await exchange(port, request)
+                status, payload = await (kept.exchange(request) if kept else exchange(port, request))
             except (OSError, asyncio.IncompleteReadError) as error:
                 outcome.failures.append(f"connection: {error!r}")
                 continue
@@ -265,6 +314,8 @@ async def drive(
             elif body is not None:
                 outcome.answers.append((body, status, json.loads(payload)))
             progress.update(1)
+        if kept is not None:
+            kept.close()
 
     started = time.perf_counter()
     await asyncio.gather(*(reporter() for _ in range(concurrency)))
@@ -438,6 +489,9 @@ def main() -> int:
     parser.add_argument("--profile", type=Path, help="profile the workers (1 thread each) into this folder")
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "sync"),
                         help="gunicorn worker class (gthread: CRASHREG_THREADS threads each, default 4)")
+    parser.add_argument("--clients", default="both", choices=(*CLIENT_PATTERNS, "both"),
+                        help="one connection per report (crash kernels), one kept-alive connection "
+                             "per client (a proxy, a pooled agent), or both in turn (default)")
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -445,6 +499,26 @@ def main() -> int:
 
     template = args.log.read_text(errors="replace").partition("\n\n")[2] or args.log.read_text()
     bodies = storm_requests(template, args.hosts)
+    patterns = CLIENT_PATTERNS if args.clients == "both" else (args.clients,)
+    results = {pattern: run_pattern(args, bodies, pattern) for pattern in patterns}
+    print(json.dumps({"load_average": os.getloadavg()} | {p: f for p, (f, _) in results.items()}, indent=2))
+    for pattern, (figures, goals) in results.items():
+        for failure in figures.pop("first_errors"):
+            print(f"error ({pattern}):", failure)
+        for goal, met in goals.items():
+            print(f"{'PASS' if met else 'MISS'}  {pattern:10s}  {goal}")
+    if args.json:
+        written = {pattern: figures | {"goals": goals} for pattern, (figures, goals) in results.items()}
+        args.json.write_text(json.dumps(written, indent=2) + "\n")
+    return 0 if all(all(goals.values()) for _, goals in results.values()) else 1
+
+
+def run_pattern(
+    args: Any, bodies: list[dict[str, Any]], pattern: str
+) -> tuple[dict[str, Any], dict[str, bool]]:
+    """One storm with one client pattern, on a fresh database and a fresh gunicorn, so that
+    K full captures and the audit hold for each pattern alike."""
+    keep_alive = pattern == "keep-alive"
     url = create_database()
     server = None
     try:
@@ -458,20 +532,22 @@ def main() -> int:
         port = free_port()
         server_log = Path(tempfile.mkdtemp(prefix="crashreg-storm-")) / "gunicorn.log"
         server = start_gunicorn(url, port, server_log, args.worker_class)
-        with click.progressbar(length=args.concurrency, label="warm-up      ") as progress:
+        with click.progressbar(length=args.concurrency, label=f"{pattern:10s} warm-up    ") as progress:
             warm_up(port, token, args.concurrency, progress)
-        with click.progressbar(length=int(args.bare_seconds * 3000), label="bare route   ") as progress:
+        bare_length = int(args.bare_seconds * 3000)
+        with click.progressbar(length=bare_length, label=f"{pattern:10s} bare route ") as bar:
             bare, bare_cpu, _ = measured(server, url, lambda: asyncio.run(
-                drive(port, "/bare/", token, None, args.bare_seconds, args.concurrency, progress,
-                      repeat=json.dumps(bodies[0]).encode())
+                drive(port, "/bare/", token, None, args.bare_seconds, args.concurrency, bar,
+                      repeat=json.dumps(bodies[0]).encode(), keep_alive=keep_alive)
             ))
-        with click.progressbar(length=len(bodies), label="floor route  ") as progress:
+        with click.progressbar(length=len(bodies), label=f"{pattern:10s} floor route") as progress:
             floor, floor_cpu, floor_db_cpu = measured(server, url, lambda: asyncio.run(
-                drive(port, "/floor/", token, bodies, 0, args.concurrency, progress)
+                drive(port, "/floor/", token, bodies, 0, args.concurrency, progress, keep_alive=keep_alive)
             ))
-        with click.progressbar(length=len(bodies), label="crash storm  ") as progress:
+        with click.progressbar(length=len(bodies), label=f"{pattern:10s} crash storm") as progress:
             storm, storm_cpu, storm_db_cpu = measured(server, url, lambda: asyncio.run(
-                drive(port, "/api/v1/reports", token, bodies, 0, args.concurrency, progress)
+                drive(port, "/api/v1/reports", token, bodies, 0, args.concurrency, progress,
+                      keep_alive=keep_alive)
             ))
         rss = {pid: round(peak_rss_mb(pid), 1) for pid in worker_pids(server.pid)}
     finally:
@@ -488,6 +564,7 @@ def main() -> int:
     floor_rate = len(floor.latencies) / floor.elapsed
     figures = {
         "date": datetime.now(UTC).date().isoformat(),
+        "clients": pattern,
         "cpus": os.cpu_count(),
         "workers": WORKERS,
         "worker_class": args.worker_class,
@@ -518,6 +595,7 @@ def main() -> int:
         "k": settings.full_captures_per_window,
         **checks,
         "worker_peak_rss_mb": list(rss.values()),
+        "first_errors": (storm.failures + bare.failures + floor.failures)[:5],
     }
     goals = {
         f"throughput >= {GOALS['ratio']} x bare": figures["ratio"] >= GOALS["ratio"],
@@ -528,14 +606,7 @@ def main() -> int:
         "exactly K full captures": checks["full_captures"] == figures["k"] == checks["answered_full"],
         "no error": figures["errors"] == 0,
     }
-    print(json.dumps(figures, indent=2))
-    for failure in (storm.failures + bare.failures + floor.failures)[:5]:
-        print("error:", failure)
-    for goal, met in goals.items():
-        print(f"{'PASS' if met else 'MISS'}  {goal}")
-    if args.json:
-        args.json.write_text(json.dumps(figures | {"goals": goals}, indent=2) + "\n")
-    return 0 if all(goals.values()) else 1
+    return figures, goals
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from registry.migrate import head_revisions
 from registry.operations import blueprint as operations_blueprint
 from registry.pages.views import blueprint as pages_blueprint
 from registry.rca.api import blueprint as rca_blueprint
+from registry.requests import IdConverter, refuse_nul_in_request
 from registry.signatures.api import blueprint as signatures_blueprint
 from registry.signatures.merge_api import blueprint as signature_merges_blueprint
 
@@ -77,10 +78,12 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.extensions["crashreg.db"] = database or Database(settings.database_url)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     configure_logging()
+    app.url_map.converters["id"] = IdConverter
     install_error_handlers(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     app.before_request(_start_request)
+    app.before_request(refuse_nul_in_request)
     app.after_request(_log_request)
     return app
 

@@ -42,6 +42,7 @@ HTTP_CODES = {
     405: "method_not_allowed",
     409: "conflict",
     413: "body_too_large",
+    414: "uri_too_long",
     415: "unsupported_media_type",
     429: "rate_limited",
     503: "unavailable",
@@ -86,4 +87,6 @@ def install_error_handlers(app: Flask) -> None:
         message = error.description or error.name
         if status == 413:
             message = f"request body is larger than {app.config['MAX_CONTENT_LENGTH']} bytes"
-        return ApiError(status, HTTP_CODES.get(status, "error"), message).to_response()
+        # Keep what the exception says in headers (a 405's Allow), not its HTML content type.
+        headers = {name: value for name, value in error.get_headers() if name.lower() != "content-type"}
+        return ApiError(status, HTTP_CODES.get(status, "error"), message, headers=headers).to_response()

@@ -6,6 +6,7 @@ time by collectors that domains register in DATABASE_COLLECTORS.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable
 
@@ -17,7 +18,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy.orm import Session
 
@@ -28,14 +29,26 @@ INGEST_LATENCY = Histogram(
     buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 REPORTS = Counter("crashreg_reports_total", "Crash reports received", ["source", "outcome"])
+UNKNOWN_FIELDS = Counter(
+    "crashreg_reports_with_unknown_fields_total",
+    "New crash reports carrying fields the registry does not know (named in the answer's warnings)",
+    ["source"],
+)
 CAPTURE_ANSWERS = Counter("crashreg_capture_answers_total", "Capture answers given", ["action"])
+
+log = logging.getLogger("crashreg.metrics")
 
 DatabaseCollector = Callable[[Session], Iterable[Metric]]
 DATABASE_COLLECTORS: list[DatabaseCollector] = []
 
 
 def render(session: Session) -> tuple[bytes, str]:
-    """Process metrics (merged across gunicorn workers) followed by database-derived ones."""
+    """Process metrics (merged across gunicorn workers) followed by database-derived ones.
+
+    A scrape must answer while the database is down (that is when the request and process
+    metrics matter most): each database collector that fails is left out, logged, and counted
+    in crashreg_database_collectors_failed.
+    """
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
@@ -43,14 +56,33 @@ def render(session: Session) -> tuple[bytes, str]:
         registry = REGISTRY
     body = generate_latest(registry)
     database = CollectorRegistry()
-    database.register(_SessionCollector(session))
+    database.register(_Collected(database_metrics(session)))
     return body + generate_latest(database), CONTENT_TYPE_LATEST
 
 
-class _SessionCollector:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+def database_metrics(session: Session) -> list[Metric]:
+    collected: list[Metric] = []
+    failed = 0
+    for collector in DATABASE_COLLECTORS:
+        try:
+            collected += list(collector(session))
+        except Exception as error:  # one failing figure must not take the scrape down
+            failed += 1
+            log.warning("metrics collector %s failed: %s", collector.__name__, type(error).__name__)
+            session.rollback()
+    collected.append(
+        GaugeMetricFamily(
+            "crashreg_database_collectors_failed",
+            "Database-derived metric groups left out of this scrape (database unreachable or failing)",
+            value=failed,
+        )
+    )
+    return collected
+
+
+class _Collected:
+    def __init__(self, metrics: list[Metric]) -> None:
+        self.metrics = metrics
 
     def collect(self) -> Iterable[Metric]:
-        for collector in DATABASE_COLLECTORS:
-            yield from collector(self.session)
+        return self.metrics

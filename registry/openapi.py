@@ -12,6 +12,7 @@ from flask import Flask
 from marshmallow import Schema
 
 from registry import __version__
+from registry.ids import ID_MAX
 
 F = TypeVar("F", bound=Callable[..., Any])
 ERROR_STATUSES = {
@@ -25,6 +26,7 @@ ERROR_STATUSES = {
     429: "rate limited",
     503: "dependency unavailable",
 }
+PATH_SCHEMAS = {"id": {"type": "integer", "minimum": 1, "maximum": ID_MAX}, "int": {"type": "integer"}}
 _PATH_PARAM = re.compile(r"<(?:(\w+):)?(\w+)>")
 
 
@@ -32,7 +34,7 @@ def documented(
     summary: str,
     *,
     request: type[Schema] | Schema | None = None,
-    responses: dict[int, type[Schema] | Schema | str] | None = None,
+    responses: dict[int, type[Schema] | Schema | str | dict[str, Any]] | None = None,
     query: type[Schema] | None = None,
     errors: tuple[int, ...] = (400, 401, 403),
     tag: str | None = None,
@@ -104,7 +106,7 @@ def _operation(rule: Any, view: Any, doc: dict[str, Any]) -> dict[str, Any]:
             "in": "path",
             "name": name,
             "required": True,
-            "schema": {"type": "integer" if converter == "int" else "string"},
+            "schema": PATH_SCHEMAS.get(converter, {"type": "string"}),
         }
         for converter, name in _PATH_PARAM.findall(rule.rule)
     ]
@@ -120,6 +122,11 @@ def _operation(rule: Any, view: Any, doc: dict[str, Any]) -> dict[str, Any]:
     for status, body in doc["responses"].items():
         if isinstance(body, str):
             operation["responses"][str(status)] = {"description": body}
+        elif isinstance(body, dict):  # media type -> schema, for answers in several formats
+            operation["responses"][str(status)] = {
+                "description": "OK",
+                "content": {media: {"schema": schema} for media, schema in body.items()},
+            }
         else:
             operation["responses"][str(status)] = {
                 "description": "OK",

@@ -1,26 +1,135 @@
-"""Reading and validating JSON request bodies into the contract's 400 errors."""
+"""Reading and validating request input into the contract's 400 errors.
+
+Every JSON body passes one guard before any schema sees it: values that no column can store,
+wherever they are (unknown fields are stored with the raw report), are a 400 naming the field,
+never a database error or a 500 later: a NUL, a lone surrogate, a non-finite number, an integer
+literal too long to convert, nesting past MAX_DEPTH. Integers in range for JSON but past a
+column's range are each schema's business (every integer field has bounds).
+Query strings, form fields and paths get the same check for NULs (PostgreSQL refuses them).
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 from flask import request
-from marshmallow import Schema, ValidationError
+from marshmallow import Schema, ValidationError, fields, validate
+from werkzeug.routing import BaseConverter
+from werkzeug.routing import ValidationError as NoMatch
 
 from registry.errors import ApiError
+from registry.ids import ID_MAX, parse_id
+
+MAX_DEPTH = 32
+INT64_MAX = 2**63 - 1
+LONGEST_INT_LITERAL = 400  # characters; Python refuses past 4,300 digits
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+NUL_MESSAGE = "contains a NUL character (\\u0000), which cannot be stored"
+SURROGATE_MESSAGE = "contains a lone UTF-16 surrogate, which is not valid Unicode"
+
+
+class _HugeInt:
+    """An integer literal too long to convert, kept only to be named."""
+
+
+def _parse_int(literal: str) -> int | _HugeInt:
+    # Python refuses to convert literals past 4,300 digits: a ValueError mid-parse, with no
+    # field to name. Far shorter ones are already past every column's range.
+    return _HugeInt() if len(literal) > LONGEST_INT_LITERAL else int(literal)
+
+
+def text_problem(value: str) -> str | None:
+    if "\x00" in value:
+        return NUL_MESSAGE
+    if _LONE_SURROGATE.search(value):
+        return SURROGATE_MESSAGE
+    return None
+
+
+def _value_problem(value: Any) -> str | None:
+    if isinstance(value, str):
+        return text_problem(value)
+    if isinstance(value, _HugeInt):
+        return f"integer literal longer than {LONGEST_INT_LITERAL} characters"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "not a finite number"
+    return None
+
+
+def body_problems(body: Any, max_depth: int = MAX_DEPTH) -> dict[Any, Any]:
+    """What in a parsed JSON document cannot be accepted, nested by field like marshmallow's
+    messages ({"host": {"hostname": ["..."]}}); empty when all is well."""
+    problems: dict[Any, Any] = {}
+
+    def note(path: tuple[Any, ...], message: str) -> None:
+        node = problems
+        for part in path[:-1] if path else ():
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                return  # the parent already has a message of its own
+            node = child
+        leaf = node.setdefault(path[-1] if path else "_body", [])
+        (leaf.setdefault("_schema", []) if isinstance(leaf, dict) else leaf).append(message)
+
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), body)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict | list) and len(path) >= max_depth:
+            note(path[:1], f"nested deeper than {max_depth} levels")  # named by its top field
+            continue
+        if isinstance(value, dict):
+            for key, item in value.items():
+                key_problem = text_problem(key)
+                if key_problem is not None:
+                    note(path, f"a key {key_problem}")
+                else:
+                    stack.append(((*path, key), item))
+        elif isinstance(value, list):
+            stack.extend(((*path, index), item) for index, item in enumerate(value))
+        else:
+            problem = _value_problem(value)
+            if problem is not None:
+                note(path, problem)
+    return problems
+
+
+def field_names(messages: dict[Any, Any]) -> str:
+    return ", ".join(sorted(str(name) for name in messages))
 
 
 def json_body() -> dict[str, Any]:
     """The request's JSON object, or a 400 saying what is wrong with it."""
     raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH raises 413 here
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_int=_parse_int)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ApiError(400, "malformed_json", f"request body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise ApiError(
+            400, "malformed_json", f"request body is nested too deeply (at most {MAX_DEPTH} levels)"
+        ) from None
     if not isinstance(body, dict):
         raise ApiError(400, "malformed_json", "request body must be a JSON object")
+    problems = body_problems(body)
+    if problems:
+        raise ApiError(400, "invalid", f"invalid fields: {field_names(problems)}", fields=problems)
     return body
+
+
+def refuse_nul_in_request() -> None:
+    """before_request: a NUL in the path, query string or form is a 400 naming where."""
+    problems: dict[str, list[str]] = {}
+    if "\x00" in request.path:
+        problems["path"] = [NUL_MESSAGE]
+    for source in (request.args, request.form):
+        for name, value in source.items(multi=True):
+            if "\x00" in name or "\x00" in value:
+                problems.setdefault(name.replace("\x00", "\\u0000"), []).append(NUL_MESSAGE)
+    if problems:
+        raise ApiError(400, "invalid", f"invalid fields: {field_names(problems)}", fields=problems)
 
 
 def load(schema: Schema, data: Any) -> Any:
@@ -28,9 +137,29 @@ def load(schema: Schema, data: Any) -> Any:
         return schema.load(data)
     except ValidationError as error:
         messages = error.messages if isinstance(error.messages, dict) else {"_body": error.messages}
-        names = ", ".join(sorted(messages))
-        raise ApiError(400, "invalid", f"invalid fields: {names}", fields=messages) from None
+        raise ApiError(400, "invalid", f"invalid fields: {field_names(messages)}", fields=messages) from None
 
 
 def load_query(schema: Schema) -> Any:
     return load(schema, request.args.to_dict())
+
+
+class IdConverter(BaseConverter):
+    """`<id:name>` in a route: a row id in range, else the route does not match (a JSON 404),
+    so an id past the column's range never reaches the database."""
+
+    regex = r"[0-9]{1,19}"
+
+    def to_python(self, value: str) -> int:
+        parsed = parse_id(value)
+        if parsed is None:
+            raise NoMatch()
+        return parsed
+
+    def to_url(self, value: Any) -> str:
+        return str(int(value))
+
+
+def id_field(**kwargs: Any) -> fields.Integer:
+    """A row id in a query string or body: within the id column's range (0 means "none yet")."""
+    return fields.Integer(strict=False, validate=validate.Range(min=0, max=ID_MAX), **kwargs)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, fields, validate
 from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy.orm import Session
 
@@ -14,7 +14,7 @@ from registry.auth.tokens import require_scope
 from registry.capture.bundle import build_bundle
 from registry.capture.decide import limits_of
 from registry.capture.models import CAPTURE_METHODS, CAPTURE_STATUSES, PROCESSING_STATES
-from registry.capture.savings import totals
+from registry.capture.savings import MAX_CAPTURE_BYTES, MAX_CAPTURE_SECONDS, totals
 from registry.capture.service import capture_dict, load_savings, record_capture, update_capture
 from registry.metrics import DATABASE_COLLECTORS
 from registry.openapi import documented
@@ -24,16 +24,17 @@ from registry.web import current_db, current_settings
 
 blueprint = Blueprint("capture", __name__, url_prefix="/api/v1")
 
-_NON_NEGATIVE = validate.Range(min=0)
+_BYTES = validate.Range(min=0, max=MAX_CAPTURE_BYTES)
+_SECONDS = validate.Range(min=0, max=MAX_CAPTURE_SECONDS)
 
 
 class CaptureFields(Schema):
     """What can be said about a capture, at creation or later."""
 
     dump_level = fields.Integer(validate=validate.Range(min=0, max=31), allow_none=True)
-    bytes = fields.Integer(validate=_NON_NEGATIVE, allow_none=True)
-    duration_s = fields.Float(validate=_NON_NEGATIVE, allow_none=True)
-    downtime_s = fields.Float(validate=_NON_NEGATIVE, allow_none=True)
+    bytes = fields.Integer(validate=_BYTES, allow_none=True)
+    duration_s = fields.Float(validate=_SECONDS, allow_none=True)
+    downtime_s = fields.Float(validate=_SECONDS, allow_none=True)
     target = fields.String(validate=validate.Length(max=512), allow_none=True)
     uri = fields.String(validate=validate.Length(max=4096), allow_none=True)
     processing_state = fields.String(
@@ -54,13 +55,10 @@ class CaptureCreateSchema(CaptureFields):
 class CapturePatchSchema(CaptureFields):
     status = fields.String(validate=validate.OneOf(CAPTURE_STATUSES))
 
-    @validates_schema
-    def _not_empty(self, data: dict[str, Any], **_: Any) -> None:
-        if not data:
-            raise ValidationError("nothing to change", "_body")
-
 
 class CaptureSchema(CaptureCreateSchema):
+    capture_key = fields.String(allow_none=True)
+    processing_state = fields.String(validate=validate.OneOf(PROCESSING_STATES), allow_none=True)
     id = fields.String()
     event_id = fields.String()
     signature_id = fields.String(allow_none=True)
@@ -95,7 +93,7 @@ class BundleSchema(Schema):
     entries = fields.List(fields.Dict())
 
 
-@blueprint.post("/events/<int:event_id>/captures")
+@blueprint.post("/events/<id:event_id>/captures")
 @require_scope("report")
 @documented(
     "Record a capture of an event (a resend with the same capture_key is stored once)",
@@ -111,7 +109,7 @@ def post_capture(event_id: int) -> Any:
         return jsonify(capture_dict(capture)), 201 if created else 200
 
 
-@blueprint.patch("/captures/<int:capture_id>")
+@blueprint.patch("/captures/<id:capture_id>")
 @require_scope("report")
 @documented(
     "Update a capture: status, processing state (raw now, processed later), sizes, URI",
@@ -150,7 +148,10 @@ def get_savings() -> Any:
 @documented(
     "Offline capture decisions for the kdump initramfs (ETag; If-None-Match gives 304)",
     query=BundleQuery,
-    responses={200: BundleSchema, 304: "unchanged since the ETag sent in If-None-Match"},
+    responses={
+        200: {"application/json": BundleSchema, "text/plain": {"type": "string"}},
+        304: "unchanged since the ETag sent in If-None-Match",
+    },
     errors=(400, 401, 403),
     tag="captures",
 )

@@ -12,6 +12,15 @@ from dataclasses import dataclass
 from statistics import median
 
 SECONDS_PER_HOUR = 3600.0
+# The API's bounds on a capture's figures, so every sum and median stays finite and exact (no
+# Infinity in JSON or +Inf in /metrics): 2^53 bytes (8 PiB) is exact in a double, and a year
+# is a long capture. Rows stored before the bounds that lie outside them are left out here.
+MAX_CAPTURE_BYTES = 2**53
+MAX_CAPTURE_SECONDS = 366 * 86400.0
+
+
+def _plausible(value: float | None, bound: float) -> bool:
+    return value is not None and 0 <= value <= bound
 
 
 @dataclass(frozen=True)
@@ -67,9 +76,9 @@ def per_signature(skipped: Mapping[int, int], captures: Iterable[FullCapture]) -
     counts: dict[int, int] = {}
     for capture in captures:
         counts[capture.signature_id] = counts.get(capture.signature_id, 0) + 1
-        if capture.bytes is not None:
-            sizes.setdefault(capture.signature_id, []).append(capture.bytes)
-        if capture.downtime_s is not None:
+        if _plausible(capture.bytes, MAX_CAPTURE_BYTES):
+            sizes.setdefault(capture.signature_id, []).append(capture.bytes)  # type: ignore[arg-type]
+        if _plausible(capture.downtime_s, MAX_CAPTURE_SECONDS):
             downtimes.setdefault(capture.signature_id, []).append(capture.downtime_s)
     savings = [
         SignatureSavings(

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import pairwise
 
+from registry.bounds import EARLIEST_CRASH, latest_crash
+
 from .attributes import CHANGING, CHANGING_SCALARS, AttributeValue, host_values, physical_host_of
 from .findings import Baseline, Finding, JointCounts, Scored, analyse_attributes, joint_from_units
 from .mixture import CONCENTRATED, MAX_COMPONENTS, Split, component_json, concentrated_part, spread_json
@@ -51,11 +53,17 @@ class SignatureSample:
 
     @property
     def first_seen(self) -> date | None:
-        return min(self.daily, default=None)
+        return min(self.dated_days(), default=None)
 
     @property
     def last_seen(self) -> date | None:
-        return max(self.daily, default=None)
+        return max(self.dated_days(), default=None)
+
+    def dated_days(self) -> list[date]:
+        """Days with crashes at a plausible time: a crash time stored before ingest refused
+        implausible ones (year 9999, year 1) must not stretch the window over millennia."""
+        earliest, latest = EARLIEST_CRASH.date(), latest_crash().date()
+        return [day for day in self.daily if earliest <= day <= latest]
 
     @classmethod
     def from_records(cls, records: Iterable[CrashRecord]) -> SignatureSample:

@@ -67,6 +67,8 @@ class OnsetSchema(Schema):
     change_point = fields.String(allow_none=True)
     shape = fields.String(metadata={"description": "clear start | slow rise | step up | ..."})
     lined_up = fields.List(fields.Dict(), metadata={"description": "inventory changes that day"})
+    rate_before = fields.Float(allow_none=True, metadata={"description": "crashes per 1000 hosts a day"})
+    rate_after = fields.Float(allow_none=True)
 
 
 class EpidemiologySchema(Schema):
@@ -94,6 +96,7 @@ class EpidemiologySchema(Schema):
     views = fields.Dict(metadata={"description": "the same analysis against other baselines"})
     onset = fields.Nested(OnsetSchema)
     uptime = fields.Dict()
+    stored_at = fields.String(allow_none=True, metadata={"description": "when the stored view was computed"})
 
 
 class EpidemiologyQuery(Schema):

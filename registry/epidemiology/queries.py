@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, distinct, func, select, text
 from sqlalchemy.orm import Session
 
+from registry.bounds import EARLIEST_CRASH, latest_crash
 from registry.db import is_postgresql
 from registry.ingest.models import Event
 from registry.inventory.models import Host
@@ -496,7 +497,13 @@ def uptime_hours(session: Session) -> dict[int, int]:
 
 
 def observation_window(session: Session) -> tuple[date, date] | None:
-    first, last = session.execute(select(func.min(Event.crashed_at), func.max(Event.crashed_at))).one()
+    """The fleet's first and last crash day; crash times stored before ingest refused
+    implausible ones (year 1, year 9999) would make it millions of days long."""
+    first, last = session.execute(
+        select(func.min(Event.crashed_at), func.max(Event.crashed_at)).where(
+            Event.crashed_at.between(EARLIEST_CRASH, latest_crash())
+        )
+    ).one()
     if first is None:
         return None
     return first.date(), last.date()

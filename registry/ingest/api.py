@@ -14,9 +14,9 @@ from registry.capture.models import Capture
 from registry.capture.service import capture_dict
 from registry.errors import ApiError
 from registry.ingest.models import Event, Report
-from registry.ingest.schemas import ReportAnswerSchema, ReportSchema
+from registry.ingest.schemas import ReportAnswerSchema, ReportSchema, report_warnings
 from registry.ingest.service import ingest_report
-from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS
+from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNKNOWN_FIELDS
 from registry.openapi import documented
 from registry.requests import json_body, load
 from registry.signatures.models import Signature
@@ -57,6 +57,7 @@ class EventSchema(Schema):
     sources = fields.List(fields.String())
     host = fields.Dict(metadata={"description": "host attributes at crash time"})
     signature = fields.Dict(allow_none=True)
+    signature_id = fields.String(allow_none=True)
     fingerprint = fields.String(allow_none=True)
     title = fields.String(allow_none=True)
     algorithm_version = fields.Integer(allow_none=True)
@@ -82,15 +83,18 @@ def post_report() -> Any:
     started = time.perf_counter()
     raw = json_body()
     report = load(REPORT_SCHEMA, raw)
+    warnings = report_warnings(REPORT_SCHEMA, raw)
     result = ingest_report(current_db(), current_settings(), report, raw)
     INGEST_LATENCY.observe(time.perf_counter() - started)
     REPORTS.labels(report["source"], "new" if result.created else "replay").inc()
     if result.created:
         CAPTURE_ANSWERS.labels(result.answer["capture"]["action"]).inc()
-    return jsonify(result.answer), 201 if result.created else 200
+        if warnings:
+            UNKNOWN_FIELDS.labels(report["source"]).inc()
+    return jsonify(result.answer | {"warnings": warnings}), 201 if result.created else 200
 
 
-@blueprint.get("/events/<int:event_id>")
+@blueprint.get("/events/<id:event_id>")
 @require_scope("read")
 @documented(
     "One crash event: host at crash time, reports, captures",

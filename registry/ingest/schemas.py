@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates, validates_schema
 
+from registry.bounds import crash_time_problem
 from registry.ingest.models import REPORT_SOURCES
 
 MAX_CONSOLE_LOG_BYTES = 1024 * 1024
 MAX_FRAMES = 1024
 MAX_MAPPINGS = 4096
+MAX_UPTIME_S = 2**31 - 1  # 68 years
+NOTHING_TO_FINGERPRINT = "nothing to fingerprint: a report needs console_log, stack.frames or fingerprint"
+MAX_WARNINGS = 20
 
 
 def at_most_bytes(limit: int) -> Any:
@@ -55,7 +59,7 @@ class HostSchema(Schema):
     hypervisor = short_text(128)
     gpu_driver = short_text(128)
     labels = fields.Dict(
-        keys=fields.String(validate=validate.Length(min=1, max=128)),
+        keys=fields.String(validate=validate.Length(max=128)),
         values=fields.String(validate=validate.Length(max=255)),
         load_default=dict,
     )
@@ -73,7 +77,7 @@ class FrameSchema(Schema):
     offset = short_text(32)
     address = short_text(32)
     file = short_text(512)
-    line = fields.Integer(allow_none=True)
+    line = fields.Integer(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
 
 
 class MappingSchema(Schema):
@@ -116,10 +120,14 @@ class ReportSchema(Schema):
         metadata={"description": "client-made unique id (idempotency key)"},
     )
     source = fields.String(required=True, validate=validate.OneOf(REPORT_SOURCES))
-    crashed_at = fields.AwareDateTime(required=True, default_timezone=UTC)
+    crashed_at = fields.AwareDateTime(
+        required=True,
+        default_timezone=UTC,
+        metadata={"description": "between 2000-01-01 and one day from now"},
+    )
     host = fields.Nested(HostSchema, required=True)
     boot_id = short_text(128)
-    uptime_s = fields.Integer(validate=validate.Range(min=0), allow_none=True)
+    uptime_s = fields.Integer(validate=validate.Range(min=0, max=MAX_UPTIME_S), allow_none=True)
     console_log = fields.String(allow_none=True)
     stack = fields.Nested(StackSchema, allow_none=True)
     fingerprint = short_text(64, metadata={"description": "optional, computed by the reporter"})
@@ -128,6 +136,54 @@ class ReportSchema(Schema):
     def _console_log_size(self, value: str | None, **_: Any) -> None:
         if value is not None and len(value.encode("utf-8", "surrogatepass")) > MAX_CONSOLE_LOG_BYTES:
             raise ValidationError(f"console_log is larger than {MAX_CONSOLE_LOG_BYTES} bytes")
+
+    @validates("crashed_at")
+    def _plausible_crash_time(self, value: datetime, **_: Any) -> None:
+        problem = crash_time_problem(value, datetime.now(UTC))
+        if problem is not None:
+            raise ValidationError(problem)
+
+    @validates_schema
+    def _something_to_fingerprint(self, data: dict[str, Any], **_: Any) -> None:
+        stack = data.get("stack") or {}
+        if not (data.get("console_log") or stack.get("frames") or data.get("fingerprint")):
+            raise ValidationError(
+                {
+                    "console_log": [NOTHING_TO_FINGERPRINT],
+                    "stack": {"frames": [NOTHING_TO_FINGERPRINT]},
+                    "fingerprint": [NOTHING_TO_FINGERPRINT],
+                }
+            )
+
+
+def unknown_fields(schema: Schema, data: Any, prefix: str = "") -> list[str]:
+    """Names in a report that the schema does not know (a typo like `consolelog` would
+    otherwise cost a full dump silently), as dotted paths, list items as `[]`."""
+    if not isinstance(data, dict):
+        return []
+    known = {field.data_key or name: field for name, field in schema.fields.items()}
+    found: list[str] = []
+    for key, value in data.items():
+        field = known.get(key)
+        if field is None:
+            found.append(f"{prefix}{key}")
+        elif isinstance(field, fields.Nested) and isinstance(field.schema, Schema):
+            found += unknown_fields(field.schema, value, f"{prefix}{key}.")
+        elif isinstance(field, fields.List) and isinstance(field.inner, fields.Nested) and isinstance(
+            value, list
+        ):
+            for item in value:
+                found += unknown_fields(field.inner.schema, item, f"{prefix}{key}[].")
+    return sorted(set(found))
+
+
+def report_warnings(schema: Schema, raw: dict[str, Any]) -> list[str]:
+    """What the answer tells a reporter about its report that is not an error."""
+    names = unknown_fields(schema, raw)
+    shown = [f"unknown field ignored: {name}" for name in names[:MAX_WARNINGS]]
+    if len(names) > MAX_WARNINGS:
+        shown.append(f"... and {len(names) - MAX_WARNINGS} more unknown fields")
+    return shown
 
 
 class SignatureSummarySchema(Schema):
@@ -155,3 +211,6 @@ class ReportAnswerSchema(Schema):
     known = fields.Boolean()
     signature = fields.Nested(SignatureSummarySchema, allow_none=True)
     capture = fields.Nested(CaptureAnswerSchema)
+    warnings = fields.List(
+        fields.String(), metadata={"description": "what was ignored in the report (unknown fields)"}
+    )

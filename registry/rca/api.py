@@ -34,6 +34,9 @@ class TriageBundleSchema(Schema):
     epidemiology = fields.Dict()
     evidence_format = fields.Dict()
     agents_md = fields.String()
+    generated_at = fields.AwareDateTime()
+    registry_url = fields.String()
+    budget = fields.Dict(metadata={"description": "what an agent may spend on this bundle"})
 
 
 def rca_or_404(session: Session, rca_id: int, lock: bool = False) -> Rca:
@@ -78,7 +81,7 @@ def list_rcas(key: str) -> Any:
         return jsonify({"rcas": signature_rcas(session, signature_or_404(session, key))})
 
 
-@blueprint.get("/rcas/<int:rca_id>")
+@blueprint.get("/rcas/<id:rca_id>")
 @require_scope("read")
 @documented(
     "One RCA with its checks and reviews", responses={200: RcaSchema}, errors=(401, 403, 404), tag="rcas"
@@ -88,7 +91,7 @@ def get_rca(rca_id: int) -> Any:
         return jsonify(one_rca(session, rca_or_404(session, rca_id)))
 
 
-@blueprint.post("/rcas/<int:rca_id>/review")
+@blueprint.post("/rcas/<id:rca_id>/review")
 @require_scope("triage")
 @documented(
     "Confirm or reject a proposed RCA (humans only, never the author); confirming supersedes "

@@ -10,6 +10,7 @@ from registry.rca.models import AUTHOR_KINDS, RCA_STATUSES, REVIEW_VERDICTS
 
 COMMIT = validate.Regexp(r"^[0-9a-f]{7,40}$", error="a git commit id: 7 to 40 lowercase hex digits")
 HTTP_URL = validate.URL(schemes={"http", "https"}, require_tld=False)
+URL_DOC = {"format": "uri", "pattern": "^https?://[^/?#\\s]+", "description": "an http(s) URL"}
 KERNEL_VERSION = validate.Regexp(r"^v?\d+\.\d+\S*$", error="a kernel version such as 6.8.0-52-generic")
 LINK_KINDS = ("bug_tracker", "mailing_list", "other")
 MAX_EVIDENCE_ITEMS = 200
@@ -37,7 +38,7 @@ class FunctionEvidence(Schema):
 
 class SourceEvidence(Schema):
     file = fields.String(required=True, validate=validate.Length(min=1, max=500))
-    line = fields.Integer(required=True, validate=validate.Range(min=1))
+    line = fields.Integer(required=True, validate=validate.Range(min=1, max=2**31 - 1))
     kernel_version = fields.String(required=True, validate=KERNEL_VERSION)
     function = fields.String(validate=validate.Length(min=1, max=255))
     note = _note()
@@ -50,13 +51,13 @@ class KernelEvidence(Schema):
 
 class CommitEvidence(Schema):
     commit = fields.String(required=True, validate=COMMIT)
-    repository = fields.String(validate=HTTP_URL)
+    repository = fields.String(validate=HTTP_URL, metadata=URL_DOC)
     subject = fields.String(validate=validate.Length(max=500))
     note = _note()
 
 
 class LinkEvidence(Schema):
-    url = fields.String(required=True, validate=HTTP_URL)
+    url = fields.String(required=True, validate=HTTP_URL, metadata=URL_DOC)
     kind = fields.String(load_default="other", validate=validate.OneOf(LINK_KINDS))
     note = _note()
 
@@ -94,7 +95,7 @@ class AgentSchema(Schema):
 class FixSchema(Schema):
     commit = fields.String(validate=COMMIT)
     kernel_version = fields.String(validate=KERNEL_VERSION, metadata={"description": "first kernel fixed"})
-    url = fields.String(validate=HTTP_URL)
+    url = fields.String(validate=HTTP_URL, metadata=URL_DOC)
 
 
 class RcaCreateSchema(Schema):
@@ -108,6 +109,8 @@ class RcaCreateSchema(Schema):
         EvidenceItem(
             metadata={
                 "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"type": "string", "enum": list(EVIDENCE_TYPES)}},
                 "description": "an object with `type` and that type's fields: "
                 + "; ".join(
                     f"{kind}: {', '.join(schema().fields)}" for kind, schema in EVIDENCE_TYPES.items()
@@ -174,6 +177,8 @@ class RcaSchema(Schema):
     checks = fields.List(fields.Nested(CheckResultSchema))
     reviews = fields.List(fields.Nested(ReviewOutSchema))
     superseded_by = fields.String(allow_none=True)
+    superseded_at = fields.AwareDateTime(allow_none=True)
+    checked_at = fields.AwareDateTime(metadata={"description": "when the evidence checks last ran"})
     created_at = fields.AwareDateTime()
 
 

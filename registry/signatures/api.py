@@ -8,19 +8,20 @@ from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, g, jsonify
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, fields, validate
 from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from registry.auth.tokens import require_scope
 from registry.db import utcnow
 from registry.errors import ApiError
+from registry.ids import ID_MAX
 from registry.ingest.api import event_summary
 from registry.ingest.models import Event
 from registry.jira.models import JiraLink
 from registry.openapi import documented
 from registry.outbox import publish
-from registry.requests import json_body, load, load_query
+from registry.requests import INT64_MAX, json_body, load, load_query
 from registry.signatures.models import CAPTURE_POLICIES, SIGNATURE_STATUSES, Signature
 from registry.signatures.service import detail, find_signature, stats_subquery, summary
 from registry.web import current_db
@@ -51,6 +52,8 @@ class SignatureListQuery(Schema):
 
 
 class SignatureSchema(Schema):
+    """A signature: the summary fields always, the detail fields in single-signature answers."""
+
     id = fields.String()
     fingerprint = fields.String()
     title = fields.String()
@@ -61,6 +64,17 @@ class SignatureSchema(Schema):
     last_seen = fields.AwareDateTime()
     event_count = fields.Integer()
     jira_key = fields.String(allow_none=True)
+    function = fields.String(allow_none=True)
+    module = fields.String(allow_none=True)
+    frames = fields.List(fields.String())
+    algorithm_version = fields.Integer(allow_none=True)
+    owner = fields.String(allow_none=True)
+    resolved_at = fields.AwareDateTime(allow_none=True)
+    resolution = fields.String(allow_none=True)
+    fix_versions = fields.List(fields.String())
+    fixed_in_kernel = fields.String(allow_none=True)
+    capture_policy = fields.Dict(metadata={"description": "mode, dump_level, extra_full_captures"})
+    aliases = fields.List(fields.String(), metadata={"description": "fingerprints merged into this one"})
 
 
 class SignaturePageSchema(Schema):
@@ -83,11 +97,6 @@ class SignaturePatchSchema(Schema):
     notes = fields.String(validate=validate.Length(max=100_000), allow_none=True)
     capture_policy = fields.Nested(CapturePolicySchema)
 
-    @validates_schema
-    def _not_empty(self, data: dict[str, Any], **_: Any) -> None:
-        if not data:
-            raise ValidationError("nothing to change", "_body")
-
 
 class EventPageSchema(Schema):
     events = fields.List(fields.Dict())
@@ -104,13 +113,40 @@ def encode_cursor(values: list[Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(plain).encode()).decode()
 
 
+def _cursor_time(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError("not a time")
+    return datetime.fromisoformat(value)
+
+
+def _cursor_count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
+        raise TypeError("not a count")
+    return value
+
+
+def _cursor_none(value: Any) -> None:
+    if value is not None:
+        raise TypeError("not empty")
+
+
+# What the first element of a cursor must be, by sort key: the sort column's own type, so a
+# forged cursor never compares a text with a count in SQL.
+CURSOR_VALUES = {
+    "last_seen": _cursor_time,
+    "first_seen": _cursor_time,
+    "events": _cursor_count,
+    "id": _cursor_none,
+}
+
+
 def decode_cursor(cursor: str, sort: str) -> tuple[Any, int]:
     try:
         value, last_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if sort.lstrip("-") in ("last_seen", "first_seen"):
-            value = datetime.fromisoformat(value)
-        return value, int(last_id)
-    except (ValueError, TypeError, json.JSONDecodeError):
+        if isinstance(last_id, bool) or not isinstance(last_id, int) or not 0 < last_id <= ID_MAX:
+            raise TypeError("not an id")
+        return CURSOR_VALUES[sort.lstrip("-")](value), last_id
+    except (ValueError, TypeError, json.JSONDecodeError, RecursionError):
         raise ApiError(
             400, "invalid", "cursor is not one this server issued", fields={"cursor": ["invalid cursor"]}
         ) from None

@@ -21,7 +21,7 @@ from registry.ingest.api import REPORT_SCHEMA
 from registry.ingest.models import Report
 from registry.ingest.schemas import MAX_CONSOLE_LOG_BYTES
 from registry.ingest.service import ingest_report
-from registry.requests import load
+from registry.requests import body_problems, load
 from registry.signatures.explanation import explanation_lines
 from registry.signatures.rebuild import event_count, rebuild
 
@@ -153,6 +153,9 @@ def import_command(paths: tuple[Path, ...], hostname: str | None) -> None:
                 outcome["already imported"] += 1
                 continue
             try:
+                unstorable = body_problems(raw)  # as the API refuses them: a NUL, a lone surrogate, ...
+                if unstorable:
+                    raise ApiError(400, "invalid", "values that cannot be stored", fields=unstorable)
                 result = ingest_report(database, settings, load(REPORT_SCHEMA, raw), raw)
             except ApiError as error:
                 outcome["rejected"] += 1

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from registry.auth.tokens import require_scope
 from registry.errors import ApiError
+from registry.ids import parse_id
 from registry.openapi import documented
 from registry.outbox import publish
 from registry.requests import json_body, load
@@ -42,7 +43,8 @@ def _other(session: Any, key: str, *, follow_merges: bool) -> Signature:
     if follow_merges:
         other = find_signature(session, key)
     else:
-        other = session.get(Signature, int(key)) if key.isdigit() and len(key) < 19 else None
+        other_id = parse_id(key)
+        other = session.get(Signature, other_id) if other_id is not None else None
         other = other or session.scalar(select(Signature).where(Signature.fingerprint == key))
     if other is None:
         raise ApiError(404, "not_found", f"no signature with id or fingerprint {key!r}",

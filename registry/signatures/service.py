@@ -7,9 +7,12 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Executable, bindparam, func, select
+from sqlalchemy import ColumnElement, Executable, bindparam, case, func, select
 from sqlalchemy.orm import Session
 
+from registry.bounds import latest_crash
+from registry.db import UTCDateTime
+from registry.ids import parse_id
 from registry.jira.models import JiraLink
 from registry.signatures.identify import CrashSignature
 from registry.signatures.models import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
@@ -29,9 +32,8 @@ def canonical(session: Session, signature: Signature) -> Signature:
 
 def find_signature(session: Session, key: str) -> Signature | None:
     """By numeric id, fingerprint, or an alias fingerprint (merged and rebuilt signatures)."""
-    signature = None
-    if key.isdigit() and len(key) < 19:
-        signature = session.get(Signature, int(key))
+    signature_id = parse_id(key)
+    signature = session.get(Signature, signature_id) if signature_id is not None else None
     if signature is None:
         signature = session.scalar(select(Signature).where(Signature.fingerprint == key))
     if signature is None:
@@ -146,13 +148,21 @@ def count_event_statement(dialect: str) -> Executable:
     )
 
 
+def plausible_max(last_seen: Any) -> ColumnElement[Any]:
+    """The latest sighting among counter shards, leaving out a shard's time past tomorrow: a
+    crash time stored before ingest bounded it (year 9999) must not pin last_seen for ever.
+    The bound is computed when the statement runs, so prebuilt statements stay valid."""
+    latest = bindparam("latest_crash", callable_=latest_crash, type_=UTCDateTime(), unique=True)
+    return func.max(case((last_seen <= latest, last_seen)))
+
+
 def stats_subquery() -> Any:
     """Per-signature event count and last sighting, summed over counter shards."""
     return (
         select(
             SignatureCounter.signature_id.label("signature_id"),
             func.sum(SignatureCounter.events).label("event_count"),
-            func.max(SignatureCounter.last_seen).label("last_seen"),
+            plausible_max(SignatureCounter.last_seen).label("last_seen"),
         )
         .group_by(SignatureCounter.signature_id)
         .subquery("signature_stats")
@@ -162,7 +172,7 @@ def stats_subquery() -> Any:
 def signature_stats(session: Session, signature_id: int) -> tuple[int, datetime | None]:
     row = session.execute(
         select(
-            func.coalesce(func.sum(SignatureCounter.events), 0), func.max(SignatureCounter.last_seen)
+            func.coalesce(func.sum(SignatureCounter.events), 0), plausible_max(SignatureCounter.last_seen)
         ).where(SignatureCounter.signature_id == signature_id)
     ).one()
     return int(row[0]), row[1]
@@ -180,7 +190,7 @@ def stats_columns(signature_id: Any) -> tuple[ColumnElement[Any], ...]:
         .where(COUNTERS.signature_id == signature_id)
         .scalar_subquery()
         .label("stats_events"),
-        select(func.max(COUNTERS.last_seen))
+        select(plausible_max(COUNTERS.last_seen))
         .where(COUNTERS.signature_id == signature_id)
         .scalar_subquery()
         .label("stats_last_seen"),

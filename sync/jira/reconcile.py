@@ -7,6 +7,7 @@ the last by a couple of minutes and re-applies (idempotently) what it already sa
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,12 +20,17 @@ from sync.jira.inbound import INBOUND_FIELDS, apply_issue
 from sync.jira.outbound import SyncContext
 
 CURSOR = "reconcile.updated"
+log = logging.getLogger("crashreg.jira.reconcile")
+# What an issue of an unexpected shape raises when read as the sync expects: a field missing
+# from the search answer (projected differently, a custom workflow), a null, another type.
+ODD_ISSUE = (KeyError, TypeError, AttributeError, ValueError)
 
 
 @dataclass
 class ReconcileReport:
     seen: int = 0
     applied: int = 0
+    skipped: int = 0  # issues of a shape the sync cannot read: logged, never a stop
     since: datetime | None = None
     complete: bool = True
 
@@ -43,9 +49,16 @@ def reconcile(database: Database, client: JiraClient, options: JiraOptions,
     newest = None
     for issue in client.search(jql, [*INBOUND_FIELDS, "key"], limit=options.reconcile_limit):
         report.seen += 1
-        with database.session() as session:
-            report.applied += apply_issue(SyncContext(session, client, options, now), issue)
-        updated = parse_jira_time(issue["fields"].get("updated"))
+        try:
+            with database.session() as session:
+                report.applied += apply_issue(SyncContext(session, client, options, now), issue)
+            updated = parse_jira_time(issue["fields"].get("updated"))
+        except ODD_ISSUE as error:
+            report.skipped += 1
+            key = issue.get("key") if isinstance(issue, dict) else None
+            log.warning("skipped Jira issue %s of an unexpected shape: %s: %s",
+                        key, type(error).__name__, error)
+            continue
         newest = max(newest, updated) if newest and updated else updated or newest
     report.complete = report.seen < options.reconcile_limit
     if newest is not None:

@@ -189,13 +189,15 @@ def test_import_backfills_a_tree_idempotently(db_url, client, tmp_path: Path, ma
         "source": "userspace", "crashed_at": "2025-05-01T00:00:00Z",
         "host": {"hostname": "cpu-c9"}, "stack": stack}))
     (tmp_path / "broken.json").write_text(json.dumps({"source": "nowhere"}))
+    (tmp_path / "gpu-b2" / "noise.log").write_text(GPF.replace("Call Trace", "Call\x00Trace"))
 
     first = crashreg(db_url, "import", str(tmp_path))
     assert first.returncode == 0, first.stderr
     assert "imported: 3" in first.stdout and "no crash: 1" in first.stdout
-    assert "rejected: 1" in first.stdout and "broken.json" in first.stderr
+    assert "rejected: 2" in first.stdout and "broken.json" in first.stderr
+    assert "noise.log" in first.stderr and "NUL" in first.stderr  # not a database error
     second = crashreg(db_url, "import", str(tmp_path))
-    assert second.stdout.splitlines()[-1] == "already imported: 3, no crash: 1, rejected: 1"
+    assert second.stdout.splitlines()[-1] == "already imported: 3, no crash: 1, rejected: 2"
 
     reader = make_token("read")
     listed = client.get("/api/v1/signatures", headers=auth(reader)).json["signatures"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 from registry.migrate import downgrade, upgrade
 from tests.conftest import auth
@@ -39,7 +40,7 @@ def test_openapi_documents_every_api_route(app, client) -> None:
     for rule in app.url_map.iter_rules():
         if not rule.rule.startswith("/api/") or rule.rule == "/api/v1/openapi.json":
             continue
-        path = rule.rule.replace("<int:", "{").replace("<", "{").replace(">", "}")
+        path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)
         for method in rule.methods - {"HEAD", "OPTIONS"}:
             assert (path, method.lower()) in documented, (
                 f"{method} {rule.rule} is not in the OpenAPI document"

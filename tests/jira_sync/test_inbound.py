@@ -259,3 +259,24 @@ def test_with_reopening_off_a_regression_is_only_commented(harness, engineer):
     harness.later(minutes=5)
     harness.sync()  # our own comment is not an engineer resolving it again
     assert harness.signature(signature["id"]).status == "regressed"
+
+
+def test_an_issue_of_an_odd_shape_is_logged_and_skipped_not_a_stop(harness, engineer, caplog):
+    """A Jira whose search answer lacks a field (projected differently, a custom workflow):
+    that issue is skipped with a warning; reconciliation goes on for all the others."""
+    odd = harness.crash(function=function_name(1))["signature"]
+    fine = harness.crash(function=function_name(2), host="gpu-b2")["signature"]
+    harness.sync(with_reconcile=False)
+    odd_key, fine_key = harness.link(odd["id"]).issue_key, harness.link(fine["id"]).issue_key
+    harness.later(minutes=3)
+    resolve_in_jira(harness, engineer, odd_key, "Fixed")
+    resolve_in_jira(harness, engineer, fine_key, "Fixed")
+    del harness.emulator.issue(odd_key).fields["status"]
+    harness.later(minutes=1)
+    with caplog.at_level("WARNING", logger="crashreg.jira.reconcile"):
+        report = harness.sync()
+    assert report.reconcile is not None and report.reconcile.skipped == 1
+    warnings = [record.getMessage() for record in caplog.records]
+    assert any(odd_key in message and "KeyError" in message for message in warnings)
+    assert harness.signature(fine["id"]).status == "resolved"
+    assert harness.signature(odd["id"]).status != "resolved"

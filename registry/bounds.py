@@ -1,0 +1,28 @@
+"""What a plausible crash time is, for ingest (which refuses others) and for reads (which
+leave out the implausible times stored before ingest refused them).
+
+None of the fleet's kernels predates 2000, and a clock may run a little ahead, but a crash a
+day or more in the future is a broken clock: year 9999 would pin its signature's last_seen.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+EARLIEST_CRASH = datetime(2000, 1, 1, tzinfo=UTC)
+FUTURE_LEEWAY = timedelta(days=1)
+
+
+def latest_crash(now: datetime | None = None) -> datetime:
+    return (now or datetime.now(UTC)) + FUTURE_LEEWAY
+
+
+def crash_time_problem(value: datetime, now: datetime) -> str | None:
+    """Why `value` cannot be a crash time seen at `now` (None if it can)."""
+    latest = latest_crash(now)
+    if EARLIEST_CRASH <= value <= latest:
+        return None
+    return (
+        f"crashed_at must lie between {EARLIEST_CRASH.isoformat()} and a day from now "
+        f"({latest.replace(microsecond=0).isoformat()})"
+    )

@@ -1,0 +1,78 @@
+"""The production server as configured by gunicorn.conf.py: its own refusals are JSON, and
+every answer closes the connection (the keep-alive choice explained in gunicorn.conf.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def exchange(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(request)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    return status, headers, body
+
+
+@pytest.fixture(scope="module")
+def gunicorn(migrated_sqlite: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    folder = tmp_path_factory.mktemp("gunicorn")
+    shutil.copy(migrated_sqlite, folder / "crashreg.db")
+    port = free_port()
+    env = os.environ | {"CRASHREG_DATABASE_URL": f"sqlite:///{folder}/crashreg.db",
+                        "PROMETHEUS_MULTIPROC_DIR": str(folder)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "--workers", "1",
+         "--bind", f"127.0.0.1:{port}", "registry.wsgi:app"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=(folder / "gunicorn.log").open("wb"),
+    )
+    try:
+        for _ in range(600):  # readiness, not timing: up to a minute on a loaded machine
+            try:
+                if exchange(port, b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")[0].endswith("200 OK"):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail((folder / "gunicorn.log").read_text())
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def test_a_request_line_too_long_is_a_json_414(gunicorn: int) -> None:
+    line = b"GET /api/v1/signatures?q=" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n"
+    status, headers, body = exchange(gunicorn, line)
+    assert status.split()[1] == "414"
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body)["error"]["code"] == "uri_too_long"
+
+
+def test_answers_close_the_connection_even_for_keep_alive_clients(gunicorn: int) -> None:
+    request = b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\n\r\n"
+    status, headers, body = exchange(gunicorn, request)
+    assert status.endswith("200 OK") and json.loads(body) == {"status": "ok"}
+    assert headers["connection"] == "close"

@@ -1,0 +1,201 @@
+"""Hostile and broken input (issue 14): every case is a 4xx naming the field, never a 500.
+
+Bodies are sent as raw bytes where the case is about the bytes themselves (a lone surrogate,
+a 5,000-digit integer, 10,000 levels of nesting), since a JSON library would refuse to make them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import auth
+from tests.foundation.reports import crash_report
+
+NUL = "\x00"
+SURROGATE = "\ud800"
+
+
+def send(client: Any, method: str, path: str, token: str, body: Any) -> Any:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return client.open(path, method=method, data=data, headers=auth(token), content_type="application/json")
+
+
+def refused(response: Any, *path: Any, says: str) -> dict[str, Any]:
+    """The 400's error, after checking that `path` in its fields carries a message with `says`."""
+    assert response.status_code == 400, (response.status_code, response.get_data(as_text=True)[:500])
+    error = response.json["error"]
+    node: Any = error["fields"]
+    for part in path:
+        node = node[str(part)] if str(part) in node else node[part]
+    assert any(says in message for message in node), node
+    for name in path[:1]:
+        assert str(name) in error["message"]
+    return error
+
+
+@pytest.fixture
+def reporter(make_token):  # type: ignore[no-untyped-def]
+    return make_token("admin")
+
+
+@pytest.fixture
+def event_id(client, reporter) -> int:  # type: ignore[no-untyped-def]
+    response = send(client, "POST", "/api/v1/reports", reporter, crash_report())
+    assert response.status_code == 201
+    return int(response.json["event_id"])
+
+
+@pytest.mark.parametrize("bad", [NUL, SURROGATE], ids=["nul", "lone-surrogate"])
+def test_a_bad_character_in_any_report_string_names_the_field(client, reporter, bad) -> None:
+    says = "NUL" if bad == NUL else "surrogate"
+    cases: list[tuple[dict[str, Any], tuple[Any, ...]]] = [
+        (crash_report(console_log=f"[ 1.0] BUG: x{bad}y\n"), ("console_log",)),
+        (crash_report(report_id=f"r{bad}1"), ("report_id",)),
+        (crash_report(host={"hostname": f"gpu{bad}a"}), ("host", "hostname")),
+        (crash_report(host={"hostname": "gpu-a", "labels": {"pool": f"t{bad}"}}), ("host", "labels", "pool")),
+        (crash_report(host={"hostname": "gpu-a", "labels": {f"p{bad}": "t"}}), ("host", "labels")),
+        (crash_report(extra_field=f"x{bad}"), ("extra_field",)),
+        (crash_report(stack={"frames": [{"function": f"f{bad}"}]}), ("stack", "frames", 0, "function")),
+    ]
+    for body, path in cases:
+        refused(send(client, "POST", "/api/v1/reports", reporter, body), *path, says=says)
+
+
+@pytest.mark.parametrize("bad", [NUL, SURROGATE], ids=["nul", "lone-surrogate"])
+def test_a_bad_character_in_other_bodies_names_the_field(client, reporter, event_id, bad) -> None:
+    says = "NUL" if bad == NUL else "surrogate"
+    signature = send(client, "POST", "/api/v1/reports", reporter, crash_report()).json["signature"]["id"]
+    cases = [
+        ("PATCH", f"/api/v1/signatures/{signature}", {"title": f"t{bad}"}, ("title",)),
+        ("PATCH", f"/api/v1/signatures/{signature}", {"notes": f"n{bad}"}, ("notes",)),
+        ("POST", f"/api/v1/events/{event_id}/captures",
+         {"method": "makedumpfile", "status": "completed", "uri": f"s3://b/{bad}"}, ("uri",)),
+        ("POST", "/api/v1/hosts", {"hosts": [{"hostname": "h1", "sku": f"s{bad}"}]}, ("hosts", 0, "sku")),
+    ]
+    for method, path, body, field in cases:
+        refused(send(client, method, path, reporter, body), *field, says=says)
+
+
+def test_a_nul_in_a_query_string_or_a_path_is_a_400(client, reporter) -> None:
+    refused(client.get("/api/v1/signatures?q=%00", headers=auth(reporter)), "q", says="NUL")
+    refused(client.get("/api/v1/signatures/ab%00cd", headers=auth(reporter)), "path", says="NUL")
+    refused(client.get("/api/v1/signatures/ab%00cd/events", headers=auth(reporter)), "path", says="NUL")
+
+
+def test_nesting_and_huge_integers_are_400(client, reporter) -> None:
+    deep = b'{"report_id": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
+    response = send(client, "POST", "/api/v1/reports", reporter, deep)
+    assert response.status_code == 400
+    assert "nested" in response.json["error"]["message"]
+    nested: Any = 1
+    for _ in range(40):
+        nested = [nested]
+    fairly_deep = json.dumps(crash_report(extra={"a": nested, "b": NUL}))
+    deep_and_nul = send(client, "POST", "/api/v1/reports", reporter, fairly_deep.encode())
+    refused(deep_and_nul, "extra", "_schema", says="nested deeper than 32 levels")
+    refused(deep_and_nul, "extra", "b", says="NUL")
+    body = json.dumps(crash_report()).replace('"uptime_s": 86400', '"uptime_s": ' + "9" * 5000)
+    refused(send(client, "POST", "/api/v1/reports", reporter, body.encode()), "uptime_s", says="longer than")
+    past_64_bits = crash_report(uptime_s=2**70)
+    refused(send(client, "POST", "/api/v1/reports", reporter, past_64_bits), "uptime_s", says="less than")
+    past_column = crash_report(uptime_s=2**40)
+    refused(send(client, "POST", "/api/v1/reports", reporter, past_column), "uptime_s", says="less than")
+    infinite = json.dumps(crash_report()).replace('"uptime_s": 86400', '"uptime_s": 1e400')
+    refused(send(client, "POST", "/api/v1/reports", reporter, infinite.encode()), "uptime_s", says="finite")
+    nan = json.dumps(crash_report()).replace('"uptime_s": 86400', '"uptime_s": NaN')
+    refused(send(client, "POST", "/api/v1/reports", reporter, nan.encode()), "uptime_s", says="finite")
+
+
+@pytest.mark.parametrize(
+    "crashed_at", ["9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+14:00", "9999-12-31T00:00:00Z",
+                   "1999-12-31T23:59:59Z", "2126-01-01T00:00:00Z"]
+)
+def test_an_implausible_crash_time_is_400_naming_the_allowed_range(client, reporter, crashed_at) -> None:
+    response = send(client, "POST", "/api/v1/reports", reporter, crash_report(crashed_at=crashed_at))
+    refused(response, "crashed_at", says="between 2000-01-01T00:00:00+00:00 and a day from now")
+
+
+def test_capture_figures_are_bounded(client, reporter, event_id) -> None:
+    path = f"/api/v1/events/{event_id}/captures"
+    base = {"method": "makedumpfile", "status": "completed"}
+    for field, value, says in [("bytes", 2**70, "less than"), ("bytes", 2**60, "less than"),
+                               ("downtime_s", 1e308, "less than"), ("duration_s", 1e308, "less than")]:
+        refused(send(client, "POST", path, reporter, base | {field: value}), field, says=says)
+    fits = base | {"bytes": 2**40, "downtime_s": 90.5}
+    assert send(client, "POST", path, reporter, fits).status_code == 201
+
+
+def test_ids_past_the_column_range_or_not_ascii_are_404(client, reporter) -> None:
+    for path in ["/api/v1/events/99999999999999999999", "/api/v1/events/2147483648",
+                 "/api/v1/rcas/9223372036854775808", "/api/v1/signatures/%C2%B2",
+                 "/api/v1/signatures/99999999999999999999", "/api/v1/signatures/%C2%B2/events"]:
+        response = client.get(path, headers=auth(reporter))
+        assert response.status_code == 404, path
+        assert response.json["error"]["code"] == "not_found"
+    for method, path in [("PATCH", "/api/v1/captures/9223372036854775808"),
+                         ("POST", "/api/v1/events/2147483648/captures"),
+                         ("POST", "/api/v1/rcas/99999999999999999999/review")]:
+        response = send(client, method, path, reporter, {"status": "completed"})
+        assert response.status_code == 404, path
+        assert response.is_json
+    response = client.get(f"/api/v1/integrations/jira/links?after={2**70}", headers=auth(reporter))
+    refused(response, "after", says="less than or equal")
+    response = client.get(f"/api/v1/integrations/jira/links?after={2**31}", headers=auth(reporter))
+    refused(response, "after", says="less than or equal")
+
+
+def cursor(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
+
+
+@pytest.mark.parametrize(
+    ("sort", "forged"),
+    [("events", ["abc", 1]), ("-events", [1.5, 1]), ("last_seen", [12, 1]), ("id", ["x", 1]),
+     ("events", [1, 2**70]), ("events", [1, "1"]), ("-first_seen", ["not a time", 3]), ("events", {"a": 1})],
+)
+def test_a_cursor_of_the_wrong_shape_for_its_sort_is_400(client, reporter, sort, forged) -> None:
+    response = client.get(f"/api/v1/signatures?sort={sort}&cursor={cursor(forged)}", headers=auth(reporter))
+    refused(response, "cursor", says="invalid cursor")
+    assert "not one this server issued" in response.json["error"]["message"]
+
+
+def test_a_report_with_nothing_to_fingerprint_is_400_naming_what_is_missing(client, reporter) -> None:
+    for body in [crash_report(console_log=None), crash_report(console_log=""),
+                 crash_report(console_log=None, stack={"frames": []})]:
+        error = refused(send(client, "POST", "/api/v1/reports", reporter, body), "console_log",
+                        says="needs console_log, stack.frames or fingerprint")
+        assert set(error["fields"]) == {"console_log", "stack", "fingerprint"}
+    with_fingerprint = crash_report(console_log=None, fingerprint="a" * 16)
+    assert send(client, "POST", "/api/v1/reports", reporter, with_fingerprint).status_code == 201
+    with_frames = crash_report(console_log=None, stack={"frames": [{"function": "main"}]})
+    assert send(client, "POST", "/api/v1/reports", reporter, with_frames).status_code == 201
+
+
+def test_unknown_fields_are_named_in_the_answer_and_counted(client, reporter) -> None:
+    body = crash_report(consolelog="oops", host={"hostname": "gpu-a", "hostnmae": "x"},
+                        stack={"frames": [{"function": "f", "fn": 1}, {"function": "g", "fn": 2}]})
+    response = send(client, "POST", "/api/v1/reports", reporter, body)
+    assert response.status_code == 201
+    assert response.json["warnings"] == [
+        "unknown field ignored: consolelog",
+        "unknown field ignored: host.hostnmae",
+        "unknown field ignored: stack.frames[].fn",
+    ]
+    replay = send(client, "POST", "/api/v1/reports", reporter, body)
+    assert replay.status_code == 200 and replay.json["warnings"] == response.json["warnings"]
+    assert send(client, "POST", "/api/v1/reports", reporter, crash_report()).json["warnings"] == []
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'crashreg_reports_with_unknown_fields_total{source="crash_kernel"}' in metrics
+
+
+def test_not_found_and_method_not_allowed_are_json_with_allow(client, reporter) -> None:
+    missing = client.get("/api/v1/no-such-thing", headers=auth(reporter))
+    assert missing.status_code == 404 and missing.json["error"]["code"] == "not_found"
+    wrong = client.delete("/api/v1/reports", headers=auth(reporter))
+    assert wrong.status_code == 405 and wrong.json["error"]["code"] == "method_not_allowed"
+    assert wrong.headers["Allow"] and "POST" in wrong.headers["Allow"]
+    assert wrong.mimetype == "application/json"
