@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8080
 export CRASHREG_DATABASE_URL ?= sqlite:///$(CURDIR)/crashreg.db
 
-.PHONY: run test setup postgres lint bench
+.PHONY: run test setup postgres lint bench lab lab-fixtures
 
 $(BIN)/crashreg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,3 +29,15 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check .
+
+## lab: the crash lab alone (real kernels crash in QEMU and report; docs/crash-lab.md)
+LAB_OUT ?= /tmp/crashreg-lab-out
+lab: setup
+	@bash scripts/test-services.sh
+	CRASHREG_LAB_OUT=$(LAB_OUT) $(BIN)/pytest -q -n 0 tests/lab $(PYTEST_ARGS)
+
+## lab-fixtures: crash every kind twice and keep the real logs in tests/fingerprint/golden/lab/
+lab-fixtures: setup
+	CRASHREG_LAB_OUT=$(LAB_OUT) $(BIN)/pytest -q -n 0 tests/lab/test_kinds.py -k "not in_the_repository"
+	mkdir -p tests/fingerprint/golden/lab
+	cp $(LAB_OUT)/kinds/fixtures/*.log tests/fingerprint/golden/lab/

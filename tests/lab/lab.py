@@ -450,17 +450,17 @@ class Registry:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise LabError(f"gunicorn exited ({self.process.returncode}); see {log}")
             try:
-                if requests.get(self.url + "/healthz", timeout=2).status_code == 200:
+                if requests.get(self.url + "/healthz", timeout=10).status_code == 200:
                     return self
-            except requests.ConnectionError:
+            except requests.RequestException:  # not up yet, or still importing the app
                 pass
             time.sleep(0.2)
-        raise LabError(f"gunicorn did not answer /healthz within 60 s; see {log}")
+        raise LabError(f"gunicorn did not answer /healthz within 120 s; see {log}")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -12,6 +12,7 @@ and its report joins the crash kernel's event.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import requests
 
 from tests.lab import lab
 from tests.lab.conftest import Host, Lab, spooled_body
-from tests.lab.packages import debug_vmlinux, drgn_python
+from tests.lab.packages import cache_dir, debug_vmlinux, drgn_python
 
 K_MORE = 2  # full captures after the first: the registry's default budget is 3 per window
 BUG = "null-deref"
@@ -283,3 +284,69 @@ def test_dpu_reads_the_vmcore_with_drgn_and_joins_the_crash_kernels_event(captur
     assert sorted(r["report_id"] for r in joined["reports"]) == sorted(
         [f"dpu-{first.boot_id}", boot_report_id(first)]
     )
+
+
+def agents_md_commands(agents_md: str) -> list[str]:
+    """The shell commands AGENTS.md gives for the dumps (its ```sh block)."""
+    section = agents_md.split("## The dumps: debug info and drgn", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_triage_workspace_opens_the_labs_dump_with_the_debug_package_the_bundle_names(
+    capture_lab: Lab, series, tmp_path: Path
+) -> None:
+    host: Host = series["host"]
+    release = capture_lab.kit.release
+    out = tmp_path / "bundle"
+    env = dict(os.environ, CRASHREG_DATABASE_URL=capture_lab.registry.database_url)
+    made = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("crashreg")),
+            "triage-bundle",
+            series["signature_id"],
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    bundle = json.loads((out / "bundle.json").read_text())
+    [debuginfo] = bundle["debuginfo"]
+    assert debuginfo["debug_packages"] == [f"linux-image-{release}-dbg"]
+    assert len(bundle["dumps"]) == K_MORE + 1  # the completed full captures
+    assert {(out / name).exists() for name in ("setup.sh", "inspect-dump.py", "Containerfile")} == {True}
+
+    # The crashed host's filesystem as the workspace sees it: its /var is the lab disk.
+    root = tmp_path / "host-root"
+    for booted in host.boots[: K_MORE + 1]:
+        target = root / "var" / "crash" / booted.boot_id / "vmcore"
+        target.parent.mkdir(parents=True)
+        host.disk.extract(f"/crash/{booted.boot_id}/vmcore", target)
+    modules = out / "debug" / release / "modules"
+    modules.mkdir(parents=True)
+    (modules / "crashlab.ko").symlink_to(capture_lab.module)  # an out-of-tree module's debug info
+
+    commands = agents_md_commands((out / "AGENTS.md").read_text())
+    assert commands[0] == "sh setup.sh"
+    assert commands[1:] == [dump["drgn"] for dump in bundle["dumps"]]
+    env = dict(
+        os.environ,
+        CRASHREG_DUMP_ROOT=str(root),
+        CRASHREG_WORKSPACE_DEBS=str(cache_dir() / "debs"),
+        PATH=f"/usr/bin:/bin:{os.environ['PATH']}",
+    )
+    for command in commands:
+        done = subprocess.run(
+            command, shell=True, cwd=out, capture_output=True, text=True, env=env, timeout=900
+        )
+        assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+        if command.startswith("drgn"):
+            assert f"kernel release: {release}" in done.stdout
+            assert "panicking task: pid" in done.stdout and "(insmod)" in done.stdout
+            stack, tail = done.stdout.split("kernel log, last", 1)
+            assert FUNCTION in stack and "crashlab_init" in stack, stack
+            assert "BUG: kernel NULL pointer dereference" in tail, tail
