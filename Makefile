@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8080
 export CRASHREG_DATABASE_URL ?= sqlite:///$(CURDIR)/crashreg.db
 
-.PHONY: run test setup postgres lint bench lab lab-fixtures
+.PHONY: run test setup postgres lint bench lab lab-fixtures lab-debian
 
 $(BIN)/crashreg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,8 @@ lab-fixtures: setup
 	CRASHREG_LAB_OUT=$(LAB_OUT) $(BIN)/pytest -q -n 0 tests/lab/test_kinds.py -k "not in_the_repository"
 	mkdir -p tests/fingerprint/golden/lab
 	cp $(LAB_OUT)/kinds/fixtures/*.log tests/fingerprint/golden/lab/
+
+## lab-debian: Debian 12 with kdump-tools (debootstrap, cached), set up as agents/README.md says, crashed
+lab-debian: setup
+	@bash scripts/test-services.sh
+	CRASHREG_LAB_OUT=$(LAB_OUT) $(BIN)/pytest -q -n 0 tests/lab/debian_install.py $(PYTEST_ARGS)
