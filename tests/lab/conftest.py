@@ -3,7 +3,8 @@
 The lab runs in `make test` like every other folder (pytest collects tests/lab); a missing
 prerequisite fails the session with LabError, it never skips. Every guest's serial console and
 every timing goes under $CRASHREG_LAB_OUT (default: the session's tmp dir) for inspection;
-`lab-timings.json` there holds the figures docs/crash-lab.md quotes.
+`lab-timings.jsonl` there gets one line per guest boot (appended, so xdist workers share it):
+the figures docs/crash-lab.md quotes (`python -m tests.lab.timings FILE` tabulates them).
 """
 
 from __future__ import annotations
@@ -24,19 +25,16 @@ from tests.lab import lab
 from tests.lab.packages import Kit
 from tests.lab.packages import kit as load_kit
 
-TIMINGS: list[dict[str, Any]] = []
-
 
 @pytest.fixture(scope="session")
-def lab_out(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def lab_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = (
         Path(os.environ["CRASHREG_LAB_OUT"])
         if os.environ.get("CRASHREG_LAB_OUT")
         else tmp_path_factory.mktemp("crash-lab")
     )
     out.mkdir(parents=True, exist_ok=True)
-    yield out
-    lab.write_json(out / "lab-timings.json", TIMINGS)
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +92,9 @@ class Lab:
         )
         assert booted.returncode == 0 and "LAB: done" in booted.console, booted.console[-4000:]
         host.boots.append(booted)
-        TIMINGS.append({"host": host.name, "kind": kind, "image": image} | booted.timings())
+        row = {"host": host.name, "kind": kind, "image": image} | booted.timings()
+        with (self.out.parent / "lab-timings.jsonl").open("a") as timings:
+            timings.write(json.dumps(row) + "\n")
         return booted
 
     def stored_report(self, report_id: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.lab.lab import REPO
+from tests.lab.lab import REPO, qemu_command
 from tests.lab.packages import LabError, cache_dir, run
 
 SUITE = "bookworm"
@@ -172,45 +172,20 @@ def make_disk(root: Path, path: Path, size_mb: int = 4096) -> Path:
     return path
 
 
-def boot_command(root: Path, disk: Path, memory_mb: int = 1024) -> list[str]:
-    version = kernel_version(root)
-    return [
-        "qemu-system-x86_64",
-        "-accel",
-        "tcg",
-        "-m",
-        str(memory_mb),
-        "-smp",
-        "1",
-        "-cpu",
-        "qemu64",
-        "-kernel",
-        str(root / "boot" / f"vmlinuz-{version}"),
-        "-initrd",
-        str(root / "boot" / f"initrd.img-{version}"),
-        "-append",
-        "root=/dev/vda rw console=ttyS0 crashkernel=256M panic=1 systemd.show_status=1",
-        "-drive",
-        f"file={disk},format=raw,if=virtio,cache=unsafe",
-        "-netdev",
-        "user,id=n0",
-        "-device",
-        "virtio-net-pci,netdev=n0",
-        "-display",
-        "none",
-        "-monitor",
-        "none",
-        "-serial",
-        "stdio",
-        "-no-reboot",
-    ]
-
-
-def boot(root: Path, disk: Path, log: Path, timeout_s: float = 1500) -> str:
+def boot(root: Path, disk: Path, log: Path, memory_mb: int = 1024, timeout_s: float = 1500) -> str:
     """Boot, crash, dump, and the reboot QEMU refuses: the whole serial console."""
+    version = kernel_version(root)
+    cmdline = "root=/dev/vda rw console=ttyS0 crashkernel=256M panic=1 systemd.show_status=1"
+    cmd = qemu_command(
+        root / "boot" / f"vmlinuz-{version}",
+        root / "boot" / f"initrd.img-{version}",
+        cmdline,
+        disk,
+        memory_mb,
+    )
     with log.open("wb") as out:
         done = subprocess.run(
-            boot_command(root, disk),
+            cmd,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -23,6 +23,7 @@ def test_kdump_tools_savecore_reports_and_dumps_as_the_registry_answers(make_lab
     disk = Disk(debian.make_disk(root, lab.out / "debian.disk"))
     console = debian.boot(root, disk.path, lab.out / "debian.console.log")
     assert "sysrq: Trigger a crash" in console, console[-3000:]
+    disk.recover()  # kdump-tools reboots with the root filesystem still mounted
 
     with psycopg.connect(lab.registry.database_url) as conn:
         [(report_id, source, console_log)] = conn.execute(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -228,6 +227,14 @@ class Disk:
         shutil.rmtree(staging)
         return cls(path)
 
+    def recover(self) -> Disk:
+        """Replay the ext4 journal (e2fsck): a crash kernel that rebooted without unmounting
+        left its last writes there, and debugfs reads only what is on the disk proper."""
+        done = subprocess.run(["e2fsck", "-fy", str(self.path)], capture_output=True, text=True)
+        if done.returncode not in (0, 1):  # 1: errors corrected (the journal replayed)
+            raise LabError(f"e2fsck {self.path} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+        return self
+
     def debugfs(self, request: str) -> str:
         return run(["debugfs", "-R", request, str(self.path)]).stdout
 
@@ -309,41 +316,25 @@ MARKERS = (
 )
 
 
+def qemu_command(kernel: Path, initrd: Path, cmdline: str, disk: Path, memory_mb: int) -> list[str]:
+    """QEMU under TCG (nested KVM cannot run a guest here): one CPU, the disk on virtio-blk,
+    user networking on virtio-net (the guest's 10.0.2.2 is the host's 127.0.0.1), the serial
+    console on stdout, and a reboot ends QEMU."""
+    return [
+        "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-smp", "1", "-cpu", "qemu64",
+        "-kernel", str(kernel), "-initrd", str(initrd), "-append", cmdline,
+        "-drive", f"file={disk},format=raw,if=virtio,cache=unsafe",
+        "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
+        "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
+    ]  # fmt: skip
+
+
 def boot(kit: Kit, initrd: Path, disk: Disk, kind: str, hostname: str, log: Path | None = None) -> Boot:
     """One crash: boot the first kernel, crash it with `kind`, let the crash kernel run, QEMU exits."""
     cmdline = (
         f"console=ttyS0 panic=1 loglevel=7 crashkernel={CRASHKERNEL} lab.kind={kind} lab.hostname={hostname}"
     )
-    cmd = [
-        "qemu-system-x86_64",
-        "-accel",
-        "tcg",
-        "-m",
-        str(MEMORY_MB),
-        "-smp",
-        "1",
-        "-cpu",
-        "qemu64",
-        "-kernel",
-        str(kit.vmlinuz),
-        "-initrd",
-        str(initrd),
-        "-append",
-        cmdline,
-        "-drive",
-        f"file={disk.path},format=raw,if=virtio,cache=unsafe",
-        "-netdev",
-        "user,id=n0",
-        "-device",
-        "virtio-net-pci,netdev=n0",
-        "-display",
-        "none",
-        "-monitor",
-        "none",
-        "-serial",
-        "stdio",
-        "-no-reboot",
-    ]
+    cmd = qemu_command(kit.vmlinuz, initrd, cmdline, disk.path, MEMORY_MB)
     started = time.monotonic()
     markers: dict[str, float] = {}
     lines: list[str] = []
@@ -480,14 +471,3 @@ class Registry:
         )
         assert response.status_code == 200, f"GET {path}: {response.status_code} {response.text[:500]}"
         return response.json() if "json" in response.headers.get("Content-Type", "") else response.text
-
-    def patch(self, path: str, body: dict[str, Any], scope: str = "triage") -> Any:
-        response = requests.patch(
-            self.url + path, json=body, timeout=30, headers={"Authorization": f"Bearer {self.tokens[scope]}"}
-        )
-        assert response.status_code == 200, f"PATCH {path}: {response.status_code} {response.text[:500]}"
-        return response.json()
-
-
-def write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n")

@@ -71,26 +71,36 @@ static noinline int crashlab_hung_task(void *unused)
 	return 0;
 }
 
+static noinline void crashlab_start_hung_task(void)
+{
+	crashlab_thread = kthread_run(crashlab_hung_task, NULL, "crashlab_hung");
+}
+
+static const struct {
+	const char *kind;
+	void (*crash)(void);
+} crashlab_kinds[] = {
+	{ "null-deref", crashlab_null_deref },
+	{ "bug-on", crashlab_bug_on },
+	{ "warn", crashlab_warn },
+	{ "list-corruption", crashlab_list_corruption },
+	{ "gpf", crashlab_gpf },
+	{ "soft-lockup", crashlab_soft_lockup },
+	{ "hung-task", crashlab_start_hung_task },
+};
+
 static int __init crashlab_init(void)
 {
+	size_t i;
+
 	pr_info("crashlab: kind=%s\n", kind);
-	if (!strcmp(kind, "null-deref"))
-		crashlab_null_deref();
-	else if (!strcmp(kind, "bug-on"))
-		crashlab_bug_on();
-	else if (!strcmp(kind, "warn"))
-		crashlab_warn();
-	else if (!strcmp(kind, "list-corruption"))
-		crashlab_list_corruption();
-	else if (!strcmp(kind, "gpf"))
-		crashlab_gpf();
-	else if (!strcmp(kind, "soft-lockup"))
-		crashlab_soft_lockup();
-	else if (!strcmp(kind, "hung-task"))
-		crashlab_thread = kthread_run(crashlab_hung_task, NULL, "crashlab_hung");
-	else
-		return -EINVAL;
-	return 0;
+	for (i = 0; i < ARRAY_SIZE(crashlab_kinds); i++) {
+		if (!strcmp(kind, crashlab_kinds[i].kind)) {
+			crashlab_kinds[i].crash();
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 static void __exit crashlab_exit(void)
