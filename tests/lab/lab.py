@@ -242,9 +242,9 @@ class Disk:
         """Names and sizes in a directory (`ls -p`: /inode/mode/uid/gid/name/size/)."""
         entries = {}
         for line in self.debugfs(f"ls -p {directory}").splitlines():
-            parts = line.strip().strip("/").split("/")
-            if len(parts) >= 6 and parts[4] not in (".", ".."):
-                entries[parts[4]] = int(parts[5] or 0)
+            parts = line.strip().split("/")  # "", inode, mode, uid, gid, name, size (empty: a directory), ""
+            if len(parts) >= 7 and parts[5] not in (".", ".."):
+                entries[parts[5]] = int(parts[6] or 0)
         return entries
 
     def read(self, path: str) -> bytes:
