@@ -331,8 +331,12 @@ def qemu_command(kernel: Path, initrd: Path, cmdline: str, disk: Path, memory_mb
 
 def boot(kit: Kit, initrd: Path, disk: Disk, kind: str, hostname: str, log: Path | None = None) -> Boot:
     """One crash: boot the first kernel, crash it with `kind`, let the crash kernel run, QEMU exits."""
+    # RCU stall warnings off: under TCG on a loaded host the guest's CPU stops for seconds
+    # (kexec -p hashing the crash kernel's image under preempt_disable() was caught), and a
+    # stall report is host noise that would precede the lab's crash in the log.
     cmdline = (
-        f"console=ttyS0 panic=1 loglevel=7 crashkernel={CRASHKERNEL} lab.kind={kind} lab.hostname={hostname}"
+        f"console=ttyS0 panic=1 loglevel=7 crashkernel={CRASHKERNEL} rcupdate.rcu_cpu_stall_suppress=1 "
+        f"lab.kind={kind} lab.hostname={hostname}"
     )
     cmd = qemu_command(kit.vmlinuz, initrd, cmdline, disk.path, MEMORY_MB)
     started = time.monotonic()

@@ -2,7 +2,7 @@
 
     drgn -q -c dumps/<event>-<capture>.vmcore -s debug/<kernel_version>/vmlinux inspect-dump.py [LINES]
 
-Prints the kernel release, the panicking task and its stack, and the last LINES (default 40)
+Prints the kernel release, the panicking task and its stack, and the last LINES (default 100)
 lines of the kernel log. Debug info of out-of-tree modules (their .ko files, not stripped) in
 debug/<kernel_version>/modules/ is loaded too, so their frames have names.
 """
@@ -22,6 +22,6 @@ thread = prog.crashed_thread()
 task = thread.object
 print(f"panicking task: pid {task.pid.value_()} ({task.comm.string_().decode()})")
 print(thread.stack_trace())
-lines = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+lines = int(sys.argv[1]) if len(sys.argv) > 1 else 100  # an x86 oops with its trace: ~60
 print(f"kernel log, last {lines} lines:")
 print("\n".join(get_dmesg(prog).decode("utf-8", "replace").splitlines()[-lines:]))
