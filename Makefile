@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8080
 export CRASHREG_DATABASE_URL ?= sqlite:///$(CURDIR)/crashreg.db
 
-.PHONY: run test setup postgres lint bench lab lab-fixtures lab-debian
+.PHONY: run test setup postgres lint bench reporter lab lab-fixtures lab-debian
 
 $(BIN)/crashreg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check .
+
+## reporter: build the stdlib-only reporter zipapp (agents/build_reporter.py) for the hosts
+REPORTER_PYZ := dist/crashreg-report.pyz
+reporter: $(REPORTER_PYZ)
+
+$(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint -type f -not -path '*/__pycache__/*')
+	$(PYTHON) agents/build_reporter.py --output $@
 
 ## lab: the crash lab alone (real kernels crash in QEMU and report; docs/crash-lab.md)
 LAB_OUT ?= /tmp/crashreg-lab-out

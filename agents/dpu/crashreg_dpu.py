@@ -9,8 +9,8 @@ kernel's report later carries the same hostname and boot_id and joins the same e
 
 drgn is optional: `read_host(prog)` needs it, and `--save-record` keeps what it read as
 JSON; `report --record FILE` reports from such a recording (how the unit tests drive it;
-tests/lab drives it on real vmcores). Sending, spooling and the capture decision are
-agents/crashreg_report.py's, imported.
+tests/lab drives it on real vmcores). Sending, spooling and the capture decision are the
+reporter's (crashreg-report.pyz), imported.
 
 A DPU holds no debug info for its hosts' kernels, and drgn's default search paths are the
 DPU's own: `--debug-dir DIR` (or CRASHREG_DPU_DEBUG_DIR in reporter.conf) names a directory
@@ -34,8 +34,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import crashreg_report as reporter  # the reporter ships beside this directory
+# Installed, the reporter is crashreg-report.pyz beside this directory; in a checkout, agents/.
+_HOME = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_HOME / "crashreg-report.pyz"), str(_HOME)]
+import crashreg_report as reporter  # noqa: E402
 
 MAX_FRAMES = 64
 # The crashed kernel writes VMCOREINFO (with OSRELEASE=) into the core's notes or, for

@@ -29,6 +29,7 @@ from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load
 from registry.signatures.api import SignatureListQuery, signature_or_404, signature_page
+from registry.signatures.explanation import explanation_variants
 from registry.signatures.models import SIGNATURE_STATUSES
 from registry.signatures.service import detail
 from registry.web import current_db
@@ -191,9 +192,12 @@ def signature(key: str) -> str:
             .order_by(Capture.id.desc())
             .limit(PAGE_CAPTURES)
         ).all()
+        variants = explanation_variants((str(e.id), e.explanation) for e in events)
         context = {
             "signature": detail(session, found),
             "events": [event_summary(e) for e in events],
+            "variants": variants,
+            "variant_of": {event_id: v["label"] for v in variants for event_id in v["events"]},
             "hosts": signature_hosts(session, members),
             "captures": [capture_dict(c) for c in captures],
             "rcas": signature_rcas(session, found),

@@ -8,8 +8,8 @@ import uuid
 from pathlib import Path
 
 from tests.agents.conftest import (
+    DPU_AGENT,
     FIXTURES,
-    REPO,
     Registry,
     Run,
     Site,
@@ -18,12 +18,12 @@ from tests.agents.conftest import (
     run_reporter,
 )
 
-DPU_AGENT = REPO / "agents" / "dpu" / "crashreg_dpu.py"
 SESSION = FIXTURES / "dpu_session.json"
 
 
 def run_dpu(site: Site, *args: str) -> Run:
-    return run_reporter(site, *args, script=DPU_AGENT)
+    """The DPU agent as installed: dpu/crashreg_dpu.py beside crashreg-report.pyz."""
+    return run_reporter(site, *args, script=site.install / "dpu" / DPU_AGENT.name)
 
 
 def test_dpu_report_then_crash_kernel_report_is_one_event(registry: Registry, make_site, run_sh) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import psycopg
 import pytest
 import requests
 
+from agents import build_reporter
 from tests.conftest import create_postgres_database, drop_postgres_database
 from tests.lab import lab
 from tests.lab.packages import Kit
@@ -35,6 +37,17 @@ def lab_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def installed(lab_out: Path) -> Path:
+    """/usr/lib/crashreg as agents/README.md installs it: the pyz `make reporter` builds, and
+    the DPU agent in dpu/ beside it (the post-boot and DPU agents run from here)."""
+    root = lab_out / "usr-lib-crashreg"
+    (root / "dpu").mkdir(parents=True, exist_ok=True)
+    build_reporter.build(root / "crashreg-report.pyz")
+    shutil.copy(lab.REPO / "agents" / "dpu" / "crashreg_dpu.py", root / "dpu" / "crashreg_dpu.py")
+    return root
 
 
 @pytest.fixture(scope="session")

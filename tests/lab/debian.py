@@ -21,6 +21,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from agents import build_reporter
 from tests.lab.lab import REPO, qemu_command
 from tests.lab.packages import LabError, cache_dir, run
 
@@ -108,16 +109,10 @@ def configure(base: Path, work: Path, registry_url: str, token: str) -> Path:
             str(root / "usr" / "sbin" / "crashreg-kdump"),
         ]
     )
-    run(
-        [
-            "install",
-            "-D",
-            "-m",
-            "0644",
-            str(REPO / "agents" / "crashreg_report.py"),
-            str(root / "usr" / "lib" / "crashreg" / "crashreg_report.py"),
-        ]
-    )
+    # make reporter && install -D -m 0755 dist/crashreg-report.pyz /usr/lib/crashreg/crashreg-report.pyz
+    build_reporter.build(work / "crashreg-report.pyz")
+    run(["install", "-D", "-m", "0755", str(work / "crashreg-report.pyz"),
+         str(root / "usr" / "lib" / "crashreg" / "crashreg-report.pyz")])  # fmt: skip
     run(
         [
             "install",
@@ -132,7 +127,7 @@ def configure(base: Path, work: Path, registry_url: str, token: str) -> Path:
     (root / "etc" / "crashreg" / "token").chmod(0o600)
     (root / "etc" / "crashreg" / "reporter.conf").write_text(
         f'CRASHREG_URL="{registry_url}"\n'
-        'CRASHREG_FINGERPRINTER="python3 /usr/lib/crashreg/crashreg_report.py fingerprint"\n'
+        'CRASHREG_FINGERPRINTER="python3 /usr/lib/crashreg/crashreg-report.pyz fingerprint"\n'
         # The lab's one addition: lzo, so a full dump of the guest stays short under TCG.
         'CRASHREG_COMPRESSION="-l"\n'
     )

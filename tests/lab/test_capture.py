@@ -164,7 +164,7 @@ def post_boot_conf(capture_lab: Lab, spool: Path) -> Path:
 
 
 def test_unreachable_registry_bundle_decides_spool_on_disk_post_boot_delivers_once(
-    capture_lab: Lab, series, offline
+    capture_lab: Lab, series, offline, installed: Path
 ) -> None:
     host: Host = offline["host"]
     booted: lab.Boot = offline["boot"]
@@ -188,7 +188,7 @@ def test_unreachable_registry_bundle_decides_spool_on_disk_post_boot_delivers_on
     spool = host.disk.copy_tree("/spool/crashreg", capture_lab.out / "lab-host-2-var")
     conf = post_boot_conf(capture_lab, spool)
     resend = subprocess.run(
-        [sys.executable, str(lab.REPO / "agents" / "crashreg_report.py"), "--config", str(conf), "post-boot"],
+        [sys.executable, str(installed / "crashreg-report.pyz"), "--config", str(conf), "post-boot"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -232,7 +232,9 @@ def debug_dir(capture_lab: Lab) -> Path:
     return root
 
 
-def test_dpu_reads_the_vmcore_with_drgn_and_joins_the_crash_kernels_event(capture_lab: Lab, series) -> None:
+def test_dpu_reads_the_vmcore_with_drgn_and_joins_the_crash_kernels_event(
+    capture_lab: Lab, series, installed: Path
+) -> None:
     host: Host = series["host"]
     first = host.boots[0]
     vmcore = host.disk.extract(f"/crash/{first.boot_id}/vmcore", capture_lab.out / "lab-host-1.vmcore")
@@ -246,21 +248,12 @@ def test_dpu_reads_the_vmcore_with_drgn_and_joins_the_crash_kernels_event(captur
     )
     record = capture_lab.out / "dpu-record.json"
     dpu = subprocess.run(
-        [
-            drgn_python(),
-            str(lab.REPO / "agents" / "dpu" / "crashreg_dpu.py"),
-            "--config",
-            str(conf),
-            "report",
-            "--core",
-            str(vmcore),
-            "--save-record",
-            str(record),
-        ],
+        [drgn_python(), str(installed / "dpu" / "crashreg_dpu.py"), "--config", str(conf), "report",
+         "--core", str(vmcore), "--save-record", str(record)],
         capture_output=True,
         text=True,
         timeout=600,
-    )
+    )  # fmt: skip
     assert dpu.returncode in (0, 10), dpu.stderr
     answer = json.loads(dpu.stdout)
     read = json.loads(record.read_text())
