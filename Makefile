@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8080
 export CRASHREG_DATABASE_URL ?= sqlite:///$(CURDIR)/crashreg.db
 
-.PHONY: run test setup postgres lint bench reporter
+.PHONY: run test setup postgres lint bench reporter lab lab-fixtures lab-debian
 
 $(BIN)/crashreg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,3 +36,20 @@ reporter: $(REPORTER_PYZ)
 
 $(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint -type f -not -path '*/__pycache__/*')
 	$(PYTHON) agents/build_reporter.py --output $@
+
+## lab: the crash lab alone (real kernels crash in QEMU and report; docs/crash-lab.md)
+LAB_OUT ?= /tmp/crashreg-lab-out
+lab: setup
+	@bash scripts/test-services.sh
+	CRASHREG_LAB_OUT=$(LAB_OUT) $(BIN)/pytest -q -n 0 tests/lab $(PYTEST_ARGS)
+
+## lab-fixtures: crash every kind twice and keep the real logs in tests/fingerprint/golden/lab/
+lab-fixtures: setup
+	CRASHREG_LAB_OUT=$(LAB_OUT) $(BIN)/pytest -q -n 0 tests/lab/test_kinds.py -k "not in_the_repository"
+	mkdir -p tests/fingerprint/golden/lab
+	cp $(LAB_OUT)/kinds/fixtures/*.log tests/fingerprint/golden/lab/
+
+## lab-debian: Debian 12 with kdump-tools (debootstrap, cached), set up as agents/README.md says, crashed
+lab-debian: setup
+	@bash scripts/test-services.sh
+	CRASHREG_LAB_OUT=$(LAB_OUT) $(BIN)/pytest -q -n 0 tests/lab/debian_install.py $(PYTEST_ARGS)

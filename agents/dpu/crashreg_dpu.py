@@ -8,10 +8,17 @@ the host kernel's own structures). This reports that at once as `source: dpu`; t
 kernel's report later carries the same hostname and boot_id and joins the same event.
 
 drgn is optional: `read_host(prog)` needs it, and `--save-record` keeps what it read as
-JSON; `report --record FILE` reports from such a recording (how the tests drive it).
-Sending, spooling and the capture decision are the reporter's (crashreg-report.pyz), imported.
+JSON; `report --record FILE` reports from such a recording (how the unit tests drive it;
+tests/lab drives it on real vmcores). Sending, spooling and the capture decision are the
+reporter's (crashreg-report.pyz), imported.
 
-    crashreg_dpu.py report --core /dev/host-memory [--save-record F]   read with drgn, report
+A DPU holds no debug info for its hosts' kernels, and drgn's default search paths are the
+DPU's own: `--debug-dir DIR` (or CRASHREG_DPU_DEBUG_DIR in reporter.conf) names a directory
+with one subdirectory per kernel release, `DIR/<release>/`, whose ELF files (the release's
+vmlinux, and any module .ko with debug info) are loaded for the core's release (read from
+its VMCOREINFO). Written for drgn 0.0.22 (Debian 12) and later.
+
+    crashreg_dpu.py report --core /dev/host-memory [--debug-dir D] [--save-record F]
     crashreg_dpu.py report --record F                                 report a recording
 """
 
@@ -19,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import socket
 import sys
 import uuid
@@ -31,6 +40,10 @@ sys.path[:0] = [str(_HOME / "crashreg-report.pyz"), str(_HOME)]
 import crashreg_report as reporter  # noqa: E402
 
 MAX_FRAMES = 64
+# The crashed kernel writes VMCOREINFO (with OSRELEASE=) into the core's notes or, for
+# makedumpfile's kdump format, into its header: both near the start of the file.
+VMCOREINFO_SCAN_BYTES = 16 << 20
+NO_BOOT_ID = uuid.UUID(int=0)
 
 
 def _text(value: Any) -> str:
@@ -46,7 +59,7 @@ def read_host(prog: Any) -> dict[str, Any]:
     return {
         "hostname": _text(uts.nodename),
         "kernel_release": _text(uts.release),
-        "boot_id": str(uuid.UUID(bytes=prog.read(bootid.address_, 16))),
+        "boot_id": boot_id_text(prog.read(bootid.address_, 16)),
         "panic_cpu": prog["panic_cpu"].counter.value_(),
         "tainted_mask": prog["tainted_mask"].value_(),
         "dmesg": get_dmesg(prog).decode("utf-8", "replace"),
@@ -54,10 +67,22 @@ def read_host(prog: Any) -> dict[str, Any]:
     }
 
 
+def boot_id_text(raw: bytes) -> str | None:
+    """The boot_id as /proc/sys/kernel/random/boot_id prints it; None when the kernel never made
+    one (it is generated on first read, so all zeros is no identity and must not be sent)."""
+    value = uuid.UUID(bytes=raw)
+    return None if value == NO_BOOT_ID else str(value)
+
+
+def _cpu_curr(prog: Any, cpu: int) -> Any:
+    """The task running on a CPU: runqueues' curr (drgn 0.0.22 has no sched.cpu_curr helper)."""
+    from drgn.helpers.linux.percpu import per_cpu
+
+    return per_cpu(prog["runqueues"], cpu).curr
+
+
 def _crashed_thread(prog: Any) -> dict[str, Any] | None:
     """The panicking task and its stack: from the core's crash notes, else the panic CPU's task."""
-    from drgn.helpers.linux.sched import cpu_curr
-
     try:
         thread = prog.crashed_thread()
         task, trace = thread.object, thread.stack_trace()
@@ -65,7 +90,7 @@ def _crashed_thread(prog: Any) -> dict[str, Any] | None:
         panic_cpu = prog["panic_cpu"].counter.value_()
         if panic_cpu < 0:
             return None
-        task = cpu_curr(prog, panic_cpu)
+        task = _cpu_curr(prog, panic_cpu)
         try:
             trace = prog.stack_trace(task)
         except (LookupError, ValueError):
@@ -98,6 +123,8 @@ def dpu_report(record: dict[str, Any], config: reporter.Config) -> dict[str, Any
     """The contract's report for what the DPU read; keyed by the crashed boot like kdump's."""
     console_log = reporter.tail_text(record.get("dmesg", "").encode(), config.max_log_bytes)
     boot_id = record.get("boot_id")
+    if boot_id == str(NO_BOOT_ID):  # a recording from before the check in boot_id_text
+        boot_id = None
     suffix = boot_id or f"{record['hostname']}-{uuid.uuid4()}"
     return {
         "report_id": reporter.safe_report_id(f"dpu-{suffix}"),
@@ -119,13 +146,67 @@ def dpu_report(record: dict[str, Any], config: reporter.Config) -> dict[str, Any
     }
 
 
+def core_release(core: str) -> str | None:
+    """OSRELEASE from the core's VMCOREINFO, read before any debug info is loaded."""
+    try:
+        with open(core, "rb") as handle:
+            head = handle.read(VMCOREINFO_SCAN_BYTES)
+    except OSError:
+        return None
+    found = re.search(rb"OSRELEASE=([\x21-\x7e]+)", head)
+    return found.group(1).decode() if found else None
+
+
+def debug_files(debug_dir: str, release: str) -> list[str]:
+    """Every ELF file under DIR/<release>/ (the vmlinux and module .ko files), symlinks followed."""
+    root = Path(debug_dir) / release
+    found = []
+    for path in sorted(root.rglob("*")):
+        try:
+            with path.open("rb") as handle:
+                if handle.read(4) == b"\x7fELF":
+                    found.append(str(path))
+        except OSError:
+            continue
+    return found
+
+
+def open_host(core: str, debug_dir: str) -> Any:
+    """A drgn program over the host's memory, with the debug info of its kernel release."""
+    import drgn
+
+    prog = drgn.program_from_core_dump(core)
+    release = core_release(core) if debug_dir else None
+    files = debug_files(debug_dir, release) if release else []
+    if debug_dir and not files:
+        reporter.log(f"no debug info for release {release or '?'} under {debug_dir}: drgn's default paths")
+    try:
+        if files:
+            prog.load_debug_info(files, default=False)
+        else:
+            prog.load_default_debug_info()
+    except drgn.MissingDebugInfoError as error:
+        reporter.log(f"drgn: {error}")  # vmlinux found, some modules not: go on with what there is
+    return prog
+
+
+def dpu_debug_dir(args: argparse.Namespace) -> str:
+    """--debug-dir, else CRASHREG_DPU_DEBUG_DIR from the reporter's config file."""
+    if args.debug_dir:
+        return args.debug_dir
+    path = args.config or os.environ.get("CRASHREG_CONF") or "/etc/crashreg/reporter.conf"
+    try:
+        values = reporter.parse_conf(Path(path).read_text())
+    except OSError:
+        return ""
+    return values.get("CRASHREG_DPU_DEBUG_DIR", "")
+
+
 def command_report(config: reporter.Config, args: argparse.Namespace) -> int:
     if args.record:
         record = json.loads(Path(args.record).read_text())
     else:
-        import drgn
-
-        record = read_host(drgn.program_from_core_dump(args.core))
+        record = read_host(open_host(args.core, dpu_debug_dir(args)))
         record["read_at"] = reporter.utc_now()
     if args.save_record:
         Path(args.save_record).write_text(json.dumps(record, indent=1))
@@ -145,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     source = report.add_mutually_exclusive_group(required=True)
     source.add_argument("--core", help="host memory as drgn opens it (core dump or memory device)")
     source.add_argument("--record", help="a recorded drgn session (JSON from --save-record)")
+    report.add_argument("--debug-dir", help="DIR/<release>/ holds each kernel release's vmlinux "
+                        "(default: CRASHREG_DPU_DEBUG_DIR, else drgn's own search paths)")
     report.add_argument("--save-record", help="write what was read to this JSON file")
     args = parser.parse_args(argv)
     return command_report(reporter.Config.load(args.config), args)

@@ -54,6 +54,8 @@ _TEMPLATES = Environment(
     autoescape=False,  # Markdown for an agent, not HTML
 )
 _TEMPLATES.filters["json"] = lambda value: json.dumps(value, indent=2)
+# The triage workspace written beside the bundle (crashreg triage-bundle --out DIR).
+WORKSPACE = Path(__file__).parent / "templates" / "workspace"
 
 
 def facts(session: Session, members: list[int]) -> dict[str, Any]:
@@ -254,6 +256,29 @@ def example_rca(bundle: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def workspace_dumps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sampled events' completed dumps as the triage workspace lays them out: setup.sh puts
+    each beside its kernel's vmlinux, and AGENTS.md gives the drgn command for each."""
+    dumps = []
+    for event in events:
+        version = event["host"].get("kernel_version")
+        for capture in event["captures"]:
+            if not version or capture["status"] != "completed" or not (capture["target"] or capture["uri"]):
+                continue
+            dump, vmlinux = f"dumps/{event['id']}-{capture['id']}.vmcore", f"debug/{version}/vmlinux"
+            dumps.append({
+                "event_id": event["id"],
+                "capture_id": capture["id"],
+                "kernel_version": version,
+                "target": capture["target"],
+                "uri": capture["uri"],
+                "dump": dump,
+                "vmlinux": vmlinux,
+                "drgn": f"drgn -q -c {dump} -s {vmlinux} inspect-dump.py",
+            })
+    return dumps
+
+
 def triage_bundle(session: Session, signature: Signature, public_url: str,
                   program_label: str | None = None) -> dict[str, Any]:
     members = member_signature_ids(session, signature)
@@ -266,6 +291,7 @@ def triage_bundle(session: Session, signature: Signature, public_url: str,
         "facts": signature_facts,
         "events": sampled_event_entries(session, sample_events(session, members)),
         "debuginfo": [debuginfo(v) for v in versions],
+        "dumps": [],
         "rcas": signature_rcas(session, signature),
         "jira": jira_issue(session, signature),
         "similar_signatures": similar_signatures(session, signature),
@@ -273,6 +299,7 @@ def triage_bundle(session: Session, signature: Signature, public_url: str,
         "evidence_format": evidence_format(),
         "budget": AGENT_BUDGET,
     }
+    bundle["dumps"] = workspace_dumps(bundle["events"])
     bundle["agents_md"] = _TEMPLATES.get_template("AGENTS.md").render(
         bundle=bundle, budget=AGENT_BUDGET, example=example_rca(bundle)
     )

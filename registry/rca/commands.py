@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import click
 from sqlalchemy import select
 
 from registry.cli_support import cli_database, cli_settings
-from registry.rca.bundle import triage_bundle
+from registry.rca.bundle import WORKSPACE, triage_bundle
 from registry.rca.models import Rca
 from registry.rca.service import recheck
 from registry.signatures.models import Signature
@@ -18,7 +19,8 @@ from registry.signatures.service import find_signature
 
 
 def write_bundle(bundle: dict, out: Path) -> list[Path]:
-    """bundle.json, AGENTS.md and console/<event_id>.log; returns the files written."""
+    """bundle.json, AGENTS.md, console/<event_id>.log and the workspace (setup.sh, inspect-dump.py,
+    Containerfile); returns the files written."""
     (out / "console").mkdir(parents=True, exist_ok=True)
     written = []
     events = bundle["events"]
@@ -31,6 +33,9 @@ def write_bundle(bundle: dict, out: Path) -> list[Path]:
                 path.write_text(log, encoding="utf-8")
                 event["console_log_file"] = str(path.relative_to(out))
                 written.append(path)
+    for name in ("setup.sh", "inspect-dump.py", "Containerfile"):  # the triage workspace
+        shutil.copyfile(WORKSPACE / name, out / name)
+        written.append(out / name)
     agents = out / "AGENTS.md"
     agents.write_text(bundle.pop("agents_md"), encoding="utf-8")
     data = out / "bundle.json"

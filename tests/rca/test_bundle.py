@@ -14,6 +14,7 @@ from registry.cli import main
 from registry.cli_support import cli_database, cli_settings
 from registry.jira.models import JiraLink
 from registry.outbox import OutboxMessage
+from registry.rca.bundle import WORKSPACE
 from registry.signatures.models import Signature
 from tests.conftest import auth
 from tests.rca.support import ai_rca, post_rca, review, seed
@@ -174,12 +175,24 @@ def test_cli_writes_bundle_agents_md_and_console_logs(cli, client, make_token, w
     assert result.exit_code == 0, result.output
     bundle = json.loads((out / "bundle.json").read_text())
     assert bundle["signature"]["id"] == sig.signature_id and "agents_md" not in bundle
-    assert (out / "AGENTS.md").read_text().startswith(f"# Triage rules for signature {sig.signature_id}:")
+    agents_md = (out / "AGENTS.md").read_text()
+    assert agents_md.startswith(f"# Triage rules for signature {sig.signature_id}:")
     for event in bundle["events"]:
         assert "console_log" not in event
         log = (out / event["console_log_file"]).read_text()
         assert "BUG: unable to handle page fault in xfs_iget_cache_hit" in log
     assert len(list((out / "console").iterdir())) == len(bundle["events"])
+    # The triage workspace: the s3 capture's dump, its kernel's vmlinux, the drgn command for it.
+    capture = world["capture"]
+    dump = f"dumps/{world['rhel_event']}-{capture['id']}.vmcore"
+    assert bundle["dumps"] == [{
+        "event_id": str(world["rhel_event"]), "capture_id": capture["id"], "kernel_version": RHEL,
+        "target": None, "uri": "s3://dumps/gpu-c3/vmcore", "dump": dump, "vmlinux": f"debug/{RHEL}/vmlinux",
+        "drgn": f"drgn -q -c {dump} -s debug/{RHEL}/vmlinux inspect-dump.py",
+    }]
+    assert f"sh setup.sh\ndrgn -q -c {dump} -s debug/{RHEL}/vmlinux inspect-dump.py\n" in agents_md
+    for name in ("setup.sh", "inspect-dump.py", "Containerfile"):
+        assert (out / name).read_bytes() == (WORKSPACE / name).read_bytes()
 
     missing = cli.invoke(main, ["triage-bundle", "no-such-signature", "--out", str(tmp_path / "x")])
     assert (

@@ -1,0 +1,85 @@
+#!/bin/sh
+# Triage workspace setup: put each dump of this bundle beside its kernel's debug info, so
+# `drgn -q -c <dump> -s <vmlinux> inspect-dump.py` (the commands AGENTS.md lists) can run.
+# Runs on a Debian/Ubuntu machine as is (no container engine needed), or inside the
+# Containerfile next to it. Run it in the bundle directory (bundle.json beside it):
+#
+#   sh setup.sh
+#
+# For every kernel in bundle.json's `dumps`: `apt-get download` its debug package (the first
+# of `debuginfo[].debug_packages` that apt knows), and unpack only the vmlinux to
+# debug/<kernel_version>/vmlinux. For every dump: a capture target readable under
+# $CRASHREG_DUMP_ROOT (default /: the crashed host's filesystem, or a copy of it) is linked as
+# dumps/<event>-<capture>.vmcore; an http(s) capture uri is downloaded there with curl.
+#
+# Environment: CRASHREG_WORKSPACE_DEBS (where .deb files are kept; default debug/debs),
+# CRASHREG_DUMP_ROOT. Exit status 1 when a dump or its debug info is still missing.
+set -u
+cd "$(dirname "$0")" || exit 1
+debs=${CRASHREG_WORKSPACE_DEBS:-debug/debs}
+dump_root=${CRASHREG_DUMP_ROOT:-/}
+mkdir -p "$debs" dumps debug
+missing=0
+
+# One line per dump: event, capture, kernel, dump file, vmlinux, target, uri, debug packages.
+plan=$(python3 -c '
+import json
+bundle = json.load(open("bundle.json"))
+packages = {d["kernel_version"]: d["debug_packages"] for d in bundle["debuginfo"]}
+for d in bundle["dumps"]:
+    print("\t".join([d["event_id"], d["capture_id"], d["kernel_version"], d["dump"], d["vmlinux"],
+                     d["target"] or "-", d["uri"] or "-", " ".join(packages.get(d["kernel_version"], []))]))
+') || { echo "setup.sh: cannot read bundle.json" >&2; exit 1; }
+[ -n "$plan" ] || echo "setup.sh: this bundle names no completed capture: nothing to inspect" >&2
+
+debug_info() {  # $1 kernel version, $2 vmlinux path, $3... candidate packages
+    version=$1 vmlinux=$2
+    shift 2
+    [ -s "$vmlinux" ] && return 0
+    for package in "$@"; do
+        deb=$(ls "$debs/${package}"_*.deb 2>/dev/null | tail -n 1)
+        if [ -z "$deb" ]; then
+            (cd "$debs" && apt-get -o DPkg::Lock::Timeout=600 download "$package" >&2) || continue
+            deb=$(ls "$debs/${package}"_*.deb 2>/dev/null | tail -n 1)
+        fi
+        [ -n "$deb" ] || continue
+        mkdir -p "$(dirname "$vmlinux")"
+        member=./usr/lib/debug/boot/vmlinux-$version
+        if dpkg-deb --fsys-tarfile "$deb" | tar -xO "$member" > "$vmlinux.tmp" && [ -s "$vmlinux.tmp" ]; then
+            mv "$vmlinux.tmp" "$vmlinux"
+            echo "setup.sh: $vmlinux from $(basename "$deb")" >&2
+            return 0
+        fi
+        rm -f "$vmlinux.tmp"
+        echo "setup.sh: $(basename "$deb") holds no $member" >&2
+    done
+    echo "setup.sh: no debug info for $version (packages: ${*:-none known}); put its vmlinux at $vmlinux" >&2
+    return 1
+}
+
+tab=$(printf '\t')
+printf '%s\n' "$plan" | while IFS=$tab read -r event capture version dump vmlinux target uri packages; do
+    [ -n "$event" ] || continue
+    # shellcheck disable=SC2086
+    debug_info "$version" "$vmlinux" $packages || missing=1
+    if [ ! -e "$dump" ]; then
+        if [ "$target" != - ] && [ -r "$dump_root/$target" ]; then
+            ln -s "$(cd "$(dirname "$dump_root/$target")" && pwd)/$(basename "$target")" "$dump"
+        elif [ "$uri" != - ] && case "$uri" in http://*|https://*) true ;; *) false ;; esac; then
+            curl -fsSL -o "$dump" "$uri" || rm -f "$dump"
+        fi
+    fi
+    if [ -e "$dump" ]; then
+        echo "setup.sh: event $event capture $capture: $dump" >&2
+    else
+        echo "setup.sh: event $event capture $capture: copy ${target#-} from the crashed host to $dump" >&2
+        missing=1
+    fi
+    [ "$missing" = 0 ] || echo missing > debug/.missing
+done
+command -v drgn >/dev/null 2>&1 || { echo "setup.sh: drgn not found: apt-get install python3-drgn (or pip install drgn)" >&2; exit 1; }
+if [ -e debug/.missing ]; then
+    rm -f debug/.missing
+    exit 1
+fi
+exit 0

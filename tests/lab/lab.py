@@ -1,0 +1,477 @@
+"""The crash lab: real Debian kernels crash in QEMU (TCG) and their crash kernel reports to crashreg.
+
+Pieces, each a plain function or small class the scenarios in tests/lab combine:
+
+- `build_module`: tests/lab/module (crashlab.ko) built against the kernel's headers;
+- `crash_initramfs`, `first_initramfs`: the two initramfs images, made from the repository's
+  files (agents/kdump/crashreg-kdump.sh unmodified, a real reporter.conf, the offline bundle)
+  and the unpacked Debian binaries with the shared libraries ldd lists;
+- `Disk`: the crashed host's /var, an ext4 image made with `mkfs.ext4 -d` and read back with
+  debugfs (no loop mounts);
+- `boot`: one QEMU run (first kernel, panic, kexec into the crash kernel, report, dump, exit)
+  with host-side timestamps for every progress marker;
+- `Registry`: real gunicorn on 127.0.0.1 (an ephemeral port) over a fresh PostgreSQL database.
+
+The guest reaches the registry as 10.0.2.2, QEMU user networking's alias of the host's
+127.0.0.1; nothing else is ever contacted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.lab.packages import Kit, LabError, cache_dir, run
+
+REPO = Path(__file__).resolve().parents[2]
+LAB = Path(__file__).resolve().parent
+KDUMP_SH = REPO / "agents" / "kdump" / "crashreg-kdump.sh"
+GUEST_HOST_ALIAS = "10.0.2.2"  # QEMU user networking: the host's 127.0.0.1
+MEMORY_MB = int(os.environ.get("CRASHREG_LAB_MEMORY_MB", "384"))
+CRASHKERNEL = os.environ.get("CRASHREG_LAB_CRASHKERNEL", "128M")
+BOOT_TIMEOUT_S = float(os.environ.get("CRASHREG_LAB_BOOT_TIMEOUT", "300"))
+# insmod order of the virtio drivers: the cloud kernel ships them as modules without modules.dep.
+VIRTIO_MODULES = {
+    "virtio_ring": "drivers/virtio",
+    "virtio": "drivers/virtio",
+    "virtio_pci_modern_dev": "drivers/virtio",
+    "virtio_pci_legacy_dev": "drivers/virtio",
+    "virtio_pci": "drivers/virtio",
+    "failover": "net/core",
+    "net_failover": "drivers/net",
+    "virtio_net": "drivers/net",
+    "virtio_blk": "drivers/block",
+}
+# Binaries from the unpacked packages (path in the package -> path in the initramfs).
+CRASH_TOOLS = {"usr/bin/makedumpfile": "usr/sbin/makedumpfile", "sbin/vmcore-dmesg": "usr/sbin/vmcore-dmesg"}
+FIRST_TOOLS = {"sbin/kexec": "sbin/kexec"}
+
+
+# --- the test module ------------------------------------------------------------------
+
+
+def build_module(kit: Kit) -> Path:
+    """crashlab.ko for this kernel, built once per source and ABI."""
+    source = LAB / "module"
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(source.iterdir()) if p.is_file()))
+    out = cache_dir() / "module" / f"{kit.release}-{digest.hexdigest()[:12]}"
+    if not (out / "crashlab.ko").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(source, out)
+        run(["make", "-C", str(kit.headers), f"M={out}", "modules"])
+    return out / "crashlab.ko"
+
+
+# --- initramfs images -----------------------------------------------------------------
+
+
+def _libraries(binary: Path, kit: Kit) -> list[Path]:
+    """The shared libraries ldd resolves for a binary (the unpacked packages first, then the host)."""
+    listing = run(["ldd", str(binary)], env=os.environ | {"LD_LIBRARY_PATH": kit.library_path()}).stdout
+    missing = [line.split()[0] for line in listing.splitlines() if "not found" in line]
+    if missing:
+        raise LabError(f"{binary} needs {', '.join(missing)}: not on the host nor in the unpacked packages")
+    return [Path(found) for found in re.findall(r"(/\S+) \(0x", listing)]
+
+
+class Tree:
+    """An initramfs under construction: a staging directory packed as a newc cpio."""
+
+    def __init__(self, kit: Kit) -> None:
+        self.kit = kit
+        self.root = Path(tempfile.mkdtemp(prefix="crashreg-lab-initramfs-"))
+        for sub in (
+            "bin",
+            "sbin",
+            "usr/bin",
+            "usr/sbin",
+            "lib",
+            "lib64",
+            "etc",
+            "proc",
+            "sys",
+            "dev",
+            "tmp",
+            "run",
+            "var",
+            "mnt",
+        ):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        busybox = kit.tool("bin/busybox")
+        self.add(busybox, "bin/busybox")
+        applets = run([str(busybox), "--list"]).stdout.split()
+        for applet in applets:
+            link = self.root / "bin" / applet
+            if not link.exists():
+                link.symlink_to("busybox")
+
+    def add(self, source: Path, target: str, mode: int = 0o755) -> None:
+        path = self.root / target
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, path)
+        path.chmod(mode)
+
+    def write(self, target: str, text: str, mode: int = 0o644) -> None:
+        path = self.root / target
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(mode)
+
+    def add_binary(self, source: Path, target: str) -> None:
+        """A dynamically linked binary with every library ldd lists, at the library's own path."""
+        self.add(source, target)
+        for library in _libraries(source, self.kit):
+            relative = str(library)
+            for root in self.kit.tool_roots:
+                if relative.startswith(str(root)):
+                    relative = relative[len(str(root)) :]
+            self.add(library.resolve(), relative.lstrip("/"))
+
+    def add_modules(self) -> None:
+        for name, folder in VIRTIO_MODULES.items():
+            self.add(self.kit.modules / folder / f"{name}.ko", f"lib/modules/{name}.ko", 0o644)
+
+    def pack(self, out: Path, compress: bool) -> Path:
+        files = subprocess.run(
+            ["find", ".", "-mindepth", "1"], cwd=self.root, capture_output=True, check=True
+        ).stdout
+        archive = subprocess.run(
+            ["cpio", "--quiet", "-o", "-H", "newc", "--owner", "0:0"],
+            cwd=self.root,
+            input=files,
+            capture_output=True,
+            check=True,
+        ).stdout
+        out.write_bytes(gzip.compress(archive, compresslevel=1) if compress else archive)
+        shutil.rmtree(self.root)
+        return out
+
+
+def reporter_conf(url: str, compression: str = "-l") -> str:
+    """The crash kernel's /etc/crashreg/reporter.conf, as agents/README.md documents it."""
+    return "".join(
+        f'{key}="{value}"\n'
+        for key, value in {
+            "CRASHREG_URL": url,
+            "CRASHREG_TOKEN_FILE": "/etc/crashreg/token",
+            "CRASHREG_CONNECT_TIMEOUT": "5",
+            "CRASHREG_MAX_TIME": "30",
+            "CRASHREG_RETRIES": "2",
+            "CRASHREG_RETRY_DELAY": "1",
+            "CRASHREG_SPOOL_DIR": "/var/spool/crashreg",
+            "CRASHREG_BUNDLE": "/etc/crashreg/policy-bundle.txt",
+            # lzo (-l), not the reporter's default zlib (-c): full dumps stay cheap under TCG.
+            "CRASHREG_COMPRESSION": compression,
+        }.items()
+    )
+
+
+def crash_initramfs(kit: Kit, out: Path, conf: str, token: str, bundle: str | None) -> Path:
+    """The crash kernel's initramfs: busybox, curl, makedumpfile, vmcore-dmesg, the reporter."""
+    tree = Tree(kit)
+    tree.add_modules()
+    for source, target in CRASH_TOOLS.items():
+        tree.add_binary(kit.tool(source), target)
+    tree.add_binary(Path(shutil.which("curl") or "/usr/bin/curl"), "usr/bin/curl")
+    tree.add(KDUMP_SH, "usr/sbin/crashreg-kdump")
+    tree.add(LAB / "guest" / "crash-init.sh", "init")
+    tree.write("etc/crashreg/reporter.conf", conf, 0o600)
+    tree.write("etc/crashreg/token", token + "\n", 0o600)
+    if bundle is not None:
+        tree.write("etc/crashreg/policy-bundle.txt", bundle)
+    return tree.pack(out, compress=True)
+
+
+def first_initramfs(kit: Kit, out: Path, crash_image: Path, module: Path) -> Path:
+    """The crashed kernel's initramfs: busybox, kexec, the crash kernel and its image, crashlab.ko."""
+    tree = Tree(kit)
+    for source, target in FIRST_TOOLS.items():
+        tree.add_binary(kit.tool(source), target)
+    tree.add(kit.vmlinuz, "boot/vmlinuz", 0o644)
+    tree.add(crash_image, "boot/crash.img", 0o644)
+    tree.add(module, "lib/crashlab.ko", 0o644)
+    tree.add(LAB / "guest" / "first-init.sh", "init")
+    return tree.pack(out, compress=False)
+
+
+# --- the guest's disk -----------------------------------------------------------------
+
+
+@dataclass
+class Disk:
+    """The crashed host's /var: ext4, written by the crash kernel, read here with debugfs."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, path: Path, size_mb: int = 3072) -> Disk:
+        staging = Path(tempfile.mkdtemp(prefix="crashreg-lab-disk-"))
+        (staging / "spool" / "crashreg").mkdir(parents=True)
+        (staging / "crash").mkdir()
+        run(["mkfs.ext4", "-q", "-F", "-d", str(staging), str(path), f"{size_mb}M"])
+        shutil.rmtree(staging)
+        return cls(path)
+
+    def recover(self) -> Disk:
+        """Replay the ext4 journal (e2fsck): a crash kernel that rebooted without unmounting
+        left its last writes there, and debugfs reads only what is on the disk proper."""
+        done = subprocess.run(["e2fsck", "-fy", str(self.path)], capture_output=True, text=True)
+        if done.returncode not in (0, 1):  # 1: errors corrected (the journal replayed)
+            raise LabError(f"e2fsck {self.path} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+        return self
+
+    def debugfs(self, request: str) -> str:
+        return run(["debugfs", "-R", request, str(self.path)]).stdout
+
+    def listing(self, directory: str) -> dict[str, int]:
+        """Names and sizes in a directory (`ls -p`: /inode/mode/uid/gid/name/size/)."""
+        entries = {}
+        for line in self.debugfs(f"ls -p {directory}").splitlines():
+            parts = line.strip().split("/")  # "", inode, mode, uid, gid, name, size (empty: a directory), ""
+            if len(parts) >= 7 and parts[5] not in (".", ".."):
+                entries[parts[5]] = int(parts[6] or 0)
+        return entries
+
+    def read(self, path: str) -> bytes:
+        with tempfile.NamedTemporaryFile() as out:
+            self.debugfs(f"dump {path} {out.name}")
+            return Path(out.name).read_bytes()
+
+    def read_head(self, path: str, size: int) -> bytes:
+        """The first bytes of a (large) file, without copying the rest out."""
+        process = subprocess.Popen(
+            ["debugfs", "-R", f"cat {path}", str(self.path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert process.stdout is not None
+        head = process.stdout.read(size)
+        process.kill()
+        process.wait()
+        return head
+
+    def extract(self, path: str, target: Path) -> Path:
+        self.debugfs(f"dump {path} {target}")
+        return target
+
+    def copy_tree(self, path: str, target: Path) -> Path:
+        target.mkdir(parents=True, exist_ok=True)
+        self.debugfs(f"rdump {path} {target}")
+        return target / Path(path).name
+
+
+# --- booting --------------------------------------------------------------------------
+
+
+@dataclass
+class Boot:
+    """What one QEMU run showed: the serial console with host-side times of the markers."""
+
+    console: str
+    markers: dict[str, float]  # marker name -> seconds since QEMU started
+    seconds: float
+    boot_id: str | None
+    returncode: int
+
+    def marker_line(self, prefix: str) -> str:
+        for line in self.console.splitlines():
+            if line.startswith(f"LAB: {prefix}"):
+                return line
+        raise AssertionError(f"no 'LAB: {prefix}' line on the console:\n{self.console[-4000:]}")
+
+    def timings(self) -> dict[str, float]:
+        """boot (QEMU start to the first kernel's /init), panic (the crashed kernel's last
+        console line) to the registry's answer in the crash kernel, and the dump."""
+        m = self.markers
+        figures = {"boot_s": m.get("first kernel up"), "total_s": self.seconds}
+        if "panic" in m and "decided" in m:
+            figures["panic_to_answer_s"] = m["decided"] - m["panic"]
+        if "decided" in m and "collected" in m:
+            figures["dump_s"] = m["collected"] - m["decided"]
+        return {k: round(v, 2) for k, v in figures.items() if v is not None}
+
+
+MARKERS = (
+    ("first kernel up", "LAB: first kernel up"),
+    ("crashing", "LAB: crashing"),
+    ("crash kernel up", "LAB: crash kernel up"),
+    ("decided", "LAB: decided"),
+    ("collected", "LAB: collected"),
+    ("done", "LAB: done"),
+)
+
+
+def qemu_command(kernel: Path, initrd: Path, cmdline: str, disk: Path, memory_mb: int) -> list[str]:
+    """QEMU under TCG (nested KVM cannot run a guest here): one CPU, the disk on virtio-blk,
+    user networking on virtio-net (the guest's 10.0.2.2 is the host's 127.0.0.1), the serial
+    console on stdout, and a reboot ends QEMU."""
+    return [
+        "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-smp", "1", "-cpu", "qemu64",
+        "-kernel", str(kernel), "-initrd", str(initrd), "-append", cmdline,
+        "-drive", f"file={disk},format=raw,if=virtio,cache=unsafe",
+        "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
+        "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
+    ]  # fmt: skip
+
+
+def boot(kit: Kit, initrd: Path, disk: Disk, kind: str, hostname: str, log: Path | None = None) -> Boot:
+    """One crash: boot the first kernel, crash it with `kind`, let the crash kernel run, QEMU exits."""
+    # RCU stall warnings off: under TCG on a loaded host the guest's CPU stops for seconds
+    # (kexec -p hashing the crash kernel's image under preempt_disable() was caught), and a
+    # stall report is host noise that would precede the lab's crash in the log.
+    cmdline = (
+        f"console=ttyS0 panic=1 loglevel=7 crashkernel={CRASHKERNEL} rcupdate.rcu_cpu_stall_suppress=1 "
+        f"lab.kind={kind} lab.hostname={hostname}"
+    )
+    cmd = qemu_command(kit.vmlinuz, initrd, cmdline, disk.path, MEMORY_MB)
+    started = time.monotonic()
+    markers: dict[str, float] = {}
+    lines: list[str] = []
+    process = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    deadline = started + BOOT_TIMEOUT_S
+    try:
+        for raw in process.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            lines.append(line)
+            now = time.monotonic() - started
+            for name, needle in MARKERS:
+                if name not in markers and needle in line:
+                    markers[name] = now
+            if "crashing" in markers and "crash kernel up" not in markers:
+                markers["panic"] = now  # the crashed kernel's last console line
+            if time.monotonic() > deadline:
+                raise LabError(f"the guest ran past {BOOT_TIMEOUT_S}s:\n" + "\n".join(lines[-60:]))
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    console = "\n".join(lines) + "\n"
+    if log is not None:
+        log.write_text(console)
+    found = re.search(r"^LAB: boot_id (\S+)", console, re.M)
+    return Boot(
+        console, markers, time.monotonic() - started, found.group(1) if found else None, process.returncode
+    )
+
+
+# --- the registry under test ----------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Registry:
+    """crashreg served by gunicorn on 127.0.0.1 over its own PostgreSQL database."""
+
+    database_url: str
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def guest_url(self) -> str:
+        return f"http://{GUEST_HOST_ALIAS}:{self.port}"
+
+    def start(self, log: Path) -> Registry:
+        from registry.auth.tokens import create_token
+        from registry.db import Database
+        from registry.migrate import upgrade
+
+        upgrade(self.database_url)
+        database = Database(self.database_url)
+        try:
+            for scope, kind in (
+                ("report", "agent"),
+                ("read", "human"),
+                ("triage", "human"),
+                ("admin", "human"),
+            ):
+                with database.session() as session:
+                    self.tokens[scope], _ = create_token(
+                        session, f"lab-{scope}-{uuid.uuid4().hex[:6]}", scope, kind
+                    )
+        finally:
+            database.dispose()
+        self.port = free_port()
+        env = (
+            os.environ
+            | {
+                "CRASHREG_DATABASE_URL": self.database_url,
+                "CRASHREG_BIND": f"127.0.0.1:{self.port}",
+                "CRASHREG_WORKERS": "2",
+                "CRASHREG_THREADS": "4",
+                "CRASHREG_PUBLIC_URL": self.url,
+            }
+            | self.env
+        )
+        gunicorn = Path(sys.executable).with_name("gunicorn")
+        self.process = subprocess.Popen(
+            [str(gunicorn), "--config", str(REPO / "gunicorn.conf.py"), "registry.wsgi:app"],
+            cwd=REPO,
+            env=env,
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise LabError(f"gunicorn exited ({self.process.returncode}); see {log}")
+            try:
+                if requests.get(self.url + "/healthz", timeout=10).status_code == 200:
+                    return self
+            except requests.RequestException:  # not up yet, or still importing the app
+                pass
+            time.sleep(0.2)
+        raise LabError(f"gunicorn did not answer /healthz within 120 s; see {log}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def get(self, path: str, scope: str = "read", **params: Any) -> Any:
+        response = requests.get(
+            self.url + path,
+            params=params,
+            timeout=30,
+            headers={"Authorization": f"Bearer {self.tokens[scope]}"},
+        )
+        assert response.status_code == 200, f"GET {path}: {response.status_code} {response.text[:500]}"
+        return response.json() if "json" in response.headers.get("Content-Type", "") else response.text

@@ -1,0 +1,349 @@
+"""Real kernels crash in QEMU and the unmodified crash-kernel reporter asks the registry first.
+
+One lab host crashes the same bug (crashlab_null_deref) 1 + K_MORE + 1 times, each a new boot:
+the registry (the default budget, 3 full captures per window) answers full, full, full, skip;
+makedumpfile writes what it was told to the host's disk, and the capture records and savings
+follow. A second host crashes with the registry unreachable: the offline bundle baked into its
+crash kernel decides, the report waits in the spool on its disk, and the post-boot agent
+delivers it with the same report_id. The DPU agent reads the first crash's vmcore with drgn
+and its report joins the crash kernel's event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.lab import lab
+from tests.lab.conftest import Host, Lab, spooled_body
+from tests.lab.packages import cache_dir, debug_vmlinux, drgn_python
+
+K_MORE = 2  # full captures after the first: the registry's default budget is 3 per window
+BUG = "null-deref"
+FUNCTION = "crashlab_null_deref"
+KDUMP_SIGNATURE = b"KDUMP   "
+
+
+def boot_report_id(booted: lab.Boot) -> str:
+    assert booted.boot_id, booted.console[-3000:]
+    return f"kdump-{booted.boot_id}"
+
+
+def decided_args(booted: lab.Boot) -> tuple[int, str]:
+    """The reporter's exit status and the makedumpfile arguments it printed."""
+    line = booted.marker_line("decided")
+    rc = int(line.split("rc=")[1].split()[0])
+    args = line.split("args=")[1].rsplit(" ", 1)[0].strip()
+    return rc, args
+
+
+def kdump_dump_level(header: bytes) -> int:
+    """dump_level from a makedumpfile (kdump-compressed) file: its sub header, one block in.
+
+    disk_dump_header: signature[8], header_version, new_utsname (6 x 65), timeval, status,
+    block_size; kdump_sub_header (at block_size): phys_base, dump_level.
+    """
+    assert header[:8] == KDUMP_SIGNATURE, header[:16]
+    block_size = struct.unpack_from("<i", header, 8 + 4 + 6 * 65 + 6 + 16 + 4)[0]
+    return struct.unpack_from("<i", header, block_size + 8)[0]
+
+
+def savings(capture_lab: Lab, signature_id: str) -> dict[str, Any]:
+    return capture_lab.registry.get("/api/v1/captures/savings", signature=signature_id)["totals"]
+
+
+@pytest.fixture(scope="module")
+def capture_lab(make_lab) -> Lab:
+    return make_lab("capture")
+
+
+@pytest.fixture(scope="module")
+def series(capture_lab: Lab) -> dict[str, Any]:
+    """lab-host-1 crashes the same bug 1 + K_MORE + 1 times; savings read before the skip."""
+    host = capture_lab.host("lab-host-1")
+    for _ in range(1 + K_MORE):
+        capture_lab.crash(host, BUG)
+    signature_id = capture_lab.event_of(boot_report_id(host.boots[0]))["signature"]["id"]
+    before = savings(capture_lab, signature_id)
+    capture_lab.crash(host, BUG)
+    return {
+        "host": host,
+        "signature_id": signature_id,
+        "savings_before": before,
+        "savings_after": savings(capture_lab, signature_id),
+    }
+
+
+def test_first_crash_is_a_full_dump_at_level_0_with_its_capture_recorded(capture_lab: Lab, series) -> None:
+    host: Host = series["host"]
+    first = host.boots[0]
+    assert decided_args(first) == (0, "-l -d 0")
+    report_id = boot_report_id(first)
+    event = capture_lab.event_of(report_id)
+    assert event["capture"]["action"] == "full", event["capture"]
+    assert event["capture"]["reason"].startswith("new signature"), event["capture"]
+    assert (event["hostname"], event["boot_id"], event["sources"]) == (
+        host.name,
+        first.boot_id,
+        ["crash_kernel"],
+    )
+    assert event["host"]["kernel_version"] == capture_lab.kit.release
+    assert FUNCTION in event["title"], event["title"]
+
+    # The event's console log is the real panic log, as makedumpfile read it from /proc/vmcore.
+    stored = capture_lab.stored_report(report_id)
+    assert "BUG: kernel NULL pointer dereference" in stored["console_log"]
+    assert f"RIP: 0010:{FUNCTION}+" in stored["console_log"]
+    assert f"Linux version {capture_lab.kit.release}" in stored["console_log"]
+    assert stored["console_log"] == spooled_body(host, report_id)["console_log"]
+
+    # The dump on the guest's disk is what the registry asked for: every page (dump level 0).
+    vmcore = f"/crash/{first.boot_id}/vmcore"
+    size = host.disk.listing(f"/crash/{first.boot_id}")["vmcore"]
+    assert kdump_dump_level(host.disk.read_head(vmcore, 1 << 16)) == 0
+    [capture] = event["captures"]
+    assert (capture["method"], capture["status"], capture["dump_level"]) == ("makedumpfile", "completed", 0)
+    assert capture["bytes"] == size > 50 << 20
+    assert capture["duration_s"] is not None and capture["downtime_s"] > 0
+    assert capture["target"] == f"/var{vmcore}"
+
+
+def test_k_more_crashes_are_full_then_skip_with_no_dump_and_the_savings_move(
+    capture_lab: Lab, series
+) -> None:
+    host: Host = series["host"]
+    events = [capture_lab.event_of(boot_report_id(b)) for b in host.boots]
+    assert len({b.boot_id for b in host.boots}) == len(host.boots) == K_MORE + 2
+    assert {e["signature"]["id"] for e in events} == {series["signature_id"]}
+    assert [e["capture"]["action"] for e in events] == ["full"] * (K_MORE + 1) + ["skip"]
+    assert [decided_args(b) for b in host.boots] == [(0, "-l -d 0")] * (K_MORE + 1) + [(10, "")]
+    dumped = host.disk.listing("/crash")
+    for booted, event in zip(host.boots[:-1], events[:-1], strict=True):
+        assert host.disk.listing(f"/crash/{booted.boot_id}")["vmcore"] == event["captures"][0]["bytes"]
+    skipped = host.boots[-1]
+    assert skipped.boot_id not in dumped and "LAB: collected" not in skipped.console
+    assert events[-1]["captures"] == []
+    assert "registry decision is skip" not in skipped.console  # the collector never ran
+
+    before, after = series["savings_before"], series["savings_after"]
+    assert (before["dumps_skipped"], before["full_captures"]) == (0, K_MORE + 1)
+    assert (after["dumps_skipped"], after["full_captures"]) == (1, K_MORE + 1)
+    assert after["bytes_avoided"] > before["bytes_avoided"] == 0
+    assert after["downtime_hours_avoided"] > 0
+    signature = capture_lab.registry.get(f"/api/v1/signatures/{series['signature_id']}/events")
+    assert len(signature["events"]) == K_MORE + 2
+
+
+@pytest.fixture(scope="module")
+def offline(capture_lab: Lab, series) -> dict[str, Any]:
+    """lab-host-2's crash kernel cannot reach the registry; it has the bundle fetched before."""
+    bundle = capture_lab.bundle_text()
+    capture_lab.image("offline", url=f"http://{lab.GUEST_HOST_ALIAS}:{lab.free_port()}", bundle=bundle)
+    host = capture_lab.host("lab-host-2")
+    booted = capture_lab.crash(host, BUG, image="offline")
+    return {"host": host, "boot": booted, "bundle": bundle}
+
+
+def post_boot_conf(capture_lab: Lab, spool: Path) -> Path:
+    token = spool.parent / "token"
+    token.write_text(capture_lab.registry.tokens["report"] + "\n")
+    conf = spool.parent / "post-boot.conf"
+    conf.write_text(
+        f'CRASHREG_URL="{capture_lab.registry.url}"\nCRASHREG_TOKEN_FILE="{token}"\n'
+        f'CRASHREG_SPOOL_DIR="{spool}"\nCRASHREG_RETRIES="0"\n'
+    )
+    return conf
+
+
+def test_unreachable_registry_bundle_decides_spool_on_disk_post_boot_delivers_once(
+    capture_lab: Lab, series, offline, installed: Path
+) -> None:
+    host: Host = offline["host"]
+    booted: lab.Boot = offline["boot"]
+    report_id = boot_report_id(booted)
+    rows = [line.split("\t") for line in offline["bundle"].splitlines() if not line.startswith("#")]
+    assert [(r[1], r[3]) for r in rows] == [("skip", FUNCTION)]
+
+    # The bundle decided (the budget is spent: skip), on the crash kernel, with no network.
+    assert "curl exit 7" in booted.console
+    assert (
+        f"decision: skip by bundle: offline: policy bundle entries for function {FUNCTION}" in booted.console
+    )
+    assert decided_args(booted) == (10, "")
+    assert host.disk.listing("/crash") == {}
+    spooled = host.disk.listing("/spool/crashreg")
+    assert f"{report_id}.json" in spooled and "sent" not in spooled
+    body = host.disk.read(f"/spool/crashreg/{report_id}.json")
+    assert json.loads(body)["report_id"] == report_id
+
+    # After the reboot the post-boot agent (the host's view of its /var) delivers it.
+    spool = host.disk.copy_tree("/spool/crashreg", capture_lab.out / "lab-host-2-var")
+    conf = post_boot_conf(capture_lab, spool)
+    resend = subprocess.run(
+        [sys.executable, str(installed / "crashreg-report.pyz"), "--config", str(conf), "post-boot"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert resend.returncode == 0, resend.stderr
+    assert not (spool / f"{report_id}.json").exists()
+    assert (spool / "sent" / f"{report_id}.json").read_bytes() == body
+    event = capture_lab.event_of(report_id)
+    assert (event["hostname"], event["boot_id"]) == (host.name, booted.boot_id)
+    assert event["signature"]["id"] == series["signature_id"]
+    assert [r["report_id"] for r in event["reports"]] == [report_id]
+    assert capture_lab.stored_report(report_id)["console_log"] == json.loads(body)["console_log"]
+
+    # Sent again (an answer lost on the way), the same bytes join the same event.
+    again = requests.post(
+        capture_lab.registry.url + "/api/v1/reports",
+        data=body,
+        timeout=30,
+        headers={
+            "Authorization": f"Bearer {capture_lab.registry.tokens['report']}",
+            "Content-Type": "application/json",
+        },
+    )
+    assert again.status_code == 200 and again.json()["duplicate"] is True, again.text
+    assert again.json()["event_id"] == event["id"]
+    events = capture_lab.registry.get(f"/api/v1/signatures/{series['signature_id']}/events")
+    assert len(events["events"]) == K_MORE + 3
+
+
+def debug_dir(capture_lab: Lab) -> Path:
+    """What a DPU is told: DIR/<release>/ with the release's vmlinux and the module's debug info."""
+    root = capture_lab.out / "debug"
+    release = root / capture_lab.kit.release
+    release.mkdir(parents=True, exist_ok=True)
+    for name, target in (
+        ("vmlinux", debug_vmlinux(capture_lab.kit.release)),
+        ("crashlab.ko", capture_lab.module),
+    ):
+        if not (release / name).exists():
+            (release / name).symlink_to(target)
+    return root
+
+
+def test_dpu_reads_the_vmcore_with_drgn_and_joins_the_crash_kernels_event(
+    capture_lab: Lab, series, installed: Path
+) -> None:
+    host: Host = series["host"]
+    first = host.boots[0]
+    vmcore = host.disk.extract(f"/crash/{first.boot_id}/vmcore", capture_lab.out / "lab-host-1.vmcore")
+    token = capture_lab.out / "dpu-token"
+    token.write_text(capture_lab.registry.tokens["report"])
+    conf = capture_lab.out / "dpu.conf"
+    conf.write_text(
+        f'CRASHREG_URL="{capture_lab.registry.url}"\nCRASHREG_TOKEN_FILE="{token}"\n'
+        f'CRASHREG_SPOOL_DIR="{capture_lab.out / "dpu-spool"}"\n'
+        f'CRASHREG_DPU_DEBUG_DIR="{debug_dir(capture_lab)}"\n'
+    )
+    record = capture_lab.out / "dpu-record.json"
+    dpu = subprocess.run(
+        [drgn_python(), str(installed / "dpu" / "crashreg_dpu.py"), "--config", str(conf), "report",
+         "--core", str(vmcore), "--save-record", str(record)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert dpu.returncode in (0, 10), dpu.stderr
+    answer = json.loads(dpu.stdout)
+    read = json.loads(record.read_text())
+    assert (read["hostname"], read["boot_id"], read["kernel_release"]) == (
+        host.name,
+        first.boot_id,
+        capture_lab.kit.release,
+    )
+    thread = read["crashed_thread"]
+    assert thread["comm"] == "insmod"
+    functions = [frame["function"] for frame in thread["frames"]]
+    assert FUNCTION in functions, functions
+    assert "BUG: kernel NULL pointer dereference" in read["dmesg"]
+
+    crash_kernel_event = capture_lab.event_of(boot_report_id(first))
+    assert (answer["report_id"], answer["event_id"]) == (f"dpu-{first.boot_id}", crash_kernel_event["id"])
+    stored = capture_lab.stored_report(answer["report_id"])
+    assert stored["source"] == "dpu"
+    joined = capture_lab.registry.get(f"/api/v1/events/{crash_kernel_event['id']}")
+    assert joined["sources"] == ["crash_kernel", "dpu"]
+    assert sorted(r["report_id"] for r in joined["reports"]) == sorted(
+        [f"dpu-{first.boot_id}", boot_report_id(first)]
+    )
+
+
+def agents_md_commands(agents_md: str) -> list[str]:
+    """The shell commands AGENTS.md gives for the dumps (its ```sh block)."""
+    section = agents_md.split("## The dumps: debug info and drgn", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_triage_workspace_opens_the_labs_dump_with_the_debug_package_the_bundle_names(
+    capture_lab: Lab, series, tmp_path: Path
+) -> None:
+    host: Host = series["host"]
+    release = capture_lab.kit.release
+    out = tmp_path / "bundle"
+    env = dict(os.environ, CRASHREG_DATABASE_URL=capture_lab.registry.database_url)
+    made = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("crashreg")),
+            "triage-bundle",
+            series["signature_id"],
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    bundle = json.loads((out / "bundle.json").read_text())
+    [debuginfo] = bundle["debuginfo"]
+    assert debuginfo["debug_packages"] == [f"linux-image-{release}-dbg"]
+    assert len(bundle["dumps"]) == K_MORE + 1  # the completed full captures
+    assert {(out / name).exists() for name in ("setup.sh", "inspect-dump.py", "Containerfile")} == {True}
+
+    # The crashed host's filesystem as the workspace sees it: its /var is the lab disk.
+    root = tmp_path / "host-root"
+    for booted in host.boots[: K_MORE + 1]:
+        target = root / "var" / "crash" / booted.boot_id / "vmcore"
+        target.parent.mkdir(parents=True)
+        host.disk.extract(f"/crash/{booted.boot_id}/vmcore", target)
+    modules = out / "debug" / release / "modules"
+    modules.mkdir(parents=True)
+    (modules / "crashlab.ko").symlink_to(capture_lab.module)  # an out-of-tree module's debug info
+
+    commands = agents_md_commands((out / "AGENTS.md").read_text())
+    assert commands[0] == "sh setup.sh"
+    assert commands[1:] == [dump["drgn"] for dump in bundle["dumps"]]
+    env = dict(
+        os.environ,
+        CRASHREG_DUMP_ROOT=str(root),
+        CRASHREG_WORKSPACE_DEBS=str(cache_dir() / "debs"),
+        PATH=f"/usr/bin:/bin:{os.environ['PATH']}",
+    )
+    # setup.sh, then the first dump's drgn command (each drgn run loads the 590 MB vmlinux:
+    # one shows the workspace works; the others differ only in the dump file setup.sh linked).
+    for command in commands[:2]:
+        done = subprocess.run(
+            command, shell=True, cwd=out, capture_output=True, text=True, env=env, timeout=900
+        )
+        assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+    assert all((out / dump["dump"]).resolve().is_file() for dump in bundle["dumps"])
+    assert f"kernel release: {release}" in done.stdout
+    assert "panicking task: pid" in done.stdout and "(insmod)" in done.stdout
+    stack, tail = done.stdout.split("kernel log, last", 1)
+    # The faulting frame, named from the module's debug info (its init frames stay bare
+    # addresses: drgn 0.0.22 maps no .init.text of a module still in its init function).
+    assert f"#0  {FUNCTION} (" in stack, stack
+    assert "BUG: kernel NULL pointer dereference" in tail and f"RIP: 0010:{FUNCTION}+" in tail, tail
