@@ -602,6 +602,9 @@ STALL_ANCHORS: tuple[str, ...] = (
     "__do_fault", "do_page_fault", "^page_fault$",
     # fs/file_table.c, kernel/task_work.c, kernel/entry/common.c: return-to-user work
     "__fput", "task_work_run", "exit_to_usermode", "smp_call_function",
+    # init/main.c do_one_initcall(): built-in and module init functions (a driver's probe
+    # path loops under its module's init)
+    "^do_one_initcall$",
 )
 
 # Syscall wrappers: one syscall, one name across architectures (include/linux/syscalls.h
