@@ -115,3 +115,18 @@ def test_database_default_is_a_file_in_the_working_directory(monkeypatch, tmp_pa
     monkeypatch.chdir(tmp_path)
     assert Settings.from_env({}).database_url == f"sqlite:///{tmp_path / 'crashreg.db'}"
     assert documented()["CRASHREG_DATABASE_URL"][1] == "`crashreg.db` in the working directory"
+
+
+def test_other_docs_state_the_same_defaults() -> None:
+    """Tables elsewhere in docs/ (jira.md's, the contract's in api.md) repeat some variables: a
+    default written as a value there is the same value (words may differ)."""
+    canonical = {name: default for name, (_, default) in documented().items()}
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        if path == CONFIGURATION:
+            continue
+        for line in path.read_text().splitlines():
+            if row := ROW.match(line):
+                name, default = row.group(1), row.group(2).strip()
+                assert name in canonical, f"{path.name} documents {name}, docs/configuration.md does not"
+                if any(re.fullmatch(r"`[^`]*`", cell) for cell in (default, canonical[name])):
+                    assert default == canonical[name], f"{path.name}: {name} defaults to {default}"
