@@ -57,25 +57,29 @@ def merged_daily(per_signature: dict[int, dict[date, int]]) -> dict[date, int]:
 
 # Distinct hosts (hostnames: VMs and bare metal) and distinct physical hosts (a VM's hypervisor
 # node; bare metal counts as its own).
-HOST_COUNTS = (
-    func.count(distinct(Event.hostname)),
-    func.count(distinct(func.coalesce(Event.physical_host, Event.hostname))),
-)
+HOSTNAMES = func.count(distinct(Event.hostname))
+PHYSICAL_HOSTS = func.count(distinct(func.coalesce(Event.physical_host, Event.hostname)))
 
 
-def host_counts(session: Session, signature_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
-    """Per signature: (hosts, physical hosts)."""
+def physical_host_counts(session: Session, signature_ids: Sequence[int]) -> dict[int, int]:
+    """Per signature: distinct physical hosts, the count the verdict weighs. The list asks only
+    for signatures the last refresh has not counted (new ones, small), so it never scans a
+    large signature's events."""
+    if not signature_ids:
+        return {}
     rows = session.execute(
-        select(Event.signature_id, *HOST_COUNTS)
+        select(Event.signature_id, PHYSICAL_HOSTS)
         .where(Event.signature_id.in_(signature_ids))
         .group_by(Event.signature_id)
     )
-    return {sid: (int(hosts), int(physical)) for sid, hosts, physical in rows}
+    return {sid: int(hosts) for sid, hosts in rows}
 
 
 def all_hosts(session: Session, signature_ids: Sequence[int]) -> tuple[int, int]:
     """(hosts, physical hosts) over several signatures' events together (a merged signature)."""
-    hosts, physical = session.execute(select(*HOST_COUNTS).where(Event.signature_id.in_(signature_ids))).one()
+    hosts, physical = session.execute(
+        select(HOSTNAMES, PHYSICAL_HOSTS).where(Event.signature_id.in_(signature_ids))
+    ).one()
     return int(hosts), int(physical)
 
 

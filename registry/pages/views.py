@@ -150,14 +150,15 @@ def signatures() -> str:
     today = utcnow().date()
     with current_db().session() as session:
         daily = reads.daily_counts(session, ids, since=utcnow() - timedelta(days=31))
-        hosts = reads.host_counts(session, ids)
         verdicts = reads.stored_verdicts(session, ids)
+        counted = [sid for sid in ids if sid not in verdicts]
+        hosts = {sid: v.hosts for sid, v in verdicts.items()} | reads.physical_host_counts(session, counted)
         jira_urls = reads.jira_urls(session, ids)
     rows = [
         {
             "signature": s,
             "trend": sparkline(daily[int(s["id"])], today),
-            "hosts": hosts.get(int(s["id"]), (0, 0)),
+            "hosts": hosts.get(int(s["id"]), 0),
             "verdict": verdicts.get(int(s["id"])),
             "jira_url": jira_urls.get(int(s["id"])),
         }

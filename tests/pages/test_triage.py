@@ -211,7 +211,8 @@ def test_signature_list_shows_first_seen_hosts_trend_verdict_and_jira(client, da
         )
     login(client, make_token("read"))
     before = html_of(client, "/signatures")
-    assert ">not yet</span>" in before  # no refresh has stored a verdict
+    assert ">not yet</span>" in before  # no refresh has stored a verdict: hosts are counted now
+    assert '<td class="num" title="now">2</td>' in before
     with database.session() as session:
         refresh(session)
     html = html_of(client, "/signatures")
@@ -219,7 +220,7 @@ def test_signature_list_shows_first_seen_hosts_trend_verdict_and_jira(client, da
     assert row is not None
     cells = row.group(0)
     assert f'<time datetime="{at(45)[:10]}' in cells  # first seen
-    assert '>5<div class="sub">2 physical</div>' in cells
+    assert '<td class="num" title="at the last epidemiology refresh">2</td>' in cells
     assert 'aria-label="4 events in the last 30 days, at most 2 a day"' in cells
     assert re.search(r'class="verdict verdict-[a-z-]+" title="[^"]+">[a-z-]+</span>', cells)
     assert 'href="https://jira.example/browse/CRASH-3">CRASH-3</a>' in cells
