@@ -55,9 +55,7 @@ def merged_daily(per_signature: dict[int, dict[date, int]]) -> dict[date, int]:
     return total
 
 
-# Distinct hosts (hostnames: VMs and bare metal) and distinct physical hosts (a VM's hypervisor
-# node; bare metal counts as its own).
-HOSTNAMES = func.count(distinct(Event.hostname))
+# Distinct physical hosts: a VM's hypervisor node; bare metal counts as its own.
 PHYSICAL_HOSTS = func.count(distinct(func.coalesce(Event.physical_host, Event.hostname)))
 
 
@@ -75,15 +73,11 @@ def physical_host_counts(session: Session, signature_ids: Sequence[int]) -> dict
     return {sid: int(hosts) for sid, hosts in rows}
 
 
-def all_hosts(session: Session, signature_ids: Sequence[int]) -> tuple[int, int]:
-    """(hosts, physical hosts) over several signatures' events together (a merged signature)."""
-    hosts, physical = session.execute(
-        select(HOSTNAMES, PHYSICAL_HOSTS).where(Event.signature_id.in_(signature_ids))
-    ).one()
-    return int(hosts), int(physical)
-
-
-def top_hosts(session: Session, signature_ids: Sequence[int], limit: int = TOP_HOSTS) -> list[dict[str, Any]]:
+def top_hosts(
+    session: Session, signature_ids: Sequence[int], limit: int = TOP_HOSTS
+) -> tuple[list[dict[str, Any]], int]:
+    """The hosts with most events, and how many hosts (hostnames) there are in all: one grouped
+    read (the total is a window count over the groups, not a second scan)."""
     rows = session.execute(
         select(
             Event.hostname,
@@ -93,6 +87,7 @@ def top_hosts(session: Session, signature_ids: Sequence[int], limit: int = TOP_H
             func.max(Event.kernel_version),
             func.max(Event.region),
             func.max(Event.sku),
+            func.count().over(),
         )
         .where(Event.signature_id.in_(signature_ids))
         .group_by(Event.hostname)
@@ -100,7 +95,7 @@ def top_hosts(session: Session, signature_ids: Sequence[int], limit: int = TOP_H
         .limit(limit)
     ).all()
     keys = ("hostname", "physical_host", "events", "last_crash", "kernel_version", "region", "sku")
-    return [dict(zip(keys, row, strict=True)) for row in rows]
+    return [dict(zip(keys, row[:-1], strict=True)) for row in rows], (int(rows[0][-1]) if rows else 0)
 
 
 def marks(session: Session, signature_ids: Sequence[int], first_seen: datetime) -> list[Mark]:

@@ -201,11 +201,12 @@ def signature(key: str) -> str:
         daily = reads.merged_daily(reads.daily_counts(session, members))
         marks = reads.marks(session, members, found.first_seen)
         start = chart_start(min([found.first_seen.date(), *daily]), marks)
+        hosts, hostnames = reads.top_hosts(session, members)
         context = {
             "signature": detail(session, found),
             "events": [event_summary(e) for e in events],
-            "hosts": reads.top_hosts(session, members),
-            "host_counts": reads.all_hosts(session, members),
+            "hosts": hosts,
+            "hostnames": hostnames,
             "captures": [capture_dict(c) for c in captures],
             "rcas": signature_rcas(session, found),
             "jira": jira_issue(session, found),

@@ -261,7 +261,7 @@ def test_verdict_shows_the_parts_of_a_mixed_signature(app) -> None:  # type: ign
             epidemiology=body,
             statements=["software: spread"],
             components=body["components"],
-            host_counts=(15, 12),
+            hostnames=15,
         )
     parts = re.findall(r"<li><b>([a-z]+)</b> \((\d+) events\): ([^<]+)</li>", html)
     assert parts == [
