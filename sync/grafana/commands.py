@@ -14,7 +14,7 @@ from sync.grafana.export import DEFAULT_GRAFANA_PROVISIONING, PASSWORD_ENV, expo
 from sync.grafana.provision import Outcome
 from sync.grafana.role import RoleError
 from sync.grafana.rollups import refresh_reporting_copy, reporting_copy_path
-from sync.grafana.service import GrafanaNotConfigured, provision
+from sync.grafana.service import GrafanaNotConfigured, check_configured, provision
 
 
 @click.group()
@@ -31,6 +31,7 @@ def provision_command(force: bool) -> None:
         click.echo(outcome.line())
 
     try:
+        check_configured(cli_settings())  # a missing setting is said before the database is opened
         result = provision(cli_settings(), cli_database(), force=force, progress=progress)
     except (GrafanaNotConfigured, RoleError) as error:
         raise click.ClickException(str(error)) from error

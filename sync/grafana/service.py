@@ -28,6 +28,11 @@ class ProvisionResult:
     report: ProvisionReport
 
 
+def check_configured(settings: Settings) -> None:
+    if not settings.grafana_enabled:
+        raise GrafanaNotConfigured("set CRASHREG_GRAFANA_URL and CRASHREG_GRAFANA_TOKEN")
+
+
 def provision(
     settings: Settings,
     database: Database,
@@ -36,8 +41,7 @@ def provision(
     refresh: bool = True,
 ) -> ProvisionResult:
     """Role (PostgreSQL), rollups (unless the scheduler's rollup job owns them), Grafana."""
-    if not settings.grafana_enabled:
-        raise GrafanaNotConfigured("set CRASHREG_GRAFANA_URL and CRASHREG_GRAFANA_TOKEN")
+    check_configured(settings)
     dialect = dialect_name(settings)
     role = (
         ensure_readonly_role(database.engine, grafana_db_url(settings)) if dialect == "postgresql" else None
