@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8080
 export CRASHREG_DATABASE_URL ?= sqlite:///$(CURDIR)/crashreg.db
 
-.PHONY: run test setup postgres lint bench
+.PHONY: run test setup postgres lint bench reporter
 
 $(BIN)/crashreg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,3 +33,10 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check .
+
+## reporter: build the stdlib-only reporter zipapp (agents/build_reporter.py) for the hosts
+REPORTER_PYZ := dist/crashreg-report.pyz
+reporter: $(REPORTER_PYZ)
+
+$(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint -type f -not -path '*/__pycache__/*')
+	$(PYTHON) agents/build_reporter.py --output $@

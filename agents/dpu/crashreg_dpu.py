@@ -9,7 +9,7 @@ kernel's report later carries the same hostname and boot_id and joins the same e
 
 drgn is optional: `read_host(prog)` needs it, and `--save-record` keeps what it read as
 JSON; `report --record FILE` reports from such a recording (how the tests drive it).
-Sending, spooling and the capture decision are agents/crashreg_report.py's, imported.
+Sending, spooling and the capture decision are the reporter's (crashreg-report.pyz), imported.
 
     crashreg_dpu.py report --core /dev/host-memory [--save-record F]   read with drgn, report
     crashreg_dpu.py report --record F                                 report a recording
@@ -25,8 +25,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import crashreg_report as reporter  # the reporter ships beside this directory
+# Installed, the reporter is crashreg-report.pyz beside this directory; in a checkout, agents/.
+_HOME = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_HOME / "crashreg-report.pyz"), str(_HOME)]
+import crashreg_report as reporter  # noqa: E402
 
 MAX_FRAMES = 64
 

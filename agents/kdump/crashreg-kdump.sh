@@ -5,7 +5,7 @@
 # /proc/vmcore, report it to the crash registry, and turn the answer (full / filtered / skip)
 # into makedumpfile arguments. With no network the decision comes from the offline policy
 # bundle baked into the initramfs, and the report is spooled for the post-boot resend
-# (agents/crashreg_report.py post-boot), which reuses the same report_id so the registry
+# (crashreg-report.pyz post-boot), which reuses the same report_id so the registry
 # joins it instead of counting the crash twice. It never fails closed: whatever goes wrong,
 # it still answers with a dump decision.
 #

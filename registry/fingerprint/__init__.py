@@ -1,17 +1,18 @@
 """The signature engine: one fingerprint per bug, from kernel console logs and userspace stacks.
 
 Pure functions over plain data, standard library only: the same code runs in the registry's
-ingest path and, inlined by agents/build_reporter.py, in the reporter on a crashing machine.
+ingest path and, built into dist/crashreg-report.pyz by agents/build_reporter.py (`make
+reporter`), in the reporter on a crashing machine.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .console import KernelCrash, parse_console_log
+from .console import KernelCrash, explain_frames, parse_console_log
 from .frames import make_fingerprint, normalise_text
 from .patterns import ALGORITHM_VERSION, FREE_TEXT_FIELDS
-from .userspace import UserCrash, parse_stack
+from .userspace import UserCrash, explain_user_frames, parse_stack
 
 # Key frames hashed into a kernel fingerprint beside the guilty one. Measured on the corpus
 # (bench/signatures.py): callers below the guilty frame vary between hits of one bug far more
@@ -31,6 +32,10 @@ class CrashSignature:
     frames: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     algorithm_version: int = ALGORITHM_VERSION
+    # How the fingerprint was made, compact and JSON-serialisable (see docs/signatures.md):
+    # v, kind, kind_rule, headline, section, frames [{function, module, decision, rule}],
+    # guilty (index into frames), flags, identity (the parts hashed, in order).
+    explanation: dict = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -57,29 +62,48 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
     # Without a guilty frame, the normalised header line is all that tells two crashes apart.
     fallback = "" if function or not by_function else normalise_text(crash.header)
     frames = crash.frames[:FINGERPRINT_FRAMES] if by_function else []
-    fingerprint = make_fingerprint(ALGORITHM_VERSION, "kernel", oops.kind, headline, function,
-                                   module, fallback, *frames)
+    # A garbled report never shares a fingerprint with a clean one when the damage could have
+    # misled its identity: a lost header, another CPU's lines, or a missing stack that left no
+    # guilty frame. A stack cut short after the faulting PC named the function is still that
+    # bug (consoles drop lines), and splitting it would cost another dump.
+    damage = [flag for flag in crash.flags if flag != "truncated" or not function]
+    damage = ["damaged:" + ",".join(damage)] if damage else []
+    identity = ["kernel", oops.kind, headline, function, module, fallback, *frames, *damage]
+    fingerprint = make_fingerprint(ALGORITHM_VERSION, *identity)
     # No guilty frame: name the source file the header points at, so two BUG_ON sites read apart.
     where = f" in {function}" if function else (f" at {crash.fields['file']}" if crash.fields.get("file")
                                                 else "")
     title = headline + where + (f" [{module}]" if module else "")
+    explained, guilty = explain_frames(crash) if by_function else ([], None)
+    explanation = {"v": ALGORITHM_VERSION, "kind": oops.kind, "kind_rule": oops.name,
+                   "headline": headline, "section": crash.pick.section if by_function else None,
+                   "frames": explained, "guilty": guilty, "flags": list(crash.flags),
+                   "identity": identity}
     return CrashSignature(fingerprint=fingerprint, title=title, kind=oops.kind,
                           function=function, module=module,
-                          frames=crash.frames if by_function else [], labels=crash.labels)
+                          frames=crash.frames if by_function else [],
+                          labels=[*crash.labels, *crash.flags],
+                          explanation=explanation)
 
 
 def _user_signature(crash: UserCrash) -> CrashSignature:
     labels = crash.labels
-    fingerprint = make_fingerprint(ALGORITHM_VERSION, "userspace", crash.executable,
-                                   crash.signal, *sorted(labels), *crash.frames)
+    identity = ["userspace", crash.executable, crash.signal, *sorted(labels), *crash.frames]
+    fingerprint = make_fingerprint(ALGORITHM_VERSION, *identity)
     where = f" in {crash.function}" if crash.function else ""
     module = f" [{crash.module}]" if crash.module else ""
     modes = f" ({', '.join(labels)})" if labels else ""
     program = f" of {crash.executable}" if crash.executable else ""
-    title = f"{crash.signal or 'crash'}{modes}{where}{module}{program}"
+    headline = f"{crash.signal or 'crash'}{modes}"
+    title = f"{headline}{where}{module}{program}"
+    explained, guilty = explain_user_frames(crash)
+    explanation = {"v": ALGORITHM_VERSION, "kind": "userspace",
+                   "kind_rule": f"signal:{crash.signal}" if crash.signal else "registers",
+                   "headline": headline, "section": "stack" if explained else None,
+                   "frames": explained, "guilty": guilty, "flags": [], "identity": identity}
     return CrashSignature(fingerprint=fingerprint, title=title, kind="userspace",
                           function=crash.function, module=crash.module, frames=crash.frames,
-                          labels=labels)
+                          labels=labels, explanation=explanation)
 
 
 def analyse_console_log(text: str) -> CrashSignature | None:

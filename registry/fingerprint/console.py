@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .frames import canonical_function, frame_label, skip_matcher
+from .frames import canonical_function, frame_decisions, frame_label, search_matcher
 from .patterns import (
     GENERIC_SKIP,
     HARDWARE_KINDS,
@@ -24,6 +24,7 @@ from .patterns import (
     MCE_ERROR_CLASSES,
     MCE_MESSAGE_CLASSES,
     OOPSES,
+    SKIP_CLASSES,
     STALL_ANCHORS,
     STALL_BUCKETS,
     STRONG,
@@ -43,6 +44,7 @@ LONG_LINE_AVERAGE = 2048  # an average line longer than this means junk
 HEADER_GRACE_LINES = 8  # a header this close to the first belongs to its report
 MAX_DETAIL_LINES = 80  # lines searched for title details and hardware classes
 KEY_FRAMES = 3  # frames kept as the signature's key frames (guilty first)
+STACK_HEADER_REACH = 15  # lines after a stack header within which its first frame must be
 
 _NEEDLES = TRIGGERS
 _HEADERS = tuple((oops, re.compile(oops.header)) for oops in OOPSES)
@@ -53,7 +55,7 @@ _DETAILS = {oops.kind + oops.title: tuple(re.compile(d) for d in oops.details)
 _PREFIX = re.compile(
     r"(?:\*\* \d++ printk messages dropped \*\* )?+(?:[\w.-]++ login: )?+"
     r"(?:(?:[\w:.+/-]++ ){1,4}?kernel: )?"
-    r"(?:<\d{1,2}>)?+(?:\[ *+\d++\.\d++\])?+(?:\[ *+(?P<ctx>[CT]\d++)\])?+ ?"
+    r"(?:<\d{1,2}>)?+(?P<ts>\[ *+\d++\.\d++\])?+(?:\[ *+(?P<ctx>[CT]\d++)\])?+ ?"
 )
 _REPORT_LINE = re.compile(
     rf"^{_PREFIX.pattern}(?P<body>[^\n\r]{{0,{MAX_LINE}}})[^\n]*+", re.MULTILINE
@@ -62,18 +64,35 @@ _LONG_LINE = re.compile(rf"([^\n]{{{MAX_LINE}}})[^\n]++")
 _FRAME = re.compile(
     r"(?P<q>\? )?(?:\[<?[0-9a-f]++>?\] ?){0,2}+(?P<q2>\? )?(?:\d++:)?+"
     r"(?P<func>[A-Za-z_][\w.$]*+)(?:\+0x[0-9a-f]++/0x[0-9a-f]++"
-    r"(?: \[(?P<mod>[\w-]++)(?: [0-9a-f]++)?\])?+(?P<unreliable> \(unreliable\))?"
-    r"| [\w./-]++:\d++ \[inline\])"
+    r"(?: \[(?P<mod>[\w-]++)(?: [0-9a-f]++)?\])?+(?P<unreliable> \(unreliable\))?)"
 )
+# arch/arm/kernel/traps.c dump_backtrace_entry(): "[<pc>] (func) from [<lr>] (caller+0x../0x..)"
 _ARM_FRAME = re.compile(r"\[<[0-9a-f]++>\] \((?P<func>[A-Za-z_][\w.$]*+)(?:\+0x[0-9a-f]++/0x"
-                        r"[0-9a-f]++)?\) from ")
+                        r"[0-9a-f]++)?\) from \[<[0-9a-f]++>\] \((?P<caller>[A-Za-z_][\w.$]*+)")
 _RIP = re.compile(
-    r"(?:RIP|EIP|IP|NIP|PC is at|EIP is at|pc :|pc:|epc :)(?::| is at)?+ *+(?:\[<?[0-9a-f]++>?\] *+)?+"
+    r"(?P<reg>RIP|EIP|IP|NIP|PC is at|EIP is at|pc :|pc:|epc :)(?::| is at)?+ *+(?:\[<?[0-9a-f]++>?\] *+)?+"
     r"(?:[0-9a-f]{4}:)?+(?:\[<?[0-9a-f]++>?\] *+){0,2}+(?P<func>[A-Za-z_][\w.$]*+)\+0x[0-9a-f]++"
     r"/0x[0-9a-f]++(?: \[(?P<mod>[\w-]++)(?: [0-9a-f]++)?\])?+"
 )
-_TRACE_START = re.compile(r"(?:Call [Tt]race|[Bb]acktrace|stack backtrace):")
-_SEGMENT_BREAK = re.compile(r"</?(?:IRQ|NMI|EOI|TASK|SOFTIRQ)>|^NMI backtrace")
+# A PC line without a symbol: a jump to NULL prints "RIP: 0010:0x0" (arch/x86/kernel/dumpstack.c
+# show_ip), old kernels "IP: [<  (null)>]  (null)".
+_PC_BARE = re.compile(r"(?P<reg>RIP|EIP|IP|NIP|pc|epc) ?: (?:\d{4}:)?(?:0x[0-9a-f]++\b|\[< *+\(null\)>\])")
+
+# Where a stack's frames begin: arch/*/kernel/dumpstack.c and stacktrace.c ("Call Trace:",
+# arm64 "Call trace:"), mm/kmemleak.c ("backtrace:"), arch/arm/kernel/traps.c ("Backtrace:"),
+# arch/riscv/kernel/process.c show_regs() without a marker (its last register line).
+_TRACE_START = re.compile(r"Call [Tt]race:|Backtrace:|^backtrace(?: \(crc [0-9a-f]*+\))?:"
+                          r"|status: [0-9a-f]{16} badaddr: [0-9a-f]{16} cause: [0-9a-f]{16}")
+# Lines that start another stack, ending the one being read: the traces above, and the KASAN /
+# KFENCE / KMSAN auxiliary stacks (mm/kasan/report.c, mm/kfence/report.c, mm/kmsan/report.c).
+_STACK_START = re.compile(r"Call [Tt]race|(?:[Aa]llocated|[Ff]reed) by task \d|^(?:Allocated|Freed)"
+                          r"(?: by task \d++)?:|(?<!stack) backtrace(?: \(crc [0-9a-f]*+\))?:"
+                          r"|^backtrace|Backtrace:|Uninit was (?:stored to memory|created) at"
+                          r"|Local variable .{1,120}? created at:|potentially related work creation")
+# Another console line's timestamp inside the header: two CPUs printed into one line.
+_MERGED_TIMESTAMP = re.compile(r"\[ *+\d++\.\d++\]")  # what VOLATILE_TEXT takes for a timestamp
+# lib/fault-inject.c prints its own stack (should_fail*) into whatever else is printing.
+_FOREIGN_FRAMES = ("should_fail",)
 _LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] *+)?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
 _MCE_BANK = re.compile(r"Bank (?P<bank>\d++): (?P<status>[0-9a-f]{16})\b")
 _AER_TYPE = re.compile(r"(?P<driver>[\w-]++) [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: "
@@ -85,15 +104,13 @@ _AER_FIRST = re.compile(r"\[ ?\d++\] (?P<name>\w++) ++\(First\)")
 
 # Headers that repeat inside one report of these kinds without starting a new crash.
 _SAME_REPORT_KINDS = frozenset({"machine-check", "edac", "pcie-aer"})
-_GENERIC_SKIP = skip_matcher(GENERIC_SKIP)
-_STALL_ANCHORS = skip_matcher([entry[1:] if entry[0] == "^" else ".*" + entry
-                               for entry in STALL_ANCHORS])
-_HUNG_SKIP = skip_matcher(HUNG_SKIP)
-_OWN_SKIP = {oops.skip: skip_matcher(".*" + entry for entry in oops.skip.split("|"))
-             for oops in OOPSES if oops.skip}
-_KIND_SKIP = {oops.skip: skip_matcher(GENERIC_SKIP, [entry[1:] if entry[0] == "^" else ".*" + entry
-                                                      for entry in oops.skip.split("|")])
-              for oops in OOPSES if oops.skip}
+_STALL_ANCHORS = search_matcher(STALL_ANCHORS)
+_HUNG_SKIP = search_matcher(HUNG_SKIP)
+_GENERIC_SKIP = search_matcher(GENERIC_SKIP)
+_KIND_SKIP = {oops.skip: search_matcher([*GENERIC_SKIP, oops.skip]) for oops in OOPSES if oops.skip}
+_SKIP_CLASS_RULES = tuple((name, search_matcher(entries)) for name, entries in SKIP_CLASSES)
+_EXPLAIN_RULES = {oops.name: ((f"{oops.name}-helpers", search_matcher([oops.skip])),
+                              *_SKIP_CLASS_RULES) for oops in OOPSES if oops.skip}
 
 
 @dataclass
@@ -102,9 +119,13 @@ class Line:
 
     text: str
     frame: tuple[str, str | None] | None = None  # (function, module), reliable frames only
-    rip: tuple[str, str | None] | None = None
-    trace_start: bool = False
-    segment_break: bool = False
+    rip: tuple[str, str | None] | None = None  # the symbol of a PC line
+    register: str = ""  # set on PC lines (with or without a symbol): RIP, pc, epc ...
+    at: tuple[str, str | None] | None = None  # lockdep's "..., at: func+0x" acquisition site
+    bracketed: bool = False  # the frame is printed "[<address>] func+0x" (print_ip_sym)
+    caller: tuple[str, str | None] | None = None  # arm's "(f) from [<pc>] (caller+0x..)"
+    trace_start: str = ""  # the call-trace marker this line is ("Call Trace", ...)
+    boundary: bool = False  # the line starts a stack (a trace, "Allocated by task" ...)
 
 
 @dataclass
@@ -119,6 +140,8 @@ class KernelCrash:
     frames: list[str] = field(default_factory=list)
     detail: str = ""  # what identifies the crash when code does not (hardware class, reason)
     labels: list[str] = field(default_factory=list)
+    pick: Pick | None = None  # how the guilty frame was chosen, for the explanation
+    flags: list[str] = field(default_factory=list)  # corrupted, interleaved, truncated
 
 
 def strip_prefix(line: str) -> tuple[str, str | None]:
@@ -215,19 +238,30 @@ def _first_header(log: str, begin: int) -> tuple[Header | None, bool]:
     return fallback, False
 
 
+def _foreign(ctx: str | None, has_time: bool, context: str | None, timed: bool,
+             cpu_traceback: bool) -> bool:
+    """A line of another task or CPU (printk caller ids differ; an NMI backtrace of all CPUs
+    keeps the CPU contexts), or of another program on the console (no timestamp)."""
+    if context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C"):
+        return True
+    return timed and not has_time
+
+
 def _read_report(log: str, start: int) -> list[Line]:
-    """The report's lines: same printk context as the header, up to the next crash."""
+    """The report's lines: same printk context as the header, up to the next crash. When the
+    header carries printk's timestamp, untimed lines are another program on the same serial
+    console (a fuzzer's log, a shell), not the kernel, and are left out."""
     limit = min(len(log), start + MAX_REPORT_BYTES)
     headers = _needle_lines(log, start, limit)  # walked in step with the lines, never further
     next_header = next(headers, (limit, limit))[0]
     lines: list[Line] = []
     context: str | None = None
-    cpu_traceback = False
+    cpu_traceback = timed = False
     for match in _REPORT_LINE.finditer(log, start, limit):
         text, ctx = match.group("body"), match.group("ctx")
         if not lines:
-            context = ctx
-        elif context and ctx != context and not (cpu_traceback and ctx and ctx[0] == "C"):
+            context, timed = ctx, match.group("ts") is not None
+        elif _foreign(ctx, match.group("ts") is not None, context, timed, cpu_traceback):
             continue
         while next_header < match.start():
             next_header = next(headers, (limit, limit))[0]
@@ -244,198 +278,222 @@ def _read_report(log: str, start: int) -> list[Line]:
 
 
 def _parse_line(text: str) -> Line:
+    """What one report line holds. Symboliser annotations ("f file.c:12 [inline]") are not
+    frames: the kernel's unwinder printed only the real frame after them."""
     stripped = text.strip()
     line = Line(text=stripped)
     if stripped[:2] == "? ":  # an unreliable frame: never guilty, never a marker
         return line
-    if "race:" in stripped or "acktrace:" in stripped:
-        line.trace_start = bool(_TRACE_START.search(stripped))
-        return line
-    if "<" in stripped and _SEGMENT_BREAK.search(stripped):
-        line.segment_break = True
-        return line
-    if "+0x" in stripped:
-        rip = _RIP.match(stripped) if stripped[:1] in "REINPpe" else None
-        if rip:
-            line.rip = (canonical_function(rip.group("func")), rip.group("mod"))
+    if ("race" in stripped or "acktrace" in stripped or "by task " in stripped
+            or "Uninit was" in stripped or "created at" in stripped or stripped[:6] in
+            ("Alloca", "Freed:", "status") or "related work" in stripped):
+        marker = _TRACE_START.search(stripped)
+        if marker:
+            line.trace_start = marker.group(0).rstrip(":")[:40]
+        line.boundary = bool(marker) or bool(_STACK_START.search(stripped))
+        if line.boundary:
             return line
+    if stripped.endswith("[inline]"):
+        return line
+    if stripped[:1] in "REINPpe":
+        rip = _RIP.match(stripped) or _PC_BARE.match(stripped)
+        if rip:
+            line.register = rip.group("reg").split(" ")[0]
+            if rip.re is _RIP:
+                line.rip = (canonical_function(rip.group("func")), rip.group("mod"))
+            return line
+    if "+0x" in stripped:
+        if "at: " in stripped:
+            at = _LOCK_AT.search(stripped)
+            if at:
+                line.at = (canonical_function(at.group("func")), None)
+                return line
         frame = _FRAME.match(stripped)
         if frame:
             if not (frame.group("q") or frame.group("q2") or frame.group("unreliable")):
                 line.frame = (canonical_function(frame.group("func")), frame.group("mod"))
+                line.bracketed = stripped[:2] == "[<"
             return line
-    if stripped.endswith("[inline]"):
-        frame = _FRAME.match(stripped)
-        if frame and not (frame.group("q") or frame.group("q2")):
-            line.frame = (canonical_function(frame.group("func")), None)
-    elif ") from [" in stripped:
+    if ") from [" in stripped:
         arm = _ARM_FRAME.search(stripped)
         if arm:
             line.frame = (canonical_function(arm.group("func")), None)
+            line.caller = (canonical_function(arm.group("caller")), None)
     return line
 
 
-# --- guilty-frame strategies -----------------------------------------------------------------
+# --- guilty frame: a small program per report kind -------------------------------------------
+#
+# Each oops row names, as data, the parts of its report that hold the culprit, in the order the
+# kernel prints them ("rip,trace": the faulting PC, then the call trace). The frames those parts
+# yield are filtered by the skip classes and handed to the row's extractor (the first kept frame,
+# or the stall / hung-task rules). Alternatives separated by ";" are tried in turn until one
+# names a frame. Parts (a trailing "!" means the report names the frame: it is never skipped):
+#   header    the function the header line names (sanitizers print the faulting function there)
+#   rip       the first PC line (RIP:, pc :, epc :, NIP, PC is at); fails when there is none
+#   trace     the next call trace marker (Call Trace:, Call trace:, backtrace:), then its frames
+#   frames    frames from here to the end of this stack (the next stack marker)
+#   at        the next lockdep "..., at: func+0x" line
+#   pc        the next "[<address>] func+0x" line (lockdep's print_ip_sym)
+#   find:A|B  move past the next line containing A or B
 
 Frame = tuple[str, str | None]
+Part = tuple[str, str, bool]  # (kind, argument, named by the report)
 
 
-def _trace_frames(lines: list[Line]) -> list[Frame]:
-    """Frames of the first stack trace (after its marker), or of the whole report."""
-    begin = next((i for i, line in enumerate(lines) if line.trace_start), 0)
-    return [line.frame for line in lines[begin:] if line.frame]
+@dataclass
+class Pick:
+    """A program's decision and what it read: the raw material of the explanation."""
+
+    guilty: Frame | None = None
+    key: list[Frame] = field(default_factory=list)
+    section: str | None = None  # the part of the report the guilty frame came from
+    frames: list[Frame] = field(default_factory=list)  # the frames read, in printed order
+    index: int | None = None  # position of the guilty frame in `frames`
+    passed: str | None = None  # rule naming real frames passed over before the guilty one
+    named: frozenset[int] = frozenset()  # positions the report named (never skipped)
 
 
-def _rip_frames(lines: list[Line]) -> list[Frame]:
-    """The faulting RIP/PC, then the frames printed after it; the trace if there is no PC."""
-    for index, line in enumerate(lines):
-        if line.rip:
-            return [line.rip] + [x.frame or x.rip for x in lines[index + 1:] if x.frame or x.rip]
-    return _trace_frames(lines)
+def _program(text: str) -> tuple[tuple[Part, ...], ...]:
+    alternatives = []
+    for alternative in text.split(";"):
+        parts = []
+        for part in filter(None, (p.strip() for p in alternative.split(","))):
+            named = part.endswith("!")
+            kind, _, argument = part.rstrip("!").partition(":")
+            if kind not in _PART_KINDS or (kind == "find") != bool(argument):
+                raise ValueError(f"guilty program {text!r}: bad part {part!r}")
+            parts.append((kind, argument, named))
+        alternatives.append(tuple(parts))
+    return tuple(alternatives) if any(alternatives) else ()
 
 
-def _first_kept(frames: list[Frame], skip: re.Pattern[str]) -> int | None:
-    return next((i for i, (name, _) in enumerate(frames) if not skip.match(name)), None)
+_PART_KINDS = frozenset({"header", "rip", "trace", "frames", "at", "pc", "find"})
+_PROGRAMS = {oops.guilty: _program(oops.guilty) for oops in OOPSES}
 
 
-def _pick(frames: list[Frame], skip: re.Pattern[str]) -> tuple[Frame | None, list[Frame]]:
-    """First frame that is not generic, and the key frames from it on."""
-    index = _first_kept(frames, skip)
-    if index is None:
-        return None, []
-    return frames[index], _key_frames(frames[index:], skip)
+def _stack_frames(lines: list[Line], at: int, frames: list, label: str) -> int:
+    """Append the frames from `at` to the end of this stack; return where it ended."""
+    for index in range(at, len(lines)):
+        line = lines[index]
+        if line.boundary:
+            return index
+        if line.frame:
+            frames.append((line.frame, label, False))
+            if line.caller:
+                frames.append((line.caller, label, False))
+    return len(lines)
 
 
-def _key_frames(frames: list[Frame], skip: re.Pattern[str]) -> list[Frame]:
-    kept = [frames[0]] + [f for f in frames[1:] if not skip.match(f[0])]
-    return kept[:KEY_FRAMES]
-
-
-def _guilty_rip(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return _pick(_rip_frames(lines), skip)
-
-
-def _guilty_stack(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return _pick(_trace_frames(lines), skip)
-
-
-def _guilty_frames(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return _pick([line.frame for line in lines if line.frame], skip)
-
-
-def _guilty_header(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    name = crash.fields.get("func")
-    if name:
-        name = canonical_function(name)
-        if not skip.match(name):
-            rest = [frame for frame in _trace_frames(lines) if frame[0] != name]
-            return (name, None), _key_frames([(name, None), *rest], skip)
-    return _pick(_trace_frames(lines), skip)
-
-
-def _segments(lines: list[Line]) -> list[list[Frame]]:
-    """Frames split at IRQ/NMI boundaries and PC lines: each run is one execution context."""
-    runs: list[list[Frame]] = [[]]
-    for line in lines:
-        if line.segment_break or line.rip:
-            runs.append([])
-        if line.rip:
-            runs[-1].append(line.rip)
-        elif line.frame:
-            runs[-1].append(line.frame)
-    return [run for run in runs if run]
-
-
-def _stall_frame(run: list[Frame], skip: re.Pattern[str]):
-    """Name a looping context after the dispatch point it runs under (None if all generic):
-    the last real frame above the first dispatch frame, generic or not, below it."""
-    kept = [frame for frame in run if not skip.match(frame[0])]
-    if not kept:
-        return None, []
-    for prefix, bucket in STALL_BUCKETS:
-        if kept[0][0].startswith(prefix):
-            return (bucket, kept[0][1]), [(bucket, kept[0][1])]
-    above: list[Frame] = []
-    for frame in run:
-        if _STALL_ANCHORS.match(frame[0]) and above:
-            return above[-1], [above[-1], *(f for f in kept if f not in above)][:KEY_FRAMES]
-        if not skip.match(frame[0]):
-            above.append(frame)
-    return kept[0], kept[:KEY_FRAMES]
-
-
-def _guilty_stall(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    """Stalls loop over many functions: the first context with real code names the bug."""
-    for run in _segments(lines):
-        guilty, key = _stall_frame(run, skip)
-        if guilty:
-            return guilty, key
-    return None, []
-
-
-def _guilty_overflow(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    """Stack overflows: where the recursion was entered, not where the stack ran out."""
-    return _stall_frame([frame for run in _segments(lines) for frame in run], skip)
-
-
-def _guilty_hung(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    frames = _trace_frames(lines)
-    for name, module in frames:
-        for anchor, bucket in HUNG_ANCHORS:
-            if name.lstrip("_").startswith(anchor):
-                return (bucket, module), [(bucket, module)]
-    kept = [f for f in frames if not skip.match(f[0]) and not _HUNG_SKIP.match(f[0])]
-    return (kept[0], kept[:KEY_FRAMES]) if kept else (None, [])
-
-
-def _guilty_lockdep(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    """Lock reports: the function taking (or releasing) the offending lock, as printed; when
-    that is a generic helper, the first real caller in the chain that takes the new lock."""
-    anchor, own_skip = crash.oops.anchor, _OWN_SKIP.get(crash.oops.skip)
-    for index, line in enumerate(lines):
-        if anchor and anchor in line.text:
-            for follower in lines[index + 1:index + 12]:
-                match = _LOCK_AT.search(follower.text)
-                if match:
-                    name = canonical_function(match.group("func"))
-                    if own_skip is not None and own_skip.match(name):
-                        break
-                    if not skip.match(name):
-                        return (name, None), [(name, None)]
-                    picked = _pick(_lock_chain_frames(lines) or _trace_frames(lines), skip)
-                    return picked if picked[0] else ((name, None), [(name, None)])
+def _run(parts: tuple[Part, ...], crash: KernelCrash, lines: list[Line]) -> list:
+    """The frames one alternative yields: [(frame, section, named)] in printed order."""
+    frames: list = []
+    at, label = 0, "report"
+    for kind, argument, named in parts:
+        if kind == "header":
+            name = crash.fields.get("func")
+            if name:
+                frames.append(((canonical_function(name), None), "header", named))
+            continue
+        if kind in ("frames", "trace"):
+            if kind == "trace":
+                start = next((i for i in range(at, len(lines)) if lines[i].trace_start), None)
+                if start is None:
+                    break
+                label, at = lines[start].trace_start, start + 1
+            at = _stack_frames(lines, at, frames, label)
+            continue
+        found = next((i for i in range(at, len(lines)) if _PART_TESTS[kind](lines[i], argument)),
+                     None)
+        if found is None:
             break
-    return _pick(_trace_frames(lines), skip)
-
-
-def _lock_chain_frames(lines: list[Line]) -> list[Frame]:
-    """Frames under lockdep's "-> #0" entry: where the new lock is being taken."""
-    begin = next((i for i, line in enumerate(lines) if line.text.startswith("-> #0")), None)
-    if begin is None:
-        return []
-    frames = []
-    for line in lines[begin + 1:]:
-        if not line.frame:
-            break
-        frames.append(line.frame)
+        line, at = lines[found], found + 1
+        if kind == "find":
+            label = next(text for text in argument.split("|") if text in line.text)
+        elif kind == "rip":
+            label = line.register
+            if line.rip:
+                frames.append((line.rip, label, named))
+        else:  # "at", "pc"
+            label = "at:" if kind == "at" else "[<pc>]"
+            frames.append((line.at if kind == "at" else line.frame, label, named))
     return frames
 
 
-def _guilty_none(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]):
-    return None, []
-
-
-GUILTY_STRATEGIES = {
-    "rip": _guilty_rip,
-    "stack": _guilty_stack,
-    "frames": _guilty_frames,
-    "header": _guilty_header,
-    "stall": _guilty_stall,
-    "overflow": _guilty_overflow,
-    "hung": _guilty_hung,
-    "lockdep": _guilty_lockdep,
-    "none": _guilty_none,
+_PART_TESTS = {
+    "find": lambda line, argument: any(text in line.text for text in argument.split("|")),
+    "rip": lambda line, argument: bool(line.register),
+    "at": lambda line, argument: line.at is not None,
+    "pc": lambda line, argument: line.bracketed and line.frame is not None,
 }
+
+
+def _first(frames: list[Frame], kept: list[bool]) -> tuple[int | None, str | None, str | None]:
+    return next((i for i, keep in enumerate(kept) if keep), None), None, None
+
+
+def _stall(frames: list[Frame], kept: list[bool]) -> tuple[int | None, str | None, str | None]:
+    """Stalls loop across several functions: name the bug after the real frame just above the
+    first dispatch point (or the dispatch point itself when the stack starts there)."""
+    previous = None
+    for index, (name, _) in enumerate(frames):
+        if _STALL_ANCHORS.search(name):
+            bucket = next((b for prefix, b in STALL_BUCKETS if prefix in name), None)
+            if bucket or previous is None:
+                return index, None, bucket
+            return previous, "stall-loop", None
+        if kept[index]:
+            previous = index
+    return None, None, None
+
+
+def _hung(frames: list[Frame], kept: list[bool]) -> tuple[int | None, str | None, str | None]:
+    """A hung task's stack: the first known shared wait (rtnl_lock, synchronize_rcu), else the
+    first real frame below the blocking primitives it sleeps in."""
+    for index, (name, _) in enumerate(frames):
+        bucket = next((b for anchor, b in HUNG_ANCHORS if anchor in name), None)
+        if bucket is not None:
+            return index, "hung-anchor", bucket or None
+    return next((i for i, (name, _) in enumerate(frames)
+                 if kept[i] and not _HUNG_SKIP.search(name)), None), None, None
+
+
+EXTRACTORS = {"first": _first, "stall": _stall, "hung": _hung}
+
+
+def _choose(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pick:
+    """Run the row's alternatives; the first that names a frame decides."""
+    extractor = EXTRACTORS[crash.oops.extract]
+    first_read: Pick | None = None
+    for parts in _PROGRAMS[crash.oops.guilty]:
+        read = _run(parts, crash, lines)
+        frames = [frame for frame, _, _ in read]
+        kept = [named or not skip.search(frame[0]) for frame, _, named in read]
+        index, passed, bucket = extractor(frames, kept)
+        named = frozenset(i for i, (_, _, is_named) in enumerate(read) if is_named)
+        if index is not None:
+            guilty = (bucket, frames[index][1]) if bucket else frames[index]
+            if guilty[1] is None:  # a header names no module; the trace's frame of it does
+                guilty = next((f for f in frames if f[0] == guilty[0] and f[1]), guilty)
+            rest = [f for f, keep in zip(frames[index + 1:], kept[index + 1:], strict=True) if keep]
+            key = [guilty, *rest][:KEY_FRAMES]
+            return Pick(guilty, key, read[index][1], frames, index, passed, named)
+        if first_read is None and read:
+            first_read = Pick(section=read[0][1], frames=frames, named=named)
+            fallback = next((i for i, keep in enumerate(kept) if keep), None)
+            if fallback is not None:  # no anchor: the first real frame, as a last resort
+                first_read = Pick(frames[fallback], [frames[fallback]], read[fallback][1],
+                                  frames, fallback, None, named)
+    return first_read or Pick()
+
+
+def explain_frames(crash: KernelCrash) -> tuple[list[dict], int | None]:
+    """The frames the program read, each with its decision and the skip class behind it."""
+    pick = crash.pick
+    rules = _EXPLAIN_RULES.get(crash.oops.name, _SKIP_CLASS_RULES)
+    if crash.oops.extract == "hung":
+        rules = (*rules, ("hung-wait", _HUNG_SKIP))
+    return frame_decisions(pick.frames, pick.index, rules, pick.passed, pick.named)
 
 
 # --- hardware classifiers: the identity of a hardware error is its class, not the code ------
@@ -499,6 +557,39 @@ def _cut_long_lines(log: str) -> str:
     return log
 
 
+def _stack_missing(lines: list[Line]) -> bool:
+    """The kernel prints frames under every stack header; none means the console lost them."""
+    if not any(line.frame or line.rip for line in lines):
+        return True
+    for index, line in enumerate(lines):
+        if not line.boundary:
+            continue
+        followers = [f for f in lines[index + 1:] if f.text[:2] != "? "][:STACK_HEADER_REACH]
+        for follower in followers:
+            if follower.boundary:
+                return True
+            if follower.frame or "(stack is not available)" in follower.text:
+                break
+        else:
+            return True
+    return False
+
+
+def _damage(crash: KernelCrash, header: str, lines: list[Line]) -> list[str]:
+    """How the report was garbled: "corrupted" (the header lost its text), "interleaved"
+    (another CPU's output in the header line, or a fault-injection stack among the frames
+    read), "truncated" (the stack the kind prints is missing or empty)."""
+    flags = [crash.oops.garbled] if crash.oops.garbled else []
+    if _MERGED_TIMESTAMP.search(header) or any(
+            name.startswith(_FOREIGN_FRAMES) for name, _ in crash.pick.frames):
+        flags.append("interleaved")
+    named = crash.pick.index is not None and crash.pick.section == "header"
+    if crash.oops.by_function and crash.oops.guilty and not named and "truncated" not in flags \
+            and _stack_missing(lines):
+        flags.append("truncated")
+    return flags
+
+
 def parse_console_log(log: str) -> KernelCrash | None:
     """The first crash in a console log, or None when the log holds no crash."""
     log = _cut_long_lines(log[:MAX_TEXT])
@@ -515,14 +606,11 @@ def parse_console_log(log: str) -> KernelCrash | None:
             if detail:
                 fields.update({k: v for k, v in detail.groupdict().items() if v})
                 break
-    if oops.begin:
-        begin = next((i for i, line in enumerate(lines) if oops.begin in line.text), 0)
-        lines = lines[begin:]
-    skip = _KIND_SKIP.get(oops.skip, _GENERIC_SKIP)
-    guilty, key = GUILTY_STRATEGIES[oops.guilty](crash, lines, skip)
-    if guilty is not None:
-        crash.function, crash.module = guilty
-        crash.frames = [frame_label(name, module) for name, module in key]
+    crash.pick = _choose(crash, lines, _KIND_SKIP.get(oops.skip, _GENERIC_SKIP))
+    if crash.pick.guilty is not None:
+        crash.function, crash.module = crash.pick.guilty
+        crash.frames = [frame_label(name, module) for name, module in crash.pick.key]
+    crash.flags = _damage(crash, header, lines)
     if oops.classify:
         CLASSIFIERS[oops.classify](crash, lines)
     if oops.kind in HARDWARE_KINDS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .patterns import CLONE_SUFFIX, SYSCALL_PREFIXES, VOLATILE_TEXT
 
@@ -21,12 +21,50 @@ def clean_function(name: str) -> str:
 def skip_matcher(*groups: Iterable[str]) -> re.Pattern[str]:
     """Compile skip entries (prefixes after leading underscores; ".*x" = anywhere) into one regex."""
     entries = [entry.lstrip("_") for group in groups for entry in group if entry]
-    return re.compile(r"_*(?:" + "|".join(entries) + ")")
+    return re.compile(r"^_*(?:" + "|".join(entries) + ")")
 
 
 def canonical_function(name: str) -> str:
-    """One function, one name: drop clone suffixes and per-architecture syscall wrappers."""
-    return SYSCALL_PREFIXES.sub("", CLONE_SUFFIX.sub("", name))
+    """One function, one name. A kernel symbol ends at its first "." (the compiler's clone
+    suffixes .isra.N, .constprop.N, .cold, .part.N, .llvm.N); a syscall is named without its
+    per-architecture wrapper prefix (the shortest name one prefix removal gives)."""
+    name = name.split(".", 1)[0]
+    if name[:2] == "_Z":
+        name = demangle(name)
+    best = name
+    for prefix in SYSCALL_PREFIXES:
+        if name.startswith(prefix) and len(name) - len(prefix) < len(best):
+            best = name[len(prefix):]
+    return best or name
+
+
+_MANGLED_PART = re.compile(r"(\d++)")
+_RUST_HASH = re.compile(r"h[0-9a-f]{16}")
+
+
+def demangle(name: str) -> str:
+    """The function name of an Itanium-mangled symbol (C++ and legacy Rust in the kernel):
+    "_Z8fakeNameiii" is fakeName, "_ZN4core3ptr5write17h0123456789abcdefE" is core::ptr::write.
+    Parameters and Rust's hash suffix are not part of the name; anything else is left as is."""
+    nested = name.startswith("_ZN")
+    at, parts = 3 if nested else 2, []
+    while at < len(name):
+        length = _MANGLED_PART.match(name, at)
+        if length is None:
+            break
+        start = length.end()
+        parts.append(name[start:start + int(length.group(1))])
+        at = start + int(length.group(1))
+        if not nested:
+            break
+    if parts and _RUST_HASH.fullmatch(parts[-1]):
+        parts.pop()
+    return "::".join(parts) if parts and all(parts) else name
+
+
+def search_matcher(entries: Iterable[str]) -> re.Pattern[str]:
+    """One regex from skip entries that are searched anywhere in a name (anchor with ^ or $)."""
+    return re.compile("|".join(f"(?:{entry})" for entry in entries if entry) or "(?!)")
 
 
 def normalise_text(text: str) -> str:
@@ -46,3 +84,33 @@ def make_fingerprint(*parts: object) -> str:
 def frame_label(function: str, module: str | None) -> str:
     """A frame as it appears in signatures: `name [module]`."""
     return f"{function} [{module}]" if module else function
+
+
+MAX_EXPLAINED_FRAMES = 16  # frames kept in an explanation record (a window around the guilty one)
+GUILTY_CONTEXT = 12  # frames before the guilty one kept when it is deep in the stack
+
+Rule = tuple[str, re.Pattern[str]]
+
+
+def frame_decisions(frames: Sequence[tuple[str, str | None]], index: int | None,
+                    rules: Sequence[Rule], passed: str | None,
+                    named: frozenset[int] = frozenset()) -> tuple[list[dict], int | None]:
+    """Each frame read with what became of it: `guilty`, `skipped` (naming the skip class that
+    matched, or `passed`: the strategy's reason for passing real code over) or `used`.
+
+    A compact window: at most MAX_EXPLAINED_FRAMES frames, ending a few frames past the guilty
+    one when that lies deep; the returned index is the guilty frame's position in the window."""
+    first = 0 if index is None or index < GUILTY_CONTEXT else index - GUILTY_CONTEXT
+    decisions = []
+    for at, (function, module) in enumerate(frames[first:first + MAX_EXPLAINED_FRAMES], first):
+        rule = None if at in named else next(
+            (name for name, pattern in rules if pattern.search(function)), None)
+        if at == index:
+            decision, rule = "guilty", None
+        elif rule is None and index is not None and at < index and passed:
+            decision, rule = "skipped", passed
+        else:
+            decision = "used" if rule is None else "skipped"
+        decisions.append({"function": function, "module": module, "decision": decision,
+                          "rule": rule})
+    return decisions, None if index is None else index - first

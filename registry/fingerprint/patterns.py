@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 1
+ALGORITHM_VERSION = 2
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash
@@ -24,22 +24,25 @@ WEAK = 2  # a symptom (corrected hardware errors, GPU Xid); the crash only when 
 class Oops:
     """One kind of kernel crash report and how to read it."""
 
+    name: str  # stable rule name, shown in explanations as `kind_rule`
     kind: str  # stable slug, part of the fingerprint
     needle: str  # literal that must occur in the header line (fast prefilter)
     header: str  # regex searched in the stripped header line; named groups feed `title`
     title: str  # headline template over header/detail groups
-    guilty: str = "rip"  # strategy that picks the guilty frame, see console.GUILTY_STRATEGIES
-    skip: str = ""  # extra skip fragments, "|"-separated: substrings, or name prefixes if "^x"
+    guilty: str = "rip,trace"  # where the culprit is printed: see console's program parts
+    extract: str = "first"  # which read frame is guilty: first kept, or the stall/hung rules
+    skip: str = ""  # this report's own helpers: a regex searched in each frame's name
     details: tuple[str, ...] = ()  # regexes searched in the report body for more title fields
-    anchor: str = ""  # "lockdep" strategy: line after which the first "at:" frame is guilty
-    begin: str = ""  # frames are read from the first line holding this (the stalled context)
     rank: int = STRONG
     by_function: bool = True  # False: the fingerprint ignores code (hardware: where the CPU was)
     classify: str = ""  # post-processor for hardware reports, see console.CLASSIFIERS
+    garbled: str = ""  # a header that is itself a fragment: the damage flag it implies
 
 
 _FUNC = r"(?P<func>[A-Za-z_][\w.$]*+)"
 _SRC = r"(?P<file>/?+(?:[\w.-]++/)*+[\w-]++\.[chS])\b"
+_WARN = "rip,trace;header,trace"  # __warn() prints the trapping PC's registers, then the trace
+_LOCK_WORK = "process_one_work|flush_workqueue|drain_workqueue|destroy_workqueue"
 
 # Literals the log is scanned for; every row's needle contains one of them. Few and distinct,
 # because each costs one pass over the log.
@@ -47,237 +50,365 @@ TRIGGERS: tuple[str, ...] = (
     "BUG", "WARNING:", "INFO:", "UBSAN:", "general protection", "Unhandled fault",
     "nable to handle", "divide", "Internal error", "stack segment", "Alignment trap",
     "invalid opcode", "Oops", "LOCKUP", "panic", "PANIC", "Hardware Error", "EDAC", "AER:",
-    "NETDEV", "Xid", "VFS:", "unregister_netdevice",
+    "NETDEV", "Xid", "VFS:", "unregister_netdevice", "SYZF",
 )
 
-# Ordered: the first row whose needle and header match a line wins for that line.
+# Ordered: the first row whose needle and header match a line wins for that line. Each row
+# cites the kernel code that prints its header and decides where the culprit's frames are.
 OOPSES: tuple[Oops, ...] = (
-    # --- sanitizers ---------------------------------------------------------------------
-    Oops("kasan", "KASAN:", r"BUG: KASAN: double-free or invalid-free",
-         "KASAN: invalid-free", guilty="stack", skip="kmem_|slab_|kfree|vunmap|vfree|__free_"),
-    Oops("kasan", "KASAN:", r"BUG: KASAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?",
-         "KASAN: {bug} {access}", guilty="header",
-         details=(r"\b(?P<access>Read|Write) of size",)),
-    Oops("kmsan", "KMSAN:", r"BUG: KMSAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?", "KMSAN: {bug}",
-         guilty="header"),
-    Oops("kcsan", "KCSAN:", r"BUG: KCSAN: (?P<bug>[\w-]++(?:: [\w-]++)?) in " + _FUNC,
+    # --- sanitizers: the report names the faulting function, then prints the access stack,
+    # then "Allocated by task"/"Freed by task" stacks that are not the bug -----------------
+    # mm/kasan/report.c print_report(): "BUG: KASAN: double-free in kfree+0x..": the freeing caller
+    Oops("kasan-invalid-free", "kasan", "KASAN:", r"BUG: KASAN: (?:double-free or invalid-free|"
+         r"double-free|invalid-free)(?: in " + _FUNC + ")?", "KASAN: invalid-free",
+         guilty="header,trace", skip="slab_|kfree|vunmap|vfree"),
+    # mm/kasan/report.c: "BUG: KASAN: use-after-free in f+0x..", "Read of size N at addr"
+    Oops("kasan-access", "kasan", "KASAN:", r"BUG: KASAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?",
+         "KASAN: {bug} {access}", guilty="header,trace",
+         details=(r"\b(?P<access>Read|Write) (?:of size|at addr)",)),
+    # mm/kmsan/report.c kmsan_report(): the use's stack follows the header directly, then
+    # "Uninit was stored/created at:" stacks; USB and skb helpers consume the caller's data
+    Oops("kmsan-usb-infoleak", "kmsan", "KMSAN: kernel-usb-infoleak",
+         r"BUG: KMSAN: (?P<bug>kernel-usb-infoleak)(?: in " + _FUNC + ")?", "KMSAN: {bug}",
+         guilty="frames;header", skip="alloc_skb|usb_submit_urb|usb_start_wait_urb|usb_bulk_msg"
+         "|usb_interrupt_msg|usb_control_msg"),
+    Oops("kmsan", "kmsan", "KMSAN:", r"BUG: KMSAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?",
+         "KMSAN: {bug}", guilty="frames;header",
+         skip=r"alloc_skb|netlink_ack|netlink_rcv_skb|_encrypt$|^(?:crypto|cipher|drbg|rng)_"),
+    # kernel/kcsan/report.c: "BUG: KCSAN: data-race in f1 / f2": both racing functions named
+    Oops("kcsan", "kcsan", "KCSAN:", r"BUG: KCSAN: (?P<bug>[\w-]++(?:: [\w-]++)?) in " + _FUNC,
          "KCSAN: {bug}", guilty="header"),
-    Oops("kfence", "KFENCE:", r"BUG: KFENCE: (?P<bug>[\w -]+?) in " + _FUNC,
-         "KFENCE: {bug}", guilty="header"),
-    Oops("ubsan", "UBSAN:", r"UBSAN: (?P<bug>[\w -]+?) in ", "UBSAN: {bug}", guilty="stack"),
-    # --- faults -------------------------------------------------------------------------
-    Oops("null-deref", "NULL pointer dereference",
+    # mm/kfence/report.c kfence_report_error(): "BUG: KFENCE: use-after-free read in f+0x.."
+    # then the access stack directly
+    Oops("kfence", "kfence", "KFENCE:", r"BUG: KFENCE: (?P<bug>[\w -]+?) in " + _FUNC,
+         "KFENCE: {bug}", guilty="header,frames"),
+    # lib/ubsan.c ubsan_prologue(): "UBSAN: shift-out-of-bounds in file:line" then dump_stack
+    Oops("ubsan", "ubsan", "UBSAN:", r"UBSAN: (?P<bug>[\w -]+?) in ", "UBSAN: {bug}",
+         guilty="trace", skip="ubsan|overflow"),
+    # --- faults: the faulting PC, then the trace (arch/x86/mm/fault.c, arch/arm64/mm/fault.c
+    # die_kernel_fault(), arch/riscv/mm/fault.c, arch/x86/kernel/traps.c) ----------------
+    Oops("null-deref", "null-deref", "NULL pointer dereference",
          r"(?:BUG: |Unable to handle kernel |unable to handle kernel )"
          r"(?:unable to handle kernel |kernel |Kernel )?NULL pointer dereference",
-         "BUG: kernel NULL pointer dereference"),
-    Oops("paging-request", "nable to handle ",
+         "BUG: kernel NULL pointer dereference", guilty="rip,trace;trace"),
+    Oops("paging-request", "paging-request", "nable to handle ",
          r"(?:BUG: )?[Uu]nable to handle (?:kernel paging request|page fault for address"
-         r"|kernel access to user memory|kernel data access|kernel execute)",
-         "BUG: unable to handle kernel paging request"),
-    Oops("paging-request", "BUG: unable to handle kernel", r"BUG: unable to handle kernel",
-         "BUG: unable to handle kernel paging request"),
-    Oops("gpf", "general protection fault", r"general protection fault",
-         "general protection fault"),
-    Oops("stack-segment", "stack segment: ", r"^(?:Oops: )?stack segment: ", "stack segment fault"),
-    Oops("divide-error", "divide", r"^(?:Oops: )?divide[ _]error: ", "divide error"),
-    Oops("double-fault", "double fault", r"^PANIC: double fault", "PANIC: double fault",
+         r"|kernel access to user memory|kernel data access|kernel execute|kernel write to read-only)",
+         "BUG: unable to handle kernel paging request", guilty="rip,trace;trace"),
+    # the second half of the header went out in another printk() and was lost
+    Oops("paging-request-split", "paging-request", "BUG: unable to handle kernel",
+         r"BUG: unable to handle kernel\s*+$", "BUG: unable to handle kernel",
+         guilty="rip,trace;trace", garbled="corrupted"),
+    Oops("paging-request-old", "paging-request", "BUG: unable to handle kernel",
+         r"BUG: unable to handle kernel", "BUG: unable to handle kernel paging request",
+         guilty="rip,trace;trace"),
+    # arch/x86/kernel/traps.c: "general protection fault, probably for non-canonical address"
+    Oops("gpf", "gpf", "general protection fault", r"general protection fault",
+         "general protection fault", guilty="rip,trace;trace"),
+    Oops("stack-segment", "stack-segment", "stack segment: ", r"stack segment: ",
+         "stack segment fault", guilty="rip,trace;trace"),
+    # arch/x86/kernel/traps.c do_error_trap(): the PC is the culprit
+    Oops("divide-error", "divide-error", "divide", r"divide[ _]error: ",
+         "divide error", guilty="rip;trace"),
+    Oops("double-fault", "double-fault", "double fault", r"^PANIC: double fault",
+         "PANIC: double fault", guilty="rip;trace", rank=CONTINUATION),
+    # arch/x86/kernel/traps.c handle_stack_overflow(): recursion, named like a stall
+    Oops("stack-guard", "stack-guard", "stack guard page",
+         r"BUG: (?:TASK |IRQ )?stack guard page was hit", "BUG: stack guard page was hit",
+         guilty="rip,trace;trace", extract="stall"),
+    Oops("stack-guard-panic", "stack-guard", "stack guard page", r"^stack guard page: ",
+         "BUG: stack guard page was hit", guilty="rip,trace;trace", extract="stall",
          rank=CONTINUATION),
-    Oops("stack-guard", "stack guard page", r"BUG: (?:TASK |IRQ )?stack guard page was hit",
-         "BUG: stack guard page was hit", guilty="overflow"),
-    Oops("stack-guard", "stack guard page", r"^stack guard page: ", "BUG: stack guard page was hit",
+    # arch/arm/mm/fault.c and alignment.c (32-bit arm)
+    Oops("arm-unhandled-fault", "unhandled-fault", "Unhandled fault:",
+         r"^Unhandled fault: (?P<what>[\w ]+?) \(", "Unhandled fault: {what}",
+         guilty="rip,trace;trace"),
+    Oops("arm-alignment-trap", "alignment-trap", "Alignment trap:", r"^Alignment trap:",
+         "Alignment trap", guilty="rip,trace;trace"),
+    # arch/arm64/kernel/traps.c die(): "Internal error: Oops - BUG: ..." after the real header
+    Oops("arm-internal-error", "internal-error", "Internal error:",
+         r"^Internal error: (?P<what>[^:\[]*+)", "Internal error: {what}",
+         guilty="rip,trace;trace", rank=CONTINUATION),
+    Oops("invalid-opcode", "invalid-opcode", "invalid opcode:", r"invalid opcode: ",
+         "invalid opcode", guilty="rip;trace", rank=CONTINUATION),
+    Oops("oops", "oops", "Oops", r"^Oops(?: - [\w/ ]+)?: ", "Oops", guilty="rip,trace;trace",
          rank=CONTINUATION),
-    Oops("unhandled-fault", "Unhandled fault:", r"^Unhandled fault: (?P<what>[\w ]+?) \(",
-         "Unhandled fault: {what}"),
-    Oops("alignment-trap", "Alignment trap:", r"^Alignment trap:", "Alignment trap"),
-    Oops("internal-error", "Internal error:", r"^Internal error: (?P<what>[^:\[]*+)",
-         "Internal error: {what}", rank=CONTINUATION),
-    Oops("invalid-opcode", "invalid opcode:", r"^(?:Oops: )?invalid opcode: ", "invalid opcode",
-         rank=CONTINUATION),
-    Oops("oops", "Oops", r"^Oops(?: - [\w/ ]+)?: ", "Oops", rank=CONTINUATION),
-    # --- assertions ---------------------------------------------------------------------
-    Oops("list-corruption", "list_debug.c", r"kernel BUG at lib/list_debug\.c",
-         "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
-    Oops("list-corruption", "list_add corruption", r"list_add corruption",
-         "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
-    Oops("list-corruption", "list_del corruption", r"list_del corruption",
-         "BUG: corrupted list", guilty="stack", skip="list_|_list_"),
-    Oops("bad-usercopy", "usercopy", r"kernel BUG at mm/usercopy\.c",
-         "BUG: bad usercopy", guilty="stack", skip="usercopy|check_|copy_"),
-    Oops("kernel-bug", "kernel BUG at ", r"kernel BUG at " + _SRC, "kernel BUG",
-         guilty="rip"),
-    Oops("kernel-bug", "Kernel BUG", r"Kernel BUG (?:at )?", "kernel BUG", guilty="rip"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/debugobjects\.c", "WARNING: ODEBUG bug",
-         guilty="rip", skip="debug_|rcu|hrtimer_|timer_|work_|percpu_|kmem_|slab_|kfree"
-         "|vunmap|vfree|free_|kobject_|queue_work"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/refcount\.c", "WARNING: refcount bug",
-         guilty="rip", skip="refcount|kobject_"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?kernel/locking/lockdep\.c",
-         "WARNING: locking bug", guilty="rip", skip="lock_sock|release_sock"),
-    Oops("warning", "usb_submit_urb", r"^WARNING: [^\n]*? usb_submit_urb", "WARNING: usb_submit_urb",
-         guilty="rip", skip="usb_submit_urb|usb_start_wait_urb|usb_bulk_msg|usb_interrupt_msg"
-         "|usb_control_msg"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?lib/kobject\.c", "WARNING: kobject bug",
-         guilty="rip", skip="kobject_"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?fs/proc/generic\.c", "WARNING: proc registration bug",
-         guilty="rip", skip="proc_"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?mm/usercopy\.c", "WARNING: bad usercopy",
-         guilty="rip", skip="usercopy|check_"),
-    Oops("warning", "WARNING:", r"^WARNING: [^\n]*?mm/\S++ k\w?\w?alloc", "WARNING: kmalloc bug",
-         guilty="rip", skip="kmalloc|kcalloc|kzalloc|krealloc|vmalloc|kvmalloc"),
-    Oops("tx-timeout", "NETDEV WATCHDOG", r"NETDEV WATCHDOG: (?P<dev>\S++) \((?P<driver>[\w-]++)\)"
-         r": transmit queue", "NETDEV WATCHDOG: transmit queue timed out [{driver}]",
-         guilty="none", by_function=False),
-    # --- lockdep (guilty = where the new lock is taken) --------------------------------
-    Oops("lockdep", "locking dependency detected", r"possible circular locking dependency",
-         "possible deadlock", guilty="lockdep", anchor="is trying to acquire lock"),
-    Oops("lockdep", "lock inversion", r"possible irq lock inversion dependency detected",
-         "possible deadlock", guilty="lockdep", anchor="just changed the state of lock"),
-    Oops("lockdep", "lock order detected", r"(?:HARD|SOFT)IRQ-unsafe lock order detected",
-         "possible deadlock", guilty="lockdep", anchor="is trying to acquire"),
-    Oops("lockdep", "recursive locking", r"possible recursive locking detected",
-         "possible deadlock", guilty="lockdep", anchor="is trying to acquire lock"),
-    Oops("lockdep-inconsistent", "inconsistent lock state", r"inconsistent lock state",
-         "inconsistent lock state", guilty="lockdep", anchor="takes"),
-    Oops("lockdep-bad-unlock", "bad unlock balance", r"bad unlock balance detected",
-         "BUG: bad unlock balance", guilty="lockdep", anchor="is trying to release lock"),
-    Oops("lockdep-held-freed", "held lock freed", r"held lock freed",
-         "BUG: held lock freed", guilty="lockdep", anchor="is freeing memory"),
-    Oops("lockdep-still-held", "still has locks held", r"still has locks held",
-         "BUG: still has locks held", guilty="lockdep", anchor="lock held by"),
-    Oops("lockdep-return-user", "returning to user space", r"lock held when returning to user",
-         "BUG: lock held when returning to user space", guilty="lockdep",
-         anchor="leaving the kernel with locks still held"),
-    Oops("lockdep-nonstatic", "non-static key", r"trying to register non-static key",
-         "INFO: trying to register non-static key", guilty="stack", skip="stack|lock|IRQ"),
-    Oops("lockdep-rcu", "suspicious RCU usage", r"suspicious RCU usage",
-         "WARNING: suspicious RCU usage", guilty="stack",
-         skip="rcu|kmem|slab|kmalloc|vmalloc|kcalloc|kzalloc|lockdep_rcu"),
-    Oops("lockdep-nested", "nested lock was not taken", r"nested lock was not taken",
-         "WARNING: nested lock was not taken", guilty="stack"),
-    Oops("warning", "Invalid wait context", r"BUG: Invalid wait context",
-         "WARNING: locking bug", guilty="lockdep", anchor="is trying to lock",
-         skip="might_|lock_acquire"),
-    Oops("slub-debug", "INFO: ", r"^INFO: (?P<what>Freed|Allocated) in " + _FUNC,
-         "INFO: {what}", guilty="header", rank=CONTINUATION),
+    # --- assertions -------------------------------------------------------------------------
+    # lib/list_debug.c: the list check reports for its caller (list helpers are skipped)
+    Oops("list-debug-bug", "list-corruption", "list_debug.c", r"kernel BUG at lib/list_debug\.c",
+         "BUG: corrupted list", guilty="trace;rip"),
+    Oops("list-add-corruption", "list-corruption", "list_add corruption", r"list_add corruption",
+         "BUG: corrupted list", guilty="trace;rip"),
+    Oops("list-del-corruption", "list-corruption", "list_del corruption", r"list_del corruption",
+         "BUG: corrupted list", guilty="trace;rip"),
+    # mm/usercopy.c usercopy_abort(): the copy's caller
+    Oops("usercopy-bug", "bad-usercopy", "usercopy", r"kernel BUG at mm/usercopy\.c",
+         "BUG: bad usercopy", guilty="trace;rip", skip="usercopy|__check"),
+    # lib/bug.c report_bug() for BUG_ON(): the PC is the assertion; skb wrappers assert for
+    # their caller (include/linux/skbuff.h)
+    Oops("bug-at", "kernel-bug", "kernel BUG at ", r"kernel BUG at " + _SRC, "kernel BUG",
+         skip="^skb_", guilty="rip,trace;trace"),
+    Oops("bug-at-plain", "kernel-bug", "Kernel BUG", r"Kernel BUG (?:at )?", "kernel BUG",
+         guilty="rip,trace;trace"),
+    # kernel/panic.c __warn(): "WARNING: CPU: n PID: n at file:line func+0x", then the PC's
+    # registers and the trace; the file tells which API warned on behalf of its caller
+    Oops("warn-debugobjects", "warning", "WARNING:", r"WARNING: [^\n]*?lib/debugobjects\.c",
+         "WARNING: ODEBUG bug", guilty=_WARN,
+         skip="debug_|rcu|hrtimer_|timer_|work_|percpu_|vunmap|vfree|__free_|kobject_"),
+    Oops("warn-refcount", "warning", "WARNING:", r"WARNING: [^\n]*?lib/refcount\.c",
+         "WARNING: refcount bug", guilty=_WARN, skip="refcount|kobject_"),
+    Oops("warn-lockdep", "warning", "WARNING:", r"WARNING: [^\n]*?kernel/locking/lockdep\.c",
+         "WARNING: locking bug", guilty=_WARN, skip="lock_sock|release_sock"),
+    Oops("warn-usb-submit-urb", "warning", "usb_submit_urb",
+         r"WARNING: [^\n]*? usb_submit_urb", "WARNING: usb_submit_urb", guilty=_WARN,
+         skip="usb_submit_urb|usb_start_wait_urb|usb_bulk_msg|usb_interrupt_msg|usb_control_msg"),
+    Oops("warn-kobject", "warning", "WARNING:", r"WARNING: [^\n]*?lib/kobject\.c",
+         "WARNING: kobject bug", guilty=_WARN, skip="kobject_"),
+    Oops("warn-proc-generic", "warning", "WARNING:", r"WARNING: [^\n]*?fs/proc/generic\.c",
+         "WARNING: proc registration bug", guilty=_WARN, skip="proc_"),
+    Oops("warn-usercopy", "warning", "WARNING:", r"WARNING: [^\n]*?mm/usercopy\.c",
+         "WARNING: bad usercopy", guilty=_WARN, skip="usercopy|__check"),
+    Oops("warn-zero-vmalloc", "warning", "WARNING:", r"WARNING: [^\n]*?mm/vmalloc\.c[^\n]*? "
+         r"__vmalloc_node", "WARNING: zero-size vmalloc", guilty=_WARN),
+    Oops("warn-kmalloc", "warning", "WARNING:", r"WARNING: [^\n]*?mm/\S++ k\w?\w?alloc",
+         "WARNING: kmalloc bug", guilty=_WARN, skip="kmalloc|krealloc|slab|kmem"),
+    # net/sched/sch_generic.c dev_watchdog(): a NIC's queue stalled; the driver is the identity
+    Oops("netdev-watchdog", "tx-timeout", "NETDEV WATCHDOG",
+         r"NETDEV WATCHDOG: (?P<dev>\S++) \((?P<driver>[\w-]++)\): transmit queue",
+         "NETDEV WATCHDOG: transmit queue timed out [{driver}]", guilty="", by_function=False),
+    # --- lockdep (kernel/locking/lockdep.c): the report names the acquisition it is about ---
+    # print_circular_bug_header(): "is trying to acquire lock: ... at: f1", "but task is
+    # already holding lock: ... at: f2", then the dependency chain; workqueue locks are
+    # taken by the workqueue core on behalf of the work item
+    Oops("lockdep-circular-old", "lockdep", "INFO: possible circular",
+         r"INFO: possible circular locking dependency detected \]", "possible deadlock",
+         guilty="find:is trying to acquire lock,at!"),
+    Oops("lockdep-circular", "lockdep", "locking dependency detected",
+         r"possible circular locking dependency", "possible deadlock", guilty="at,at,frames",
+         skip=_LOCK_WORK),
+    # print_irq_inversion_bug(): "... just changed the state of lock: ... at: f"
+    Oops("lockdep-irq-inversion", "lockdep", "lock inversion",
+         r"possible irq lock inversion dependency detected", "possible deadlock",
+         guilty="find:just changed the state of lock,at!"),
+    # print_bad_irq_dependency(): "which became SOFTIRQ-unsafe at:" then that stack
+    Oops("lockdep-irq-unsafe-order", "lockdep", "lock order detected",
+         r"-safe -> [A-Z]++-unsafe lock order detected", "possible deadlock",
+         guilty="find:which became,frames;find:is trying to acquire,at!"),
+    # print_deadlock_bug(): "is trying to acquire lock: ... at: f"
+    Oops("lockdep-recursive", "lockdep", "recursive locking", r"possible recursive locking detected",
+         "possible deadlock", guilty="find:is trying to acquire lock,at!"),
+    # print_usage_bug(): "... takes: ... at: f", then the current stack (newer kernels name
+    # the trace's first real frame, older "[ INFO: ... ]" reports the "takes" site)
+    Oops("lockdep-inconsistent-old", "lockdep-inconsistent", "INFO: inconsistent lock state",
+         r"INFO: inconsistent lock state", "inconsistent lock state", guilty="find:takes,at!"),
+    Oops("lockdep-inconsistent", "lockdep-inconsistent", "inconsistent lock state",
+         r"inconsistent lock state", "inconsistent lock state", guilty="trace;find:takes,at!"),
+    # print_unlock_imbalance_bug(): "is trying to release lock (..) at:" + print_ip_sym()
+    Oops("lockdep-bad-unlock", "lockdep-bad-unlock", "bad unlock balance",
+         r"bad unlock balance detected", "BUG: bad unlock balance", guilty="pc,trace;trace"),
+    # print_freed_lock_bug() and print_held_locks_bug(): the lock holder's acquisition site
+    Oops("lockdep-held-freed", "lockdep-held-freed", "held lock freed", r"held lock freed",
+         "BUG: held lock freed", guilty="pc!;find:is freeing memory,at!;trace"),
+    Oops("lockdep-still-held", "lockdep-still-held", "still has locks held",
+         r"still has locks held", "BUG: still has locks held", guilty="pc!;at!;trace"),
+    # kernel/entry/common.c lockdep_sys_exit(): "leaving the kernel with locks still held"
+    Oops("lockdep-return-user", "lockdep-return-user", "returning to user space",
+         r"lock held when returning to user", "BUG: lock held when returning to user space",
+         guilty="find:leaving the kernel with locks still held,at!"),
+    # lockdep register_lock_class(): the caller using a lock without lockdep_init_map
+    Oops("lockdep-nonstatic", "lockdep-nonstatic", "non-static key",
+         r"trying to register non-static key", "INFO: trying to register non-static key",
+         guilty="trace", skip="stack|lock|IRQ"),
+    # lockdep_rcu_suspicious(): "suspicious RCU usage" at file:line, then the stack
+    Oops("lockdep-rcu", "lockdep-rcu", "suspicious RCU usage", r"suspicious RCU usage",
+         "WARNING: suspicious RCU usage", guilty="trace", skip="rcu|kmem|slab"),
+    Oops("lockdep-nested", "lockdep-nested", "ested lock was not taken",
+         r"[Nn]ested lock was not taken", "WARNING: nested lock was not taken", guilty=_WARN),
+    # print_lock_invalid_wait_context(): x86 prints it as a lockdep WARNING, arm as a BUG
+    Oops("lockdep-wait-context", "warning", "Invalid wait context", r"BUG: Invalid wait context",
+         "WARNING: locking bug", guilty="trace", skip="lock_sock|release_sock"),
+    # mm/slub.c (old SLAB debugging): "INFO: Freed in f age=.."
+    Oops("slub-debug", "slub-debug", "INFO: ", r"INFO: (?P<what>Freed|Allocated) in " + _FUNC,
+         "INFO: {what}", guilty="header", rank=CONTINUATION, garbled="truncated"),
     # --- warnings (after the specific WARNING rows above) -------------------------------
-    Oops("warning", "WARNING:", r"^WARNING: (?:\[[^\]]*+\] )?(?:CPU: \d++ PID: \d++ )?(?:at )?" + _SRC
-         + r"(?::\d++)? (?:at )?(?:\[<?[0-9a-f]++>?\] )?" + _FUNC,
-         "WARNING", guilty="header"),
-    Oops("warning-regs", "WARNING: kernel stack", r"^WARNING: kernel stack regs .*? has bad "
-         r"'(?P<what>\w++)' value", "WARNING: kernel stack regs has bad '{what}' value",
-         guilty="none", by_function=False),
-    Oops("warning-regs", "WARNING: kernel stack", r"^WARNING: kernel stack (?:regs|frame pointer)",
-         "WARNING: kernel stack regs has bad value", guilty="none", by_function=False),
-    # --- atomicity / scheduling ---------------------------------------------------------
-    Oops("sleep-in-atomic", "sleeping function called", r"BUG: sleeping function called from",
-         "BUG: sleeping function called from invalid context", guilty="stack",
-         skip="might_sleep|might_resched|might_fault|might_lock|lock_|down|mutex_|rt_mutex"
-         "|wait_for_completion"),
-    Oops("sched-atomic", "scheduling while atomic", r"BUG: scheduling while atomic",
-         "BUG: scheduling while atomic", guilty="stack",
-         skip="schedule|preempt|cond_resched|mutex_|rt_mutex|down|wait_for|msleep|usleep"),
-    Oops("preemptible", "in preemptible", r"BUG: using (?P<what>[\w]++\(\)) in preemptible",
-         "BUG: using {what} in preemptible code", guilty="stack",
-         skip="check_preemption_disabled|debug_smp_processor_id|this_cpu_|preempt"),
-    Oops("spinlock", "BUG: spinlock", r"BUG: spinlock (?P<what>lockup suspected|already "
-         r"unlocked|recursion|bad magic|wrong owner|wrong CPU)", "BUG: spinlock {what}",
-         guilty="stack", skip="spin_|do_raw_spin"),
-    Oops("rwlock", "BUG: rwlock", r"BUG: rwlock (?P<what>[\w ]+?)(?: on|$)",
-         "BUG: rwlock {what}", guilty="stack", skip="rwlock|read_lock|write_lock|do_raw_"),
-    # --- hangs ----------------------------------------------------------------------------
-    Oops("soft-lockup", "soft lockup", r"BUG: soft lockup", "BUG: soft lockup", guilty="stall",
-         skip="watchdog_timer_fn"),
-    Oops("hard-lockup", "hard LOCKUP", r"(?:Watchdog detected|NMI watchdog:) hard LOCKUP",
-         "watchdog: hard LOCKUP", guilty="stall"),
-    Oops("hard-lockup", "hard LOCKUP", r"detected hard LOCKUP", "watchdog: hard LOCKUP",
-         guilty="stall"),
-    Oops("rcu-stall", "rcu_", r"INFO: rcu_(?:preempt|sched|bh) (?:self-)?detected"
-         r"(?: expedited)? stall", "INFO: rcu detected stall", guilty="stall", skip="rcu",
-         begin="apic_timer_interrupt"),
-    Oops("hung-task", "blocked for more than", r"^INFO: task [^\n]*? blocked for more than",
-         "INFO: task hung", guilty="hung"),
-    Oops("workqueue-lockup", "workqueue lockup", r"BUG: workqueue lockup",
-         "BUG: workqueue lockup", guilty="none", by_function=False),
-    Oops("task-cant-die", "can't die", r"^INFO: task [^\n]*? can't die for more than",
-         "INFO: task can't die", guilty="stack",
-         skip="schedule|wait|mutex_|down|rwsem|io_schedule|msleep"),
-    # --- memory ---------------------------------------------------------------------------
-    Oops("bad-page-state", "Bad page state", r"BUG: Bad page state", "BUG: Bad page state",
-         guilty="frames", begin="page last allocated",
-         skip="^post_alloc_hook|^get_page_from_freelist|^alloc|^folio|^page|^filemap|^free_"
-         "|^bad_page|^release_pages|^put_page|^lru_|^shmem_alloc|^pagecache"),
-    Oops("bad-page-map", "Bad page map", r"BUG: Bad page map", "BUG: Bad page map",
-         guilty="stack", skip="print_bad_pte|zap_|unmap_|vm_normal_page"),
-    Oops("bad-rss", "Bad rss-counter", r"BUG: Bad rss-counter state",
-         "BUG: Bad rss-counter state", guilty="none", by_function=False),
-    Oops("memory-leak", "memory leak", r"BUG: memory leak", "memory leak", guilty="stack",
-         skip="kmemleak|kmalloc|kcalloc|kzalloc|vmalloc|mmap|kmem|slab|alloc|create_object"
-         "|idr_get|list_lru_init|kasprintf|kvasprintf|pcpu_create|strdup|strndup|memdup"),
-    Oops("slab-corruption", "BUG kmalloc-", r"^BUG kmalloc-\d++ \([^)]*+\): (?P<what>.{1,80})",
-         "BUG: slab corruption: {what}", guilty="stack", skip="slab_|check_|free_|kfree|kmem"),
-    Oops("oom-panic", "Out of memory", r"Kernel panic - not syncing: (?P<why>(?:System is "
-         r"deadlocked on memory|Out of memory)[^\n]{0,80})", "Kernel panic - not syncing: {why}",
-         guilty="none", by_function=False),
+    Oops("warn-at", "warning", "WARNING:",
+         r"WARNING: (?:\[[^\]]*+\] )?(?:CPU: \d++ PID: \d++ )?(?:at )?" + _SRC
+         + r"(?::\d++)? (?:at )?(?:\[<?[0-9a-f]++>?\] )?" + _FUNC, "WARNING", guilty=_WARN),
+    # the 2025 __warn() format: "WARNING: file:line at 0x.., CPU#n: comm/pid"
+    Oops("warn-at-address", "warning", "WARNING:", r"WARNING: " + _SRC + r":\d++ at 0x",
+         "WARNING", guilty="rip,trace;trace"),
+    # arch/x86/kernel/unwind_frame.c: the unwinder's own complaint, no culprit
+    Oops("warn-stack-regs-value", "warning-regs", "WARNING: kernel stack",
+         r"WARNING: kernel stack regs .*? has bad '(?P<what>\w++)' value",
+         "WARNING: kernel stack regs has bad '{what}' value", guilty="", by_function=False),
+    Oops("warn-stack-regs", "warning-regs", "WARNING: kernel stack",
+         r"WARNING: kernel stack (?:regs|frame pointer)",
+         "WARNING: kernel stack regs has bad value", guilty="", by_function=False),
+    # any other WARNING line (a driver's pr_warn("WARNING: ...")): its text is the identity
+    Oops("warn-text", "warning-text", "WARNING:", r"WARNING: (?P<what>\S[^\n]{0,100})",
+         "WARNING: {what}", guilty="", by_function=False),
+    # --- atomicity / scheduling: the stack's first real frame called the sleeping API ------
+    # kernel/sched/core.c __might_resched(): "BUG: sleeping function called from invalid context"
+    Oops("sleep-in-atomic", "sleep-in-atomic", "sleeping function called",
+         r"BUG: sleeping function called from", "BUG: sleeping function called from invalid "
+         "context", guilty="trace"),
+    # kernel/sched/core.c __schedule_bug()
+    Oops("sched-atomic", "sched-atomic", "scheduling while atomic", r"BUG: scheduling while atomic",
+         "BUG: scheduling while atomic", guilty="trace", skip="schedule"),
+    # lib/smp_processor_id.c check_preemption_disabled()
+    Oops("preemptible", "preemptible", "in preemptible",
+         r"BUG: using (?P<what>[\w]++\(\)) in preemptible", "BUG: using {what} in preemptible code",
+         guilty="trace", skip="dump_stack|preemption|preempt|debug_|processor_id|this_cpu"),
+    # kernel/locking/spinlock_debug.c spin_bug()/rwlock_bug()
+    Oops("spinlock-debug", "spinlock", "BUG: ", r"BUG: (?P<lock>spinlock|rwlock) (?P<what>lockup "
+         r"suspected|already unlocked|recursion|cpu recursion|bad magic|wrong owner|wrong CPU"
+         r"|trylock failure on UP)", "BUG: {lock} {what}", guilty="trace",
+         skip="spin_|_lock|_unlock"),
+    Oops("rwlock-debug", "rwlock", "BUG: rwlock", r"BUG: rwlock (?P<what>[\w ]+?)(?: on|$)",
+         "BUG: rwlock {what}", guilty="trace", skip="rwlock|read_lock|write_lock|do_raw_"),
+    # --- hangs ------------------------------------------------------------------------------
+    # kernel/watchdog.c watchdog_timer_fn(): the interrupted PC and its task's stack
+    Oops("soft-lockup", "soft-lockup", "soft lockup", r"BUG: soft lockup", "BUG: soft lockup",
+         guilty="rip,trace;trace", extract="stall"),
+    # kernel/watchdog_perf.c / watchdog_buddy.c: the CPU spins with interrupts off, nearly
+    # always on a lock; its NMI stack's first real frame (often an IRQ handler) took it
+    Oops("hard-lockup", "hard-lockup", "hard LOCKUP", r"(?:Watchdog detected|NMI watchdog:) hard "
+         r"LOCKUP", "watchdog: hard LOCKUP", guilty="rip,trace;trace"),
+    Oops("hard-lockup-detected", "hard-lockup", "hard LOCKUP", r"detected hard LOCKUP",
+         "watchdog: hard LOCKUP", guilty="rip,trace;trace"),
+    # kernel/rcu/tree_stall.h print_cpu_stall(): NMI backtraces of the stalled CPUs; the code
+    # that loops is the one the timer interrupt (x86 apic, arm64 el1h_64_irq) interrupted
+    Oops("rcu-stall", "rcu-stall", "rcu_", r"INFO: rcu_(?:preempt|sched|bh) (?:self-)?detected"
+         r"(?: expedited)? stall", "INFO: rcu detected stall",
+         guilty="find:apic_timer_interrupt,rip,frames;"
+         "find:apic_timer_interrupt|Exception stack|el1h_64_irq,frames;"
+         "find:NMI backtrace for cpu,rip,trace;rip,trace",
+         extract="stall", skip="apic_timer_interrupt|rcu"),
+    # kernel/hung_task.c check_hung_task(): the blocked task's stack
+    Oops("hung-task", "hung-task", "blocked for more than", r"INFO: task [^\n]*? blocked for more "
+         r"than", "INFO: task hung", guilty="trace", extract="hung"),
+    # kernel/workqueue.c show_all_workqueues(): pool state, no culprit stack
+    Oops("workqueue-lockup", "workqueue-lockup", "workqueue lockup", r"BUG: workqueue lockup",
+         "BUG: workqueue lockup", guilty="", by_function=False),
+    # kernel/hung_task.c (task with a fatal signal pending)
+    Oops("task-cant-die", "task-cant-die", "can't die", r"INFO: task [^\n]*? can't die for more "
+         r"than", "INFO: task can't die", guilty="trace", skip="schedule"),
+    # --- memory -----------------------------------------------------------------------------
+    # mm/page_alloc.c bad_page() + mm/page_owner.c: the page's allocation stack
+    Oops("bad-page-state", "bad-page-state", "Bad page ", r"BUG: Bad page (?P<what>state|cache)",
+         "BUG: Bad page {what}", guilty="find:page last allocated,frames;trace",
+         skip="^bad_page$|(?:free|put|get|update|release)_page|free_unref|^_*folio|truncate_inode_pages"
+         "|page_frag_free|alloc|vmap|page_owner"),
+    # mm/memory.c print_bad_pte(): a corrupted page table, no culprit frame
+    Oops("bad-page-map", "bad-page-map", "Bad page map", r"BUG: Bad page map", "BUG: Bad page map",
+         guilty="", by_function=False),
+    # kernel/fork.c check_mm()
+    Oops("bad-rss", "bad-rss", "Bad rss-counter", r"BUG: Bad rss-counter state",
+         "BUG: Bad rss-counter state", guilty="", by_function=False),
+    # mm/kmemleak.c print_unreferenced(): the leaked object's allocation backtrace
+    Oops("kmemleak", "memory-leak", "memory leak", r"BUG: memory leak", "memory leak",
+         guilty="find:backtrace,frames",
+         skip="kmemleak|mmap|kmem|slab|alloc|create_object|idr_get|list_lru_init|kasprintf"
+         "|kvasprintf|pcpu_create|strdup|strndup|memdup"),
+    # mm/slub.c slab_err() / object_err()
+    Oops("slub-kmalloc-corruption", "slab-corruption", "BUG kmalloc-",
+         r"^BUG kmalloc-\d++ \([^)]*+\): (?P<what>.{1,80})", "BUG: slab corruption: {what}",
+         guilty="trace", skip="slab_|check_|free_|kfree|kmem"),
+    # mm/oom_kill.c: the system is out of memory, not a code bug
+    Oops("oom-panic", "oom-panic", "Out of memory", r"Kernel panic - not syncing: (?P<why>(?:System "
+         r"is deadlocked on memory|Out of memory)[^\n]{0,80})", "Kernel panic - not syncing: {why}",
+         guilty="", by_function=False),
     # --- filesystems / net ------------------------------------------------------------------
-    Oops("dentry-in-use", "still in use", r"BUG: Dentry \S++ ++still in use.*?\[(?P<func>unmount)",
-         "BUG: Dentry still in use", guilty="header"),
-    Oops("vfs", "VFS: ", r"^VFS: (?P<what>Busy inodes after unmount|Close: file count is (?:zero|0))",
-         "VFS: {what}", guilty="stack", skip="generic_shutdown|kill_|deactivate|cleanup_mnt"),
-    Oops("netdev-unregister", "unregister_netdevice: waiting for",
+    # fs/dcache.c umount_check()
+    Oops("dentry-in-use", "dentry-in-use", "still in use",
+         r"BUG: Dentry \S++ ++still in use.*?\[(?P<func>unmount)", "BUG: Dentry still in use",
+         guilty="header"),
+    # fs/super.c generic_shutdown_super(), fs/file_table.c: a printk without a stack
+    Oops("vfs", "vfs", "VFS: ", r"VFS: (?P<what>Busy inodes after unmount|Close: file count is "
+         r"(?:zero|0))", "VFS: {what}", guilty="", by_function=False),
+    # net/core/dev.c netdev_wait_allrefs(): a leaked device reference, no culprit stack
+    Oops("netdev-unregister", "netdev-unregister", "unregister_netdevice: waiting for",
          r"unregister_netdevice: waiting for \S++ to become free",
-         "unregister_netdevice: waiting for DEV to become free", guilty="none",
-         by_function=False),
-    # --- hardware -------------------------------------------------------------------------
-    Oops("machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?Machine "
-         r"[Cc]heck(?: Exception)?:", "Machine check", guilty="none", by_function=False,
+         "unregister_netdevice: waiting for DEV to become free", guilty="", by_function=False),
+    # --- hardware (arch/x86/kernel/cpu/mce/, drivers/edac/, drivers/pci/pcie/aer.c,
+    # NVIDIA's driver): the identity is the failing part's class, not the interrupted code ---
+    Oops("mce-exception", "machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?"
+         r"Machine [Cc]heck(?: Exception)?:", "Machine check", guilty="", by_function=False,
          classify="mce"),
-    Oops("machine-check", "achine check", r"Kernel panic - not syncing: (?:Fatal )?(?:local )?"
-         r"[Mm]achine check", "Machine check", guilty="none", by_function=False, classify="mce"),
-    Oops("machine-check", "broadcast exception handler", r"Timeout: Not all CPUs entered "
-         r"broadcast exception handler", "Machine check", guilty="none", by_function=False,
+    Oops("mce-panic", "machine-check", "achine check", r"Kernel panic - not syncing: (?:Fatal )?"
+         r"(?:local )?[Mm]achine check", "Machine check", guilty="", by_function=False,
          classify="mce"),
-    Oops("machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?Machine "
-         r"Check: \d++ Bank", "Machine check", guilty="none", by_function=False,
+    Oops("mce-broadcast-timeout", "machine-check", "broadcast exception handler",
+         r"Timeout: Not all CPUs entered broadcast exception handler", "Machine check",
+         guilty="", by_function=False, classify="mce"),
+    Oops("mce-bank", "machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?"
+         r"Machine Check: \d++ Bank", "Machine check", guilty="", by_function=False,
          classify="mce"),
-    Oops("pcie-aer", "AER:", r"AER: (?:Multiple )?Uncorrect(?:ed|able) \(Fatal\) error "
-         r"(?:message )?received",
-         "PCIe AER", guilty="none", by_function=False, classify="aer"),
-    Oops("edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>UE) (?P<what>[\w ]+?)(?: on|$)",
-         "EDAC: uncorrected {what}", guilty="none", by_function=False),
-    Oops("pcie-aer", "AER:", r"AER: (?:Multiple )?(?:Correct(?:ed|able)|Uncorrect(?:ed|able) "
-         r"\(Non-Fatal\)) error (?:message )?received", "PCIe AER", guilty="none",
-         by_function=False, classify="aer", rank=WEAK),
-    Oops("edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>CE) (?P<what>[\w ]+?)(?: on|$)",
-         "EDAC: corrected {what}", guilty="none", by_function=False, rank=WEAK),
-    Oops("machine-check", "Machine check events logged", r"Hardware Error\]: Machine check events "
-         r"logged",
-         "Machine check", guilty="none", by_function=False, classify="mce", rank=WEAK),
-    Oops("gpu-xid", "NVRM: Xid", r"NVRM: Xid \([^)]*+\): (?P<xid>\d++)", "NVRM: Xid {xid}",
-         guilty="none", by_function=False, rank=WEAK),
-    # --- panics (after everything that may precede them in one report) -------------------
-    Oops("stack-corruption", "stack-protector", r"Kernel panic - not syncing: stack-protector: "
-         r"Kernel stack is corrupted in: (?:(?:0x)?[0-9a-f]{8,}+\b|" + _FUNC + ")",
-         "kernel panic: stack is corrupted", guilty="header", skip="stack_chk"),
-    Oops("stack-corruption", "corrupted stack end", r"Kernel panic - not syncing: corrupted "
-         r"stack end", "kernel panic: corrupted stack end", guilty="stall",
-         skip="schedule|retint_kernel|preempt_schedule"),
-    Oops("hard-lockup", "Hard LOCKUP", r"Kernel panic - not syncing: Hard LOCKUP",
-         "watchdog: hard LOCKUP", guilty="stall", rank=CONTINUATION),
-    Oops("soft-lockup", "softlockup", r"Kernel panic - not syncing: softlockup",
-         "BUG: soft lockup", guilty="stall", rank=CONTINUATION),
-    Oops("hung-task", "hung_task", r"Kernel panic - not syncing: hung_task",
-         "INFO: task hung", guilty="hung", rank=CONTINUATION),
-    Oops("panic", "Kernel panic - not syncing", r"Kernel panic - not syncing: ?(?P<why>.{0,120})",
-         "Kernel panic - not syncing: {why}", guilty="stack", rank=CONTINUATION,
+    Oops("aer-fatal", "pcie-aer", "AER:", r"AER: (?:Multiple )?Uncorrect(?:ed|able) \(Fatal\) "
+         r"error (?:message )?received", "PCIe AER", guilty="", by_function=False,
+         classify="aer"),
+    Oops("edac-ue", "edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>UE) (?P<what>[\w ]+?)"
+         r"(?: on|$)", "EDAC: uncorrected {what}", guilty="", by_function=False),
+    Oops("aer-corrected", "pcie-aer", "AER:", r"AER: (?:Multiple )?(?:Correct(?:ed|able)|"
+         r"Uncorrect(?:ed|able) \(Non-Fatal\)) error (?:message )?received", "PCIe AER",
+         guilty="", by_function=False, classify="aer", rank=WEAK),
+    Oops("edac-ce", "edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>CE) (?P<what>[\w ]+?)"
+         r"(?: on|$)", "EDAC: corrected {what}", guilty="", by_function=False, rank=WEAK),
+    Oops("mce-logged", "machine-check", "Machine check events logged",
+         r"Hardware Error\]: Machine check events logged", "Machine check", guilty="",
+         by_function=False, classify="mce", rank=WEAK),
+    Oops("gpu-xid", "gpu-xid", "NVRM: Xid", r"NVRM: Xid \([^)]*+\): (?P<xid>\d++)",
+         "NVRM: Xid {xid}", guilty="", by_function=False, rank=WEAK),
+    # --- panics (kernel/panic.c panic(); after everything that may precede them) -----------
+    # kernel/panic.c __stack_chk_fail(): names the function whose canary was smashed
+    Oops("stack-protector", "stack-corruption", "stack-protector", r"Kernel panic - not syncing: "
+         r"stack-protector: Kernel stack is corrupted in: (?:(?:0x)?[0-9a-f]{8,}+\b|" + _FUNC + ")",
+         "kernel panic: stack is corrupted", guilty="header;trace", skip="stack_chk"),
+    # kernel/sched/core.c schedule_debug(): a stack overflow seen at the next schedule()
+    Oops("stack-end-corrupted", "stack-corruption", "corrupted stack end",
+         r"Kernel panic - not syncing: corrupted stack end", "kernel panic: corrupted stack end",
+         guilty="trace", extract="stall", skip="schedule|retint_kernel"),
+    # arch/arm64/kernel/traps.c handle_bad_stack(), arch/riscv/kernel/traps.c
+    Oops("stack-overflow-panic", "stack-overflow", "kernel stack overflow",
+         r"Kernel panic - not syncing: kernel stack overflow", "kernel stack overflow",
+         guilty="trace;rip", extract="stall", skip="bad_stack", rank=CONTINUATION),
+    Oops("panic-hard-lockup", "hard-lockup", "Hard LOCKUP", r"Kernel panic - not syncing: Hard "
+         r"LOCKUP", "watchdog: hard LOCKUP", guilty="rip,trace;trace", rank=CONTINUATION),
+    Oops("panic-softlockup", "soft-lockup", "softlockup", r"Kernel panic - not syncing: softlockup",
+         "BUG: soft lockup", guilty="rip,trace;trace", extract="stall", rank=CONTINUATION),
+    Oops("panic-hung-task", "hung-task", "hung_task", r"Kernel panic - not syncing: hung_task",
+         "INFO: task hung", guilty="trace", extract="hung", rank=CONTINUATION),
+    # the report these panics end was lost: the panic line alone says nothing of the bug
+    Oops("panic-after-report", "panic", "Kernel panic - not syncing", r"Kernel panic - not "
+         r"syncing: (?P<why>Fatal exception|panic_on_warn set|hung_task: blocked tasks)",
+         "Kernel panic - not syncing: {why}", guilty="trace", rank=CONTINUATION,
+         by_function=False, garbled="truncated"),
+    Oops("panic", "panic", "Kernel panic - not syncing", r"Kernel panic - not syncing: ?(?P<why>"
+         r".{0,120})", "Kernel panic - not syncing: {why}", guilty="trace", rank=CONTINUATION,
          by_function=False),
-    Oops("bug", "BUG: ", r"^BUG: (?P<what>[^\n]{1,100})", "BUG: {what}", guilty="stack"),
-    Oops("corrupted", ":", r"^(?P<what>BUG|WARNING|INFO):\s*+$", "{what}: corrupted report",
-         guilty="stack", rank=CONTINUATION),
-    Oops("trusty-assert", "ASSERT FAILED", r"trusty: panic .*?ASSERT FAILED at \([^)]*+\): "
-         r"(?P<what>.{0,80})", "trusty: ASSERT FAILED: {what}", guilty="none",
+    # kernel/workqueue.c process_one_work(): "last function: f" is the work item that leaked
+    Oops("workqueue-leak", "workqueue-leak", "workqueue leaked", r"BUG: workqueue leaked lock or "
+         r"atomic", "BUG: workqueue leaked lock or atomic", guilty="header",
+         details=(r"last function: " + _FUNC,)),
+    # any other BUG line: no convention names a culprit, so its text is the identity
+    Oops("bug-generic", "bug", "BUG: ", r"BUG: (?P<what>\S[^\n]{0,100})", "BUG: {what}",
+         guilty="", by_function=False),
+    # any other INFO: line of a debugging facility: its text is the identity
+    Oops("info-text", "info-text", "INFO: ", r"INFO: (?P<what>\S[^\n]{0,100})", "INFO: {what}",
+         guilty="", by_function=False),
+    # syzkaller's executor reporting its own failure (the corpus' harness, pkg/report)
+    Oops("syz-failure", "syz-failure", "SYZF", r"SYZ(?P<which>FAIL|FATAL):(?P<what>[^\n]{0,120})",
+         "SYZ{which}:{what}", guilty="", by_function=False),
+    # a bare "BUG:"/"WARNING:" line: the rest of the header was lost (two CPUs printing)
+    Oops("bare-marker", "corrupted", ":", r"^(?P<what>BUG|WARNING|INFO):\s*+$",
+         "{what}: corrupted report", guilty="trace;rip", rank=CONTINUATION, garbled="corrupted"),
+    Oops("trusty-assert", "trusty-assert", "ASSERT FAILED", r"trusty: panic .*?ASSERT FAILED at "
+         r"\([^)]*+\): (?P<what>.{0,80})", "trusty: ASSERT FAILED: {what}", guilty="",
          by_function=False),
-    Oops("rust-panic", "panicked at", r"panicked at (?P<what>.{0,120})", "Rust panic: {what}",
-         guilty="stack", skip=r"_R\w*?panic|rust_begin_unwind|rust_panic|core\w*?panicking"),
+    # rust/kernel: "rust_kernel: panicked at file:line", then the trace
+    Oops("rust-panic", "rust-panic", "panicked at", r"panicked at (?P<what>.{0,120})",
+         "Rust panic: {what}", guilty="trace",
+         skip=r"_R\w*?panic|rust_begin_unwind|rust_panic|core\w*?panicking"),
 )
 
 # Kinds whose signature names a failing part rather than a bug in code.
@@ -290,138 +421,215 @@ FREE_TEXT_FIELDS = frozenset({"why", "what"})
 # Lines that contain a needle but are known not to be crashes.
 IGNORED_LINES = re.compile(
     r"WARNING: /etc/ssh/moduli|WARNING: workqueue cpumask|INFO: lockdep is turned off"
+    # informational WARNING lines of boot and userspace (sshd, glibc, mitigations, fbcon, fs)
+    r"|WARNING: [Tt]he mand mount option|WARNING: Unsupported flag value|WARNING: Unprivileged "
+    r"eBPF|WARNING: fbcon: Driver|WARNING: See https|WARNING: kernel not compiled with"
+    r"|EXT4-[Ff][Ss](?: \([^)]*+\))?:|(?i:warning: \S+ uses (?:deprecated v2 capabilities|"
+    r"wireless extensions))|XFS \(\w++\): WARNING|rmt_storage:INFO:|_INFO:"
     r"|INFO: Stall ended before state dump|INFO: NMI handler|took too long to run"
     r"|INFO: recovery required|BUG: no syscalls can create|INFO: no syscalls"
-    r"|is not present in /proc/kallsyms|ODEBUG: Out of memory|_INFO::|Boot_DEBUG:"
-    r"|Kernel panic - not syncing: Fatal exception in interrupt\s*$"
+    r"|is not present in /proc/kallsyms|ODEBUG:|DEBUG:|xlog_status:|_INFO::"
+    r"|general protection fault [^\n]*? error:\d++ in "  # a userspace fault (traps.c, printk)
 )
 
-# Frames that are never the bug: reporting, tracing, locking, allocation, string helpers,
-# scheduling and interrupt entry. Matched at the start of a name after leading underscores;
-# a leading ".*" makes an entry match anywhere in the name.
-GENERIC_SKIP: tuple[str, ...] = (
-    # reporting and trap paths
-    "dump_stack", "show_stack", "show_regs", "show_trace", "print_", ".*printk", ".*printf",
-    ".*panic", "warn_", "warn$", "assertfail", "phys_addr", "format_decode", ".*string",
-    "pointer", "handle_overflow", "report_bug", "fixup_bug", "handle_bug",
-    "do_error_trap", "do_trap", "do_invalid_op", "exc_", "asm_exc_", "invalid_op", "do_int3",
-    "die", "oops_", "bad_area", "no_context", "page_fault_oops", "kernelmode_fixup",
-    "do_page_fault", "do_user_addr_fault", "do_kern_addr_fault", "handle_page_fault",
-    "spurious_kernel_fault", "do_general_protection", "general_protection", "do_divide_error",
-    "do_double_fault", "handle_stack_overflow", "fail_dump", "should_fail", "bug_handler",
-    "check_panic_on_warn", "nmi_cpu_backtrace", "nmi_trigger_cpumask_backtrace",
-    "arch_trigger_cpumask_backtrace", "trigger_", "watchdog_", "__pfx_", "sched_show_task",
-    "show_", "unwind_", "dump_backtrace", "arch_stack_walk", "stack_trace_", "save_stack",
-    # sanitizers and debugging runtimes
-    ".*kasan", ".*kmsan", ".*kcsan", ".*ubsan", ".*kfence", "asan_", "msan_", "tsan_",
-    "sanitizer", "check_memory_region", "check_memory_region_inline", "memory_is_",
-    "print_address_description", "print_report", "kmem_cache_debug", ".*lockdep",
-    ".*lock_class", "mark_lock", "mark_usage", "mark_held_locks", "check_noncircular",
-    "check_prev_add", "validate_chain", "check_deadlock", "check_irq_usage", "hlock_class",
-    ".*_indirect_thunk_", "perf_trace", "trace_", "kcov_",
-    "debug_object", "timer_is_static_object", "work_is_static_object",
-    # locking primitives
-    "lock_acquire", "lock_release", "lock_is_held", "lock_class", "reacquire_held_locks",
-    "raw_spin_", "spin_", "_raw_", "do_raw_", "queued_spin", "native_queued_spin",
-    "pv_queued_spin", "read_lock", "write_lock", "read_unlock", "write_unlock", "mutex_",
-    "rt_mutex", "down$", "down_", "up$", "up_read", "up_write", "rwsem_", "osq_lock",
-    "osq_unlock", "lock_timer_base", "local_bh_", "preempt_count", "seqcount_",
-    "refcount_", "atomic_", "arch_atomic", "kref_",
-    # allocators
-    ".*kmalloc", "kzalloc", "kcalloc", "krealloc", "kmem_cache_", "kvmalloc", "kvfree", "kfree",
-    "slab_", "slub_", "__slab", "new_slab", "allocate_slab", "alloc_debug_processing",
-    "free_debug_processing", "setup_object", "vmalloc", "vfree", "vzalloc", "vmap",
-    "__vmalloc", "alloc_pages", "__alloc_pages", "get_free_pages", "free_pages",
-    "free_unref_page", "memdup", "kmemdup", "kstrdup",
-    # string and copy helpers
-    "memcpy", "memmove", "memset", "memcmp", "memchr", "strcmp", "strncmp", "strcpy",
-    "strncpy", "strlcpy", "strscpy", "strlen", "strnlen", "strchr", "strrchr", "strstr",
-    "strnstr", "copy_to_user", "copy_from_user", "_copy_to_user", "_copy_from_user",
-    "copy_user", "raw_copy_", "rep_movs", "clear_user", "put_user", "get_user",
-    "might_fault", "might_sleep", "might_resched", "check_object_size",
-    "kasprintf", "kvasprintf",
-    # list helpers
-    "list_add", "list_del", "list_replace", "list_move", "list_splice", "hlist_", "rb_",
-    # core APIs that warn or wait on behalf of their caller: the caller is the bug
-    "rollback_registered", "unregister_netdev", "device_del", "device_unregister",
-    "device_destroy", "device_add", "kobject_del", "kobject_put", "kobject_uevent",
-    "add_uevent_var", "get_device_parent", "sysfs_remove", "device_remove_file",
-    "del_timer", "flush_work", "cancel_work_sync", "cancel_delayed_work_sync",
-    "drain_workqueue", "destroy_workqueue", "kthread_stop", "finish_wait",
-    "try_to_grab_pending", "wait_for_completion", "usb_kill_urb", "usb_kill_anchored_urbs",
-    "cancel_work_timer", "hwrng_unregister", ".*sysfs_remove", "klist_", "skb_put$",
-    "skb_push$", "skb_over_panic", "skb_under_panic", "hex_dump", "print_hex_dump", "crc",
-    "dev_info", "dev_warn", "dev_err", "dev_notice", "dev_printk", "dev_alert", "dev_crit",
-    "dev_emerg", "copy_to_iter", "copy_from_iter", "copy_page_to_iter", "copy_page_from_iter",
-    "alloc_page", "divide_error", "error_entry", "asm_call_", "call_on_stack",
-    "call_on_irqstack", "run_on_irqstack", "arch_timer_", "gic_handle_irq",
-    "handle_domain_irq", "handle_percpu_devid_irq", "el1_irq", "el1h_64_irq", "el1_interrupt",
-    "do_DataAbort", "do_translation_fault", "do_bad_area", "do_kernel_fault", "do_mem_abort",
-    "el1_abort", "el1_da", "el1h_64_sync", "el1_sync", "do_sea", "die_kernel_fault",
-    "do_alignment", ".*_noprof", ".*del_timer", "timer_delete", "do_tag_check_fault",
-    "do_tag_recovery", "el1_dbg", "jhash", "devres_", "unregister_client", "i2c_del_adapter",
-    "device_for_each_child", ".*wake_up", "kobject_", "generic_handle_irq",
-    "generic_handle_domain_irq", "handle_irq_desc", "irq_svc", "irq_usr", "device_release",
-    "rhashtable_", "sk_stop_timer", "sk_reset_timer", "iput$", "evict$", ".*dput$",
-    "mark_buffer_dirty", "unlock_page", "folio_unlock", "ida_free", "ida_alloc", "idr_",
-    "usb_control_msg", "usb_submit_urb", "usb_hcd_submit_urb", "dummy_urb_enqueue",
-    # scheduler and irq entry
-    "schedule$", "schedule_", "context_switch", "finish_task_switch", "switch_to",
-    "irq_exit", "do_IRQ", "common_interrupt", "asm_common_interrupt", "sysvec_",
-    "asm_sysvec_", ".*apic_timer_interrupt", "tick_", "handle_irq",
-    "handle_edge_irq", "handle_fasteoi_irq", "handle_irq_event", "irq_exit_rcu",
-    "do_softirq", "handle_softirqs", "softirq", "ret_from_intr", "irq_enter",
-    "hrtimer_interrupt", "hrtimer_run_queues", "__hrtimer_run_queues", "tick_sched_",
-    "update_process_times", "rcu_sched_clock_irq", "rcu_check_callbacks", "rcu_dump_",
-    "print_cpu_stall", "check_cpu_stall", "rcu_pending",
-    "entry_SYSCALL", "entry_SYSENTER", "ret_from_fork", "kthread$",
-    "nmi_handle", "default_do_nmi", "exc_nmi", "do_nmi", "end_repeat_nmi",
-    "watchdog_overflow_callback", "perf_event_overflow", "handle_pmi_common",
-    "intel_pmu_handle_irq", "perf_event_nmi_handler", "perf_ibs_nmi_handler",
-    "native_safe_halt", "native_write_msr", "native_read_msr", "delay_tsc", "udelay",
-    "cpu_relax",
+# Frames that are never the bug, as named classes (the class name is the `rule` an explanation
+# gives a skipped frame). Each entry is a regex *searched* in the function name (clone suffixes
+# already cut), so "spin_lock" covers _raw_spin_lock_irqsave; anchor with ^ or $ to narrow.
+# One line per entry group, each citing the kernel code that puts such frames on a stack.
+SKIP_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("reporting", (
+        # lib/dump_stack.c, arch/*/kernel/dumpstack.c and stacktrace.c: the printing of the stack itself
+        "dump_stack", "show_stack", "show_trace", "show_regs", "dump_backtrace", "walk_stack",
+        "arch_stack_walk", "stack_trace_save", "stack_trace_consume",
+        # kernel/panic.c (panic, __warn, warn_slowpath_fmt, check_panic_on_warn, print_tainted)
+        "panic", "__warn", "warn_slowpath", "warn_bogus", "print_tainted", "^get_taint$",
+        # lib/bug.c (report_bug) and arch/*/kernel/traps.c (fixup_bug, handle_bug) run BUG/WARN
+        "report_bug", "fixup_bug", "handle_bug", "bug_handler", "bug_brk_handler",
+        # mm/page_alloc.c warn_alloc, kernel/printk/printk.c, lib/vsprintf.c, lib/hexdump.c
+        "warn_alloc", "printk", "printf", "va_format", "string", "pointer", "hex_dump",
+        # drivers/base/core.c dev_printk family prints on behalf of a driver
+        "^_?_?dev_(?:printk|emerg|alert|crit|err|warn|notice|info)",
+        # lockdep's own printing (kernel/locking/lockdep.c print_usage_bug, print_unlock_...)
+        "print_usage_bug", "print_unlock", "imbalance_bug", "print_report",
+        # mm/kasan/report.c, mm/kfence/report.c address description
+        "print_address_description",
+        # lib/nmi_backtrace.c and kernel/hung_task.c print other CPUs' and tasks' stacks
+        "nmi_cpu_backtrace", "nmi_trigger_cpumask_backtrace", "trigger_.*backtrace",
+        "sched_show_task", "^show_state", "^__schedule_bug$",
+        # lib/fortify_string.c and the assert helpers report the caller's overflow
+        "__fortify_report", "fortify_panic", "assertfail",
+    )),
+    ("exception-entry", (
+        # arch/x86/kernel/traps.c and arch/x86/entry/entry_64.S: trap and IDT entry
+        "^asm_exc_", "^exc_", "_trap$", "do_trap", "do_error_trap", "invalid_op", "^do_int3",
+        "do_general_protection", "^_*die(?:_body)?$", "^oops_", "do_divide_error",
+        # arch/x86/entry/entry_64.S, entry_32.S: syscall and kernel-thread entry
+        "^entry_(?:SYSCALL|SYSENTER|INT80)", "^ret_from_fork", "^ret_from_kernel_thread",
+        # arch/x86/mm/fault.c: page fault handling around the faulting access
+        "page_fault_oops", "kernelmode_fixup_or_oops", "^_*bad_area", "^no_context$",
+        "do_user_addr_fault", "do_kern_addr_fault", "handle_page_fault", "spurious_kernel_fault",
+        "__phys_addr",
+        # arch/arm64/mm/fault.c and arch/arm64/kernel/entry-common.c: arm64 fault entry
+        "do_(?:kernel|translation|tag_check|bad_area|alignment)_fault", "do_mem_abort",
+        "die_kernel_fault", "^el1_", "^el1h_64_", "^el0t_64_", "do_sea$", "do_tag_recovery",
+        "do_debug_exception", "call_el1_break_hook", "^brk_handler",
+        # arch/riscv/kernel/traps.c and arch/riscv/mm/fault.c: riscv trap entry
+        "^handle_exception$", "^do_trap_", "^do_page_fault$", "^handle_break$", "^die_",
+        # arch/arm/kernel/traps.c and arch/arm/mm/fault.c (32-bit arm)
+        "^do_DataAbort$", "^do_PrefetchAbort$", "^__do_kernel_fault$", "^do_undefinstr$",
+        # arch/powerpc/kernel/traps.c
+        "program_check_exception", "program_check_common",
+    )),
+    ("sanitizer", (
+        # mm/kasan/, mm/kmsan/, kernel/kcsan/, lib/ubsan.c, mm/kfence/: the sanitizer runtimes
+        "__sanitizer", "__asan", "kasan", "hwasan", "__msan", "kmsan", "kcsan_setup_watchpoint",
+        "__tsan_", "__ubsan_", "ubsan_", "kfence_", "__kfence",
+        # mm/kasan/generic.c and include/linux/kasan-checks.h: access checks the compiler inserts
+        "check_memory_region", "read_word_at_a_time", "(?:read|write)_once_.*nocheck",
+        # kernel/kcov.c and the compiler's coverage and retpoline thunks
+        "__sanitizer_cov", "kcov_", "_indirect_thunk_", "__x86_return_thunk",
+        # mm/usercopy.c and mm/slub.c object checks report the caller's access
+        "check_heap_object", "check_object",
+        # lib/debugobjects.c reports misuse by the object's owner
+        "debug_object", "timer_is_static_object", "work_is_static_object",
+        # kernel/locking/lockdep.c validation (the lock's user is the bug)
+        "lockdep", "lock_class", "mark_lock", "(?:reacquire|mark)_held_locks", "__lock_acquire",
+        "validate_chain", "check_prev_add", "check_noncircular", "check_irq_usage",
+        # lib/fault-inject.c
+        "should_fail",
+        # kernel/trace/trace_event_perf.c and include/trace/perf.h: tracepoint machinery
+        "perf_trace",
+    )),
+    ("locking", (
+        # kernel/locking/{spinlock,mutex,rwsem,rtmutex,semaphore,osq_lock,qspinlock}.c
+        "lock_acquire", "lock_release", "raw_spin_rq", "spin_lock", "spin_trylock",
+        "spin_unlock", "read_lock", "read_trylock", "write_lock", "write_trylock",
+        "read_unlock", "write_unlock", "queued_spin", "^do_raw_", "^down$", "down_read",
+        "down_write", "down_trylock", "up_read", "up_write", "^mutex_", "^__mutex_",
+        "^rt_mutex_", "owner_on_cpu", "osq_lock", "osq_unlock", "^lock_timer_base$",
+        # kernel/softirq.c bottom-half toggles around locked sections
+        "bh_enable", "bh_disable",
+        # include/linux/atomic, lib/refcount.c, lib/kref: counters that warn for their caller
+        "atomic(?:64)?_(?:dec|inc|read|set|or|xor|and|add|sub|fetch|xchg|cmpxchg|try)",
+        "(?:set|clear|change|test)_bit", "^refcount_", "^kref_", "ref_tracker",
+        "seqprop_assert",
+        # kernel/sched/wait.c and completion.c wake and wait for their callers
+        "__wake_up", "^complete$", "wait_for_completion", "finish_wait",
+    )),
+    ("allocator", (
+        # mm/slub.c, mm/slab_common.c, mm/page_alloc.c, mm/vmalloc.c, mm/util.c: allocation
+        "alloc_page", "k?v?(?:m|z|c)alloc", "krealloc", "kmem_cache", "allocate_slab", "slab_",
+        "_noprof$", "__alloc_frozen_pages", "^kv?free$", "kfree_skb", "vfree", "vunmap",
+        "memdup", "strdup", "strndup", "kasprintf", "kvasprintf",
+        # mm/filemap.c and mm/folio-compat.c page cache lookups that allocate
+        "folio_(?:alloc|unlock)", "filemap_alloc_folio", "__filemap_get_folio",
+        "find_or_create_page", "do_read_cache_folio", "read_cache_page", "pagecache_get_page",
+        "grab_cache_page_write_begin", "^(?:un)?lock_page",
+        # mm/memory.c: might_fault / might_sleep annotations run on behalf of the caller
+        "might_fault", "might_sleep", "__might_resched",
+    )),
+    ("string-copy", (
+        # lib/string.c, arch/*/lib/mem*.S: string and memory helpers
+        "memcpy", "memcmp", "memset", "memchr", "memmove", "strcmp", "strncmp", "strcpy",
+        "strlcpy", "strncpy", "strscpy", "strlen", "strstr", "strnstr", "strnlen", "strchr",
+        # lib/usercopy.c, lib/iov_iter.c, arch/*/lib/copy_user*: user and iterator copies
+        "copy_to_user", "copy_from_user", "copy_to_iter", "copy_from_iter", "copy_page_to_iter",
+        "copy_page_from_iter", "copy_folio_to_iter", "^copyin$", "^copyout$", "put_user",
+        "get_user", "extract_(?:user|iter)_to_sg",
+        # include/asm-generic/io.h MMIO accessors and lib/logic_iomem.c
+        "read[bwlq]$", "write[bwlq]$", "logic_in", "logic_out",
+        # lib/crc*.c checksum helpers
+        "^crc\\d+", "crc_itu_t",
+    )),
+    ("data-structure", (
+        # lib/list_debug.c, lib/rbtree.c, lib/klist.c, lib/xarray.c, lib/rhashtable.c
+        "list_add", "list_del", "list_replace", "list_move", "list_splice", "^rb_", "^__rb_",
+        "^klist_", "xas_(?:start|load|find)", "rhashtable_lookup",
+    )),
+    ("core-api", (
+        # kernel/workqueue.c, kernel/time/timer.c, kernel/kthread.c: APIs that wait or warn for
+        # the caller that used them wrongly
+        "del_timer", "__timer_delete_sync", "__mod_timer", "sk_stop_timer_sync", "flush_work",
+        "__cancel_work_timer", "cancel_work_sync", "try_to_grab_pending", "flush_workqueue",
+        "drain_workqueue", "destroy_workqueue", "queue_work", "insert_work",
+        "__queue_delayed_work", "queue_delayed_work_on", "kthread_stop",
+        # lib/kobject.c, drivers/base/{core,dd,devres}.c: device model teardown
+        "kobject_", "add_uevent_var", "get_device_parent", "device_add", "device_del",
+        "device_unregister", "device_destroy", "device_release", "devres_release_all",
+        "device_for_each_child", "^put_device$", "device_remove_file", "sysfs_remove",
+        # drivers/char/hw_random, drivers/i2c, drivers/tty, net/core/dev.c unregistration
+        "hwrng_unregister", "i2c_del_adapter", "__unregister_client", "tty_unregister_device",
+        "rollback_registered", "unregister_netdev",
+        # drivers/usb/core/{urb,message,hcd}.c and drivers/usb/gadget/udc/dummy_hcd.c
+        "dummy_urb_enqueue", "usb_kill_urb", "usb_kill_anchored_urbs", "usb_control_msg",
+        "usb_hcd_submit_urb", "usb_submit_urb",
+        # fs/inode.c, fs/dcache.c, mm/truncate.c: reference drops that run the caller's release
+        "^iput$", "^iput_final$", "^ihold$", "fast_dput", "dput", "drop_nlink",
+        # fs/buffer.c mark_buffer_dirty() warns about its caller's buffer
+        "^mark_buffer_dirty$",
+        "find_lock_entries", "truncate_inode_pages_range", "cleanup_srcu_struct",
+        "ida_free",
+    )),
 )
+GENERIC_SKIP: tuple[str, ...] = tuple(entry for _, entries in SKIP_CLASSES for entry in entries)
 
-# Stalls loop across many functions; the bug is named after the frame *above* the first of
-# these dispatch points (the driver's ioctl, the protocol's handler), not the top of stack.
-# Entries match anywhere in a name, or at its start when they begin with "^".
+# Stalls loop across several functions, so the top of the stack is random. The bug is named
+# after the frame just *above* the first of these dispatch points (the driver's ioctl, the
+# protocol's handler) or, when the stack starts at one, after the dispatch point itself.
+# Regexes searched in the name (syscall wrapper prefixes already stripped).
 STALL_ANCHORS: tuple[str, ...] = (
+    # kernel/workqueue.c, arch/*/entry/common.c, arch/arm64/kernel/syscall.c: work and syscalls
     "process_one_work", "do_syscall_", "do_fast_syscall_", "sysenter_dispatch",
-    "tracesys_phase2", ".*netif_receive_skb", ".*do_softirq", "call_timer_fn", ".*_run_timers",
-    "run_timer_softirq", "run_ksoftirqd", "smpboot_thread_fn", "kthread$", "start_secondary",
-    "ksys_ioctl", "compat_ioctl", "tasklet_action", "netlink_dump", "rtnetlink_rcv_msg",
-    "genl_family_rcv_msg", "genl_rcv_msg", "netlink_rcv_skb",
-    "cpu_startup_entry", "ret_from_fork", "vfs_write", "vfs_read", "vfs_iter_read",
-    "vfs_iter_write", "do_iter_read", "do_iter_write", ".*vfs_ioctl", "blkdev_driver_ioctl",
-    "blkdev_ioctl", "call_read_iter", "call_write_iter", "do_iter_readv_writev", "call_mmap",
-    "mmap_region", "do_mmap", "do_dentry_open", "vfs_open", "sock_sendmsg", "sock_recvmsg",
-    "sock_release", "sys_setsockopt", "kernel_setsockopt", "sock_common_setsockopt",
-    "sys_listen", "kernel_listen", "sk_common_release", "sock_mmap", "sys_accept",
-    "kernel_accept", "sock_do_ioctl", "sock_ioctl", "compat_sock_ioctl", "nfnetlink_rcv_msg",
-    r"^(?:k?sys_)?(?:socketpair|connect|ioctl)$",  # syscall wrappers, prefixes stripped
-    "^do_fault$", "handle_mm_fault", "do_page_fault", "^page_fault$", "^fput$", "task_work_run",
-    "exit_to_usermode", "exit_to_user_mode",
+    "tracesys_phase2", "el0_svc_handler", "invoke_syscall", "ret_fast_syscall",
+    # net/core/dev.c, kernel/softirq.c, kernel/time/{timer,hrtimer}.c: softirq and timers
+    "netif_receive_skb", "do_softirq", "call_timer_fn", "_run_timers", "run_timer_softirq",
+    "hrtimer_run", "run_ksoftirqd", "tasklet_action", "tasklet_hi_action",
+    # kernel/smpboot.c, kernel/kthread.c, arch/*/kernel/smpboot.c: thread and CPU start
+    "smpboot_thread_fn", "^kthread$", "start_secondary", "cpu_startup_entry", "ret_from_fork",
+    # fs/read_write.c, fs/ioctl.c, block/ioctl.c, mm/mmap.c, fs/open.c: file operations
+    "vfs_write", "vfs_read", "vfs_iter_read", "vfs_iter_write", "do_iter_read", "do_iter_write",
+    "call_read_iter", "call_write_iter", "new_sync_read", "new_sync_write", "vfs_ioctl",
+    "ksys_ioctl", "compat_ioctl", "compat_sys_ioctl", "blkdev_driver_ioctl", "blkdev_ioctl",
+    "do_iter_readv_writev", "^call_mmap", "mmap_region", "do_mmap", "do_dentry_open",
+    "vfs_open",
+    # net/socket.c, net/core/sock.c, net/netlink/: socket and netlink dispatch
+    "^sock_sendmsg", "^sock_recvmsg", "^sock_release", "^__sock_release", "^setsockopt$",
+    "kernel_setsockopt", "sock_common_setsockopt", "^listen$", "kernel_listen",
+    "sk_common_release", "^sock_mmap", "^accept$", "kernel_accept", "^sock_do_ioctl",
+    "^sock_ioctl", "^compat_sock_ioctl", "^nfnetlink_rcv_msg", "^rtnetlink_rcv_msg",
+    "^netlink_dump", "^(?:sys_)?(?:socketpair|connect|ioctl)",
+    # mm/memory.c, arch/*/mm/fault.c: page fault entry
+    "__do_fault", "do_page_fault", "^page_fault$",
+    # fs/file_table.c, kernel/task_work.c, kernel/entry/common.c: return-to-user work
+    "__fput", "task_work_run", "exit_to_usermode", "smp_call_function",
 )
 
-# Syscall wrappers trimmed from a stall's representative frame.
-SYSCALL_PREFIXES = re.compile(r"^(?:__x64_|__ia32_|__arm64_|__se_sys_|__do_sys_|SYSC_|SyS_"
-                              r"|compat_SYSC_|compat_SyS_)")
+# Syscall wrappers: one syscall, one name across architectures (include/linux/syscalls.h
+# __SYSCALL_DEFINEx, arch/x86/include/asm/syscall_wrapper.h, arch/arm64/.../syscall_wrapper.h).
+# A frame is named by the shortest result of removing one of these prefixes.
+SYSCALL_PREFIXES: tuple[str, ...] = (
+    "SYSC_", "SyS_", "sys_", "__x64_", "__ia32_", "__arm64_", "____sys_", "___sys_", "__sys_",
+    "__se_", "__se_sys_", "__do_sys_", "compat_SYSC_", "compat_SyS_", "ksys_",
+)
 
-# Stalls whose top frame waits on other CPUs: one bucket whichever variant is on top.
+# Stalls whose top frame waits on other CPUs (kernel/smp.c): one bucket for every variant.
 STALL_BUCKETS: tuple[tuple[str, str], ...] = (("smp_call_function", "smp_call_function"),)
 
-# Hung tasks: hangs on these are symptoms of one shared problem; group them by the anchor.
+# Hung tasks (kernel/hung_task.c prints the blocked task's stack): hangs on these are victims
+# of one shared problem (RTNL held, RCU stuck), grouped by the anchor, searched in the name.
 HUNG_ANCHORS: tuple[tuple[str, str], ...] = (
-    ("rtnl_lock", "rtnl_lock"),
-    ("synchronize_rcu", "synchronize_rcu"),
-    ("synchronize_srcu", "synchronize_rcu"),
-    ("synchronize_net", "synchronize_rcu"),
-    ("synchronize_sched", "synchronize_rcu"),
+    ("rtnl_lock", ""),  # net/core/rtnetlink.c (the frame keeps its name: rtnl_lock_killable)
+    ("synchronize_rcu", "synchronize_rcu"),  # kernel/rcu/tree.c
+    ("synchronize_srcu", "synchronize_rcu"),  # kernel/rcu/srcutree.c
+    ("synchronize_net", "synchronize_rcu"),  # net/core/dev.c
+    ("synchronize_sched", "synchronize_rcu"),  # older kernels' kernel/rcu/tree.c
 )
+# The blocking primitives a hung task sleeps in, below the code that waits: kernel/sched/
+# core.c (__schedule, schedule_timeout), kernel/locking/ (mutex, rwsem, semaphore),
+# kernel/sched/{completion,wait,wait_bit}.c, kernel/rcu/tree.c rcu_barrier.
 HUNG_SKIP: tuple[str, ...] = (
-    ".*sched", ".*_lock", ".*_slowlock", ".*down", ".*completion", ".*kthread", ".*wait",
-    ".*synchronize", ".*context_switch", ".*switch_to", ".*cancel_delayed_work", ".*rwsem",
-    ".*io_schedule", ".*bit_wait", ".*folio_wait", ".*wait_on_page",
+    "sched", "_lock", "_slowlock", "down", "rwsem", "completion", "kthread", "wait",
+    "synchronize", "context_switch", "__switch_to", "cancel_delayed_work", "rcu_barrier",
 )
 
 # Intel SDM vol. 3B "MCA error codes": (mask, value, class) over the low 16 bits of

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .frames import clean_function, frame_label, skip_matcher
+from .frames import clean_function, frame_decisions, frame_label, skip_matcher
 from .patterns import IP_REGISTERS, SP_REGISTERS, STACK_ALIGNMENT, USERSPACE_SKIP
 
 MAX_FRAMES = 256  # frames examined; a runaway recursion is still one bug
@@ -18,6 +18,7 @@ FRAMES_KEPT = 3
 MAX_NAME = 200
 
 _SKIP = skip_matcher(USERSPACE_SKIP)
+_RULES = (("userspace-runtime", _SKIP),)  # signal delivery, abort, unwinding, thread start
 
 # The failure mode a signal means when the registers show nothing more specific.
 SIGNAL_LABELS = {
@@ -36,6 +37,8 @@ class UserCrash:
     function: str | None = None
     module: str | None = None
     frames: list[str] = field(default_factory=list)
+    named: list[tuple[str, str | None]] = field(default_factory=list)  # every frame read
+    guilty: int | None = None  # position of the guilty frame in `named`
 
 
 def _as_int(value: Any) -> int | None:
@@ -108,6 +111,11 @@ def _frame_name(frame: Any) -> tuple[str, str | None] | None:
     return None
 
 
+def explain_user_frames(crash: UserCrash) -> tuple[list[dict], int | None]:
+    """The frames read, each guilty, used (real code) or skipped as runtime machinery."""
+    return frame_decisions(crash.named, crash.guilty, _RULES, None)
+
+
 def parse_stack(stack: Any) -> UserCrash | None:
     """The userspace crash described by a contract `stack` object, or None if it holds none."""
     if not isinstance(stack, dict):
@@ -121,6 +129,8 @@ def parse_stack(stack: Any) -> UserCrash | None:
         crash.labels.append(SIGNAL_LABELS[signal])
     named = [name for name in map(_frame_name, frames) if name is not None]
     kept = [name for name in named if not _SKIP.match(name[0])]
+    crash.named = named
+    crash.guilty = next((i for i, name in enumerate(named) if not _SKIP.match(name[0])), None)
     if kept:
         crash.function, crash.module = kept[0]
         crash.frames = [frame_label(name, module) for name, module in kept[:FRAMES_KEPT]]

@@ -27,6 +27,26 @@ blueprint = Blueprint("ingest", __name__, url_prefix="/api/v1")
 REPORT_SCHEMA = ReportSchema()
 
 
+class ExplainedFrameSchema(Schema):
+    function = fields.String(allow_none=True)
+    module = fields.String(allow_none=True)
+    decision = fields.String(metadata={"enum": ["guilty", "used", "skipped"]})
+    rule = fields.String(allow_none=True, metadata={"description": "the skip class that skipped it"})
+
+
+class ExplanationSchema(Schema):
+    """The engine's record of how the event's fingerprint was made (keys may be added)."""
+
+    v = fields.Integer(metadata={"description": "ALGORITHM_VERSION of the engine that explained it"})
+    kind = fields.String()
+    kind_rule = fields.String(allow_none=True, metadata={"description": "the rule recognising the report"})
+    headline = fields.String(allow_none=True, metadata={"description": "the normalised headline"})
+    section = fields.String(allow_none=True, metadata={"description": "where in the report frames came from"})
+    frames = fields.List(fields.Nested(ExplainedFrameSchema))
+    guilty = fields.Integer(allow_none=True, metadata={"description": "index of the guilty frame in frames"})
+    flags = fields.List(fields.String(), metadata={"description": "corrupted, interleaved, truncated"})
+
+
 class EventSchema(Schema):
     id = fields.String()
     hostname = fields.String()
@@ -40,6 +60,9 @@ class EventSchema(Schema):
     fingerprint = fields.String(allow_none=True)
     title = fields.String(allow_none=True)
     algorithm_version = fields.Integer(allow_none=True)
+    explanation = fields.Nested(ExplanationSchema, allow_none=True,
+                                metadata={"description": "null: no crash, or stored before explanations "
+                                          "(crashreg signatures rebuild fills it)"})
     capture = fields.Dict()
     regression = fields.String(allow_none=True)
     reports = fields.List(fields.Dict())
@@ -98,6 +121,7 @@ def event_detail(session: Any, event: Event) -> dict[str, Any]:
             for r in reports
         ],
         "captures": [capture_dict(c) for c in captures],
+        "explanation": event.explanation,
     }
 
 

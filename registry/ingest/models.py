@@ -30,6 +30,9 @@ class Event(HostAttributes, Base):
     fingerprint: Mapped[str | None] = mapped_column(String(64))
     algorithm_version: Mapped[int | None] = mapped_column(Integer)
     title: Mapped[str | None] = mapped_column(String(512))
+    explanation: Mapped[dict[str, Any] | None] = mapped_column(
+        doc="the engine's record of how the fingerprint was made (CrashSignature.explanation)"
+    )
     crashed_at: Mapped[datetime]
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     uptime_s: Mapped[int | None] = mapped_column(BigInteger)

@@ -321,6 +321,7 @@ def find_or_open_event(
         "fingerprint": crash.fingerprint if crash else None,
         "algorithm_version": crash.algorithm_version if crash else None,
         "title": crash.title[:512] if crash else None,
+        "explanation": crash.explanation if crash else None,
     }
     values = attributes | fingerprinted | {
         "host_id": host_id,

@@ -36,6 +36,7 @@ from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load
 from registry.signatures.api import SignatureListQuery, signature_or_404, signature_page
+from registry.signatures.explanation import explanation_variants
 from registry.signatures.models import SIGNATURE_STATUSES, Signature
 from registry.signatures.service import detail
 from registry.web import current_db, current_settings
@@ -202,9 +203,12 @@ def signature(key: str) -> str:
         marks = reads.marks(session, members, found.first_seen)
         start = chart_start(min([found.first_seen.date(), *daily]), marks)
         hosts, hostnames = reads.top_hosts(session, members)
+        variants = explanation_variants((str(e.id), e.explanation) for e in events)
         context = {
             "signature": detail(session, found),
             "events": [event_summary(e) for e in events],
+            "variants": variants,
+            "variant_of": {event_id: v["label"] for v in variants for event_id in v["events"]},
             "hosts": hosts,
             "hostnames": hostnames,
             "captures": [capture_dict(c) for c in captures],

@@ -22,6 +22,7 @@ from registry.ingest.models import Report
 from registry.ingest.schemas import MAX_CONSOLE_LOG_BYTES
 from registry.ingest.service import ingest_report
 from registry.requests import load
+from registry.signatures.explanation import explanation_lines
 from registry.signatures.rebuild import event_count, rebuild
 
 IMPORT_PREFIX = "import-"
@@ -56,17 +57,24 @@ def signature_line(name: str, signature: CrashSignature | None) -> dict[str, Any
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per file, one per line")
-def signature_command(files: tuple[Path, ...], as_json: bool) -> None:
+@click.option("--explain", is_flag=True,
+              help="show how each fingerprint was made (with --json: an `explanation` object)")
+def signature_command(files: tuple[Path, ...], as_json: bool, explain: bool) -> None:
     """Fingerprint console logs and JSON report files offline."""
     for path in files:
         console_log, stack, _ = read_input(path)
         signature = analyse_report(console_log, stack)
         if as_json:
-            click.echo(json.dumps(signature_line(str(path), signature)))
+            line = signature_line(str(path), signature)
+            if explain:
+                line["explanation"] = signature.explanation if signature else None
+            click.echo(json.dumps(line))
         elif signature is None:
             click.echo(f"{path}: no crash")
         else:
             click.echo(f"{path}: {signature.fingerprint} {signature.title}")
+            if explain:
+                click.echo("\n".join(explanation_lines(signature.explanation)))
 
 
 @click.group("signatures")

@@ -13,7 +13,12 @@ fingerprints they now get:
   signatures that inherit status and owner. A signature someone merged by hand does not
   split: the human decision stands, the new fingerprints become aliases of it.
 
-A rerun with an unchanged engine changes nothing.
+Captures follow their events to whichever signature the events land on (capture history,
+savings and the dedup counts read captures by signature). Every event also gets the current
+engine's explanation of its fingerprint (written in the short per-chunk transactions, only
+where it differs from the stored one), so events stored before explanations existed, or
+explained by an older engine, read like new ones. A rerun with an unchanged engine changes
+nothing.
 
 Live ingest goes on meanwhile. The slow part (fingerprinting every stored report) reads
 without blocking anyone; then the rebuild holds the signatures table (ingest can still store
@@ -33,6 +38,7 @@ from datetime import datetime
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
+from registry.capture.models import Capture
 from registry.db import Database, is_postgresql
 from registry.fingerprint import CrashSignature
 from registry.ingest.models import Event, Report
@@ -53,6 +59,7 @@ class RebuildSummary:
 
     events: int = 0
     refingerprinted: int = 0
+    explained: int = 0
     without_crash: int = 0
     unchanged: int = 0
     moved: list[str] = field(default_factory=list)
@@ -63,7 +70,8 @@ class RebuildSummary:
 
     def lines(self) -> list[str]:
         head = [f"events: {self.events} re-fingerprinted: {self.refingerprinted}, "
-                f"without a crash under this engine (kept as they were): {self.without_crash}",
+                f"without a crash under this engine (kept as they were): {self.without_crash}, "
+                f"explanations written: {self.explained}",
                 f"signatures unchanged: {self.unchanged}, moved: {len(self.moved)}, "
                 f"merged: {len(self.merged)}, split: {len(self.split)}, new: {len(self.created)}"]
         details = [*(f"moved   {m}" for m in self.moved), *(f"merged  {m}" for m in self.merged),
@@ -108,8 +116,9 @@ class Rebuild:
     """One rebuild, in steps: fingerprint in short transactions (no lock held), then in the
     applying transaction: hold, catch up, read placement, apply."""
 
-    def __init__(self, summary: RebuildSummary) -> None:
+    def __init__(self, summary: RebuildSummary, dry_run: bool = False) -> None:
         self.summary = summary
+        self.dry_run = dry_run
         self.session: Session
         self.crashes: dict[str, CrashSignature] = {}
         self.new_fp: dict[int, str] = {}  # event id -> new fingerprint
@@ -131,6 +140,7 @@ class Rebuild:
         """Fingerprint the stored reports of the events not fingerprinted yet (of the next
         `events` of them if given); how many events were read."""
         read = 0
+        explained: dict[int, dict] = {}
         for event_id, reports in _reports_by_event(session, self.last_event, events):
             read += 1
             self.summary.events += 1
@@ -141,8 +151,25 @@ class Rebuild:
             else:
                 self.crashes.setdefault(crash.fingerprint, crash)
                 self.new_fp[event_id] = crash.fingerprint
+                explained[event_id] = crash.explanation
+            if len(explained) >= CHUNK:
+                self._explain(session, explained)
+                explained = {}
             progress(1)
+        self._explain(session, explained)
         return read
+
+    def _explain(self, session: Session, explained: dict[int, dict]) -> None:
+        """Store the events' explanations where they differ from what is stored (counted, not
+        written, in a dry run)."""
+        if not explained:
+            return
+        stored = dict(session.execute(
+            select(Event.id, Event.explanation).where(Event.id.in_(list(explained)))).all())
+        changed = [{"id": e, "explanation": x} for e, x in explained.items() if stored.get(e) != x]
+        self.summary.explained += len(changed)
+        if changed and not self.dry_run:
+            session.execute(update(Event), changed)
 
     def apply_in(self, session: Session, progress: Callable[[int], None]) -> None:
         """The applying transaction: hold, catch up with live ingest, read placement, apply."""
@@ -273,6 +300,12 @@ class Rebuild:
                             algorithm_version=crash.algorithm_version, title=crash.title[:512])
                 ).rowcount
                 self.summary.refingerprinted += changed
+                self.session.execute(
+                    update(Capture)
+                    .where(Capture.event_id.in_(events[start:start + CHUNK]))
+                    .where(Capture.signature_id.is_(None) | (Capture.signature_id != target[fp]))
+                    .values(signature_id=target[fp])
+                )
 
     def _fold(self, loser_id: int, survivor_id: int) -> None:
         """A merged-away old signature: alias rule, and its triage carried to the survivor."""
@@ -330,7 +363,7 @@ def rebuild(
 ) -> RebuildSummary:
     """Re-fingerprint every event; the changes commit together (or not at all: dry_run)."""
     summary = RebuildSummary()
-    job = Rebuild(summary)
+    job = Rebuild(summary, dry_run)
     while True:  # a transaction per chunk: on SQLite a transaction holds the write lock
         with database.session() as session:
             if not job.fingerprint_history(session, progress, CHUNK):

@@ -25,11 +25,16 @@ from typing import Any
 import pytest
 import requests
 
+from agents import build_reporter
 from tests.conftest import SERVER_POLL_S, auth
 
 REPO = Path(__file__).resolve().parents[2]
 KDUMP_SH = REPO / "agents" / "kdump" / "crashreg-kdump.sh"
 REPORTER = REPO / "agents" / "crashreg_report.py"
+DPU_AGENT = REPO / "agents" / "dpu" / "crashreg_dpu.py"
+# The hosts' python3, not the venv's: a reporter that needed anything beyond the standard
+# library would fail here. -I: no user site, no PYTHON* variables, no script dir on sys.path.
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BUSYBOX = shutil.which("busybox")
 # What an initramfs built with busybox offers; curl is the one real binary beside it.
@@ -40,7 +45,7 @@ BUSYBOX_APPLETS = (
 
 
 def load_reporter() -> ModuleType:
-    """agents/crashreg_report.py as a module (it is one file, not a package)."""
+    """agents/crashreg_report.py as a module, for its pure helpers (hosts run the built pyz)."""
     spec = importlib.util.spec_from_file_location("crashreg_report", REPORTER)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -88,12 +93,24 @@ def registry(live_server: str, make_token: Callable[..., str]) -> Registry:
     return Registry(live_server, make_token("report", kind="agent"), make_token("read"), make_token("triage"))
 
 
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """/usr/lib/crashreg as agents/README.md installs it: the pyz built by the same code as
+    `make reporter`, and the DPU agent in dpu/ beside it."""
+    root = tmp_path_factory.mktemp("usr-lib-crashreg")
+    build_reporter.build(root / "crashreg-report.pyz")
+    (root / "dpu").mkdir()
+    shutil.copy(DPU_AGENT, root / "dpu" / DPU_AGENT.name)
+    return root
+
+
 @dataclass
 class Site:
     """One crashed host's reporter setup."""
 
     root: Path
     url: str
+    install: Path
     token_file: Path
     hostname: str
     boot_id: str
@@ -151,12 +168,16 @@ class Site:
         out = subprocess.run(["dash", "-c", script], capture_output=True, text=True, check=True, env={})
         return dict(line.split("=", 1) for line in out.stdout.splitlines())
 
+    @property
+    def reporter(self) -> Path:
+        return self.install / "crashreg-report.pyz"
+
     def spooled(self) -> list[Path]:
         return sorted(self.spool.glob("*.json"))
 
 
 @pytest.fixture
-def make_site(tmp_path: Path, registry: Registry) -> Callable[..., Site]:
+def make_site(tmp_path: Path, registry: Registry, installed: Path) -> Callable[..., Site]:
     token_file = tmp_path / "token"
     token_file.write_text(registry.report_token + "\n")
 
@@ -164,7 +185,7 @@ def make_site(tmp_path: Path, registry: Registry) -> Callable[..., Site]:
         root = tmp_path / f"site-{uuid.uuid4().hex[:8]}"
         root.mkdir()
         values = {"url": registry.url, "token_file": token_file, "hostname": "gpu-a017",
-                  "boot_id": str(uuid.uuid4())} | kwargs
+                  "boot_id": str(uuid.uuid4()), "install": installed} | kwargs
         site = Site(root=root, **values)
         site.write()
         return site
@@ -229,11 +250,12 @@ def run_sh(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Run]
     return run
 
 
-def run_reporter(site: Site, *args: str, script: Path = REPORTER) -> Run:
-    """Run a Python reporter (crashreg_report.py by default) as its own process, as a host would."""
+def run_reporter(site: Site, *args: str, script: Path | None = None) -> Run:
+    """Run an installed Python reporter (the pyz by default) as its own process with the
+    system python3, as a host would."""
     env = {"CRASHREG_CONF": str(site.conf), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     done = subprocess.run(
-        [sys.executable, str(script), *args],
+        [SYSTEM_PYTHON, "-I", str(script or site.reporter), *args],
         capture_output=True,
         text=True,
         env=env,

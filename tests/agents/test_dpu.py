@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from tests.agents.conftest import FIXTURES, REPO, Registry, Run, Site, closed_port_url, run_reporter
+from tests.agents.conftest import DPU_AGENT, FIXTURES, Registry, Run, Site, closed_port_url, run_reporter
 
-DPU_AGENT = REPO / "agents" / "dpu" / "crashreg_dpu.py"
 SESSION = FIXTURES / "dpu_session.json"
 
 
 def run_dpu(site: Site, *args: str) -> Run:
-    return run_reporter(site, *args, script=DPU_AGENT)
+    """The DPU agent as installed: dpu/crashreg_dpu.py beside crashreg-report.pyz."""
+    return run_reporter(site, *args, script=site.install / "dpu" / DPU_AGENT.name)
 
 
 def test_dpu_report_then_crash_kernel_report_is_one_event(registry: Registry, make_site, run_sh) -> None:

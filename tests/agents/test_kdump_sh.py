@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from sqlalchemy import select
@@ -16,7 +15,7 @@ from registry.ingest.models import Report
 from tests.agents.conftest import (
     FIXTURES,
     KDUMP_SH,
-    REPORTER,
+    SYSTEM_PYTHON,
     FlakyFront,
     Registry,
     closed_port_url,
@@ -216,7 +215,7 @@ def test_offline_match_by_the_python_fingerprinter(registry: Registry, make_site
     registry.patch_signature(event["signature"]["id"], filtered_7)
     assert run_sh(known, "fetch-bundle").returncode == 0
 
-    fingerprinter = f"{sys.executable} {REPORTER} fingerprint"
+    fingerprinter = f"{SYSTEM_PYTHON} -I {known.reporter} fingerprint"
     site = make_site(url=closed_port_url(), extra={"CRASHREG_FINGERPRINTER": fingerprinter})
     shutil.copy(known.bundle, site.bundle)
     run = run_sh(site)

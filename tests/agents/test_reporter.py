@@ -1,16 +1,21 @@
-"""agents/crashreg_report.py: same behaviour as the sh hook, plus the registry's own fingerprints."""
+"""The reporter (crashreg-report.pyz, built from agents/crashreg_report.py and the engine package):
+same behaviour as the sh hook, plus the registry's own fingerprints."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from agents import build_reporter
 from registry.signatures.identify import identify
 from tests.agents.conftest import (
     FIXTURES,
     REPO,
+    SYSTEM_PYTHON,
     FlakyFront,
     Registry,
     closed_port_url,
@@ -21,6 +26,7 @@ from tests.agents.conftest import (
 EXIT_SKIP = 10
 reporter = load_reporter()
 VECTORS = REPO / "tests" / "fingerprint" / "vectors.json"
+ENGINE = REPO / "registry" / "fingerprint"
 FIXTURE_LOGS = sorted(FIXTURES.glob("*.log"))
 
 
@@ -32,16 +38,46 @@ def shared_vectors() -> list[dict]:
     return data["vectors"] if isinstance(data, dict) else data
 
 
-def test_local_fingerprint_equals_the_servers_on_the_shared_vectors() -> None:
+def test_the_built_reporter_gives_the_servers_fingerprints_on_the_shared_vectors(
+    installed: Path, tmp_path: Path
+) -> None:
+    """The pyz, run by the system python3 as a host runs it: stdlib only, the registry's engine."""
     vectors = shared_vectors()
-    if not vectors:
-        pytest.skip(f"{VECTORS.relative_to(REPO)} not written yet")
-    for vector in vectors:
+    assert vectors, f"{VECTORS.relative_to(REPO)} holds no vectors"
+    files = []
+    for index, vector in enumerate(vectors):
         console_log, stack = vector.get("console_log"), vector.get("stack")
-        server = identify(console_log, stack)
-        local = reporter.local_fingerprint(console_log, stack)
-        assert local == (server.fingerprint if server else None), vector.get("name")
-        assert local == vector.get("fingerprint"), vector.get("name")
+        path = tmp_path / f"vector-{index}"
+        if stack:  # a contract report; a console log goes in as the file it would be on a host
+            path.write_text(json.dumps({"console_log": console_log, "stack": stack}))
+        else:
+            path.write_text(console_log or "")
+        files.append(str(path))
+    pyz = installed / "crashreg-report.pyz"
+    done = subprocess.run([SYSTEM_PYTHON, "-I", str(pyz), "fingerprint", *files], capture_output=True,
+                          text=True, timeout=120, check=False, cwd=tmp_path,
+                          env={"CRASHREG_CONF": str(tmp_path / "none.conf"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    server = [identify(v.get("console_log"), v.get("stack")) for v in vectors]
+    expected = [(v.get("name"), s.fingerprint if s else "") for v, s in zip(vectors, server, strict=True)]
+    assert list(zip([v.get("name") for v in vectors], done.stdout.splitlines(), strict=True)) == expected
+    assert [fingerprint for _, fingerprint in expected] == [v.get("fingerprint") or "" for v in vectors]
+
+
+def test_the_pyz_holds_the_reporter_and_the_engine_only_and_builds_reproducibly(
+    installed: Path, tmp_path: Path
+) -> None:
+    again = build_reporter.build(tmp_path / "again.pyz")
+    assert again.read_bytes() == (installed / "crashreg-report.pyz").read_bytes()
+    assert again.read_bytes().startswith(b"#!/usr/bin/env python3\n")
+    with zipfile.ZipFile(again) as archive:
+        names = set(archive.namelist())
+    engine = {f"registry/fingerprint/{p.relative_to(ENGINE).as_posix()}" for p in ENGINE.rglob("*.py")
+              if "__pycache__" not in p.parts}
+    assert engine <= names
+    assert {n for n in names if not n.startswith("registry/fingerprint/")} == {
+        "__main__.py", "crashreg_report.py", "registry/__init__.py"}
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
 
 
 @pytest.mark.parametrize("log", FIXTURE_LOGS, ids=lambda p: p.stem)

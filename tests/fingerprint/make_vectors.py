@@ -13,18 +13,17 @@ import json
 from pathlib import Path
 
 from registry.fingerprint import ALGORITHM_VERSION, analyse_report
-from tests.fingerprint.test_console import FIXTURES, KINDS
+from tests.fingerprint.golden import cases
 from tests.fingerprint.test_userspace import stack
 
 VECTORS = Path(__file__).parent / "vectors.json"
 
 
 def inputs() -> list[dict]:
-    cases = [{"name": f"kernel: {name}", "console_log": text, "stack": None}
-             for name, text, *_ in KINDS]
-    cases += [{"name": f"fixture: {path.stem}", "console_log": path.read_text(), "stack": None}
-              for path in sorted(FIXTURES.glob("*.log"))]
-    cases += [
+    """Every golden console log (lab files included), then userspace stacks."""
+    kernel = [{"name": f"golden: {case.name}", "console_log": case.log, "stack": None}
+              for case in cases()]
+    return [*kernel,
         {"name": "userspace: segfault", "console_log": None, "stack": stack()},
         {"name": "userspace: return-to-null", "console_log": None,
          "stack": stack(registers={"rip": "0x0", "rsp": "0x7fffffffe3a0"})},
@@ -34,7 +33,6 @@ def inputs() -> list[dict]:
          "stack": stack(registers={"rip": "0x555555560123", "rsp": "0x7fffffffe3a8"})},
         {"name": "no crash", "console_log": "[    0.000000] Linux version 6.8.0\n", "stack": None},
     ]
-    return cases
 
 
 def vectors() -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from registry.fingerprint import CrashSignature, analyse_console_log, analyse_stack
@@ -50,6 +50,7 @@ def test_crash_shaped_garbage_parses_and_is_deterministic(pieces: list[str]) -> 
 @SETTINGS
 @given(st.lists(st.sampled_from(TOKENS) | st.text(max_size=20), max_size=200),
        st.floats(min_value=0, max_value=1e6))
+@example(["BUG: ", "[ 1.0][  C1] "], 0.0)  # a short timestamp mid-header was "interleaved" only when long
 def test_timestamps_never_change_the_fingerprint(pieces: list[str], shift: float) -> None:
     text = "".join(pieces)
     shifted = re.sub(r"\[ *(\d+\.\d+)\]", lambda m: f"[{float(m.group(1)) + shift:12.6f}]", text)

@@ -13,19 +13,19 @@ from sqlalchemy import create_engine, delete, insert, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
-from registry.fingerprint import analyse_console_log
+from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log
 from registry.ingest.models import Event
 from registry.jira.models import JiraLink
 from registry.rca.models import Rca
 from registry.signatures.models import Signature, SignatureCounter
 from registry.signatures.rebuild import Rebuild, RebuildSummary
 from tests.conftest import auth
-from tests.fingerprint.test_console import KINDS
+from tests.fingerprint.test_console import golden
 from tests.fingerprint.test_merge import report, signature
 from tests.foundation.test_cli import crashreg
 
-LOGS = {name: log for name, log, *_ in KINDS}
-GPF, WARNING, KASAN, KBUG = LOGS["gpf"], LOGS["warning"], LOGS["kasan"], LOGS["kernel BUG"]
+GPF, WARNING, KASAN, KBUG = (golden(f"kinds/{name}") for name in ("gpf", "warning", "kasan",
+                                                                   "kernel-bug"))
 
 
 def age(database: Any, signature_id: int, old_fingerprint: str) -> None:
@@ -96,7 +96,7 @@ def test_rebuild_moves_merges_and_splits_carrying_triage(db_url, client, databas
     with database.session() as session:
         assert session.get_one(Signature, int(split_off["id"])).owner == "bo"
         versions = set(session.scalars(select(Event.algorithm_version)).all())
-    assert versions == {1}
+    assert versions == {ALGORITHM_VERSION}
 
     again = crashreg(db_url, "signatures", "rebuild")
     assert again.returncode == 0, again.stderr

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import auth
-from tests.fingerprint.test_console import KINDS
+from tests.fingerprint.test_console import golden
 from tests.foundation.reports import crash_report
 
-GPF_LOG = KINDS[4][1]
-WARNING_LOG = KINDS[6][1]
+GPF_LOG = golden("kinds/gpf")
+WARNING_LOG = golden("kinds/warning")
 
 
 def report(client: Any, token: str, console_log: str, **host: Any) -> dict[str, Any]:

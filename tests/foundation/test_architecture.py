@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,46 @@ def test_pure_logic_imports_no_framework() -> None:
         for path in python_files(*PURE)
     }
     assert {path: mods for path, mods in offenders.items() if mods} == {}
+
+
+def absolute_imports(path: Path, package: str) -> set[str]:
+    """Every module a file imports, relative imports resolved against its package."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module or "")
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = parts[: len(parts) - node.level + 1] if node.level <= len(parts) else ["<beyond>"]
+            names.add(".".join([*base, node.module] if node.module else base))
+    return names - {"__future__"}
+
+
+def foreign(modules: set[str], own: str) -> list[str]:
+    """What is neither the standard library nor inside `own`."""
+    return sorted(m for m in modules if m.split(".")[0] not in sys.stdlib_module_names
+                  and m != own and not m.startswith(own + "."))
+
+
+def test_the_engine_imports_only_the_standard_library_and_itself() -> None:
+    """The reporter zipapp carries registry/fingerprint alone onto hosts with only python3."""
+    engine = ROOT / "registry" / "fingerprint"
+    offenders = {}
+    for path in sorted(engine.rglob("*.py")):
+        package = ".".join(path.parent.relative_to(ROOT).parts)
+        if found := foreign(absolute_imports(path, package), "registry.fingerprint"):
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def test_the_reporter_imports_the_standard_library_and_the_engine_only() -> None:
+    assert foreign(absolute_imports(ROOT / "agents" / "crashreg_report.py", ""), "registry.fingerprint") == []
+
+
+def test_the_registry_package_marker_imports_nothing() -> None:
+    """The zipapp holds registry/__init__.py: an import there would pull the registry onto hosts."""
+    tree = ast.parse((ROOT / "registry" / "__init__.py").read_text())
+    assert [ast.dump(n) for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)] == []

@@ -80,6 +80,10 @@ def test_event_page_shows_the_crash_itself(client, make_token) -> None:
     assert items[0] == ("guilty", "mlx5e_poll_rx_cq")
     assert ("unreliable", "? __die") in items and ("", "mlx5e_napi_poll") in items
     assert answer["capture"]["reason"] in html and 'class="action action-full"' in html
+    # The fingerprint's explanation, stored with the event, under the stack (pages/_explanation.html).
+    assert '<div class="explanation">' in html and re.search(
+        r'<tr class="frame-guilty">.*?mlx5e_poll_rx_cq', html, re.S
+    )
     for fact in ("gpu-e1", "phys-17", "us-east", "6.8.0-52", "pool=train", "1.0 days", "crash_kernel"):
         assert fact in html
     assert f'href="/signatures/{answer["signature"]["id"]}"' in html
