@@ -15,11 +15,15 @@ $(BIN)/crashreg: pyproject.toml
 
 setup: $(BIN)/crashreg
 
-## run: set up, migrate, print an admin token, serve on http://127.0.0.1:$(PORT)
+## run: set up, migrate, make the quickstart admin token once, serve on http://127.0.0.1:$(PORT)
 run: setup
 	$(BIN)/crashreg db upgrade
-	@echo "Admin token (shown once; make another with: $(BIN)/crashreg tokens create --name NAME --scope admin):"
-	@$(BIN)/crashreg tokens create --name "quickstart-$$(date +%s)" --scope admin
+	@token=$$($(BIN)/crashreg tokens create --name quickstart --scope admin --if-missing) || exit 1; \
+	if [ -n "$$token" ]; then \
+		echo "The quickstart admin token, shown this once. Paste this line into the shell you report from:"; \
+		echo; echo "    export TOKEN=$$token"; echo; \
+	fi; \
+	echo "Pages: http://127.0.0.1:$(PORT)/login (log in with a token; more: $(BIN)/crashreg tokens create --help)"
 	$(BIN)/crashreg serve --host 127.0.0.1 --port $(PORT)
 
 ## test: set up, start what the tests need, run the whole suite on SQLite and PostgreSQL

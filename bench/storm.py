@@ -53,7 +53,7 @@ from registry.config import Settings  # noqa: E402
 from registry.db import Database  # noqa: E402
 from registry.migrate import upgrade  # noqa: E402
 
-DEFAULT_LOG = ROOT.parent / "shared/corpus/syzkaller-linux/105"
+DEFAULT_LOG = ROOT / "tests/corpus/syzkaller-linux/105"  # the corpus the repository carries
 POSTGRES_ADMIN = os.environ.get("CRASHREG_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 GOALS = {"ratio": 0.5, "p99_ms": 250.0, "rss_mb": 200.0}
 RETRY_SHARE = 0.10

@@ -7,7 +7,7 @@ from importlib.metadata import entry_points
 import click
 
 from registry.auth.commands import tokens
-from registry.cli_support import cli_settings
+from registry.cli_support import cli_database, cli_database_label, cli_settings, first_line
 from registry.epidemiology.commands import demo, epidemiology
 from registry.rca.commands import rca, triage_bundle_command
 from registry.signatures.commands import import_command, signature_command, signatures
@@ -28,28 +28,35 @@ def db() -> None:
 @click.argument("revision", default="head")
 def db_upgrade(revision: str) -> None:
     """Apply migrations up to REVISION (default head): the release step."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from registry.migrate import upgrade
 
-    upgrade(cli_settings().database_url, revision)
-    click.echo(f"database at {revision}", err=True)
+    label = cli_database_label()
+    try:
+        upgrade(cli_settings().database_url, revision)
+    except SQLAlchemyError as error:
+        raise click.ClickException(f"cannot migrate database {label}: {first_line(error)}") from None
+    click.echo(f"database {label} at {revision}", err=True)
 
 
-@db.command("downgrade")
+@db.command("downgrade", context_settings={"ignore_unknown_options": True})
 @click.argument("revision")
 def db_downgrade(revision: str) -> None:
     """Revert migrations down to REVISION (e.g. -1, base)."""
     from registry.migrate import downgrade
 
+    cli_database(migrated=False)  # a missing database is one line, not a new empty file
     downgrade(cli_settings().database_url, revision)
 
 
 @db.command("current")
 def db_current() -> None:
     """Show the database's revision and the code's head."""
-    from registry.cli_support import cli_database
     from registry.migrate import current_revisions, head_revisions
 
-    click.echo(f"current: {', '.join(sorted(current_revisions(cli_database().engine))) or 'none'}")
+    current = current_revisions(cli_database(migrated=False).engine)
+    click.echo(f"current: {', '.join(sorted(current)) or 'none'}")
     click.echo(f"head:    {', '.join(sorted(head_revisions()))}")
 
 
@@ -60,8 +67,8 @@ def serve(host: str, port: int) -> None:
     """Run the registry for development (production: gunicorn registry.wsgi:app)."""
     from registry.app import create_app
 
-    app = create_app(cli_settings())
-    click.echo(f"crashreg serving on http://{host}:{port} (database {cli_settings().database_url})", err=True)
+    app = create_app(cli_settings(), cli_database())
+    click.echo(f"crashreg serving on http://{host}:{port}", err=True)
     app.run(host=host, port=port, threaded=True)
 
 

@@ -1,11 +1,26 @@
-"""What every CLI command shares: settings and the database from the environment."""
+"""What every CLI command shares: settings and the database from the environment.
+
+A command says which database it uses (on stderr, so stdout stays machine-readable), and a
+database that is missing, unreachable or not migrated stops it with one line saying what to do:
+never a traceback, and never an empty SQLite file created as a side effect of looking.
+"""
 
 from __future__ import annotations
 
+import os
 from functools import cache
+from pathlib import Path
+
+import click
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from registry.config import Settings
 from registry.db import Database
+from registry.migrate import alembic_config, current_revisions, head_revisions
+
+UPGRADE_HINT = "run `crashreg db upgrade`"
 
 
 @cache
@@ -13,6 +28,85 @@ def cli_settings() -> Settings:
     return Settings.from_env()
 
 
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite URL names (relative to the working directory), None for memory or
+    another database."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).resolve()
+
+
+def database_label(url: str, from_environment: bool) -> str:
+    """How a command names its database: the file or the URL without its password, and where
+    the setting came from (the default surprises people who run a command from another folder)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url
+    path = sqlite_path(url)
+    where = f"SQLite file {path}" if path else parsed.render_as_string(hide_password=True)
+    source = (
+        "CRASHREG_DATABASE_URL" if from_environment else "the default; set CRASHREG_DATABASE_URL to change it"
+    )
+    return f"{where} ({source})"
+
+
+def schema_problem(current: set[str], heads: frozenset[str], known: set[str]) -> str | None:
+    """Why a database at revisions `current` cannot serve code whose heads are `heads`."""
+    if current == set(heads):
+        return None
+    if not current:
+        return f"has no crashreg schema (not migrated): {UPGRADE_HINT}"
+    unknown = current - known
+    if unknown:
+        return (
+            f"is at revision {', '.join(sorted(unknown))}, which this crashreg does not know "
+            "(a newer release migrated it): run that release, or a newer one"
+        )
+    return (
+        f"is at revision {', '.join(sorted(current))}, this crashreg needs {', '.join(sorted(heads))}: "
+        + UPGRADE_HINT
+    )
+
+
+def _known_revisions() -> set[str]:
+    return {script.revision for script in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
+
+
+def first_line(error: SQLAlchemyError) -> str:
+    original = getattr(error, "orig", None) or error
+    return (str(original).strip().splitlines() or [type(original).__name__])[0]
+
+
+def cli_database_label() -> str:
+    from_environment = bool(os.environ.get("CRASHREG_DATABASE_URL", "").strip())
+    return database_label(cli_settings().database_url, from_environment)
+
+
 @cache
-def cli_database() -> Database:
-    return Database(cli_settings().database_url)
+def cli_database(migrated: bool = True) -> Database:
+    """The database of CRASHREG_DATABASE_URL, checked before any command touches it; `migrated`
+    False accepts any schema (for `db current`)."""
+    url, label = cli_settings().database_url, cli_database_label()
+    try:
+        path = sqlite_path(url)
+    except ArgumentError:
+        raise click.ClickException(
+            f"CRASHREG_DATABASE_URL {url!r} is not a database URL (postgresql://user@host/db or sqlite:///path)"
+        ) from None
+    if path is not None and not path.exists():
+        raise click.ClickException(
+            f"no database at {label}: {UPGRADE_HINT} to create it, or point CRASHREG_DATABASE_URL at yours"
+        )
+    try:
+        database = Database(url)
+        current = current_revisions(database.engine)
+    except SQLAlchemyError as error:
+        raise click.ClickException(f"cannot open database {label}: {first_line(error)}") from None
+    problem = schema_problem(current, head_revisions(), _known_revisions()) if migrated else None
+    if problem:
+        database.dispose()
+        raise click.ClickException(f"database {label} {problem}")
+    click.echo(f"database: {label}", err=True)
+    return database

@@ -26,9 +26,24 @@ def tokens() -> None:
     type=click.Choice(TOKEN_KINDS),
     help="agent tokens can propose RCAs but never review them",
 )
-def create(name: str, scope: str, kind: str) -> None:
+@click.option(
+    "--if-missing",
+    is_flag=True,
+    help="only when no active token has this name (prints nothing on stdout otherwise): `make run` uses it",
+)
+def create(name: str, scope: str, kind: str, if_missing: bool) -> None:
     """Create a token and print it once; it cannot be shown again."""
     with cli_database().session() as session:
+        existing = session.scalar(
+            select(ApiToken.id).where(ApiToken.name == name, ApiToken.revoked_at.is_(None)).limit(1)
+        ) if if_missing else None
+        if existing is not None:
+            click.echo(
+                f"token {existing} '{name}' exists (its secret is not kept): make another with "
+                f"`crashreg tokens create --name NAME --scope {scope}`",
+                err=True,
+            )
+            return
         token, row = create_token(session, name, scope, kind)
     click.echo(token)
     click.echo(f"token {row.id} '{name}' ({scope}, {kind}) created; store it now, it is not kept", err=True)

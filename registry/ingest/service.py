@@ -39,6 +39,7 @@ from registry.signatures.service import (
     count_event,
     known_signature_id,
     resolve_or_create,
+    seen_at,
     snapshot_of,
     stats_columns,
     summary,
@@ -205,7 +206,9 @@ def store(
             event.counted = True
             if new_signature:
                 publish(session, "signature.created", signature.id)
-            elif regression == REGRESSED:
+            else:
+                signature = seen_at(session, signature, event.crashed_at)
+            if not new_signature and regression == REGRESSED:
                 signature = flip_to_regressed(session, signature, event.id)
         if planned is None:
             event.capture = decide_capture(session, signature, event, settings, new_signature, slots)

@@ -1,21 +1,27 @@
-"""Server-rendered pages: /signatures (search) and /signatures/{id}, behind a token login."""
+"""Server-rendered pages, behind a token login: /signatures (search, trends, verdicts),
+/signatures/{id} (what to triage from) and /events/{id} (the crash itself)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from functools import wraps
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
-from sqlalchemy import func, select
+from sqlalchemy import select
 from werkzeug.wrappers import Response
 
 from registry.capture.models import Capture
+from registry.db import utcnow
 from registry.epidemiology.service import signature_epidemiology
 from registry.errors import ApiError
-from registry.ingest.api import capture_dict, event_summary
+from registry.ingest.api import capture_dict, event_detail, event_summary
 from registry.ingest.models import Event
+from registry.pages import reads
+from registry.pages.charts import chart_start, events_chart, sparkline
+from registry.pages.console import excerpt
 from registry.pages.login import (
     PAGES_BLUEPRINT,
     SharedSecretSessions,
@@ -25,14 +31,15 @@ from registry.pages.login import (
     log_in,
     log_out,
 )
+from registry.pages.verdict import verdict_statements
 from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load
 from registry.signatures.api import SignatureListQuery, signature_or_404, signature_page
 from registry.signatures.explanation import explanation_variants
-from registry.signatures.models import SIGNATURE_STATUSES
+from registry.signatures.models import SIGNATURE_STATUSES, Signature
 from registry.signatures.service import detail
-from registry.web import current_db
+from registry.web import current_db, current_settings
 
 blueprint = Blueprint(
     PAGES_BLUEPRINT,
@@ -42,6 +49,9 @@ blueprint = Blueprint(
     static_url_path="/static/pages",
 )
 PAGE_EVENTS = 50
+# The Grafana dashboard a signature page links to (dashboards/signature.py; registry/ never
+# imports dashboards/, tests/pages checks the two agree).
+GRAFANA_SIGNATURE_DASHBOARD = "crashreg-signature"
 # Pages show crash data to a logged-in engineer: never cached, never framed, no foreign code.
 SECURITY_HEADERS = {
     "Cache-Control": "private, no-store",
@@ -137,10 +147,28 @@ def signatures() -> str:
     if next_cursor:
         params = {k: v for k, v in request.args.items() if k != "cursor"} | {"cursor": next_cursor}
         next_url = f"{url_for('pages.signatures')}?{urlencode(params)}"
+    ids = [int(s["id"]) for s in items]
+    today = utcnow().date()
+    with current_db().session() as session:
+        daily = reads.daily_counts(session, ids, since=utcnow() - timedelta(days=31))
+        verdicts = reads.stored_verdicts(session, ids)
+        counted = [sid for sid in ids if sid not in verdicts]
+        hosts = {sid: v.hosts for sid, v in verdicts.items()} | reads.physical_host_counts(session, counted)
+        jira_urls = reads.jira_urls(session, ids)
+    rows = [
+        {
+            "signature": s,
+            "trend": sparkline(daily[int(s["id"])], today),
+            "hosts": hosts.get(int(s["id"]), 0),
+            "verdict": verdicts.get(int(s["id"])),
+            "jira_url": jira_urls.get(int(s["id"])),
+        }
+        for s in items
+    ]
     return render_template(
         "pages/signatures.html",
         user=g.token,
-        signatures=items,
+        rows=rows,
         q=args.get("q", ""),
         status=args.get("status", ""),
         statuses=SIGNATURE_STATUSES,
@@ -148,32 +176,12 @@ def signatures() -> str:
     )
 
 
-def signature_hosts(session: Any, members: list[int]) -> list[dict[str, Any]]:
-    rows = session.execute(
-        select(
-            Event.hostname,
-            func.count(),
-            func.max(Event.crashed_at),
-            func.max(Event.kernel_version),
-            func.max(Event.region),
-            func.max(Event.sku),
-        )
-        .where(Event.signature_id.in_(members))
-        .group_by(Event.hostname)
-        .order_by(func.count().desc(), Event.hostname)
-        .limit(100)
-    ).all()
-    return [
-        {
-            "hostname": h,
-            "events": n,
-            "last_crash": last,
-            "kernel_version": kernel,
-            "region": region,
-            "sku": sku,
-        }
-        for h, n, last, kernel, region, sku in rows
-    ]
+def grafana_link(signature_id: int) -> str | None:
+    """The signature's Grafana dashboard with its variable set, when Grafana is configured."""
+    base = current_settings().grafana_url
+    if not base:
+        return None
+    return f"{base.rstrip('/')}/d/{GRAFANA_SIGNATURE_DASHBOARD}?{urlencode({'var-signature': signature_id})}"
 
 
 @blueprint.get("/signatures/<key>")
@@ -182,9 +190,7 @@ def signature(key: str) -> str:
     with current_db().session() as session:
         found = signature_or_404(session, key)
         members = member_signature_ids(session, found)
-        events = session.scalars(
-            select(Event).where(Event.signature_id.in_(members)).order_by(Event.id.desc()).limit(PAGE_EVENTS)
-        ).all()
+        events = reads.latest_events(session, members, PAGE_EVENTS)
         captures = session.scalars(
             select(Capture)
             .join(Event, Event.id == Capture.event_id)
@@ -192,16 +198,55 @@ def signature(key: str) -> str:
             .order_by(Capture.id.desc())
             .limit(PAGE_CAPTURES)
         ).all()
+        epidemiology = signature_epidemiology(session, found)
+        daily = reads.merged_daily(reads.daily_counts(session, members))
+        marks = reads.marks(session, members, found.first_seen)
+        start = chart_start(min([found.first_seen.date(), *daily]), marks)
+        hosts, hostnames = reads.top_hosts(session, members)
         variants = explanation_variants((str(e.id), e.explanation) for e in events)
         context = {
             "signature": detail(session, found),
             "events": [event_summary(e) for e in events],
             "variants": variants,
             "variant_of": {event_id: v["label"] for v in variants for event_id in v["events"]},
-            "hosts": signature_hosts(session, members),
+            "hosts": hosts,
+            "hostnames": hostnames,
             "captures": [capture_dict(c) for c in captures],
             "rcas": signature_rcas(session, found),
             "jira": jira_issue(session, found),
-            "epidemiology": signature_epidemiology(session, found),
+            "epidemiology": epidemiology,
+            "statements": verdict_statements(epidemiology),
+            "components": epidemiology.get("components") or [],
+            "chart": events_chart(daily, start, utcnow().date(), marks),
+            "grafana_url": grafana_link(found.id),
         }
     return render_template("pages/signature.html", user=g.token, **context)
+
+
+@blueprint.get("/events/<int:event_id>")
+@login_required
+def event(event_id: int) -> str:
+    with current_db().session() as session:
+        found = session.get(Event, event_id)
+        if found is None:
+            raise ApiError(404, "not_found", f"no event {event_id}")
+        signature = session.get(Signature, found.signature_id) if found.signature_id else None
+        logged = reads.console_log(session, event_id)
+        context = {
+            "event": event_detail(session, found),
+            "function": signature.function if signature else None,
+            "console": excerpt(logged[1], signature.function if signature else None) if logged else None,
+            "console_source": logged[0] if logged else None,
+        }
+    return render_template("pages/event.html", user=g.token, **context)
+
+
+@blueprint.get("/events/<int:event_id>/console.txt")
+@login_required
+def event_console(event_id: int) -> Response:
+    """The whole stored console log, as text (the event page shows the part around the oops)."""
+    with current_db().session() as session:
+        logged = reads.console_log(session, event_id)
+    if logged is None:
+        raise ApiError(404, "not_found", f"no console log stored for event {event_id}")
+    return Response(logged[1], content_type="text/plain; charset=utf-8")

@@ -68,6 +68,7 @@ def merge(session: Session, survivor: Signature, other: Signature, by: str | Non
         raise ApiError(409, "conflict", "these signatures are already one signature",
                        fields={"other": ["already merged into this signature"]})
     other.merged_into_id = survivor.id
+    survivor.first_seen = min(survivor.first_seen, other.first_seen)  # the bug was seen when either was
     set_alias(session, other.fingerprint, survivor.id, MERGE, by)
     session.execute(update(Event).where(Event.signature_id == other.id)
                     .values(signature_id=survivor.id))

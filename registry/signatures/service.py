@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Executable, bindparam, case, func, select
+from sqlalchemy import ColumnElement, Executable, bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 
 from registry.bounds import latest_crash
@@ -118,6 +118,25 @@ def known_signature_id(fingerprint: Any) -> ColumnElement[Any]:
         select(aliases.signature_id).where(aliases.fingerprint == fingerprint).scalar_subquery(),
         select(signatures.id).where(signatures.fingerprint == fingerprint).scalar_subquery(),
     )
+
+
+_EARLIER = bindparam("crashed_at", type_=UTCDateTime())
+# Conditional, so concurrent late reports leave the earliest of them whatever order they commit in.
+SEEN_EARLIER = (
+    update(Signature.__table__)
+    .where(Signature.__table__.c.id == bindparam("signature_id"), Signature.__table__.c.first_seen > _EARLIER)
+    .values(first_seen=_EARLIER)
+)
+
+
+def seen_at(session: Session, signature: SignatureSnapshot, crashed_at: datetime) -> SignatureSnapshot:
+    """A new event of a known signature: one that crashed before the signature's first event (a
+    post-boot resend, an import of old logs) moves `first_seen` earlier. first_seen never moves
+    later and last_seen (the counters' maximum) never moves back, so the common case writes nothing."""
+    if crashed_at >= signature.first_seen:
+        return signature
+    session.connection().execute(SEEN_EARLIER, {"signature_id": signature.id, "crashed_at": crashed_at})
+    return replace(signature, first_seen=crashed_at)
 
 
 def count_event(session: Session, signature_id: int, event_id: int, crashed_at: datetime) -> None:

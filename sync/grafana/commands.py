@@ -16,7 +16,7 @@ from sync.grafana.export import DEFAULT_GRAFANA_PROVISIONING, export, next_steps
 from sync.grafana.provision import Outcome
 from sync.grafana.role import RoleError
 from sync.grafana.rollups import refresh_reporting_copy, reporting_copy_path
-from sync.grafana.service import GrafanaNotConfigured, alert_rule_group, provision
+from sync.grafana.service import GrafanaNotConfigured, alert_rule_group, check_configured, provision
 
 
 def settings_or_exit() -> Settings:
@@ -41,7 +41,9 @@ def provision_command(force: bool) -> None:
         click.echo(outcome.line())
 
     try:
-        result = provision(settings_or_exit(), cli_database(), force=force, progress=progress)
+        settings = settings_or_exit()
+        check_configured(settings)  # a missing setting is said before the database is opened
+        result = provision(settings, cli_database(), force=force, progress=progress)
     except (GrafanaNotConfigured, RoleError, AlertRulesInvalid) as error:
         raise click.ClickException(str(error)) from error
     if result.role is not None:

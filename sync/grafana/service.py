@@ -40,6 +40,11 @@ def alert_rule_group(settings: Settings, dashboards: list[dict[str, Any]]) -> di
     )
 
 
+def check_configured(settings: Settings) -> None:
+    if not settings.grafana_enabled:
+        raise GrafanaNotConfigured("set CRASHREG_GRAFANA_URL and CRASHREG_GRAFANA_TOKEN")
+
+
 def provision(
     settings: Settings,
     database: Database,
@@ -49,8 +54,7 @@ def provision(
 ) -> ProvisionResult:
     """Role (PostgreSQL), rollups (unless the scheduler's rollup job owns them), Grafana:
     folder, data source, dashboards, then the alert rule group."""
-    if not settings.grafana_enabled:
-        raise GrafanaNotConfigured("set CRASHREG_GRAFANA_URL and CRASHREG_GRAFANA_TOKEN")
+    check_configured(settings)
     dialect = dialect_name(settings)
     role = (
         ensure_readonly_role(database.engine, grafana_db_url(settings)) if dialect == "postgresql" else None

@@ -27,6 +27,9 @@ PURE = [
     "registry/capture/policy.py",
     "registry/rca/checks.py",
     "registry/signatures/regression.py",
+    "registry/pages/charts.py",
+    "registry/pages/console.py",
+    "registry/pages/verdict.py",
 ]
 FRAMEWORKS = ("flask", "sqlalchemy", "marshmallow", "werkzeug", "alembic")
 

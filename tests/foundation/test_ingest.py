@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import auth
+from tests.fingerprint.test_merge import GPF_LOG, WARNING_LOG
 from tests.foundation.reports import crash_report
 
 
@@ -196,3 +197,37 @@ def test_scope_implications(client, make_token) -> None:
     assert post(client, make_token("admin"), crash_report()).status_code == 201
     assert client.get("/api/v1/signatures", headers=auth(make_token("triage"))).status_code == 200
     assert client.get("/api/v1/signatures", headers=auth(make_token("admin"))).status_code == 200
+
+
+def test_late_report_moves_first_seen_earlier_and_last_seen_never_back(client, make_token) -> None:
+    """A post-boot resend or an import older than the signature's first event (issue 15)."""
+    token, reader = make_token("report"), make_token("read")
+    sightings = [
+        ("2026-11-29T12:00:00Z", "2026-11-29T12:00:00+00:00", "2026-11-29T12:00:00+00:00"),
+        ("2026-09-03T08:30:00Z", "2026-09-03T08:30:00+00:00", "2026-11-29T12:00:00+00:00"),  # imported
+        ("2026-10-01T00:00:00Z", "2026-09-03T08:30:00+00:00", "2026-11-29T12:00:00+00:00"),  # in between
+        ("2026-11-30T06:00:00Z", "2026-09-03T08:30:00+00:00", "2026-11-30T06:00:00+00:00"),  # newest
+    ]
+    for n, (crashed_at, first_seen, last_seen) in enumerate(sightings):
+        answer = post(client, token, crash_report(crashed_at=crashed_at, host={"hostname": f"gpu-{n}"})).json
+        answered = answer["signature"]
+        assert (answered["first_seen"], answered["last_seen"]) == (first_seen, last_seen)
+        stored = client.get(f"/api/v1/signatures/{answered['id']}", headers=auth(reader)).json
+        assert (stored["first_seen"], stored["last_seen"]) == (first_seen, last_seen)
+        assert stored["event_count"] == n + 1
+    listed = client.get("/api/v1/signatures?sort=first_seen", headers=auth(reader)).json
+    assert listed["signatures"][0]["first_seen"] == "2026-09-03T08:30:00+00:00"
+
+
+def test_merge_keeps_the_earlier_first_sighting(client, make_token) -> None:
+    token, triage = make_token("report"), make_token("triage")
+    late = post(client, token, crash_report(console_log=GPF_LOG, crashed_at="2026-11-20T00:00:00Z")).json
+    early = post(client, token, crash_report(console_log=WARNING_LOG, crashed_at="2026-09-01T00:00:00Z")).json
+    merged = client.post(
+        f"/api/v1/signatures/{late['signature']['id']}/merge",
+        json={"other": early["signature"]["id"]},
+        headers=auth(triage),
+    )
+    assert merged.status_code == 200, merged.json
+    assert merged.json["first_seen"] == "2026-09-01T00:00:00+00:00"
+    assert merged.json["last_seen"] == "2026-11-20T00:00:00+00:00"

@@ -5,12 +5,15 @@ Needs Debian's `chromium` and `chromium-driver` (CI installs both); skipped only
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import auth
+from tests.foundation.reports import crash_report
 from tests.rca.support import ai_rca, post_rca, seed
 
 webdriver = pytest.importorskip(
@@ -108,3 +111,60 @@ def test_login_search_open_signature_and_read_it_on_a_phone(  # type: ignore[no-
     wait_for(browser, "#login-form")
     browser.get(f"{live_server}/signatures/{sig.signature_id}")
     wait_for(browser, "#login-form")
+
+
+DESKTOP = {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
+
+
+def screenshots_dir(tmp_path: Path) -> Path:
+    """Where the triage pages' screenshots go: CRASHREG_SCREENSHOTS to keep and look at them."""
+    folder = Path(os.environ.get("CRASHREG_SCREENSHOTS") or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_triage_pages_in_chromium_at_desktop_and_phone_sizes(  # type: ignore[no-untyped-def]
+    browser, live_server, client, make_token, tmp_path
+) -> None:
+    reporter = make_token("report")
+    body = crash_report(crashed_at="2026-11-20T08:00:00Z")
+    first = client.post("/api/v1/reports", json=body, headers=auth(reporter)).json
+    for day in range(21, 30):
+        again = crash_report(crashed_at=f"2026-11-{day}T08:00:00Z", host={"hostname": f"gpu-{day}"})
+        client.post("/api/v1/reports", json=again, headers=auth(reporter))
+    sid, event_id = first["signature"]["id"], first["event_id"]
+    shots = screenshots_dir(tmp_path)
+
+    browser.get(f"{live_server}/login")
+    wait_for(browser, "#login-form")
+    browser.find_element(By.ID, "token").send_keys(make_token("read"))
+    browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
+    wait_for(browser, "#signatures")
+    for name, metrics in (("desktop", DESKTOP), ("phone", PHONE)):
+        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+        for page, path, ready in (
+            ("list", "/signatures", "#signatures"),
+            ("signature", f"/signatures/{sid}", "#events-chart"),
+            ("event", f"/events/{event_id}", "pre.console"),
+        ):
+            browser.get(f"{live_server}{path}")
+            wait_for(browser, ready)
+            browser.save_screenshot(str(shots / f"{page}-{name}.png"))
+            # Nothing makes the page wider than the screen: wide tables and logs scroll in their box.
+            assert browser.execute_script("return document.documentElement.scrollWidth") <= metrics["width"]
+        browser.get(f"{live_server}/signatures/{sid}")
+        chart = wait_for(browser, "#events-chart svg")
+        assert chart.size["width"] > metrics["width"] * 0.6 and chart.size["height"] >= 100
+        bars = browser.find_elements(By.CSS_SELECTOR, "#events-chart rect.bar")
+        assert len(bars) == 10 and all(bar.size["height"] > 0 for bar in bars)
+        assert browser.find_element(By.ID, "statements").is_displayed()
+
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", DESKTOP)
+    browser.get(f"{live_server}/signatures/{sid}")
+    wait_for(browser, "#events")
+    browser.find_element(By.CSS_SELECTOR, f'#events a[href="/events/{event_id}"]').click()
+    guilty = wait_for(browser, "pre.console .guilty")
+    assert "mlx5e_poll_rx_cq" in guilty.text
+    plain = browser.find_element(By.CSS_SELECTOR, "pre.console .ln:not(.guilty):not(.header)")
+    assert guilty.value_of_css_property("background-color") != plain.value_of_css_property("background-color")
+    assert "GUILTY" in browser.find_element(By.CSS_SELECTOR, "ol.stack li.guilty").text.upper()

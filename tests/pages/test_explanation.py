@@ -111,7 +111,10 @@ def test_a_merged_signature_shows_each_way_its_events_were_explained(client, dat
     assert "explained differently" in other
     assert_shows(other, analyse_console_log(MLX5).explanation)
     events = re.search(r'<section class="card" id="events">(.*?)</section>', page, re.S).group(1)
-    row = r'<tr><td>(\d+)</td>.*?<td>(?:<a href="#explanation-\w+">)?(\w+)(?:</a>)?</td></tr>'
+    row = (
+        r'<tr><td><a href="/events/\d+">(\d+)</a></td>'  # event ids link to the event page
+        r'.*?<td>(?:<a href="#explanation-\w+">)?(\w+)(?:</a>)?</td></tr>'
+    )
     cells = dict(re.findall(row, events, re.S))
     unexplained = stored_before_explanations["event_id"]
     assert cells == {ext4["event_id"]: "A", mlx5["event_id"]: "B", unexplained: "none"}

@@ -125,7 +125,8 @@ def test_signature_page_shows_facts_hosts_rcas_checks_reviews_and_jira(
     assert "bogus theory" in html and "FLAGGED" in html and "fix_version_consistent" in html
     assert "confirmed by carol" in html and "dumps agree" in html
     assert 'href="https://jira.example/browse/CRASH-7"' in html
-    assert "Verdict: <b>" in html
+    assert 'id="verdict"' in html and 'id="statements"' in html
+    assert f'event_id=<a href="/events/{seeded.event_ids[0]}"><code>' in html  # RCA evidence links the event
     assert client.get("/signatures/424242").status_code == 404
 
 

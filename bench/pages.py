@@ -1,0 +1,121 @@
+"""The triage pages over a large registry on PostgreSQL: what does a page cost beyond its analysis?
+
+    .venv/bin/python bench/pages.py [--events 1000000] [--hosts 20000] [--runs 5] [--json OUT]
+
+Builds the epidemiology bench's database (bench/epidemiology.py: `--events` events over 300
+signatures, signature 2 holding 10% of them, signature 1 a BIOS-linked bug of ~1/300), adds one
+real report through the ingest path (for an event page with a console log), stores the
+refresh's verdicts, then renders through the real Flask app (test client, logged in with a read
+token): the signature list, the page of signature 2 and of signature 1, and the event page.
+Beside each signature page it times, in the same run, the live epidemiology analysis the page
+includes (`signature_epidemiology`), so the page's own reads (chart, host counts, marks, latest
+events, top hosts) show as the difference; the baseline is `SELECT count(*) FROM events`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import uuid
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from epidemiology import POSTGRES_ADMIN, build, count_events  # noqa: E402
+
+from registry.app import create_app  # noqa: E402
+from registry.auth.tokens import create_token  # noqa: E402
+from registry.config import Settings  # noqa: E402
+from registry.db import Database  # noqa: E402
+from registry.epidemiology.service import refresh, signature_epidemiology  # noqa: E402
+from registry.signatures.models import Signature  # noqa: E402
+from tests.foundation.reports import crash_report  # noqa: E402
+from tests.pages.support import login  # noqa: E402
+
+
+def median_s(function: Any, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return round(statistics.median(times), 3)
+
+
+def get(client: Any, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 200, (path, response.status_code)
+
+
+def measure(url: str, runs: int) -> dict[str, Any]:
+    database = Database(url)
+    app = create_app(Settings(database_url=url), database)
+    client = app.test_client()
+    with database.session() as session:
+        reporter, _ = create_token(session, "bench-report", "report")
+        reader, _ = create_token(session, "bench-read", "read")
+    answer = client.post(
+        "/api/v1/reports", json=crash_report(), headers={"Authorization": f"Bearer {reporter}"}
+    ).json
+    with database.session() as session:
+        refresh(session)
+    login(client, reader)
+    figures: dict[str, Any] = {}
+    with database.session() as session:
+        figures["scan_s"] = median_s(partial(count_events, session), runs)
+    figures["list_s"] = median_s(partial(get, client, "/signatures"), runs)
+    for name, signature_id in (("spread_signature_page", 2), ("bios_signature_page", 1)):
+        get(client, f"/signatures/{signature_id}")  # warm: the first analysis builds shared caches
+        page = median_s(partial(get, client, f"/signatures/{signature_id}"), runs)
+        with database.session() as session:
+            signature = session.get_one(Signature, signature_id)
+            analysis = median_s(partial(signature_epidemiology, session, signature), runs)
+        figures[name] = {
+            "page_s": page,
+            "analysis_s": analysis,
+            "page_without_analysis_s": round(page - analysis, 3),
+            "page_ratio_to_scan": round(page / figures["scan_s"], 2),
+        }
+    figures["event_page_s"] = median_s(partial(get, client, f"/events/{answer['event_id']}"), runs)
+    database.dispose()
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--hosts", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    name = f"crashreg_bench_pages_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        started = time.perf_counter()
+        build(url, args.hosts, args.events)
+        print(f"built {args.events} events on {args.hosts} hosts in {time.perf_counter() - started:.0f} s")
+        figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs} | measure(url, args.runs)
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""docs/configuration.md against the code: every variable the code reads is listed, every listed
+variable is read, and a default written as a literal is the one the code uses (setting the
+variable to it changes nothing, setting it to something else changes something)."""
+
+from __future__ import annotations
+
+import re
+import runpy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from registry.config import Settings
+from sync.jira.config import JiraOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+SOURCES = [
+    *ROOT.glob("registry/**/*.py"),
+    *ROOT.glob("sync/**/*.py"),
+    *ROOT.glob("dashboards/**/*.py"),
+    ROOT / "gunicorn.conf.py",
+]
+ROW = re.compile(r"^\| `(CRASHREG_[A-Z0-9_]+)` \| .* \| (.*) \|$")
+SECTION = re.compile(r"^## .*\(`([^`]+)`\)$")
+NAME = re.compile(r'"(CRASHREG_[A-Z0-9_]+)"')
+APP_CONFIG_KEY = re.compile(r'config\[\s*"(CRASHREG_[A-Z0-9_]+)"')  # Flask app.config, not the environment
+
+
+def documented() -> dict[str, tuple[str, str]]:
+    """variable -> (the file its section names, its default cell)."""
+    rows, section = {}, ""
+    for line in CONFIGURATION.read_text().splitlines():
+        if heading := SECTION.match(line):
+            section = heading.group(1)
+        elif row := ROW.match(line):
+            assert row.group(1) not in rows, f"{row.group(1)} is listed twice"
+            rows[row.group(1)] = (section, row.group(2).strip())
+    return rows
+
+
+def read_by_code() -> set[str]:
+    names: set[str] = set()
+    for path in SOURCES:
+        text = path.read_text()
+        names |= set(NAME.findall(text)) - set(APP_CONFIG_KEY.findall(text))
+    return names
+
+
+def test_every_variable_the_code_reads_is_documented_and_no_other() -> None:
+    listed, read = set(documented()), read_by_code()
+    assert read - listed == set(), "read by the code but missing from docs/configuration.md"
+    assert listed - read == set(), "in docs/configuration.md but read by no code"
+
+
+def registry_settings(environ: dict[str, str]) -> Any:
+    return Settings.from_env(environ)
+
+
+def jira_options(environ: dict[str, str]) -> Any:
+    enabled = Settings(jira_url="https://jira.test", jira_token="t", jira_project="CRASH")
+    return JiraOptions.from_settings(enabled, environ)
+
+
+def gunicorn_settings(environ: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    with monkeypatch.context() as patch:
+        patch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # so the file adds nothing of its own
+        for name in documented():
+            patch.delenv(name, raising=False)
+        for name, value in environ.items():
+            patch.setenv(name, value)
+        values = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    return {name: values[name] for name in ("bind", "workers", "threads", "worker_connections")}
+
+
+def readers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Callable[[dict[str, str]], Any]]:
+    """Each section's file, as a function from an environment to what the code made of it."""
+    return {
+        "registry/config.py": registry_settings,
+        "sync/jira/config.py": jira_options,
+        "gunicorn.conf.py": lambda environ: gunicorn_settings(environ, monkeypatch, tmp_path),
+    }
+
+
+def another_value(literal: str) -> str:
+    return str(int(literal) + 1) if literal.isdigit() else f"{literal}-other"
+
+
+def outcome(read: Callable[[dict[str, str]], Any], environ: dict[str, str]) -> Any:
+    try:
+        return read(environ)
+    except ValueError as error:  # a refused value is also proof the variable is read
+        return f"refused: {error}"
+
+
+@pytest.mark.parametrize("name", sorted(documented()))
+def test_documented_default_is_the_code_s(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    section, default = documented()[name]
+    if section == "sync/grafana/export.py":
+        pytest.skip("expanded by Grafana from its own environment: crashreg only writes its name")
+    read = readers(monkeypatch, tmp_path)[section]
+    unset = read({})
+    literal = re.fullmatch(r"`([^`]*)`", default)
+    if literal:
+        assert read({name: literal.group(1)}) == unset, f"{name}'s default is not {default}"
+        probe = another_value(literal.group(1))
+    else:
+        probe = "https://other.test/x" if name.endswith("_URL") else "17"
+    assert outcome(read, {name: probe}) != unset, f"{name} changes nothing in {section}"
+
+
+def test_database_default_is_a_file_in_the_working_directory(monkeypatch, tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert Settings.from_env({}).database_url == f"sqlite:///{tmp_path / 'crashreg.db'}"
+    assert documented()["CRASHREG_DATABASE_URL"][1] == "`crashreg.db` in the working directory"
+
+
+def test_other_docs_state_the_same_defaults() -> None:
+    """Tables elsewhere in docs/ (jira.md's, the contract's in api.md) repeat some variables: a
+    default written as a value there is the same value (words may differ)."""
+    canonical = {name: default for name, (_, default) in documented().items()}
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        if path == CONFIGURATION:
+            continue
+        for line in path.read_text().splitlines():
+            if row := ROW.match(line):
+                name, default = row.group(1), row.group(2).strip()
+                assert name in canonical, f"{path.name} documents {name}, docs/configuration.md does not"
+                if any(re.fullmatch(r"`[^`]*`", cell) for cell in (default, canonical[name])):
+                    assert default == canonical[name], f"{path.name}: {name} defaults to {default}"
