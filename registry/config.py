@@ -50,8 +50,8 @@ class AlertThresholds:
         values = {}
         for item in fields(cls):
             default = getattr(cls, item.name)
-            value = _number(env, f"CRASHREG_ALERT_{item.name.upper()}", default)
             name = f"CRASHREG_ALERT_{item.name.upper()}"
+            value = _number(env, name, default)
             if value < 0 or (isinstance(default, int) and not float(value).is_integer()):
                 raise ValueError(f"{name} must be a non-negative {type(default).__name__}, got {value}")
             values[item.name] = int(value) if isinstance(default, int) else value

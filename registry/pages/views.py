@@ -198,7 +198,8 @@ def signature(key: str) -> str:
             .order_by(Capture.id.desc())
             .limit(PAGE_CAPTURES)
         ).all()
-        epidemiology = signature_epidemiology(session, found)
+        epidemiology = signature_epidemiology(
+            session, found, program_label=current_settings().epidemiology_program_label)
         daily = reads.merged_daily(reads.daily_counts(session, members))
         marks = reads.marks(session, members, found.first_seen)
         start = chart_start(min([found.first_seen.date(), *daily]), marks)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 import runpy
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from registry.config import Settings
+from registry.config import AlertThresholds, Settings
 from sync.jira.config import JiraOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,8 @@ def read_by_code() -> set[str]:
     for path in SOURCES:
         text = path.read_text()
         names |= set(NAME.findall(text)) - set(APP_CONFIG_KEY.findall(text))
-    return names
+    # The alert thresholds are read by name made from their fields (CRASHREG_ALERT_<FIELD>).
+    return names | {f"CRASHREG_ALERT_{item.name.upper()}" for item in fields(AlertThresholds)}
 
 
 def test_every_variable_the_code_reads_is_documented_and_no_other() -> None:
@@ -72,7 +74,7 @@ def gunicorn_settings(environ: dict[str, str], monkeypatch: pytest.MonkeyPatch, 
         for name, value in environ.items():
             patch.setenv(name, value)
         values = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
-    return {name: values[name] for name in ("bind", "workers", "threads", "worker_connections")}
+    return {name: values[name] for name in ("bind", "workers", "threads", "worker_connections", "keepalive")}
 
 
 def readers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Callable[[dict[str, str]], Any]]:
