@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from math import ceil
 
+from registry.bounds import EARLIEST_CRASH
+
 MAX_BARS = 120  # more days than this are drawn in buckets of several days
 # The SVG holds shapes only; its axis labels are HTML beside it, so they stay readable when the
 # chart stretches to a phone's width (SVG text would stretch with it).
@@ -100,7 +102,9 @@ class EventsChart:
 
 def chart_start(first: date, marks: Sequence[Mark], lead_days: int = 7, max_lead_days: int = 60) -> date:
     """Where a signature's chart begins: a week before its first event (so the onset reads as
-    one), earlier still for a mark such as the kernel rollout that preceded it, within limits."""
+    one), earlier still for a mark such as the kernel rollout that preceded it, within limits.
+    A crash time no crash can have (stored before ingest refused such times) stretches nothing."""
+    first = max(first, EARLIEST_CRASH.date())
     limit = first - timedelta(days=max_lead_days)
     return min([first - timedelta(days=lead_days), *(m.day for m in marks if m.day >= limit)])
 

@@ -28,6 +28,9 @@ class TriageBundleSchema(Schema):
     facts = fields.Dict()
     events = fields.List(fields.Dict())
     debuginfo = fields.List(fields.Dict())
+    dumps = fields.List(fields.Dict(), metadata={
+        "description": "the sampled events' completed dumps as the triage workspace lays them out "
+                       "(dump and vmlinux paths, the drgn command)"})
     rcas = fields.List(fields.Dict())
     jira = fields.Dict(allow_none=True)
     similar_signatures = fields.List(fields.Dict())
