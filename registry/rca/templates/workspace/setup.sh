@@ -8,12 +8,15 @@
 #
 # For every kernel in bundle.json's `dumps`: `apt-get download` its debug package (the first
 # of `debuginfo[].debug_packages` that apt knows), and unpack only the vmlinux to
-# debug/<kernel_version>/vmlinux. For every dump: a capture target readable under
+# debug/<kernel_version>/vmlinux, and unpack the kernel's exact source to src/<kernel_version>/
+# (Debian and Ubuntu ship it as linux-source-<major.minor> of the very version of the kernel's
+# image package). For every dump: a capture target readable under
 # $CRASHREG_DUMP_ROOT (default /: the crashed host's filesystem, or a copy of it) is linked as
 # dumps/<event>-<capture>.vmcore; an http(s) capture uri is downloaded there with curl.
 #
 # Environment: CRASHREG_WORKSPACE_DEBS (where .deb files are kept; default debug/debs),
-# CRASHREG_DUMP_ROOT. Exit status 1 when a dump or its debug info is still missing.
+# CRASHREG_DUMP_ROOT, CRASHREG_WORKSPACE_SOURCE=0 to skip the source (140 MB download,
+# 1.3 GB unpacked). Exit status 1 when a dump, its debug info or its source is still missing.
 set -u
 cd "$(dirname "$0")" || exit 1
 debs=${CRASHREG_WORKSPACE_DEBS:-debug/debs}
@@ -57,11 +60,43 @@ debug_info() {  # $1 kernel version, $2 vmlinux path, $3... candidate packages
     return 1
 }
 
+source_tree() {  # $1 kernel version: its image package's source, unpacked to src/$1
+    version=$1 tree=src/$1
+    [ "${CRASHREG_WORKSPACE_SOURCE:-1}" = 0 ] && return 0
+    [ -s "$tree/Makefile" ] && return 0
+    build=$(apt-cache show "linux-image-$version" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
+    series=$(printf '%s' "$build" | cut -d. -f1,2)
+    if [ -z "$build" ]; then
+        echo "setup.sh: apt knows no linux-image-$version: fetch its source by the bundle's source reference" >&2
+        return 1
+    fi
+    package=linux-source-$series
+    deb=$(ls "$debs/${package}_$(printf '%s' "$build" | sed 's/:/%3a/')"_*.deb 2>/dev/null | tail -n 1)
+    if [ -z "$deb" ]; then
+        (cd "$debs" && apt-get -o DPkg::Lock::Timeout=600 download "$package=$build" >&2) || {
+            echo "setup.sh: no $package=$build in apt's sources: fetch the bundle's source reference" >&2
+            return 1
+        }
+        deb=$(ls "$debs/${package}"_*.deb 2>/dev/null | tail -n 1)
+    fi
+    mkdir -p "$tree.tmp"
+    if dpkg-deb --fsys-tarfile "$deb" | tar -xO "./usr/src/$package.tar.xz" | tar -xJ -C "$tree.tmp" --strip-components=1 \
+            && [ -s "$tree.tmp/Makefile" ]; then
+        rm -rf "$tree" && mv "$tree.tmp" "$tree"
+        echo "setup.sh: $tree from $(basename "$deb") (the source of linux-image-$version $build)" >&2
+        return 0
+    fi
+    rm -rf "$tree.tmp"
+    echo "setup.sh: $(basename "$deb") holds no usable ./usr/src/$package.tar.xz" >&2
+    return 1
+}
+
 tab=$(printf '\t')
 printf '%s\n' "$plan" | while IFS=$tab read -r event capture version dump vmlinux target uri packages; do
     [ -n "$event" ] || continue
     # shellcheck disable=SC2086
     debug_info "$version" "$vmlinux" $packages || missing=1
+    source_tree "$version" || missing=1
     if [ ! -e "$dump" ]; then
         if [ "$target" != - ] && [ -r "$dump_root/$target" ]; then
             ln -s "$(cd "$(dirname "$dump_root/$target")" && pwd)/$(basename "$target")" "$dump"
