@@ -342,9 +342,10 @@ def test_triage_workspace_opens_the_labs_dump_with_the_debug_package_the_bundle_
         assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
     assert all((out / dump["dump"]).resolve().is_file() for dump in bundle["dumps"])
     # The exact source: the tree of the very build that crashed (its oops names the build,
-    # `#1 SMP ... Debian 6.1.192-3`), with the files a frame's file:line would name.
-    build = next(m for e in bundle["events"] if e["console_log"]
-                 for m in [re.search(r"Debian (\d+)\.(\d+)\.(\d+)-", e["console_log"])] if m)
+    # `#1 SMP ... Debian 6.1.192-3`; gcc's `Debian 12.2.0-14+deb12u1` is not it), with the
+    # files a frame's file:line would name.
+    logs = [(out / e["console_log_file"]).read_text() for e in bundle["events"] if e["console_log_file"]]
+    build = next(m for log in logs for m in [re.search(r"Debian (\d+)\.(\d+)\.(\d+)-\d+(?![+\w])", log)] if m)
     makefile = (out / "src" / release / "Makefile").read_text()
     assert [re.search(rf"^{name} = (\d+)$", makefile, re.M).group(1)
             for name in ("VERSION", "PATCHLEVEL", "SUBLEVEL")] == list(build.groups())
