@@ -14,7 +14,13 @@ from registry.capture.models import Capture
 from registry.capture.service import capture_dict
 from registry.errors import ApiError
 from registry.ingest.models import Event, Report
-from registry.ingest.schemas import ReportAnswerSchema, ReportSchema, report_warnings
+from registry.ingest.schemas import (
+    NOTHING_TO_FINGERPRINT,
+    ReportAnswerSchema,
+    ReportSchema,
+    report_warnings,
+    unknown_field_problems,
+)
 from registry.ingest.service import ingest_report
 from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNKNOWN_FIELDS
 from registry.openapi import documented
@@ -82,7 +88,15 @@ class EventSchema(Schema):
 def post_report() -> Any:
     started = time.perf_counter()
     raw = json_body()
-    report = load(REPORT_SCHEMA, raw)
+    try:
+        report = load(REPORT_SCHEMA, raw)
+    except ApiError as error:
+        # Nothing to fingerprint is most often a misspelt console_log: name the typo too.
+        nothing = NOTHING_TO_FINGERPRINT in error.fields.get("fingerprint", ())
+        if nothing and (unknown := unknown_field_problems(REPORT_SCHEMA, raw)):
+            error.fields |= unknown
+            error.message += f"; unknown fields: {', '.join(unknown)}"
+        raise
     warnings = report_warnings(REPORT_SCHEMA, raw)
     result = ingest_report(current_db(), current_settings(), report, raw)
     INGEST_LATENCY.observe(time.perf_counter() - started)

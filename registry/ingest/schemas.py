@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -175,6 +176,27 @@ def unknown_fields(schema: Schema, data: Any, prefix: str = "") -> list[str]:
             for item in value:
                 found += unknown_fields(field.inner.schema, item, f"{prefix}{key}[].")
     return sorted(set(found))
+
+
+def _known_names(schema: Schema) -> set[str]:
+    names: set[str] = set()
+    for name, field in schema.fields.items():
+        names.add(field.data_key or name)
+        inner = field.inner if isinstance(field, fields.List) else field
+        if isinstance(inner, fields.Nested) and isinstance(inner.schema, Schema):
+            names |= _known_names(inner.schema)
+    return names
+
+
+def unknown_field_problems(schema: Schema, raw: Any) -> dict[str, list[str]]:
+    """For a refused report: each unknown field with the known name it most resembles, so the
+    400 for `{"consolelog": ...}` says what the typo was, not only what is missing."""
+    known = sorted(_known_names(schema))
+    problems = {}
+    for name in unknown_fields(schema, raw)[:MAX_WARNINGS]:
+        close = difflib.get_close_matches(name.rsplit(".", 1)[-1], known, n=1)
+        problems[name] = [f"unknown field; did you mean {close[0]}?" if close else "unknown field"]
+    return problems
 
 
 def report_warnings(schema: Schema, raw: dict[str, Any]) -> list[str]:

@@ -175,6 +175,15 @@ def test_a_report_with_nothing_to_fingerprint_is_400_naming_what_is_missing(clie
     assert send(client, "POST", "/api/v1/reports", reporter, with_frames).status_code == 201
 
 
+def test_a_misspelt_log_is_refused_naming_the_typo_and_what_is_missing(client, reporter) -> None:
+    body = crash_report(console_log=None, consolelog="BUG: kernel NULL pointer dereference")
+    error = refused(send(client, "POST", "/api/v1/reports", reporter, body), "console_log",
+                    says="nothing to fingerprint")
+    assert error["message"].endswith("; unknown fields: consolelog")
+    assert error["fields"]["consolelog"] == ["unknown field; did you mean console_log?"]
+    assert set(error["fields"]) == {"console_log", "stack", "fingerprint", "consolelog"}
+
+
 def test_unknown_fields_are_named_in_the_answer_and_counted(client, reporter) -> None:
     body = crash_report(consolelog="oops", host={"hostname": "gpu-a", "hostnmae": "x"},
                         stack={"frames": [{"function": "f", "fn": 1}, {"function": "g", "fn": 2}]})
