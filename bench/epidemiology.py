@@ -28,6 +28,8 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,24 @@ def timed(function: Any, runs: int) -> tuple[list[float], Any]:
     return times, result
 
 
+@contextmanager
+def built_database(prefix: str, hosts: int, events: int) -> Iterator[str]:
+    """A scratch PostgreSQL database holding `build`'s registry, dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    url = POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        started = time.perf_counter()
+        build(url, hosts, events)
+        elapsed = time.perf_counter() - started
+        print(f"built {events} events on {hosts} hosts in {elapsed:.1f}s", file=sys.stderr)
+        yield url
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def count_events(session: Any) -> int:
     return session.execute(text("SELECT count(*) FROM events")).scalar()
 
@@ -179,21 +199,8 @@ def main() -> int:
     if args.reuse:
         print(json.dumps({"runs": args.runs, **measure(args.reuse, args.runs)}, indent=2))
         return 0
-    name = f"crashreg_bench_epi_{uuid.uuid4().hex[:8]}"
-    url = POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        started = time.perf_counter()
-        build(url, args.hosts, args.events)
-        print(
-            f"built {args.events} events on {args.hosts} hosts in {time.perf_counter() - started:.1f}s",
-            file=sys.stderr,
-        )
+    with built_database("crashreg_bench_epi", args.hosts, args.events) as url:
         figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs, **measure(url, args.runs)}
-    finally:
-        with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

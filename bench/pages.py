@@ -18,19 +18,15 @@ import argparse
 import json
 import statistics
 import sys
-import time
-import uuid
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from epidemiology import POSTGRES_ADMIN, build, count_events  # noqa: E402
+from epidemiology import built_database, count_events, timed  # noqa: E402
 
 from registry.app import create_app  # noqa: E402
 from registry.auth.tokens import create_token  # noqa: E402
@@ -43,12 +39,7 @@ from tests.pages.support import login  # noqa: E402
 
 
 def median_s(function: Any, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return round(statistics.median(times), 3)
+    return round(statistics.median(timed(function, runs)[0]), 3)
 
 
 def get(client: Any, path: str) -> None:
@@ -99,18 +90,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    name = f"crashreg_bench_pages_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        started = time.perf_counter()
-        build(url, args.hosts, args.events)
-        print(f"built {args.events} events on {args.hosts} hosts in {time.perf_counter() - started:.0f} s")
+    with built_database("crashreg_bench_pages", args.hosts, args.events) as url:
         figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs} | measure(url, args.runs)
-    finally:
-        with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
