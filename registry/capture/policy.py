@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypedDict
 
 # A grant that no capture followed (the crash kernel died, the host was reimaged) stops
 # holding its slot after this long: a full dump of a 2 TB host takes hours, not a day.
@@ -19,13 +20,21 @@ GRANT_TIMEOUT = timedelta(hours=24)
 SLOT_GRANTED, SLOT_COMPLETED, SLOT_RELEASED = "granted", "completed", "released"
 
 
+class CaptureAnswer(TypedDict):
+    """A capture decision on the wire: the ingest answer's and the event's `capture`."""
+
+    action: str
+    reason: str
+    dump_level: int | None
+
+
 @dataclass(frozen=True)
 class CaptureDecision:
     action: str  # full | filtered | skip
     reason: str
     dump_level: int | None = None
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> CaptureAnswer:
         return {"action": self.action, "reason": self.reason, "dump_level": self.dump_level}
 
 

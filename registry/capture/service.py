@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
@@ -32,7 +32,27 @@ PROCESSING_TRANSITIONS: dict[str | None, frozenset[str]] = {
 UPDATABLE = ("status", "processing_state", "dump_level", "bytes", "duration_s", "downtime_s", "target", "uri")
 
 
-def capture_dict(capture: Capture) -> dict[str, Any]:
+class CaptureView(TypedDict):
+    """A capture as the API returns it."""
+
+    id: str
+    event_id: str
+    signature_id: str | None
+    method: str
+    status: str
+    dump_level: int | None
+    bytes: int | None
+    duration_s: float | None
+    downtime_s: float | None
+    target: str | None
+    uri: str | None
+    processing_state: str | None
+    capture_key: str | None
+    created_at: str
+    updated_at: str
+
+
+def capture_dict(capture: Capture) -> CaptureView:
     return {
         "id": str(capture.id),
         "event_id": str(capture.event_id),

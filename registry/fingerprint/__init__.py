@@ -8,9 +8,10 @@ reporter`), in the reporter on a crashing machine.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TypedDict
 
 from .console import KernelCrash, explain_frames, parse_console_log
-from .frames import make_fingerprint, normalise_text
+from .frames import ExplainedFrame, make_fingerprint, normalise_text
 from .patterns import ALGORITHM_VERSION, FREE_TEXT_FIELDS
 from .userspace import UserCrash, explain_user_frames, parse_stack
 
@@ -18,6 +19,21 @@ from .userspace import UserCrash, explain_user_frames, parse_stack
 # (bench/signatures.py): callers below the guilty frame vary between hits of one bug far more
 # often than they separate two bugs, so only the guilty frame (with kind and module) counts.
 FINGERPRINT_FRAMES = 1
+
+
+class ExplanationRecord(TypedDict, total=False):
+    """How a fingerprint was made (docs/signatures.md), stored with each event. The engine
+    writes every key; a record stored by an older engine may lack some."""
+
+    v: int  # ALGORITHM_VERSION of the engine that explained it
+    kind: str
+    kind_rule: str | None  # the rule recognising the report
+    headline: str
+    section: str | None  # where in the report frames came from
+    frames: list[ExplainedFrame]
+    guilty: int | None  # index of the guilty frame in frames
+    flags: list[str]
+    identity: list[str | None]  # the parts hashed, in order
 
 
 @dataclass(frozen=True)
@@ -32,10 +48,8 @@ class CrashSignature:
     frames: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     algorithm_version: int = ALGORITHM_VERSION
-    # How the fingerprint was made, compact and JSON-serialisable (see docs/signatures.md):
-    # v, kind, kind_rule, headline, section, frames [{function, module, decision, rule}],
-    # guilty (index into frames), flags, identity (the parts hashed, in order).
-    explanation: dict = field(default_factory=dict, compare=False)
+    # How the fingerprint was made, compact and JSON-serialisable.
+    explanation: ExplanationRecord = field(default_factory=ExplanationRecord, compare=False)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -75,10 +89,10 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
                                                 else "")
     title = headline + where + (f" [{module}]" if module else "")
     explained, guilty = explain_frames(crash) if by_function else ([], None)
-    explanation = {"v": ALGORITHM_VERSION, "kind": oops.kind, "kind_rule": oops.name,
-                   "headline": headline, "section": crash.pick.section if by_function else None,
-                   "frames": explained, "guilty": guilty, "flags": list(crash.flags),
-                   "identity": identity}
+    explanation: ExplanationRecord = {
+        "v": ALGORITHM_VERSION, "kind": oops.kind, "kind_rule": oops.name,
+        "headline": headline, "section": crash.pick.section if by_function else None,
+        "frames": explained, "guilty": guilty, "flags": list(crash.flags), "identity": identity}
     return CrashSignature(fingerprint=fingerprint, title=title, kind=oops.kind,
                           function=function, module=module,
                           frames=crash.frames if by_function else [],
@@ -97,10 +111,11 @@ def _user_signature(crash: UserCrash) -> CrashSignature:
     headline = f"{crash.signal or 'crash'}{modes}"
     title = f"{headline}{where}{module}{program}"
     explained, guilty = explain_user_frames(crash)
-    explanation = {"v": ALGORITHM_VERSION, "kind": "userspace",
-                   "kind_rule": f"signal:{crash.signal}" if crash.signal else "registers",
-                   "headline": headline, "section": "stack" if explained else None,
-                   "frames": explained, "guilty": guilty, "flags": [], "identity": identity}
+    explanation: ExplanationRecord = {
+        "v": ALGORITHM_VERSION, "kind": "userspace",
+        "kind_rule": f"signal:{crash.signal}" if crash.signal else "registers",
+        "headline": headline, "section": "stack" if explained else None,
+        "frames": explained, "guilty": guilty, "flags": [], "identity": identity}
     return CrashSignature(fingerprint=fingerprint, title=title, kind="userspace",
                           function=crash.function, module=crash.module, frames=crash.frames,
                           labels=labels, explanation=explanation)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .frames import canonical_function, frame_decisions, frame_label, search_matcher
+from .frames import ExplainedFrame, canonical_function, frame_decisions, frame_label, search_matcher
 from .patterns import (
     GENERIC_SKIP,
     HARDWARE_KINDS,
@@ -487,7 +487,7 @@ def _choose(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pic
     return first_read or Pick()
 
 
-def explain_frames(crash: KernelCrash) -> tuple[list[dict], int | None]:
+def explain_frames(crash: KernelCrash) -> tuple[list[ExplainedFrame], int | None]:
     """The frames the program read, each with its decision and the skip class behind it."""
     pick = crash.pick
     rules = _EXPLAIN_RULES.get(crash.oops.name, _SKIP_CLASS_RULES)

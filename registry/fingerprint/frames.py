@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
+from typing import TypedDict
 
 from .patterns import CLONE_SUFFIX, SYSCALL_PREFIXES, VOLATILE_TEXT
 
@@ -92,16 +93,25 @@ GUILTY_CONTEXT = 12  # frames before the guilty one kept when it is deep in the 
 Rule = tuple[str, re.Pattern[str]]
 
 
+class ExplainedFrame(TypedDict):
+    """One frame of an explanation record and what became of it."""
+
+    function: str
+    module: str | None
+    decision: str  # guilty | used | skipped
+    rule: str | None  # the skip class that skipped it
+
+
 def frame_decisions(frames: Sequence[tuple[str, str | None]], index: int | None,
                     rules: Sequence[Rule], passed: str | None,
-                    named: frozenset[int] = frozenset()) -> tuple[list[dict], int | None]:
+                    named: frozenset[int] = frozenset()) -> tuple[list[ExplainedFrame], int | None]:
     """Each frame read with what became of it: `guilty`, `skipped` (naming the skip class that
     matched, or `passed`: the strategy's reason for passing real code over) or `used`.
 
     A compact window: at most MAX_EXPLAINED_FRAMES frames, ending a few frames past the guilty
     one when that lies deep; the returned index is the guilty frame's position in the window."""
     first = 0 if index is None or index < GUILTY_CONTEXT else index - GUILTY_CONTEXT
-    decisions = []
+    decisions: list[ExplainedFrame] = []
     for at, (function, module) in enumerate(frames[first:first + MAX_EXPLAINED_FRAMES], first):
         rule = None if at in named else next(
             (name for name, pattern in rules if pattern.search(function)), None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .frames import clean_function, frame_decisions, frame_label, skip_matcher
+from .frames import ExplainedFrame, clean_function, frame_decisions, frame_label, skip_matcher
 from .patterns import IP_REGISTERS, SP_REGISTERS, STACK_ALIGNMENT, USERSPACE_SKIP
 
 MAX_FRAMES = 256  # frames examined; a runaway recursion is still one bug
@@ -111,7 +111,7 @@ def _frame_name(frame: Any) -> tuple[str, str | None] | None:
     return None
 
 
-def explain_user_frames(crash: UserCrash) -> tuple[list[dict], int | None]:
+def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | None]:
     """The frames read, each guilty, used (real code) or skipped as runtime machinery."""
     return frame_decisions(crash.named, crash.guilty, _RULES, None)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from flask import Blueprint, jsonify
 from marshmallow import Schema, fields
@@ -11,8 +11,10 @@ from sqlalchemy import select
 
 from registry.auth.tokens import require_scope
 from registry.capture.models import Capture
-from registry.capture.service import capture_dict
+from registry.capture.policy import CaptureAnswer
+from registry.capture.service import CaptureView, capture_dict
 from registry.errors import ApiError
+from registry.fingerprint import ExplanationRecord
 from registry.ingest.models import Event, Report
 from registry.ingest.schemas import (
     NOTHING_TO_FINGERPRINT,
@@ -26,7 +28,7 @@ from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNKNOWN_F
 from registry.openapi import documented
 from registry.requests import json_body, load
 from registry.signatures.models import Signature
-from registry.signatures.service import summary
+from registry.signatures.service import SignatureSummary, summary
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("ingest", __name__, url_prefix="/api/v1")
@@ -124,7 +126,41 @@ def get_event(event_id: int) -> Any:
         return jsonify(event_detail(session, event))
 
 
-def event_detail(session: Any, event: Event) -> dict[str, Any]:
+class EventSummary(TypedDict):
+    """An event in a signature's event list."""
+
+    id: str
+    hostname: str
+    boot_id: str | None
+    crashed_at: str
+    received_at: str
+    uptime_s: int | None
+    sources: list[str]
+    host: dict[str, Any]  # host attributes at crash time, labels among them
+    signature_id: str | None
+    fingerprint: str | None
+    title: str | None
+    algorithm_version: int | None
+    capture: CaptureAnswer
+    regression: str | None
+
+
+class ReportReceipt(TypedDict):
+    report_id: str
+    source: str
+    received_at: str
+
+
+class EventDetail(EventSummary):
+    """GET /api/v1/events/{id}: the summary, then its signature, reports, captures, explanation."""
+
+    signature: SignatureSummary | None
+    reports: list[ReportReceipt]
+    captures: list[CaptureView]
+    explanation: ExplanationRecord | None
+
+
+def event_detail(session: Any, event: Event) -> EventDetail:
     signature = session.get(Signature, event.signature_id) if event.signature_id else None
     reports = session.execute(
         select(Report.report_id, Report.source, Report.received_at)
@@ -132,7 +168,8 @@ def event_detail(session: Any, event: Event) -> dict[str, Any]:
         .order_by(Report.received_at)
     ).all()
     captures = session.scalars(select(Capture).where(Capture.event_id == event.id)).all()
-    return event_summary(event) | {
+    return {
+        **event_summary(event),
         "signature": summary(session, signature) if signature else None,
         "reports": [
             {"report_id": r.report_id, "source": r.source, "received_at": r.received_at.isoformat()}
@@ -143,7 +180,7 @@ def event_detail(session: Any, event: Event) -> dict[str, Any]:
     }
 
 
-def event_summary(event: Event) -> dict[str, Any]:
+def event_summary(event: Event) -> EventSummary:
     return {
         "id": str(event.id),
         "hostname": event.hostname,

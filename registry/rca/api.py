@@ -15,7 +15,7 @@ from registry.openapi import documented
 from registry.rca.bundle import triage_bundle
 from registry.rca.models import Rca
 from registry.rca.schemas import RcaCreateSchema, RcaListSchema, RcaSchema, ReviewSchema
-from registry.rca.service import propose, rca_dict, review, reviews_of, signature_rcas
+from registry.rca.service import RcaView, propose, rca_dict, review, reviews_of, signature_rcas
 from registry.requests import json_body, load
 from registry.signatures.api import signature_or_404
 from registry.web import current_db, current_settings
@@ -50,7 +50,7 @@ def rca_or_404(session: Session, rca_id: int, lock: bool = False) -> Rca:
     return rca
 
 
-def one_rca(session: Session, rca: Rca) -> dict[str, Any]:
+def one_rca(session: Session, rca: Rca) -> RcaView:
     return rca_dict(rca, reviews_of(session, [rca.id])[rca.id])
 
 

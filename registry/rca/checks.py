@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from registry.signatures.regression import compare_kernel_versions
 
@@ -55,11 +55,28 @@ class Outcome:
     problems: tuple[str, ...] = ()
 
 
+class CheckResultView(TypedDict):
+    """A check's result as stored on the RCA and returned with it."""
+
+    name: str
+    status: str
+    message: str
+    problems: list[str]
+
+
+class RcaClaims(TypedDict):
+    """What the checks read of an RCA: its author kind, evidence items and fix."""
+
+    author_kind: str
+    evidence: list[dict[str, Any]]  # items of EVIDENCE_TYPES, each with its own fields
+    fix: dict[str, str]  # {"kernel_version": ...} when the RCA names the first fixed kernel
+
+
 @dataclass(frozen=True)
 class CheckResult(Outcome):
     name: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CheckResultView:
         return {
             "name": self.name,
             "status": self.status,

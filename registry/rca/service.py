@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -21,7 +21,15 @@ from registry.db import utcnow
 from registry.errors import ApiError
 from registry.ingest.models import Event, Report
 from registry.outbox import publish
-from registry.rca.checks import EventFacts, KernelCrashes, SignatureFacts, passed, run_checks
+from registry.rca.checks import (
+    CheckResultView,
+    EventFacts,
+    KernelCrashes,
+    RcaClaims,
+    SignatureFacts,
+    passed,
+    run_checks,
+)
 from registry.rca.models import Rca, RcaReview
 from registry.signatures.identify import identify
 from registry.signatures.models import Signature
@@ -116,7 +124,7 @@ def load_facts(session: Session, signature: Signature, evidence: list[dict[str, 
     return SignatureFacts(str(signature.id), frozenset(known), kernels, events, captures)
 
 
-def rca_input(rca: Rca) -> dict[str, Any]:
+def rca_input(rca: Rca) -> RcaClaims:
     """The plain data the checks read."""
     return {
         "author_kind": rca.author_kind,
@@ -135,7 +143,7 @@ def run_rca_checks(session: Session, signature: Signature, rca: Rca) -> bool:
     return was_passing and not rca.checks_passed
 
 
-def failed_checks(rca: Rca) -> list[dict[str, Any]]:
+def failed_checks(rca: Rca) -> list[CheckResultView]:
     return [c for c in rca.checks or [] if c["status"] == "fail"]
 
 
@@ -292,7 +300,53 @@ def reviews_of(session: Session, rca_ids: list[int]) -> dict[int, list[RcaReview
     return grouped
 
 
-def rca_dict(rca: Rca, reviews: list[RcaReview]) -> dict[str, Any]:
+class AgentView(TypedDict):
+    name: str
+    model: str
+
+
+class FixView(TypedDict, total=False):
+    """Only the parts the RCA names."""
+
+    commit: str
+    kernel_version: str
+    url: str
+
+
+class ReviewView(TypedDict):
+    verdict: str
+    note: str | None
+    reviewer: str
+    checks_passed: bool
+    created_at: str
+
+
+class RcaView(TypedDict):
+    """An RCA as the API returns it, with its checks and reviews."""
+
+    id: str
+    signature_id: str
+    status: str
+    summary: str
+    body: str
+    author: str
+    author_kind: str
+    agent: AgentView | None
+    confidence: float | None
+    evidence: list[dict[str, Any]]  # as posted: each item carries its type's fields
+    fix: FixView | None
+    posted_by: str
+    checks_passed: bool
+    flagged: bool
+    checks: list[CheckResultView]
+    checked_at: str
+    reviews: list[ReviewView]
+    superseded_by: str | None
+    superseded_at: str | None
+    created_at: str
+
+
+def rca_dict(rca: Rca, reviews: list[RcaReview]) -> RcaView:
     fix = {
         k: v
         for k, v in {
@@ -335,7 +389,7 @@ def rca_dict(rca: Rca, reviews: list[RcaReview]) -> dict[str, Any]:
     }
 
 
-def signature_rcas(session: Session, signature: Signature) -> list[dict[str, Any]]:
+def signature_rcas(session: Session, signature: Signature) -> list[RcaView]:
     """Every RCA of the signature (and of signatures merged into it), newest first."""
     members = member_signature_ids(session, signature)
     rcas = session.scalars(

@@ -23,7 +23,7 @@ from registry.openapi import documented
 from registry.outbox import publish
 from registry.requests import INT64_MAX, json_body, load, load_query
 from registry.signatures.models import CAPTURE_POLICIES, SIGNATURE_STATUSES, Signature
-from registry.signatures.service import detail, find_signature, stats_subquery, summary
+from registry.signatures.service import SignatureSummary, detail, find_signature, stats_subquery, summary
 from registry.web import current_db
 
 blueprint = Blueprint("signatures", __name__, url_prefix="/api/v1")
@@ -199,7 +199,7 @@ def list_signatures() -> Any:
     return jsonify({"signatures": items, "next_cursor": next_cursor})
 
 
-def signature_page(args: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+def signature_page(args: dict[str, Any]) -> tuple[list[SignatureSummary], str | None]:
     """One page of the signature list (summaries) and the cursor of the next, if any."""
     query, _, _ = signature_query(args)
     with current_db().session() as session:

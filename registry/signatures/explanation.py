@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
+
+from registry.fingerprint import ExplanationRecord
+from registry.fingerprint.frames import ExplainedFrame
 
 # How a frame's decision reads in the margin: the guilty frame stands out.
 MARKS = {"guilty": "=>", "used": "+", "skipped": "-"}
 
 
-def frame_line(index: int, frame: dict[str, Any], width: int) -> str:
+def frame_line(index: int, frame: ExplainedFrame, width: int) -> str:
     function = frame.get("function") or "?"
     module = f" [{frame['module']}]" if frame.get("module") else ""
     decision = frame.get("decision") or "?"
@@ -23,12 +26,12 @@ def frame_line(index: int, frame: dict[str, Any], width: int) -> str:
     return f"  {MARKS.get(decision, '?'):>2} #{index:<2} {decision:<8} {(function + module):<{width}}{rule}"
 
 
-def explanation_lines(explanation: dict[str, Any] | None) -> list[str]:
+def explanation_lines(explanation: ExplanationRecord | None) -> list[str]:
     """How the fingerprint was made, one line per fact and per frame."""
     if not explanation:
         return ["  no explanation (no crash, or stored before explanations existed)"]
     kind_rule = f" (rule: {explanation['kind_rule']})" if explanation.get("kind_rule") else ""
-    frames: list[dict[str, Any]] = explanation.get("frames") or []
+    frames = explanation.get("frames") or []
     lines = [
         f"  kind        {explanation.get('kind') or '?'}{kind_rule}",
         f"  headline    {explanation.get('headline') or ''}",
@@ -47,10 +50,18 @@ def explanation_lines(explanation: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def explanation_variants(events: Iterable[tuple[str, dict[str, Any] | None]]) -> list[dict[str, Any]]:
+class ExplanationVariant(TypedDict):
+    label: str
+    explanation: ExplanationRecord
+    events: list[str]
+
+
+def explanation_variants(
+    events: Iterable[tuple[str, ExplanationRecord | None]],
+) -> list[ExplanationVariant]:
     """The distinct explanations among events (id, explanation), in the events' order, each with
     a label and its events: where a merged signature's crashes were explained differently."""
-    variants: dict[str, dict[str, Any]] = {}
+    variants: dict[str, ExplanationVariant] = {}
     for event_id, explanation in events:
         if not explanation:
             continue

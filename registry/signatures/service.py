@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import ColumnElement, Executable, bindparam, case, func, select, update
 from sqlalchemy.orm import Session
@@ -228,12 +228,49 @@ def stats_and_jira_key(session: Session, signature_id: int) -> tuple[tuple[int, 
     return (int(events), last_seen), jira_key
 
 
+class SignatureSummary(TypedDict):
+    """The contract's signature object (lists, ingest answers, events, epidemiology)."""
+
+    id: str
+    fingerprint: str
+    title: str
+    kind: str
+    labels: list[str]
+    status: str
+    first_seen: str
+    last_seen: str
+    event_count: int
+    jira_key: str | None
+
+
+class CapturePolicyView(TypedDict):
+    mode: str
+    dump_level: int | None
+    extra_full_captures: int
+
+
+class SignatureDetail(SignatureSummary):
+    """GET /api/v1/signatures/{key}: the summary, then what an engineer or a policy needs."""
+
+    function: str | None
+    module: str | None
+    frames: list[str]
+    algorithm_version: int | None
+    owner: str | None
+    resolved_at: str | None
+    resolution: str | None
+    fix_versions: list[str]
+    fixed_in_kernel: str | None
+    capture_policy: CapturePolicyView
+    aliases: list[str]
+
+
 def summary(
     session: Session,
     signature: Signature | SignatureSnapshot,
     stats: tuple[int, datetime | None] | None = None,
     jira_key: str | None = None,
-) -> dict[str, Any]:
+) -> SignatureSummary:
     """The contract's signature object; callers that already know the counts pass them with
     the Jira key, others get both in one round trip."""
     if stats is None:
@@ -253,12 +290,13 @@ def summary(
     }
 
 
-def detail(session: Session, signature: Signature) -> dict[str, Any]:
+def detail(session: Session, signature: Signature) -> SignatureDetail:
     """The summary plus what an engineer or a policy needs to know."""
     aliases = session.scalars(
         select(SignatureAlias.fingerprint).where(SignatureAlias.signature_id == signature.id)
     ).all()
-    return summary(session, signature) | {
+    return {
+        **summary(session, signature),
         "function": signature.function,
         "module": signature.module,
         "frames": list(signature.frames or []),

@@ -1,0 +1,83 @@
+"""The typed shapes the API returns keep the keys its OpenAPI document promises.
+
+A shape (a TypedDict next to the code that builds the body) and the marshmallow schema that
+documents it are written apart; this is where they would drift. Each case walks the OpenAPI
+document from an operation to the object the shape types and compares the keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from registry.app import create_app
+from registry.capture.policy import CaptureAnswer
+from registry.capture.service import CaptureView
+from registry.config import Settings
+from registry.fingerprint import ExplanationRecord
+from registry.fingerprint.frames import ExplainedFrame
+from registry.ingest.api import EventDetail
+from registry.openapi import build_spec
+from registry.rca.checks import CheckResultView
+from registry.rca.service import AgentView, FixView, RcaView, ReviewView
+from registry.signatures.service import CapturePolicyView, SignatureDetail, SignatureSummary
+
+# (shape, operation, the path to the object inside its body, keys the document leaves out)
+CASES = [
+    (SignatureSummary, ("post", "/api/v1/reports", "201"), ["signature"], set()),
+    (CaptureAnswer, ("post", "/api/v1/reports", "201"), ["capture"], set()),
+    (SignatureDetail, ("get", "/api/v1/signatures/{key}", "200"), [], set()),
+    (CapturePolicyView, ("patch", "/api/v1/signatures/{key}", "request"), ["capture_policy"], set()),
+    (EventDetail, ("get", "/api/v1/events/{event_id}", "200"), [], set()),
+    (ExplanationRecord, ("get", "/api/v1/events/{event_id}", "200"), ["explanation"], {"identity"}),
+    (ExplainedFrame, ("get", "/api/v1/events/{event_id}", "200"), ["explanation", "frames", "[]"], set()),
+    (CaptureView, ("post", "/api/v1/events/{event_id}/captures", "201"), [], set()),
+    (CaptureView, ("patch", "/api/v1/captures/{capture_id}", "200"), [], set()),
+    (RcaView, ("get", "/api/v1/rcas/{rca_id}", "200"), [], set()),
+    (RcaView, ("get", "/api/v1/signatures/{key}/rcas", "200"), ["rcas", "[]"], set()),
+    (AgentView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["agent"], set()),
+    (FixView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["fix"], set()),
+    (ReviewView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["reviews", "[]"], set()),
+    (CheckResultView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["checks", "[]"], set()),
+]
+
+
+@pytest.fixture(scope="module")
+def spec() -> dict[str, Any]:
+    return build_spec(create_app(Settings(database_url="sqlite://")))
+
+
+def resolved(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """Follow a $ref, also inside a nullable anyOf."""
+    refs = [option for option in schema.get("anyOf", []) if "$ref" in option]
+    if refs:
+        [schema] = refs
+    if "$ref" in schema:
+        return spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    return schema
+
+
+def documented_keys(spec: dict[str, Any], operation: tuple[str, str, str], inside: list[str]) -> set[str]:
+    method, path, status = operation
+    documented = spec["paths"][path][method]
+    body = documented["requestBody"] if status == "request" else documented["responses"][status]
+    schema = resolved(spec, body["content"]["application/json"]["schema"])
+    for step in inside:
+        schema = resolved(spec, schema["items"] if step == "[]" else schema["properties"][step])
+    return set(schema["properties"])
+
+
+def shape_keys(shape: Any) -> set[str]:
+    return set(shape.__required_keys__ | shape.__optional_keys__)
+
+
+@pytest.mark.parametrize(
+    ("shape", "operation", "inside", "undocumented"),
+    CASES,
+    ids=[f"{shape.__name__}@{op[0]} {op[1]} {op[2]}:{'.'.join(inside)}" for shape, op, inside, _ in CASES],
+)
+def test_the_shape_has_the_documented_keys(spec, shape, operation, inside, undocumented) -> None:
+    keys = shape_keys(shape)
+    assert undocumented <= keys, "an undocumented key the shape no longer has: drop it from the case"
+    assert keys - undocumented == documented_keys(spec, operation, inside)
