@@ -19,6 +19,7 @@ from .findings import Baseline, Finding, JointCounts, Scored, analyse_attributes
 from .mixture import CONCENTRATED, MAX_COMPONENTS, Split, component_json, concentrated_part, spread_json
 from .narrative import FLEET, Population, start_finding, statements, uptime_finding
 from .onset import InventoryChange, onset
+from .shapes import BaselineView, FindingView, SignatureAnalysis
 from .uptime import OutsideCounts, outside_counts, uptime_profile
 from .verdict import Verdict, decide
 
@@ -323,11 +324,11 @@ class _Scoring:
         return "fleet+crashes" if self.why and self.others is not None else "fleet"
 
 
-def _json(scored: Scored) -> tuple[list[dict], list[dict]]:
+def _json(scored: Scored) -> tuple[list[FindingView], list[FindingView]]:
     return [f.as_json() for f in scored.findings], [f.as_json() for f in scored.explained]
 
 
-def _view(sample: SignatureSample, baseline: Baseline) -> dict:
+def _view(sample: SignatureSample, baseline: Baseline) -> BaselineView:
     scored = _scored(sample, baseline)
     verdict = decide(scored, sample.events, sample.hosts, sample.top_host_share)
     findings, explained = _json(scored)
@@ -374,7 +375,7 @@ def _mixture_verdict(components: Sequence[dict], rest: SignatureSample, verdict:
 NO_BASELINE = Verdict("inconclusive", "no baseline: neither an inventory nor other crashes to compare with")
 
 
-def analyse_signature(sample: SignatureSample, context: Context) -> dict:
+def analyse_signature(sample: SignatureSample, context: Context) -> SignatureAnalysis:
     """The contract's epidemiology body (without the `signature` object)."""
     uptime = uptime_profile(sample.uptimes_s, context.uptimes)
     why = _case_control_why(sample, context, uptime) if context.fleet is not None else None
@@ -406,7 +407,7 @@ def analyse_signature(sample: SignatureSample, context: Context) -> dict:
         )
         if t is not None
     ]
-    views = {}
+    views: dict[str, BaselineView] = {}
     if others is not None and context.fleet is not None and context.crash_view:
         views["crashes"] = _view(sample, others)
     return {

@@ -27,6 +27,7 @@ from .exact import (
     hypergeometric_upper_log10,
     to_p_value,
 )
+from .shapes import FindingView
 
 Pair = tuple[AttributeValue, AttributeValue]
 # keys -> for pairs (a, b) of them (a < b), how much carries both; missing pairs mean 0.
@@ -108,7 +109,7 @@ class Finding:
     def significant(self) -> bool:
         return self.supported and self.log10_p < LOG10_ALPHA and self.lift >= MIN_LIFT
 
-    def as_json(self) -> dict:
+    def as_json(self) -> FindingView:
         return {
             "attribute": self.attribute,
             "value": self.value,

@@ -13,6 +13,7 @@ from datetime import date, timedelta
 
 from .exact import binomial_upper_log10, to_p_value
 from .findings import LOG10_ALPHA, MIN_LIFT
+from .shapes import PopulationView
 
 STARTING_SHAPES = ("clear start", "step up", "slow rise")
 WORDED_FINDINGS = 3
@@ -33,7 +34,7 @@ class Population:
     hosts: int | None = None
     source: str = "the inventory"  # how the hosts were known
 
-    def as_json(self) -> dict:
+    def as_json(self) -> PopulationView:
         return {"kind": self.kind, "program": self.program, "hosts": self.hosts, "source": self.source}
 
     def statement(self) -> str:

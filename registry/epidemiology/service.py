@@ -7,7 +7,6 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
 
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.engine import Engine
@@ -49,6 +48,7 @@ from .queries import (
     store_sample,
     uptime_hours,
 )
+from .shapes import EpidemiologyBody, SuspectHost
 from .suspects import suspect_hosts
 from .uptime import histogram_outside_counts
 
@@ -138,15 +138,16 @@ def load_fleet(session: Session, program_label: str | None = None) -> Fleet | No
 
 def analyse(
     session: Session, signature: Signature, fleet: Fleet | None, crash_view: bool = True
-) -> dict[str, Any]:
+) -> EpidemiologyBody:
     """The contract's epidemiology body for one signature. Without `crash_view` the
     case-control baseline (a scan of the window's events) is computed only when the analysis
     needs it: no inventory to compare with, or values that changed since the inventory began."""
     ids = signature_ids(session, signature.id)
     sample = signature_sample(session, ids)
-    head = {"signature": summary(session, signature)}
+    described = summary(session, signature)
     if fleet is None or sample.events == 0:
-        return head | {
+        return {
+            "signature": described,
             "events": 0,
             "hosts": 0,
             "verdict": "inconclusive",
@@ -168,17 +169,17 @@ def analyse(
         population=population,
         crash_view=crash_view,
     )
-    return head | analyse_signature(sample, context)
+    return {"signature": described, **analyse_signature(sample, context)}
 
 
 def signature_epidemiology(
     session: Session, signature: Signature, crash_view: bool = False, program_label: str | None = None
-) -> dict[str, Any]:
+) -> EpidemiologyBody:
     """One signature, now (the case-control view, a scan, only when asked for or needed)."""
     return analyse(session, signature, load_fleet(session, program_label), crash_view)
 
 
-def suspects(session: Session, limit: int = 20) -> list[dict[str, Any]]:
+def suspects(session: Session, limit: int = 20) -> list[SuspectHost]:
     return suspect_hosts(host_signature_counts(session), hosts_per_physical(session), limit)
 
 
@@ -186,7 +187,7 @@ def _day(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value + "T00:00:00+00:00") if value else None
 
 
-def store(session: Session, signature_id: int, body: dict[str, Any], when: datetime) -> None:
+def store(session: Session, signature_id: int, body: EpidemiologyBody, when: datetime) -> None:
     """Replace one signature's stored verdict and findings."""
     for table in (EpidemiologyFinding, EpidemiologyComponent, EpidemiologyVerdict):
         session.execute(delete(table).where(table.signature_id == signature_id))
@@ -265,7 +266,7 @@ def store(session: Session, signature_id: int, body: dict[str, Any], when: datet
             )
 
 
-def store_suspects(session: Session, ranked: list[dict[str, Any]], when: datetime) -> None:
+def store_suspects(session: Session, ranked: list[SuspectHost], when: datetime) -> None:
     session.execute(delete(EpidemiologySuspectHost))
     for rank, suspect in enumerate(ranked, start=1):
         session.add(

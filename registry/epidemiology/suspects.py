@@ -21,6 +21,7 @@ from datetime import datetime
 
 from .exact import poisson_upper_log10, to_p_value
 from .findings import LOG10_ALPHA
+from .shapes import SuspectHost
 
 MIN_SIGNATURES = 3
 
@@ -52,7 +53,7 @@ def _expected_signatures(reached: Mapping[str, int], own: Mapping[str, int], siz
 
 def suspect_hosts(
     rows: Sequence[HostSignatureCount], hosts_per_physical: Mapping[str, int], limit: int = 20
-) -> list[dict]:
+) -> list[SuspectHost]:
     """Ranked suspects with evidence. `hosts_per_physical`: the fleet (hosts or VMs carried
     by each physical host)."""
     by_physical: dict[str, list[HostSignatureCount]] = defaultdict(list)
@@ -66,7 +67,7 @@ def suspect_hosts(
     physical_count = max(len(hosts_per_physical), len(by_physical))
     total_crashes = sum(signature_total.values())
 
-    suspects = []
+    suspects: list[SuspectHost] = []
     for physical, own in by_physical.items():
         if len(own) < MIN_SIGNATURES:
             continue

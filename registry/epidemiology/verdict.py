@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .attributes import FAMILY
 from .findings import LOG10_ALPHA, MIN_SUPPORT, TESTS, Finding, Scored
+from .shapes import VerdictDetail
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Verdict:
     finding: Finding | None = None
     more_events_needed: int | None = None
 
-    def as_json(self) -> dict:
+    def as_json(self) -> VerdictDetail:
         return {
             "verdict": self.verdict,
             "reason": self.reason,

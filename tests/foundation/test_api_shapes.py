@@ -15,6 +15,7 @@ from registry.app import create_app
 from registry.capture.policy import CaptureAnswer
 from registry.capture.service import CaptureView
 from registry.config import Settings
+from registry.epidemiology.shapes import EpidemiologyBody, FindingView, PopulationView
 from registry.fingerprint import ExplanationRecord
 from registry.fingerprint.frames import ExplainedFrame
 from registry.ingest.api import EventDetail
@@ -40,6 +41,10 @@ CASES = [
     (FixView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["fix"], set()),
     (ReviewView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["reviews", "[]"], set()),
     (CheckResultView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["checks", "[]"], set()),
+    (EpidemiologyBody, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), [], set()),
+    (FindingView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["findings", "[]"], set()),
+    (FindingView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["explained", "[]"], set()),
+    (PopulationView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["population"], set()),
 ]
 
 

@@ -1,0 +1,102 @@
+"""What the epidemiology answers carry (GET /api/v1/signatures/{key}/epidemiology and
+/api/v1/epidemiology/hosts), stored as-is in epidemiology_verdicts.analysis."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+
+if TYPE_CHECKING:  # the pure analysis modules import these shapes: no database code with them
+    from registry.signatures.service import SignatureSummary
+
+
+class FindingView(TypedDict):
+    """An over-represented value of a signature against one baseline."""
+
+    attribute: str
+    value: str
+    in_signature: float
+    overall: float
+    lift: float
+    p_value: float
+    log10_p: float
+    events: int
+    explained_by: str | None  # attribute=value of the finding that explains this one
+    baseline: str
+
+
+class VerdictDetail(TypedDict):
+    """The verdict, why, the finding it rests on and how many more events would decide it."""
+
+    verdict: str  # single-host | hardware-config | software | inconclusive
+    reason: str
+    finding: FindingView | None
+    more_events_needed: int | None
+
+
+class PopulationView(TypedDict):
+    kind: str  # fleet | program
+    program: str | None
+    hosts: int | None
+    source: str
+
+
+class BaselineView(TypedDict):
+    """The same analysis against another baseline (the body's `views`)."""
+
+    baseline: str
+    verdict: str
+    verdict_detail: VerdictDetail
+    findings: list[FindingView]
+    explained: list[FindingView]
+    tests: int
+    stored_at: NotRequired[str]  # a view from the last refresh, not computed now
+
+
+class SignatureAnalysis(TypedDict):
+    """One signature's analysis; a signature without events has only the required keys."""
+
+    events: int
+    hosts: int
+    verdict: str
+    verdict_detail: NotRequired[VerdictDetail]
+    baseline: NotRequired[str]
+    population: NotRequired[PopulationView]
+    findings: list[FindingView]
+    explained: NotRequired[list[FindingView]]
+    components: list[dict[str, Any]]  # concentrated parts (mixture.component_json), then the spread part
+    time_findings: NotRequired[list[dict[str, Any]]]  # findings with a statement (uptime, start_date)
+    statements: list[str]
+    views: NotRequired[dict[str, BaselineView]]
+    onset: dict[str, Any]  # onset.onset: first_seen, change_point and, with events, its shape
+    uptime: NotRequired[dict[str, Any]]  # uptime.uptime_profile
+
+
+class EpidemiologyBody(SignatureAnalysis):
+    signature: SignatureSummary
+    stored_at: NotRequired[str | None]  # set by the endpoint: when the stored view was computed
+
+
+class TopSignature(TypedDict):
+    signature: str
+    events: int
+
+
+class SuspectHost(TypedDict):
+    """A physical host whose crashes are improbable across signatures, with the evidence."""
+
+    physical_host: str
+    crashes: int
+    signatures: int
+    expected_signatures: float
+    expected_crashes: float
+    p_value: float
+    log10_p: float
+    signatures_p_value: float
+    crashes_p_value: float
+    hosts: int
+    hosts_crashed: int
+    signatures_only_here: int
+    top_signatures: list[TopSignature]
+    first_crash: str
+    last_crash: str
+    evidence: str
