@@ -9,9 +9,8 @@ keep an agent inside a budget and make it cite evidence the registry can check.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from marshmallow import Schema, fields
@@ -19,18 +18,20 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from registry.capture.models import Capture
+from registry.capture.service import CaptureView
 from registry.db import utcnow
 from registry.epidemiology.service import signature_epidemiology
-from registry.ingest.api import capture_dict, event_summary
+from registry.epidemiology.shapes import EpidemiologyBody
+from registry.ingest.api import EventSummary, capture_dict, event_summary
 from registry.ingest.models import Event, Report
 from registry.jira.models import JiraLink
 from registry.rca.checks import CHECKS, REQUIRED_EVIDENCE
-from registry.rca.kernels import debuginfo
+from registry.rca.kernels import DebugInfo, debuginfo
 from registry.rca.sampling import diverse_sample, similarity
 from registry.rca.schemas import EVIDENCE_TYPES, FixSchema
-from registry.rca.service import event_frames, functions_of, member_signature_ids, signature_rcas
+from registry.rca.service import RcaView, event_frames, functions_of, member_signature_ids, signature_rcas
 from registry.signatures.models import Signature
-from registry.signatures.service import detail
+from registry.signatures.service import SignatureDetail, detail
 
 SAMPLE_SIZE = 12
 CANDIDATE_EVENTS = 2000  # newest events the sample is drawn from (plus the very first one)
@@ -58,7 +59,103 @@ _TEMPLATES.filters["json"] = lambda value: json.dumps(value, indent=2)
 WORKSPACE = Path(__file__).parent / "templates" / "workspace"
 
 
-def facts(session: Session, members: list[int]) -> dict[str, Any]:
+class BundleFacts(TypedDict):
+    """Counts over the signature's events (and those of signatures merged into it)."""
+
+    events: int
+    hosts: int
+    first_crash: str | None
+    last_crash: str | None
+    # per value: {<kernel_version|region|sku>: value, events, first_seen, last_seen}, most events first
+    kernels: list[dict[str, Any]]
+    regions: list[dict[str, Any]]
+    skus: list[dict[str, Any]]
+
+
+class BundleCapture(CaptureView):
+    debug_packages: list[str]  # what the capture's kernel needs to be read
+
+
+class SampledEvent(EventSummary):
+    console_log: str | None  # its tail, CONSOLE_LOG_TAIL characters at most
+    console_log_truncated: bool
+    frames: list[str]
+    captures: list[BundleCapture]
+
+
+class SimilarSignature(TypedDict):
+    id: str
+    title: str
+    function: str | None
+    status: str
+    score: float
+    why: str
+
+
+class JiraIssue(TypedDict):
+    key: str
+    url: str
+    status_category: str | None
+    comments: list[dict[str, Any]]  # as read from Jira
+    comments_read_at: str | None
+
+
+class FieldDoc(TypedDict):
+    name: str
+    type: str
+    required: bool
+    one_of: list[Any] | None
+    format: str | None
+    description: str | None
+
+
+class CheckDoc(TypedDict):
+    name: str
+    rule: str
+
+
+class EvidenceFormat(TypedDict):
+    item_types: dict[str, list[FieldDoc]]
+    fix: list[FieldDoc]
+    required_for_ai: list[str]
+    checks: list[CheckDoc]
+
+
+class WorkspaceDump(TypedDict):
+    event_id: str
+    capture_id: str
+    kernel_version: str
+    target: str | None
+    uri: str | None
+    dump: str
+    vmlinux: str
+    drgn: str
+
+
+class BundleSignature(SignatureDetail):
+    url: str  # its page
+
+
+class TriageBundle(TypedDict):
+    """GET /api/v1/signatures/{key}/triage-bundle."""
+
+    generated_at: str
+    registry_url: str
+    signature: BundleSignature
+    facts: BundleFacts
+    events: list[SampledEvent]
+    debuginfo: list[DebugInfo]
+    dumps: list[WorkspaceDump]
+    rcas: list[RcaView]
+    jira: JiraIssue | None
+    similar_signatures: list[SimilarSignature]
+    epidemiology: EpidemiologyBody
+    evidence_format: EvidenceFormat
+    budget: dict[str, int]
+    agents_md: NotRequired[str]  # rendered from the rest of the bundle, then added to it
+
+
+def facts(session: Session, members: list[int]) -> BundleFacts:
     in_signature = Event.signature_id.in_(members)
     totals = session.execute(
         select(
@@ -116,25 +213,25 @@ def console_logs(session: Session, event_ids: list[int]) -> dict[int, str]:
     return logs
 
 
-def sampled_event_entries(session: Session, events: list[Event]) -> list[dict[str, Any]]:
+def sampled_event_entries(session: Session, events: list[Event]) -> list[SampledEvent]:
     ids = [e.id for e in events]
     logs = console_logs(session, ids)
     frames = event_frames(session, ids)
     captures: dict[int, list[Capture]] = {i: [] for i in ids}
     for capture in session.scalars(select(Capture).where(Capture.event_id.in_(ids)).order_by(Capture.id)):
         captures[capture.event_id].append(capture)
-    entries = []
+    entries: list[SampledEvent] = []
     for event in events:
         log = logs.get(event.id)
         debug = debuginfo(event.kernel_version) if event.kernel_version else None
         entries.append(
-            event_summary(event)
-            | {
+            {
+                **event_summary(event),
                 "console_log": log[-CONSOLE_LOG_TAIL:] if log else None,
                 "console_log_truncated": bool(log and len(log) > CONSOLE_LOG_TAIL),
                 "frames": frames.get(event.id, []),
                 "captures": [
-                    capture_dict(c) | {"debug_packages": debug["debug_packages"] if debug else []}
+                    {**capture_dict(c), "debug_packages": debug["debug_packages"] if debug else []}
                     for c in captures[event.id]
                 ],
             }
@@ -142,7 +239,7 @@ def sampled_event_entries(session: Session, events: list[Event]) -> list[dict[st
     return entries
 
 
-def similar_signatures(session: Session, signature: Signature) -> list[dict[str, Any]]:
+def similar_signatures(session: Session, signature: Signature) -> list[SimilarSignature]:
     own = functions_of(signature.frames or [])
     query = select(Signature).where(Signature.id != signature.id, Signature.merged_into_id.is_(None))
     recent = session.scalars(query.order_by(Signature.id.desc()).limit(SIMILAR_SCAN)).all()
@@ -170,7 +267,7 @@ def similar_signatures(session: Session, signature: Signature) -> list[dict[str,
     ]
 
 
-def jira_issue(session: Session, signature: Signature) -> dict[str, Any] | None:
+def jira_issue(session: Session, signature: Signature) -> JiraIssue | None:
     link = session.get(JiraLink, signature.id)
     if link is None:
         return None
@@ -183,7 +280,7 @@ def jira_issue(session: Session, signature: Signature) -> dict[str, Any] | None:
     }
 
 
-def field_doc(name: str, field: fields.Field) -> dict[str, Any]:
+def field_doc(name: str, field: fields.Field) -> FieldDoc:
     """One field of an evidence item: its name, type, whether required, allowed values, format."""
     choices = [list(v.choices) for v in field.validators if getattr(v, "choices", None)]
     formats = [
@@ -199,11 +296,11 @@ def field_doc(name: str, field: fields.Field) -> dict[str, Any]:
     }
 
 
-def schema_doc(schema: type[Schema]) -> list[dict[str, Any]]:
+def schema_doc(schema: type[Schema]) -> list[FieldDoc]:
     return [field_doc(name, field) for name, field in schema().fields.items()]
 
 
-def evidence_format() -> dict[str, Any]:
+def evidence_format() -> EvidenceFormat:
     """The evidence JSON the registry accepts and checks, generated from the schemas."""
     return {
         "item_types": {kind: schema_doc(schema) for kind, schema in EVIDENCE_TYPES.items()},
@@ -216,7 +313,7 @@ def evidence_format() -> dict[str, Any]:
     }
 
 
-def example_rca(bundle: Mapping[str, Any]) -> dict[str, Any]:
+def example_rca(bundle: TriageBundle) -> dict[str, Any]:
     """A well-formed RCA body built from this signature's real data."""
     event = bundle["events"][0] if bundle["events"] else None
     kernel = event["host"]["kernel_version"] if event else None
@@ -256,10 +353,10 @@ def example_rca(bundle: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def workspace_dumps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def workspace_dumps(events: list[SampledEvent]) -> list[WorkspaceDump]:
     """The sampled events' completed dumps as the triage workspace lays them out: setup.sh puts
     each beside its kernel's vmlinux, and AGENTS.md gives the drgn command for each."""
-    dumps = []
+    dumps: list[WorkspaceDump] = []
     for event in events:
         version = event["host"].get("kernel_version")
         for capture in event["captures"]:
@@ -280,14 +377,14 @@ def workspace_dumps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def triage_bundle(session: Session, signature: Signature, public_url: str,
-                  program_label: str | None = None) -> dict[str, Any]:
+                  program_label: str | None = None) -> TriageBundle:
     members = member_signature_ids(session, signature)
     signature_facts = facts(session, members)
     versions = [k["kernel_version"] for k in signature_facts["kernels"] if k["kernel_version"]]
-    bundle: dict[str, Any] = {
+    bundle: TriageBundle = {
         "generated_at": utcnow().isoformat(),
         "registry_url": public_url,
-        "signature": detail(session, signature) | {"url": f"{public_url}/signatures/{signature.id}"},
+        "signature": {**detail(session, signature), "url": f"{public_url}/signatures/{signature.id}"},
         "facts": signature_facts,
         "events": sampled_event_entries(session, sample_events(session, members)),
         "debuginfo": [debuginfo(v) for v in versions],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypedDict
 
 _UPSTREAM_DOT_ZERO = re.compile(r"^(\d+\.\d+)\.0(?=$|-rc)")
 
@@ -74,7 +75,16 @@ DEBUGINFO_RULES: tuple[DebugInfoRule, ...] = (
 )
 
 
-def debuginfo(version: str) -> dict[str, object]:
+class DebugInfo(TypedDict):
+    kernel_version: str
+    family: str
+    debug_packages: list[str]
+    vmlinux_hint: str
+    source_ref: str | None
+    source_repository: str | None
+
+
+def debuginfo(version: str) -> DebugInfo:
     """The debug packages and source reference for a kernel version (rule table above)."""
     for rule in DEBUGINFO_RULES:
         match = rule.pattern.match(version.strip())

@@ -20,6 +20,7 @@ from registry.fingerprint import ExplanationRecord
 from registry.fingerprint.frames import ExplainedFrame
 from registry.ingest.api import EventDetail
 from registry.openapi import build_spec
+from registry.rca.bundle import TriageBundle
 from registry.rca.checks import CheckResultView
 from registry.rca.service import AgentView, FixView, RcaView, ReviewView
 from registry.signatures.service import CapturePolicyView, SignatureDetail, SignatureSummary
@@ -41,6 +42,7 @@ CASES = [
     (FixView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["fix"], set()),
     (ReviewView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["reviews", "[]"], set()),
     (CheckResultView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["checks", "[]"], set()),
+    (TriageBundle, ("get", "/api/v1/signatures/{key}/triage-bundle", "200"), [], set()),
     (EpidemiologyBody, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), [], set()),
     (FindingView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["findings", "[]"], set()),
     (FindingView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["explained", "[]"], set()),
