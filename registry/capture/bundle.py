@@ -11,19 +11,21 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.capture.decide import facts_of, read_all_slots
-from registry.capture.policy import Limits, claimable_slots, offline_action, window_start
+from registry.capture.policy import CaptureAnswer, Limits, claimable_slots, offline_action, window_start
 from registry.db import utcnow
 from registry.signatures.models import Signature, SignatureAlias
 
 FORMAT = "crashreg-policy-bundle"
 FORMAT_VERSION = 1
-UNKNOWN = {"action": "full", "reason": "fingerprint not in the bundle: a new bug", "dump_level": None}
+UNKNOWN: CaptureAnswer = {
+    "action": "full", "reason": "fingerprint not in the bundle: a new bug", "dump_level": None
+}
 
 
 @dataclass(frozen=True)
@@ -36,13 +38,24 @@ class BundleEntry:
     title: str
 
 
+class BundleJson(TypedDict):
+    """GET /api/v1/policy-bundle as JSON."""
+
+    format: str
+    format_version: int
+    version: str
+    generated_at: str
+    unknown: CaptureAnswer  # the answer for a fingerprint not in the bundle
+    entries: list[dict[str, Any]]  # BundleEntry's fields
+
+
 @dataclass(frozen=True)
 class Bundle:
     version: str
     generated_at: datetime
     entries: list[BundleEntry]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> BundleJson:
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy import func, select
@@ -31,7 +31,28 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
 
 
-def link_state(link: JiraLink, fingerprint: str) -> dict[str, Any]:
+class LinkState(TypedDict):
+    """A signature's Jira link and how its sync goes (GET /api/v1/integrations/jira/links)."""
+
+    signature_id: str
+    fingerprint: str
+    issue_key: str
+    url: str | None
+    status_category: str | None
+    last_synced_at: str | None
+    facts_pushed_at: str | None
+    jira_updated_at: str | None
+    last_error: str | None
+    failures: int
+
+
+class OutboxState(TypedDict):
+    pending: int
+    oldest_pending: str | None
+    failed: int
+
+
+def link_state(link: JiraLink, fingerprint: str) -> LinkState:
     return {
         "signature_id": str(link.signature_id),
         "fingerprint": fingerprint,
@@ -46,7 +67,7 @@ def link_state(link: JiraLink, fingerprint: str) -> dict[str, Any]:
     }
 
 
-def list_links(session: Session, failing: bool, after: int, limit: int) -> list[dict[str, Any]]:
+def list_links(session: Session, failing: bool, after: int, limit: int) -> list[LinkState]:
     query = (
         select(JiraLink, Signature.fingerprint)
         .join(Signature, Signature.id == JiraLink.signature_id)
@@ -59,7 +80,7 @@ def list_links(session: Session, failing: bool, after: int, limit: int) -> list[
     return [link_state(link, fingerprint) for link, fingerprint in session.execute(query)]
 
 
-def outbox_state(session: Session) -> dict[str, Any]:
+def outbox_state(session: Session) -> OutboxState:
     """Messages the Jira sync still owes, and those it gave up on (permanent errors)."""
     mine = OutboxMessage.topic.in_(JIRA_TOPICS)
     pending, oldest = session.execute(

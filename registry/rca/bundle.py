@@ -94,7 +94,7 @@ class SimilarSignature(TypedDict):
 
 class JiraIssue(TypedDict):
     key: str
-    url: str
+    url: str | None
     status_category: str | None
     comments: list[dict[str, Any]]  # as read from Jira
     comments_read_at: str | None

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from registry.app import create_app
+from registry.capture.bundle import BundleJson
 from registry.capture.policy import CaptureAnswer
 from registry.capture.service import CaptureView
 from registry.config import Settings
@@ -36,6 +37,7 @@ CASES = [
     (ExplainedFrame, ("get", "/api/v1/events/{event_id}", "200"), ["explanation", "frames", "[]"], set()),
     (CaptureView, ("post", "/api/v1/events/{event_id}/captures", "201"), [], set()),
     (CaptureView, ("patch", "/api/v1/captures/{capture_id}", "200"), [], set()),
+    (BundleJson, ("get", "/api/v1/policy-bundle", "200"), [], set()),
     (RcaView, ("get", "/api/v1/rcas/{rca_id}", "200"), [], set()),
     (RcaView, ("get", "/api/v1/signatures/{key}/rcas", "200"), ["rcas", "[]"], set()),
     (AgentView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["agent"], set()),
