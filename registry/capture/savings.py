@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from statistics import median
+from typing import TypedDict
 
 SECONDS_PER_HOUR = 3600.0
 # The API's bounds on a capture's figures, so every sum and median stays finite and exact (no
@@ -28,6 +29,25 @@ class FullCapture:
     signature_id: int
     bytes: int | None
     downtime_s: float | None
+
+
+class SignatureSavingsView(TypedDict):
+    signature_id: str
+    dumps_skipped: int
+    full_captures: int
+    median_full_capture_bytes: float | None
+    median_full_capture_downtime_s: float | None
+    bytes_avoided: int
+    downtime_hours_avoided: float
+    estimated: bool
+
+
+class SavingsTotals(TypedDict):
+    dumps_skipped: int
+    full_captures: int
+    bytes_avoided: int
+    downtime_hours_avoided: float
+    skipped_without_estimate: int
 
 
 @dataclass(frozen=True)
@@ -52,7 +72,7 @@ class SignatureSavings:
     def estimated(self) -> bool:
         return self.median_bytes is not None or self.median_downtime_s is not None
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> SignatureSavingsView:
         return {
             "signature_id": str(self.signature_id),
             "dumps_skipped": self.dumps_skipped,
@@ -95,7 +115,7 @@ def per_signature(skipped: Mapping[int, int], captures: Iterable[FullCapture]) -
     )
 
 
-def totals(savings: Iterable[SignatureSavings]) -> dict[str, object]:
+def totals(savings: Iterable[SignatureSavings]) -> SavingsTotals:
     items = list(savings)
     return {
         "dumps_skipped": sum(s.dumps_skipped for s in items),
