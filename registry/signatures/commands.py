@@ -9,14 +9,14 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import click
 from sqlalchemy import select
 
 from registry.cli_support import cli_database, cli_settings
 from registry.errors import ApiError
-from registry.fingerprint import CrashSignature, analyse_report
+from registry.fingerprint import CrashSignature, ExplanationRecord, analyse_report
 from registry.ingest.api import REPORT_SCHEMA
 from registry.ingest.models import Report
 from registry.ingest.schemas import MAX_CONSOLE_LOG_BYTES
@@ -42,7 +42,22 @@ def read_input(path: Path) -> tuple[str | None, dict[str, Any] | None, dict[str,
     return data.decode("utf-8", "replace"), None, None
 
 
-def signature_line(name: str, signature: CrashSignature | None) -> dict[str, Any]:
+class SignatureLine(TypedDict):
+    """One file's line of `crashreg signature --json` (CONTRACT.md)."""
+
+    file: str
+    fingerprint: str | None
+    title: str | None
+    kind: str | None
+    function: str | None
+    frames: list[str]
+    labels: list[str]
+    module: NotRequired[str | None]  # with a crash only
+    algorithm_version: NotRequired[int]  # with a crash only
+    explanation: NotRequired[ExplanationRecord | None]  # with --explain
+
+
+def signature_line(name: str, signature: CrashSignature | None) -> SignatureLine:
     """The contract's `crashreg signature --json` object for one file."""
     if signature is None:
         return {"file": name, "fingerprint": None, "title": None, "kind": None, "function": None,
