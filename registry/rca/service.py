@@ -147,24 +147,42 @@ def failed_checks(rca: Rca) -> list[CheckResultView]:
     return [c for c in rca.checks or [] if c["status"] == "fail"]
 
 
-def publish_rca(session: Session, topic: str, rca: Rca, public_url: str, **details: Any) -> None:
+class RcaMessage(TypedDict, total=False):
+    """The payload of an `rca.confirmed` or `rca.flagged` outbox message, which the Jira sync
+    turns into a comment. Read with defaults: a pending message may be an older release's."""
+
+    rca_id: int
+    summary: str
+    author: str
+    author_kind: str
+    checks_passed: bool
+    url: str
+    # rca.confirmed
+    reviewer: str
+    note: str | None
+    fix_commit: str | None
+    fixed_in_kernel: str | None
+    superseded: list[int]
+    # rca.flagged
+    failed_checks: list[CheckResultView]
+
+
+def publish_rca(session: Session, topic: str, rca: Rca, public_url: str, details: RcaMessage) -> None:
     """An outbox message about an RCA: what the Jira sync needs to comment on the issue."""
-    publish(
-        session,
-        topic,
-        rca.signature_id,
-        rca_id=rca.id,
-        summary=rca.summary,
-        author=rca.author,
-        author_kind=rca.author_kind,
-        checks_passed=rca.checks_passed,
-        url=f"{public_url}/signatures/{rca.signature_id}#rca-{rca.id}",
-        **details,
-    )
+    message: RcaMessage = {
+        "rca_id": rca.id,
+        "summary": rca.summary,
+        "author": rca.author,
+        "author_kind": rca.author_kind,
+        "checks_passed": rca.checks_passed,
+        "url": f"{public_url}/signatures/{rca.signature_id}#rca-{rca.id}",
+        **details,  # the topic's own keys
+    }
+    publish(session, topic, rca.signature_id, **message)
 
 
 def publish_flagged(session: Session, rca: Rca, public_url: str) -> None:
-    publish_rca(session, "rca.flagged", rca, public_url, failed_checks=failed_checks(rca))
+    publish_rca(session, "rca.flagged", rca, public_url, {"failed_checks": failed_checks(rca)})
 
 
 def propose(
@@ -283,11 +301,13 @@ def confirm(session: Session, signature: Signature, rca: Rca, token: ApiToken, p
         "rca.confirmed",
         rca,
         public_url,
-        reviewer=token.name,
-        note=rca.review_note,
-        fix_commit=rca.fix_commit,
-        fixed_in_kernel=rca.fixed_in_kernel,
-        superseded=[old.id for old in previous],
+        {
+            "reviewer": token.name,
+            "note": rca.review_note,
+            "fix_commit": rca.fix_commit,
+            "fixed_in_kernel": rca.fixed_in_kernel,
+            "superseded": [old.id for old in previous],
+        },
     )
 
 

@@ -10,6 +10,8 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from registry.rca.service import RcaMessage
+
 CRASHREG_LABEL = "crashreg"
 SIGNATURE_LABEL_PREFIX = "crashreg-sig-"
 # Plain-text markers: they survive Cloud's wiki-markup <-> ADF round trip, where macros
@@ -127,7 +129,7 @@ def regression_comment(
     )
 
 
-def rca_comment(rca: dict[str, object]) -> str:
+def rca_comment(rca: RcaMessage) -> str:
     """The `rca.confirmed` outbox payload as a comment."""
     lines = [f"*Confirmed root cause*: {rca.get('summary') or '(no summary)'}"]
     details = [
@@ -143,14 +145,14 @@ def rca_comment(rca: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def flagged_rca_comment(rca: dict[str, object]) -> str:
+def flagged_rca_comment(rca: RcaMessage) -> str:
     """The `rca.flagged` outbox payload: an RCA whose cited evidence the registry could not verify."""
     lines = [
         f"*RCA flagged by crashreg's evidence checks*: {rca.get('summary') or '(no summary)'}",
         f"* Author: {rca.get('author')} ({rca.get('author_kind') or 'human'})",
     ]
     failed = rca.get("failed_checks") or []
-    lines += [f"* Failed check {check.get('name')}: {check.get('message')}" for check in failed]  # type: ignore[union-attr]
+    lines += [f"* Failed check {check.get('name')}: {check.get('message')}" for check in failed]
     lines.append("Treat its claims as unverified until a human reviews the evidence.")
     if rca.get("url"):
         lines.append(f"* Details: {rca['url']}")

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from registry.ingest.models import Event
 from registry.jira.models import JiraLink
+from registry.rca.service import RcaMessage
 from registry.signatures.models import Signature
 from registry.signatures.service import stats_subquery
 from sync.jira.client import JiraClient, SearchNotSettled
@@ -180,11 +181,11 @@ def on_signature_regressed(ctx: SyncContext, signature: Signature, payload: dict
 
 
 def rca_commenter(
-    render: Callable[[dict[str, Any]], str], kind: str
-) -> Callable[[SyncContext, Signature, dict[str, Any]], None]:
+    render: Callable[[RcaMessage], str], kind: str
+) -> Callable[[SyncContext, Signature, RcaMessage], None]:
     """A handler posting an RCA outbox message as a comment, once per RCA."""
 
-    def comment(ctx: SyncContext, signature: Signature, payload: dict[str, Any]) -> None:
+    def comment(ctx: SyncContext, signature: Signature, payload: RcaMessage) -> None:
         link = ensure_issue(ctx, signature)
         post_comment_once(ctx, link.issue_key, render(payload), marker(kind, str(payload.get("rca_id"))))
         link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
