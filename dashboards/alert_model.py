@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from dashboards.dialects import Dialect
-from dashboards.model import Query
+from dashboards.model import Dashboard, Query
 
 EXPRESSION_DATASOURCE = {"type": "__expr__", "uid": "__expr__"}
 # What Grafana stores in every query model when they are missing (AlertQuery.PreSave):
@@ -38,6 +38,36 @@ ORG_ID = 1
 NO_DATA_STATES = ("NoData", "Alerting", "OK", "KeepLast")
 EXEC_ERR_STATES = ("Error", "Alerting", "OK", "KeepLast")
 THRESHOLD_TYPES = ("gt", "lt", "within_range", "outside_range")
+
+# The provisioning API's ProvisionedAlertRule as crashreg writes it (functional form: `for` is
+# a keyword). The queries in `data` are Grafana's own objects.
+ProvisionedAlertRule = TypedDict(
+    "ProvisionedAlertRule",
+    {
+        "uid": str,
+        "orgID": int,
+        "folderUID": str,
+        "ruleGroup": str,
+        "title": str,
+        "condition": str,
+        "data": list[dict[str, Any]],
+        "noDataState": str,
+        "execErrState": str,
+        "for": str,
+        "annotations": dict[str, str],
+        "labels": dict[str, str],
+        "isPaused": bool,
+    },
+)
+
+
+class RuleGroup(TypedDict):
+    """The body of PUT /api/v1/provisioning/folder/{folder}/rule-groups/{title}."""
+
+    title: str
+    folderUid: str
+    interval: int
+    rules: list[ProvisionedAlertRule]
 REDUCERS = ("last", "mean", "min", "max", "sum", "count")
 RESERVED_LABELS = ("__alert_rule_uid__", "__alert_rule_namespace_uid__", "grafana_folder", "alertname")
 DASHBOARD_UID_ANNOTATION = "__dashboardUid__"
@@ -94,7 +124,7 @@ def _expression(ref_id: str, model: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def panel_id(dashboards: Iterable[dict[str, Any]], dashboard_uid: str, title: str) -> int:
+def panel_id(dashboards: Iterable[Dashboard], dashboard_uid: str, title: str) -> int:
     """The id of a dashboard's panel, found by title (ids follow the panels' order)."""
     for board in dashboards:
         if board["uid"] == dashboard_uid:
@@ -108,10 +138,10 @@ def render_rule(
     rule: AlertRule,
     dialect: Dialect,
     public_url: str,
-    dashboards: list[dict[str, Any]],
+    dashboards: list[Dashboard],
     folder_uid: str,
     group: str,
-) -> dict[str, Any]:
+) -> ProvisionedAlertRule:
     """The provisioning API's ProvisionedAlertRule for `rule` on `dialect`'s data source."""
     query = dialect.target("A", Query(rule.sql, table=True, time_columns=()))
     annotations = {
@@ -158,12 +188,11 @@ def render_rule(
     }
 
 
-def rule_group(title: str, folder_uid: str, interval_s: int, rules: list[dict[str, Any]]) -> dict[str, Any]:
-    """The body of PUT /api/v1/provisioning/folder/{folder}/rule-groups/{title}."""
+def rule_group(title: str, folder_uid: str, interval_s: int, rules: list[ProvisionedAlertRule]) -> RuleGroup:
     return {"title": title, "folderUid": folder_uid, "interval": interval_s, "rules": rules}
 
 
-def file_provisioning(group: dict[str, Any], folder_title: str) -> dict[str, Any]:
+def file_provisioning(group: RuleGroup, folder_title: str) -> dict[str, Any]:
     """Grafana's alerting file-provisioning document for one rule group (apiVersion 1).
 
     The file names its folder by title (Grafana creates it if missing); the dashboard link

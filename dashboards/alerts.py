@@ -9,11 +9,10 @@ docs/alerting.md says what each rule means and what to do.
 
 from __future__ import annotations
 
-from typing import Any
-
 from dashboards import captures, epidemiology, fleet, triage
-from dashboards.alert_model import AlertRule, render_rule, rule_group
+from dashboards.alert_model import AlertRule, RuleGroup, render_rule, rule_group
 from dashboards.dialects import DAY_S, Dialect
+from dashboards.model import Dashboard
 from registry.config import AlertThresholds
 
 GROUP = "crashreg"
@@ -265,9 +264,9 @@ def build_rule_group(
     public_url: str,
     thresholds: AlertThresholds,
     jira: bool,
-    dashboards: list[dict[str, Any]],
+    dashboards: list[Dashboard],
     folder_uid: str,
-) -> dict[str, Any]:
+) -> RuleGroup:
     """The crashreg rule group as the provisioning API takes it."""
     rules = [
         render_rule(rule, dialect, public_url, dashboards, folder_uid, GROUP)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dashboards.common import PIE_OPTIONS, annotations, registry_url_variable
 from dashboards.dialects import Dialect
-from dashboards.model import Panel, Query, dashboard
+from dashboards.model import Dashboard, Panel, Query, dashboard
 
 UID = "crashreg-captures"
 
 
-def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
+def build(dialect: Dialect, public_url: str) -> Dashboard:
     d = dialect
     # Captures belong to events the registry asked to capture: the decision narrows the scan.
     captured = f"capture_action IN ('full', 'filtered') AND {d.time_filter('crashed_at')}"

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dashboards.common import SIGNATURE_LINK, annotations, registry_url_variable
 from dashboards.dialects import Dialect
-from dashboards.model import Panel, Query, dashboard
+from dashboards.model import Dashboard, Panel, Query, dashboard
 
 UID = "crashreg-epidemiology"
 
@@ -32,7 +30,7 @@ def _findings(d: Dialect, title: str, where: str, description: str) -> Panel:
     )
 
 
-def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
+def build(dialect: Dialect, public_url: str) -> Dashboard:
     d = dialect
     panels = (
         Panel(

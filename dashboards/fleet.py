@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dashboards.common import JIRA_LINK, SIGNATURE_LINK, annotations, registry_url_variable
 from dashboards.dialects import Dialect
-from dashboards.model import Panel, Query, dashboard
+from dashboards.model import Dashboard, Panel, Query, dashboard
 
 UID = "crashreg-fleet"
 BREAKDOWNS = (("kind", "Crashes per day by kind"), ("region", "Crashes per day by region"))
 
 
-def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
+def build(dialect: Dialect, public_url: str) -> Dashboard:
     d = dialect
     in_range = d.time_filter("day")
 

@@ -8,13 +8,33 @@ SQL dialect (see `dashboards.dialects`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from dashboards.dialects import Dialect
 
 SCHEMA_VERSION = 39
 GRID_WIDTH = 24
 GRAFANA_DATASOURCE = {"type": "grafana", "uid": "-- Grafana --"}
+
+
+class Dashboard(TypedDict):
+    """A dashboard in Grafana's JSON model as crashreg writes it; the panels, variables and
+    annotations inside are Grafana's own objects."""
+
+    uid: str
+    title: str
+    description: str
+    tags: list[str]
+    timezone: str
+    editable: bool
+    graphTooltip: int
+    time: dict[str, str]
+    refresh: str
+    schemaVersion: int
+    panels: list[dict[str, Any]]
+    templating: dict[str, list[dict[str, Any]]]
+    annotations: dict[str, list[dict[str, Any]]]
+    links: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -107,7 +127,7 @@ def dashboard(
     dialect: Dialect,
     variables: tuple[dict[str, Any], ...] = (),
     annotations: tuple[dict[str, Any], ...] = (),
-) -> dict[str, Any]:
+) -> Dashboard:
     """A complete dashboard; the time range defaults to the last 30 days."""
     builtin = {
         "builtIn": 1,

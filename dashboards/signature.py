@@ -6,7 +6,7 @@ from typing import Any
 
 from dashboards.common import PIE_OPTIONS, annotations, bucket_panel, registry_url_variable
 from dashboards.dialects import Dialect
-from dashboards.model import Panel, Query, dashboard
+from dashboards.model import Dashboard, Panel, Query, dashboard
 
 UID = "crashreg-signature"
 BREAKDOWNS = (
@@ -41,7 +41,7 @@ def signature_variable(dialect: Dialect) -> dict[str, Any]:
     }
 
 
-def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
+def build(dialect: Dialect, public_url: str) -> Dashboard:
     d = dialect
     mine = f"signature_id = $signature AND {d.time_filter('crashed_at')}"
     breakdowns = tuple(

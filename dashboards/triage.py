@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dashboards.common import (
     PIE_OPTIONS,
     SIGNATURE_LINK,
@@ -13,7 +11,7 @@ from dashboards.common import (
     registry_url_variable,
 )
 from dashboards.dialects import Dialect
-from dashboards.model import Panel, Query, dashboard
+from dashboards.model import Dashboard, Panel, Query, dashboard
 
 UID = "crashreg-triage"
 OPEN_STATUSES = "('new', 'triaged', 'regressed')"
@@ -26,7 +24,7 @@ AGE_BUCKETS: tuple[tuple[float | None, str], ...] = (
 )
 
 
-def build(dialect: Dialect, public_url: str) -> dict[str, Any]:
+def build(dialect: Dialect, public_url: str) -> Dashboard:
     d = dialect
     regressed = f"FROM rpt_events WHERE regression = 'regressed' AND {d.time_filter('crashed_at')}"
     rcas_in_range = f"FROM rpt_rcas WHERE {d.time_filter('created_at')}"

@@ -23,7 +23,7 @@ from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaClientError
 from sqlalchemy import delete, select
 
-from dashboards.alert_model import REQUIRED_RULE_FIELDS, group_problems
+from dashboards.alert_model import REQUIRED_RULE_FIELDS, RuleGroup, group_problems
 from registry.db import Database, utcnow
 from registry.grafana.models import GrafanaProvisioned
 from sync.grafana.provision import Outcome, content_hash
@@ -44,7 +44,7 @@ class AlertRulesInvalid(ValueError):
     """crashreg's own rules do not fit Grafana's alert-rule shape (e.g. a bad interval setting)."""
 
 
-def checked(group: dict[str, Any]) -> dict[str, Any]:
+def checked(group: RuleGroup) -> RuleGroup:
     """The group, if Grafana would take it (its shape, its interval): before any write or file."""
     problems = group_problems(group)
     if problems:
@@ -97,7 +97,7 @@ class AlertProvisioner:
             return None
 
     def _blockers(
-        self, everything: list[dict[str, Any]], group: dict[str, Any], recorded: dict[str, str]
+        self, everything: list[dict[str, Any]], group: RuleGroup, recorded: dict[str, str]
     ) -> list[str]:
         """Rules a group PUT would delete or move although crashreg did not write them."""
         wanted = {rule["uid"] for rule in group["rules"]}
@@ -116,14 +116,14 @@ class AlertProvisioner:
                 )
         return problems
 
-    def run(self, group: dict[str, Any], progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    def run(self, group: RuleGroup, progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
         outcomes = self._plan_and_write(checked(group))
         for outcome in outcomes:
             if progress:
                 progress(outcome)
         return outcomes
 
-    def _plan_and_write(self, group: dict[str, Any]) -> list[Outcome]:
+    def _plan_and_write(self, group: RuleGroup) -> list[Outcome]:
         folder, title = group["folderUid"], group["title"]
         try:
             everything = self.api.alertingprovisioning.get_alertrules_all()
@@ -175,7 +175,7 @@ WRITING_ACTIONS = ("created", "updated", "overwritten", "removed")
 
 
 def plan_group(
-    group: dict[str, Any], held: dict[str, dict[str, Any]], recorded: dict[str, str], force: bool
+    group: RuleGroup, held: dict[str, dict[str, Any]], recorded: dict[str, str], force: bool
 ) -> GroupPlan:
     """Each wanted rule against the one Grafana holds (`held`, by uid) and the digest crashreg
     recorded when it last wrote it: created, unchanged, updated (crashreg's definition moved),

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from dashboards import FOLDER_TITLE, FOLDER_UID
-from dashboards.alert_model import file_provisioning
+from dashboards.alert_model import RuleGroup, file_provisioning
+from dashboards.model import Dashboard
 from sync.grafana.datasource import DataSourceSpec
 
 PASSWORD_ENV = "CRASHREG_GRAFANA_DB_PASSWORD"
@@ -33,9 +33,9 @@ SQLITE_PLUGIN = "frser-sqlite-datasource"
 def export(
     directory: Path,
     spec: DataSourceSpec,
-    dashboards: list[dict[str, Any]],
+    dashboards: list[Dashboard],
     grafana_provisioning: str = DEFAULT_GRAFANA_PROVISIONING,
-    alert_group: dict[str, Any] | None = None,
+    alert_group: RuleGroup | None = None,
 ) -> list[Path]:
     """Write the layout under `directory`; returns the files written."""
     root = directory / "provisioning"

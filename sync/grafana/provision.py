@@ -19,6 +19,7 @@ from grafana_client.client import GrafanaClientError
 
 import registry
 from dashboards import FOLDER_TITLE, FOLDER_UID
+from dashboards.model import Dashboard
 from registry.db import Database, utcnow
 from registry.grafana.models import GrafanaProvisioned
 from sync.grafana.datasource import DataSourceSpec
@@ -136,7 +137,7 @@ class Provisioner:
         self._remember("datasource", spec.uid, None, digest)
         return Outcome("datasource", spec.uid, "updated", ", ".join(differs))
 
-    def dashboard(self, document: dict[str, Any]) -> Outcome:
+    def dashboard(self, document: Dashboard) -> Outcome:
         uid = document["uid"]
         digest = content_hash(document)
         try:
@@ -161,7 +162,7 @@ class Provisioner:
             return Outcome("dashboard", uid, "unchanged", f"version {version}")
         return self._save(document, digest, version=version, action="overwritten" if edited else "updated")
 
-    def _save(self, document: dict[str, Any], digest: str, version: int | None, action: str) -> Outcome:
+    def _save(self, document: Dashboard, digest: str, version: int | None, action: str) -> Outcome:
         body = {k: v for k, v in document.items() if k != "id"}
         if version is not None:
             body["version"] = version
@@ -185,7 +186,7 @@ class Provisioner:
     def run(
         self,
         spec: DataSourceSpec,
-        dashboards: Iterable[dict[str, Any]],
+        dashboards: Iterable[Dashboard],
         progress: Callable[[Outcome], None] | None = None,
     ) -> ProvisionReport:
         report = ProvisionReport()

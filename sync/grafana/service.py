@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from dashboards import FOLDER_UID, build_dashboards
+from dashboards.alert_model import RuleGroup
 from dashboards.alerts import build_rule_group
 from dashboards.dialects import DIALECTS
+from dashboards.model import Dashboard
 from registry.config import Settings
 from registry.db import Database
 from sync.grafana.alerting import AlertProvisioner
@@ -32,7 +33,7 @@ class ProvisionResult:
     report: ProvisionReport
 
 
-def alert_rule_group(settings: Settings, dashboards: list[dict[str, Any]]) -> dict[str, Any]:
+def alert_rule_group(settings: Settings, dashboards: list[Dashboard]) -> RuleGroup:
     """crashreg's rule group for this registry's database and settings."""
     dialect = DIALECTS[dialect_name(settings)]
     return build_rule_group(

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from dashboards import FOLDER_TITLE, FOLDER_UID, build_dashboards
-from dashboards.alert_model import file_provisioning, group_problems, rule_problems
+from dashboards.alert_model import (
+    REQUIRED_RULE_FIELDS,
+    ProvisionedAlertRule,
+    RuleGroup,
+    file_provisioning,
+    group_problems,
+    rule_problems,
+)
 from dashboards.alerts import GROUP, build_rule_group
 from dashboards.dialects import DIALECTS
 from registry.config import AlertThresholds, Settings
@@ -30,11 +37,21 @@ KEYS = [
 ]
 
 
-def group_for(dialect: str, thresholds: AlertThresholds | None = None, jira: bool = True) -> dict[str, Any]:
+def group_for(dialect: str, thresholds: AlertThresholds | None = None, jira: bool = True) -> RuleGroup:
     boards = build_dashboards(dialect, PUBLIC)
     return build_rule_group(
         DIALECTS[dialect], PUBLIC, thresholds or AlertThresholds(), jira, boards, FOLDER_UID
     )
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_the_typed_shapes_are_what_is_built_and_what_grafana_requires(dialect: str) -> None:
+    group = group_for(dialect)
+    assert set(group) == RuleGroup.__required_keys__
+    rule_keys = ProvisionedAlertRule.__required_keys__
+    assert set(REQUIRED_RULE_FIELDS) <= rule_keys
+    for rule in group["rules"]:
+        assert set(rule) == rule_keys
 
 
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))

@@ -11,6 +11,7 @@ import pytest
 
 from dashboards import FOLDER_UID, build_dashboards
 from dashboards.dialects import DIALECTS
+from dashboards.model import Dashboard
 
 # Grafana's schema, copied into the repository with its LICENSE (tests never read ../shared).
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "dashboard.jsonschema.json"
@@ -123,3 +124,15 @@ def test_signature_drilldown_has_signature_variable() -> None:
         for _, target in all_targets(board):
             sql = target.get("rawSql") or target["rawQueryText"]
             assert "signature_id = $signature" in sql
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_the_dashboard_shape_is_what_is_built_and_what_grafana_knows(dialect: str) -> None:
+    """The Dashboard TypedDict names every key a built dashboard has, and Grafana's schema
+    knows each of them (and requires none the shape lacks)."""
+    keys = Dashboard.__required_keys__ | Dashboard.__optional_keys__
+    for board in build_dashboards(dialect, "https://crashreg.example"):
+        assert set(board) == keys
+    grafana = json.loads(SCHEMA_PATH.read_text())["definitions"]["Dashboard"]
+    assert keys <= set(grafana["properties"])
+    assert set(grafana["required"]) <= keys
