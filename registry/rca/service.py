@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -185,8 +185,42 @@ def publish_flagged(session: Session, rca: Rca, public_url: str) -> None:
     publish_rca(session, "rca.flagged", rca, public_url, {"failed_checks": failed_checks(rca)})
 
 
+class AgentView(TypedDict):
+    name: str
+    model: str
+
+
+class FixView(TypedDict, total=False):
+    """Only the parts the RCA names."""
+
+    commit: str
+    kernel_version: str
+    url: str
+
+
+class RcaProposal(TypedDict):
+    """POST /api/v1/signatures/{key}/rcas, as loaded."""
+
+    summary: str
+    body: str
+    author: str
+    author_kind: str
+    agent: NotRequired[AgentView]  # an AI-written RCA's
+    confidence: NotRequired[float | None]
+    evidence: list[dict[str, Any]]  # items of EVIDENCE_TYPES, each with its own fields
+    fix: NotRequired[FixView]
+
+
+class ReviewRequest(TypedDict):
+    """POST /api/v1/rcas/{id}/review, as loaded."""
+
+    verdict: str
+    note: NotRequired[str | None]
+    override_checks: bool
+
+
 def propose(
-    session: Session, signature: Signature, data: dict[str, Any], token: ApiToken, public_url: str
+    session: Session, signature: Signature, data: RcaProposal, token: ApiToken, public_url: str
 ) -> Rca:
     if token.kind == "agent" and data["author_kind"] != "ai":
         raise ApiError(
@@ -240,7 +274,7 @@ def refuse_reviewer(rca: Rca, token: ApiToken) -> None:
         )
 
 
-def review(session: Session, rca: Rca, data: dict[str, Any], token: ApiToken, public_url: str) -> Rca:
+def review(session: Session, rca: Rca, data: ReviewRequest, token: ApiToken, public_url: str) -> Rca:
     refuse_reviewer(rca, token)
     if rca.status != "proposed":
         raise ApiError(409, "conflict", f"RCA {rca.id} is {rca.status}; only proposed RCAs are reviewed")
@@ -318,19 +352,6 @@ def reviews_of(session: Session, rca_ids: list[int]) -> dict[int, list[RcaReview
         for row in session.scalars(query):
             grouped[row.rca_id].append(row)
     return grouped
-
-
-class AgentView(TypedDict):
-    name: str
-    model: str
-
-
-class FixView(TypedDict, total=False):
-    """Only the parts the RCA names."""
-
-    commit: str
-    kernel_version: str
-    url: str
 
 
 class ReviewView(TypedDict):

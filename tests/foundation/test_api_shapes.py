@@ -23,7 +23,7 @@ from registry.ingest.api import EventDetail
 from registry.openapi import build_spec
 from registry.rca.bundle import TriageBundle
 from registry.rca.checks import CheckResultView
-from registry.rca.service import AgentView, FixView, RcaView, ReviewView
+from registry.rca.service import AgentView, FixView, RcaProposal, RcaView, ReviewRequest, ReviewView
 from registry.signatures.service import CapturePolicyView, SignatureDetail, SignatureSummary
 
 # (shape, operation, the path to the object inside its body, keys the document leaves out)
@@ -37,6 +37,10 @@ CASES = [
     (ExplainedFrame, ("get", "/api/v1/events/{event_id}", "200"), ["explanation", "frames", "[]"], set()),
     (CaptureView, ("post", "/api/v1/events/{event_id}/captures", "201"), [], set()),
     (CaptureView, ("patch", "/api/v1/captures/{capture_id}", "200"), [], set()),
+    (RcaProposal, ("post", "/api/v1/signatures/{key}/rcas", "request"), [], set()),
+    (AgentView, ("post", "/api/v1/signatures/{key}/rcas", "request"), ["agent"], set()),
+    (FixView, ("post", "/api/v1/signatures/{key}/rcas", "request"), ["fix"], set()),
+    (ReviewRequest, ("post", "/api/v1/rcas/{rca_id}/review", "request"), [], set()),
     (BundleJson, ("get", "/api/v1/policy-bundle", "200"), [], set()),
     (RcaView, ("get", "/api/v1/rcas/{rca_id}", "200"), [], set()),
     (RcaView, ("get", "/api/v1/signatures/{key}/rcas", "200"), ["rcas", "[]"], set()),
@@ -58,8 +62,8 @@ def spec() -> dict[str, Any]:
 
 
 def resolved(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """Follow a $ref, also inside a nullable anyOf."""
-    refs = [option for option in schema.get("anyOf", []) if "$ref" in option]
+    """Follow a $ref, also inside a nullable anyOf or a described allOf."""
+    refs = [option for option in schema.get("anyOf", schema.get("allOf", [])) if "$ref" in option]
     if refs:
         [schema] = refs
     if "$ref" in schema:
