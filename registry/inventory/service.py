@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -16,6 +16,15 @@ from registry.upsert import insert_ignore
 CHUNK = 500
 
 
+class UpsertAnswer(TypedDict):
+    """POST /api/v1/hosts: what the upsert did."""
+
+    created: int
+    updated: int
+    unchanged: int
+    attribute_changes: int
+
+
 @dataclass
 class UpsertOutcome:
     created: int = 0
@@ -23,7 +32,7 @@ class UpsertOutcome:
     unchanged: int = 0
     changes: int = 0
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> UpsertAnswer:
         return {
             "created": self.created,
             "updated": self.updated,

@@ -20,6 +20,7 @@ from registry.epidemiology.shapes import EpidemiologyBody, FindingView, Populati
 from registry.fingerprint import ExplanationRecord
 from registry.fingerprint.frames import ExplainedFrame
 from registry.ingest.api import EventDetail
+from registry.inventory.service import UpsertAnswer
 from registry.openapi import build_spec
 from registry.rca.bundle import TriageBundle
 from registry.rca.checks import CheckResultView
@@ -41,6 +42,7 @@ CASES = [
     (AgentView, ("post", "/api/v1/signatures/{key}/rcas", "request"), ["agent"], set()),
     (FixView, ("post", "/api/v1/signatures/{key}/rcas", "request"), ["fix"], set()),
     (ReviewRequest, ("post", "/api/v1/rcas/{rca_id}/review", "request"), [], set()),
+    (UpsertAnswer, ("post", "/api/v1/hosts", "200"), [], set()),
     (BundleJson, ("get", "/api/v1/policy-bundle", "200"), [], set()),
     (RcaView, ("get", "/api/v1/rcas/{rca_id}", "200"), [], set()),
     (RcaView, ("get", "/api/v1/signatures/{key}/rcas", "200"), ["rcas", "[]"], set()),
