@@ -13,7 +13,7 @@ from datetime import date, timedelta
 
 from .exact import binomial_upper_log10, to_p_value
 from .findings import LOG10_ALPHA, MIN_LIFT
-from .shapes import PopulationView
+from .shapes import FindingView, PopulationView, TimeFinding
 
 STARTING_SHAPES = ("clear start", "step up", "slow rise")
 WORDED_FINDINGS = 3
@@ -47,7 +47,9 @@ class Population:
 FLEET = Population("fleet")
 
 
-def _finding(attribute: str, value: str, k: int, n: int, share: float, log10_p: float, baseline: str) -> dict:
+def _finding(
+    attribute: str, value: str, k: int, n: int, share: float, log10_p: float, baseline: str
+) -> FindingView:
     return {
         "attribute": attribute,
         "value": value,
@@ -62,7 +64,7 @@ def _finding(attribute: str, value: str, k: int, n: int, share: float, log10_p: 
     }
 
 
-def uptime_finding(uptime: Mapping) -> dict | None:
+def uptime_finding(uptime: Mapping) -> TimeFinding | None:
     """ "At least / at most N days up" from the uptime profile, when it says so."""
     if not uptime.get("bound"):
         return None
@@ -71,7 +73,7 @@ def uptime_finding(uptime: Mapping) -> dict | None:
     sign = ">=" if uptime["bound"] == "at least" else "<="
     share = 1.0 - uptime["outside_share"]
     found = _finding("uptime", f"{sign} {days} days", n, n, share, uptime["log10_p"], "crashes")
-    return found | {"statement": f"uptime: {uptime['statement']}"}
+    return {**found, "statement": f"uptime: {uptime['statement']}"}
 
 
 def start_finding(
@@ -80,7 +82,7 @@ def start_finding(
     start: date,
     end: date,
     exposure: Mapping[date, float] | None,
-) -> dict | None:
+) -> TimeFinding | None:
     """ "Only since <day>": the events from the change point on, against the share of the
     population's host-days from then on (binomial)."""
     change = onset.get("change_point")
@@ -100,7 +102,8 @@ def start_finding(
         return None
     words = "rising" if onset["shape"] == "slow rise" else "only"
     found = _finding("start_date", f">= {change}", k, n, share, log10_p, "exposure")
-    return found | {
+    return {
+        **found,
         "statement": (
             f"start date: {words} since {change} ({onset['shape']}): {k} of {n} crashes from then on, "
             f"where {share:.0%} {BASELINE_WORDS['exposure']} predicts {share * n:.0f}"

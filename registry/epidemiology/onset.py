@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+from .shapes import LinedUpChange, OnsetView
+
 MIN_EVENTS_FOR_SHAPE = 5
 CLEAR_START_MAX_RATIO = 0.2  # rate before the onset at most this fraction of the rate after
 STEP_EXTRA_PARAMETER = 1.0  # log-likelihood a step must gain over a ramp per extra parameter
@@ -31,7 +33,7 @@ class InventoryChange:
     value: str
     hosts: int
 
-    def as_json(self) -> dict:
+    def as_json(self) -> LinedUpChange:
         return {
             "day": self.day.isoformat(),
             "attribute": self.attribute,
@@ -121,7 +123,7 @@ def onset(
     end: date,
     exposure: Mapping[date, float] | None = None,
     changes: Sequence[InventoryChange] = (),
-) -> dict:
+) -> OnsetView:
     """Onset of a signature observed over [start, end] (the registry's observation window).
 
     `exposure`: hosts in the fleet per day (rates are per 1000 hosts per day); `changes`:
@@ -133,7 +135,7 @@ def onset(
     hosts = [float((exposure or {}).get(d, 0.0)) for d in days]
     if not exposure or any(h <= 0 for h in hosts):
         hosts = [1000.0] * len(days)
-    result: dict = {
+    result: OnsetView = {
         "first_seen": first_seen.isoformat() if first_seen else None,
         "change_point": None,
         "shape": "too few events",

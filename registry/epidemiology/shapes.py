@@ -16,12 +16,38 @@ class FindingView(TypedDict):
     value: str
     in_signature: float
     overall: float
-    lift: float
+    lift: float | None  # None: the value has no share of the baseline to compare with
     p_value: float
     log10_p: float
     events: int
     explained_by: str | None  # attribute=value of the finding that explains this one
     baseline: str
+
+
+class TimeFinding(FindingView):
+    """A finding about time (uptime, start_date) with its sentence."""
+
+    statement: str
+
+
+class LinedUpChange(TypedDict):
+    """An inventory change on the hosts near a change point."""
+
+    day: str
+    attribute: str
+    value: str
+    hosts: int
+
+
+class OnsetView(TypedDict):
+    """When the signature started and how; only the first two without events."""
+
+    first_seen: str | None
+    change_point: str | None
+    shape: NotRequired[str]  # too few events | steady | clear start | slow rise | step up | ...
+    rate_before: NotRequired[float | None]  # crashes per 1000 hosts a day
+    rate_after: NotRequired[float | None]
+    lined_up: NotRequired[list[LinedUpChange]]
 
 
 class VerdictDetail(TypedDict):
@@ -64,10 +90,10 @@ class SignatureAnalysis(TypedDict):
     findings: list[FindingView]
     explained: NotRequired[list[FindingView]]
     components: list[dict[str, Any]]  # concentrated parts (mixture.component_json), then the spread part
-    time_findings: NotRequired[list[dict[str, Any]]]  # findings with a statement (uptime, start_date)
+    time_findings: NotRequired[list[TimeFinding]]
     statements: list[str]
     views: NotRequired[dict[str, BaselineView]]
-    onset: dict[str, Any]  # onset.onset: first_seen, change_point and, with events, its shape
+    onset: OnsetView
     uptime: NotRequired[dict[str, Any]]  # uptime.uptime_profile
 
 

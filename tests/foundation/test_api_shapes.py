@@ -16,7 +16,7 @@ from registry.capture.bundle import BundleJson
 from registry.capture.policy import CaptureAnswer
 from registry.capture.service import CaptureView
 from registry.config import Settings
-from registry.epidemiology.shapes import EpidemiologyBody, FindingView, PopulationView
+from registry.epidemiology.shapes import EpidemiologyBody, FindingView, OnsetView, PopulationView, TimeFinding
 from registry.fingerprint import ExplanationRecord
 from registry.fingerprint.frames import ExplainedFrame
 from registry.ingest.api import EventDetail
@@ -55,6 +55,8 @@ CASES = [
     (FindingView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["findings", "[]"], set()),
     (FindingView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["explained", "[]"], set()),
     (PopulationView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["population"], set()),
+    (OnsetView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["onset"], set()),
+    (TimeFinding, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["time_findings", "[]"], set()),
 ]
 
 
