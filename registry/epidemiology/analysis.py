@@ -19,7 +19,7 @@ from .findings import Baseline, Finding, JointCounts, Scored, analyse_attributes
 from .mixture import CONCENTRATED, MAX_COMPONENTS, Split, component_json, concentrated_part, spread_json
 from .narrative import FLEET, Population, start_finding, statements, uptime_finding
 from .onset import InventoryChange, onset
-from .shapes import BaselineView, FindingView, SignatureAnalysis
+from .shapes import BaselineView, ConcentratedComponent, FindingView, SignatureAnalysis, SpreadComponent
 from .uptime import OutsideCounts, outside_counts, uptime_profile
 from .verdict import Verdict, decide
 
@@ -344,9 +344,9 @@ def _view(sample: SignatureSample, baseline: Baseline) -> BaselineView:
 
 def _decompose(
     sample: SignatureSample, scored: Scored, scoring: _Scoring, context: Context
-) -> tuple[list[dict], SignatureSample, Scored]:
+) -> tuple[list[ConcentratedComponent], SignatureSample, Scored]:
     """Peel concentrated components off until what remains is one population."""
-    components: list[dict] = []
+    components: list[ConcentratedComponent] = []
     rest, rest_scored = sample, scored
     for _ in range(MAX_COMPONENTS):
         part = concentrated_part(rest, rest_scored)
@@ -360,7 +360,9 @@ def _decompose(
     return components, rest, rest_scored
 
 
-def _mixture_verdict(components: Sequence[dict], rest: SignatureSample, verdict: Verdict) -> Verdict:
+def _mixture_verdict(
+    components: Sequence[ConcentratedComponent], rest: SignatureSample, verdict: Verdict
+) -> Verdict:
     parts = "; ".join(
         f"{CONCENTRATED[c['attribute']]} {c['value']} carries {c['share']:.0%} of the events "
         f"({c['events']}, {c['expected_events']:.1f} expected)"
@@ -385,7 +387,7 @@ def analyse_signature(sample: SignatureSample, context: Context) -> SignatureAna
     others = context.case_control(Controls(start, end, low)) if context.case_control and wanted else None
     scoring = _Scoring(context.fleet, others, why)
     scored = scoring(sample)
-    components: list[dict] = []
+    components: list[ConcentratedComponent | SpreadComponent] = []
     if scored is None:
         verdict, findings, explained = NO_BASELINE, [], []
     else:

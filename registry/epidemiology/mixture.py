@@ -25,6 +25,14 @@ from typing import TYPE_CHECKING
 
 from .exact import poisson_upper_log10, to_p_value
 from .findings import LOG10_ALPHA, Finding, Scored
+from .shapes import (
+    ConcentratedComponent,
+    FindingView,
+    OnsetView,
+    SpreadComponent,
+    UptimeProfile,
+    VerdictDetail,
+)
 from .verdict import SPREAD_MIN_EVENTS, is_spread
 
 if TYPE_CHECKING:
@@ -81,7 +89,7 @@ def concentrated_part(sample: SignatureSample, scored: Scored) -> Part | None:
     return None
 
 
-def component_json(part: Part, whole: int, uptime: dict, onset: dict) -> dict:
+def component_json(part: Part, whole: int, uptime: UptimeProfile, onset: OnsetView) -> ConcentratedComponent:
     """The concentrated part as the answer carries it: which unit, how many crashes, since
     when, its uptime profile, and a sentence."""
     inside = part.inside
@@ -121,7 +129,9 @@ def component_json(part: Part, whole: int, uptime: dict, onset: dict) -> dict:
     }
 
 
-def spread_json(rest: SignatureSample, verdict: dict, findings: list[dict], uptime: dict) -> dict:
+def spread_json(
+    rest: SignatureSample, verdict: VerdictDetail, findings: list[FindingView], uptime: UptimeProfile
+) -> SpreadComponent:
     """The spread part that remains: the events the verdict is about."""
     return {
         "kind": "spread",

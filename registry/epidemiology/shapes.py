@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 if TYPE_CHECKING:  # the pure analysis modules import these shapes: no database code with them
     from registry.signatures.service import SignatureSummary
@@ -50,6 +50,21 @@ class OnsetView(TypedDict):
     lined_up: NotRequired[list[LinedUpChange]]
 
 
+class UptimeProfile(TypedDict):
+    """How long hosts were up when the signature crashed them, and any bound it never passes."""
+
+    events: int
+    median_days: float | None
+    max_days: float | None
+    min_days: float | None
+    statement: str | None
+    p_value: float | None
+    bound: str | None  # at most | at least: the uptimes never go past bound_days
+    bound_days: int | None
+    outside_share: float | None  # share of the other crashes beyond the bound
+    log10_p: NotRequired[float]  # with a bound
+
+
 class VerdictDetail(TypedDict):
     """The verdict, why, the finding it rests on and how many more events would decide it."""
 
@@ -78,6 +93,44 @@ class BaselineView(TypedDict):
     stored_at: NotRequired[str]  # a view from the last refresh, not computed now
 
 
+class ConcentratedComponent(TypedDict):
+    """A part of a mixture on one unit (physical host, hostname, cluster)."""
+
+    kind: str  # concentrated
+    attribute: str
+    value: str
+    events: int
+    share: float
+    expected_events: float  # what the spread part predicts for the unit
+    lift: float
+    p_value: float
+    log10_p: float
+    baseline: str
+    hosts: int
+    hostnames: list[str]  # the first 20
+    first_seen: str | None
+    last_seen: str | None
+    since: str | None
+    onset: OnsetView
+    uptime: UptimeProfile
+    statement: str
+
+
+class SpreadComponent(TypedDict):
+    """What remains of a mixture: the events the verdict is about."""
+
+    kind: str  # spread
+    events: int
+    hosts: int
+    verdict: str
+    reason: str
+    findings: list[FindingView]  # the strongest five
+    first_seen: str | None
+    last_seen: str | None
+    uptime: UptimeProfile
+    statement: str
+
+
 class SignatureAnalysis(TypedDict):
     """One signature's analysis; a signature without events has only the required keys."""
 
@@ -89,12 +142,12 @@ class SignatureAnalysis(TypedDict):
     population: NotRequired[PopulationView]
     findings: list[FindingView]
     explained: NotRequired[list[FindingView]]
-    components: list[dict[str, Any]]  # concentrated parts (mixture.component_json), then the spread part
+    components: list[ConcentratedComponent | SpreadComponent]  # a mixture's parts, the spread one last
     time_findings: NotRequired[list[TimeFinding]]
     statements: list[str]
     views: NotRequired[dict[str, BaselineView]]
     onset: OnsetView
-    uptime: NotRequired[dict[str, Any]]  # uptime.uptime_profile
+    uptime: NotRequired[UptimeProfile]
 
 
 class EpidemiologyBody(SignatureAnalysis):

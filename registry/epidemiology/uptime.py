@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from .exact import to_p_value
 from .findings import LOG10_ALPHA
+from .shapes import UptimeProfile
 
 DAY_S = 86_400.0
 MIN_EVENTS = 5
@@ -85,10 +86,10 @@ def histogram_outside_counts(hours: Mapping[int, int], minus: Sequence[float] = 
     return count
 
 
-def uptime_profile(signature_s: Sequence[float], baseline: OutsideCounts) -> dict:
+def uptime_profile(signature_s: Sequence[float], baseline: OutsideCounts) -> UptimeProfile:
     """`baseline`: how the uptimes of the other crashes fall outside the signature's range."""
     crashes = ascending(signature_s)
-    result: dict = {
+    result: UptimeProfile = {
         "events": len(crashes),
         "median_days": round(statistics.median(crashes) / DAY_S, 3) if crashes else None,
         "max_days": round(crashes[-1] / DAY_S, 3) if crashes else None,

@@ -16,7 +16,15 @@ from registry.capture.bundle import BundleJson
 from registry.capture.policy import CaptureAnswer
 from registry.capture.service import CaptureView
 from registry.config import Settings
-from registry.epidemiology.shapes import EpidemiologyBody, FindingView, OnsetView, PopulationView, TimeFinding
+from registry.epidemiology.shapes import (
+    ConcentratedComponent,
+    EpidemiologyBody,
+    FindingView,
+    OnsetView,
+    PopulationView,
+    SpreadComponent,
+    TimeFinding,
+)
 from registry.fingerprint import ExplanationRecord
 from registry.fingerprint.frames import ExplainedFrame
 from registry.ingest.api import EventDetail
@@ -98,3 +106,13 @@ def test_the_shape_has_the_documented_keys(spec, shape, operation, inside, undoc
     keys = shape_keys(shape)
     assert undocumented <= keys, "an undocumented key the shape no longer has: drop it from the case"
     assert keys - undocumented == documented_keys(spec, operation, inside)
+
+
+def test_the_component_shapes_carry_every_documented_key(spec) -> None:
+    """The document describes one Component for both kinds of a mixture's parts: each of its
+    keys is in one shape or the other, and each shape names its kind."""
+    operation = ("get", "/api/v1/signatures/{key}/epidemiology", "200")
+    documented = documented_keys(spec, operation, ["components", "[]"])
+    concentrated, spread = shape_keys(ConcentratedComponent), shape_keys(SpreadComponent)
+    assert documented <= concentrated | spread
+    assert "kind" in concentrated & spread
