@@ -46,6 +46,14 @@ class LinkState(TypedDict):
     failures: int
 
 
+class JiraComment(TypedDict):
+    """One of an issue's latest comments, as the Jira sync reads it back into the link."""
+
+    author: str | None  # display name
+    created: str | None
+    body: str  # plain text, cut to sync.jira.inbound.COMMENT_CHARS
+
+
 class OutboxState(TypedDict):
     pending: int
     oldest_pending: str | None

@@ -25,6 +25,7 @@ from registry.epidemiology.shapes import EpidemiologyBody
 from registry.ingest.api import EventSummary, capture_dict, event_summary
 from registry.ingest.models import Event, Report
 from registry.jira.models import JiraLink
+from registry.jira.state import JiraComment
 from registry.rca.checks import CHECKS, REQUIRED_EVIDENCE
 from registry.rca.kernels import DebugInfo, debuginfo
 from registry.rca.sampling import diverse_sample, similarity
@@ -96,7 +97,7 @@ class JiraIssue(TypedDict):
     key: str
     url: str | None
     status_category: str | None
-    comments: list[dict[str, Any]]  # as read from Jira
+    comments: list[JiraComment]
     comments_read_at: str | None
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.jira.models import JiraLink
+from registry.jira.state import JiraComment
 from registry.outbox import OutboxMessage
 from registry.signatures.models import Signature
 from registry.signatures.regression import fixed_kernel_from_versions
@@ -38,7 +39,7 @@ def comment_text(body: Any) -> str:
     return ""
 
 
-def latest_comments(field: dict[str, Any] | None) -> list[dict[str, Any]]:
+def latest_comments(field: dict[str, Any] | None) -> list[JiraComment]:
     comments = (field or {}).get("comments") or []
     return [
         {
