@@ -1,7 +1,7 @@
-"""The typed shapes the API returns keep the keys its OpenAPI document promises.
+"""The typed shapes of the API's bodies keep the keys its OpenAPI document promises.
 
-A shape (a TypedDict next to the code that builds the body) and the marshmallow schema that
-documents it are written apart; this is where they would drift. Each case walks the OpenAPI
+A shape (a TypedDict next to the code that builds or reads the body) and the marshmallow schema
+that documents it are written apart; this is where they would drift. Each case walks the OpenAPI
 document from an operation to the object the shape types and compares the keys.
 """
 
