@@ -2,6 +2,10 @@
 
 from registry.auth.models import ApiToken
 from registry.capture.models import Capture, CaptureSlot
+from registry.core.events import Event, Report
+from registry.core.hosts import Host, HostAttributeChange
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature, SignatureAlias, SignatureCounter
 from registry.db import Base
 from registry.epidemiology.models import (
     EpidemiologyFinding,
@@ -9,13 +13,10 @@ from registry.epidemiology.models import (
     EpidemiologyVerdict,
 )
 from registry.grafana.models import GrafanaAnnotation, GrafanaProvisioned
-from registry.ingest.models import Event, Report
-from registry.inventory.models import Host, HostAttributeChange
-from registry.jira.models import JiraLink, JiraSyncCursor, JiraWebhookReceipt
+from registry.jira.models import JiraSyncCursor, JiraWebhookReceipt
 from registry.outbox import OutboxMessage
 from registry.pages.models import AppSecret, WebSession
 from registry.rca.models import Rca, RcaReview
-from registry.signatures.models import Signature, SignatureAlias, SignatureCounter
 
 __all__ = [
     "ApiToken",

@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session
 from registry.capture.models import Capture, CaptureSlot
 from registry.capture.policy import SLOT_COMPLETED, SLOT_GRANTED, SLOT_RELEASED
 from registry.capture.savings import FullCapture, SignatureSavings, per_signature
+from registry.core.events import Event
 from registry.db import utcnow
 from registry.errors import ApiError
-from registry.ingest.models import Event
 from registry.upsert import insert_ignore
 
 # Allowed changes (current -> next); staying put is always allowed, so updates are idempotent.

@@ -25,10 +25,10 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from registry.app import create_app
 from registry.auth.tokens import create_token
 from registry.config import Settings
+from registry.core.events import Event
+from registry.core.signatures import Signature
 from registry.db import Database
-from registry.ingest.models import Event
 from registry.migrate import upgrade
-from registry.signatures.models import Signature
 
 from .feed import feed
 from .models import EpidemiologySuspectHost, EpidemiologyVerdict

@@ -17,14 +17,14 @@ from sqlalchemy.orm import Session
 
 from registry.auth.models import ApiToken
 from registry.capture.models import Capture
+from registry.core.events import Event, Report
+from registry.core.signatures import Signature
 from registry.db import utcnow
 from registry.errors import ApiError
-from registry.ingest.models import Event, Report
 from registry.outbox import publish
 from registry.rca.checks import EventFacts, KernelCrashes, SignatureFacts, passed, run_checks
 from registry.rca.models import Rca, RcaReview
 from registry.signatures.identify import identify
-from registry.signatures.models import Signature
 
 RECENT_EVENTS_FOR_FRAMES = 50
 _FRAME_DECORATION = re.compile(r"^\?\s*|\+0x[0-9a-f]+(/0x[0-9a-f]+)?.*$|\s*\[.*\]$")

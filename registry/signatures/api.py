@@ -13,16 +13,15 @@ from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from registry.auth.tokens import require_scope
+from registry.core.events import Event, event_summary
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import CAPTURE_POLICIES, SIGNATURE_STATUSES, Signature
 from registry.db import utcnow
 from registry.errors import ApiError
 from registry.ids import ID_MAX
-from registry.ingest.api import event_summary
-from registry.ingest.models import Event
-from registry.jira.models import JiraLink
 from registry.openapi import documented
 from registry.outbox import publish
 from registry.requests import INT64_MAX, json_body, load, load_query
-from registry.signatures.models import CAPTURE_POLICIES, SIGNATURE_STATUSES, Signature
 from registry.signatures.service import detail, find_signature, stats_subquery, summary
 from registry.web import current_db
 

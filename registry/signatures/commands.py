@@ -15,10 +15,10 @@ import click
 from sqlalchemy import select
 
 from registry.cli_support import cli_database, cli_settings
+from registry.core.events import Report
 from registry.errors import ApiError
 from registry.fingerprint import CrashSignature, analyse_report
 from registry.ingest.api import REPORT_SCHEMA
-from registry.ingest.models import Report
 from registry.ingest.schemas import MAX_CONSOLE_LOG_BYTES
 from registry.ingest.service import ingest_report
 from registry.requests import body_problems, load

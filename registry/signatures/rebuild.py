@@ -39,14 +39,14 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from registry.capture.models import Capture
+from registry.core.events import Event, Report
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature, SignatureAlias
 from registry.db import Database, is_postgresql
 from registry.fingerprint import CrashSignature
-from registry.ingest.models import Event, Report
-from registry.jira.models import JiraLink
 from registry.rca.models import Rca
 from registry.signatures.identify import identify
 from registry.signatures.merging import MERGE, REBUILD, recount, set_alias
-from registry.signatures.models import Signature, SignatureAlias
 
 # When signatures merge, the merged one takes the most active of their statuses.
 STATUS_PRECEDENCE = ("regressed", "triaged", "new", "resolved", "ignored")

@@ -11,11 +11,11 @@ from sqlalchemy import ColumnElement, Executable, bindparam, case, func, select,
 from sqlalchemy.orm import Session
 
 from registry.bounds import latest_crash
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
 from registry.db import UTCDateTime
 from registry.ids import parse_id
-from registry.jira.models import JiraLink
 from registry.signatures.identify import CrashSignature
-from registry.signatures.models import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
 from registry.upsert import insert_ignore, insert_or_increment_statement
 
 

@@ -10,7 +10,7 @@ import requests
 from sqlalchemy import func, select
 
 from registry.capture.models import CaptureSlot
-from registry.ingest.models import Event
+from registry.core.events import Event
 from tests.capture.support import storm_report
 from tests.conftest import auth
 

@@ -13,11 +13,11 @@ from sqlalchemy import create_engine, delete, insert, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
+from registry.core.events import Event
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature, SignatureCounter
 from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log
-from registry.ingest.models import Event
-from registry.jira.models import JiraLink
 from registry.rca.models import Rca
-from registry.signatures.models import Signature, SignatureCounter
 from registry.signatures.rebuild import Rebuild, RebuildSummary
 from tests.conftest import auth
 from tests.fingerprint.test_console import golden

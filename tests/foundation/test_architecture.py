@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Pure packages and modules: plain functions over plain data, reusable by the reporters.
 PURE = [
     "registry/fingerprint",
-    "registry/inventory/attributes.py",
+    "registry/core/attributes.py",
     "registry/epidemiology/exact.py",
     "registry/epidemiology/attributes.py",
     "registry/epidemiology/findings.py",

@@ -12,8 +12,8 @@ from typing import Any
 
 from sqlalchemy import update
 
+from registry.core.events import Event
 from registry.fingerprint import analyse_console_log
-from registry.ingest.models import Event
 from tests.conftest import auth
 from tests.foundation.reports import crash_report
 from tests.pages.support import login

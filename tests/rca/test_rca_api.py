@@ -10,10 +10,10 @@ import requests
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from registry.core.signatures import Signature
 from registry.db import utcnow
 from registry.outbox import OutboxMessage
 from registry.rca.models import Rca
-from registry.signatures.models import Signature
 from tests.conftest import auth
 from tests.foundation.reports import crash_report
 from tests.rca.support import ai_rca, post_rca, review, seed

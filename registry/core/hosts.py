@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
+from registry.core.attributes import HOST_ATTRIBUTES
 from registry.db import Base, utcnow
-from registry.inventory.attributes import HOST_ATTRIBUTES
 
 
 class HostAttributes:
