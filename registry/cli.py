@@ -9,8 +9,9 @@ import click
 from registry.auth.commands import tokens
 from registry.cli_support import cli_database, cli_database_label, cli_settings, first_line
 from registry.epidemiology.commands import demo, epidemiology
+from registry.ingest.commands import import_command
 from registry.rca.commands import rca, triage_bundle_command
-from registry.signatures.commands import import_command, signature_command, signatures
+from registry.signatures.commands import signature_command, signatures
 
 
 @click.group()
