@@ -8,7 +8,8 @@ import click
 
 from registry.auth.commands import tokens
 from registry.cli_support import cli_database, cli_database_label, cli_settings, first_line
-from registry.epidemiology.commands import demo, epidemiology
+from registry.demo import demo
+from registry.epidemiology.commands import epidemiology
 from registry.ingest.commands import import_command
 from registry.rca.commands import rca, triage_bundle_command
 from registry.signatures.commands import signature_command, signatures
