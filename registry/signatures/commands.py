@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from registry.cli_support import cli_database
+from registry.core.wiring import cli_wiring
 from registry.fingerprint import CrashSignature, analyse_report
 from registry.signatures.explanation import explanation_lines
 from registry.signatures.rebuild import event_count, rebuild
@@ -76,7 +77,7 @@ def rebuild_command(dry_run: bool) -> None:
     with database.session() as session:
         total = event_count(session)
     with click.progressbar(length=total, label="re-fingerprinting events", file=None) as bar:
-        summary = rebuild(database, bar.update, dry_run)
+        summary = rebuild(database, cli_wiring().signatures, bar.update, dry_run)
     for line in summary.lines():
         click.echo(line)
     if dry_run:

@@ -16,6 +16,7 @@ from sqlalchemy.pool import NullPool
 from registry.core.events import Event
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature, SignatureCounter
+from registry.domains import wiring
 from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log
 from registry.rca.models import Rca
 from registry.signatures.rebuild import Rebuild, RebuildSummary
@@ -134,7 +135,7 @@ def test_rebuild_takes_in_what_live_ingest_did_meanwhile(db_url, client, databas
         session.add(JiraLink(signature_id=int(old["id"]), issue_key="CRASH-7"))
     age(database, int(old["id"]), "old-gpf")
 
-    job = Rebuild(RebuildSummary())
+    job = Rebuild(RebuildSummary(), wiring().signatures)
     with database.session() as session:
         assert job.fingerprint_history(session, lambda _: None) == 1
     live = report(client, reporter, GPF)  # the running registry fingerprints with the new engine
