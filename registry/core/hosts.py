@@ -1,4 +1,4 @@
-"""The fleet inventory: the denominators of every rate and correlation."""
+"""The fleet's hosts (the inventory: the denominators of every rate and correlation) and their history."""
 
 from __future__ import annotations
 
