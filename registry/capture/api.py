@@ -18,7 +18,7 @@ from registry.capture.savings import MAX_CAPTURE_BYTES, MAX_CAPTURE_SECONDS, tot
 from registry.capture.service import capture_dict, load_savings, record_capture, update_capture
 from registry.openapi import documented
 from registry.requests import json_body, load, load_query
-from registry.signatures.api import signature_or_404
+from registry.signatures.service import signature_or_404
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("capture", __name__, url_prefix="/api/v1")

@@ -37,9 +37,9 @@ from registry.pages.verdict import verdict_statements
 from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load
-from registry.signatures.api import SignatureListQuery, signature_or_404, signature_page
+from registry.signatures.api import SignatureListQuery, signature_page
 from registry.signatures.explanation import explanation_variants
-from registry.signatures.service import detail
+from registry.signatures.service import detail, signature_or_404
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint(

@@ -10,7 +10,6 @@ from typing import Any
 from flask import Blueprint, g, jsonify
 from marshmallow import Schema, fields, validate
 from sqlalchemy import Select, and_, func, or_, select
-from sqlalchemy.orm import Session
 
 from registry.auth.tokens import require_scope
 from registry.core.events import Event, event_summary
@@ -22,7 +21,7 @@ from registry.ids import ID_MAX
 from registry.openapi import documented
 from registry.outbox import publish
 from registry.requests import INT64_MAX, json_body, load, load_query
-from registry.signatures.service import detail, find_signature, stats_subquery, summary
+from registry.signatures.service import detail, signature_or_404, stats_subquery, summary
 from registry.web import current_db
 
 blueprint = Blueprint("signatures", __name__, url_prefix="/api/v1")
@@ -216,13 +215,6 @@ def signature_page(args: dict[str, Any]) -> tuple[list[dict[str, Any]], str | No
         ]
     next_cursor = encode_cursor([page[-1].sort_key, page[-1][0].id]) if len(rows) > len(page) else None
     return items, next_cursor
-
-
-def signature_or_404(session: Session, key: str) -> Signature:
-    signature = find_signature(session, key)
-    if signature is None:
-        raise ApiError(404, "not_found", f"no signature with id or fingerprint {key!r}")
-    return signature
 
 
 @blueprint.get("/signatures/<key>")
