@@ -11,21 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TypedDict
+
+from registry.core.events import CaptureAnswer
 
 # A grant that no capture followed (the crash kernel died, the host was reimaged) stops
 # holding its slot after this long: a full dump of a 2 TB host takes hours, not a day.
 GRANT_TIMEOUT = timedelta(hours=24)
 
 SLOT_GRANTED, SLOT_COMPLETED, SLOT_RELEASED = "granted", "completed", "released"
-
-
-class CaptureAnswer(TypedDict):
-    """A capture decision on the wire: the ingest answer's and the event's `capture`."""
-
-    action: str
-    reason: str
-    dump_level: int | None
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from sqlalchemy import select
 
 from registry.auth.tokens import require_scope
 from registry.capture.models import Capture
-from registry.capture.policy import CaptureAnswer
 from registry.capture.service import CaptureView, capture_dict
+from registry.core.events import Event, EventSummary, Report, event_summary
+from registry.core.signatures import Signature
 from registry.errors import ApiError
 from registry.fingerprint import ExplanationRecord
-from registry.ingest.models import Event, Report
 from registry.ingest.schemas import (
     NOTHING_TO_FINGERPRINT,
     ReportAnswerSchema,
@@ -27,7 +27,6 @@ from registry.ingest.service import ingest_report
 from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNKNOWN_FIELDS
 from registry.openapi import documented
 from registry.requests import json_body, load
-from registry.signatures.models import Signature
 from registry.signatures.service import SignatureSummary, summary
 from registry.web import current_db, current_settings
 
@@ -126,25 +125,6 @@ def get_event(event_id: int) -> Any:
         return jsonify(event_detail(session, event))
 
 
-class EventSummary(TypedDict):
-    """An event in a signature's event list."""
-
-    id: str
-    hostname: str
-    boot_id: str | None
-    crashed_at: str
-    received_at: str
-    uptime_s: int | None
-    sources: list[str]
-    host: dict[str, Any]  # host attributes at crash time, labels among them
-    signature_id: str | None
-    fingerprint: str | None
-    title: str | None
-    algorithm_version: int | None
-    capture: CaptureAnswer
-    regression: str | None
-
-
 class ReportReceipt(TypedDict):
     report_id: str
     source: str
@@ -178,27 +158,3 @@ def event_detail(session: Any, event: Event) -> EventDetail:
         "captures": [capture_dict(c) for c in captures],
         "explanation": event.explanation,
     }
-
-
-def event_summary(event: Event) -> EventSummary:
-    return {
-        "id": str(event.id),
-        "hostname": event.hostname,
-        "boot_id": event.boot_id,
-        "crashed_at": event.crashed_at.isoformat(),
-        "received_at": event.received_at.isoformat(),
-        "uptime_s": event.uptime_s,
-        "sources": list(event.sources),
-        "host": event.attributes(),
-        "signature_id": str(event.signature_id) if event.signature_id else None,
-        "fingerprint": event.fingerprint,
-        "title": event.title,
-        "algorithm_version": event.algorithm_version,
-        "capture": {
-            "action": event.capture_action,
-            "reason": event.capture_reason,
-            "dump_level": event.capture_dump_level,
-        },
-        "regression": event.regression,
-    }
-

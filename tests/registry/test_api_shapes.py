@@ -13,9 +13,9 @@ import pytest
 
 from registry.app import create_app
 from registry.capture.bundle import BundleJson
-from registry.capture.policy import CaptureAnswer
 from registry.capture.service import CaptureView
 from registry.config import Settings
+from registry.core.events import CaptureAnswer
 from registry.epidemiology.shapes import (
     ConcentratedComponent,
     EpidemiologyBody,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from registry.core.hosts import HostAttributes
 from registry.db import Base, utcnow
-from registry.inventory.models import HostAttributes
 
 REPORT_SOURCES = ("crash_kernel", "dpu", "post_boot", "userspace")
 
@@ -93,3 +93,54 @@ class Report(Base):
     answer: Mapped[dict[str, Any]] = mapped_column(doc="the first answer, replayed verbatim")
 
     __table_args__ = (Index("ix_reports_event", "event_id"),)
+
+
+class CaptureAnswer(TypedDict):
+    """A capture decision on the wire: the ingest answer's and the event's `capture`."""
+
+    action: str
+    reason: str
+    dump_level: int | None
+
+
+class EventSummary(TypedDict):
+    """An event in a signature's event list."""
+
+    id: str
+    hostname: str
+    boot_id: str | None
+    crashed_at: str
+    received_at: str
+    uptime_s: int | None
+    sources: list[str]
+    host: dict[str, Any]  # host attributes at crash time, labels among them
+    signature_id: str | None
+    fingerprint: str | None
+    title: str | None
+    algorithm_version: int | None
+    capture: CaptureAnswer
+    regression: str | None
+
+
+def event_summary(event: Event) -> EventSummary:
+    return {
+        "id": str(event.id),
+        "hostname": event.hostname,
+        "boot_id": event.boot_id,
+        "crashed_at": event.crashed_at.isoformat(),
+        "received_at": event.received_at.isoformat(),
+        "uptime_s": event.uptime_s,
+        "sources": list(event.sources),
+        "host": event.attributes(),
+        "signature_id": str(event.signature_id) if event.signature_id else None,
+        "fingerprint": event.fingerprint,
+        "title": event.title,
+        "algorithm_version": event.algorithm_version,
+        "capture": {
+            "action": event.capture_action,
+            "reason": event.capture_reason,
+            "dump_level": event.capture_dump_level,
+        },
+        "regression": event.regression,
+    }
+
