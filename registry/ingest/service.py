@@ -8,7 +8,7 @@ A report is one transaction of named steps (`ingest_report`): one read of everyt
 (registry.ingest.sql.read_context, the caller's token included), then the host at crash time,
 the signature its fingerprint routes to, the capture answer planned before the event is stored,
 the event, the signature's bookkeeping, a claimed capture answer if one can still win, and the
-stored report with its answer. Statements per report: tests/foundation/test_ingest_statements.py.
+stored report with its answer. Statements per report: tests/registry/ingest/test_statements.py.
 """
 
 from __future__ import annotations
