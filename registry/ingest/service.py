@@ -27,9 +27,11 @@ from sqlalchemy.orm import Session
 from registry.capture.decide import CaptureDecision, decide_capture, decision_without_claim
 from registry.capture.policy import Slot
 from registry.config import Settings
+from registry.core.events import Event
+from registry.core.hosts import HOST_ATTRIBUTES
+from registry.core.signatures import Signature
 from registry.db import Database, utcnow
 from registry.errors import ApiError
-from registry.ingest.models import Event
 from registry.ingest.sql import (
     DECIDED,
     EVENTS,
@@ -44,10 +46,8 @@ from registry.ingest.sql import (
     read_host,
     read_stored_report,
 )
-from registry.inventory.models import HOST_ATTRIBUTES
 from registry.outbox import publish
 from registry.signatures.identify import CrashSignature, identify
-from registry.signatures.models import Signature
 from registry.signatures.regression import REGRESSED, regression_verdict
 from registry.signatures.service import SignatureSnapshot, count_event, resolve_or_create, seen_at, summary
 

@@ -20,9 +20,9 @@ from registry.auth.tokens import live_token
 from registry.capture.decide import SLOT_READ_COLUMNS, slots_in
 from registry.capture.models import CaptureSlot
 from registry.capture.policy import Slot
-from registry.ingest.models import Event, Report
-from registry.inventory.models import HOST_ATTRIBUTES, Host
-from registry.signatures.models import Signature
+from registry.core.events import Event, Report
+from registry.core.hosts import HOST_ATTRIBUTES, Host
+from registry.core.signatures import Signature
 from registry.signatures.service import SNAPSHOT_FIELDS, SignatureSnapshot, known_signature_id, stats_columns
 from registry.upsert import insert_ignore_statement
 
