@@ -14,7 +14,7 @@ from typing import Any
 import click
 from sqlalchemy import select
 
-from registry.cli_support import cli_database, cli_settings
+from registry.cli_support import CliContext, pass_cli
 from registry.errors import ApiError
 from registry.fingerprint import CrashSignature, analyse_report
 from registry.ingest.api import REPORT_SCHEMA
@@ -84,9 +84,10 @@ def signatures() -> None:
 
 @signatures.command("rebuild")
 @click.option("--dry-run", is_flag=True, help="show what would change, change nothing")
-def rebuild_command(dry_run: bool) -> None:
+@pass_cli
+def rebuild_command(cli: CliContext, dry_run: bool) -> None:
     """Re-fingerprint all history from the stored raw reports with the current engine."""
-    database = cli_database()
+    database = cli.database()
     with database.session() as session:
         total = event_count(session)
     with click.progressbar(length=total, label="re-fingerprinting events", file=None) as bar:
@@ -130,14 +131,15 @@ def import_report(path: Path, hostname: str | None) -> dict[str, Any] | None:
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--hostname", help="host of console logs (default: the directory holding each log)")
-def import_command(paths: tuple[Path, ...], hostname: str | None) -> None:
+@pass_cli
+def import_command(cli: CliContext, paths: tuple[Path, ...], hostname: str | None) -> None:
     """Back-fill history from console logs and JSON report files (idempotent on re-run).
 
     A JSON report file is ingested as is (its report_id, or one derived from its content); a
     console log becomes a crash_kernel report whose report_id is derived from its content,
     crashed at the file's modification time. Logs without a crash are skipped.
     """
-    database, settings = cli_database(), cli_settings()
+    database, settings = cli.database(), cli.settings
     files = list(_files(paths))
     outcome: Counter[str] = Counter()
     problems: list[str] = []

@@ -36,7 +36,7 @@ def alert_rule_group(settings: Settings, dashboards: list[dict[str, Any]]) -> di
     """crashreg's rule group for this registry's database and settings."""
     dialect = DIALECTS[dialect_name(settings)]
     return build_rule_group(
-        dialect, settings.public_url, settings.alerts, settings.jira_enabled, dashboards, FOLDER_UID
+        dialect, settings.public_url, settings.alerts, settings.jira.enabled, dashboards, FOLDER_UID
     )
 
 

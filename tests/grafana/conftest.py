@@ -15,7 +15,6 @@ from click.testing import CliRunner, Result
 from sqlalchemy.engine import make_url
 
 from registry.cli import main
-from registry.cli_support import cli_settings
 from registry.config import Settings
 from registry.db import Database
 from sync.grafana.role import ensure_readonly_role
@@ -82,11 +81,7 @@ def dialect_of(db_url: str) -> str:
 
 
 def run_cli(monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]) -> Result:
-    """`crashreg ARGS` with `env` set, its settings read afresh (they are cached per process)."""
+    """`crashreg ARGS` with `env` set."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    cli_settings.cache_clear()
-    try:
-        return CliRunner().invoke(main, args)
-    finally:
-        cli_settings.cache_clear()
+    return CliRunner().invoke(main, args)

@@ -16,7 +16,6 @@ from sqlalchemy.engine import make_url
 
 from dashboards import FOLDER_UID, build_dashboards
 from registry.cli import main
-from registry.cli_support import cli_database, cli_settings
 from registry.config import Settings
 from registry.db import Database
 from sync.grafana.datasource import datasource_spec, dialect_name
@@ -155,24 +154,17 @@ def test_cli_provision_reports_kept_dashboards_with_exit_code(
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    cli_settings.cache_clear()
-    cli_database.cache_clear()
-    try:
-        runner = CliRunner()
-        first = runner.invoke(main, ["grafana", "provision"])
-        assert first.exit_code == 0, first.output
-        assert "dashboard crashreg-fleet: created" in first.output
-        record = grafana.state.dashboards["crashreg-epidemiology"]  # someone edits and saves it
-        record.data, record.version = {**record.data, "description": "mine now"}, record.version + 1
-        second = runner.invoke(main, ["grafana", "provision"])
-        assert second.exit_code == 2
-        assert "dashboard crashreg-epidemiology: kept-edited" in second.output
-        forced = runner.invoke(main, ["grafana", "provision", "--force"])
-        assert forced.exit_code == 0 and "crashreg-epidemiology: overwritten" in forced.output
-    finally:
-        cli_database().dispose()
-        cli_settings.cache_clear()
-        cli_database.cache_clear()
+    runner = CliRunner()
+    first = runner.invoke(main, ["grafana", "provision"])
+    assert first.exit_code == 0, first.output
+    assert "dashboard crashreg-fleet: created" in first.output
+    record = grafana.state.dashboards["crashreg-epidemiology"]  # someone edits and saves it
+    record.data, record.version = {**record.data, "description": "mine now"}, record.version + 1
+    second = runner.invoke(main, ["grafana", "provision"])
+    assert second.exit_code == 2
+    assert "dashboard crashreg-epidemiology: kept-edited" in second.output
+    forced = runner.invoke(main, ["grafana", "provision", "--force"])
+    assert forced.exit_code == 0 and "crashreg-epidemiology: overwritten" in forced.output
 
 
 def test_cli_without_grafana_configuration_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
