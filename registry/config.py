@@ -94,6 +94,19 @@ class JiraSettings:
         return bool(self.url and self.token and self.project)
 
 
+@dataclass(frozen=True)
+class GrafanaSettings:
+    """Provisioning Grafana through its API (CRASHREG_GRAFANA_*): on when URL and token are set."""
+
+    url: str | None = None
+    token: str | None = None
+    db_url: str | None = None  # how Grafana reaches the database; None: derived from the registry's
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url and self.token)
+
+
 def default_database_url() -> str:
     """A SQLite file in the working directory: the embedded default."""
     return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
@@ -106,9 +119,7 @@ class Settings:
     database_url_from_env: bool = False
     public_url: str = "http://localhost:8080"
     jira: JiraSettings = field(default_factory=JiraSettings)
-    grafana_url: str | None = None
-    grafana_token: str | None = None
-    grafana_db_url: str | None = None
+    grafana: GrafanaSettings = field(default_factory=GrafanaSettings)
     secret_key: str | None = field(default=None, repr=False)  # signs web session cookies
     max_body_bytes: int = 2 * 1024 * 1024
     full_captures_per_window: int = 3
@@ -144,16 +155,14 @@ class Settings:
                 signature_field=opt("CRASHREG_JIRA_SIGNATURE_FIELD"),
                 reconcile_limit=_integer(env, "CRASHREG_JIRA_RECONCILE_LIMIT", 500),
             ),
-            grafana_url=opt("CRASHREG_GRAFANA_URL"),
-            grafana_token=opt("CRASHREG_GRAFANA_TOKEN"),
-            grafana_db_url=opt("CRASHREG_GRAFANA_DB_URL"),
+            grafana=GrafanaSettings(
+                url=opt("CRASHREG_GRAFANA_URL"),
+                token=opt("CRASHREG_GRAFANA_TOKEN"),
+                db_url=opt("CRASHREG_GRAFANA_DB_URL"),
+            ),
             secret_key=opt("CRASHREG_SECRET_KEY"),
             full_captures_per_window=_integer(env, "CRASHREG_CAPTURE_FULL_PER_WINDOW", 3),
             capture_window_days=_integer(env, "CRASHREG_CAPTURE_WINDOW_DAYS", 7),
             epidemiology_program_label=opt("CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL"),
             alerts=AlertThresholds.from_env(env),
         )
-
-    @property
-    def grafana_enabled(self) -> bool:
-        return bool(self.grafana_url and self.grafana_token)

@@ -87,7 +87,7 @@ def export_command(cli: CliContext, directory: Path, grafana_provisioning: str) 
     click.echo("next, as the Grafana admin:", err=True)
     for number, step in enumerate(next_steps(directory, spec, grafana_provisioning), start=1):
         click.echo(f"  {number}. {step}", err=True)
-    if spec.secret is not None and settings.grafana_db_url is None:
+    if spec.secret is not None and settings.grafana.db_url is None:
         click.echo(
             "CRASHREG_GRAFANA_DB_URL is not set: the role's password is derived and not shown; "
             "set CRASHREG_GRAFANA_DB_URL to choose it, then run `crashreg grafana provision`",

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from sqlalchemy.engine import make_url
 
 from registry.cli import main
-from registry.config import Settings
+from registry.config import GrafanaSettings, Settings
 from registry.db import Database
 from sync.grafana.role import ensure_readonly_role
 from sync.grafana.rollups import reporting_copy_path
@@ -42,7 +42,7 @@ def grafana_settings(settings: Settings, grafana: RunningGrafana) -> Iterator[Se
             hide_password=False
         )
     yield dataclasses.replace(
-        settings, grafana_url=grafana.url, grafana_token=grafana.token, grafana_db_url=grafana_db_url
+        settings, grafana=GrafanaSettings(url=grafana.url, token=grafana.token, db_url=grafana_db_url)
     )
     if grafana_db_url:
         drop_role(settings.database_url, role)
