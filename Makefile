@@ -47,11 +47,11 @@ lab: setup
 	@bash scripts/test-services.sh
 	CRASHREG_LAB_OUT=$(LAB_OUT) $(BIN)/pytest -q -n 0 tests/lab $(PYTEST_ARGS)
 
-## lab-fixtures: crash every kind twice and keep the real logs in tests/fingerprint/golden/lab/
+## lab-fixtures: crash every kind twice and keep the real logs in tests/support/data/golden/lab/
 lab-fixtures: setup
 	CRASHREG_LAB_OUT=$(LAB_OUT) $(BIN)/pytest -q -n 0 tests/lab/test_kinds.py -k "not in_the_repository"
-	mkdir -p tests/fingerprint/golden/lab
-	cp $(LAB_OUT)/kinds/fixtures/*.log tests/fingerprint/golden/lab/
+	mkdir -p tests/support/data/golden/lab
+	cp $(LAB_OUT)/kinds/fixtures/*.log tests/support/data/golden/lab/
 
 ## lab-debian: Debian 12 with kdump-tools (debootstrap, cached), set up as agents/README.md says, crashed
 lab-debian: setup

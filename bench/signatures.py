@@ -10,7 +10,7 @@ Parts:
   tuned part only; `--verbose` lists tuned failures (expected vs got) and never held-out
   ones, which are reported as aggregate figures only. A figure much better on tuned than on
   held-out means the rules fit the corpus rather than the kernel.
-- "crash lab": real oopses from the crash lab, tests/fingerprint/golden/lab/*.log (format in
+- "crash lab": real oopses from the crash lab, tests/support/data/golden/lab/*.log (format in
   docs/signatures.md: TITLE/KIND/FUNCTION/GROUP headers), when present.
 
 Corpus files have `TITLE:` (absent when the log holds no crash) and other header lines, a
@@ -42,7 +42,7 @@ from registry.fingerprint.console import _find_header, _match_header
 ROOT = Path(__file__).resolve().parent.parent
 
 CORPUS = ROOT / "tests/corpus/syzkaller-linux"
-LAB = ROOT / "tests/fingerprint/golden/lab"
+LAB = ROOT / "tests/support/data/golden/lab"
 NOT_LOGS = ("README", "LICENSE", "NOTICE", ".")
 # Never change: the held-out third must stay unseen by whoever tunes the rules.
 SPLIT_SEED = "crashreg held-out split 2026-12-01"

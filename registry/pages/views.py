@@ -50,7 +50,7 @@ blueprint = Blueprint(
 )
 PAGE_EVENTS = 50
 # The Grafana dashboard a signature page links to (dashboards/signature.py; registry/ never
-# imports dashboards/, tests/pages checks the two agree).
+# imports dashboards/, tests/registry/pages checks the two agree).
 GRAFANA_SIGNATURE_DASHBOARD = "crashreg-signature"
 # Pages show crash data to a logged-in engineer: never cached, never framed, no foreign code.
 SECURITY_HEADERS = {

@@ -7,7 +7,7 @@ import json
 import uuid
 from pathlib import Path
 
-from tests.agents.conftest import (
+from tests.support.agents import (
     DPU_AGENT,
     FIXTURES,
     Registry,

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from registry.db import Database
 from registry.ingest.models import Report
-from tests.agents.conftest import (
+from tests.support.agents import (
     FIXTURES,
     KDUMP_SH,
     SYSTEM_PYTHON,

@@ -12,7 +12,8 @@ import pytest
 
 from agents import build_reporter
 from registry.signatures.identify import identify
-from tests.agents.conftest import (
+from tests.support import DATA
+from tests.support.agents import (
     FIXTURES,
     REPO,
     SYSTEM_PYTHON,
@@ -25,7 +26,7 @@ from tests.agents.conftest import (
 
 EXIT_SKIP = 10
 reporter = load_reporter()
-VECTORS = REPO / "tests" / "fingerprint" / "vectors.json"
+VECTORS = DATA / "vectors.json"
 ENGINE = REPO / "registry" / "fingerprint"
 FIXTURE_LOGS = sorted(FIXTURES.glob("*.log"))
 

@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.conftest import SERVER_POLL_S
+from tests.support.http import SERVER_POLL_S
 
 GRAFANA_VERSION = "11.3.1"
 UID_PATTERN = re.compile(r"^[a-zA-Z0-9\-_]*$")

@@ -39,7 +39,7 @@ import requests
 from flask import Flask, Response, request
 from werkzeug.serving import make_server
 
-from tests.conftest import SERVER_POLL_S
+from tests.support.http import SERVER_POLL_S
 
 STATUS_CATEGORIES = {
     "new": {"id": 2, "key": "new", "colorName": "blue-gray", "name": "To Do"},

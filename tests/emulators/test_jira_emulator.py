@@ -14,7 +14,7 @@ import requests
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-from tests.conftest import SERVER_POLL_S
+from tests.support.http import SERVER_POLL_S
 
 from .jira import JiraEmulator
 

@@ -17,16 +17,9 @@ from registry.cli import main
 from registry.cli_support import CliContext, sqlite_path
 from registry.config import Settings
 from registry.migrate import head_revisions
-from tests.conftest import BACKENDS, auth, create_postgres_database, drop_postgres_database
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def crashreg(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"CRASHREG_DATABASE_URL": db_url}
-    return subprocess.run(
-        [sys.executable, "-m", "registry", *args], env=env, capture_output=True, text=True, timeout=120
-    )
+from tests.support.cli import REPO, crashreg
+from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
+from tests.support.http import auth
 
 
 def test_tokens_create_list_revoke(db_url, client) -> None:

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-
 import psycopg
 
 from registry.app import create_app
 from registry.config import Settings
 from registry.db import Database
-from tests.conftest import auth
-from tests.foundation.reports import crash_report
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.support.http import auth, closed_port
+from tests.support.reports import crash_report
 
 
 def test_unreachable_database_is_503_with_retry_after() -> None:

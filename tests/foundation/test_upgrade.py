@@ -5,7 +5,6 @@ every event gets the current engine's explanation."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -17,11 +16,12 @@ from registry.jira.models import JiraLink
 from registry.rca.models import Rca
 from registry.signatures.merging import recount
 from registry.signatures.models import Signature, SignatureCounter
-from tests.conftest import auth
-from tests.foundation.reports import crash_report
-from tests.foundation.test_cli import crashreg
+from tests.support import DATA
+from tests.support.cli import crashreg
+from tests.support.http import auth
+from tests.support.reports import crash_report
 
-FIXTURES = Path(__file__).resolve().parents[1] / "agents" / "fixtures"
+FIXTURES = DATA / "agents"
 MLX5 = (FIXTURES / "mlx5_null_deref.log").read_text()
 EXT4 = (FIXTURES / "ext4_bug_on.log").read_text()
 

@@ -24,10 +24,9 @@ from registry.db import Database
 from registry.ingest.api import REPORT_SCHEMA
 from registry.ingest.service import ingest_report
 from registry.metrics import DATABASE_COLLECTORS
-from tests.conftest import auth
-from tests.foundation.reports import crash_report
-from tests.foundation.test_degraded import closed_port
-from tests.pages.support import login
+from tests.support.http import auth, closed_port
+from tests.support.pages import login
+from tests.support.reports import crash_report
 
 
 def strict_json(response: Any) -> Any:

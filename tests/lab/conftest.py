@@ -22,10 +22,10 @@ import pytest
 import requests
 
 from agents import build_reporter
-from tests.conftest import create_postgres_database, drop_postgres_database
 from tests.lab import lab
 from tests.lab.packages import Kit
 from tests.lab.packages import kit as load_kit
+from tests.support.databases import create_postgres_database, drop_postgres_database
 
 
 @pytest.fixture(scope="session")

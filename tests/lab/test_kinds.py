@@ -5,7 +5,7 @@ both one signature, every kind its own, and a title naming the module's function
 registry has no full-capture budget (CRASHREG_CAPTURE_FULL_PER_WINDOW=0), so every answer is
 skip and no dump is written: these boots are about the logs. Every log the registry stored is
 kept as a fixture candidate under $CRASHREG_LAB_OUT/kinds/fixtures (GOLDEN.md format);
-`make lab-fixtures` copies them into tests/fingerprint/golden/lab/.
+`make lab-fixtures` copies them into tests/support/data/golden/lab/.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.lab.conftest import Host, Lab
+from tests.support import DATA
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ PARALLEL = int(os.environ.get("CRASHREG_LAB_PARALLEL", "2"))
 
 
 def golden_text(kind: Kind, release: str, crash: int, log: str) -> str:
-    """A fixture in tests/fingerprint/golden's format (GOLDEN.md)."""
+    """A fixture in tests/support/data/golden's format (GOLDEN.md)."""
     headers = [
         f"TITLE: {kind.title}",
         f"KIND: {kind.engine_kind}",
@@ -167,8 +167,8 @@ def test_distinct_kinds_have_distinct_fingerprints(crashed) -> None:
 
 
 def test_fixtures_in_the_repository_are_lab_logs_of_every_kind() -> None:
-    """tests/fingerprint/golden/lab holds CRASHES_PER_KIND real logs of every kind (make lab-fixtures)."""
-    golden = Path(__file__).resolve().parents[1] / "fingerprint" / "golden" / "lab"
+    """tests/support/data/golden/lab holds CRASHES_PER_KIND real logs of every kind (make lab-fixtures)."""
+    golden = DATA / "golden" / "lab"
     for kind in KINDS:
         for n in range(1, CRASHES_PER_KIND + 1):
             text = (golden / f"{kind.trigger.replace('-', '_')}_{n}.log").read_text()

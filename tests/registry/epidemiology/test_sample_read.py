@@ -1,0 +1,141 @@
+"""How a signature's events are read for its analysis: every event counts, including those
+too wide for PostgreSQL's covering index; the planner can use the partial indexes; a stored
+sample plus the events since gives exactly what reading every event gives."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import delete, text
+
+from registry.db import is_postgresql, utcnow
+from registry.epidemiology import queries
+from registry.epidemiology.models import SAMPLE_FITS, EpidemiologySample
+from registry.epidemiology.queries import EventFilter, signature_events_sql, signature_sample
+from registry.epidemiology.service import signature_epidemiology, store_samples
+from registry.epidemiology.uptime import HOUR_S, histogram_outside_counts
+from registry.signatures.models import Signature
+from tests.support.http import auth
+from tests.support.reports import crash_report
+
+# 60 labels of ~90 bytes: about 5 kB of text, more than a btree entry may hold
+WIDE_LABELS = {f"node.example.com/attribute-{i:02d}": f"value-{i:02d}-" + "x" * 40 for i in range(60)}
+
+
+def _report(hostname: str, labels: dict[str, str]) -> dict:
+    report = crash_report()
+    report["host"] = {**report["host"], "hostname": hostname, "physical_host": hostname, "labels": labels}
+    return report
+
+
+def test_events_too_wide_for_the_covering_index_are_counted(client, make_token, database) -> None:  # type: ignore[no-untyped-def]
+    token = make_token("report")
+    hosts = [("narrow-1", {"pool": "train"}), ("narrow-2", {"pool": "train"}), ("wide-1", WIDE_LABELS)]
+    hosts += [("wide-2", WIDE_LABELS)]
+    signatures = set()
+    for hostname, labels in hosts:
+        response = client.post("/api/v1/reports", json=_report(hostname, labels), headers=auth(token))
+        assert response.status_code in (200, 201), response.get_json()
+        signatures.add(response.get_json()["signature"]["id"])
+    assert len(signatures) == 1
+    with database.session() as session:
+        sample = signature_sample(session, [int(signatures.pop())])
+        if is_postgresql(session):  # two of them live in the complement index only
+            assert session.scalar(text(f"SELECT count(*) FROM events WHERE NOT ({SAMPLE_FITS})")) == 2
+    assert sample.events == 4 and sample.hosts == 4  # physical hosts
+    assert sample.counts[("labels", "pool=train")] == 2
+    assert sample.counts[("labels", "node.example.com/attribute-07=value-07-" + "x" * 40)] == 2
+    assert sample.counts[("hostname", "wide-2")] == 1
+
+
+def test_postgresql_reads_a_signature_through_the_partial_indexes(database) -> None:  # type: ignore[no-untyped-def]
+    with database.session() as session:
+        if not is_postgresql(session):
+            pytest.skip("the covering indexes are PostgreSQL's")
+        # Only the partial indexes could serve the read (the signature's other indexes dropped
+        # inside this transaction, rolled back below): the plan uses them only if the query's
+        # conditions imply their predicates (migration 0014), whatever the data.
+        session.execute(text("DROP INDEX ix_events_signature_crashed, ix_events_signature_crashed_report"))
+        session.execute(text("SET LOCAL enable_seqscan = off"))
+        selected = EventFilter.signature([1])
+        plan = "\n".join(
+            row[0]
+            for row in session.execute(
+                selected.statement(f"EXPLAIN {signature_events_sql(session, selected)}"), selected.params
+            )
+        )
+        session.rollback()
+    assert "using ix_events_epidemiology on events" in plan, plan
+    assert "ix_events_epidemiology_wide" in plan, plan
+
+
+def test_hourly_histogram_less_a_signature_is_the_per_uptime_subtraction() -> None:
+    rng = random.Random(3)
+    own = [float(rng.randrange(-7200, 400 * HOUR_S)) for _ in range(2000)] + [5.0 * HOUR_S, 17.5]
+    others = [rng.randrange(0, 500 * HOUR_S) for _ in range(3000)]
+    hours = Counter(u // HOUR_S for u in [*others, *(int(u) for u in own if u >= 0)])
+    # the reference: each uptime of the signature subtracted from its hour, one by one
+    remaining = Counter(hours)
+    remaining.subtract(Counter(int(u // HOUR_S) for u in own if u >= 0))
+    ordered = sorted((h, n) for h, n in remaining.items() if n > 0)
+    count = histogram_outside_counts(dict(hours), minus=list(reversed(own)))
+    for lowest, highest in [(0, 10**9), (3 * HOUR_S + 5, 250 * HOUR_S), (17.5, 17.5), (-1, 1e6)]:
+        below = sum(n for h, n in ordered if h < int(lowest // HOUR_S))
+        above = sum(n for h, n in ordered if h > int(highest // HOUR_S))
+        assert count(lowest, highest) == (below, above, sum(n for _, n in ordered))
+
+
+def test_a_stored_sample_gives_what_reading_every_event_gives(
+    client, make_token, database
+) -> None:  # type: ignore[no-untyped-def]
+    token = make_token("report")
+
+    def post(count: int, start: int) -> str:
+        ids = set()
+        for i in range(start, start + count):
+            labels = {"pool": "train" if i % 2 else "infer", "rack": f"r{i % 3}"}
+            report = _report(f"host-{i}", labels) | {"uptime_s": 3600 * (i + 1)}
+            report["host"]["kernel_version"] = f"6.8.{i % 2}"
+            response = client.post("/api/v1/reports", json=report, headers=auth(token))
+            ids.add(response.get_json()["signature"]["id"])
+        assert len(ids) == 1
+        return ids.pop()
+
+    sid = int(post(6, 0))
+
+    def analyses(session) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
+        signature = session.get_one(Signature, sid)
+        served = signature_epidemiology(session, signature, crash_view=True)
+        savepoint = session.begin_nested()  # every event read: the stored sample gone meanwhile
+        session.execute(delete(EpidemiologySample))
+        live = signature_epidemiology(session, signature, crash_view=True)
+        savepoint.rollback()
+        return served, live
+
+    with database.session() as session:
+        assert store_samples(session, utcnow()) == []  # every event is too recent to be settled
+        stored = store_samples(session, utcnow(), settle=timedelta(0), least=1)
+    with database.session() as session:
+        if not is_postgresql(session):
+            assert stored == []  # SQLite reads every event
+            return
+        assert stored == [sid] and queries.stored_sample(session, [sid]) is not None
+        served, live = analyses(session)
+        assert served == live and served["events"] == 6
+
+    post(3, 6)  # events after the watermark are read and added to the stored ones
+    with database.session() as session:
+        assert queries.stored_sample(session, [sid]) is not None
+        served, live = analyses(session)
+        assert served == live and served["events"] == 9
+
+    with database.session() as session:  # an event leaves the signature: the sample is stale
+        first = session.scalar(text("SELECT min(id) FROM events WHERE signature_id = :s"), {"s": sid})
+        session.execute(text("UPDATE events SET signature_id = NULL WHERE id = :id"), {"id": first})
+    with database.session() as session:
+        assert queries.stored_sample(session, [sid]) is None
+        served, live = analyses(session)
+        assert served == live and served["events"] == 8

@@ -1,0 +1,66 @@
+"""Identical reports arriving at the same instant on several connections are stored once."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+from sqlalchemy import func, select
+
+from registry.ingest.models import Event, Report
+from tests.support.http import auth
+from tests.support.reports import crash_report
+
+PARALLEL = 12
+
+
+def release_together(url: str, token: str, bodies: list[dict]) -> list[requests.Response]:
+    barrier = threading.Barrier(len(bodies))
+
+    def send(body: dict) -> requests.Response:
+        with requests.Session() as http:
+            barrier.wait()
+            return http.post(f"{url}/api/v1/reports", json=body, headers=auth(token), timeout=60)
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(send, bodies))
+
+
+def test_concurrent_identical_reports_store_one(live_server, make_token, database) -> None:
+    report = crash_report()
+    responses = release_together(live_server, make_token("report"), [report] * PARALLEL)
+    assert sorted(r.status_code for r in responses) == [200] * (PARALLEL - 1) + [201]
+    answers = [r.json() for r in responses]
+    assert len({a["event_id"] for a in answers}) == 1
+    assert sum(not a["duplicate"] for a in answers) == 1
+    with database.session() as session:
+        assert session.scalar(select(func.count()).select_from(Report)) == 1
+        assert session.scalar(select(func.count()).select_from(Event)) == 1
+
+
+def test_concurrent_sources_of_one_crash_join_one_event(live_server, make_token, database) -> None:
+    boot = crash_report()["boot_id"]
+    bodies = [
+        crash_report(boot_id=boot, source=source)
+        for source in ("dpu", "crash_kernel", "post_boot", "userspace")
+    ]
+    responses = release_together(live_server, make_token("report"), bodies)
+    assert [r.status_code for r in responses] == [201] * 4
+    assert len({r.json()["event_id"] for r in responses}) == 1
+    with database.session() as session:
+        assert session.scalar(select(func.count()).select_from(Event)) == 1
+        event = session.scalars(select(Event)).one()
+        assert sorted(event.sources) == ["crash_kernel", "dpu", "post_boot", "userspace"]
+
+
+def test_concurrent_first_reports_of_a_new_bug_make_one_signature(live_server, make_token) -> None:
+    bodies = [crash_report(host={"hostname": f"gpu-{i:03d}"}) for i in range(PARALLEL)]
+    responses = release_together(live_server, make_token("report"), bodies)
+    assert all(r.status_code == 201 for r in responses)
+    assert len({r.json()["signature"]["id"] for r in responses}) == 1
+    signature_id = responses[0].json()["signature"]["id"]
+    final = requests.get(
+        f"{live_server}/api/v1/signatures/{signature_id}", headers=auth(make_token("read")), timeout=30
+    ).json()
+    assert final["event_count"] == PARALLEL

@@ -1,0 +1,314 @@
+"""RCA lifecycle over HTTP on both databases: propose, checks, review, refusals, supersede."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from registry.db import utcnow
+from registry.outbox import OutboxMessage
+from registry.rca.models import Rca
+from registry.signatures.models import Signature
+from tests.support.http import auth
+from tests.support.rca import ai_rca, post_rca, review, seed
+from tests.support.reports import crash_report
+
+CRASHES = [
+    ("gpu-a1", "6.8.0-52", "us-east"),
+    ("gpu-a2", "6.8.0-52", "eu-west"),
+    ("gpu-a3", "6.8.0-58", "us-east"),
+]
+
+
+@pytest.fixture
+def seeded(client, database, make_token):  # type: ignore[no-untyped-def]
+    return seed(client, database, make_token("report"), "ext4_evict_inode", CRASHES)
+
+
+def outbox(database, topic: str) -> list[dict]:  # type: ignore[no-untyped-def]
+    with database.session() as session:
+        return [m.payload for m in session.scalars(select(OutboxMessage).where(OutboxMessage.topic == topic))]
+
+
+def test_agent_proposes_an_rca_whose_evidence_holds(client, database, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    agent = make_token("triage", kind="agent", name="bot-token")
+    response = post_rca(client, agent, seeded.signature_id, ai_rca(seeded))
+    assert response.status_code == 201, response.json
+    rca = response.json
+    assert rca["status"] == "proposed"
+    assert rca["agent"] == {"name": "triage-bot", "model": "model-x-2026"}
+    assert rca["posted_by"] == "bot-token"
+    assert rca["checks_passed"] is True and rca["flagged"] is False
+    statuses = {c["name"]: c["status"] for c in rca["checks"]}
+    assert statuses == {
+        "cites_checkable_evidence": "pass",
+        "events_belong_to_signature": "pass",
+        "captures_belong_to_signature": "skip",
+        "functions_in_frames": "pass",
+        "kernel_versions_crashed_on": "pass",
+        "fix_version_consistent": "pass",
+    }
+    reader = make_token("read")
+    assert client.get(f"/api/v1/rcas/{rca['id']}", headers=auth(reader)).json == rca
+    listed = client.get(f"/api/v1/signatures/{seeded.signature_id}/rcas", headers=auth(reader)).json
+    assert [r["id"] for r in listed["rcas"]] == [rca["id"]]
+    assert outbox(database, "rca.flagged") == []
+
+
+def test_hallucinated_evidence_is_flagged_stored_and_published(client, database, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    other = seed(
+        client, database, make_token("report"), "tcp_sendmsg_locked", [("net-1", "6.8.0-52", "us-east")]
+    )
+    body = ai_rca(
+        seeded,
+        evidence=[
+            {"type": "event", "event_id": other.event_ids[0]},
+            {"type": "event", "event_id": "987654"},
+            {"type": "function", "function": "btrfs_commit_transaction"},
+            {"type": "kernel", "kernel_version": "6.9.1"},
+        ],
+        fix={"kernel_version": "6.8.0-58"},
+    )
+    response = post_rca(client, make_token("triage", kind="agent"), seeded.signature_id, body)
+    assert response.status_code == 201
+    rca = response.json
+    assert rca["checks_passed"] is False and rca["flagged"] is True
+    failed = {c["name"]: c["problems"] for c in rca["checks"] if c["status"] == "fail"}
+    assert failed["events_belong_to_signature"] == [
+        f"event {other.event_ids[0]} belongs to signature {other.signature_id}, not {seeded.signature_id}",
+        "event 987654 does not exist",
+    ]
+    assert failed["functions_in_frames"] == [
+        "function btrfs_commit_transaction is in none of the signature's frames"
+    ]
+    assert "6.9.1" in failed["kernel_versions_crashed_on"][0]
+    assert failed["fix_version_consistent"][0].startswith("crashed on 6.8.0-58 (>= fix 6.8.0-58): 1 events")
+    flagged = outbox(database, "rca.flagged")
+    assert len(flagged) == 1 and flagged[0]["rca_id"] == int(rca["id"])
+    assert {c["name"] for c in flagged[0]["failed_checks"]} == set(failed)
+    with database.session() as session:
+        assert session.get(Rca, int(rca["id"])).checks_passed is False  # the column Grafana reads
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"evidence": [{"type": "rumour", "text": "x"}]}, "evidence"),
+        ({"evidence": [{"type": "commit", "commit": "not-a-sha"}]}, "evidence"),
+        ({"evidence": [{"type": "source", "file": "a.c", "line": 0, "kernel_version": "6.8"}]}, "evidence"),
+        ({"agent": None}, "agent"),
+        ({"confidence": 1.5}, "confidence"),
+        ({"author_kind": "robot"}, "author_kind"),
+        ({"fix": {"kernel_version": "latest"}}, "fix"),
+    ],
+)
+def test_malformed_rcas_are_refused_naming_the_field(
+    client, database, make_token, seeded, change, field
+) -> None:  # type: ignore[no-untyped-def]
+    body = {k: v for k, v in (ai_rca(seeded) | change).items() if v is not None}
+    response = post_rca(client, make_token("triage"), seeded.signature_id, body)
+    assert response.status_code == 400
+    assert field in response.json["error"]["fields"]
+
+
+def test_agent_tokens_cannot_pass_as_humans_or_post_without_triage(client, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    human_body = ai_rca(seeded, author_kind="human", author="alice")
+    response = post_rca(client, make_token("triage", kind="agent"), seeded.signature_id, human_body)
+    assert response.status_code == 400
+    assert response.json["error"]["fields"] == {
+        "author_kind": ['must be "ai" when posted with an agent token']
+    }
+    assert post_rca(client, make_token("read"), seeded.signature_id, ai_rca(seeded)).status_code == 403
+    assert post_rca(client, make_token("triage"), "99999", ai_rca(seeded)).status_code == 404
+
+
+def test_review_refusals_agent_self_and_read_scope(client, database, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    poster = make_token("triage", name="alice-laptop")
+    body = ai_rca(seeded, author="alice", author_kind="human")
+    body.pop("agent")
+    rca_id = post_rca(client, poster, seeded.signature_id, body).json["id"]
+
+    agent = review(client, make_token("triage", kind="agent"), rca_id, "confirmed")
+    assert agent.status_code == 403
+    assert "agent tokens may propose RCAs but never review them" in agent.json["error"]["message"]
+    own_token = review(client, poster, rca_id, "confirmed")
+    assert (
+        own_token.status_code == 403 and "someone else must review it" in own_token.json["error"]["message"]
+    )
+    own_name = review(client, make_token("triage", name="Alice"), rca_id, "confirmed")
+    assert own_name.status_code == 403
+    assert review(client, make_token("read"), rca_id, "confirmed").status_code == 403
+    assert review(client, make_token("triage"), "424242", "confirmed").status_code == 404
+    with database.session() as session:
+        assert session.get(Rca, int(rca_id)).status == "proposed"
+
+
+def test_confirm_sets_fix_version_and_a_second_confirm_supersedes(
+    client, database, make_token, seeded
+) -> None:  # type: ignore[no-untyped-def]
+    agent, reviewer = make_token("triage", kind="agent"), make_token("triage", name="bob")
+    first = post_rca(client, agent, seeded.signature_id, ai_rca(seeded)).json
+    confirmed = review(client, reviewer, first["id"], "confirmed", "matches the dumps")
+    assert confirmed.status_code == 200, confirmed.json
+    assert confirmed.json["status"] == "confirmed"
+    assert confirmed.json["reviews"][0] | {"created_at": None} == {
+        "verdict": "confirmed",
+        "note": "matches the dumps",
+        "reviewer": "bob",
+        "checks_passed": True,
+        "created_at": None,
+    }
+    with database.session() as session:
+        assert session.get(Signature, int(seeded.signature_id)).fixed_in_kernel == "6.8.0-100"
+    published = outbox(database, "rca.confirmed")
+    assert published[0]["rca_id"] == int(first["id"]) and published[0]["fixed_in_kernel"] == "6.8.0-100"
+
+    again = review(client, make_token("triage"), first["id"], "rejected", "changed my mind")
+    assert again.status_code == 409 and "only proposed RCAs are reviewed" in again.json["error"]["message"]
+
+    second = post_rca(
+        client, agent, seeded.signature_id, ai_rca(seeded, fix={"kernel_version": "6.8.0-90"})
+    ).json
+    assert review(client, reviewer, second["id"], "confirmed", "better analysis").status_code == 200
+    rcas = {
+        r["id"]: r
+        for r in client.get(f"/api/v1/signatures/{seeded.signature_id}/rcas", headers=auth(reviewer)).json[
+            "rcas"
+        ]
+    }
+    assert rcas[first["id"]]["status"] == "superseded"
+    assert rcas[first["id"]]["superseded_by"] == second["id"]
+    assert rcas[second["id"]]["status"] == "confirmed"
+    assert [r["status"] for r in rcas.values()].count("confirmed") == 1
+    with database.session() as session:
+        assert session.get(Signature, int(seeded.signature_id)).fixed_in_kernel == "6.8.0-90"
+    assert outbox(database, "rca.confirmed")[1]["superseded"] == [int(first["id"])]
+
+
+def test_rejection_needs_a_note_and_keeps_it(client, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    rca_id = post_rca(client, make_token("triage", kind="agent"), seeded.signature_id, ai_rca(seeded)).json[
+        "id"
+    ]
+    reviewer = make_token("triage")
+    missing = review(client, reviewer, rca_id, "rejected")
+    assert missing.status_code == 400 and "note" in missing.json["error"]["fields"]
+    rejected = review(client, reviewer, rca_id, "rejected", "the inode is not freed there")
+    assert rejected.json["status"] == "rejected"
+    assert rejected.json["reviews"][0]["note"] == "the inode is not freed there"
+
+
+def test_flagged_rca_is_confirmed_only_with_an_explicit_override(client, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    body = ai_rca(seeded, fix={"kernel_version": "6.8.0-52"})  # it still crashes on 6.8.0-52 and -58
+    rca_id = post_rca(client, make_token("triage", kind="agent"), seeded.signature_id, body).json["id"]
+    reviewer = make_token("triage")
+    refused = review(client, reviewer, rca_id, "confirmed")
+    assert refused.status_code == 409
+    assert refused.json["error"]["code"] == "checks_failed"
+    assert [c["name"] for c in refused.json["error"]["fields"]["checks"]] == ["fix_version_consistent"]
+    assert review(client, reviewer, rca_id, "confirmed", override_checks=True).status_code == 400
+    forced = review(
+        client, reviewer, rca_id, "confirmed", "fix was backported to -52 late", override_checks=True
+    )
+    assert forced.status_code == 200
+    assert forced.json["status"] == "confirmed" and forced.json["reviews"][0]["checks_passed"] is False
+
+
+def test_database_allows_one_confirmed_rca_per_signature(database, client, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    def row(status: str) -> Rca:
+        return Rca(
+            signature_id=int(seeded.signature_id),
+            status=status,
+            summary="s",
+            body="b",
+            author="a",
+            author_kind="human",
+            token_name="t",
+            checks_passed=True,
+            checked_at=utcnow(),
+        )
+
+    with database.session() as session:
+        session.add_all([row("confirmed"), row("proposed"), row("superseded"), row("superseded")])
+    with pytest.raises(IntegrityError), database.session() as session:
+        session.add(row("confirmed"))
+
+
+def test_concurrent_confirms_leave_one_confirmed_rca_and_a_consistent_history(  # type: ignore[no-untyped-def]
+    live_server, client, make_token, seeded
+) -> None:
+    agent = make_token("triage", kind="agent")
+    ids = [post_rca(client, agent, seeded.signature_id, ai_rca(seeded)).json["id"] for _ in range(4)]
+    reviewers = [make_token("triage", name=f"reviewer-{i}") for i in range(4)]
+    barrier = threading.Barrier(len(ids))
+
+    def confirm(rca_id: str, token: str) -> int:
+        barrier.wait()
+        url = f"{live_server}/api/v1/rcas/{rca_id}/review"
+        return requests.post(
+            url, json={"verdict": "confirmed", "note": "race"}, headers=auth(token), timeout=60
+        ).status_code
+
+    with ThreadPoolExecutor(len(ids)) as pool:
+        statuses = list(pool.map(confirm, ids, reviewers))
+    assert set(statuses) <= {200, 409} and 200 in statuses
+    rcas = client.get(f"/api/v1/signatures/{seeded.signature_id}/rcas", headers=auth(reviewers[0])).json[
+        "rcas"
+    ]
+    by_status = [r["status"] for r in rcas]
+    assert by_status.count("confirmed") == 1
+    assert by_status.count("superseded") == statuses.count(200) - 1
+    confirmed = next(r for r in rcas if r["status"] == "confirmed")
+    assert all(r["superseded_by"] is not None for r in rcas if r["status"] == "superseded")
+    assert confirmed["superseded_by"] is None
+
+
+def test_functions_are_checked_against_frames_read_from_console_logs(client, make_token) -> None:  # type: ignore[no-untyped-def]
+    answer = client.post("/api/v1/reports", json=crash_report(), headers=auth(make_token("report"))).json
+    body = {
+        "summary": "NAPI poll dereferences a freed CQ",
+        "body": "…",
+        "author": "eve",
+        "author_kind": "human",
+        "evidence": [
+            {"type": "event", "event_id": answer["event_id"]},
+            {"type": "function", "function": "__napi_poll"},
+            {"type": "function", "function": "tcp_v4_rcv"},
+        ],
+    }
+    rca = post_rca(client, make_token("triage"), answer["signature"]["id"], body).json
+    functions = next(c for c in rca["checks"] if c["name"] == "functions_in_frames")
+    assert functions["status"] == "fail"
+    assert functions["problems"] == ["function tcp_v4_rcv is in none of the signature's frames"]
+
+
+def test_confirmed_fix_version_decides_regressions_of_the_resolved_signature(  # type: ignore[no-untyped-def]
+    client, database, make_token, seeded
+) -> None:
+    triage = make_token("triage", name="frank")
+    rca_id = post_rca(
+        client,
+        make_token("triage", kind="agent"),
+        seeded.signature_id,
+        ai_rca(seeded, fix={"kernel_version": "6.8.0-60"}),
+    ).json["id"]
+    assert review(client, triage, rca_id, "confirmed", "fixed upstream").status_code == 200
+    patched = client.patch(
+        f"/api/v1/signatures/{seeded.signature_id}", json={"status": "resolved"}, headers=auth(triage)
+    )
+    assert patched.status_code == 200
+
+    reporter = make_token("report")
+    old = seed(client, database, reporter, "ext4_evict_inode", [("late-upgrader", "6.8.0-58", "us-east")])
+    event = client.get(f"/api/v1/events/{old.event_ids[0]}", headers=auth(triage)).json
+    assert event["regression"] == "old-kernel"
+    assert event["signature"]["status"] == "resolved"
+
+    new = seed(client, database, reporter, "ext4_evict_inode", [("patched-host", "6.8.0-61", "us-east")])
+    event = client.get(f"/api/v1/events/{new.event_ids[0]}", headers=auth(triage)).json
+    assert event["regression"] == "regressed"
+    assert event["signature"]["status"] == "regressed"

@@ -1,0 +1,229 @@
+"""`crashreg signatures rebuild`, `crashreg import` and `crashreg signature`, as real processes,
+on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, delete, insert, select, update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log
+from registry.ingest.models import Event
+from registry.jira.models import JiraLink
+from registry.rca.models import Rca
+from registry.signatures.models import Signature, SignatureCounter
+from registry.signatures.rebuild import Rebuild, RebuildSummary
+from tests.support.cli import crashreg
+from tests.support.golden import golden
+from tests.support.http import auth
+from tests.support.signatures import report, signature
+
+GPF, WARNING, KASAN, KBUG = (golden(f"kinds/{name}") for name in ("gpf", "warning", "kasan",
+                                                                   "kernel-bug"))
+
+
+def age(database: Any, signature_id: int, old_fingerprint: str) -> None:
+    """Make a signature look fingerprinted by an older algorithm (version 0)."""
+    with database.session() as session:
+        session.execute(update(Signature).where(Signature.id == signature_id)
+                        .values(fingerprint=old_fingerprint, algorithm_version=0, title="old"))
+        session.execute(update(Event).where(Event.signature_id == signature_id)
+                        .values(fingerprint=old_fingerprint, algorithm_version=0))
+
+
+def test_rebuild_moves_merges_and_splits_carrying_triage(db_url, client, database, make_token) -> None:
+    reporter, triage = make_token("report"), make_token("triage")
+    gpf = report(client, reporter, GPF)["signature"]
+    warn = report(client, reporter, WARNING)["signature"]
+    second_warning_event = report(client, reporter, WARNING)["event_id"]
+    kasan = report(client, reporter, KASAN)["signature"]
+    report(client, reporter, KASAN)
+    kbug = report(client, reporter, KBUG)["signature"]
+
+    with database.session() as session:
+        # move: gpf under an old fingerprint, triaged, with a Jira issue
+        session.add(JiraLink(signature_id=int(gpf["id"]), issue_key="CRASH-1"))
+        session.execute(update(Signature).where(Signature.id == int(gpf["id"])).values(status="triaged"))
+        # merge: the old algorithm had split the warning into two signatures
+        twin = Signature(fingerprint="old-warning-b", algorithm_version=0, title="old", kind="warning",
+                         first_seen=session.get_one(Signature, int(warn["id"])).first_seen,
+                         status="triaged")
+        session.add(twin)
+        session.flush()
+        session.execute(update(Event).where(Event.id == int(second_warning_event))
+                        .values(signature_id=twin.id))
+        session.add(JiraLink(signature_id=twin.id, issue_key="CRASH-2"))
+        session.add(Rca(signature_id=twin.id, summary="driver bug", body="...", author="ana",
+                        author_kind="human", token_name="t", checks_passed=True))
+        # split: the old algorithm had lumped the kernel BUG into the KASAN signature
+        session.execute(update(Event).where(Event.signature_id == int(kbug["id"]))
+                        .values(signature_id=int(kasan["id"])))
+        session.execute(delete(SignatureCounter).where(SignatureCounter.signature_id == int(kbug["id"])))
+        session.execute(delete(Signature).where(Signature.id == int(kbug["id"])))
+        session.execute(update(Signature).where(Signature.id == int(kasan["id"])).values(owner="bo"))
+    age(database, int(gpf["id"]), "old-gpf")
+    age(database, int(warn["id"]), "old-warning-a")
+    age(database, twin.id, "old-warning-b")
+    age(database, int(kasan["id"]), "old-kasan")
+
+    rebuilt = crashreg(db_url, "signatures", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "moved: 3, merged: 1, split: 1, new: 0" in rebuilt.stdout, rebuilt.stdout
+    assert f"merged  {twin.id} -> {warn['id']}" in rebuilt.stdout
+    assert "Jira CRASH-2 carried; 1 RCA(s) carried" in rebuilt.stdout
+
+    moved = signature(client, triage, "old-gpf")
+    assert moved["id"] == gpf["id"] and moved["fingerprint"] == gpf["fingerprint"]
+    assert (moved["status"], moved["jira_key"], moved["event_count"]) == ("triaged", "CRASH-1", 1)
+
+    merged = signature(client, triage, warn["fingerprint"])
+    assert merged["id"] == warn["id"] and merged["event_count"] == 2
+    assert (merged["status"], merged["jira_key"]) == ("triaged", "CRASH-2")
+    assert signature(client, triage, "old-warning-b")["id"] == warn["id"]
+    with database.session() as session:
+        assert session.scalar(select(Rca.signature_id)) == int(warn["id"])
+
+    kept = signature(client, triage, kasan["fingerprint"])
+    assert kept["id"] == kasan["id"] and kept["event_count"] == 2
+    split_off = signature(client, triage, kbug["fingerprint"])
+    assert split_off["id"] not in (kasan["id"], kbug["id"]) and split_off["event_count"] == 1
+    with database.session() as session:
+        assert session.get_one(Signature, int(split_off["id"])).owner == "bo"
+        versions = set(session.scalars(select(Event.algorithm_version)).all())
+    assert versions == {ALGORITHM_VERSION}
+
+    again = crashreg(db_url, "signatures", "rebuild")
+    assert again.returncode == 0, again.stderr
+    assert "moved: 0, merged: 0, split: 0, new: 0" in again.stdout
+    assert "re-fingerprinted: 0" in again.stdout
+
+
+def test_rebuild_keeps_a_hand_merge_and_dry_run_changes_nothing(db_url, client, database,
+                                                               make_token) -> None:
+    reporter, triage = make_token("report"), make_token("triage")
+    a = report(client, reporter, GPF)["signature"]
+    b = report(client, reporter, WARNING)["signature"]
+    client.post(f"/api/v1/signatures/{a['id']}/merge", json={"other": b["id"]}, headers=auth(triage))
+    age(database, int(a["id"]), "old-a")
+
+    dry = crashreg(db_url, "signatures", "rebuild", "--dry-run")
+    assert dry.returncode == 0 and "dry run" in dry.stdout
+    assert signature(client, triage, a["id"])["fingerprint"] == "old-a"
+
+    done = crashreg(db_url, "signatures", "rebuild")
+    assert done.returncode == 0, done.stderr
+    both = signature(client, triage, a["id"])
+    assert both["fingerprint"] == a["fingerprint"] and both["event_count"] == 2
+    assert signature(client, triage, b["fingerprint"])["id"] == a["id"]
+    assert report(client, reporter, WARNING)["signature"]["id"] == a["id"]
+
+
+def test_rebuild_takes_in_what_live_ingest_did_meanwhile(db_url, client, database, make_token) -> None:
+    """Ingest goes on while history is fingerprinted: an event stored meanwhile under a
+    signature live ingest created with the new fingerprint is caught up and folded in, not
+    collided with; while the changes apply, nobody else can create a signature."""
+    reporter, triage = make_token("report"), make_token("triage")
+    old = report(client, reporter, GPF)["signature"]
+    with database.session() as session:
+        session.add(JiraLink(signature_id=int(old["id"]), issue_key="CRASH-7"))
+    age(database, int(old["id"]), "old-gpf")
+
+    job = Rebuild(RebuildSummary())
+    with database.session() as session:
+        assert job.fingerprint_history(session, lambda _: None) == 1
+    live = report(client, reporter, GPF)  # the running registry fingerprints with the new engine
+    assert live["known"] is False and live["signature"]["id"] != old["id"]
+
+    with database.session() as session:
+        job.session = session
+        job.hold_signatures()
+        with pytest.raises(OperationalError):
+            create_signature_without_waiting(database, "another")
+        job.fingerprint_history(session, lambda _: None)
+        job.read_placement()
+        job.apply()
+
+    assert job.summary.events == 2 and job.summary.merged, job.summary.lines()
+    survivor = signature(client, triage, "old-gpf")
+    assert survivor["id"] == live["signature"]["id"] and survivor["event_count"] == 2
+    assert (survivor["fingerprint"], survivor["jira_key"]) == (old["fingerprint"], "CRASH-7")
+    with database.session() as session:
+        assert set(session.scalars(select(Event.signature_id)).all()) == {int(survivor["id"])}
+        assert session.get_one(Signature, int(old["id"])).merged_into_id == int(survivor["id"])
+    assert report(client, reporter, GPF)["signature"]["id"] == survivor["id"]
+    create_signature_without_waiting(database, "another")  # the rebuild is over: no wait now
+
+
+def create_signature_without_waiting(database: Any, fingerprint: str) -> None:
+    """Another writer, on a connection of its own, that gives up at once if it must wait."""
+    url = database.engine.url
+    gives_up = {"timeout": 0} if url.get_backend_name() == "sqlite" else {"options": "-c lock_timeout=1ms"}
+    engine = create_engine(url, poolclass=NullPool, connect_args=gives_up)
+    try:
+        with engine.begin() as connection:
+            connection.execute(insert(Signature).values(
+                fingerprint=fingerprint, algorithm_version=1, title="t", kind="warning",
+                first_seen=datetime.now(UTC), status="new"))
+    finally:
+        engine.dispose()
+
+
+def test_import_backfills_a_tree_idempotently(db_url, client, tmp_path: Path, make_token) -> None:
+    tmp_path = tmp_path / "history"
+    tmp_path.mkdir()
+    (tmp_path / "gpu-a017").mkdir()
+    (tmp_path / "gpu-a017" / "2025-03-01.log").write_text(GPF)
+    (tmp_path / "gpu-a017" / "boot.log").write_text("[    0.000000] Linux version 6.8.0\n")
+    (tmp_path / "gpu-b2").mkdir()
+    (tmp_path / "gpu-b2" / "2025-04-02.log").write_text(GPF.replace("[  ", "[ 9"))
+    stack = {"executable": "/usr/bin/trainer", "signal": "SIGSEGV",
+             "frames": [{"function": "step", "module": "libtrain.so"}],
+             "registers": {"rip": "0x0", "rsp": "0x7ffe0000"}}
+    (tmp_path / "core.json").write_text(json.dumps({
+        "source": "userspace", "crashed_at": "2025-05-01T00:00:00Z",
+        "host": {"hostname": "cpu-c9"}, "stack": stack}))
+    (tmp_path / "broken.json").write_text(json.dumps({"source": "nowhere"}))
+    (tmp_path / "gpu-b2" / "noise.log").write_text(GPF.replace("Call Trace", "Call\x00Trace"))
+
+    first = crashreg(db_url, "import", str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    assert "imported: 3" in first.stdout and "no crash: 1" in first.stdout
+    assert "rejected: 2" in first.stdout and "broken.json" in first.stderr
+    assert "noise.log" in first.stderr and "NUL" in first.stderr  # not a database error
+    second = crashreg(db_url, "import", str(tmp_path))
+    assert second.stdout.splitlines()[-1] == "already imported: 3, no crash: 1, rejected: 2"
+
+    reader = make_token("read")
+    listed = client.get("/api/v1/signatures", headers=auth(reader)).json["signatures"]
+    counts = {s["kind"]: s["event_count"] for s in listed}
+    assert counts == {"gpf": 2, "userspace": 1}
+    userspace = next(s for s in listed if s["kind"] == "userspace")
+    assert userspace["labels"] == ["return-to-null", "segfault"]
+
+
+def test_signature_command_prints_the_contract_json(db_url, tmp_path: Path) -> None:
+    log = tmp_path / "crash.log"
+    log.write_text(GPF)
+    empty = tmp_path / "empty.log"
+    empty.write_text("nothing here\n")
+    stack_report = tmp_path / "report.json"
+    stack_report.write_text(json.dumps({"stack": {"signal": "SIGABRT", "frames": [
+        {"function": "abort"}, {"function": "check_invariants", "module": "app"}]}}))
+    done = crashreg(db_url, "signature", "--json", str(log), str(empty), str(stack_report))
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    expected = analyse_console_log(GPF)
+    assert {k: lines[0][k] for k in ("file", "fingerprint", "title", "kind", "function", "frames",
+                                     "labels")} == {
+        "file": str(log), "fingerprint": expected.fingerprint, "title": expected.title,
+        "kind": "gpf", "function": "tcf_exts_destroy", "frames": expected.frames, "labels": []}
+    assert lines[1]["fingerprint"] is None and lines[1]["file"] == str(empty)
+    assert (lines[2]["kind"], lines[2]["function"]) == ("userspace", "check_invariants")
+    missing = crashreg(db_url, "signature", str(tmp_path / "nope.log"))
+    assert missing.returncode == 2

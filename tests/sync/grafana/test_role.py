@@ -1,0 +1,132 @@
+"""Grafana's door into the database reads the reporting views and nothing else."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from registry.config import Settings
+from registry.db import Database
+from sync.grafana.datasource import datasource_spec
+from sync.grafana.role import RoleError, derived_grafana_db_url, ensure_readonly_role, reporting_views
+from sync.grafana.rollups import refresh_rollups
+from tests.support.roles import drop_role
+
+SECRET_TABLES = ("api_tokens", "reports", "jira_webhook_receipts", "events", "signatures")
+
+
+@pytest.fixture
+def postgres_only(db_url: str) -> str:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("roles are PostgreSQL's; the SQLite door is tested by the read-only file mode")
+    return db_url
+
+
+@pytest.fixture
+def role_url(postgres_only: str) -> Iterator[str]:
+    role = f"crashreg_grafana_{secrets.token_hex(4)}"
+    url = make_url(postgres_only).set(drivername="postgresql", username=role, password=secrets.token_hex(12))
+    yield url.render_as_string(hide_password=False)
+    drop_role(postgres_only, role)
+
+
+def connect_as(role_url: str) -> psycopg.Connection:
+    return psycopg.connect(role_url, autocommit=True)
+
+
+def test_role_reads_views_only_and_cannot_write(database: Database, role_url: str) -> None:
+    report = ensure_readonly_role(database.engine, role_url)
+    assert report.created and report.ok
+    with database.engine.connect() as connection:
+        views = reporting_views(connection)
+    assert sorted(report.granted) == views and "rpt_events" in views
+
+    with connect_as(role_url) as conn:
+        for view in views:
+            conn.execute(f"SELECT * FROM {view} LIMIT 1")
+        for table in SECRET_TABLES:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(f"SELECT * FROM {table} LIMIT 1")
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("CREATE TABLE grafana_was_here (x int)")
+        assert conn.execute("SHOW default_transaction_read_only").fetchone() == ("on",)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("CREATE TEMP TABLE scratch (x int)")
+        # Read-only is a default the session may lift: privileges still stop the write.
+        conn.execute("SET default_transaction_read_only = off")
+        # rpt_hosts is a single-table view, so updatable: only privileges stop the write.
+        for statement in ("DELETE FROM rpt_hosts", "DELETE FROM events", "UPDATE api_tokens SET name = ''"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE TABLE public.grafana_was_here (x int)")
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("30s",)
+        assert conn.execute("SHOW jit").fetchone() == ("off",)
+
+
+def test_rerun_checks_and_repairs_stray_privileges(database: Database, role_url: str) -> None:
+    ensure_readonly_role(database.engine, role_url)
+    role = make_url(role_url).username
+    with database.engine.begin() as connection:
+        connection.exec_driver_sql(f'GRANT SELECT, INSERT ON api_tokens TO "{role}"')
+    report = ensure_readonly_role(database.engine, role_url)
+    assert not report.created and report.revoked == ["api_tokens"] and report.granted == []
+    with connect_as(role_url) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("SELECT * FROM api_tokens")
+
+
+def test_registry_user_without_createrole_gets_instructions(database: Database, role_url: str) -> None:
+    """A registry user that may not create roles is told what a DBA must run."""
+    registry_role = f"crashreg_app_{secrets.token_hex(4)}"
+    with database.engine.begin() as connection:
+        connection.exec_driver_sql(f"CREATE ROLE \"{registry_role}\" LOGIN PASSWORD 'pw'")
+    try:
+        app_url = make_url(database.url).set(username=registry_role, password="pw")
+        limited = Database(app_url.render_as_string(hide_password=False))
+        with pytest.raises(RoleError, match="CREATE ROLE"):
+            ensure_readonly_role(limited.engine, role_url)
+        limited.dispose()
+    finally:
+        drop_role(database.url, registry_role)
+
+
+def test_privileged_role_is_refused(database: Database, role_url: str) -> None:
+    role = make_url(role_url).username
+    with database.engine.begin() as connection:
+        connection.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN CREATEDB')
+    with pytest.raises(RoleError, match="privileged"):
+        ensure_readonly_role(database.engine, role_url)
+
+
+def test_derived_url_is_stable_and_not_the_registry_password() -> None:
+    registry_url = "postgresql+psycopg://crashreg:registry-pw@db:5432/crashreg"
+    derived = make_url(derived_grafana_db_url(registry_url))
+    assert derived.username == "crashreg_grafana" and derived.database == "crashreg"
+    assert derived.host == "db" and derived.password not in (None, "", "registry-pw")
+    assert derived_grafana_db_url(registry_url) == derived_grafana_db_url(registry_url)
+
+
+def test_sqlite_data_source_reads_a_copy_of_the_views_only(db_url: str, database: Database) -> None:
+    if not db_url.startswith("sqlite"):
+        pytest.skip("the SQLite data source")
+    with database.session() as session:
+        session.execute(
+            text("INSERT INTO app_secrets (name, value, created_at) VALUES ('k', 's', '2026-11-29')")
+        )
+    refresh_rollups(database)
+    spec = datasource_spec(Settings(database_url=db_url))
+    options = spec.body["jsonData"]
+    dsn = f"{options['pathPrefix']}{options['path']}?{options['pathOptions']}"
+    conn = sqlite3.connect(dsn, uri=True)
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert "rpt_events" in tables and all(name.startswith("rpt_") for name in tables)
+    assert conn.execute("SELECT COUNT(*) FROM rpt_events").fetchone() == (0,)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        conn.execute("DELETE FROM rpt_events")
+    conn.close()

@@ -1,0 +1,201 @@
+"""Registry -> Jira, against both flavours on both databases."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+import requests
+from sqlalchemy import delete
+
+from registry.jira.models import JiraLink
+from sync.jira.config import CreateRule
+from sync.jira.content import BLOCK_BEGIN, global_id, signature_label
+from sync.jira.drain import requeue_refused
+from tests.support.jira import function_name
+
+
+def test_a_new_signature_gets_one_issue_with_facts_labels_and_a_link_back(harness):
+    answer = harness.crash()
+    signature = answer["signature"]
+    report = harness.sync()
+    assert report.drain.processed == 1 and not report.errors
+    (issue,) = harness.emulator.find_by_label(signature_label(signature["fingerprint"]))
+    assert issue.fields["labels"] == ["crashreg", signature_label(signature["fingerprint"])]
+    assert issue.fields["issuetype"]["name"] == "Bug"
+    assert issue.fields["summary"] == signature["title"]
+    assert BLOCK_BEGIN in issue.fields["description"]
+    assert "||Events|1|" in issue.fields["description"]
+    assert "6.8.0-52-generic (1)" in issue.fields["description"]
+    assert "||Epidemiology|not analysed yet|" in issue.fields["description"]
+    (remote,) = issue.remote_links
+    assert remote["globalId"] == global_id(signature["fingerprint"])
+    assert remote["object"]["url"] == f"http://crashreg.test/signatures/{signature['id']}"
+    link = harness.link(signature["id"])
+    assert link.issue_key == issue.key and link.last_error is None
+    # a second run has nothing to do: no second issue, no second link
+    harness.sync()
+    assert len(harness.emulator.issues) == 1 and len(issue.remote_links) == 1
+
+
+def test_link_state_is_in_the_api_and_in_metrics(harness, client, make_token):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    listing = client.get("/api/v1/integrations/jira/links",
+                         headers={"Authorization": f"Bearer {make_token('read')}"}).json
+    (link,) = listing["links"]
+    assert link["signature_id"] == signature["id"] and link["issue_key"] == "CRASH-1"
+    assert link["last_synced_at"] and link["last_error"] is None and link["failures"] == 0
+    assert listing["outbox"] == {"pending": 0, "oldest_pending": None, "failed": 0}
+    assert client.get("/api/v1/integrations/jira/links").status_code == 401
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'crashreg_jira_link_error{issue_key="CRASH-1"} 0.0' in metrics
+    assert 'crashreg_jira_link_last_synced_timestamp_seconds{issue_key="CRASH-1"}' in metrics
+    assert client.get(f"/api/v1/signatures/{signature['id']}",
+                      headers={"Authorization": f"Bearer {make_token('read')}"}).json["jira_key"] == "CRASH-1"
+
+
+def test_a_threshold_create_rule_files_the_signature_once_it_is_met(harness):
+    harness.options = replace(harness.options, create_rule=CreateRule.parse("events>=3,hosts>=2"))
+    signature = harness.crash(host="a")["signature"]
+    harness.crash(host="a")
+    harness.sync()
+    assert not harness.emulator.issues and harness.link(signature["id"]) is None
+    harness.crash(host="b")
+    assert harness.sync().created == 1
+    assert harness.link(signature["id"]).issue_key == "CRASH-1"
+    with pytest.raises(ValueError, match="events>=N"):
+        CreateRule.parse("events>3")
+
+
+def test_a_lost_create_response_makes_no_duplicate(harness):
+    signature = harness.crash()["signature"]
+    harness.emulator.lose_next_create = True
+    first = harness.sync()
+    assert first.drain.failed == 1 and "cannot reach Jira" in first.drain.errors[0]
+    assert len(harness.emulator.issues) == 1, "Jira did make the issue"
+    assert harness.link(signature["id"]) is None
+    harness.later(minutes=1)
+    second = harness.sync()
+    assert second.drain.processed == 1
+    assert len(harness.emulator.issues) == 1
+    assert harness.link(signature["id"]).issue_key == "CRASH-1"
+
+
+def test_a_lagging_search_index_after_a_lost_create_makes_no_duplicate(harness):
+    """Cloud indexes new issues for search with a delay: a quick retry must not trust a miss."""
+    harness.emulator.index_lag = timedelta(seconds=90)
+    signature = harness.crash()["signature"]
+    harness.emulator.lose_next_create = True
+    assert harness.sync(with_reconcile=False).drain.failed == 1
+    harness.later(seconds=31)  # the first retry: the search does not see CRASH-1 yet
+    waiting = harness.sync(with_reconcile=False)
+    assert "search index" in waiting.drain.errors[0]
+    assert len(harness.emulator.issues) == 1
+    harness.later(minutes=2)
+    harness.sync(with_reconcile=False)
+    assert len(harness.emulator.issues) == 1
+    assert harness.link(signature["id"]).issue_key == "CRASH-1"
+
+
+def test_the_link_is_recovered_from_jira_if_the_table_is_lost(harness):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    with harness.database.session() as session:
+        session.execute(delete(JiraLink))
+    harness.later(minutes=3)
+    harness.emulator.edit("CRASH-1", {"summary": "renamed by an engineer"})
+    harness.sync()  # reconciliation finds the issue by label and rebuilds the row
+    assert harness.link(signature["id"]).issue_key == "CRASH-1"
+    assert len(harness.emulator.issues) == 1
+
+
+def test_a_second_issue_for_a_signature_is_reported_not_adopted(harness):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    harness.later(minutes=3)
+    harness.jira().create_issue(fields={
+        "project": {"key": "CRASH"}, "issuetype": {"name": "Bug"}, "summary": "same crash, by hand",
+        "labels": ["crashreg", signature_label(signature["fingerprint"])]})
+    harness.later(minutes=3)
+    harness.sync()
+    link = harness.link(signature["id"])
+    assert link.issue_key == "CRASH-1"
+    assert "second issue CRASH-2" in link.last_error
+
+
+def test_facts_updates_are_throttled_and_keep_engineers_text(harness):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    harness.emulator.edit("CRASH-1", {"description": "Engineer notes: see bisect.\n\n"
+                                      + harness.emulator.issue("CRASH-1").fields["description"]})
+    puts_before = len(harness.emulator.calls("PUT", r"/issue/CRASH-1$"))
+    for minute in range(12):
+        harness.crash(host=f"gpu-{minute:03d}", kernel="6.8.0-55-generic")
+        harness.later(minutes=1)
+        harness.sync(with_reconcile=False)
+    puts = len(harness.emulator.calls("PUT", r"/issue/CRASH-1$")) - puts_before
+    assert 2 <= puts <= 3, f"12 minutes at one update per 5 minutes, not {puts}"
+    description = harness.emulator.issue("CRASH-1").fields["description"]
+    assert description.startswith("Engineer notes: see bisect.")
+    assert description.count(BLOCK_BEGIN) == 1
+    assert harness.signature(signature["id"]).status == "new"
+
+
+def test_a_permanent_refusal_is_recorded_not_retried(harness, client, make_token):
+    harness.options = replace(harness.options, issue_type="Epic-that-does-not-exist")
+    harness.crash()
+    report = harness.sync()
+    assert report.drain.given_up == 1
+    harness.later(hours=1)
+    assert harness.sync().drain.processed == 0
+    listing = client.get("/api/v1/integrations/jira/links",
+                         headers={"Authorization": f"Bearer {make_token('read')}"}).json
+    assert listing["outbox"]["failed"] == 1 and listing["outbox"]["pending"] == 0
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert "crashreg_jira_outbox_failed 1.0" in metrics
+    harness.options = replace(harness.options, issue_type="Bug")  # the operator fixes the cause
+    assert requeue_refused(harness.database) == 1
+    assert harness.sync().drain.processed == 1
+    assert len(harness.emulator.issues) == 1
+
+
+@pytest.mark.parametrize("mode", ["refuse", "503"])
+def test_jira_down_for_an_hour_then_back_loses_nothing(harness, mode):
+    harness.crash(function="mlx5e_poll_rx_cq")
+    harness.emulator.go_down(mode)
+    calls_before = len(harness.emulator.request_log)
+    for minute in range(0, 60, 2):
+        harness.crash(function=function_name(minute), host=f"h{minute}")
+        harness.later(minutes=2)
+        try:
+            harness.sync()
+        except (requests.ConnectionError, Exception) as error:  # Jira unreachable at connect
+            assert "Connection" in type(error).__name__ or "503" in str(error)
+    assert not harness.emulator.issues
+    assert len(harness.emulator.request_log) - calls_before <= 60, "no hammering while down"
+    harness.emulator.come_back()
+    for _ in range(3):
+        harness.later(minutes=15)
+        harness.sync()
+    assert len(harness.emulator.issues) == 31
+    assert len(harness.links()) == 31
+    assert all(link.last_error is None for link in harness.links())
+
+
+def test_429_retry_after_is_honoured(harness):
+    harness.emulator.throttle(10, window_s=120)
+    for n in range(4):
+        harness.crash(function=function_name(n), host=f"h{n}")
+    report = harness.sync()
+    assert report.drain.stopped and "429" in report.drain.stopped
+    calls = len(harness.emulator.request_log)
+    harness.later(seconds=60)
+    assert harness.sync().paused_until is not None
+    assert len(harness.emulator.request_log) == calls, "no call before Retry-After"
+    for _ in range(8):
+        harness.later(seconds=121)
+        harness.sync(with_reconcile=False)
+    assert len(harness.links()) == 4
+    assert len(harness.emulator.issues) == 4
