@@ -40,10 +40,10 @@ from sqlalchemy import text
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from registry.core.signatures import Signature  # noqa: E402
 from registry.db import Database, utcnow  # noqa: E402
 from registry.epidemiology.service import signature_epidemiology, store_samples  # noqa: E402
 from registry.migrate import upgrade  # noqa: E402
-from registry.signatures.models import Signature  # noqa: E402
 
 POSTGRES_ADMIN = os.environ.get("CRASHREG_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 GOAL_SECONDS = 1.0

@@ -31,9 +31,9 @@ from epidemiology import built_database, count_events, timed  # noqa: E402
 from registry.app import create_app  # noqa: E402
 from registry.auth.tokens import create_token  # noqa: E402
 from registry.config import Settings  # noqa: E402
+from registry.core.signatures import Signature  # noqa: E402
 from registry.db import Database  # noqa: E402
 from registry.epidemiology.service import refresh, signature_epidemiology  # noqa: E402
-from registry.signatures.models import Signature  # noqa: E402
 from tests.support.pages import login  # noqa: E402
 from tests.support.reports import crash_report  # noqa: E402
 

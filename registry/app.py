@@ -10,35 +10,14 @@ import uuid
 
 from flask import Flask, Response, g, request
 
-from registry.capture.api import blueprint as capture_blueprint
 from registry.config import Settings
 from registry.db import Database
-from registry.epidemiology.api import blueprint as epidemiology_blueprint
+from registry.domains import wiring
 from registry.errors import install_error_handlers
-from registry.ingest.api import blueprint as ingest_blueprint
-from registry.inventory.api import blueprint as inventory_blueprint
-from registry.jira.api import blueprint as jira_blueprint
 from registry.metrics import REQUESTS
 from registry.migrate import head_revisions
 from registry.operations import blueprint as operations_blueprint
-from registry.pages.views import blueprint as pages_blueprint
-from registry.rca.api import blueprint as rca_blueprint
 from registry.requests import IdConverter, refuse_nul_in_request
-from registry.signatures.api import blueprint as signatures_blueprint
-from registry.signatures.merge_api import blueprint as signature_merges_blueprint
-
-BLUEPRINTS = [
-    operations_blueprint,
-    ingest_blueprint,
-    inventory_blueprint,
-    signatures_blueprint,
-    signature_merges_blueprint,
-    epidemiology_blueprint,
-    capture_blueprint,
-    jira_blueprint,
-    rca_blueprint,
-    pages_blueprint,
-]
 
 access_log = logging.getLogger("crashreg.access")
 
@@ -80,7 +59,9 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     configure_logging()
     app.url_map.converters["id"] = IdConverter
     install_error_handlers(app)
-    for blueprint in BLUEPRINTS:
+    app.extensions["crashreg.collectors"] = wiring().collectors
+    app.register_blueprint(operations_blueprint)
+    for blueprint in wiring().blueprints:
         app.register_blueprint(blueprint)
     app.before_request(_start_request)
     app.before_request(refuse_nul_in_request)

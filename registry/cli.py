@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
-
 import click
 
-from registry.auth.commands import tokens
 from registry.cli_support import CliContext, database_label, first_line, pass_cli
-from registry.epidemiology.commands import demo, epidemiology
-from registry.rca.commands import rca, triage_bundle_command
-from registry.signatures.commands import import_command, signature_command, signatures
+from registry.core.wiring import CLI_WIRING
+from registry.demo import demo
+from registry.domains import wiring
 
 
 @click.group()
 @click.version_option(package_name="crashreg")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """crashreg: historical crash registry for large Linux fleets."""
+    ctx.meta[CLI_WIRING] = wiring()
 
 
 @main.group()
@@ -76,16 +75,8 @@ def serve(cli: CliContext, host: str, port: int) -> None:
     app.run(host=host, port=port, threaded=True)
 
 
-main.add_command(tokens)
-main.add_command(triage_bundle_command)
-main.add_command(rca)
-main.add_command(epidemiology)
 main.add_command(demo)
-main.add_command(signature_command)
-main.add_command(signatures)
-main.add_command(import_command)
-
-# Integration commands (Jira, Grafana, the scheduler) live in sync/, which depends on registry,
-# never the reverse: they plug in through the "crashreg.commands" entry points in pyproject.toml.
-for _entry in entry_points(group="crashreg.commands"):
-    main.add_command(_entry.load())
+# Every domain's commands, and the integrations' (sync/ depends on registry, never the
+# reverse: they plug in through the "crashreg.domains" entry points in pyproject.toml).
+for _command in wiring().commands:
+    main.add_command(_command)

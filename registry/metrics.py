@@ -1,7 +1,7 @@
 """Prometheus metrics. Works under gunicorn (multiprocess mode) and in a single process.
 
 Figures that live in the database (dedup savings, Jira sync state, ...) are read at scrape
-time by collectors that domains register in DATABASE_COLLECTORS.
+time by collectors that domains declare on the wiring (registry/domains.py).
 """
 
 from __future__ import annotations
@@ -39,10 +39,9 @@ CAPTURE_ANSWERS = Counter("crashreg_capture_answers_total", "Capture answers giv
 log = logging.getLogger("crashreg.metrics")
 
 DatabaseCollector = Callable[[Session], Iterable[Metric]]
-DATABASE_COLLECTORS: list[DatabaseCollector] = []
 
 
-def render(session: Session) -> tuple[bytes, str]:
+def render(session: Session, collectors: Iterable[DatabaseCollector]) -> tuple[bytes, str]:
     """Process metrics (merged across gunicorn workers) followed by database-derived ones.
 
     A scrape must answer while the database is down (that is when the request and process
@@ -56,14 +55,14 @@ def render(session: Session) -> tuple[bytes, str]:
         registry = REGISTRY
     body = generate_latest(registry)
     database = CollectorRegistry()
-    database.register(_Collected(database_metrics(session)))
+    database.register(_Collected(database_metrics(session, collectors)))
     return body + generate_latest(database), CONTENT_TYPE_LATEST
 
 
-def database_metrics(session: Session) -> list[Metric]:
+def database_metrics(session: Session, collectors: Iterable[DatabaseCollector]) -> list[Metric]:
     collected: list[Metric] = []
     failed = 0
-    for collector in DATABASE_COLLECTORS:
+    for collector in collectors:
         try:
             collected += list(collector(session))
         except Exception as error:  # one failing figure must not take the scrape down

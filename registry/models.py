@@ -1,45 +1,12 @@
-"""Every table, imported in one place so Alembic and the tests see the whole schema."""
+"""Every table, imported in one place so Alembic and the tests see the whole schema: the
+modules each domain declares on the wiring (registry/domains.py)."""
 
-from registry.auth.models import ApiToken
-from registry.capture.models import Capture, CaptureSlot
+from importlib import import_module
+
 from registry.db import Base
-from registry.epidemiology.models import (
-    EpidemiologyFinding,
-    EpidemiologySuspectHost,
-    EpidemiologyVerdict,
-)
-from registry.grafana.models import GrafanaAnnotation, GrafanaProvisioned
-from registry.ingest.models import Event, Report
-from registry.inventory.models import Host, HostAttributeChange
-from registry.jira.models import JiraLink, JiraSyncCursor, JiraWebhookReceipt
-from registry.outbox import OutboxMessage
-from registry.pages.models import AppSecret, WebSession
-from registry.rca.models import Rca, RcaReview
-from registry.signatures.models import Signature, SignatureAlias, SignatureCounter
+from registry.domains import wiring
 
-__all__ = [
-    "ApiToken",
-    "AppSecret",
-    "Base",
-    "Capture",
-    "CaptureSlot",
-    "EpidemiologyFinding",
-    "EpidemiologySuspectHost",
-    "EpidemiologyVerdict",
-    "Event",
-    "GrafanaAnnotation",
-    "GrafanaProvisioned",
-    "Host",
-    "HostAttributeChange",
-    "JiraLink",
-    "JiraSyncCursor",
-    "JiraWebhookReceipt",
-    "OutboxMessage",
-    "Rca",
-    "RcaReview",
-    "Report",
-    "Signature",
-    "SignatureAlias",
-    "SignatureCounter",
-    "WebSession",
-]
+for _module in wiring().table_modules:
+    import_module(_module)
+
+__all__ = ["Base"]

@@ -46,7 +46,7 @@ def readyz() -> Any:
 @blueprint.get("/metrics")
 def metrics() -> Any:
     with current_db().session() as session:
-        body, content_type = render(session)
+        body, content_type = render(session, current_app.extensions["crashreg.collectors"])
     return Response(body, content_type=content_type)
 
 

@@ -2,7 +2,8 @@
 register), run by one leader among however many scheduler processes are started.
 
 Adding a job: in your package, decorate a function taking a JobContext with
-`@register_job("name", seconds=...)` and add the module to JOB_MODULES below.
+`@register_job("name", seconds=...)` and declare the module in your package's wiring
+(`wiring.job_modules`, registered through the "crashreg.domains" entry points).
 """
 
 from __future__ import annotations
@@ -19,16 +20,14 @@ from typing import Any
 import click
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from registry import domains
 from registry.cli_support import CliContext, pass_cli
 from registry.config import Settings
+from registry.core.wiring import Wiring
 from registry.db import Database, utcnow
 from sync.leader import LeaderLock, leader_lock
 
 log = logging.getLogger("crashreg.scheduler")
-
-# Modules whose import registers jobs (each calls register_job at import time).
-JOB_MODULES: list[str] = ["sync.jira.jobs", "sync.epidemiology.jobs", "sync.grafana.jobs"]
-
 
 @dataclass
 class JobContext:
@@ -59,7 +58,7 @@ def register_job(name: str, seconds: float, enabled: Callable[[Settings], bool] 
 
 
 def load_jobs() -> dict[str, Job]:
-    for module in JOB_MODULES:
+    for module in domains.wiring().job_modules:  # each calls register_job at import time
         importlib.import_module(module)
     return JOBS
 
@@ -145,3 +144,7 @@ def scheduler_command(cli: CliContext) -> None:
         raise click.ClickException("no job is enabled: configure CRASHREG_JIRA_* (see README, ## Jira)")
     click.echo(f"crashreg scheduler: jobs {', '.join(sorted(scheduler.jobs))}", err=True)
     run_until_signalled(scheduler)
+
+
+def register(wiring: Wiring) -> None:
+    wiring.commands.append(scheduler_command)

@@ -16,10 +16,9 @@ from registry.capture.decide import limits_of
 from registry.capture.models import CAPTURE_METHODS, CAPTURE_STATUSES, PROCESSING_STATES
 from registry.capture.savings import MAX_CAPTURE_BYTES, MAX_CAPTURE_SECONDS, totals
 from registry.capture.service import capture_dict, load_savings, record_capture, update_capture
-from registry.metrics import DATABASE_COLLECTORS
 from registry.openapi import documented
 from registry.requests import json_body, load, load_query
-from registry.signatures.api import signature_or_404
+from registry.signatures.service import signature_or_404
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("capture", __name__, url_prefix="/api/v1")
@@ -187,5 +186,3 @@ def savings_metrics(session: Session) -> Iterable[Metric]:
     for name, documentation, key in figures:
         yield GaugeMetricFamily(name, documentation, value=float(summed[key]))  # type: ignore[arg-type]
 
-
-DATABASE_COLLECTORS.append(savings_metrics)

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from registry.capture.decide import facts_of, read_all_slots
 from registry.capture.policy import Limits, claimable_slots, offline_action, window_start
+from registry.core.signatures import Signature, SignatureAlias
 from registry.db import utcnow
-from registry.signatures.models import Signature, SignatureAlias
 
 FORMAT = "crashreg-policy-bundle"
 FORMAT_VERSION = 1

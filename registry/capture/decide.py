@@ -45,8 +45,8 @@ from registry.capture.policy import (
     window_start,
 )
 from registry.config import Settings
+from registry.core.signatures import Signature
 from registry.db import utcnow
-from registry.signatures.models import Signature
 from registry.signatures.regression import REGRESSED
 from registry.signatures.service import SignatureSnapshot
 from registry.upsert import insert_ignore

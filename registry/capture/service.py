@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import func, or_, select, update
@@ -10,9 +11,9 @@ from sqlalchemy.orm import Session
 from registry.capture.models import Capture, CaptureSlot
 from registry.capture.policy import SLOT_COMPLETED, SLOT_GRANTED, SLOT_RELEASED
 from registry.capture.savings import FullCapture, SignatureSavings, per_signature
+from registry.core.events import Event
 from registry.db import utcnow
 from registry.errors import ApiError
-from registry.ingest.models import Event
 from registry.upsert import insert_ignore
 
 # Allowed changes (current -> next); staying put is always allowed, so updates are idempotent.
@@ -50,6 +51,17 @@ def capture_dict(capture: Capture) -> dict[str, Any]:
         "created_at": capture.created_at.isoformat(),
         "updated_at": capture.updated_at.isoformat(),
     }
+
+
+def follow_events(session: Session, event_ids: Sequence[int], signature_id: int) -> None:
+    """Events moved to another signature (a rebuild): their captures go with them (capture
+    history, savings and the dedup counts read captures by signature)."""
+    session.execute(
+        update(Capture)
+        .where(Capture.event_id.in_(event_ids))
+        .where(Capture.signature_id.is_(None) | (Capture.signature_id != signature_id))
+        .values(signature_id=signature_id)
+    )
 
 
 def record_capture(session: Session, event_id: int, fields: dict[str, Any]) -> tuple[Capture, bool]:

@@ -11,7 +11,8 @@ from sqlalchemy import func, select
 from registry.auth.tokens import require_scope
 from registry.openapi import documented
 from registry.requests import load_query
-from registry.signatures.api import SignatureSchema, signature_or_404
+from registry.signatures.api import SignatureSchema
+from registry.signatures.service import signature_or_404
 from registry.web import current_db, current_settings
 
 from .models import EpidemiologySuspectHost, EpidemiologyVerdict

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from registry.inventory.attributes import HOST_ATTRIBUTES as INVENTORY_ATTRIBUTES
+from registry.core.attributes import HOST_ATTRIBUTES as INVENTORY_ATTRIBUTES
 
 AttributeValue = tuple[str, str]
 

@@ -22,9 +22,9 @@ from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, Stri
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
+from registry.core.events import Event
+from registry.core.hosts import HostAttributes
 from registry.db import Base
-from registry.ingest.models import Event
-from registry.inventory.models import HostAttributes
 
 from .attributes import HOST_ATTRIBUTES
 

@@ -17,9 +17,9 @@ from sqlalchemy import bindparam, delete, distinct, func, select, text
 from sqlalchemy.orm import Session
 
 from registry.bounds import EARLIEST_CRASH, latest_crash
-from registry.ingest.models import Event
-from registry.inventory.models import Host
-from registry.signatures.models import Signature
+from registry.core.events import Event
+from registry.core.hosts import Host
+from registry.core.signatures import Signature
 
 from .analysis import SignatureSample, crash_baseline
 from .attributes import CHANGING_SCALARS, HOST_ATTRIBUTES, AttributeValue

@@ -13,9 +13,9 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from registry.core.events import Event
+from registry.core.signatures import Signature
 from registry.db import utcnow
-from registry.ingest.models import Event
-from registry.signatures.models import Signature
 from registry.signatures.service import summary
 
 from .analysis import (

@@ -12,8 +12,9 @@ from sqlalchemy import select
 from registry.auth.tokens import require_scope
 from registry.capture.models import Capture
 from registry.capture.service import capture_dict
+from registry.core.events import Event, Report, event_summary
+from registry.core.signatures import Signature
 from registry.errors import ApiError
-from registry.ingest.models import Event, Report
 from registry.ingest.schemas import (
     NOTHING_TO_FINGERPRINT,
     ReportAnswerSchema,
@@ -25,7 +26,6 @@ from registry.ingest.service import ingest_report
 from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNKNOWN_FIELDS
 from registry.openapi import documented
 from registry.requests import json_body, load
-from registry.signatures.models import Signature
 from registry.signatures.service import summary
 from registry.web import current_db, current_settings
 
@@ -141,27 +141,3 @@ def event_detail(session: Any, event: Event) -> dict[str, Any]:
         "captures": [capture_dict(c) for c in captures],
         "explanation": event.explanation,
     }
-
-
-def event_summary(event: Event) -> dict[str, Any]:
-    return {
-        "id": str(event.id),
-        "hostname": event.hostname,
-        "boot_id": event.boot_id,
-        "crashed_at": event.crashed_at.isoformat(),
-        "received_at": event.received_at.isoformat(),
-        "uptime_s": event.uptime_s,
-        "sources": list(event.sources),
-        "host": event.attributes(),
-        "signature_id": str(event.signature_id) if event.signature_id else None,
-        "fingerprint": event.fingerprint,
-        "title": event.title,
-        "algorithm_version": event.algorithm_version,
-        "capture": {
-            "action": event.capture_action,
-            "reason": event.capture_reason,
-            "dump_level": event.capture_dump_level,
-        },
-        "regression": event.regression,
-    }
-

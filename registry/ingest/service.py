@@ -25,13 +25,13 @@ from registry.capture.decide import (
 )
 from registry.capture.models import CaptureSlot
 from registry.config import Settings
+from registry.core.events import Event, Report
+from registry.core.hosts import HOST_ATTRIBUTES, Host
+from registry.core.signatures import Signature
 from registry.db import Database, utcnow
 from registry.errors import ApiError
-from registry.ingest.models import Event, Report
-from registry.inventory.models import HOST_ATTRIBUTES, Host
 from registry.outbox import publish
 from registry.signatures.identify import CrashSignature, identify
-from registry.signatures.models import Signature
 from registry.signatures.regression import REGRESSED, regression_verdict
 from registry.signatures.service import (
     SNAPSHOT_FIELDS,

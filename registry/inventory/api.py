@@ -9,7 +9,7 @@ from flask import Blueprint, jsonify, request
 from marshmallow import Schema, fields, validate
 
 from registry.auth.tokens import require_scope
-from registry.ingest.schemas import HostSchema
+from registry.core.schemas import HostSchema
 from registry.inventory.service import upsert_hosts
 from registry.openapi import documented
 from registry.requests import json_body, load

@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from registry.core.hosts import HOST_ATTRIBUTES, Host, HostAttributeChange
 from registry.db import utcnow
-from registry.inventory.models import HOST_ATTRIBUTES, Host, HostAttributeChange
 from registry.upsert import insert_ignore
 
 CHUNK = 500

@@ -9,15 +9,13 @@ from marshmallow import Schema, fields, validate
 
 from registry.auth.tokens import require_scope
 from registry.errors import ApiError
-from registry.jira.state import jira_metrics, list_links, outbox_state
+from registry.jira.state import list_links, outbox_state
 from registry.jira.webhook import record_delivery, signature_is_valid
-from registry.metrics import DATABASE_COLLECTORS
 from registry.openapi import documented
 from registry.requests import id_field, json_body, load_query
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("jira", __name__, url_prefix="/api/v1/integrations/jira")
-DATABASE_COLLECTORS.append(jira_metrics)
 IDENTIFIER_HEADER = "X-Atlassian-Webhook-Identifier"
 
 

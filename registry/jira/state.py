@@ -10,11 +10,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.db import utcnow
-from registry.jira.models import JiraLink
 from registry.jira.webhook import ISSUE_CHANGED_TOPIC
 from registry.outbox import OutboxMessage
-from registry.signatures.models import Signature
 
 # Outbox topics the Jira sync consumes (sync/jira/drain.py has one handler per topic).
 JIRA_TOPICS = (

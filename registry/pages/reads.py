@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, distinct, func, select
 from sqlalchemy.orm import Session
 
+from registry.core.events import Event, Report
+from registry.core.hosts import HostAttributeChange
+from registry.core.jira_links import JiraLink
 from registry.epidemiology.models import EpidemiologyVerdict
-from registry.ingest.models import Event, Report
-from registry.inventory.models import HostAttributeChange
-from registry.jira.models import JiraLink
 from registry.pages.charts import Mark
 
 TOP_HOSTS = 20

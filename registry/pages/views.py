@@ -14,11 +14,13 @@ from sqlalchemy import select
 from werkzeug.wrappers import Response
 
 from registry.capture.models import Capture
+from registry.capture.service import capture_dict
+from registry.core.events import Event, event_summary
+from registry.core.signatures import SIGNATURE_STATUSES, Signature
 from registry.db import utcnow
 from registry.epidemiology.service import signature_epidemiology
 from registry.errors import ApiError
-from registry.ingest.api import capture_dict, event_detail, event_summary
-from registry.ingest.models import Event
+from registry.ingest.api import event_detail
 from registry.pages import reads
 from registry.pages.charts import chart_start, events_chart, sparkline
 from registry.pages.console import excerpt
@@ -35,10 +37,9 @@ from registry.pages.verdict import verdict_statements
 from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load
-from registry.signatures.api import SignatureListQuery, signature_or_404, signature_page
+from registry.signatures.api import SignatureListQuery, signature_page
 from registry.signatures.explanation import explanation_variants
-from registry.signatures.models import SIGNATURE_STATUSES, Signature
-from registry.signatures.service import detail
+from registry.signatures.service import detail, signature_or_404
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint(

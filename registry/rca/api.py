@@ -17,7 +17,7 @@ from registry.rca.models import Rca
 from registry.rca.schemas import RcaCreateSchema, RcaListSchema, RcaSchema, ReviewSchema
 from registry.rca.service import propose, rca_dict, review, reviews_of, signature_rcas
 from registry.requests import json_body, load
-from registry.signatures.api import signature_or_404
+from registry.signatures.service import signature_or_404
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("rca", __name__, url_prefix="/api/v1")

@@ -19,17 +19,17 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from registry.capture.models import Capture
+from registry.capture.service import capture_dict
+from registry.core.events import Event, Report, event_summary
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.db import utcnow
 from registry.epidemiology.service import signature_epidemiology
-from registry.ingest.api import capture_dict, event_summary
-from registry.ingest.models import Event, Report
-from registry.jira.models import JiraLink
 from registry.rca.checks import CHECKS, REQUIRED_EVIDENCE
 from registry.rca.kernels import debuginfo
 from registry.rca.sampling import diverse_sample, similarity
 from registry.rca.schemas import EVIDENCE_TYPES, FixSchema
 from registry.rca.service import event_frames, functions_of, member_signature_ids, signature_rcas
-from registry.signatures.models import Signature
 from registry.signatures.service import detail
 
 SAMPLE_SIZE = 12

@@ -11,10 +11,10 @@ import click
 from sqlalchemy import select
 
 from registry.cli_support import CliContext, pass_cli
+from registry.core.signatures import Signature
 from registry.rca.bundle import WORKSPACE, triage_bundle
 from registry.rca.models import Rca
 from registry.rca.service import recheck
-from registry.signatures.models import Signature
 from registry.signatures.service import find_signature
 
 

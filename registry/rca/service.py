@@ -11,20 +11,21 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from registry.auth.models import ApiToken
 from registry.capture.models import Capture
+from registry.core.events import Event, Report
+from registry.core.signatures import Signature
+from registry.core.wiring import Carried
 from registry.db import utcnow
 from registry.errors import ApiError
-from registry.ingest.models import Event, Report
 from registry.outbox import publish
 from registry.rca.checks import EventFacts, KernelCrashes, SignatureFacts, passed, run_checks
 from registry.rca.models import Rca, RcaReview
 from registry.signatures.identify import identify
-from registry.signatures.models import Signature
 
 RECENT_EVENTS_FOR_FRAMES = 50
 _FRAME_DECORATION = re.compile(r"^\?\s*|\+0x[0-9a-f]+(/0x[0-9a-f]+)?.*$|\s*\[.*\]$")
@@ -357,3 +358,17 @@ def recheck(session: Session, signature: Signature, public_url: str) -> int:
             publish_flagged(session, rca, public_url)
             flagged += 1
     return flagged
+
+
+def carry_rcas(session: Session, loser_id: int, survivor_id: int) -> Carried:
+    """A signature merged away in a rebuild: its RCAs move to the survivor (a confirmed one
+    only when the survivor has none confirmed)."""
+    has_confirmed = session.scalar(select(func.count()).where(
+        Rca.signature_id == survivor_id, Rca.status == "confirmed"))
+    movable = select(Rca.id).where(Rca.signature_id == loser_id)
+    if has_confirmed:
+        movable = movable.where(Rca.status != "confirmed")
+    ids = session.scalars(movable).all()
+    if ids:
+        session.execute(update(Rca).where(Rca.id.in_(ids)).values(signature_id=survivor_id))
+    return Carried(done=f"{len(ids)} RCA(s) carried" if ids else "")

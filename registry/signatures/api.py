@@ -10,20 +10,18 @@ from typing import Any
 from flask import Blueprint, g, jsonify
 from marshmallow import Schema, fields, validate
 from sqlalchemy import Select, and_, func, or_, select
-from sqlalchemy.orm import Session
 
 from registry.auth.tokens import require_scope
+from registry.core.events import Event, event_summary
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import CAPTURE_POLICIES, SIGNATURE_STATUSES, Signature
 from registry.db import utcnow
 from registry.errors import ApiError
 from registry.ids import ID_MAX
-from registry.ingest.api import event_summary
-from registry.ingest.models import Event
-from registry.jira.models import JiraLink
 from registry.openapi import documented
 from registry.outbox import publish
 from registry.requests import INT64_MAX, json_body, load, load_query
-from registry.signatures.models import CAPTURE_POLICIES, SIGNATURE_STATUSES, Signature
-from registry.signatures.service import detail, find_signature, stats_subquery, summary
+from registry.signatures.service import detail, signature_or_404, stats_subquery, summary
 from registry.web import current_db
 
 blueprint = Blueprint("signatures", __name__, url_prefix="/api/v1")
@@ -217,13 +215,6 @@ def signature_page(args: dict[str, Any]) -> tuple[list[dict[str, Any]], str | No
         ]
     next_cursor = encode_cursor([page[-1].sort_key, page[-1][0].id]) if len(rows) > len(page) else None
     return items, next_cursor
-
-
-def signature_or_404(session: Session, key: str) -> Signature:
-    signature = find_signature(session, key)
-    if signature is None:
-        raise ApiError(404, "not_found", f"no signature with id or fingerprint {key!r}")
-    return signature
 
 
 @blueprint.get("/signatures/<key>")

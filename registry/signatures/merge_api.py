@@ -16,15 +16,15 @@ from marshmallow import Schema, fields, validate
 from sqlalchemy import select
 
 from registry.auth.tokens import require_scope
+from registry.core.signatures import Signature
 from registry.errors import ApiError
 from registry.ids import parse_id
 from registry.openapi import documented
 from registry.outbox import publish
 from registry.requests import json_body, load
-from registry.signatures.api import SignatureSchema, signature_or_404
+from registry.signatures.api import SignatureSchema
 from registry.signatures.merging import merge, unmerge
-from registry.signatures.models import Signature
-from registry.signatures.service import detail, find_signature
+from registry.signatures.service import detail, find_signature, signature_or_404
 from registry.web import current_db
 
 blueprint = Blueprint("signature_merges", __name__, url_prefix="/api/v1")

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
+from registry.core.events import Event
+from registry.core.signatures import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
 from registry.errors import ApiError
-from registry.ingest.models import Event
-from registry.signatures.models import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
 from registry.signatures.service import canonical
 
 MERGE = "merge"

@@ -38,16 +38,14 @@ from datetime import datetime
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
-from registry.capture.models import Capture
+from registry.core.events import Event, Report
+from registry.core.signatures import Signature, SignatureAlias
+from registry.core.wiring import SignatureListeners
 from registry.db import Database
 from registry.fingerprint import CrashSignature
-from registry.ingest.models import Event, Report
-from registry.jira.models import JiraLink
-from registry.rca.models import Rca
 from registry.signatures.dialect import dialect_of
 from registry.signatures.identify import identify
 from registry.signatures.merging import MERGE, REBUILD, recount, set_alias
-from registry.signatures.models import Signature, SignatureAlias
 
 # When signatures merge, the merged one takes the most active of their statuses.
 STATUS_PRECEDENCE = ("regressed", "triaged", "new", "resolved", "ignored")
@@ -117,8 +115,9 @@ class Rebuild:
     """One rebuild, in steps: fingerprint in short transactions (no lock held), then in the
     applying transaction: hold, catch up, read placement, apply."""
 
-    def __init__(self, summary: RebuildSummary, dry_run: bool = False) -> None:
+    def __init__(self, summary: RebuildSummary, listeners: SignatureListeners, dry_run: bool = False) -> None:
         self.summary = summary
+        self.listeners = listeners
         self.dry_run = dry_run
         self.session: Session
         self.crashes: dict[str, CrashSignature] = {}
@@ -302,12 +301,7 @@ class Rebuild:
                             algorithm_version=crash.algorithm_version, title=crash.title[:512])
                 ).rowcount
                 self.summary.refingerprinted += changed
-                self.session.execute(
-                    update(Capture)
-                    .where(Capture.event_id.in_(events[start:start + CHUNK]))
-                    .where(Capture.signature_id.is_(None) | (Capture.signature_id != target[fp]))
-                    .values(signature_id=target[fp])
-                )
+                self.listeners.move_events(self.session, events[start:start + CHUNK], target[fp])
 
     def _fold(self, loser_id: int, survivor_id: int) -> None:
         """A merged-away old signature: alias rule, and its triage carried to the survivor."""
@@ -320,33 +314,13 @@ class Rebuild:
         statuses = {loser.status, survivor.status}
         survivor.status = next(s for s in STATUS_PRECEDENCE if s in statuses)
         survivor.owner = survivor.owner or loser.owner
-        carried = self._carry_jira(loser, survivor) + self._carry_rcas(loser, survivor)
+        carried = ""
+        for outcome in self.listeners.fold(self.session, loser.id, survivor.id):
+            carried += outcome.done
+            if outcome.note:
+                self.summary.notes.append(outcome.note)
         self.summary.merged.append(f"{loser.id} -> {survivor.id} ({survivor.fingerprint})"
                                    + (f": {carried}" if carried else ""))
-
-    def _carry_jira(self, loser: Signature, survivor: Signature) -> str:
-        link = self.session.get(JiraLink, loser.id)
-        if link is None:
-            return ""
-        if self.session.get(JiraLink, survivor.id) is not None:
-            self.summary.notes.append(f"Jira {link.issue_key} stays on merged signature {loser.id}: "
-                                      f"{survivor.id} has its own issue")
-            return ""
-        key = link.issue_key
-        self.session.execute(update(JiraLink).where(JiraLink.signature_id == loser.id)
-                             .values(signature_id=survivor.id))
-        return f"Jira {key} carried; "
-
-    def _carry_rcas(self, loser: Signature, survivor: Signature) -> str:
-        has_confirmed = self.session.scalar(select(func.count()).where(
-            Rca.signature_id == survivor.id, Rca.status == "confirmed"))
-        movable = select(Rca.id).where(Rca.signature_id == loser.id)
-        if has_confirmed:
-            movable = movable.where(Rca.status != "confirmed")
-        ids = self.session.scalars(movable).all()
-        if ids:
-            self.session.execute(update(Rca).where(Rca.id.in_(ids)).values(signature_id=survivor.id))
-        return f"{len(ids)} RCA(s) carried" if ids else ""
 
     def _first_seen(self, signature_ids: set[int]) -> None:
         rows = self.session.execute(
@@ -361,11 +335,15 @@ class Rebuild:
 
 
 def rebuild(
-    database: Database, progress: Callable[[int], None] = lambda _: None, dry_run: bool = False
+    database: Database,
+    listeners: SignatureListeners,
+    progress: Callable[[int], None] = lambda _: None,
+    dry_run: bool = False,
 ) -> RebuildSummary:
-    """Re-fingerprint every event; the changes commit together (or not at all: dry_run)."""
+    """Re-fingerprint every event; the changes commit together (or not at all: dry_run). The
+    listeners carry other domains' rows (captures, Jira links, RCAs) in the same transaction."""
     summary = RebuildSummary()
-    job = Rebuild(summary, dry_run)
+    job = Rebuild(summary, listeners, dry_run)
     while True:  # a transaction per chunk: on SQLite a transaction holds the write lock
         with database.session() as session:
             if not job.fingerprint_history(session, progress, CHUNK):

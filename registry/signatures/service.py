@@ -11,11 +11,12 @@ from sqlalchemy import ColumnElement, Executable, bindparam, case, func, select,
 from sqlalchemy.orm import Session
 
 from registry.bounds import latest_crash
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
 from registry.db import UTCDateTime
+from registry.errors import ApiError
 from registry.ids import parse_id
-from registry.jira.models import JiraLink
 from registry.signatures.identify import CrashSignature
-from registry.signatures.models import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
 from registry.upsert import insert_ignore, insert_or_increment_statement
 
 
@@ -40,6 +41,13 @@ def find_signature(session: Session, key: str) -> Signature | None:
         alias = session.get(SignatureAlias, key)
         signature = session.get(Signature, alias.signature_id) if alias else None
     return canonical(session, signature) if signature else None
+
+
+def signature_or_404(session: Session, key: str) -> Signature:
+    signature = find_signature(session, key)
+    if signature is None:
+        raise ApiError(404, "not_found", f"no signature with id or fingerprint {key!r}")
+    return signature
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ from typing import Any
 
 from sqlalchemy import or_, select, update
 
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.db import Database
-from registry.jira.models import JiraLink
 from registry.jira.state import JIRA_TOPICS, PERMANENT_ERROR_PREFIX
 from registry.jira.webhook import ISSUE_CHANGED_TOPIC
 from registry.outbox import OutboxMessage
-from registry.signatures.models import Signature
 from registry.signatures.service import canonical
 from sync.jira.client import Failure, JiraClient, classify
 from sync.jira.config import JiraOptions

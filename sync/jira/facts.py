@@ -8,9 +8,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from registry.capture.models import Capture
+from registry.core.events import Event
+from registry.core.signatures import Signature
 from registry.epidemiology.models import EpidemiologyVerdict
-from registry.ingest.models import Event
-from registry.signatures.models import Signature
 from registry.signatures.service import signature_stats
 from sync.jira.content import Facts
 

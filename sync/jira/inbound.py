@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from registry.jira.models import JiraLink
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.outbox import OutboxMessage
-from registry.signatures.models import Signature
 from registry.signatures.regression import fixed_kernel_from_versions
 from registry.signatures.service import canonical, find_signature
 from sync.jira.content import fingerprint_from_labels, parse_jira_time

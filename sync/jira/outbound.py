@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from registry.ingest.models import Event
-from registry.jira.models import JiraLink
-from registry.signatures.models import Signature
+from registry.core.events import Event
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.signatures.service import stats_subquery
 from sync.jira.client import JiraClient, SearchNotSettled
 from sync.jira.config import JiraOptions

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.db import Database
-from registry.jira.models import JiraLink, JiraSyncCursor
-from registry.signatures.models import Signature
+from registry.jira.models import JiraSyncCursor
 from sync.jira.client import JiraClient, classify
 from sync.jira.config import JiraOptions
 from sync.jira.drain import DrainReport, drain

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from registry.core.events import Report
 from registry.db import Database
-from registry.ingest.models import Report
 from tests.support.agents import (
     FIXTURES,
     KDUMP_SH,

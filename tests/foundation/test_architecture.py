@@ -1,4 +1,7 @@
-"""The import graph points one way, and pure logic stays free of Flask and SQLAlchemy."""
+"""The import graph points one way, and pure logic stays free of Flask and SQLAlchemy.
+
+ALLOWED states which domains each domain may import; every import between registry's domain
+packages, sync/ and dashboards/ must be in it, and the table itself has no cycle."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Pure packages and modules: plain functions over plain data, reusable by the reporters.
 PURE = [
     "registry/fingerprint",
-    "registry/inventory/attributes.py",
+    "registry/core/attributes.py",
     "registry/epidemiology/exact.py",
     "registry/epidemiology/attributes.py",
     "registry/epidemiology/findings.py",
@@ -113,3 +116,92 @@ def test_the_registry_package_marker_imports_nothing() -> None:
     """The zipapp holds registry/__init__.py: an import there would pull the registry onto hosts."""
     tree = ast.parse((ROOT / "registry" / "__init__.py").read_text())
     assert [ast.dump(n) for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)] == []
+
+
+# Modules every domain may use; they import no domain (registry/__init__.py is the marker).
+PLATFORM = frozenset({
+    "__init__", "bounds", "cli_support", "config", "db", "errors", "ids", "metrics", "migrate",
+    "openapi", "operations", "outbox", "requests", "upsert", "web",
+})
+# The application level: it puts the domains together (app factory, CLI, wiring, the demo).
+APPLICATION = frozenset({"__main__", "app", "cli", "demo", "domains", "models", "wsgi"})
+DOMAINS = frozenset({
+    "auth", "capture", "core", "epidemiology", "fingerprint", "grafana", "ingest", "inventory",
+    "jira", "pages", "rca", "signatures",
+})
+# domain -> the domains it may import (the platform: always). core holds the records every
+# domain shares; cross-domain writes go through listeners the wiring gives (registry/core/wiring.py).
+ALLOWED: dict[str, frozenset[str]] = {
+    "platform": frozenset(),
+    "fingerprint": frozenset(),  # the standard library only (test below)
+    "core": frozenset(),
+    "auth": frozenset({"core"}),
+    "grafana": frozenset({"core"}),
+    "inventory": frozenset({"core", "auth"}),
+    "signatures": frozenset({"core", "fingerprint", "auth"}),
+    "capture": frozenset({"core", "signatures", "auth"}),
+    "jira": frozenset({"core", "signatures", "auth"}),
+    "epidemiology": frozenset({"core", "inventory", "signatures", "auth"}),
+    "rca": frozenset({"core", "signatures", "capture", "epidemiology", "jira", "auth"}),
+    "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "inventory", "auth"}),
+    "pages": DOMAINS,
+    "application": DOMAINS,
+    "dashboards": frozenset(),
+    "sync": DOMAINS | {"application", "dashboards"},
+}
+
+
+def unit(module: str) -> str | None:
+    """The row of ALLOWED a module belongs to (None: not ours: the standard library, a package)."""
+    parts = module.split(".")
+    if parts[0] in ("sync", "dashboards"):
+        return parts[0]
+    if parts[0] != "registry":
+        return None
+    name = parts[1] if len(parts) > 1 else "__init__"
+    if name in DOMAINS:
+        return name
+    if name in APPLICATION:
+        return "application"
+    if name in PLATFORM:
+        return "platform"
+    return f"unclassified: registry.{name}"
+
+
+def imported_units(path: Path) -> set[str]:
+    """The ALLOWED rows a file imports from (`from registry import x` counts as registry.x)."""
+    package = ".".join(path.parent.relative_to(ROOT).parts)
+    tree = ast.parse(path.read_text(), filename=str(path))
+    modules = absolute_imports(path, package)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "registry":
+            here = ROOT / "registry"
+            modules |= {f"registry.{a.name}" for a in node.names
+                        if (here / a.name).is_dir() or (here / f"{a.name}.py").exists()}
+    return {u for m in modules if (u := unit(m)) is not None}
+
+
+def test_every_import_between_domains_is_allowed() -> None:
+    offenders: dict[str, list[str]] = {}
+    for path in python_files("registry", "sync", "dashboards"):
+        own = unit(".".join(path.with_suffix("").relative_to(ROOT).parts))
+        assert own is not None and not own.startswith("unclassified"), f"{path}: add it to a row of ALLOWED"
+        allowed = ALLOWED[own] | {own} | ({"platform"} if own != "fingerprint" else set())
+        if found := sorted(imported_units(path) - allowed):
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def test_the_allowed_imports_have_no_cycle() -> None:
+    done: set[str] = set()
+
+    def visit(node: str, path: tuple[str, ...]) -> None:
+        assert node not in path, f"cycle: {' -> '.join((*path, node))}"
+        if node in done:
+            return
+        for target in sorted(ALLOWED.get(node, frozenset()) - {node}):
+            visit(target, (*path, node))
+        done.add(node)
+
+    for node in sorted(ALLOWED):
+        visit(node, ())

@@ -10,12 +10,12 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from registry.capture.models import Capture
+from registry.core.events import Event
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature, SignatureCounter
 from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log
-from registry.ingest.models import Event
-from registry.jira.models import JiraLink
 from registry.rca.models import Rca
 from registry.signatures.merging import recount
-from registry.signatures.models import Signature, SignatureCounter
 from tests.support import DATA
 from tests.support.cli import crashreg
 from tests.support.http import auth

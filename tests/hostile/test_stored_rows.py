@@ -21,9 +21,9 @@ from registry.app import create_app
 from registry.capture.service import record_capture
 from registry.config import Settings
 from registry.db import Database
+from registry.domains import wiring
 from registry.ingest.api import REPORT_SCHEMA
 from registry.ingest.service import ingest_report
-from registry.metrics import DATABASE_COLLECTORS
 from tests.support.http import auth, closed_port
 from tests.support.pages import login
 from tests.support.reports import crash_report
@@ -120,5 +120,5 @@ def test_metrics_answer_while_the_database_is_down(tmp_path, backend) -> None:
     assert scrape.status_code == 200
     body = scrape.get_data(as_text=True)
     assert 'crashreg_http_requests_total{endpoint="/healthz",method="GET",status="200"}' in body
-    assert f"crashreg_database_collectors_failed {float(len(DATABASE_COLLECTORS))}" in body
+    assert f"crashreg_database_collectors_failed {float(len(wiring().collectors))}" in body
     assert "crashreg_capture_dumps_skipped" not in body

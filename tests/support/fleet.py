@@ -16,10 +16,10 @@ from typing import Any
 
 from sqlalchemy import text
 
+from registry.core.jira_links import JiraLink
 from registry.db import Database
 from registry.epidemiology.models import EpidemiologyFinding, EpidemiologySuspectHost, EpidemiologyVerdict
 from registry.epidemiology.simulator import FleetConfig, Simulation, inventory_json, simulate
-from registry.jira.models import JiraLink
 from registry.rca.models import Rca
 from sync.grafana.rollups import refresh_rollups
 

@@ -11,13 +11,13 @@ import jira
 from sqlalchemy import select
 
 from registry.config import Settings
+from registry.core.events import Event
+from registry.core.hosts import Host
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.db import Database
-from registry.ingest.models import Event
 from registry.ingest.schemas import ReportSchema
 from registry.ingest.service import ingest_report
-from registry.inventory.models import Host
-from registry.jira.models import JiraLink
-from registry.signatures.models import Signature
 from registry.signatures.service import count_event
 from sync.jira.config import JiraOptions
 from sync.jira.run import SyncReport, sync_once

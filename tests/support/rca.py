@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import update
 
+from registry.core.signatures import Signature
 from registry.db import Database
-from registry.signatures.models import Signature
 from tests.support.http import auth
 from tests.support.reports import crash_report
 

@@ -11,8 +11,8 @@ from registry.app import create_app
 from registry.capture.decide import decide_capture
 from registry.capture.models import CaptureSlot
 from registry.config import Settings
-from registry.ingest.models import Event
-from registry.signatures.models import Signature
+from registry.core.events import Event
+from registry.core.signatures import Signature
 from registry.signatures.regression import REGRESSED
 from tests.support.capture import actions, patch_policy, post_capture, report, storm_report
 from tests.support.http import auth

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import insert
 
-from registry.signatures.models import SignatureAlias
+from registry.core.signatures import SignatureAlias
 from tests.support.capture import patch_policy, post_capture, report, storm_report
 from tests.support.http import auth
 

@@ -10,7 +10,7 @@ import requests
 from sqlalchemy import func, select
 
 from registry.capture.models import CaptureSlot
-from registry.ingest.models import Event
+from registry.core.events import Event
 from tests.support.capture import storm_report
 from tests.support.http import auth
 

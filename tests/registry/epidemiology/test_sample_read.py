@@ -11,13 +11,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import delete, text
 
+from registry.core.signatures import Signature
 from registry.db import is_postgresql, utcnow
 from registry.epidemiology import queries
 from registry.epidemiology.models import SAMPLE_FITS, EpidemiologySample
 from registry.epidemiology.queries import EventFilter, signature_events_sql, signature_sample
 from registry.epidemiology.service import signature_epidemiology, store_samples
 from registry.epidemiology.uptime import HOUR_S, histogram_outside_counts
-from registry.signatures.models import Signature
 from tests.support.http import auth
 from tests.support.reports import crash_report
 

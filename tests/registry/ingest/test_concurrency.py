@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 from sqlalchemy import func, select
 
-from registry.ingest.models import Event, Report
+from registry.core.events import Event, Report
 from tests.support.http import auth
 from tests.support.reports import crash_report
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from registry.inventory.models import Host, HostAttributeChange
+from registry.core.hosts import Host, HostAttributeChange
 from tests.support.http import auth
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import update
 
+from registry.core.events import Event
 from registry.fingerprint import analyse_console_log
-from registry.ingest.models import Event
 from tests.support import DATA
 from tests.support.http import auth
 from tests.support.pages import login

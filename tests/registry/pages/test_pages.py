@@ -8,8 +8,8 @@ from sqlalchemy import func, select, update
 from registry.app import create_app
 from registry.auth.models import ApiToken
 from registry.config import Settings
+from registry.core.jira_links import JiraLink
 from registry.db import utcnow
-from registry.jira.models import JiraLink
 from registry.pages.models import AppSecret, WebSession
 from tests.support.pages import csrf_from, login
 from tests.support.rca import ai_rca, post_rca, review, seed

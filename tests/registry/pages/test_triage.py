@@ -15,10 +15,10 @@ from sqlalchemy import update
 
 from registry.app import create_app
 from registry.config import GrafanaSettings, Settings
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.db import utcnow
 from registry.epidemiology.service import refresh
-from registry.jira.models import JiraLink
-from registry.signatures.models import Signature
 from tests.support.http import auth
 from tests.support.pages import login
 from tests.support.reports import NULL_DEREF_LOG, crash_report

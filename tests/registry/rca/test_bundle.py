@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from sqlalchemy import select, update
 
 from registry.cli import main
-from registry.jira.models import JiraLink
+from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.outbox import OutboxMessage
 from registry.rca.bundle import WORKSPACE
-from registry.signatures.models import Signature
 from tests.support.http import auth
 from tests.support.rca import ai_rca, post_rca, review, seed
 

@@ -10,10 +10,10 @@ import requests
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from registry.core.signatures import Signature
 from registry.db import utcnow
 from registry.outbox import OutboxMessage
 from registry.rca.models import Rca
-from registry.signatures.models import Signature
 from tests.support.http import auth
 from tests.support.rca import ai_rca, post_rca, review, seed
 from tests.support.reports import crash_report

@@ -14,10 +14,10 @@ from werkzeug.serving import make_server
 
 from registry.app import create_app
 from registry.config import Settings
-from registry.ingest.models import Event
+from registry.core.events import Event
+from registry.core.signatures import Signature
 from registry.outbox import OutboxMessage, publish
 from registry.rca.bundle import triage_bundle
-from registry.signatures.models import Signature
 from tests.support.http import SERVER_POLL_S
 from tests.support.jira import WEBHOOK_SECRET, function_name
 

@@ -9,7 +9,7 @@ import pytest
 import requests
 from sqlalchemy import delete
 
-from registry.jira.models import JiraLink
+from registry.core.jira_links import JiraLink
 from sync.jira.config import CreateRule
 from sync.jira.content import BLOCK_BEGIN, global_id, signature_label
 from sync.jira.drain import requeue_refused

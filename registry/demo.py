@@ -5,6 +5,9 @@ the same database, such as `make run`'s, feeds that one; taken by anything else,
 free port and says so), feeds it a simulated fleet anchored to today (inventory and crashes
 through the HTTP API), runs the epidemiology refresh, prints what a manager and an engineer
 want first, a mixed signature and how to read it, and leaves the registry serving.
+
+It serves the whole application, so it sits beside app.py and cli.py, above the domains
+(the epidemiology it shows off imports no app).
 """
 
 from __future__ import annotations
@@ -24,16 +27,16 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from registry.app import create_app
 from registry.auth.tokens import create_token
+from registry.cli_support import CliContext, pass_cli
 from registry.config import Settings
+from registry.core.events import Event
+from registry.core.signatures import Signature
 from registry.db import Database
-from registry.ingest.models import Event
+from registry.epidemiology.feed import feed
+from registry.epidemiology.models import EpidemiologySuspectHost, EpidemiologyVerdict
+from registry.epidemiology.service import refresh
+from registry.epidemiology.simulator import SERVICE_LABEL, FleetConfig, confounded, simulate, today_start
 from registry.migrate import upgrade
-from registry.signatures.models import Signature
-
-from .feed import feed
-from .models import EpidemiologySuspectHost, EpidemiologyVerdict
-from .service import refresh
-from .simulator import SERVICE_LABEL, FleetConfig, simulate
 
 TOP_SIGNATURES = 10
 
@@ -231,3 +234,31 @@ def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serv
             click.echo("stopping")
     registry.stop()
     return {"url": registry.url, "read_token": reader}
+
+
+@click.command()
+@click.option("--seed", default=7, show_default=True, type=int, help="simulation seed")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=int,
+    help="0: any free port; taken: the registry serving there if it is on this database, else a free port",
+)
+@click.option(
+    "--physical-per-cluster",
+    default=35,
+    show_default=True,
+    type=click.IntRange(8, 500),
+    help="fleet size: physical hosts per cluster (12 clusters)",
+)
+@click.option("--serve/--no-serve", default=True, help="keep serving after the summary")
+@pass_cli
+def demo(cli: CliContext, seed: int, host: str, port: int, physical_per_cluster: int, serve: bool) -> None:
+    """A simulated fleet of the last 90 days, end to end, on the embedded default database."""
+    config = confounded(seed, physical_per_cluster=physical_per_cluster, start=today_start())
+    try:
+        run_demo(cli.settings, host, port, config, serve)
+    except OSError as error:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {error} (try --port 0)") from None

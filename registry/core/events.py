@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from registry.core.hosts import HostAttributes
 from registry.db import Base, utcnow
-from registry.inventory.models import HostAttributes
 
 REPORT_SOURCES = ("crash_kernel", "dpu", "post_boot", "userspace")
 
@@ -93,3 +93,27 @@ class Report(Base):
     answer: Mapped[dict[str, Any]] = mapped_column(doc="the first answer, replayed verbatim")
 
     __table_args__ = (Index("ix_reports_event", "event_id"),)
+
+
+def event_summary(event: Event) -> dict[str, Any]:
+    return {
+        "id": str(event.id),
+        "hostname": event.hostname,
+        "boot_id": event.boot_id,
+        "crashed_at": event.crashed_at.isoformat(),
+        "received_at": event.received_at.isoformat(),
+        "uptime_s": event.uptime_s,
+        "sources": list(event.sources),
+        "host": event.attributes(),
+        "signature_id": str(event.signature_id) if event.signature_id else None,
+        "fingerprint": event.fingerprint,
+        "title": event.title,
+        "algorithm_version": event.algorithm_version,
+        "capture": {
+            "action": event.capture_action,
+            "reason": event.capture_reason,
+            "dump_level": event.capture_dump_level,
+        },
+        "regression": event.regression,
+    }
+

@@ -1,4 +1,4 @@
-"""The fleet inventory: the denominators of every rate and correlation."""
+"""The fleet's hosts (the inventory: the denominators of every rate and correlation) and their history."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
+from registry.core.attributes import HOST_ATTRIBUTES
 from registry.db import Base, utcnow
-from registry.inventory.attributes import HOST_ATTRIBUTES
 
 
 class HostAttributes:

@@ -1,0 +1,48 @@
+"""The one wiring point: every domain, listed once, registers itself on one Wiring.
+
+The app (blueprints, /metrics collectors), the `crashreg` command (its subcommands), Alembic
+(registry/models.py: every table) and the scheduler (its job modules) read the Wiring. The
+integrations in sync/ depend on registry, never the reverse: they register through the
+"crashreg.domains" entry points in pyproject.toml, after the registry's own domains.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.metadata import entry_points
+
+from registry.auth import wiring as auth
+from registry.capture import wiring as capture
+from registry.core.wiring import Wiring
+from registry.epidemiology import wiring as epidemiology
+from registry.grafana import wiring as grafana
+from registry.ingest import wiring as ingest
+from registry.inventory import wiring as inventory
+from registry.jira import wiring as jira
+from registry.pages import wiring as pages
+from registry.rca import wiring as rca
+from registry.signatures import wiring as signatures
+
+# In the order their blueprints mount (after operations'); jira before rca: a rebuild's summary
+# names a carried Jira link before carried RCAs.
+DOMAINS = (auth, ingest, inventory, signatures, epidemiology, capture, jira, rca, pages, grafana)
+# The shared records (registry/core) and the outbox are every domain's tables.
+CORE_TABLES = (
+    "registry.core.events",
+    "registry.core.hosts",
+    "registry.core.signatures",
+    "registry.core.jira_links",
+    "registry.outbox",
+)
+ENTRY_POINTS = "crashreg.domains"
+
+
+@cache
+def wiring() -> Wiring:
+    """The application's wiring: the registry's domains, then the installed integrations."""
+    wired = Wiring(table_modules=list(CORE_TABLES))
+    for domain in DOMAINS:
+        domain.register(wired)
+    for entry in entry_points(group=ENTRY_POINTS):
+        entry.load()(wired)
+    return wired

@@ -1,0 +1,12 @@
+"""The ingest domain's place in the application: POST /reports, events, `crashreg import`."""
+
+from __future__ import annotations
+
+from registry.core.wiring import Wiring
+from registry.ingest.api import blueprint
+from registry.ingest.commands import import_command
+
+
+def register(wiring: Wiring) -> None:
+    wiring.blueprints.append(blueprint)
+    wiring.commands.append(import_command)

@@ -1,0 +1,10 @@
+"""The inventory domain's place in the application: POST /hosts and the fleet's reads."""
+
+from __future__ import annotations
+
+from registry.core.wiring import Wiring
+from registry.inventory.api import blueprint
+
+
+def register(wiring: Wiring) -> None:
+    wiring.blueprints.append(blueprint)
