@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/storm.py [--hosts 1500] [--concurrency 64] [--clients both] [--json OUT]
 
-Starts gunicorn (4 workers, the repository's gunicorn.conf.py) on a fresh PostgreSQL
+Starts gunicorn (4 workers unless --workers, the repository's gunicorn.conf.py) on a fresh PostgreSQL
 database, serving the registry and, beside it, a bare Flask route that only reads the same
 request body, and a floor route: the least any registry must do per report (fingerprint it
 with the real engine and store it durably, group-committed: one INSERT and one COMMIT for
@@ -57,7 +57,7 @@ DEFAULT_LOG = ROOT / "tests/corpus/syzkaller-linux/105"  # the corpus the reposi
 POSTGRES_ADMIN = os.environ.get("CRASHREG_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 GOALS = {"ratio": 0.5, "p99_ms": 250.0, "rss_mb": 200.0}
 RETRY_SHARE = 0.10
-WORKERS = 4
+WORKERS = 4  # --workers
 _TIMESTAMP = re.compile(r"\[ *\d+\.\d+\]")
 _ADDRESS = re.compile(r"\b[0-9a-f]{16}\b")
 
@@ -350,14 +350,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_gunicorn(url: str, port: int, log: Path, worker_class: str) -> subprocess.Popen[bytes]:
+def start_gunicorn(
+    url: str, port: int, log: Path, worker_class: str, workers: int
+) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "CRASHREG_DATABASE_URL": url,
         "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="crashreg-storm-metrics-"),
     }
     command = [
         str(ROOT / ".venv/bin/gunicorn"), "-c", str(ROOT / "gunicorn.conf.py"),
-        "--workers", str(WORKERS), "--worker-class", worker_class, "--bind", f"127.0.0.1:{port}",
+        "--workers", str(workers), "--worker-class", worker_class, "--bind", f"127.0.0.1:{port}",
         "--max-requests", "0",  # no recycling mid-measurement: peak RSS must be the real peak
         "--pythonpath", f"{ROOT},{ROOT / 'bench'}", "storm:bench_app()",
     ]
@@ -365,7 +367,7 @@ def start_gunicorn(url: str, port: int, log: Path, worker_class: str) -> subproc
     for _ in range(300):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
-                if response.status == 200 and len(worker_pids(server.pid)) == WORKERS:
+                if response.status == 200 and len(worker_pids(server.pid)) == workers:
                     return server
         except OSError:
             pass
@@ -401,19 +403,31 @@ def database_backends(url: str) -> list[int]:
         return [row[0] for row in rows]
 
 
-def measured(server: subprocess.Popen[bytes], url: str, run: Any) -> tuple[Outcome, float, float]:
-    """Run a phase; also the CPU seconds it cost gunicorn's workers and PostgreSQL's backends.
+@dataclass(frozen=True)
+class PhaseCpu:
+    """CPU seconds a phase cost gunicorn's workers, PostgreSQL's backends and this client."""
+
+    workers: float
+    postgres: float
+    client: float
+
+
+def measured(server: subprocess.Popen[bytes], url: str, run: Any) -> tuple[Outcome, PhaseCpu]:
+    """Run a phase; also the CPU seconds it cost the workers, the backends and the client (the
+    client shares the machine's cores with the server: what it burns, the server cannot use).
 
     CPU per request does not depend on what else the (shared) machine is running, unlike
     throughput and latency."""
     workers, backends = worker_pids(server.pid), database_backends(url)
     before_workers, before_backends = cpu_seconds(workers), cpu_seconds(backends)
+    before_client = time.process_time()
     outcome = run()
+    client_cpu = time.process_time() - before_client
     after_workers = cpu_seconds(workers)
     after_backends = cpu_seconds(database_backends(url))
     worker_cpu = sum(after_workers[pid] - before_workers.get(pid, 0.0) for pid in after_workers)
     backend_cpu = sum(after_backends[pid] - before_backends.get(pid, 0.0) for pid in after_backends)
-    return outcome, worker_cpu, backend_cpu
+    return outcome, PhaseCpu(worker_cpu, backend_cpu, client_cpu)
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -487,6 +501,7 @@ def main() -> int:
     parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="console log of the storm's bug")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--profile", type=Path, help="profile the workers (1 thread each) into this folder")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="gunicorn workers (default 4)")
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "sync"),
                         help="gunicorn worker class (gthread: CRASHREG_THREADS threads each, default 4)")
     parser.add_argument("--clients", default="both", choices=(*CLIENT_PATTERNS, "both"),
@@ -531,21 +546,21 @@ def run_pattern(
         database.dispose()
         port = free_port()
         server_log = Path(tempfile.mkdtemp(prefix="crashreg-storm-")) / "gunicorn.log"
-        server = start_gunicorn(url, port, server_log, args.worker_class)
+        server = start_gunicorn(url, port, server_log, args.worker_class, args.workers)
         with click.progressbar(length=args.concurrency, label=f"{pattern:10s} warm-up    ") as progress:
             warm_up(port, token, args.concurrency, progress)
         bare_length = int(args.bare_seconds * 3000)
         with click.progressbar(length=bare_length, label=f"{pattern:10s} bare route ") as bar:
-            bare, bare_cpu, _ = measured(server, url, lambda: asyncio.run(
+            bare, bare_cpu = measured(server, url, lambda: asyncio.run(
                 drive(port, "/bare/", token, None, args.bare_seconds, args.concurrency, bar,
                       repeat=json.dumps(bodies[0]).encode(), keep_alive=keep_alive)
             ))
         with click.progressbar(length=len(bodies), label=f"{pattern:10s} floor route") as progress:
-            floor, floor_cpu, floor_db_cpu = measured(server, url, lambda: asyncio.run(
+            floor, floor_cpu = measured(server, url, lambda: asyncio.run(
                 drive(port, "/floor/", token, bodies, 0, args.concurrency, progress, keep_alive=keep_alive)
             ))
         with click.progressbar(length=len(bodies), label=f"{pattern:10s} crash storm") as progress:
-            storm, storm_cpu, storm_db_cpu = measured(server, url, lambda: asyncio.run(
+            storm, storm_cpu = measured(server, url, lambda: asyncio.run(
                 drive(port, "/api/v1/reports", token, bodies, 0, args.concurrency, progress,
                       keep_alive=keep_alive)
             ))
@@ -566,7 +581,7 @@ def run_pattern(
         "date": datetime.now(UTC).date().isoformat(),
         "clients": pattern,
         "cpus": os.cpu_count(),
-        "workers": WORKERS,
+        "workers": args.workers,
         "worker_class": args.worker_class,
         "threads": int(os.environ.get("CRASHREG_THREADS", 4)) if args.worker_class == "gthread" else 1,
         "concurrency": args.concurrency,
@@ -579,17 +594,20 @@ def run_pattern(
         "floor_rps": round(floor_rate, 1),
         "floor_ratio": round(floor_rate / bare_rate, 3),
         "floor_p99_ms": round(percentile(floor.latencies, 0.99), 1),
-        "floor_worker_cpu_ms_per_request": round(floor_cpu / len(floor.latencies) * 1000, 2),
-        "floor_postgres_cpu_ms_per_request": round(floor_db_cpu / len(floor.latencies) * 1000, 2),
+        "floor_worker_cpu_ms_per_request": round(floor_cpu.workers / len(floor.latencies) * 1000, 2),
+        "floor_postgres_cpu_ms_per_request": round(floor_cpu.postgres / len(floor.latencies) * 1000, 2),
         "storm_rps": round(storm_rate, 1),
         "ratio": round(storm_rate / bare_rate, 3),
         "p50_ms": round(percentile(storm.latencies, 0.50), 1),
         "p99_ms": round(percentile(storm.latencies, 0.99), 1),
-        "bare_worker_cpu_ms_per_request": round(bare_cpu / len(bare.latencies) * 1000, 2),
-        "storm_worker_cpu_ms_per_request": round(storm_cpu / len(storm.latencies) * 1000, 2),
-        "storm_postgres_cpu_ms_per_request": round(storm_db_cpu / len(storm.latencies) * 1000, 2),
+        "bare_worker_cpu_ms_per_request": round(bare_cpu.workers / len(bare.latencies) * 1000, 2),
+        "storm_worker_cpu_ms_per_request": round(storm_cpu.workers / len(storm.latencies) * 1000, 2),
+        "storm_postgres_cpu_ms_per_request": round(storm_cpu.postgres / len(storm.latencies) * 1000, 2),
+        "storm_client_cpu_ms_per_request": round(storm_cpu.client / len(storm.latencies) * 1000, 2),
         "cpu_ratio": round(
-            (bare_cpu / len(bare.latencies)) / ((storm_cpu + storm_db_cpu) / len(storm.latencies)), 3
+            (bare_cpu.workers / len(bare.latencies))
+            / ((storm_cpu.workers + storm_cpu.postgres) / len(storm.latencies)),
+            3,
         ),
         "errors": len(storm.failures) + len(bare.failures) + len(floor.failures),
         "k": settings.full_captures_per_window,

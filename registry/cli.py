@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from registry.cli_support import cli_database, cli_database_label, cli_settings, first_line
+from registry.cli_support import CliContext, database_label, first_line, pass_cli
 from registry.core.wiring import CLI_WIRING
 from registry.demo import demo
 from registry.domains import wiring
@@ -25,15 +25,16 @@ def db() -> None:
 
 @db.command("upgrade")
 @click.argument("revision", default="head")
-def db_upgrade(revision: str) -> None:
+@pass_cli
+def db_upgrade(cli: CliContext, revision: str) -> None:
     """Apply migrations up to REVISION (default head): the release step."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from registry.migrate import upgrade
 
-    label = cli_database_label()
+    label = database_label(cli.settings)
     try:
-        upgrade(cli_settings().database_url, revision)
+        upgrade(cli.settings.database_url, revision)
     except SQLAlchemyError as error:
         raise click.ClickException(f"cannot migrate database {label}: {first_line(error)}") from None
     click.echo(f"database {label} at {revision}", err=True)
@@ -41,20 +42,22 @@ def db_upgrade(revision: str) -> None:
 
 @db.command("downgrade", context_settings={"ignore_unknown_options": True})
 @click.argument("revision")
-def db_downgrade(revision: str) -> None:
+@pass_cli
+def db_downgrade(cli: CliContext, revision: str) -> None:
     """Revert migrations down to REVISION (e.g. -1, base)."""
     from registry.migrate import downgrade
 
-    cli_database(migrated=False)  # a missing database is one line, not a new empty file
-    downgrade(cli_settings().database_url, revision)
+    cli.database(migrated=False)  # a missing database is one line, not a new empty file
+    downgrade(cli.settings.database_url, revision)
 
 
 @db.command("current")
-def db_current() -> None:
+@pass_cli
+def db_current(cli: CliContext) -> None:
     """Show the database's revision and the code's head."""
     from registry.migrate import current_revisions, head_revisions
 
-    current = current_revisions(cli_database(migrated=False).engine)
+    current = current_revisions(cli.database(migrated=False).engine)
     click.echo(f"current: {', '.join(sorted(current)) or 'none'}")
     click.echo(f"head:    {', '.join(sorted(head_revisions()))}")
 
@@ -62,11 +65,12 @@ def db_current() -> None:
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)
-def serve(host: str, port: int) -> None:
+@pass_cli
+def serve(cli: CliContext, host: str, port: int) -> None:
     """Run the registry for development (production: gunicorn registry.wsgi:app)."""
     from registry.app import create_app
 
-    app = create_app(cli_settings(), cli_database())
+    app = create_app(cli.settings, cli.database())
     click.echo(f"crashreg serving on http://{host}:{port}", err=True)
     app.run(host=host, port=port, threaded=True)
 

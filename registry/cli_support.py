@@ -1,4 +1,5 @@
-"""What every CLI command shares: settings and the database from the environment.
+"""What every CLI command shares: settings and the database from the environment, passed to each
+command in its Click context (`@pass_cli`).
 
 A command says which database it uses (on stderr, so stdout stays machine-readable), and a
 database that is missing, unreachable or not migrated stops it with one line saying what to do:
@@ -7,8 +8,6 @@ never a traceback, and never an empty SQLite file created as a side effect of lo
 
 from __future__ import annotations
 
-import os
-from functools import cache
 from pathlib import Path
 
 import click
@@ -23,11 +22,6 @@ from registry.migrate import alembic_config, current_revisions, head_revisions
 UPGRADE_HINT = "run `crashreg db upgrade`"
 
 
-@cache
-def cli_settings() -> Settings:
-    return Settings.from_env()
-
-
 def sqlite_path(url: str) -> Path | None:
     """The file a SQLite URL names (relative to the working directory), None for memory or
     another database."""
@@ -37,9 +31,10 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database).resolve()
 
 
-def database_label(url: str, from_environment: bool) -> str:
+def database_label(settings: Settings) -> str:
     """How a command names its database: the file or the URL without its password, and where
     the setting came from (the default surprises people who run a command from another folder)."""
+    url = settings.database_url
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -47,7 +42,9 @@ def database_label(url: str, from_environment: bool) -> str:
     path = sqlite_path(url)
     where = f"SQLite file {path}" if path else parsed.render_as_string(hide_password=True)
     source = (
-        "CRASHREG_DATABASE_URL" if from_environment else "the default; set CRASHREG_DATABASE_URL to change it"
+        "CRASHREG_DATABASE_URL"
+        if settings.database_url_from_env
+        else "the default; set CRASHREG_DATABASE_URL to change it"
     )
     return f"{where} ({source})"
 
@@ -79,16 +76,10 @@ def first_line(error: SQLAlchemyError) -> str:
     return (str(original).strip().splitlines() or [type(original).__name__])[0]
 
 
-def cli_database_label() -> str:
-    from_environment = bool(os.environ.get("CRASHREG_DATABASE_URL", "").strip())
-    return database_label(cli_settings().database_url, from_environment)
-
-
-@cache
-def cli_database(migrated: bool = True) -> Database:
+def open_database(settings: Settings, migrated: bool = True) -> Database:
     """The database of CRASHREG_DATABASE_URL, checked before any command touches it; `migrated`
     False accepts any schema (for `db current`)."""
-    url, label = cli_settings().database_url, cli_database_label()
+    url, label = settings.database_url, database_label(settings)
     try:
         path = sqlite_path(url)
     except ArgumentError:
@@ -110,3 +101,32 @@ def cli_database(migrated: bool = True) -> Database:
         raise click.ClickException(f"database {label} {problem}")
     click.echo(f"database: {label}", err=True)
     return database
+
+
+class CliContext:
+    """A command's settings, read from the environment on first use (a bad value is one clear
+    line), and its database, opened and checked on first use and disposed of when the command
+    ends. Tests may pass their own: `CliRunner().invoke(main, args, obj=CliContext(settings))`."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._settings = settings
+        self._database: Database | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            try:
+                self._settings = Settings.from_env()
+            except ValueError as error:
+                raise click.ClickException(str(error)) from error
+        return self._settings
+
+    def database(self, migrated: bool = True) -> Database:
+        if self._database is None:
+            self._database = open_database(self.settings, migrated)
+            click.get_current_context().call_on_close(self._database.dispose)
+        return self._database
+
+
+# A command taking the context as its first argument; made on first use when none was given.
+pass_cli = click.make_pass_decorator(CliContext, ensure=True)

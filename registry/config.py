@@ -1,4 +1,10 @@
-"""Configuration from the environment (names are part of the external contract)."""
+"""Configuration from the environment (names are part of the external contract).
+
+The one place crashreg reads its environment: `Settings.from_env()` makes one object that is then
+passed on explicitly (the Flask app's extensions, the CLI's Click context, the scheduler's
+JobContext). Outside it only gunicorn.conf.py (gunicorn's own process settings) and the prometheus
+client (PROMETHEUS_MULTIPROC_DIR, shared with gunicorn.conf.py) read the environment.
+"""
 
 from __future__ import annotations
 
@@ -58,6 +64,49 @@ class AlertThresholds:
         return cls(**values)
 
 
+def _integer(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _number(env, name, default)
+    if not float(value).is_integer():
+        raise ValueError(f"{name} must be a whole number, got {value:g}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class JiraSettings:
+    """The Jira sync's settings (CRASHREG_JIRA_*, docs/configuration.md). The sync is on when URL,
+    token and project are set; sync/jira/config.py checks the create rule and reopen category
+    when it starts, so `crashreg jira check` can name a bad one."""
+
+    url: str | None = None
+    user: str | None = None
+    token: str | None = None
+    project: str | None = None
+    webhook_secret: str | None = None
+    issue_type: str = "Bug"
+    create_rule: str = "every"
+    update_interval_s: int = 300
+    reopen_category: str = "new"
+    signature_field: str | None = None
+    reconcile_limit: int = 500
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url and self.token and self.project)
+
+
+@dataclass(frozen=True)
+class GrafanaSettings:
+    """Provisioning Grafana through its API (CRASHREG_GRAFANA_*): on when URL and token are set."""
+
+    url: str | None = None
+    token: str | None = None
+    db_url: str | None = None  # how Grafana reaches the database; None: derived from the registry's
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url and self.token)
+
+
 def default_database_url() -> str:
     """A SQLite file in the working directory: the embedded default."""
     return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
@@ -66,15 +115,11 @@ def default_database_url() -> str:
 @dataclass(frozen=True)
 class Settings:
     database_url: str = field(default_factory=default_database_url)
+    # True when CRASHREG_DATABASE_URL set it (commands say where their database came from)
+    database_url_from_env: bool = False
     public_url: str = "http://localhost:8080"
-    jira_url: str | None = None
-    jira_user: str | None = None
-    jira_token: str | None = None
-    jira_project: str | None = None
-    jira_webhook_secret: str | None = None
-    grafana_url: str | None = None
-    grafana_token: str | None = None
-    grafana_db_url: str | None = None
+    jira: JiraSettings = field(default_factory=JiraSettings)
+    grafana: GrafanaSettings = field(default_factory=GrafanaSettings)
     secret_key: str | None = field(default=None, repr=False)  # signs web session cookies
     max_body_bytes: int = 2 * 1024 * 1024
     full_captures_per_window: int = 3
@@ -85,35 +130,39 @@ class Settings:
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
 
         def opt(name: str) -> str | None:
             value = env.get(name, "").strip()
             return value or None
 
+        database_url = opt("CRASHREG_DATABASE_URL")
         return cls(
-            database_url=opt("CRASHREG_DATABASE_URL") or default_database_url(),
+            database_url=database_url or default_database_url(),
+            database_url_from_env=database_url is not None,
             public_url=(opt("CRASHREG_PUBLIC_URL") or "http://localhost:8080").rstrip("/"),
-            jira_url=opt("CRASHREG_JIRA_URL"),
-            jira_user=opt("CRASHREG_JIRA_USER"),
-            jira_token=opt("CRASHREG_JIRA_TOKEN"),
-            jira_project=opt("CRASHREG_JIRA_PROJECT"),
-            jira_webhook_secret=opt("CRASHREG_JIRA_WEBHOOK_SECRET"),
-            grafana_url=opt("CRASHREG_GRAFANA_URL"),
-            grafana_token=opt("CRASHREG_GRAFANA_TOKEN"),
-            grafana_db_url=opt("CRASHREG_GRAFANA_DB_URL"),
+            jira=JiraSettings(
+                url=opt("CRASHREG_JIRA_URL"),
+                user=opt("CRASHREG_JIRA_USER"),
+                token=opt("CRASHREG_JIRA_TOKEN"),
+                project=opt("CRASHREG_JIRA_PROJECT"),
+                webhook_secret=opt("CRASHREG_JIRA_WEBHOOK_SECRET"),
+                issue_type=opt("CRASHREG_JIRA_ISSUE_TYPE") or "Bug",
+                create_rule=env.get("CRASHREG_JIRA_CREATE_RULE", "every"),
+                update_interval_s=_integer(env, "CRASHREG_JIRA_UPDATE_INTERVAL_S", 300),
+                reopen_category=opt("CRASHREG_JIRA_REOPEN_CATEGORY") or "new",
+                signature_field=opt("CRASHREG_JIRA_SIGNATURE_FIELD"),
+                reconcile_limit=_integer(env, "CRASHREG_JIRA_RECONCILE_LIMIT", 500),
+            ),
+            grafana=GrafanaSettings(
+                url=opt("CRASHREG_GRAFANA_URL"),
+                token=opt("CRASHREG_GRAFANA_TOKEN"),
+                db_url=opt("CRASHREG_GRAFANA_DB_URL"),
+            ),
             secret_key=opt("CRASHREG_SECRET_KEY"),
-            full_captures_per_window=int(opt("CRASHREG_CAPTURE_FULL_PER_WINDOW") or 3),
-            capture_window_days=int(opt("CRASHREG_CAPTURE_WINDOW_DAYS") or 7),
+            full_captures_per_window=_integer(env, "CRASHREG_CAPTURE_FULL_PER_WINDOW", 3),
+            capture_window_days=_integer(env, "CRASHREG_CAPTURE_WINDOW_DAYS", 7),
             epidemiology_program_label=opt("CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL"),
             alerts=AlertThresholds.from_env(env),
         )
-
-    @property
-    def jira_enabled(self) -> bool:
-        return bool(self.jira_url and self.jira_token and self.jira_project)
-
-    @property
-    def grafana_enabled(self) -> bool:
-        return bool(self.grafana_url and self.grafana_token)

@@ -89,9 +89,14 @@ def _sqlite_begin(conn: Any) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def is_postgresql(engine_or_session: Engine | Session) -> bool:
+def dialect_name(engine_or_session: Engine | Session) -> str:
+    """"postgresql" or "sqlite": what each domain's dialect module is chosen by."""
     bind = engine_or_session.get_bind() if isinstance(engine_or_session, Session) else engine_or_session
-    return bind.dialect.name == "postgresql"
+    return bind.dialect.name
+
+
+def is_postgresql(engine_or_session: Engine | Session) -> bool:
+    return dialect_name(engine_or_session) == "postgresql"
 
 
 class Database:

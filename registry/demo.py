@@ -27,7 +27,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from registry.app import create_app
 from registry.auth.tokens import create_token
-from registry.cli_support import cli_settings
+from registry.cli_support import CliContext, pass_cli
 from registry.config import Settings
 from registry.core.events import Event
 from registry.core.signatures import Signature
@@ -254,10 +254,11 @@ def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serv
     help="fleet size: physical hosts per cluster (12 clusters)",
 )
 @click.option("--serve/--no-serve", default=True, help="keep serving after the summary")
-def demo(seed: int, host: str, port: int, physical_per_cluster: int, serve: bool) -> None:
+@pass_cli
+def demo(cli: CliContext, seed: int, host: str, port: int, physical_per_cluster: int, serve: bool) -> None:
     """A simulated fleet of the last 90 days, end to end, on the embedded default database."""
     config = confounded(seed, physical_per_cluster=physical_per_cluster, start=today_start())
     try:
-        run_demo(cli_settings(), host, port, config, serve)
+        run_demo(cli.settings, host, port, config, serve)
     except OSError as error:
         raise click.ClickException(f"cannot serve on {host}:{port}: {error} (try --port 0)") from None

@@ -21,6 +21,7 @@ import click
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from registry import domains
+from registry.cli_support import CliContext, pass_cli
 from registry.config import Settings
 from registry.core.wiring import Wiring
 from registry.db import Database, utcnow
@@ -131,14 +132,14 @@ def run_until_signalled(scheduler: Scheduler) -> None:
 
 
 @click.command("scheduler")
-def scheduler_command() -> None:
+@pass_cli
+def scheduler_command(cli: CliContext) -> None:
     """Run the scheduled jobs (Jira sync, reconciliation, ...); one leader among many."""
     from registry.app import configure_logging
-    from registry.cli_support import cli_database, cli_settings
 
     configure_logging()
-    database = cli_database()
-    scheduler = Scheduler(JobContext(cli_settings(), database), leader_lock(database.engine))
+    database = cli.database()
+    scheduler = Scheduler(JobContext(cli.settings, database), leader_lock(database.engine))
     if not scheduler.jobs:
         raise click.ClickException("no job is enabled: configure CRASHREG_JIRA_* (see README, ## Jira)")
     click.echo(f"crashreg scheduler: jobs {', '.join(sorted(scheduler.jobs))}", err=True)

@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from registry.auth.models import ApiToken
 from registry.auth.tokens import SCOPES, TOKEN_KINDS, create_token
-from registry.cli_support import cli_database
+from registry.cli_support import CliContext, pass_cli
 from registry.db import utcnow
 
 
@@ -31,9 +31,10 @@ def tokens() -> None:
     is_flag=True,
     help="only when no active token has this name (prints nothing on stdout otherwise): `make run` uses it",
 )
-def create(name: str, scope: str, kind: str, if_missing: bool) -> None:
+@pass_cli
+def create(cli: CliContext, name: str, scope: str, kind: str, if_missing: bool) -> None:
     """Create a token and print it once; it cannot be shown again."""
-    with cli_database().session() as session:
+    with cli.database().session() as session:
         existing = session.scalar(
             select(ApiToken.id).where(ApiToken.name == name, ApiToken.revoked_at.is_(None)).limit(1)
         ) if if_missing else None
@@ -50,9 +51,10 @@ def create(name: str, scope: str, kind: str, if_missing: bool) -> None:
 
 
 @tokens.command("list")
-def list_tokens() -> None:
+@pass_cli
+def list_tokens(cli: CliContext) -> None:
     """Tokens with their scope, kind and last use (never the token itself)."""
-    with cli_database().session() as session:
+    with cli.database().session() as session:
         rows = session.scalars(select(ApiToken).order_by(ApiToken.id)).all()
     click.echo(f"{'id':>4}  {'name':24} {'scope':7} {'kind':6} {'prefix':9} {'last used':25} state")
     for row in rows:
@@ -65,9 +67,10 @@ def list_tokens() -> None:
 
 @tokens.command("revoke")
 @click.argument("token_id", type=int)
-def revoke(token_id: int) -> None:
+@pass_cli
+def revoke(cli: CliContext, token_id: int) -> None:
     """Revoke a token by id; requests with it get 401 from then on."""
-    with cli_database().session() as session:
+    with cli.database().session() as session:
         row = session.get(ApiToken, token_id)
         if row is None:
             raise click.ClickException(f"no token {token_id}")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from functools import wraps
 from typing import Any, TypeVar
 
 from flask import g, request
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from registry.auth.models import ApiToken
@@ -51,21 +51,43 @@ def create_token(session: Session, name: str, scope: str, kind: str = "human") -
 
 
 TOKENS = ApiToken.__table__.c
+
+
+def live_token(token_hash: Any) -> ColumnElement[bool]:
+    """The condition on a presented token's live (unrevoked) row: for a read of its own, or
+    inside a bigger read that needs the caller anyway (ingest's one read)."""
+    return and_(TOKENS.token_hash == token_hash, TOKENS.revoked_at.is_(None))
+
+
 # The per-request lookup: one indexed Core read, built once (no ORM query compile or load).
-LIVE_TOKEN = select(*TOKENS).where(TOKENS.token_hash == bindparam("token_hash"), TOKENS.revoked_at.is_(None))
-STAMP_LAST_USED = update(ApiToken.__table__).where(TOKENS.id == bindparam("token_id"))
+LIVE_TOKEN = select(*TOKENS).where(live_token(bindparam("token_hash")))
+# Conditional, so reports racing on a stale stamp inside their own transactions wait for the
+# first one's commit at most, then write nothing.
+STAMP_LAST_USED = update(ApiToken.__table__).where(
+    TOKENS.id == bindparam("token_id"),
+    or_(TOKENS.last_used_at.is_(None), TOKENS.last_used_at < bindparam("stale_before")),
+)
 
 
 def authenticate(session: Session, token: str) -> ApiToken | None:
     """The live (unrevoked) token, as a detached ApiToken; never cached, so revocation is immediate."""
     found = session.connection().execute(LIVE_TOKEN, {"token_hash": hash_token(token)}).one_or_none()
+    return accepted(session, found._mapping if found is not None else None)
+
+
+def accepted(session: Session, found: Mapping[str, Any] | None) -> ApiToken | None:
+    """The live token row read for a presented token (None: unknown or revoked), as a detached
+    ApiToken, its last use stamped on the session's connection now and then."""
     if found is None:
         return None
-    row = ApiToken(**found._mapping)
+    row = ApiToken(**found)
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
         # Coarse last-use stamp: one write per token per few minutes, never per request.
-        session.connection().execute(STAMP_LAST_USED, {"token_id": row.id, "last_used_at": now})
+        stale_before = now - LAST_USED_RESOLUTION
+        session.connection().execute(
+            STAMP_LAST_USED, {"token_id": row.id, "last_used_at": now, "stale_before": stale_before}
+        )
     return row
 
 
@@ -81,19 +103,21 @@ def caller_has_scope(token: ApiToken, scope: str) -> bool:
     return scope in IMPLIED_SCOPES.get(token.scope, frozenset())
 
 
-def require_scope(*scopes: str) -> Callable[[F], F]:
-    """Allow the view to callers whose token grants any of `scopes`; 401 or 403 otherwise."""
+def require_scope(*scopes: str, checked_by_view: bool = False) -> Callable[[F], F]:
+    """Allow the view to callers whose token grants any of `scopes`; 401 or 403 otherwise.
+
+    `checked_by_view`: here only a missing token is refused; the view checks the token with
+    `accepted` and `admit` on the connection of its own transaction (ingest reads it in its one
+    read), saving a pool checkout and a round trip per request, and must check it (`load_caller`)
+    before it refuses a request for anything else."""
 
     def decorate(view: F) -> F:
         @wraps(view)
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            g.token = load_caller()
-            if not any(caller_has_scope(g.token, scope) for scope in scopes):
-                raise ApiError(
-                    403,
-                    "forbidden",
-                    f"this token's scope '{g.token.scope}' does not allow this; needs {' or '.join(scopes)}",
-                )
+            if checked_by_view:
+                presented_token()
+            else:
+                admit(load_caller(), scopes)
             return view(*args, **kwargs)
 
         guarded.required_scopes = scopes  # type: ignore[attr-defined]
@@ -102,7 +126,26 @@ def require_scope(*scopes: str) -> Callable[[F], F]:
     return decorate
 
 
-def load_caller() -> ApiToken:
+def admit(row: ApiToken | None, scopes: tuple[str, ...]) -> ApiToken:
+    """The request's caller (g.token) if its token is live and grants any of `scopes`."""
+    if row is None:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "unknown or revoked token",
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
+    g.token = row
+    if not any(caller_has_scope(row, scope) for scope in scopes):
+        raise ApiError(
+            403,
+            "forbidden",
+            f"this token's scope '{row.scope}' does not allow this; needs {' or '.join(scopes)}",
+        )
+    return row
+
+
+def presented_token() -> str:
     token = token_from_request() or getattr(g, "session_token", None)
     if not token:
         raise ApiError(
@@ -111,13 +154,12 @@ def load_caller() -> ApiToken:
             "missing bearer token (Authorization: Bearer <token>)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    return token
+
+
+def load_caller() -> ApiToken | None:
+    """The presented token's live row, read on a lookup connection of its own (None: unknown or
+    revoked; a missing token is a 401)."""
+    token = presented_token()
     with current_db().lookup() as session:
-        row = authenticate(session, token)
-    if row is None:
-        raise ApiError(
-            401,
-            "unauthorized",
-            "unknown or revoked token",
-            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-        )
-    return row
+        return authenticate(session, token)

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from registry.cli_support import cli_database, cli_settings
+from registry.cli_support import CliContext, pass_cli
 
 
 @click.group()
@@ -15,11 +15,12 @@ def epidemiology() -> None:
 
 
 @epidemiology.command("refresh")
-def refresh_command() -> None:
+@pass_cli
+def refresh_command(cli: CliContext) -> None:
     """Recompute and store every signature's epidemiology (what Grafana shows)."""
     from .service import refresh
 
-    database = cli_database()
+    database = cli.database()
     with (
         database.session() as session,
         click.progressbar(length=0, label="Analysing signatures", show_pos=True) as bar,
@@ -29,7 +30,7 @@ def refresh_command() -> None:
             bar.length = total
             bar.update(1)
 
-        outcome = refresh(session, progress, cli_settings().epidemiology_program_label)
+        outcome = refresh(session, progress, cli.settings.epidemiology_program_label)
     click.echo(
         json.dumps(
             {"signatures": outcome.signatures, "suspects": outcome.suspects, "verdicts": outcome.verdicts}
@@ -39,10 +40,11 @@ def refresh_command() -> None:
 
 @epidemiology.command("hosts")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 200))
-def hosts_command(limit: int) -> None:
+@pass_cli
+def hosts_command(cli: CliContext, limit: int) -> None:
     """Fleet-wide suspect hosts, as JSON lines."""
     from .service import suspects
 
-    with cli_database().session() as session:
+    with cli.database().session() as session:
         for suspect in suspects(session, limit):
             click.echo(json.dumps(suspect))

@@ -14,63 +14,39 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from registry.db import is_postgresql
-
 from .analysis import HostState, exposure_by_day
 from .attributes import HOST_ATTRIBUTES, AttributeValue
+from .dialect import Dialect, dialect_of
 from .findings import Baseline, JointCounts, Pair
 from .onset import InventoryChange
 
 TRACKED = tuple(name for name in HOST_ATTRIBUTES if name != "hostname")
 
 
-class Dialect:
-    """The few expressions that differ between PostgreSQL and SQLite, and the population the
-    fleet is restricted to (host ids in the bind parameter `:population`; None: every host)."""
+@dataclass(frozen=True)
+class FleetDialect(Dialect):
+    """The database's dialect, and the population the fleet is restricted to (host ids in the
+    bind parameter `:population`; None: every host)."""
 
-    def __init__(self, session: Session, population: Sequence[int] | None = None) -> None:
-        self.postgresql = is_postgresql(session)
-        self.population = population
+    population: Sequence[int] | None = None
+
+    @classmethod
+    def of(cls, session: Session, population: Sequence[int] | None = None) -> FleetDialect:
+        return cls(dialect_of(session).name, population)
 
     def only(self, alias: str = "") -> str:
         """`AND <alias>id` is in the population (nothing when it is the whole fleet)."""
-        return "" if self.population is None else f"AND {alias}id IN {id_list(self.postgresql, 'population')}"
+        return "" if self.population is None else f"AND {alias}id IN {self.id_list('population')}"
 
     def params(self) -> dict[str, Any]:
         return {} if self.population is None else {"population": json.dumps(sorted(self.population))}
-
-    def seconds(self, later: str, earlier: str) -> str:
-        if self.postgresql:
-            return f"extract(epoch from ({later}) - ({earlier}))"
-        return f"(julianday({later}) - julianday({earlier})) * 86400.0"
-
-    def greatest(self, *args: str) -> str:
-        return f"{'greatest' if self.postgresql else 'max'}({', '.join(args)})"
-
-    def least(self, *args: str) -> str:
-        return f"{'least' if self.postgresql else 'min'}({', '.join(args)})"
-
-    def plus_day(self, expression: str) -> str:
-        if self.postgresql:
-            return f"({expression}) + interval '1 day'"
-        return f"datetime({expression}, '+1 day')"
-
-    def labels(self, alias: str) -> str:
-        if self.postgresql:
-            return f"CROSS JOIN LATERAL jsonb_each_text({alias}.labels) AS l(key, value)"
-        return f", json_each({alias}.labels) AS l"
-
-    def moment(self, value: datetime) -> Any:
-        """A bind value comparable with stored timestamps."""
-        if self.postgresql:
-            return value
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 def _backfilled(d: Dialect, alias: str = "") -> str:
@@ -83,7 +59,7 @@ def _changed_hosts(attributes: Sequence[str]) -> str:
     return f"(SELECT host_id FROM host_attribute_changes WHERE attribute IN ({tracked}))"
 
 
-def starts_sql(d: Dialect, moving_only: bool = False) -> str:
+def starts_sql(d: FleetDialect, moving_only: bool = False) -> str:
     """CTE `starts(host_id, hostname, retired, born)`: inventory hosts and their lifetimes;
     `moving_only`: only hosts whose intervals are not all open (see `steady_sql`)."""
     moving = (
@@ -99,7 +75,7 @@ def starts_sql(d: Dialect, moving_only: bool = False) -> str:
     )"""
 
 
-def steady_sql(d: Dialect) -> str:
+def steady_sql(d: FleetDialect) -> str:
     """CTE `steady`: inventory hosts there since the beginning, not retired, without
     attribute history: every value they carry covers the whole window, so their host-time
     is a count (the bulk of a fleet; the rest go through `intervals_sql`)."""
@@ -116,7 +92,7 @@ def _value(name: str) -> str:
 
 
 def intervals_sql(
-    d: Dialect, attributes: Sequence[str] = (*TRACKED, "hostname", "labels"), moving_only: bool = False
+    d: FleetDialect, attributes: Sequence[str] = (*TRACKED, "hostname", "labels"), moving_only: bool = False
 ) -> str:
     """CTEs ending in `intervals(host_id, attribute, value, s, e)` for `attributes`; NULL s/e:
     open ends."""
@@ -174,33 +150,20 @@ def _overlap(d: Dialect, s: str, e: str) -> str:
     return d.greatest("0", d.seconds(later, earlier))
 
 
-def _json_list(d: Dialect, param: str) -> str:
-    if d.postgresql:
-        return f"(SELECT jsonb_array_elements_text(CAST(:{param} AS jsonb)))"
-    return f"(SELECT value FROM json_each(:{param}))"
-
-
-def id_list(postgresql: bool, param: str) -> str:
-    """A subquery of the integers in the JSON list bound to `param` (one bind, any length)."""
-    if postgresql:
-        return f"(SELECT CAST(jsonb_array_elements_text(CAST(:{param} AS jsonb)) AS integer))"
-    return f"(SELECT value FROM json_each(:{param}))"
-
-
-def _postgresql_counts_sql(d: Dialect) -> str:
+def _grouping_sets_counts_sql(d: FleetDialect) -> str:
     """Steady hosts (most of the fleet) are counted in one pass (GROUPING SETS, count times
     the window); the other hosts' value intervals are summed as in the general case. Both
     in seconds and added up in SQL, so the totals are those of the interval sum exactly."""
     whole = _overlap(d, "NULL", "NULL")
     names = [*TRACKED, "hostname"]
     column = {name: name for name in TRACKED} | {"physical_host": "coalesce(physical_host, hostname)"}
-    column["hostname"] = f"CASE WHEN hostname IN {_json_list(d, 'only_hostname')} THEN hostname END"
+    column["hostname"] = f"CASE WHEN hostname IN {d.json_list('only_hostname')} THEN hostname END"
     flags = ", ".join(f"GROUPING({column[n]}) AS g_{n}" for n in names)
     values = ", ".join(f"{column[n]} AS v_{n}" for n in names)
     sets = ", ".join(f"({column[n]})" for n in names)
     pick = " ".join(f"WHEN g_{n} = 0 THEN '{n}'" for n in names)
     pick_value = " ".join(f"WHEN g_{n} = 0 THEN v_{n}" for n in names)
-    only_labels = _json_list(d, "only_labels")
+    only_labels = d.json_list("only_labels")
     return f"""
     {intervals_sql(d, (*TRACKED, "hostname", "labels"), moving_only=True)},
     {steady_sql(d)},
@@ -217,7 +180,7 @@ def _postgresql_counts_sql(d: Dialect) -> str:
       UNION ALL
       SELECT attribute, value, sum({_overlap(d, "s", "e")}) FROM intervals
       WHERE attribute NOT IN ('hostname', 'labels')
-         OR (attribute = 'hostname' AND value IN {_json_list(d, "only_hostname")})
+         OR (attribute = 'hostname' AND value IN {d.json_list("only_hostname")})
          OR (attribute = 'labels' AND value IN {only_labels})
       GROUP BY attribute, value
       UNION ALL
@@ -239,18 +202,18 @@ def fleet_counts(
     `only`: {"hostname": [...], "physical_host": [...], "labels": [...]}: count only these
     values of those attributes (the signature's; the others are never tested). `population`:
     host ids the fleet is restricted to (the hosts running a program)."""
-    d = Dialect(session, population)
+    d = FleetDialect.of(session, population)
     params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)} | d.params()
     length = max((end - start).total_seconds(), 1.0)
-    if d.postgresql and only is not None:
+    if d.grouping_sets and only is not None:
         params |= {f"only_{k}": json.dumps(sorted(only.get(k, ()))) for k in ("hostname", "labels")}
-        statement = text(_postgresql_counts_sql(d))
+        statement = text(_grouping_sets_counts_sql(d))
     else:
         where = ""
         if only is not None:
             params |= {f"only_{k}": json.dumps(sorted(v)) for k, v in only.items()}
             where = f"WHERE attribute NOT IN ({', '.join(repr(k) for k in only)}) " + " ".join(
-                f"OR (attribute = '{k}' AND value IN {_json_list(d, 'only_' + k)})" for k in only
+                f"OR (attribute = '{k}' AND value IN {d.json_list('only_' + k)})" for k in only
             )
         statement = text(
             intervals_sql(d)
@@ -272,8 +235,7 @@ def _current_condition(d: Dialect, key: AttributeValue, index: int) -> str:
     """Does a host's current value (a row of `hx`) match key number `index`?"""
     attribute = key[0]
     if attribute == "labels":
-        label = f"labels ->> :k{index}" if d.postgresql else f"json_extract(labels, :k{index})"
-        return f"{label} = :v{index}"
+        return f"{d.label(f'k{index}')} = :v{index}"
     column = "hostname" if attribute == "hostname" else f"v_{attribute}"
     return f"{column} = :v{index}"
 
@@ -288,7 +250,7 @@ def _hx_columns(attributes: Sequence[str]) -> str:
     return ", ".join(wanted + [name for name in ("hostname", "labels") if name in attributes])
 
 
-def _unchanged_hosts_sql(d: Dialect, wanted: Sequence[AttributeValue]) -> str:
+def _unchanged_hosts_sql(d: FleetDialect, wanted: Sequence[AttributeValue]) -> str:
     """CTE `hx` as in `intervals_sql` (columns hostname, labels, born, retired, v_*), for the
     inventory hosts without history of the `wanted` keys' attributes, straight from `hosts`
     in one pass. Values other than the wanted ones read as NULL (the conditions on key
@@ -304,7 +266,7 @@ def _unchanged_hosts_sql(d: Dialect, wanted: Sequence[AttributeValue]) -> str:
     extra = (", " + column("hostname", "h.hostname")) if "hostname" in attributes else ""
     extra += ", h.labels" if "labels" in attributes else ""
     return f"""
-    WITH hx AS {"MATERIALIZED" if d.postgresql else ""} (
+    WITH hx AS {d.materialized} (
       SELECT h.retired_at AS retired, {values}{extra},
              CASE WHEN {_backfilled(d, "h.")} THEN NULL ELSE h.first_seen END AS born
       FROM hosts h WHERE h.in_inventory AND h.id NOT IN {_changed_hosts(_tracked_of(attributes))}
@@ -318,7 +280,7 @@ def fleet_joint(
     """Host-time carrying both of two values. Hosts without attribute history: one pass
     over their current values; hosts with history (few: a rollout's): their value intervals
     intersected pairwise, so rollouts are exact."""
-    d = Dialect(session, population)
+    d = FleetDialect.of(session, population)
     length = max((end - start).total_seconds(), 1.0)
 
     def joint(keys: Sequence[AttributeValue]) -> dict[Pair, float]:
@@ -334,12 +296,12 @@ def fleet_joint(
             params |= {
                 f"a{index}": attribute,
                 f"v{index}": value.partition("=")[2] if attribute == "labels" else value,
-                f"k{index}": label_key if d.postgresql else f'$."{label_key}"',
+                f"k{index}": d.label_key(label_key),
             }
         index_of = {key: i for i, key in enumerate(wanted)}
         attributes = sorted({attribute for attribute, _ in wanted})
         steady_sql, weight = _unchanged_hosts_sql(d, wanted), _overlap(d, "born", "retired")
-        if d.postgresql:  # alike hosts grouped first; numeric sums, so the totals are exact
+        if d.exact_seconds:  # alike hosts grouped first: the totals stay exact
             groups = f"SELECT *, count(*) AS n FROM hx GROUP BY {_hx_columns(attributes)}"
             steady_sql += f", hx_groups AS ({groups})"
             weight = f"n * {weight}"
@@ -349,7 +311,7 @@ def fleet_joint(
             for a, b in pairs
         )
         prefix = intervals_sql(d, attributes, moving_only=True)
-        source = "hx_groups" if d.postgresql else "hx"
+        source = "hx_groups" if d.exact_seconds else "hx"
         steady = session.execute(text(f"{steady_sql} SELECT {sums} FROM {source}"), params).one()
         out = {pair: float(w or 0.0) / length for pair, w in zip(pairs, steady, strict=True)}
         # intervals carry label values as "key=value": match them whole
@@ -398,7 +360,7 @@ CHANGING = "born IS NOT NULL OR retired IS NOT NULL"
 
 def fleet_exposure(session: Session, first: date, last: date) -> dict[date, float] | None:
     """Hosts in the fleet per day: those there throughout, plus a sweep over the others."""
-    d = Dialect(session)
+    d = FleetDialect.of(session)
     steady = session.scalar(
         text(starts_sql(d) + " SELECT count(*) FROM starts WHERE born IS NULL AND retired IS NULL")
     )
@@ -419,7 +381,7 @@ def _aware(value: Any) -> datetime | None:
 
 def rollout_steps(session: Session) -> list[InventoryChange]:
     """Per day and attribute value, how many hosts took it (the inventory's rollouts)."""
-    day = "date(timezone('UTC', changed_at))" if is_postgresql(session) else "date(changed_at)"
+    day = dialect_of(session).utc_day("changed_at")
     rows = session.execute(
         text(
             f"SELECT {day}, attribute, new_value, count(*) FROM host_attribute_changes "

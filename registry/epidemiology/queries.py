@@ -20,12 +20,11 @@ from registry.bounds import EARLIEST_CRASH, latest_crash
 from registry.core.events import Event
 from registry.core.hosts import Host
 from registry.core.signatures import Signature
-from registry.db import is_postgresql
 
 from .analysis import SignatureSample, crash_baseline
 from .attributes import CHANGING_SCALARS, HOST_ATTRIBUTES, AttributeValue
+from .dialect import dialect_of
 from .findings import MIN_SUPPORT, Baseline, JointCounts, Pair
-from .fleet_sql import Dialect, id_list
 from .models import SAMPLE_FITS, SNAPSHOT_COLUMNS, EpidemiologySample
 from .suspects import HostSignatureCount
 
@@ -84,10 +83,7 @@ def signature_ids(session: Session, signature_id: int) -> list[int]:
 def _labels_counts_sql(session: Session, where: EventFilter, least: int) -> str:
     """Events per label: alike label sets counted first, then taken apart (a few rows to
     expand instead of one per event)."""
-    if is_postgresql(session):
-        each = "CROSS JOIN LATERAL jsonb_each_text(label_sets.labels) AS l(key, value)"
-    else:
-        each = ", json_each(label_sets.labels) AS l"
+    each = dialect_of(session).labels("label_sets")
     return (
         "SELECT 'labels' AS attribute, l.key || '=' || l.value AS value, sum(label_sets.n) AS n "
         f"FROM (SELECT labels, {where.count} AS n FROM {where.source} WHERE {where.sql} GROUP BY labels) "
@@ -103,7 +99,7 @@ def value_counts(
     GROUP BY per attribute in a UNION ALL."""
     names = list(COLUMN_SQL)
     counts: dict[AttributeValue, int] = {}
-    if is_postgresql(session):
+    if dialect_of(session).grouping_sets:
         columns = [f"{COLUMN_SQL[name]} AS c{i}" for i, name in enumerate(names)]
         flags = [f"GROUPING({COLUMN_SQL[name]})" for name in names]
         sets = ", ".join(f"({COLUMN_SQL[name]})" for name in names)
@@ -139,12 +135,8 @@ def _condition(session: Session, key: AttributeValue, param: str) -> tuple[str, 
     if attribute != "labels":
         return f"{COLUMN_SQL[attribute]} = :{param}", {param: value}
     label, _, label_value = value.partition("=")
-    if is_postgresql(session):
-        return f"labels ->> :{param}_k = :{param}", {f"{param}_k": label, param: label_value}
-    return (
-        f"json_extract(labels, :{param}_k) = :{param}",
-        {f"{param}_k": f'$."{label}"', param: label_value},
-    )
+    d = dialect_of(session)
+    return f"{d.label(f'{param}_k')} = :{param}", {f"{param}_k": d.label_key(label), param: label_value}
 
 
 def joint_counts(session: Session, where: EventFilter) -> JointCounts:
@@ -173,12 +165,6 @@ def joint_counts(session: Session, where: EventFilter) -> JointCounts:
     return joint
 
 
-def _day_sql(session: Session) -> str:
-    if is_postgresql(session):
-        return "date(timezone('UTC', crashed_at))"
-    return "date(crashed_at)"
-
-
 def _as_date(value: Any) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
 
@@ -193,7 +179,7 @@ def signature_events_sql(session: Session, where: EventFilter, columns: str = SN
     """`columns` of the events `where` selects (one signature's). PostgreSQL: through the
     covering index (index-only) plus its small complement of events too wide for it (migration
     0014); the conditions repeat the partial indexes' predicates so the planner can use them."""
-    if not is_postgresql(session):
+    if not dialect_of(session).covering_sample_index:
         return f"SELECT {columns} FROM events WHERE {where.sql}"
     return (
         f"SELECT {columns} FROM events WHERE {where.sql} AND {SAMPLE_FITS} UNION ALL "
@@ -270,8 +256,8 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
     signature's stored sample (PostgreSQL, kept by the refresh) stands for its events up to its
     watermark: only the events since are read."""
     session.execute(text(f"DROP TABLE IF EXISTS {SIGNATURE_SNAPSHOTS}"))
-    postgresql = is_postgresql(session)
-    stored = stored_sample(session, ids) if postgresql else None
+    d = dialect_of(session)
+    stored = stored_sample(session, ids) if d.stored_samples else None
     read, kept = EventFilter.signature(ids), ""
     if stored is not None:
         read = EventFilter(
@@ -280,8 +266,8 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         kept = (
             f"SELECT {SNAPSHOT}, n FROM epidemiology_sample_groups WHERE signature_id = :sample_id UNION ALL "
         )
-    if postgresql:  # a host's events fall to every worker: merging their groups costs more than it saves
-        session.execute(text("SET LOCAL max_parallel_workers_per_gather = 0"))
+    for setting in d.one_worker:
+        session.execute(text(setting))
     session.execute(
         read.statement(
             f"CREATE TEMPORARY TABLE {SIGNATURE_SNAPSHOTS} AS {kept}SELECT {SNAPSHOT}, count(*) AS n "
@@ -289,8 +275,8 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         ),
         read.params | {"sample_id": ids[0]},
     )
-    if postgresql:
-        session.execute(text("SET LOCAL max_parallel_workers_per_gather TO DEFAULT"))
+    for setting in d.any_workers:
+        session.execute(text(setting))
     grouped = EventFilter("1 = 1", {}, table=SIGNATURE_SNAPSHOTS, weight="n")
     daily, uptimes = _daily_and_uptimes(session, read)
     if stored is not None:
@@ -330,7 +316,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
 def _unrecorded_sql(session: Session) -> str:
     """Events of the grouped signature whose inventory host (without attribute history) now
     shows other changing values than the event carried (see `analysis.unrecorded_changes`)."""
-    distinct = "IS DISTINCT FROM" if is_postgresql(session) else "IS NOT"
+    distinct = dialect_of(session).is_distinct_from
     differs = " OR ".join(f"s.{name} {distinct} h.{name}" for name in CHANGING_SCALARS)
     return (
         f"SELECT coalesce(sum(s.n), 0) FROM {SIGNATURE_SNAPSHOTS} s JOIN hosts h ON h.id = s.host_id "
@@ -395,14 +381,14 @@ def case_control_baseline(
 ) -> Baseline | None:
     """The crashes of [start, end) (on `hosts`, at uptimes of at least `min_uptime_s`), every
     signature's: the case-control baseline, with the values the events carried at crash time."""
-    d = Dialect(session)
+    d = dialect_of(session)
     sql = "crashed_at >= :ws AND crashed_at < :we"
     params: dict[str, Any] = {"ws": d.moment(start), "we": d.moment(end)}
     if min_uptime_s is not None:
         sql += " AND uptime_s >= :min_uptime"
         params["min_uptime"] = math.floor(min_uptime_s)
     if hosts is not None:
-        sql += f" AND host_id IN {id_list(d.postgresql, 'population')}"
+        sql += f" AND host_id IN {d.id_list('population')}"
         params["population"] = json.dumps(sorted(hosts))
     where = EventFilter(sql, params)
     total = session.scalar(where.statement(f"SELECT count(*) FROM events WHERE {where.sql}"), where.params)
@@ -411,18 +397,12 @@ def case_control_baseline(
     return crash_baseline(value_counts(session, where), int(total), joint_counts(session, where))
 
 
-def _payload_executable(session: Session) -> str:
-    if is_postgresql(session):
-        return "r.payload -> 'stack' ->> 'executable'"
-    return "json_extract(r.payload, '$.stack.executable')"
-
-
 def signature_programs(session: Session, ids: Sequence[int]) -> list[str]:
     """The executables the signature's userspace reports name (one, as a rule)."""
     where = EventFilter.signature(ids)
     rows = session.execute(
         where.statement(
-            f"SELECT DISTINCT {_payload_executable(session)} FROM reports r "
+            f"SELECT DISTINCT {dialect_of(session).payload_executable('r')} FROM reports r "
             "JOIN events e ON e.id = r.event_id "
             "WHERE e.signature_id IN :signature_ids AND r.source = 'userspace' LIMIT 20"
         ),
@@ -435,14 +415,10 @@ def program_hosts(session: Session, executables: Sequence[str], label: str | Non
     """The hosts running a program, and how that is known: the inventory label `label` naming
     it (its value is the executable's file name), else hosts that reported crashes of it."""
     names = sorted({e.rsplit("/", 1)[-1] for e in executables})
+    d = dialect_of(session)
     if label:
-        if is_postgresql(session):
-            carries = "labels ->> :label IN :names"
-            params: dict[str, Any] = {"label": label}
-        else:
-            carries = "json_extract(labels, :label) IN :names"
-            params = {"label": f'$."{label}"'}
-        statement = text(f"SELECT id FROM hosts WHERE {carries}").bindparams(
+        params: dict[str, Any] = {"label": d.label_key(label)}
+        statement = text(f"SELECT id FROM hosts WHERE {d.label('label')} IN :names").bindparams(
             bindparam("names", expanding=True)
         )
         found = list(session.scalars(statement, params | {"names": names}))
@@ -450,7 +426,7 @@ def program_hosts(session: Session, executables: Sequence[str], label: str | Non
             return found, f"the inventory label {label}={','.join(names)}"
     statement = text(
         f"SELECT DISTINCT e.host_id FROM reports r JOIN events e ON e.id = r.event_id "
-        f"WHERE r.source = 'userspace' AND {_payload_executable(session)} IN :executables"
+        f"WHERE r.source = 'userspace' AND {d.payload_executable('r')} IN :executables"
     ).bindparams(bindparam("executables", expanding=True))
     return list(
         session.scalars(statement, {"executables": list(executables)})
@@ -461,8 +437,8 @@ def _daily_and_uptimes(session: Session, where: EventFilter) -> tuple[dict[date,
     """Events per UTC day and the events' uptimes. PostgreSQL: one read, the uptimes as one
     array per day (a row per value costs more than the query when a signature has 100,000
     events)."""
-    day = _day_sql(session)
-    if is_postgresql(session):
+    day = dialect_of(session).utc_day("crashed_at")
+    if dialect_of(session).arrays:
         rows = session.execute(
             where.statement(
                 f"SELECT {day}, count(*), array_agg(uptime_s) FILTER (WHERE uptime_s IS NOT NULL) "
@@ -489,7 +465,7 @@ def _daily_and_uptimes(session: Session, where: EventFilter) -> tuple[dict[date,
 
 def uptime_hours(session: Session) -> dict[int, int]:
     """All crashes' uptimes as an hourly histogram (one scan, a few thousand rows back)."""
-    hour = "uptime_s / 3600" if is_postgresql(session) else "CAST(uptime_s / 3600 AS INTEGER)"
+    hour = dialect_of(session).whole_hours("uptime_s")
     rows = session.execute(
         text(f"SELECT {hour} AS h, count(*) FROM events WHERE uptime_s IS NOT NULL GROUP BY {hour}")
     )

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from registry.core.events import Event
 from registry.core.signatures import Signature
-from registry.db import is_postgresql, utcnow
+from registry.db import utcnow
 from registry.signatures.service import summary
 
 from .analysis import (
@@ -25,6 +25,7 @@ from .analysis import (
     fleet_view,
     signature_window,
 )
+from .dialect import dialect_of
 from .findings import Baseline
 from .fleet_sql import fleet_baseline_sql, fleet_exposure, inventory_since, rollout_steps
 from .models import (
@@ -121,11 +122,9 @@ class Fleet:
 
 
 def tune(session: Session) -> None:
-    """Analytic queries: no JIT (compiling costs more than these queries run on PostgreSQL)
-    and room to aggregate in memory. Transaction-local."""
-    if is_postgresql(session):
-        session.execute(text("SET LOCAL jit = off"))
-        session.execute(text("SET LOCAL work_mem = '64MB'"))
+    """Settings for analytic queries (the dialect's `analytic_settings`), transaction-local."""
+    for setting in dialect_of(session).analytic_settings:
+        session.execute(text(setting))
 
 
 def load_fleet(session: Session, program_label: str | None = None) -> Fleet | None:
@@ -291,7 +290,7 @@ def store_samples(
     """PostgreSQL: store the sample of every signature with at least `least` events (its
     events received before `when - settle`; see `queries.stored_sample`); drop the others'.
     Returns the signatures stored."""
-    if not is_postgresql(session):
+    if not dialect_of(session).stored_samples:
         return []
     watermark = session.scalar(
         select(Event.id).where(Event.received_at < when - settle).order_by(Event.id.desc()).limit(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import TypedDict
 
 from .patterns import CLONE_SUFFIX, SYSCALL_PREFIXES, VOLATILE_TEXT
@@ -25,10 +26,13 @@ def skip_matcher(*groups: Iterable[str]) -> re.Pattern[str]:
     return re.compile(r"^_*(?:" + "|".join(entries) + ")")
 
 
+@lru_cache(maxsize=8192)
 def canonical_function(name: str) -> str:
     """One function, one name. A kernel symbol ends at its first "." (the compiler's clone
     suffixes .isra.N, .constprop.N, .cold, .part.N, .llvm.N); a syscall is named without its
-    per-architecture wrapper prefix (the shortest name one prefix removal gives)."""
+    per-architecture wrapper prefix (the shortest name one prefix removal gives).
+
+    Cached: a crash storm names the same few dozen functions in every report."""
     name = name.split(".", 1)[0]
     if name[:2] == "_Z":
         name = demangle(name)

@@ -8,8 +8,9 @@ from typing import Any, TypedDict
 from flask import Blueprint, jsonify
 from marshmallow import Schema, fields
 from sqlalchemy import select
+from werkzeug.exceptions import HTTPException
 
-from registry.auth.tokens import require_scope
+from registry.auth.tokens import accepted, admit, hash_token, load_caller, presented_token, require_scope
 from registry.capture.models import Capture
 from registry.capture.service import CaptureView, capture_dict
 from registry.core.events import Event, EventSummary, Report, event_summary
@@ -23,7 +24,7 @@ from registry.ingest.schemas import (
     report_warnings,
     unknown_field_problems,
 )
-from registry.ingest.service import ingest_report
+from registry.ingest.service import Caller, ingest_report
 from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNKNOWN_FIELDS
 from registry.openapi import documented
 from registry.requests import json_body, load
@@ -77,8 +78,11 @@ class EventSchema(Schema):
     captures = fields.List(fields.Dict())
 
 
+REPORTER_SCOPES = ("report",)
+
+
 @blueprint.post("/reports")
-@require_scope("report")
+@require_scope(*REPORTER_SCOPES, checked_by_view=True)
 @documented(
     "Report a crash and learn whether to capture a dump",
     request=ReportSchema,
@@ -88,18 +92,16 @@ class EventSchema(Schema):
 )
 def post_report() -> Any:
     started = time.perf_counter()
-    raw = json_body()
+    # The token is checked inside ingest's one read; a request refused before it is checked
+    # on a lookup of its own first, so a bad token is a 401 whatever the body.
+    caller = Caller(hash_token(presented_token()), admit_reporter)
     try:
-        report = load(REPORT_SCHEMA, raw)
-    except ApiError as error:
-        # Nothing to fingerprint is most often a misspelt console_log: name the typo too.
-        nothing = NOTHING_TO_FINGERPRINT in error.fields.get("fingerprint", ())
-        if nothing and (unknown := unknown_field_problems(REPORT_SCHEMA, raw)):
-            error.fields |= unknown
-            error.message += f"; unknown fields: {', '.join(unknown)}"
+        raw, report = validated_report()
+    except (ApiError, HTTPException):
+        admit(load_caller(), REPORTER_SCOPES)
         raise
     warnings = report_warnings(REPORT_SCHEMA, raw)
-    result = ingest_report(current_db(), current_settings(), report, raw)
+    result = ingest_report(current_db(), current_settings(), report, raw, caller)
     INGEST_LATENCY.observe(time.perf_counter() - started)
     REPORTS.labels(report["source"], "new" if result.created else "replay").inc()
     if result.created:
@@ -107,6 +109,24 @@ def post_report() -> Any:
         if warnings:
             UNKNOWN_FIELDS.labels(report["source"]).inc()
     return jsonify(result.answer | {"warnings": warnings}), 201 if result.created else 200
+
+
+def admit_reporter(session: Any, token: dict[str, Any] | None) -> None:
+    admit(accepted(session, token), REPORTER_SCOPES)
+
+
+def validated_report() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The body as sent and as the schema loads it, or the 400 saying what is wrong."""
+    raw = json_body()
+    try:
+        return raw, load(REPORT_SCHEMA, raw)
+    except ApiError as error:
+        # Nothing to fingerprint is most often a misspelt console_log: name the typo too.
+        nothing = NOTHING_TO_FINGERPRINT in error.fields.get("fingerprint", ())
+        if nothing and (unknown := unknown_field_problems(REPORT_SCHEMA, raw)):
+            error.fields |= unknown
+            error.message += f"; unknown fields: {', '.join(unknown)}"
+        raise
 
 
 @blueprint.get("/events/<id:event_id>")

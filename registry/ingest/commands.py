@@ -14,7 +14,7 @@ from typing import Any
 import click
 from sqlalchemy import select
 
-from registry.cli_support import cli_database, cli_settings
+from registry.cli_support import CliContext, pass_cli
 from registry.core.events import Report
 from registry.errors import ApiError
 from registry.fingerprint import analyse_report
@@ -60,14 +60,15 @@ def import_report(path: Path, hostname: str | None) -> dict[str, Any] | None:
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--hostname", help="host of console logs (default: the directory holding each log)")
-def import_command(paths: tuple[Path, ...], hostname: str | None) -> None:
+@pass_cli
+def import_command(cli: CliContext, paths: tuple[Path, ...], hostname: str | None) -> None:
     """Back-fill history from console logs and JSON report files (idempotent on re-run).
 
     A JSON report file is ingested as is (its report_id, or one derived from its content); a
     console log becomes a crash_kernel report whose report_id is derived from its content,
     crashed at the file's modification time. Logs without a crash are skipped.
     """
-    database, settings = cli_database(), cli_settings()
+    database, settings = cli.database(), cli.settings
     files = list(_files(paths))
     outcome: Counter[str] = Counter()
     problems: list[str] = []

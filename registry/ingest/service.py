@@ -3,48 +3,53 @@
 Idempotent on report_id (replays answer what the first answer said), and race-safe: every
 insert is ON CONFLICT DO NOTHING, and a transaction that loses the report_id race rolls back
 whole and replays the winner's answer, so nothing is stored twice.
+
+A report is one transaction of named steps (`ingest_report`): one read of everything it needs
+(registry.ingest.sql.read_context, the caller's token included), then the host at crash time,
+the signature its fingerprint routes to, the capture answer planned before the event is stored,
+the event, the signature's bookkeeping, a claimed capture answer if one can still win, and the
+stored report with its answer. Statements per report: tests/registry/ingest/test_statements.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, insert, literal, select, update
+from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from registry.capture.decide import (
-    SLOT_READ_COLUMNS,
-    CaptureDecision,
-    decide_capture,
-    decision_without_claim,
-    slots_in,
-)
-from registry.capture.models import CaptureSlot
+from registry.capture.decide import CaptureDecision, decide_capture, decision_without_claim
+from registry.capture.policy import Slot
 from registry.config import Settings
-from registry.core.events import Event, Report
-from registry.core.hosts import HOST_ATTRIBUTES, Host
+from registry.core.events import Event
+from registry.core.hosts import HOST_ATTRIBUTES
 from registry.core.signatures import Signature
 from registry.db import Database, utcnow
 from registry.errors import ApiError
+from registry.ingest.sql import (
+    DECIDED,
+    EVENTS,
+    LOCKED_EVENT,
+    STORE_REPORT,
+    IngestContext,
+    IngestStatements,
+    KnownHost,
+    SignatureStats,
+    StoredReport,
+    read_context,
+    read_host,
+    read_stored_report,
+)
 from registry.outbox import publish
 from registry.signatures.identify import CrashSignature, identify
 from registry.signatures.regression import REGRESSED, regression_verdict
-from registry.signatures.service import (
-    SNAPSHOT_FIELDS,
-    SignatureSnapshot,
-    count_event,
-    known_signature_id,
-    resolve_or_create,
-    seen_at,
-    snapshot_of,
-    stats_columns,
-    summary,
-)
-from registry.upsert import insert_ignore
+from registry.signatures.service import SignatureSnapshot, count_event, resolve_or_create, seen_at, summary
 
 
 @dataclass(frozen=True)
@@ -53,8 +58,61 @@ class IngestResult:
     created: bool
 
 
+@dataclass(frozen=True)
+class Caller:
+    """The token a request presented, checked inside the one read (no lookup of its own):
+    `admit` gets the session and the token's live row (None: unknown or revoked) and refuses
+    the request (an ApiError) or lets it through."""
+
+    token_hash: str
+    admit: Callable[[Session, dict[str, Any] | None], None]
+
+
 def payload_digest(raw: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class IncomingReport:
+    """A validated report (the schema's output), its body as sent, and what is known of it
+    before any statement: the body's digest and the crash signature."""
+
+    fields: dict[str, Any]
+    raw: dict[str, Any]
+    digest: str
+    crash: CrashSignature | None
+
+    @property
+    def report_id(self) -> str:
+        return self.fields["report_id"]
+
+    @property
+    def host(self) -> dict[str, Any]:
+        """The host as the report describes it."""
+        return self.fields["host"]
+
+    @property
+    def boot_key(self) -> str:
+        """Reports of one crash share it: the boot_id, else the report on its own."""
+        return self.fields.get("boot_id") or f"report:{self.report_id}"
+
+
+@dataclass(frozen=True)
+class HostAtCrash:
+    id: int
+    attributes: dict[str, Any]  # what the report says, else what the inventory knows
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The signature a report's fingerprint routes to (None: no crash signature), and what the
+    one read knows of it: `stats` and `slots` are None when the read did not describe it (a
+    merged signature's survivor); a new signature has no slots."""
+
+    signature: SignatureSnapshot | None
+    is_new: bool
+    stats: SignatureStats | None
+    slots: list[Slot] | None
 
 
 @dataclass
@@ -71,227 +129,116 @@ class OpenEvent:
     counted: bool = False  # this report added the event to its signature's count
 
 
-REPORTS, HOSTS, EVENTS, SIGNATURES = (
-    model.__table__.c for model in (Report, Host, Event, Signature)  # type: ignore[attr-defined]
-)
-HOST_FIELDS = (*HOST_ATTRIBUTES, "labels")
-# Everything ingest reads before it writes, in one round trip: the stored report (a replay),
-# the host, the signature its fingerprint routes to with its counts and Jira key, and that
-# signature's capture slots (one row per slot). Built once; values are parameters.
-CONTEXT = (
-    select(
-        REPORTS.payload_sha256.label("report_sha256"),
-        REPORTS.answer.label("report_answer"),
-        HOSTS.id.label("host_id"),
-        *(HOSTS[name].label(f"host_{name}") for name in HOST_FIELDS),
-        *(SIGNATURES[name].label(f"signature_{name}") for name in SNAPSHOT_FIELDS),
-        *stats_columns(SIGNATURES.id),
-        *SLOT_READ_COLUMNS,
-    )
-    .select_from(select(literal(1).label("one")).subquery("anchor"))
-    .outerjoin(Report.__table__, REPORTS.report_id == bindparam("report_id"))
-    .outerjoin(Host.__table__, HOSTS.hostname == bindparam("hostname"))
-    .outerjoin(Signature.__table__, SIGNATURES.id == known_signature_id(bindparam("fingerprint")))
-    .outerjoin(CaptureSlot.__table__, CaptureSlot.__table__.c.signature_id == SIGNATURES.id)
-)
-STORED_REPORT = select(*CONTEXT.selected_columns[:2]).where(REPORTS.report_id == bindparam("report_id"))
-HOST_BY_NAME = select(*CONTEXT.selected_columns[2 : 3 + len(HOST_FIELDS)]).where(
-    HOSTS.hostname == bindparam("hostname")
-)
-LOCKED_EVENT = (
-    select(
-        EVENTS.id,
-        EVENTS.crashed_at,
-        EVENTS.kernel_version,
-        EVENTS.sources,
-        EVENTS.signature_id,
-        EVENTS.capture_action,
-        EVENTS.capture_reason,
-        EVENTS.capture_dump_level,
-        EVENTS.regression,
-    )
-    .where(EVENTS.host_id == bindparam("host_id"), EVENTS.boot_key == bindparam("boot_key"))
-    # Concurrent reports of the same crash append to one sources list. Only reports of one
-    # crash ever contend for it, so this is no storm-wide hot row.
-    .with_for_update()
-)
-DECIDED = (
-    update(Event.__table__)
-    .where(EVENTS.id == bindparam("event_id"))
-    .values(
-        capture_action=bindparam("action"),
-        capture_reason=bindparam("reason"),
-        capture_dump_level=bindparam("dump_level"),
-    )
-)
-STORE_REPORT = insert(Report.__table__)
-
-
 def ingest_report(
-    db: Database, settings: Settings, report: dict[str, Any], raw: dict[str, Any]
+    db: Database,
+    settings: Settings,
+    report: dict[str, Any],
+    raw: dict[str, Any],
+    caller: Caller | None = None,
 ) -> IngestResult:
-    digest = payload_digest(raw)
     crash = identify(report.get("console_log"), report.get("stack"))  # pure: outside the transaction
+    incoming = IncomingReport(report, raw, payload_digest(raw), crash)
     try:
-        # One transaction for the replay check and the store: each session costs a pool
-        # checkout (pre-ping), BEGIN, COMMIT and a reset, which dominate a storm's latency.
+        # One transaction for the caller's token, the replay check and the store: each session
+        # costs a pool checkout (pre-ping), BEGIN, COMMIT and a reset, which dominate a storm.
         with db.session() as session:
-            context = session.connection().execute(
-                CONTEXT,
-                {
-                    "report_id": report["report_id"],
-                    "hostname": report["host"]["hostname"],
-                    "fingerprint": crash.fingerprint if crash else None,
-                },
-            ).all()
-            replay = replayed_answer(context[0], digest)
+            connection = session.connection()
+            context = read_context(
+                connection,
+                incoming.report_id,
+                incoming.host["hostname"],
+                crash.fingerprint if crash else None,
+                caller.token_hash if caller else None,
+            )
+            if caller is not None:
+                caller.admit(session, context.token)
+            replay = replayed_answer(context.stored, incoming.digest)
             if replay is not None:
                 return IngestResult(replay, created=False)
-            return IngestResult(store(session, settings, report, raw, digest, crash, context), created=True)
+            return IngestResult(store(session, connection, settings, incoming, context), created=True)
     except IntegrityError:
         # Another worker stored this report_id between our check and our commit.
         with db.session() as session:
-            stored = session.connection().execute(
-                STORED_REPORT, {"report_id": report["report_id"]}
-            ).one_or_none()
-            replay = replayed_answer(stored, digest) if stored is not None else None
+            stored = read_stored_report(session.connection(), incoming.report_id)
+        replay = replayed_answer(stored, incoming.digest)
         if replay is None:
             raise
         return IngestResult(replay, created=False)
 
 
-def replayed_answer(stored: Row[Any], digest: str) -> dict[str, Any] | None:
+def replayed_answer(stored: StoredReport | None, digest: str) -> dict[str, Any] | None:
     """The first answer for a resent report_id (None if it is new); 409 if the body differs."""
-    if stored.report_sha256 is None:
+    if stored is None:
         return None
-    if stored.report_sha256 != digest:
+    if stored.sha256 != digest:
         raise ApiError(
             409,
             "conflict",
             "report_id was already used for a different report",
             fields={"report_id": ["already used with a different body"]},
         )
-    return stored.report_answer | {"duplicate": True}
+    return stored.answer | {"duplicate": True}
 
 
 def store(
     session: Session,
+    connection: Connection,
     settings: Settings,
-    report: dict[str, Any],
-    raw: dict[str, Any],
-    digest: str,
-    crash: CrashSignature | None,
-    context_rows: list[Row[Any]],
+    incoming: IncomingReport,
+    context: IngestContext,
 ) -> dict[str, Any]:
-    context = context_rows[0]
-    host_id, host_attributes = host_seen_in_crash(session, report["host"], context)
-    known = snapshot_of(prefixed(context, "signature_")) if context.signature_id is not None else None
-    signature, new_signature = (
-        resolve_or_create(session, crash, report["crashed_at"], known) if crash else (None, False)
+    """A new report's steps after the read; the answer it stored."""
+    statements = IngestStatements.of(connection.dialect.name)
+    host = host_at_crash(connection, statements, incoming.host, context.host)
+    routing = route(session, incoming, context)
+    regression = regression_of(
+        routing.signature, host.attributes["kernel_version"], incoming.fields["crashed_at"]
     )
-    # The context row describes this signature unless the fingerprint led to a merged one.
-    read_with_context = signature is not None and signature.id == context.signature_id
-    signature_context = context if read_with_context else None
-    attributes = snapshot(host_attributes, report["host"])
-    regression = regression_of(signature, attributes["kernel_version"], report["crashed_at"])
-    slots = [] if new_signature else slots_in(context_rows) if read_with_context else None
     # When no claim can win, the answer is stored by the event's insert (no update after it).
-    planned = decision_without_claim(signature, regression == REGRESSED, settings, new_signature, slots)
+    planned = decision_without_claim(
+        routing.signature, regression == REGRESSED, settings, routing.is_new, routing.slots
+    )
     event, created = find_or_open_event(
-        session, host_id, attributes, report, signature, crash, planned, regression
+        session, connection, statements, host, incoming, routing.signature, planned, regression
     )
     if created:
-        if signature is not None:
-            count_event(session, signature.id, event.id, event.crashed_at)
-            event.counted = True
-            if new_signature:
-                publish(session, "signature.created", signature.id)
-            else:
-                signature = seen_at(session, signature, event.crashed_at)
-            if not new_signature and regression == REGRESSED:
-                signature = flip_to_regressed(session, signature, event.id)
-        if planned is None:
-            event.capture = decide_capture(session, signature, event, settings, new_signature, slots)
-            session.connection().execute(
-                DECIDED,
-                {
-                    "event_id": event.id,
-                    "action": event.capture.action,
-                    "reason": event.capture.reason,
-                    "dump_level": event.capture.dump_level,
-                },
-            )
-    decision = event.capture
-    assert decision is not None
-    answer = {
-        "event_id": str(event.id),
-        "duplicate": False,
-        "known": signature is not None and not new_signature,
-        "signature": (
-            signature_summary(session, signature, new_signature, signature_context, event)
-            if signature is not None
-            else None
-        ),
-        "capture": decision.as_dict(),
-    }
-    session.connection().execute(
+        routing = count_new_event(session, routing, event)
+        if event.capture is None:
+            event.capture = claimed_decision(session, connection, settings, routing, event)
+    answer = answer_of(session, routing, event)
+    connection.execute(
         STORE_REPORT,
         {
-            "report_id": report["report_id"],
+            "report_id": incoming.report_id,
             "event_id": event.id,
-            "source": report["source"],
-            "payload_sha256": digest,
-            "payload": {k: v for k, v in raw.items() if k != "console_log"},
-            "console_log": report.get("console_log"),
+            "source": incoming.fields["source"],
+            "payload_sha256": incoming.digest,
+            "payload": {k: v for k, v in incoming.raw.items() if k != "console_log"},
+            "console_log": incoming.fields.get("console_log"),
             "answer": answer,
         },
     )
     return answer
 
 
-def signature_summary(
-    session: Session,
-    signature: SignatureSnapshot,
-    new_signature: bool,
-    context: Row[Any] | None,
-    event: OpenEvent,
-) -> dict[str, Any]:
-    """The answer's signature object. Its counts are the ones read before the writes plus this
-    event (what a read after them would see, without the round trip); a signature the context
-    did not read (a merged one's survivor) is read now."""
-    if new_signature:
-        stats, jira_key = (1 if event.counted else 0, event.crashed_at if event.counted else None), None
-    elif context is not None:
-        events, last_seen = int(context.stats_events), context.stats_last_seen
-        if event.counted:
-            events, last_seen = events + 1, max(last_seen or event.crashed_at, event.crashed_at)
-        stats, jira_key = (events, last_seen), context.jira_key
-    else:
-        return summary(session, signature)
-    return summary(session, signature, stats, jira_key)
-
-
-def prefixed(row: Row[Any], prefix: str) -> dict[str, Any]:
-    return {
-        name.removeprefix(prefix): value for name, value in row._mapping.items() if name.startswith(prefix)
-    }
-
-
-def host_seen_in_crash(
-    session: Session, host_fields: dict[str, Any], context: Row[Any]
-) -> tuple[int, dict[str, Any]]:
-    """The host's id and inventory attributes; hosts first seen in a crash join the inventory
-    with the attributes they reported."""
-    if context.host_id is not None:
-        return context.host_id, prefixed(context, "host_")
-    values = {name: host_fields.get(name) for name in HOST_ATTRIBUTES}
-    values["labels"] = host_fields.get("labels") or {}
-    created_id = insert_ignore(session, Host, values | {"hostname": host_fields["hostname"]}, ["hostname"])
-    if created_id is not None:
-        return created_id, values
-    # Another report of the same host created it first.
-    row = session.connection().execute(HOST_BY_NAME, {"hostname": host_fields["hostname"]}).one()
-    return row.host_id, prefixed(row, "host_")
+def host_at_crash(
+    connection: Connection, statements: IngestStatements, reported: dict[str, Any], known: KnownHost | None
+) -> HostAtCrash:
+    """The host's id and its attributes at crash time; hosts first seen in a crash join the
+    inventory with the attributes they reported."""
+    if known is None:
+        values = {name: reported.get(name) for name in HOST_ATTRIBUTES}
+        values["labels"] = reported.get("labels") or {}
+        created_id = connection.execute(
+            statements.insert_host, values | {"hostname": reported["hostname"]}
+        ).scalar_one_or_none()
+        # None: another report of the same host created it first.
+        known = (
+            KnownHost(created_id, values)
+            if created_id is not None
+            else read_host(connection, reported["hostname"])
+        )
+    return HostAtCrash(known.id, snapshot(known.attributes, reported))
 
 
 def snapshot(inventory: dict[str, Any], reported: dict[str, Any]) -> dict[str, Any]:
@@ -304,18 +251,46 @@ def snapshot(inventory: dict[str, Any], reported: dict[str, Any]) -> dict[str, A
     return values
 
 
+def route(session: Session, incoming: IncomingReport, context: IngestContext) -> Routing:
+    """The signature the crash routes to, created if it is new."""
+    if incoming.crash is None:
+        return Routing(None, is_new=False, stats=None, slots=None)
+    signature, is_new = resolve_or_create(
+        session, incoming.crash, incoming.fields["crashed_at"], context.signature
+    )
+    if is_new:
+        return Routing(signature, is_new=True, stats=None, slots=[])
+    # The read describes this signature unless the fingerprint led to a merged one.
+    described = context.signature is not None and signature.id == context.signature.id
+    return Routing(
+        signature,
+        is_new=False,
+        stats=context.stats if described else None,
+        slots=context.slots if described else None,
+    )
+
+
+def regression_of(
+    signature: SignatureSnapshot | None, kernel_version: str | None, crashed_at: Any
+) -> str | None:
+    """How a new event bears on a resolved signature: regressed, unless it predates the fix."""
+    if signature is None or signature.status != "resolved":
+        return None
+    return regression_verdict(kernel_version, crashed_at, signature.fixed_in_kernel, signature.resolved_at)
+
+
 def find_or_open_event(
     session: Session,
-    host_id: int,
-    attributes: dict[str, Any],
-    report: dict[str, Any],
+    connection: Connection,
+    statements: IngestStatements,
+    host: HostAtCrash,
+    incoming: IncomingReport,
     signature: SignatureSnapshot | None,
-    crash: CrashSignature | None,
     planned: CaptureDecision | None,
     regression: str | None,
 ) -> tuple[OpenEvent, bool]:
     """One event per crash: reports with the same hostname and boot_id join it (False)."""
-    boot_key = report.get("boot_id") or f"report:{report['report_id']}"
+    crash, report = incoming.crash, incoming.fields
     fingerprinted = {
         "signature_id": signature.id if signature else None,
         "fingerprint": crash.fingerprint if crash else None,
@@ -323,10 +298,10 @@ def find_or_open_event(
         "title": crash.title[:512] if crash else None,
         "explanation": crash.explanation if crash else None,
     }
-    values = attributes | fingerprinted | {
-        "host_id": host_id,
-        "hostname": report["host"]["hostname"],
-        "boot_key": boot_key,
+    values = host.attributes | fingerprinted | {
+        "host_id": host.id,
+        "hostname": incoming.host["hostname"],
+        "boot_key": incoming.boot_key,
         "boot_id": report.get("boot_id"),
         "crashed_at": report["crashed_at"],
         "uptime_s": report.get("uptime_s"),
@@ -337,7 +312,7 @@ def find_or_open_event(
         "capture_dump_level": planned.dump_level if planned else None,
         "regression": regression,
     }
-    created_id = insert_ignore(session, Event, values, ["host_id", "boot_key"])
+    created_id = connection.execute(statements.insert_event, values).scalar_one_or_none()
     if created_id is not None:
         event = OpenEvent(
             created_id,
@@ -349,7 +324,7 @@ def find_or_open_event(
             regression,
         )
         return event, True
-    row = session.connection().execute(LOCKED_EVENT, {"host_id": host_id, "boot_key": boot_key}).one()
+    row = connection.execute(LOCKED_EVENT, {"host_id": host.id, "boot_key": incoming.boot_key}).one()
     event = OpenEvent(
         row.id,
         row.crashed_at,
@@ -368,17 +343,25 @@ def find_or_open_event(
     if report["source"] not in event.sources:
         changes["sources"] = [*event.sources, report["source"]]
     if changes:
-        session.connection().execute(update(Event.__table__).where(EVENTS.id == event.id).values(**changes))
+        connection.execute(update(Event.__table__).where(EVENTS.id == event.id).values(**changes))
     return event, False
 
 
-def regression_of(
-    signature: SignatureSnapshot | None, kernel_version: str | None, crashed_at: Any
-) -> str | None:
-    """How a new event bears on a resolved signature: regressed, unless it predates the fix."""
-    if signature is None or signature.status != "resolved":
-        return None
-    return regression_verdict(kernel_version, crashed_at, signature.fixed_in_kernel, signature.resolved_at)
+def count_new_event(session: Session, routing: Routing, event: OpenEvent) -> Routing:
+    """A new event's bookkeeping on its signature: counted, announced when the signature is new,
+    first_seen moved earlier, flipped to regressed."""
+    signature = routing.signature
+    if signature is None:
+        return routing
+    count_event(session, signature.id, event.id, event.crashed_at)
+    event.counted = True
+    if routing.is_new:
+        publish(session, "signature.created", signature.id)
+        return routing
+    signature = seen_at(session, signature, event.crashed_at)
+    if event.regression == REGRESSED:
+        signature = flip_to_regressed(session, signature, event.id)
+    return replace(routing, signature=signature)
 
 
 def flip_to_regressed(session: Session, signature: SignatureSnapshot, event_id: int) -> SignatureSnapshot:
@@ -393,3 +376,51 @@ def flip_to_regressed(session: Session, signature: SignatureSnapshot, event_id: 
         return replace(signature, status=now)
     publish(session, "signature.regressed", signature.id, event_id=event_id)
     return replace(signature, status="regressed")
+
+
+def claimed_decision(
+    session: Session, connection: Connection, settings: Settings, routing: Routing, event: OpenEvent
+) -> CaptureDecision:
+    """The answer of a new event whose answer needs a claim (a capture slot, an extra capture),
+    written onto the event."""
+    decision = decide_capture(session, routing.signature, event, settings, routing.is_new, routing.slots)
+    connection.execute(
+        DECIDED,
+        {
+            "event_id": event.id,
+            "action": decision.action,
+            "reason": decision.reason,
+            "dump_level": decision.dump_level,
+        },
+    )
+    return decision
+
+
+def answer_of(session: Session, routing: Routing, event: OpenEvent) -> dict[str, Any]:
+    assert event.capture is not None
+    signature = routing.signature
+    return {
+        "event_id": str(event.id),
+        "duplicate": False,
+        "known": signature is not None and not routing.is_new,
+        "signature": signature_summary(session, routing, event) if signature is not None else None,
+        "capture": event.capture.as_dict(),
+    }
+
+
+def signature_summary(session: Session, routing: Routing, event: OpenEvent) -> dict[str, Any]:
+    """The answer's signature object. Its counts are the ones read before the writes plus this
+    event (what a read after them would see, without the round trip); a signature the read
+    did not describe (a merged one's survivor) is read now."""
+    signature = routing.signature
+    assert signature is not None
+    last_seen: datetime | None
+    if routing.is_new:
+        events, last_seen, jira_key = (1, event.crashed_at, None) if event.counted else (0, None, None)
+    elif routing.stats is not None:
+        events, last_seen, jira_key = routing.stats.events, routing.stats.last_seen, routing.stats.jira_key
+        if event.counted:
+            events, last_seen = events + 1, max(last_seen or event.crashed_at, event.crashed_at)
+    else:
+        return summary(session, signature)
+    return summary(session, signature, (events, last_seen), jira_key)

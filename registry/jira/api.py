@@ -33,7 +33,7 @@ class LinkListQuery(Schema):
     tag="integrations",
 )
 def webhook() -> Any:
-    secret = current_settings().jira_webhook_secret
+    secret = current_settings().jira.webhook_secret
     if not secret:
         raise ApiError(403, "forbidden", "Jira webhooks are off: set CRASHREG_JIRA_WEBHOOK_SECRET")
     body = request.get_data(cache=True)

@@ -179,7 +179,7 @@ def signatures() -> str:
 
 def grafana_link(signature_id: int) -> str | None:
     """The signature's Grafana dashboard with its variable set, when Grafana is configured."""
-    base = current_settings().grafana_url
+    base = current_settings().grafana.url
     if not base:
         return None
     return f"{base.rstrip('/')}/d/{GRAFANA_SIGNATURE_DASHBOARD}?{urlencode({'var-signature': signature_id})}"

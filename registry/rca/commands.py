@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from sqlalchemy import select
 
-from registry.cli_support import cli_database, cli_settings
+from registry.cli_support import CliContext, pass_cli
 from registry.core.signatures import Signature
 from registry.rca.bundle import WORKSPACE, triage_bundle
 from registry.rca.models import Rca
@@ -48,13 +48,14 @@ def write_bundle(bundle: dict, out: Path) -> list[Path]:
 @click.option(
     "--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="directory to write"
 )
-def triage_bundle_command(signature: str, out: Path) -> None:
+@pass_cli
+def triage_bundle_command(cli: CliContext, signature: str, out: Path) -> None:
     """Write SIGNATURE's triage bundle (id or fingerprint) for an agent container into --out."""
-    with cli_database().session() as session:
+    with cli.database().session() as session:
         found = find_signature(session, signature)
         if found is None:
             raise click.ClickException(f"no signature with id or fingerprint {signature!r}")
-        settings = cli_settings()
+        settings = cli.settings
         bundle = triage_bundle(session, found, settings.public_url, settings.epidemiology_program_label)
     written = write_bundle(bundle, out)
     click.echo(f"wrote {len(written)} files to {out} ({len(bundle['events'])} events sampled)", err=True)
@@ -67,12 +68,13 @@ def rca() -> None:
 
 @rca.command("recheck")
 @click.argument("signatures", nargs=-1)
-def recheck_command(signatures: tuple[str, ...]) -> None:
+@pass_cli
+def recheck_command(cli: CliContext, signatures: tuple[str, ...]) -> None:
     """Re-run evidence checks of proposed and confirmed RCAs (all signatures with RCAs by default).
 
     New crashes can contradict an RCA after it was posted, e.g. a crash on its fix kernel.
     """
-    with cli_database().session() as session:
+    with cli.database().session() as session:
         if signatures:
             found = [find_signature(session, key) for key in signatures]
             missing = [key for key, sig in zip(signatures, found, strict=True) if sig is None]
@@ -85,5 +87,5 @@ def recheck_command(signatures: tuple[str, ...]) -> None:
         flagged = 0
         with click.progressbar(targets, label="rechecking", file=sys.stderr) as progress:
             for signature in progress:
-                flagged += recheck(session, signature, cli_settings().public_url)
+                flagged += recheck(session, signature, cli.settings.public_url)
     click.echo(f"rechecked RCAs of {len(targets)} signatures; {flagged} newly flagged", err=True)

@@ -8,7 +8,7 @@ from typing import Any, NotRequired, TypedDict
 
 import click
 
-from registry.cli_support import cli_database
+from registry.cli_support import CliContext, pass_cli
 from registry.core.wiring import cli_wiring
 from registry.fingerprint import CrashSignature, ExplanationRecord, analyse_report
 from registry.signatures.explanation import explanation_lines
@@ -86,9 +86,10 @@ def signatures() -> None:
 
 @signatures.command("rebuild")
 @click.option("--dry-run", is_flag=True, help="show what would change, change nothing")
-def rebuild_command(dry_run: bool) -> None:
+@pass_cli
+def rebuild_command(cli: CliContext, dry_run: bool) -> None:
     """Re-fingerprint all history from the stored raw reports with the current engine."""
-    database = cli_database()
+    database = cli.database()
     with database.session() as session:
         total = event_count(session)
     with click.progressbar(length=total, label="re-fingerprinting events", file=None) as bar:

@@ -41,8 +41,9 @@ from sqlalchemy.orm import Session
 from registry.core.events import Event, Report
 from registry.core.signatures import Signature, SignatureAlias
 from registry.core.wiring import SignatureListeners
-from registry.db import Database, is_postgresql
+from registry.db import Database
 from registry.fingerprint import CrashSignature
+from registry.signatures.dialect import dialect_of
 from registry.signatures.identify import identify
 from registry.signatures.merging import MERGE, REBUILD, recount, set_alias
 
@@ -182,8 +183,9 @@ class Rebuild:
         """Until commit, nobody else creates or changes a signature (reads go on). On SQLite,
         beginning the transaction is enough: it begins IMMEDIATE, taking the write lock."""
         connection = self.session.connection()
-        if is_postgresql(self.session):
-            connection.execute(text("LOCK TABLE signatures IN SHARE ROW EXCLUSIVE MODE"))
+        hold = dialect_of(self.session).hold_signatures
+        if hold is not None:
+            connection.execute(text(hold))
 
     def read_placement(self) -> None:
         """Which (canonical) signature each event is on now, merges and live ingest included."""

@@ -8,8 +8,7 @@ from pathlib import Path
 import click
 
 from dashboards import build_dashboards
-from registry.cli_support import cli_database, cli_settings
-from registry.config import Settings
+from registry.cli_support import CliContext, pass_cli
 from sync.grafana.alerting import AlertRulesInvalid, checked
 from sync.grafana.datasource import datasource_spec, dialect_name
 from sync.grafana.export import DEFAULT_GRAFANA_PROVISIONING, export, next_steps
@@ -19,14 +18,6 @@ from sync.grafana.rollups import refresh_reporting_copy, reporting_copy_path
 from sync.grafana.service import GrafanaNotConfigured, alert_rule_group, check_configured, provision
 
 
-def settings_or_exit() -> Settings:
-    """The environment's settings; a bad value (e.g. a threshold) is one clear error line."""
-    try:
-        return cli_settings()
-    except ValueError as error:
-        raise click.ClickException(str(error)) from error
-
-
 @click.group()
 def grafana() -> None:
     """Grafana: read-only role, data source, dashboards."""
@@ -34,16 +25,17 @@ def grafana() -> None:
 
 @grafana.command("provision")
 @click.option("--force", is_flag=True, help="Overwrite dashboards edited in Grafana.")
-def provision_command(force: bool) -> None:
+@pass_cli
+def provision_command(cli: CliContext, force: bool) -> None:
     """Create or check the read-only role; provision folder, data source, dashboards, alert rules."""
 
     def progress(outcome: Outcome) -> None:
         click.echo(outcome.line())
 
     try:
-        settings = settings_or_exit()
+        settings = cli.settings
         check_configured(settings)  # a missing setting is said before the database is opened
-        result = provision(settings, cli_database(), force=force, progress=progress)
+        result = provision(settings, cli.database(), force=force, progress=progress)
     except (GrafanaNotConfigured, RoleError, AlertRulesInvalid) as error:
         raise click.ClickException(str(error)) from error
     if result.role is not None:
@@ -73,9 +65,10 @@ def provision_command(force: bool) -> None:
     show_default=True,
     help="Where Grafana will read the provisioning files (the dashboard provider's path).",
 )
-def export_command(directory: Path, grafana_provisioning: str) -> None:
+@pass_cli
+def export_command(cli: CliContext, directory: Path, grafana_provisioning: str) -> None:
     """Write Grafana's file-provisioning layout (data source, dashboards, alert rules)."""
-    settings = settings_or_exit()
+    settings = cli.settings
     spec = datasource_spec(settings)
     boards = build_dashboards(dialect_name(settings), settings.public_url)
     try:
@@ -94,7 +87,7 @@ def export_command(directory: Path, grafana_provisioning: str) -> None:
     click.echo("next, as the Grafana admin:", err=True)
     for number, step in enumerate(next_steps(directory, spec, grafana_provisioning), start=1):
         click.echo(f"  {number}. {step}", err=True)
-    if spec.secret is not None and settings.grafana_db_url is None:
+    if spec.secret is not None and settings.grafana.db_url is None:
         click.echo(
             "CRASHREG_GRAFANA_DB_URL is not set: the role's password is derived and not shown; "
             "set CRASHREG_GRAFANA_DB_URL to choose it, then run `crashreg grafana provision`",

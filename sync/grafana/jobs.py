@@ -21,6 +21,6 @@ def grafana_rollups(context: JobContext) -> dict[str, list[str]]:
     return {"refreshed": refresh_rollups(context.database)}
 
 
-@register_job("grafana-sync", seconds=SYNC_SECONDS, enabled=lambda settings: settings.grafana_enabled)
+@register_job("grafana-sync", seconds=SYNC_SECONDS, enabled=lambda settings: settings.grafana.enabled)
 def grafana_sync(context: JobContext) -> dict[str, int]:
     return scheduled_sync(context.settings, context.database)

@@ -37,12 +37,12 @@ def alert_rule_group(settings: Settings, dashboards: list[Dashboard]) -> RuleGro
     """crashreg's rule group for this registry's database and settings."""
     dialect = DIALECTS[dialect_name(settings)]
     return build_rule_group(
-        dialect, settings.public_url, settings.alerts, settings.jira_enabled, dashboards, FOLDER_UID
+        dialect, settings.public_url, settings.alerts, settings.jira.enabled, dashboards, FOLDER_UID
     )
 
 
 def check_configured(settings: Settings) -> None:
-    if not settings.grafana_enabled:
+    if not settings.grafana.enabled:
         raise GrafanaNotConfigured("set CRASHREG_GRAFANA_URL and CRASHREG_GRAFANA_TOKEN")
 
 
@@ -62,7 +62,7 @@ def provision(
     )
     if refresh:
         refresh_rollups(database)
-    api = connect(settings.grafana_url or "", settings.grafana_token or "")
+    api = connect(settings.grafana.url or "", settings.grafana.token or "")
     dashboards = build_dashboards(dialect, settings.public_url)
     report = Provisioner(api, database, force=force).run(datasource_spec(settings), dashboards, progress)
     alerts = AlertProvisioner(api, database, force=force)
@@ -81,7 +81,7 @@ def scheduled_sync(settings: Settings, database: Database) -> dict[str, int]:
     for outcome in result.report.outcomes:
         if outcome.action != "unchanged":
             log.info("grafana %s", outcome.line())
-    api = connect(settings.grafana_url or "", settings.grafana_token or "")
+    api = connect(settings.grafana.url or "", settings.grafana.token or "")
     pushed = push_annotations(api, database)
     return {
         "changed": sum(o.action != "unchanged" for o in result.report.outcomes),

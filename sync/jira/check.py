@@ -224,7 +224,7 @@ def check_fields_and_search(client: JiraClient, options: JiraOptions) -> Iterato
 
 def check_registry_side(settings: Settings) -> Iterator[Finding]:
     hook = f"{settings.public_url}/api/v1/integrations/jira/webhook"
-    if settings.jira_webhook_secret:
+    if settings.jira.webhook_secret:
         yield Finding(
             OK,
             "webhook",

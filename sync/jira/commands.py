@@ -6,7 +6,7 @@ import json
 
 import click
 
-from registry.cli_support import cli_database, cli_settings
+from registry.cli_support import CliContext, pass_cli
 from sync.jira.check import FAIL, run_checks
 
 
@@ -17,7 +17,8 @@ def jira() -> None:
 
 @jira.command("sync")
 @click.option("--once", is_flag=True, help="one round (outbox, facts, reconciliation), then exit")
-def sync(once: bool) -> None:
+@pass_cli
+def sync(cli: CliContext, once: bool) -> None:
     """Sync with Jira: every 30 s (reconciliation every 10 min) until stopped, or --once."""
     from registry.app import configure_logging
     from sync.jira.jobs import jira_reconcile
@@ -25,8 +26,8 @@ def sync(once: bool) -> None:
     from sync.scheduler import JOBS, JobContext, Scheduler, load_jobs, run_until_signalled
 
     configure_logging()
-    settings, database = cli_settings(), cli_database()
-    if not settings.jira_enabled:
+    settings, database = cli.settings, cli.database()
+    if not settings.jira.enabled:
         raise click.ClickException(
             "Jira sync is off: set CRASHREG_JIRA_URL, CRASHREG_JIRA_TOKEN and CRASHREG_JIRA_PROJECT")
     context, lock = JobContext(settings, database), leader_lock(database.engine)
@@ -45,18 +46,20 @@ def sync(once: bool) -> None:
 
 
 @jira.command("requeue")
-def requeue() -> None:
+@pass_cli
+def requeue(cli: CliContext) -> None:
     """Retry the changes Jira refused permanently (HTTP 4xx), once their cause is fixed."""
     from sync.jira.drain import requeue_refused
 
-    count = requeue_refused(cli_database())
+    count = requeue_refused(cli.database())
     click.echo(f"{count} refused change(s) queued again; the next sync round sends them", err=True)
 
 
 @jira.command("check")
-def check() -> None:
+@pass_cli
+def check(cli: CliContext) -> None:
     """Preflight: reachability, auth, project, issue type, permissions, workflow, search, webhooks."""
-    findings = run_checks(cli_settings())
+    findings = run_checks(cli.settings)
     width = max(len(f.topic) for f in findings)
     for finding in findings:
         click.echo(f"{finding.level:<4}  {finding.topic:<{width}}  {finding.message}")

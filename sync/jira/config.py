@@ -1,8 +1,7 @@
-"""The sync's options: the contract's CRASHREG_JIRA_* settings plus tuning with safe defaults."""
+"""The sync's options, made from the Jira settings (registry/config.py reads CRASHREG_JIRA_*)."""
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -62,27 +61,27 @@ class JiraOptions:
     timeout_s: float = 30.0
 
     @classmethod
-    def from_settings(cls, settings: Settings, environ: dict[str, str] | None = None) -> JiraOptions:
-        if not settings.jira_enabled:
+    def from_settings(cls, settings: Settings) -> JiraOptions:
+        jira = settings.jira
+        if not jira.enabled:
             raise ValueError(
                 "Jira sync is off: set CRASHREG_JIRA_URL, CRASHREG_JIRA_TOKEN and CRASHREG_JIRA_PROJECT"
             )
-        env = os.environ if environ is None else environ
-        reopen = env.get("CRASHREG_JIRA_REOPEN_CATEGORY", "new").strip() or "new"
+        reopen = jira.reopen_category
         if reopen not in REOPEN_CATEGORIES:
             raise ValueError(
                 f"CRASHREG_JIRA_REOPEN_CATEGORY={reopen!r}: use one of {', '.join(REOPEN_CATEGORIES)}"
             )
         return cls(
-            url=(settings.jira_url or "").rstrip("/"),
-            project=settings.jira_project or "",
-            token=settings.jira_token or "",
-            user=settings.jira_user,
+            url=(jira.url or "").rstrip("/"),
+            project=jira.project or "",
+            token=jira.token or "",
+            user=jira.user,
             public_url=settings.public_url.rstrip("/"),
-            issue_type=env.get("CRASHREG_JIRA_ISSUE_TYPE", "").strip() or "Bug",
-            create_rule=CreateRule.parse(env.get("CRASHREG_JIRA_CREATE_RULE", "every")),
-            update_interval=timedelta(seconds=int(env.get("CRASHREG_JIRA_UPDATE_INTERVAL_S") or 300)),
+            issue_type=jira.issue_type,
+            create_rule=CreateRule.parse(jira.create_rule),
+            update_interval=timedelta(seconds=jira.update_interval_s),
             reopen_category=reopen,
-            signature_field=env.get("CRASHREG_JIRA_SIGNATURE_FIELD", "").strip() or None,
-            reconcile_limit=int(env.get("CRASHREG_JIRA_RECONCILE_LIMIT") or 500),
+            signature_field=jira.signature_field,
+            reconcile_limit=jira.reconcile_limit,
         )

@@ -25,14 +25,14 @@ def summarize(report: SyncReport) -> dict[str, object]:
     }
 
 
-@register_job("jira-sync", seconds=30, enabled=lambda settings: settings.jira_enabled)
+@register_job("jira-sync", seconds=30, enabled=lambda settings: settings.jira.enabled)
 def jira_sync(context: JobContext) -> dict[str, object]:
     options = JiraOptions.from_settings(context.settings)
     with ROUND:
         return summarize(sync_once(context.database, options, context.clock, with_reconcile=False))
 
 
-@register_job("jira-reconcile", seconds=600, enabled=lambda settings: settings.jira_enabled)
+@register_job("jira-reconcile", seconds=600, enabled=lambda settings: settings.jira.enabled)
 def jira_reconcile(context: JobContext) -> dict[str, object]:
     options = JiraOptions.from_settings(context.settings)
     with ROUND:

@@ -10,9 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy.engine import make_url
 
-from registry.cli_support import sqlite_path
+from registry.cli import main
+from registry.cli_support import CliContext, sqlite_path
+from registry.config import Settings
 from registry.migrate import head_revisions
 from tests.support.cli import REPO, crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
@@ -133,3 +136,23 @@ def test_if_missing_makes_the_quickstart_token_once(db_url, tmp_path) -> None:
     assert "crashreg tokens create --name NAME --scope admin" in again.stderr
     listed = crashreg_in(tmp_path, env, "tokens", "list").stdout
     assert sum(" quickstart " in line for line in listed.splitlines()) == 1
+
+
+def test_a_bad_setting_is_one_line_for_any_command_and_help_still_works(tmp_path) -> None:
+    env = {"CRASHREG_CAPTURE_WINDOW_DAYS": "a week"}
+    error = one_error_line(crashreg_in(tmp_path, env, "tokens", "list"))
+    assert error == "Error: CRASHREG_CAPTURE_WINDOW_DAYS must be a number, got 'a week'"
+    helped = crashreg_in(tmp_path, env, "tokens", "list", "--help")
+    assert helped.returncode == 0 and "Tokens with their scope" in helped.stdout
+
+
+def test_commands_use_the_settings_they_are_given(db_url, monkeypatch) -> None:
+    """The settings reach a command through its Click context; the environment is read only
+    when none were given."""
+    monkeypatch.setenv("CRASHREG_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    given = CliContext(Settings(database_url=db_url))
+    created = CliRunner().invoke(main, ["tokens", "create", "--name", "given", "--scope", "read"], obj=given)
+    assert created.exit_code == 0, created.output
+    from_env = CliRunner().invoke(main, ["tokens", "list"])
+    assert from_env.exit_code == 1
+    assert "cannot open database postgresql://nobody@127.0.0.1:1/none" in from_env.output

@@ -57,13 +57,29 @@ def test_every_variable_the_code_reads_is_documented_and_no_other() -> None:
     assert listed - read == set(), "in docs/configuration.md but read by no code"
 
 
+def test_the_environment_is_read_in_one_place() -> None:
+    """registry/config.py reads it and its settings are passed on; gunicorn.conf.py holds gunicorn's
+    process settings, and metrics.py asks for PROMETHEUS_MULTIPROC_DIR as the prometheus client does."""
+    reads = re.compile(r"os\.environ|getenv")
+    reading = {path.relative_to(ROOT).as_posix() for path in SOURCES if reads.search(path.read_text())}
+    assert reading == {"registry/config.py", "registry/metrics.py", "gunicorn.conf.py"}
+
+
 def registry_settings(environ: dict[str, str]) -> Any:
     return Settings.from_env(environ)
 
 
+JIRA_ON = {"CRASHREG_JIRA_URL": "https://jira.test", "CRASHREG_JIRA_TOKEN": "t", "CRASHREG_JIRA_PROJECT": "X"}
+# Every Jira variable but the webhook secret (the registry's webhook endpoint checks it) shapes the sync.
+SYNC_VARIABLES = sorted(
+    name for name in documented()
+    if name.startswith("CRASHREG_JIRA_") and name != "CRASHREG_JIRA_WEBHOOK_SECRET"
+)
+
+
 def jira_options(environ: dict[str, str]) -> Any:
-    enabled = Settings(jira_url="https://jira.test", jira_token="t", jira_project="CRASH")
-    return JiraOptions.from_settings(enabled, environ)
+    """What the Jira sync makes of an environment (with the sync on)."""
+    return JiraOptions.from_settings(Settings.from_env(JIRA_ON | environ))
 
 
 def gunicorn_settings(environ: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
@@ -81,7 +97,6 @@ def readers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Callab
     """Each section's file, as a function from an environment to what the code made of it."""
     return {
         "registry/config.py": registry_settings,
-        "sync/jira/config.py": jira_options,
         "gunicorn.conf.py": lambda environ: gunicorn_settings(environ, monkeypatch, tmp_path),
     }
 
@@ -97,12 +112,8 @@ def outcome(read: Callable[[dict[str, str]], Any], environ: dict[str, str]) -> A
         return f"refused: {error}"
 
 
-@pytest.mark.parametrize("name", sorted(documented()))
-def test_documented_default_is_the_code_s(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    section, default = documented()[name]
-    if section == "sync/grafana/export.py":
-        pytest.skip("expanded by Grafana from its own environment: crashreg only writes its name")
-    read = readers(monkeypatch, tmp_path)[section]
+def assert_default(read: Callable[[dict[str, str]], Any], name: str, default: str, where: str) -> None:
+    """Setting `name` to its documented default changes nothing that `read` makes; another value does."""
     unset = read({})
     literal = re.fullmatch(r"`([^`]*)`", default)
     if literal:
@@ -110,7 +121,21 @@ def test_documented_default_is_the_code_s(name: str, monkeypatch: pytest.MonkeyP
         probe = another_value(literal.group(1))
     else:
         probe = "https://other.test/x" if name.endswith("_URL") else "17"
-    assert outcome(read, {name: probe}) != unset, f"{name} changes nothing in {section}"
+    assert outcome(read, {name: probe}) != unset, f"{name} changes nothing in {where}"
+
+
+@pytest.mark.parametrize("name", sorted(documented()))
+def test_documented_default_is_the_code_s(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    section, default = documented()[name]
+    if section == "sync/grafana/export.py":
+        pytest.skip("expanded by Grafana from its own environment: crashreg only writes its name")
+    assert_default(readers(monkeypatch, tmp_path)[section], name, default, section)
+
+
+@pytest.mark.parametrize("name", SYNC_VARIABLES)
+def test_the_jira_sync_uses_each_jira_variable_as_documented(name: str) -> None:
+    """registry/config.py reads them; sync/jira/config.py turns them into the sync's options."""
+    assert_default(jira_options, name, documented()[name][1], "the Jira sync's options")
 
 
 def test_database_default_is_a_file_in_the_working_directory(monkeypatch, tmp_path) -> None:

@@ -17,8 +17,7 @@ from click.testing import CliRunner, Result
 from sqlalchemy.engine import make_url
 
 from registry.cli import main
-from registry.cli_support import cli_settings
-from registry.config import Settings
+from registry.config import GrafanaSettings, Settings
 from registry.db import Database
 from sync.grafana.role import ensure_readonly_role
 from sync.grafana.rollups import reporting_copy_path
@@ -45,7 +44,7 @@ def grafana_settings(settings: Settings, grafana: RunningGrafana) -> Iterator[Se
             hide_password=False
         )
     yield dataclasses.replace(
-        settings, grafana_url=grafana.url, grafana_token=grafana.token, grafana_db_url=grafana_db_url
+        settings, grafana=GrafanaSettings(url=grafana.url, token=grafana.token, db_url=grafana_db_url)
     )
     if grafana_db_url:
         drop_role(settings.database_url, role)
@@ -84,14 +83,10 @@ def dialect_of(db_url: str) -> str:
 
 
 def run_cli(monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]) -> Result:
-    """`crashreg ARGS` with `env` set, its settings read afresh (they are cached per process)."""
+    """`crashreg ARGS` with `env` set."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    cli_settings.cache_clear()
-    try:
-        return CliRunner().invoke(main, args)
-    finally:
-        cli_settings.cache_clear()
+    return CliRunner().invoke(main, args)
 
 
 FOLDER = "alerts"

@@ -12,7 +12,6 @@ from werkzeug.serving import make_server
 
 from registry.app import create_app
 from registry.cli import main
-from registry.cli_support import cli_database, cli_settings
 from registry.config import Settings
 
 DEMO = ["demo", "--no-serve", "--physical-per-cluster", "10", "--seed", "3"]
@@ -20,11 +19,7 @@ DEMO = ["demo", "--no-serve", "--physical-per-cluster", "10", "--seed", "3"]
 
 def _demo(db_url: str, monkeypatch, port: int) -> str:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
-    cli_settings.cache_clear()
-    cli_database.cache_clear()
     result = CliRunner().invoke(main, [*DEMO, "--port", str(port)])
-    cli_settings.cache_clear()
-    cli_database.cache_clear()
     assert result.exit_code == 0, result.output
     return result.output
 

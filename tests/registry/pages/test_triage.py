@@ -14,7 +14,7 @@ from flask import render_template
 from sqlalchemy import update
 
 from registry.app import create_app
-from registry.config import Settings
+from registry.config import GrafanaSettings, Settings
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
 from registry.db import utcnow
@@ -48,7 +48,11 @@ def report(client: Any, token: str, **fields: Any) -> dict[str, Any]:
 def grafana_client(settings: Settings, database):  # type: ignore[no-untyped-def]
     """The app with Grafana configured, so the signature page links to its dashboard."""
     app = create_app(
-        Settings(database_url=settings.database_url, public_url=settings.public_url, grafana_url=GRAFANA),
+        Settings(
+            database_url=settings.database_url,
+            public_url=settings.public_url,
+            grafana=GrafanaSettings(url=GRAFANA),
+        ),
         database,
     )
     app.config["TESTING"] = True

@@ -11,7 +11,6 @@ from click.testing import CliRunner
 from sqlalchemy import select, update
 
 from registry.cli import main
-from registry.cli_support import cli_database, cli_settings
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
 from registry.outbox import OutboxMessage
@@ -157,12 +156,7 @@ def test_bundle_refusals(client, make_token, world) -> None:  # type: ignore[no-
 def cli(db_url, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
     monkeypatch.setenv("CRASHREG_PUBLIC_URL", "http://crashreg.test")
-    cli_settings.cache_clear()
-    cli_database.cache_clear()
-    yield CliRunner()
-    cli_database().dispose()
-    cli_settings.cache_clear()
-    cli_database.cache_clear()
+    return CliRunner()
 
 
 def test_cli_writes_bundle_agents_md_and_console_logs(cli, client, make_token, world, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ from grafana_client import GrafanaApi
 
 from dashboards import FOLDER_TITLE, FOLDER_UID
 from dashboards.alerts import GROUP
-from registry.config import Settings
+from registry.config import JiraSettings, Settings
 from registry.db import Database
 from sync.grafana.alerting import AlertRulesInvalid, plan_group
 from sync.grafana.datasource import datasource_spec
@@ -23,7 +23,7 @@ from tests.support.grafana import alert_rule as foreign_rule
 from tests.support.grafana import run_cli
 
 RULES = 8  # without a Jira sync configured
-JIRA = {"jira_url": "http://127.0.0.1:9", "jira_token": "t", "jira_project": "CRASH"}
+JIRA = {"jira": JiraSettings(url="http://127.0.0.1:9", token="t", project="CRASH")}
 
 
 def alert_writes(grafana: RunningGrafana) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from registry.config import Settings
+from registry.config import GrafanaSettings, Settings
 from registry.db import Database, utcnow
 from sync.grafana.rollups import refresh_rollups, reporting_copy_path
 from sync.leader import leader_lock
@@ -40,7 +40,7 @@ def report_crash(client: Any, make_token: Callable[..., str]) -> None:
 def test_job_is_enabled_only_with_grafana_configured(settings: Settings) -> None:
     job = load_jobs()["grafana-sync"]
     assert not job.enabled(settings)
-    assert job.enabled(dataclasses.replace(settings, grafana_url="http://g", grafana_token="t"))
+    assert job.enabled(dataclasses.replace(settings, grafana=GrafanaSettings(url="http://g", token="t")))
 
 
 def test_rollup_job_refreshes_what_grafana_reads(

@@ -16,8 +16,7 @@ from sqlalchemy.engine import make_url
 
 from dashboards import FOLDER_UID, build_dashboards
 from registry.cli import main
-from registry.cli_support import cli_database, cli_settings
-from registry.config import Settings
+from registry.config import GrafanaSettings, Settings
 from registry.db import Database
 from sync.grafana.datasource import datasource_spec, dialect_name
 from sync.grafana.export import PASSWORD_ENV, export
@@ -51,7 +50,7 @@ def test_first_run_provisions_everything_second_run_changes_nothing(
         assert record.versions[0]["message"].startswith("crashreg 0.1.0")
     (datasource,) = state.datasources.values()
     if grafana_settings.database_url.startswith("postgresql"):
-        url = make_url(grafana_settings.grafana_db_url or "")
+        url = make_url(grafana_settings.grafana.db_url or "")
         assert datasource["type"] == "grafana-postgresql-datasource"
         assert datasource["uid"] == "crashreg-postgres"
         assert datasource["user"] == url.username
@@ -151,28 +150,21 @@ def test_cli_provision_reports_kept_dashboards_with_exit_code(
         "CRASHREG_PUBLIC_URL": grafana_settings.public_url,
         "CRASHREG_GRAFANA_URL": grafana.url,
         "CRASHREG_GRAFANA_TOKEN": grafana.token,
-        "CRASHREG_GRAFANA_DB_URL": grafana_settings.grafana_db_url or "",
+        "CRASHREG_GRAFANA_DB_URL": grafana_settings.grafana.db_url or "",
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    cli_settings.cache_clear()
-    cli_database.cache_clear()
-    try:
-        runner = CliRunner()
-        first = runner.invoke(main, ["grafana", "provision"])
-        assert first.exit_code == 0, first.output
-        assert "dashboard crashreg-fleet: created" in first.output
-        record = grafana.state.dashboards["crashreg-epidemiology"]  # someone edits and saves it
-        record.data, record.version = {**record.data, "description": "mine now"}, record.version + 1
-        second = runner.invoke(main, ["grafana", "provision"])
-        assert second.exit_code == 2
-        assert "dashboard crashreg-epidemiology: kept-edited" in second.output
-        forced = runner.invoke(main, ["grafana", "provision", "--force"])
-        assert forced.exit_code == 0 and "crashreg-epidemiology: overwritten" in forced.output
-    finally:
-        cli_database().dispose()
-        cli_settings.cache_clear()
-        cli_database.cache_clear()
+    runner = CliRunner()
+    first = runner.invoke(main, ["grafana", "provision"])
+    assert first.exit_code == 0, first.output
+    assert "dashboard crashreg-fleet: created" in first.output
+    record = grafana.state.dashboards["crashreg-epidemiology"]  # someone edits and saves it
+    record.data, record.version = {**record.data, "description": "mine now"}, record.version + 1
+    second = runner.invoke(main, ["grafana", "provision"])
+    assert second.exit_code == 2
+    assert "dashboard crashreg-epidemiology: kept-edited" in second.output
+    forced = runner.invoke(main, ["grafana", "provision", "--force"])
+    assert forced.exit_code == 0 and "crashreg-epidemiology: overwritten" in forced.output
 
 
 def test_cli_without_grafana_configuration_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,7 +179,7 @@ def test_cli_without_grafana_configuration_is_a_clear_error(monkeypatch: pytest.
 def test_export_writes_grafana_file_provisioning_layout(tmp_path: Path, database_url: str) -> None:
     settings = Settings(
         database_url=database_url,
-        grafana_db_url="postgresql://crashreg_grafana:very-secret@db.internal:5433/crashreg",
+        grafana=GrafanaSettings(db_url="postgresql://crashreg_grafana:very-secret@db.internal:5433/crashreg"),
     )
     dialect = "sqlite" if database_url.startswith("sqlite") else "postgresql"
     boards = build_dashboards(dialect, "https://crashreg.example")
@@ -217,11 +209,12 @@ def test_rotated_password_reaches_role_and_data_source(
     grafana_settings: Settings, database: Database, grafana: RunningGrafana
 ) -> None:
     provision(grafana_settings, database)
-    if grafana_settings.grafana_db_url is None:
+    if grafana_settings.grafana.db_url is None:
         pytest.skip("SQLite: no password")
-    rotated_url = make_url(grafana_settings.grafana_db_url).set(password="rotated-" + "x" * 12)
+    rotated_url = make_url(grafana_settings.grafana.db_url).set(password="rotated-" + "x" * 12)
+    rotated_db = rotated_url.render_as_string(hide_password=False)
     rotated = dataclasses.replace(
-        grafana_settings, grafana_db_url=rotated_url.render_as_string(hide_password=False)
+        grafana_settings, grafana=dataclasses.replace(grafana_settings.grafana, db_url=rotated_db)
     )
     result = provision(rotated, database)
     outcome = next(o for o in result.report.outcomes if o.kind == "datasource")

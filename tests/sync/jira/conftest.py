@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from registry.config import Settings
+from registry.config import JiraSettings, Settings
 from registry.db import utcnow
 from tests.emulators.fixtures import JIRA_FLAVOURS, ManualClock, jira_emulator, jira_flavour
 from tests.support.jira import WEBHOOK_SECRET
@@ -21,7 +21,7 @@ def clock() -> ManualClock:
 @pytest.fixture
 def settings(db_url: str) -> Settings:
     return Settings(database_url=db_url, public_url="http://crashreg.test",
-                    jira_webhook_secret=WEBHOOK_SECRET)
+                    jira=JiraSettings(webhook_secret=WEBHOOK_SECRET))
 
 
 @pytest.fixture

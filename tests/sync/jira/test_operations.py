@@ -36,8 +36,9 @@ def crashreg(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 def jira_settings(harness) -> Settings:
     options = harness.options
-    return replace(harness.settings, jira_url=options.url, jira_token=options.token,
-                   jira_user=options.user, jira_project=options.project)
+    jira = replace(harness.settings.jira, url=options.url, token=options.token, user=options.user,
+                   project=options.project)
+    return replace(harness.settings, jira=jira)
 
 
 def levels(findings) -> dict[str, str]:

@@ -1,0 +1,191 @@
+"""Every statement the ingest path runs, built once; its one read in named column groups.
+
+Values always travel as execution parameters, so SQLAlchemy's compiled cache hits on every
+report. The dialect-specific statements (INSERT ... ON CONFLICT DO NOTHING) are built per
+dialect in `IngestStatements`; the others compile for either database as they are (SQLite
+leaves out FOR UPDATE: BEGIN IMMEDIATE already serialises its writers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, Executable, Row, bindparam, insert, literal, select, update
+
+from registry.auth.models import ApiToken
+from registry.auth.tokens import live_token
+from registry.capture.decide import SLOT_READ_COLUMNS, slots_in
+from registry.capture.models import CaptureSlot
+from registry.capture.policy import Slot
+from registry.core.events import Event, Report
+from registry.core.hosts import HOST_ATTRIBUTES, Host
+from registry.core.signatures import Signature
+from registry.signatures.service import SNAPSHOT_FIELDS, SignatureSnapshot, known_signature_id, stats_columns
+from registry.upsert import insert_ignore_statement
+
+REPORTS, HOSTS, EVENTS, SIGNATURES, TOKENS = (
+    model.__table__.c for model in (Report, Host, Event, Signature, ApiToken)  # type: ignore[attr-defined]
+)
+HOST_FIELDS = (*HOST_ATTRIBUTES, "labels")
+
+
+class ColumnGroup:
+    """Columns of the one read that describe one thing: labelled `<prefix>_<name>` in the read,
+    given back by name."""
+
+    def __init__(self, prefix: str, columns: dict[str, ColumnElement[Any]]) -> None:
+        self.labels = {name: f"{prefix}_{name}" for name in columns}
+        self.columns = tuple(column.label(self.labels[name]) for name, column in columns.items())
+
+    def values(self, row: Row[Any]) -> dict[str, Any]:
+        mapping = row._mapping
+        return {name: mapping[label] for name, label in self.labels.items()}
+
+
+STORED_REPORT_COLUMNS = ColumnGroup("report", {"sha256": REPORTS.payload_sha256, "answer": REPORTS.answer})
+HOST_COLUMNS = ColumnGroup("host", {"id": HOSTS.id} | {name: HOSTS[name] for name in HOST_FIELDS})
+SIGNATURE_COLUMNS = ColumnGroup("signature", {name: SIGNATURES[name] for name in SNAPSHOT_FIELDS})
+STATS_COLUMNS = ColumnGroup(
+    "stats", dict(zip(("events", "last_seen", "jira_key"), stats_columns(SIGNATURES.id), strict=True))
+)
+TOKEN_COLUMNS = ColumnGroup("token", {column.name: column for column in TOKENS})
+
+# Everything ingest reads before it writes, in one round trip: the stored report (a replay),
+# the host, the signature its fingerprint routes to with its counts and Jira key, that
+# signature's capture slots (one row per slot, SLOT_READ_COLUMNS) and the caller's live token.
+CONTEXT = (
+    select(
+        *STORED_REPORT_COLUMNS.columns,
+        *HOST_COLUMNS.columns,
+        *SIGNATURE_COLUMNS.columns,
+        *STATS_COLUMNS.columns,
+        *TOKEN_COLUMNS.columns,
+        *SLOT_READ_COLUMNS,
+    )
+    .select_from(select(literal(1).label("one")).subquery("anchor"))
+    .outerjoin(Report.__table__, REPORTS.report_id == bindparam("report_id"))
+    .outerjoin(Host.__table__, HOSTS.hostname == bindparam("hostname"))
+    .outerjoin(Signature.__table__, SIGNATURES.id == known_signature_id(bindparam("fingerprint")))
+    .outerjoin(ApiToken.__table__, live_token(bindparam("token_hash")))
+    .outerjoin(CaptureSlot.__table__, CaptureSlot.__table__.c.signature_id == SIGNATURES.id)
+)
+STORED_REPORT = select(*STORED_REPORT_COLUMNS.columns).where(REPORTS.report_id == bindparam("report_id"))
+HOST_BY_NAME = select(*HOST_COLUMNS.columns).where(HOSTS.hostname == bindparam("hostname"))
+LOCKED_EVENT = (
+    select(
+        EVENTS.id,
+        EVENTS.crashed_at,
+        EVENTS.kernel_version,
+        EVENTS.sources,
+        EVENTS.signature_id,
+        EVENTS.capture_action,
+        EVENTS.capture_reason,
+        EVENTS.capture_dump_level,
+        EVENTS.regression,
+    )
+    .where(EVENTS.host_id == bindparam("host_id"), EVENTS.boot_key == bindparam("boot_key"))
+    # Concurrent reports of the same crash append to one sources list. Only reports of one
+    # crash ever contend for it, so this is no storm-wide hot row.
+    .with_for_update()
+)
+DECIDED = (
+    update(Event.__table__)
+    .where(EVENTS.id == bindparam("event_id"))
+    .values(
+        capture_action=bindparam("action"),
+        capture_reason=bindparam("reason"),
+        capture_dump_level=bindparam("dump_level"),
+    )
+)
+STORE_REPORT = insert(Report.__table__)
+
+
+@dataclass(frozen=True)
+class IngestStatements:
+    """The ingest path's dialect-specific statements, for one dialect."""
+
+    insert_host: Executable  # ... ON CONFLICT (hostname) DO NOTHING RETURNING id
+    insert_event: Executable  # ... ON CONFLICT (host_id, boot_key) DO NOTHING RETURNING id
+
+    @staticmethod
+    @cache
+    def of(dialect: str) -> IngestStatements:
+        return IngestStatements(
+            insert_host=insert_ignore_statement(dialect, Host.__table__, ("hostname",), None),
+            insert_event=insert_ignore_statement(dialect, Event.__table__, ("host_id", "boot_key"), None),
+        )
+
+
+@dataclass(frozen=True)
+class StoredReport:
+    sha256: str
+    answer: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KnownHost:
+    id: int
+    attributes: dict[str, Any]  # HOST_FIELDS, as the inventory has them
+
+    @staticmethod
+    def of(values: dict[str, Any]) -> KnownHost:
+        return KnownHost(values.pop("id"), values)
+
+
+@dataclass(frozen=True)
+class SignatureStats:
+    """A signature's counts and Jira key as the read found them (before this report's writes)."""
+
+    events: int
+    last_seen: datetime | None
+    jira_key: str | None
+
+
+@dataclass(frozen=True)
+class IngestContext:
+    """What the one read found; None where it found nothing."""
+
+    stored: StoredReport | None
+    host: KnownHost | None
+    signature: SignatureSnapshot | None
+    stats: SignatureStats | None
+    slots: list[Slot]
+    token: dict[str, Any] | None
+
+
+def read_context(
+    connection: Connection, report_id: str, hostname: str, fingerprint: str | None, token_hash: str | None
+) -> IngestContext:
+    rows = connection.execute(
+        CONTEXT,
+        {"report_id": report_id, "hostname": hostname, "fingerprint": fingerprint, "token_hash": token_hash},
+    ).all()
+    first = rows[0]
+    signature = SIGNATURE_COLUMNS.values(first)
+    known = signature["id"] is not None
+    stats = STATS_COLUMNS.values(first)
+    return IngestContext(
+        stored=stored_report(first),
+        host=KnownHost.of(HOST_COLUMNS.values(first)) if first.host_id is not None else None,
+        signature=SignatureSnapshot(**signature) if known else None,
+        stats=SignatureStats(int(stats["events"]), stats["last_seen"], stats["jira_key"]) if known else None,
+        slots=slots_in(rows),
+        token=TOKEN_COLUMNS.values(first) if first.token_id is not None else None,
+    )
+
+
+def stored_report(row: Row[Any]) -> StoredReport | None:
+    """The report of a STORED_REPORT_COLUMNS row (None: not stored)."""
+    return StoredReport(**STORED_REPORT_COLUMNS.values(row)) if row.report_sha256 is not None else None
+
+
+def read_stored_report(connection: Connection, report_id: str) -> StoredReport | None:
+    row = connection.execute(STORED_REPORT, {"report_id": report_id}).one_or_none()
+    return stored_report(row) if row is not None else None
+
+
+def read_host(connection: Connection, hostname: str) -> KnownHost:
+    return KnownHost.of(HOST_COLUMNS.values(connection.execute(HOST_BY_NAME, {"hostname": hostname}).one()))

@@ -1,0 +1,91 @@
+"""What one report costs the database: statements and pool checkouts, on each database.
+
+The storm's latency is the CPU a report costs (bench/storm.py, docs/scaling.md), and every
+statement is a round trip with its share of it: these counts may go down, never up unnoticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from sqlalchemy import event
+
+from tests.support.http import auth
+from tests.support.reports import crash_report
+
+# Statements of one report, the caller's token included; SQLite's BEGIN IMMEDIATE is one of
+# them (PostgreSQL's BEGIN and every COMMIT are the driver's own, not statements).
+# A new bug: read, host, signature, event, counter, slot, decision, report, outbox.
+NEW_BUG = {"sqlite": 10, "postgresql": 9}
+# The storm's common path (a known bug from a new host, every slot held): read, host, event,
+# counter, report.
+KNOWN_BUG_SLOTS_HELD = {"sqlite": 6, "postgresql": 5}
+REPLAY = {"sqlite": 2, "postgresql": 1}  # the read
+REJECTED_TOKEN = {"sqlite": 2, "postgresql": 1}  # the read, rolled back
+
+
+@dataclass
+class Counted:
+    statements: list[str] = field(default_factory=list)
+    checkouts: int = 0
+
+
+@contextmanager
+def counted(database) -> Iterator[Counted]:  # type: ignore[no-untyped-def]
+    seen = Counted()
+
+    def statement(_conn, _cursor, sql, _parameters, _context, _many) -> None:  # type: ignore[no-untyped-def]
+        seen.statements.append(sql)
+
+    def checkout(*_args) -> None:  # type: ignore[no-untyped-def]
+        seen.checkouts += 1
+
+    event.listen(database.engine, "before_cursor_execute", statement)
+    event.listen(database.engine, "checkout", checkout)
+    try:
+        yield seen
+    finally:
+        event.remove(database.engine, "before_cursor_execute", statement)
+        event.remove(database.engine, "checkout", checkout)
+
+
+def post(client, token, body):  # type: ignore[no-untyped-def]
+    return client.post("/api/v1/reports", json=body, headers=auth(token))
+
+
+def test_statements_of_one_report(client, database, make_token) -> None:
+    dialect = database.engine.dialect.name
+    token = make_token("report")
+    client.get("/api/v1/events/1", headers=auth(token))  # the token's last use is stamped: not counted below
+    with counted(database) as first:
+        answer = post(client, token, crash_report(host={"hostname": "gpu-0"})).json
+    assert answer["capture"]["action"] == "full"
+    for number in range(1, 3):  # the other two of K = 3 capture slots
+        answer = post(client, token, crash_report(host={"hostname": f"gpu-{number}"})).json
+        assert answer["capture"]["action"] == "full"
+    report = crash_report(host={"hostname": "gpu-3"})
+    with counted(database) as common:
+        assert post(client, token, report).json["capture"]["action"] == "skip"
+    with counted(database) as replay:
+        assert post(client, token, report).status_code == 200
+    assert (len(first.statements), len(common.statements), len(replay.statements)) == (
+        NEW_BUG[dialect],
+        KNOWN_BUG_SLOTS_HELD[dialect],
+        REPLAY[dialect],
+    ), first.statements + common.statements + replay.statements
+    # The token is checked in the ingest transaction's read: one connection per report.
+    assert first.checkouts == common.checkouts == replay.checkouts == 1
+
+
+def test_a_rejected_token_costs_the_read_alone(client, database, make_token) -> None:
+    dialect = database.engine.dialect.name
+    token = make_token("read")
+    client.get("/api/v1/events/1", headers=auth(token))  # stamped: not counted below
+    with counted(database) as forbidden:
+        assert post(client, token, crash_report()).status_code == 403
+    with counted(database) as unknown:
+        assert post(client, "crs_00000000_unknown", crash_report()).status_code == 401
+    assert len(forbidden.statements) == len(unknown.statements) == REJECTED_TOKEN[dialect]
+    assert forbidden.checkouts == unknown.checkouts == 1
