@@ -24,7 +24,7 @@ from registry.ingest.schemas import (
     report_warnings,
     unknown_field_problems,
 )
-from registry.ingest.service import Caller, ingest_report
+from registry.ingest.service import Caller, ReportAnswer, ingest_report
 from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNKNOWN_FIELDS
 from registry.openapi import documented
 from registry.requests import json_body, load
@@ -108,7 +108,8 @@ def post_report() -> Any:
         CAPTURE_ANSWERS.labels(result.answer["capture"]["action"]).inc()
         if warnings:
             UNKNOWN_FIELDS.labels(report["source"]).inc()
-    return jsonify(result.answer | {"warnings": warnings}), 201 if result.created else 200
+    body: ReportResponse = {**result.answer, "warnings": warnings}
+    return jsonify(body), 201 if result.created else 200
 
 
 def admit_reporter(session: Any, token: dict[str, Any] | None) -> None:
@@ -143,6 +144,12 @@ def get_event(event_id: int) -> Any:
         if event is None:
             raise ApiError(404, "not_found", f"no event {event_id}")
         return jsonify(event_detail(session, event))
+
+
+class ReportResponse(ReportAnswer):
+    """POST /api/v1/reports: the stored answer and what this request's report had that was ignored."""
+
+    warnings: list[str]
 
 
 class ReportReceipt(TypedDict):

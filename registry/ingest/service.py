@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import IntegrityError
@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from registry.capture.decide import CaptureDecision, decide_capture, decision_without_claim
 from registry.capture.policy import Slot
 from registry.config import Settings
-from registry.core.events import Event
+from registry.core.events import CaptureAnswer, Event
 from registry.core.hosts import HOST_ATTRIBUTES
 from registry.core.signatures import Signature
 from registry.db import Database, utcnow
@@ -49,12 +49,29 @@ from registry.ingest.sql import (
 from registry.outbox import publish
 from registry.signatures.identify import CrashSignature, identify
 from registry.signatures.regression import REGRESSED, regression_verdict
-from registry.signatures.service import SignatureSnapshot, count_event, resolve_or_create, seen_at, summary
+from registry.signatures.service import (
+    SignatureSnapshot,
+    SignatureSummary,
+    count_event,
+    resolve_or_create,
+    seen_at,
+    summary,
+)
+
+
+class ReportAnswer(TypedDict):
+    """What POST /api/v1/reports answers (stored with the report: a resend gets it again)."""
+
+    event_id: str
+    duplicate: bool
+    known: bool
+    signature: SignatureSummary | None
+    capture: CaptureAnswer
 
 
 @dataclass(frozen=True)
 class IngestResult:
-    answer: dict[str, Any]
+    answer: ReportAnswer
     created: bool
 
 
@@ -166,7 +183,7 @@ def ingest_report(
         return IngestResult(replay, created=False)
 
 
-def replayed_answer(stored: StoredReport | None, digest: str) -> dict[str, Any] | None:
+def replayed_answer(stored: StoredReport | None, digest: str) -> ReportAnswer | None:
     """The first answer for a resent report_id (None if it is new); 409 if the body differs."""
     if stored is None:
         return None
@@ -177,7 +194,7 @@ def replayed_answer(stored: StoredReport | None, digest: str) -> dict[str, Any] 
             "report_id was already used for a different report",
             fields={"report_id": ["already used with a different body"]},
         )
-    return stored.answer | {"duplicate": True}
+    return cast(ReportAnswer, {**stored.answer, "duplicate": True})
 
 
 def store(
@@ -186,7 +203,7 @@ def store(
     settings: Settings,
     incoming: IncomingReport,
     context: IngestContext,
-) -> dict[str, Any]:
+) -> ReportAnswer:
     """A new report's steps after the read; the answer it stored."""
     statements = IngestStatements.of(connection.dialect.name)
     host = host_at_crash(connection, statements, incoming.host, context.host)
@@ -396,7 +413,7 @@ def claimed_decision(
     return decision
 
 
-def answer_of(session: Session, routing: Routing, event: OpenEvent) -> dict[str, Any]:
+def answer_of(session: Session, routing: Routing, event: OpenEvent) -> ReportAnswer:
     assert event.capture is not None
     signature = routing.signature
     return {
@@ -408,7 +425,7 @@ def answer_of(session: Session, routing: Routing, event: OpenEvent) -> dict[str,
     }
 
 
-def signature_summary(session: Session, routing: Routing, event: OpenEvent) -> dict[str, Any]:
+def signature_summary(session: Session, routing: Routing, event: OpenEvent) -> SignatureSummary:
     """The answer's signature object. Its counts are the ones read before the writes plus this
     event (what a read after them would see, without the round trip); a signature the read
     did not describe (a merged one's survivor) is read now."""

@@ -27,7 +27,7 @@ from registry.epidemiology.shapes import (
 )
 from registry.fingerprint import ExplanationRecord
 from registry.fingerprint.frames import ExplainedFrame
-from registry.ingest.api import EventDetail
+from registry.ingest.api import EventDetail, ReportResponse
 from registry.inventory.service import UpsertAnswer
 from registry.openapi import build_spec
 from registry.rca.bundle import TriageBundle
@@ -37,6 +37,8 @@ from registry.signatures.service import CapturePolicyView, SignatureDetail, Sign
 
 # (shape, operation, the path to the object inside its body, keys the document leaves out)
 CASES = [
+    (ReportResponse, ("post", "/api/v1/reports", "201"), [], set()),
+    (ReportResponse, ("post", "/api/v1/reports", "200"), [], set()),
     (SignatureSummary, ("post", "/api/v1/reports", "201"), ["signature"], set()),
     (CaptureAnswer, ("post", "/api/v1/reports", "201"), ["capture"], set()),
     (SignatureDetail, ("get", "/api/v1/signatures/{key}", "200"), [], set()),
