@@ -186,14 +186,21 @@ def measure(url: str, runs: int) -> dict[str, Any]:
     return figures
 
 
-def main() -> int:
+def population_parser(description: str | None) -> argparse.ArgumentParser:
+    """The options of a bench over a built population (this one's, the pages'): its size, the
+    runs per figure, and where the figures go."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    return parser
+
+
+def main() -> int:
+    parser = population_parser(__doc__)
     parser.add_argument("--reuse", help="measure an already built database (URL) instead of building one")
     args = parser.parse_args()
     if args.reuse:

@@ -14,7 +14,6 @@ events, top hosts) show as the difference; the baseline is `SELECT count(*) FROM
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from epidemiology import built_database, count_events, timed  # noqa: E402
+from epidemiology import built_database, count_events, population_parser, timed  # noqa: E402
 
 from registry.app import create_app  # noqa: E402
 from registry.auth.tokens import create_token  # noqa: E402
@@ -82,14 +81,7 @@ def measure(url: str, runs: int) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--hosts", type=int, default=20_000)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    args = population_parser(__doc__).parse_args()
     with built_database("crashreg_bench_pages", args.hosts, args.events) as url:
         figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs} | measure(url, args.runs)
     print(json.dumps(figures, indent=2))
