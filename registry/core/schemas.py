@@ -1,5 +1,6 @@
-"""Shapes more than one domain validates: a host's attributes (crash reports and the inventory)
-and the text bounds of their columns."""
+"""Shapes more than one domain validates or documents: a host's attributes (crash reports and
+the inventory), the text bounds of their columns, and the signature object's summary (ingest
+answers, signature lists and details, epidemiology bodies)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from datetime import UTC
 from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+
+from registry.core.signatures import SIGNATURE_STATUSES
 
 
 def at_most_bytes(limit: int) -> Any:
@@ -57,3 +60,18 @@ class HostSchema(Schema):
     booted_at = fields.AwareDateTime(
         default_timezone=UTC, allow_none=True, metadata={"description": "last boot (inventory only)"}
     )
+
+
+class SignatureSummarySchema(Schema):
+    """The contract's signature object (registry.signatures.service.SignatureSummary)."""
+
+    id = fields.String()
+    fingerprint = fields.String()
+    title = fields.String()
+    kind = fields.String()
+    labels = fields.List(fields.String())
+    status = fields.String(validate=validate.OneOf(SIGNATURE_STATUSES))
+    first_seen = fields.AwareDateTime()
+    last_seen = fields.AwareDateTime()
+    event_count = fields.Integer()
+    jira_key = fields.String(allow_none=True)

@@ -9,9 +9,9 @@ from marshmallow import Schema, fields, validate
 from sqlalchemy import func, select
 
 from registry.auth.tokens import require_scope
+from registry.core.schemas import SignatureSummarySchema
 from registry.openapi import documented
 from registry.requests import load_query
-from registry.signatures.api import SignatureSchema
 from registry.signatures.service import signature_or_404
 from registry.web import current_db, current_settings
 
@@ -73,7 +73,7 @@ class OnsetSchema(Schema):
 
 
 class EpidemiologySchema(Schema):
-    signature = fields.Nested(SignatureSchema)
+    signature = fields.Nested(SignatureSummarySchema)
     events = fields.Integer()
     hosts = fields.Integer()
     verdict = fields.String(

@@ -10,7 +10,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, vali
 
 from registry.bounds import crash_time_problem
 from registry.core.events import REPORT_SOURCES
-from registry.core.schemas import HostSchema, short_text
+from registry.core.schemas import HostSchema, SignatureSummarySchema, short_text
 
 MAX_CONSOLE_LOG_BYTES = 1024 * 1024
 MAX_FRAMES = 1024
@@ -157,19 +157,6 @@ def report_warnings(schema: Schema, raw: dict[str, Any]) -> list[str]:
     if len(names) > MAX_WARNINGS:
         shown.append(f"... and {len(names) - MAX_WARNINGS} more unknown fields")
     return shown
-
-
-class SignatureSummarySchema(Schema):
-    id = fields.String()
-    fingerprint = fields.String()
-    title = fields.String()
-    kind = fields.String()
-    labels = fields.List(fields.String())
-    status = fields.String(validate=validate.OneOf(("new", "triaged", "resolved", "regressed", "ignored")))
-    first_seen = fields.AwareDateTime()
-    last_seen = fields.AwareDateTime()
-    event_count = fields.Integer()
-    jira_key = fields.String(allow_none=True)
 
 
 class CaptureAnswerSchema(Schema):

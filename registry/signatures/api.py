@@ -14,6 +14,7 @@ from sqlalchemy import Select, and_, func, or_, select
 from registry.auth.tokens import require_scope
 from registry.core.events import Event, event_summary
 from registry.core.jira_links import JiraLink
+from registry.core.schemas import SignatureSummarySchema
 from registry.core.signatures import CAPTURE_POLICIES, SIGNATURE_STATUSES, Signature
 from registry.db import utcnow
 from registry.errors import ApiError
@@ -49,19 +50,9 @@ class SignatureListQuery(Schema):
     cursor = fields.String(validate=validate.Length(max=400))
 
 
-class SignatureSchema(Schema):
+class SignatureSchema(SignatureSummarySchema):
     """A signature: the summary fields always, the detail fields in single-signature answers."""
 
-    id = fields.String()
-    fingerprint = fields.String()
-    title = fields.String()
-    kind = fields.String()
-    labels = fields.List(fields.String())
-    status = fields.String()
-    first_seen = fields.AwareDateTime()
-    last_seen = fields.AwareDateTime()
-    event_count = fields.Integer()
-    jira_key = fields.String(allow_none=True)
     function = fields.String(allow_none=True)
     module = fields.String(allow_none=True)
     frames = fields.List(fields.String())
