@@ -8,34 +8,34 @@ import tempfile
 from gunicorn import util
 
 bind = os.environ.get("CRASHREG_BIND", "0.0.0.0:8080")
-workers = int(os.environ.get("CRASHREG_WORKERS", multiprocessing.cpu_count() * 2 + 1))
-worker_class = "gthread"
-threads = int(os.environ.get("CRASHREG_THREADS", 4))
-# No keep-alive by default: every answer says "Connection: close". A gthread worker counts an
-# idle keep-alive connection against worker_connections, so 64 clients that keep their connection
-# (a proxy, an agent with a pool) hold the workers' few slots while idle and the others wait in
-# the accept queue until an idle one times out: storm p99 3.6 s at p50 0.21 s (p99/p50 17x) with
-# keep-alive 5 s. Raising worker_connections instead brings back the piling-up below. Closing
-# after each answer costs a TCP handshake per report (loopback/LAN: well under a millisecond)
-# and makes both patterns alike: p99/p50 1.64x keep-alive, 1.69x one-shot in the same run.
-# Clients and proxies reconnect on "Connection: close" by themselves. gthread rather than sync
-# workers: 8 or 12 sync workers cost more CPU per report than 4 x 4 threads on 2 cores and had a
-# longer tail in the same runs. The absolute p99 of 64 closed-loop clients is bounded below by
-# the CPU a report costs, not by any setting here: at W ms of worker and PostgreSQL CPU a report,
-# 2 cores make at most 2000 / W reports/s, so 64 in flight wait at least 64 x W / 2000 s on
-# average (Little's law; W was 7.1 on the quiet machine before the token moved into ingest's
-# one read, ~6.3 by same-run ratios after it, bench/README.md).
-# Measure: .venv/bin/python bench/storm.py (both patterns; CRASHREG_KEEPALIVE=5 for the old one)
+# Sync workers, one request at a time each, 2 per core. A report is CPU-bound Python (parse,
+# fingerprint, one transaction), so threads in one process only take turns on its GIL: a thread
+# back from a PostgreSQL round trip waits for the running one's switch interval, eight round
+# trips a report, and which report gets the GIL next is arbitrary. Separate processes are
+# scheduled by the kernel instead and take connections from the shared accept queue in arrival
+# order: in the same sittings, 4 sync workers had p99/p50 1.1-1.4 where 4 x 4 gthread threads had
+# 1.4-1.8, at less CPU per report (bench/README.md, "Crash storm"). Two per core, not one, so a
+# worker waiting on PostgreSQL (a commit's WAL flush) leaves its core to another.
+# A sync worker reads a request whole before it serves the next, so it needs clients that send
+# at network speed, as crash kernels and DPU agents on the fleet's network do; a deployment with
+# slow clients (a WAN, a trickling proxy) puts a buffering proxy in front, or runs gthread
+# workers, which keep serving while one thread waits: CRASHREG_THREADS above 1.
+workers = int(os.environ.get("CRASHREG_WORKERS", multiprocessing.cpu_count() * 2))
+threads = int(os.environ.get("CRASHREG_THREADS", 1))
+worker_class = "sync" if threads == 1 else "gthread"
+# Sync workers answer every request with "Connection: close"; so do gthread workers by default.
+# A gthread worker counts an idle keep-alive connection against worker_connections, so 64
+# clients that keep their connection (a proxy, an agent with a pool) hold the workers' few
+# slots while idle and the others wait in the accept queue until an idle one times out: storm
+# p99 3.6 s at p50 0.21 s with keep-alive 5 s. Closing after each answer costs a TCP handshake
+# per report (loopback/LAN: well under a millisecond) and makes both client patterns alike;
+# clients and proxies reconnect on "Connection: close" by themselves.
 keepalive = int(os.environ.get("CRASHREG_KEEPALIVE", 0))
-# A gthread worker accepts up to worker_connections clients and queues the ones its threads
-# are not serving; with gunicorn's default (1000) a crash storm piles onto whichever worker
-# accepted first while others idle, and the slowest crash kernels wait longest (p99 2.4-4.3x
-# p50 in bench/storm.py). Accepting only what the threads can serve leaves the rest in the
-# kernel's accept queue, shared by all workers: p99 1.4-2.0x p50 at the same throughput. With
-# keep-alive on, idle kept connections count too, hence a margin of one; without it, a margin
-# only parks one more client inside a worker whose threads are all busy while another worker's
-# thread may be free: threads alone gave more reports/s and a lower p99 in each of four
-# same-run pairs (bench/README.md).
+# gthread only: a worker accepts up to worker_connections clients and queues the ones its
+# threads are not serving; with gunicorn's default (1000) a storm piles onto whichever worker
+# accepted first while others idle (p99 2.4-4.3x p50). Accepting only what the threads serve
+# leaves the rest in the kernel's accept queue, shared by all workers; with keep-alive on, an
+# idle kept connection counts too, hence a margin of one.
 worker_connections = int(os.environ.get("CRASHREG_WORKER_CONNECTIONS", threads + (1 if keepalive else 0)))
 timeout = 60
 graceful_timeout = 30
@@ -46,6 +46,20 @@ errorlog = "-"
 
 # Prometheus metrics merged across workers.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="crashreg-metrics-"))
+
+
+def post_worker_init(worker):
+    """The app is loaded: its modules, mappers and tables are there for the worker's life, so
+    the cyclic garbage collector stops walking them (gc.freeze). A full collection of a loaded
+    worker otherwise takes 70-90 ms here, and 150-260 ms once requests have run, all of it a
+    pause of the report that worker is serving."""
+    import gc
+
+    from sqlalchemy.orm import configure_mappers
+
+    configure_mappers()  # done lazily by the first query otherwise, after the freeze
+    gc.collect()
+    gc.freeze()
 
 
 def child_exit(server, worker):

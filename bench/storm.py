@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/storm.py [--hosts 1500] [--concurrency 64] [--clients both] [--json OUT]
 
-Starts gunicorn (4 workers unless --workers, the repository's gunicorn.conf.py) on a fresh PostgreSQL
-database, serving the registry and, beside it, a bare Flask route that only reads the same
+Starts gunicorn (the repository's gunicorn.conf.py; --workers, --threads override it) on a fresh
+PostgreSQL database, serving the registry and, beside it, a bare Flask route that only reads the same
 request body, and a floor route: the least any registry must do per report (fingerprint it
 with the real engine and store it durably, group-committed: one INSERT and one COMMIT for
 every report waiting), with no authentication, validation, policy or inventory. A single
@@ -57,7 +57,6 @@ DEFAULT_LOG = ROOT / "tests/corpus/syzkaller-linux/105"  # the corpus the reposi
 POSTGRES_ADMIN = os.environ.get("CRASHREG_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 GOALS = {"ratio": 0.5, "p99_ms": 250.0, "rss_mb": 200.0}
 RETRY_SHARE = 0.10
-WORKERS = 4  # --workers
 _TIMESTAMP = re.compile(r"\[ *\d+\.\d+\]")
 _ADDRESS = re.compile(r"\b[0-9a-f]{16}\b")
 
@@ -350,16 +349,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_gunicorn(
-    url: str, port: int, log: Path, worker_class: str, workers: int
-) -> subprocess.Popen[bytes]:
+def gunicorn_settings(workers: int | None, threads: int | None) -> dict[str, Any]:
+    """What the repository's gunicorn.conf.py makes of CRASHREG_WORKERS / CRASHREG_THREADS (the
+    options override them): the settings the storm runs with, as production would."""
+    import runpy
+
+    environ = {"CRASHREG_WORKERS": workers, "CRASHREG_THREADS": threads}
+    os.environ.update({name: str(value) for name, value in environ.items() if value is not None})
+    values = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    return {name: values[name] for name in ("workers", "worker_class", "threads", "worker_connections")}
+
+
+def start_gunicorn(url: str, port: int, log: Path, workers: int) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "CRASHREG_DATABASE_URL": url,
         "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="crashreg-storm-metrics-"),
     }
     command = [
         str(ROOT / ".venv/bin/gunicorn"), "-c", str(ROOT / "gunicorn.conf.py"),
-        "--workers", str(workers), "--worker-class", worker_class, "--bind", f"127.0.0.1:{port}",
+        "--bind", f"127.0.0.1:{port}",
         "--max-requests", "0",  # no recycling mid-measurement: peak RSS must be the real peak
         "--pythonpath", f"{ROOT},{ROOT / 'bench'}", "storm:bench_app()",
     ]
@@ -500,17 +508,18 @@ def main() -> int:
     parser.add_argument("--bare-seconds", type=float, default=5.0)
     parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="console log of the storm's bug")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--profile", type=Path, help="profile the workers (1 thread each) into this folder")
-    parser.add_argument("--workers", type=int, default=WORKERS, help="gunicorn workers (default 4)")
-    parser.add_argument("--worker-class", default="gthread", choices=("gthread", "sync"),
-                        help="gunicorn worker class (gthread: CRASHREG_THREADS threads each, default 4)")
+    parser.add_argument("--profile", type=Path, help="profile the workers (sync workers) into this folder")
+    parser.add_argument("--workers", type=int, help="gunicorn workers (default: 2 per core)")
+    parser.add_argument("--threads", type=int,
+                        help="threads per worker: 1 sync workers (gunicorn.conf.py's default), more gthread")
     parser.add_argument("--clients", default="both", choices=(*CLIENT_PATTERNS, "both"),
                         help="one connection per report (crash kernels), one kept-alive connection "
                              "per client (a proxy, a pooled agent), or both in turn (default)")
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-        os.environ |= {"CRASHREG_STORM_PROFILE": str(args.profile.resolve()), "CRASHREG_THREADS": "1"}
+        os.environ["CRASHREG_STORM_PROFILE"] = str(args.profile.resolve())
+    args.gunicorn = gunicorn_settings(args.workers, 1 if args.profile else args.threads)
 
     template = args.log.read_text(errors="replace").partition("\n\n")[2] or args.log.read_text()
     bodies = storm_requests(template, args.hosts)
@@ -546,7 +555,7 @@ def run_pattern(
         database.dispose()
         port = free_port()
         server_log = Path(tempfile.mkdtemp(prefix="crashreg-storm-")) / "gunicorn.log"
-        server = start_gunicorn(url, port, server_log, args.worker_class, args.workers)
+        server = start_gunicorn(url, port, server_log, args.gunicorn["workers"])
         with click.progressbar(length=args.concurrency, label=f"{pattern:10s} warm-up    ") as progress:
             warm_up(port, token, args.concurrency, progress)
         bare_length = int(args.bare_seconds * 3000)
@@ -581,9 +590,7 @@ def run_pattern(
         "date": datetime.now(UTC).date().isoformat(),
         "clients": pattern,
         "cpus": os.cpu_count(),
-        "workers": args.workers,
-        "worker_class": args.worker_class,
-        "threads": int(os.environ.get("CRASHREG_THREADS", 4)) if args.worker_class == "gthread" else 1,
+        **args.gunicorn,
         "concurrency": args.concurrency,
         "hosts": args.hosts,
         "requests": len(bodies),
