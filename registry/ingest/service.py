@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, TypedDict, cast
 
 from sqlalchemy import Connection, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from registry.capture.decide import CaptureDecision, decide_capture, decision_without_claim
@@ -156,8 +156,24 @@ def ingest_report(
     crash = identify(report.get("console_log"), report.get("stack"))  # pure: outside the transaction
     incoming = IncomingReport(report, raw, payload_digest(raw), crash)
     try:
+        return stored_or_replayed(db, settings, incoming, caller)
+    except DBAPIError as error:
+        if not error.connection_invalidated:
+            raise
+        # The pooled connection died with its server (a restart, a failover; registry.db pings
+        # only idle ones) and the pool has dropped the rest: nothing of this transaction was
+        # stored, or if its commit got through, the report_id makes the second try a replay.
+        return stored_or_replayed(db, settings, incoming, caller)
+
+
+def stored_or_replayed(
+    db: Database, settings: Settings, incoming: IncomingReport, caller: Caller | None
+) -> IngestResult:
+    """The report stored in one transaction, or the answer it was first given."""
+    crash = incoming.crash
+    try:
         # One transaction for the caller's token, the replay check and the store: each session
-        # costs a pool checkout (pre-ping), BEGIN, COMMIT and a reset, which dominate a storm.
+        # costs a pool checkout, BEGIN, COMMIT and a reset, which dominate a storm.
         with db.session() as session:
             connection = session.connection()
             context = read_context(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import psycopg
+import pytest
 
+import registry.db
 from registry.app import create_app
 from registry.config import Settings
 from registry.db import Database
@@ -15,7 +17,7 @@ def test_unreachable_database_is_503_with_retry_after() -> None:
     url = f"postgresql://postgres@127.0.0.1:{closed_port()}/crashreg"
     settings = Settings(database_url=url)
     # Migration heads are read from the code, not the database, so the app starts while it is down.
-    app = create_app(settings, Database(url, pool_pre_ping=False))
+    app = create_app(settings, Database(url))
     client = app.test_client()
     response = client.post("/api/v1/reports", json=crash_report(), headers=auth("crs_x_y"))
     assert response.status_code == 503
@@ -26,16 +28,45 @@ def test_unreachable_database_is_503_with_retry_after() -> None:
     assert client.get("/healthz").status_code == 200
 
 
-def test_requests_recover_after_the_database_drops_every_connection(client, make_token, db_url) -> None:
+def drop_every_connection(db_url: str) -> None:
+    """What a database restart or failover does to the pool: every server connection killed."""
+    with psycopg.connect(db_url, autocommit=True) as admin:
+        killed = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert killed is not None and killed[0] >= 1
+
+
+# "idle": the pool pings a connection that sat idle and replaces it; "busy": a connection used
+# a moment ago fails its first statement, and ingest retries its transaction on a new one.
+IDLE_PING = {"idle": 0.0, "busy": float("inf")}
+
+
+@pytest.mark.parametrize("pool", IDLE_PING)
+def test_reports_are_stored_after_the_database_drops_every_connection(
+    client, make_token, db_url, monkeypatch, pool
+) -> None:
     token = make_token("report")
     assert client.post("/api/v1/reports", json=crash_report(), headers=auth(token)).status_code == 201
     if db_url.startswith("postgresql"):
-        # What a database restart or failover does to the pool: every server connection killed.
-        with psycopg.connect(db_url, autocommit=True) as admin:
-            killed = admin.execute(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchone()
-        assert killed is not None and killed[0] >= 1
+        monkeypatch.setattr(registry.db, "PING_AFTER_IDLE_S", IDLE_PING[pool])
+        drop_every_connection(db_url)
     again = client.post("/api/v1/reports", json=crash_report(), headers=auth(token))
     assert again.status_code == 201
+    assert again.json["duplicate"] is False
+
+
+def test_reads_after_the_database_drops_every_connection(client, make_token, db_url, monkeypatch) -> None:
+    token = make_token("read")
+    assert client.get("/api/v1/signatures", headers=auth(token)).status_code == 200
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite has no server to restart")
+    monkeypatch.setattr(registry.db, "PING_AFTER_IDLE_S", 0.0)
+    drop_every_connection(db_url)
+    assert client.get("/api/v1/signatures", headers=auth(token)).status_code == 200  # idle: pinged
+    monkeypatch.setattr(registry.db, "PING_AFTER_IDLE_S", float("inf"))
+    drop_every_connection(db_url)
+    busy = client.get("/api/v1/signatures", headers=auth(token))
+    assert busy.status_code == 503 and int(busy.headers["Retry-After"]) > 0  # retryable, not a 500
+    assert client.get("/api/v1/signatures", headers=auth(token)).status_code == 200  # pool replaced

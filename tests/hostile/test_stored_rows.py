@@ -113,7 +113,7 @@ def test_metrics_answer_while_the_database_is_down(tmp_path, backend) -> None:
     scrape answers 200 and says which database figures it left out."""
     url = (f"sqlite:///{tmp_path}/missing-folder/crashreg.db" if backend == "sqlite"
            else f"postgresql://postgres@127.0.0.1:{closed_port()}/crashreg")
-    app = create_app(Settings(database_url=url), Database(url, pool_pre_ping=False))
+    app = create_app(Settings(database_url=url), Database(url))
     client = app.test_client()
     assert client.get("/healthz").status_code == 200
     scrape = client.get("/metrics")
