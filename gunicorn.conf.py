@@ -8,19 +8,22 @@ import tempfile
 from gunicorn import util
 
 bind = os.environ.get("CRASHREG_BIND", "0.0.0.0:8080")
-# Sync workers, one request at a time each, 2 per core. A report is CPU-bound Python (parse,
-# fingerprint, one transaction), so threads in one process only take turns on its GIL: a thread
-# back from a PostgreSQL round trip waits for the running one's switch interval, eight round
-# trips a report, and which report gets the GIL next is arbitrary. Separate processes are
+# Sync workers, one request at a time each, one per core and one more. A report is CPU-bound
+# Python (parse, fingerprint, one transaction), so threads in one process only take turns on its
+# GIL: a thread back from a PostgreSQL round trip waits for the running one's switch interval,
+# eight round trips a report, and which report gets the GIL next is arbitrary. Processes are
 # scheduled by the kernel instead and take connections from the shared accept queue in arrival
-# order: in the same sittings, 4 sync workers had p99/p50 1.1-1.4 where 4 x 4 gthread threads had
-# 1.4-1.8, at less CPU per report (bench/README.md, "Crash storm"). Two per core, not one, so a
-# worker waiting on PostgreSQL (a commit's WAL flush) leaves its core to another.
-# A sync worker reads a request whole before it serves the next, so it needs clients that send
-# at network speed, as crash kernels and DPU agents on the fleet's network do; a deployment with
-# slow clients (a WAN, a trickling proxy) puts a buffering proxy in front, or runs gthread
-# workers, which keep serving while one thread waits: CRASHREG_THREADS above 1.
-workers = int(os.environ.get("CRASHREG_WORKERS", multiprocessing.cpu_count() * 2))
+# order: in the same sittings, sync workers had p99/p50 1.1-1.4 where 4 x 4 gthread threads had
+# 1.4-1.8, at less CPU per report (bench/README.md, "Crash storm"). One more than the cores, so
+# a worker waiting on PostgreSQL (a commit's WAL flush) leaves its core to another; more only
+# cost CPU per report in context switches and caches (2, 3, 4 and 5 on 2 cores: 3 had the least
+# CPU per report and no worse a p99).
+# A sync worker reads a request whole before it serves the next, and a slow page holds it while
+# it renders. Crash kernels and DPU agents send at the fleet network's speed; slowly sending
+# clients (a WAN, a trickling proxy) need a buffering proxy in front, or gthread workers, which
+# keep serving while one thread waits (CRASHREG_THREADS above 1); where people browse the pages
+# on the same servers, the proxy routes POST /api/v1/reports to a gunicorn of its own.
+workers = int(os.environ.get("CRASHREG_WORKERS", multiprocessing.cpu_count() + 1))
 threads = int(os.environ.get("CRASHREG_THREADS", 1))
 worker_class = "sync" if threads == 1 else "gthread"
 # Sync workers answer every request with "Connection: close"; so do gthread workers by default.

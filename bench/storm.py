@@ -509,7 +509,7 @@ def main() -> int:
     parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="console log of the storm's bug")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--profile", type=Path, help="profile the workers (sync workers) into this folder")
-    parser.add_argument("--workers", type=int, help="gunicorn workers (default: 2 per core)")
+    parser.add_argument("--workers", type=int, help="gunicorn workers (default: cores + 1)")
     parser.add_argument("--threads", type=int,
                         help="threads per worker: 1 sync workers (gunicorn.conf.py's default), more gthread")
     parser.add_argument("--clients", default="both", choices=(*CLIENT_PATTERNS, "both"),
