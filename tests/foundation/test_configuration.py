@@ -4,6 +4,7 @@ variable to it changes nothing, setting it to something else changes something).
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import runpy
 from collections.abc import Callable
@@ -90,7 +91,8 @@ def gunicorn_settings(environ: dict[str, str], monkeypatch: pytest.MonkeyPatch, 
         for name, value in environ.items():
             patch.setenv(name, value)
         values = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
-    return {name: values[name] for name in ("bind", "workers", "threads", "worker_connections", "keepalive")}
+    names = ("bind", "workers", "worker_class", "threads", "worker_connections", "keepalive")
+    return {name: values[name] for name in names}
 
 
 def readers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Callable[[dict[str, str]], Any]]:
@@ -157,3 +159,12 @@ def test_other_docs_state_the_same_defaults() -> None:
                 assert name in canonical, f"{path.name} documents {name}, docs/configuration.md does not"
                 if any(re.fullmatch(r"`[^`]*`", cell) for cell in (default, canonical[name])):
                     assert default == canonical[name], f"{path.name}: {name} defaults to {default}"
+
+
+def test_gunicorn_runs_sync_workers_unless_threads_are_asked_for(monkeypatch, tmp_path) -> None:
+    default = gunicorn_settings({}, monkeypatch, tmp_path)
+    assert default["worker_class"] == "sync" and default["threads"] == 1
+    assert default["workers"] == multiprocessing.cpu_count() + 1
+    threaded = gunicorn_settings({"CRASHREG_THREADS": "4"}, monkeypatch, tmp_path)
+    assert threaded["worker_class"] == "gthread"
+    assert threaded["worker_connections"] == 4  # no more clients than its threads serve
