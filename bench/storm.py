@@ -350,8 +350,9 @@ def free_port() -> int:
 
 
 def gunicorn_settings(workers: int | None, threads: int | None) -> dict[str, Any]:
-    """What the repository's gunicorn.conf.py makes of CRASHREG_WORKERS / CRASHREG_THREADS (the
-    options override them): the settings the storm runs with, as production would."""
+    """The settings the storm's gunicorn runs with, as production would: what the repository's
+    gunicorn.conf.py makes of the environment, with the options (when given) set in it first as
+    CRASHREG_WORKERS / CRASHREG_THREADS, which the gunicorn started later inherits."""
     import runpy
 
     environ = {"CRASHREG_WORKERS": workers, "CRASHREG_THREADS": threads}

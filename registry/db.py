@@ -78,10 +78,9 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     kwargs.setdefault("pool_size", 5)
     kwargs.setdefault("max_overflow", 10)
     engine = create_engine(url, **kwargs)
-    if not kwargs.get("pool_pre_ping"):
-        event.listen(engine, "connect", _stamp_idle)
-        event.listen(engine, "checkin", _stamp_idle)
-        event.listen(engine, "checkout", _ping_if_idle)
+    event.listen(engine, "connect", _stamp_idle)
+    event.listen(engine, "checkin", _stamp_idle)
+    event.listen(engine, "checkout", _ping_if_idle)
     return engine
 
 
@@ -93,12 +92,12 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 PING_AFTER_IDLE_S = 1.0
 
 
-def _stamp_idle(_dbapi_connection: Any, record: Any, *_: Any) -> None:
+def _stamp_idle(_dbapi_connection: Any, record: Any) -> None:
     record.info["idle_since"] = time.monotonic()
 
 
 def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-    if time.monotonic() - record.info.get("idle_since", 0.0) < PING_AFTER_IDLE_S:
+    if time.monotonic() - record.info["idle_since"] < PING_AFTER_IDLE_S:
         return
     try:
         with dbapi_connection.cursor() as cursor:

@@ -119,17 +119,12 @@ def json_body() -> dict[str, Any]:
     return body
 
 
-FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
-
-
 def refuse_nul_in_request() -> None:
     """before_request: a NUL in the path, query string or form is a 400 naming where."""
     problems: dict[str, list[str]] = {}
     if "\x00" in request.path:
         problems["path"] = [NUL_MESSAGE]
-    # The API takes JSON; a form body is only parsed (to be refused) when it is sent as one.
-    sources = (request.args, request.form) if request.mimetype in FORM_TYPES else (request.args,)
-    for source in sources:
+    for source in (request.args, request.form):
         for name, value in source.items(multi=True):
             if "\x00" in name or "\x00" in value:
                 problems.setdefault(name.replace("\x00", "\\u0000"), []).append(NUL_MESSAGE)
