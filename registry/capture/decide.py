@@ -150,11 +150,12 @@ SLOT_READ_COLUMNS = (
 )
 
 
-def slots_in(rows: list[Any]) -> list[Slot]:
+def slots_in(rows: list[dict[str, Any]]) -> list[Slot]:
+    """The slots of rows read with SLOT_READ_COLUMNS (as mappings)."""
     return [
-        Slot(row.slot_number, row.slot_state, row.slot_since, row.slot_event_id)
+        Slot(row["slot_number"], row["slot_state"], row["slot_since"], row["slot_event_id"])
         for row in rows
-        if row.slot_number is not None
+        if row["slot_number"] is not None
     ]
 
 

@@ -239,8 +239,8 @@ def store(
         if event.capture is None:
             event.capture = claimed_decision(session, connection, settings, routing, event)
     answer = answer_of(session, routing, event)
-    connection.execute(
-        STORE_REPORT,
+    STORE_REPORT.execute(
+        connection,
         {
             "report_id": incoming.report_id,
             "event_id": event.id,
@@ -262,9 +262,7 @@ def host_at_crash(
     if known is None:
         values = {name: reported.get(name) for name in HOST_ATTRIBUTES}
         values["labels"] = reported.get("labels") or {}
-        created_id = connection.execute(
-            statements.insert_host, values | {"hostname": reported["hostname"]}
-        ).scalar_one_or_none()
+        created_id = statements.insert_host.scalar(connection, values | {"hostname": reported["hostname"]})
         # None: another report of the same host created it first.
         known = (
             KnownHost(created_id, values)
@@ -345,7 +343,7 @@ def find_or_open_event(
         "capture_dump_level": planned.dump_level if planned else None,
         "regression": regression,
     }
-    created_id = connection.execute(statements.insert_event, values).scalar_one_or_none()
+    created_id = statements.insert_event.scalar(connection, values)
     if created_id is not None:
         event = OpenEvent(
             created_id,

@@ -1,9 +1,10 @@
 """Every statement the ingest path runs, built once; its one read in named column groups.
 
-Values always travel as execution parameters, so SQLAlchemy's compiled cache hits on every
-report. The dialect-specific statements (INSERT ... ON CONFLICT DO NOTHING) are built per
-dialect in `IngestStatements`; the others compile for either database as they are (SQLite
-leaves out FOR UPDATE: BEGIN IMMEDIATE already serialises its writers).
+The statements every report runs are DirectStatements (registry.direct: compiled once, run on
+the DBAPI cursor), the rare ones plain Core. The dialect-specific statements (INSERT ... ON
+CONFLICT DO NOTHING) are built per dialect in `IngestStatements`; the others compile for
+either database as they are (SQLite leaves out FOR UPDATE: BEGIN IMMEDIATE already serialises
+its writers).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Executable, Row, bindparam, insert, literal, select, update
+from sqlalchemy import ColumnElement, Connection, bindparam, insert, literal, select, update
 
 from registry.auth.models import ApiToken
 from registry.auth.tokens import live_token
@@ -23,6 +24,7 @@ from registry.capture.policy import Slot
 from registry.core.events import Event, Report
 from registry.core.hosts import HOST_ATTRIBUTES, Host
 from registry.core.signatures import Signature
+from registry.direct import DirectStatement
 from registry.signatures.service import SNAPSHOT_FIELDS, SignatureSnapshot, known_signature_id, stats_columns
 from registry.upsert import insert_ignore_statement
 
@@ -40,9 +42,8 @@ class ColumnGroup:
         self.labels = {name: f"{prefix}_{name}" for name in columns}
         self.columns = tuple(column.label(self.labels[name]) for name, column in columns.items())
 
-    def values(self, row: Row[Any]) -> dict[str, Any]:
-        mapping = row._mapping
-        return {name: mapping[label] for name, label in self.labels.items()}
+    def values(self, row: dict[str, Any]) -> dict[str, Any]:
+        return {name: row[label] for name, label in self.labels.items()}
 
 
 STORED_REPORT_COLUMNS = ColumnGroup("report", {"sha256": REPORTS.payload_sha256, "answer": REPORTS.answer})
@@ -56,7 +57,7 @@ TOKEN_COLUMNS = ColumnGroup("token", {column.name: column for column in TOKENS})
 # Everything ingest reads before it writes, in one round trip: the stored report (a replay),
 # the host, the signature its fingerprint routes to with its counts and Jira key, that
 # signature's capture slots (one row per slot, SLOT_READ_COLUMNS) and the caller's live token.
-CONTEXT = (
+CONTEXT = DirectStatement(
     select(
         *STORED_REPORT_COLUMNS.columns,
         *HOST_COLUMNS.columns,
@@ -72,8 +73,10 @@ CONTEXT = (
     .outerjoin(ApiToken.__table__, live_token(bindparam("token_hash")))
     .outerjoin(CaptureSlot.__table__, CaptureSlot.__table__.c.signature_id == SIGNATURES.id)
 )
-STORED_REPORT = select(*STORED_REPORT_COLUMNS.columns).where(REPORTS.report_id == bindparam("report_id"))
-HOST_BY_NAME = select(*HOST_COLUMNS.columns).where(HOSTS.hostname == bindparam("hostname"))
+STORED_REPORT = DirectStatement(
+    select(*STORED_REPORT_COLUMNS.columns).where(REPORTS.report_id == bindparam("report_id"))
+)
+HOST_BY_NAME = DirectStatement(select(*HOST_COLUMNS.columns).where(HOSTS.hostname == bindparam("hostname")))
 LOCKED_EVENT = (
     select(
         EVENTS.id,
@@ -100,23 +103,22 @@ DECIDED = (
         capture_dump_level=bindparam("dump_level"),
     )
 )
-STORE_REPORT = insert(Report.__table__)
+STORE_REPORT = DirectStatement(insert(Report.__table__))
 
 
 @dataclass(frozen=True)
 class IngestStatements:
     """The ingest path's dialect-specific statements, for one dialect."""
 
-    insert_host: Executable  # ... ON CONFLICT (hostname) DO NOTHING RETURNING id
-    insert_event: Executable  # ... ON CONFLICT (host_id, boot_key) DO NOTHING RETURNING id
+    insert_host: DirectStatement  # ... ON CONFLICT (hostname) DO NOTHING RETURNING id
+    insert_event: DirectStatement  # ... ON CONFLICT (host_id, boot_key) DO NOTHING RETURNING id
 
     @staticmethod
     @cache
     def of(dialect: str) -> IngestStatements:
-        return IngestStatements(
-            insert_host=insert_ignore_statement(dialect, Host.__table__, ("hostname",), None),
-            insert_event=insert_ignore_statement(dialect, Event.__table__, ("host_id", "boot_key"), None),
-        )
+        host = insert_ignore_statement(dialect, Host.__table__, ("hostname",), None)
+        event = insert_ignore_statement(dialect, Event.__table__, ("host_id", "boot_key"), None)
+        return IngestStatements(insert_host=DirectStatement(host), insert_event=DirectStatement(event))
 
 
 @dataclass(frozen=True)
@@ -159,33 +161,34 @@ class IngestContext:
 def read_context(
     connection: Connection, report_id: str, hostname: str, fingerprint: str | None, token_hash: str | None
 ) -> IngestContext:
-    rows = connection.execute(
-        CONTEXT,
+    rows = CONTEXT.mappings(
+        connection,
         {"report_id": report_id, "hostname": hostname, "fingerprint": fingerprint, "token_hash": token_hash},
-    ).all()
+    )
     first = rows[0]
     signature = SIGNATURE_COLUMNS.values(first)
     known = signature["id"] is not None
     stats = STATS_COLUMNS.values(first)
     return IngestContext(
         stored=stored_report(first),
-        host=KnownHost.of(HOST_COLUMNS.values(first)) if first.host_id is not None else None,
+        host=KnownHost.of(HOST_COLUMNS.values(first)) if first["host_id"] is not None else None,
         signature=SignatureSnapshot(**signature) if known else None,
         stats=SignatureStats(int(stats["events"]), stats["last_seen"], stats["jira_key"]) if known else None,
         slots=slots_in(rows),
-        token=TOKEN_COLUMNS.values(first) if first.token_id is not None else None,
+        token=TOKEN_COLUMNS.values(first) if first["token_id"] is not None else None,
     )
 
 
-def stored_report(row: Row[Any]) -> StoredReport | None:
+def stored_report(row: dict[str, Any]) -> StoredReport | None:
     """The report of a STORED_REPORT_COLUMNS row (None: not stored)."""
-    return StoredReport(**STORED_REPORT_COLUMNS.values(row)) if row.report_sha256 is not None else None
+    return StoredReport(**STORED_REPORT_COLUMNS.values(row)) if row["report_sha256"] is not None else None
 
 
 def read_stored_report(connection: Connection, report_id: str) -> StoredReport | None:
-    row = connection.execute(STORED_REPORT, {"report_id": report_id}).one_or_none()
-    return stored_report(row) if row is not None else None
+    rows = STORED_REPORT.mappings(connection, {"report_id": report_id})
+    return stored_report(rows[0]) if rows else None
 
 
 def read_host(connection: Connection, hostname: str) -> KnownHost:
-    return KnownHost.of(HOST_COLUMNS.values(connection.execute(HOST_BY_NAME, {"hostname": hostname}).one()))
+    (row,) = HOST_BY_NAME.mappings(connection, {"hostname": hostname})
+    return KnownHost.of(HOST_COLUMNS.values(row))

@@ -7,13 +7,14 @@ from datetime import datetime
 from functools import cache
 from typing import Any, TypedDict
 
-from sqlalchemy import ColumnElement, Executable, bindparam, case, func, select, update
+from sqlalchemy import ColumnElement, bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 
 from registry.bounds import latest_crash
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
 from registry.db import UTCDateTime
+from registry.direct import DirectStatement
 from registry.errors import ApiError
 from registry.ids import parse_id
 from registry.signatures.identify import CrashSignature
@@ -149,9 +150,9 @@ def seen_at(session: Session, signature: SignatureSnapshot, crashed_at: datetime
 
 def count_event(session: Session, signature_id: int, event_id: int, crashed_at: datetime) -> None:
     """Add one event to a shard of the signature's counter (no single hot row in a storm)."""
-    dialect = session.get_bind().dialect.name
-    session.connection().execute(
-        count_event_statement(dialect),
+    connection = session.connection()
+    count_event_statement(connection.dialect.name).execute(
+        connection,
         {
             "signature_id": signature_id,
             "shard": event_id % COUNTER_SHARDS,
@@ -162,9 +163,9 @@ def count_event(session: Session, signature_id: int, event_id: int, crashed_at: 
 
 
 @cache
-def count_event_statement(dialect: str) -> Executable:
+def count_event_statement(dialect: str) -> DirectStatement:
     greatest = func.max if dialect == "sqlite" else func.greatest
-    return insert_or_increment_statement(
+    statement = insert_or_increment_statement(
         dialect,
         SignatureCounter.__table__,
         ["signature_id", "shard"],
@@ -173,6 +174,7 @@ def count_event_statement(dialect: str) -> Executable:
             "last_seen": lambda excluded: greatest(SignatureCounter.last_seen, excluded.last_seen),
         },
     )
+    return DirectStatement(statement)
 
 
 def plausible_max(last_seen: Any) -> ColumnElement[Any]:
