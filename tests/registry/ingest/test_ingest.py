@@ -143,6 +143,19 @@ def test_a_value_too_large_for_the_database_is_422_not_503(app, client, database
     assert "Retry-After" not in response.headers
 
 
+def test_postgresql_stores_the_console_log_compressed_with_lz4(client, database, db_url, make_token) -> None:
+    """A console log past the TOAST threshold is compressed by every report's INSERT: lz4, the
+    cheaper method, where the server has it (migration 0018)."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite does not compress")
+    lines = [f"[{n:5d}.000000] random noise {random.Random(n).getrandbits(128):032x}" for n in range(200)]
+    report = crash_report(console_log="\n".join([GPF_LOG, *lines]))
+    assert post(client, make_token("report"), report).status_code == 201
+    with database.session() as session:
+        method = session.scalar(text("SELECT pg_column_compression(console_log) FROM reports"))
+    assert method == "lz4"
+
+
 def test_missing_required_fields(client, make_token) -> None:
     response = post(client, make_token("report"), {})
     assert response.status_code == 400
