@@ -89,7 +89,8 @@ class DirectStatement:
         if compiled.literal_execute_params or compiled.post_compile_params:
             raise ValueError("DirectStatement cannot expand IN lists or literal-execute parameters")
         defaults = []
-        for column in (*compiled.insert_prefetch, *compiled.update_prefetch):
+        # As SQLAlchemy fills them: an INSERT's column defaults, else an UPDATE's onupdate ones.
+        for column in compiled.insert_prefetch or compiled.update_prefetch:
             default = column.default if compiled.insert_prefetch else column.onupdate
             if default is None or not (default.is_scalar or default.is_callable):
                 raise ValueError(f"DirectStatement cannot compute the default of {column}")

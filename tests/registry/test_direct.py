@@ -9,11 +9,23 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import bindparam, event, insert, literal, select, update
+from sqlalchemy import (
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    event,
+    insert,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from registry.core.hosts import Host
-from registry.db import Database
+from registry.db import Database, UTCDateTime, utcnow
 from registry.direct import DirectStatement
 from registry.upsert import insert_ignore_statement
 
@@ -57,6 +69,22 @@ def test_inserts_fill_python_side_defaults_and_return_the_new_id(database: Datab
     assert row.id == created and row.labels == {}
     assert row.in_inventory is False  # Host's scalar default
     assert before - timedelta(seconds=1) <= row.first_seen <= datetime.now(UTC)  # utcnow, per execution
+
+
+def test_updates_fill_onupdate_defaults(database: Database) -> None:
+    stamped = Table(
+        "stamped", MetaData(), Column("id", Integer, primary_key=True), Column("name", String(16)),
+        Column("updated_at", UTCDateTime(), default=utcnow, onupdate=utcnow), prefixes=["TEMPORARY"],
+    )
+    long_ago = datetime(2001, 1, 1, tzinfo=UTC)
+    rename = DirectStatement(update(stamped).where(stamped.c.id == bindparam("row")).values(name="b"))
+    with database.engine.begin() as connection:
+        stamped.create(connection)
+        DirectStatement(insert(stamped)).execute(connection, {"id": 1, "name": "a", "updated_at": long_ago})
+        rename.execute(connection, {"row": 1})
+        name, updated_at = connection.execute(select(stamped.c.name, stamped.c.updated_at)).one()
+        stamped.drop(connection)  # a pooled PostgreSQL connection keeps its temporary tables
+    assert name == "b" and updated_at > long_ago
 
 
 def test_parameters_of_another_shape_get_a_statement_of_their_own(database: Database) -> None:
