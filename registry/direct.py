@@ -36,7 +36,8 @@ class _Compiled:
     defaults: tuple[tuple[str, Any, bool], ...]  # bind name, default, whether it is a callable
     bind_processors: dict[str, Processor]
     positions: tuple[str, ...] | None  # bind names in order, for positional paramstyles
-    result_processors: tuple[Processor | None, ...]
+    returns_rows: bool
+    result_processors: tuple[Processor | None, ...] | None  # None: every value is as the driver gives it
 
 
 class DirectStatement:
@@ -63,7 +64,7 @@ class DirectStatement:
         cursor = connection.connection.cursor()
         try:
             connection._cursor_execute(cursor, compiled.sql, bound)
-            if not compiled.result_processors:
+            if not compiled.returns_rows:
                 return []
             try:
                 rows = cursor.fetchall()
@@ -71,7 +72,7 @@ class DirectStatement:
                 connection._handle_dbapi_exception(error, compiled.sql, bound, cursor, None)
         finally:
             cursor.close()
-        if any(compiled.result_processors):
+        if compiled.result_processors is not None:
             return [_processed(row, compiled.result_processors) for row in rows]
         return rows
 
@@ -114,7 +115,8 @@ class DirectStatement:
             defaults=tuple(defaults),
             bind_processors=bind_processors,
             positions=tuple(compiled.positiontup or ()) if dialect.positional else None,
-            result_processors=result,
+            returns_rows=bool(self.result_columns),
+            result_processors=result if any(result) else None,
         )
         self._compiled[key] = entry
         return entry
