@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 2
+ALGORITHM_VERSION = 3
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash
@@ -534,8 +534,10 @@ SKIP_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "strlcpy", "strncpy", "strscpy", "strlen", "strstr", "strnstr", "strnlen", "strchr",
         # lib/usercopy.c, lib/iov_iter.c, arch/*/lib/copy_user*: user and iterator copies
         "copy_to_user", "copy_from_user", "copy_to_iter", "copy_from_iter", "copy_page_to_iter",
-        "copy_page_from_iter", "copy_folio_to_iter", "^copyin$", "^copyout$", "put_user",
-        "get_user", "extract_(?:user|iter)_to_sg",
+        "copy_page_from_iter", "copy_folio_to_iter", "^copyin$", "^copyout$",
+        # get_user()/put_user() are macros: their frames are __get_user_4, __put_user_nocheck_8
+        # (and mm/gup.c's get_user_pages*); a driver's own tun_get_user is the bug's code
+        "^_*(?:get|put)_user", "extract_(?:user|iter)_to_sg",
         # include/asm-generic/io.h MMIO accessors and lib/logic_iomem.c
         "read[bwlq]$", "write[bwlq]$", "logic_in", "logic_out",
         # lib/crc*.c checksum helpers

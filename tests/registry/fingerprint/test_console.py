@@ -153,3 +153,18 @@ def test_bug_sites_without_a_stack_stay_apart_and_name_their_file() -> None:
     assert (slub.title, xfs.title) == ("kernel BUG at mm/slub.c", "kernel BUG at fs/xfs/xfs_inode.c")
     moved = analyse_console_log("[  1.0] kernel BUG at mm/slub.c:330!\n")  # same site, other line
     assert moved is not None and moved.fingerprint == slub.fingerprint
+
+
+def test_user_access_helpers_are_skipped_but_a_drivers_own_get_user_is_not() -> None:
+    """get_user()/put_user() frames (__get_user_4, __put_user_nocheck_8) report their caller;
+    drivers/net/tun.c's tun_get_user is code of its own, and the guilty function."""
+    def guilty(*frames: str) -> str | None:
+        text = log("BUG: kernel NULL pointer dereference, address: 0000000000000008",
+                   "#PF: supervisor read access in kernel mode", "Oops: 0000 [#1] SMP", *TRACE,
+                   *frames, *TAIL)
+        return analyse_console_log(text).function
+
+    assert guilty(" __get_user_4+0x1/0x2", " tun_chr_write_iter+0x1/0x2") == "tun_chr_write_iter"
+    assert guilty(" __put_user_nocheck_8+0x1/0x2", " sock_ioctl+0x1/0x2") == "sock_ioctl"
+    assert guilty(" tun_get_user+0x2ec2/0x4150", " tun_chr_write_iter+0x1/0x2") == "tun_get_user"
+    assert guilty(" tun_put_user+0x1/0x2", " tun_do_read+0x1/0x2") == "tun_put_user"
