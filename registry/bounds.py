@@ -1,5 +1,5 @@
 """What a plausible crash time is, for ingest (which refuses others) and for reads (which
-leave out the implausible times stored before ingest refused them).
+leave out the implausible times stored before ingest refused them: `plausible`).
 
 None of the fleet's kernels predates 2000, and a clock may run a little ahead, but a crash a
 day or more in the future is a broken clock: year 9999 would pin its signature's last_seen.
@@ -8,6 +8,11 @@ day or more in the future is a broken clock: year 9999 would pin its signature's
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, bindparam, case
+
+from registry.db import UTCDateTime
 
 EARLIEST_CRASH = datetime(2000, 1, 1, tzinfo=UTC)
 FUTURE_LEEWAY = timedelta(days=1)
@@ -26,3 +31,13 @@ def crash_time_problem(value: datetime, now: datetime) -> str | None:
         f"crashed_at must lie between {EARLIEST_CRASH.isoformat()} and a day from now "
         f"({latest.replace(microsecond=0).isoformat()})"
     )
+
+
+def plausible(crash_time: Any) -> ColumnElement[Any]:
+    """`crash_time` where it is a plausible one, else NULL: the first and last crash a read
+    shows (min/max over it) leave out times stored before ingest bounded them, or year 9999
+    would pin a "last crash" for ever. The bound is computed when the statement runs, so
+    prebuilt statements stay valid."""
+    earliest = bindparam("earliest_crash", EARLIEST_CRASH, type_=UTCDateTime(), unique=True)
+    latest = bindparam("latest_crash", callable_=latest_crash, type_=UTCDateTime(), unique=True)
+    return case((crash_time.between(earliest, latest), crash_time))

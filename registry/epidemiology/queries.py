@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, distinct, func, select, text
 from sqlalchemy.orm import Session
 
-from registry.bounds import EARLIEST_CRASH, latest_crash
+from registry.bounds import EARLIEST_CRASH, latest_crash, plausible
 from registry.core.events import Event
 from registry.core.hosts import Host
 from registry.core.signatures import Signature
@@ -506,8 +506,8 @@ def host_signature_counts(session: Session) -> list[HostSignatureCount]:
             Event.signature_id,
             func.count(),
             func.count(distinct(Event.hostname)),
-            func.min(Event.crashed_at),
-            func.max(Event.crashed_at),
+            func.min(plausible(Event.crashed_at)),
+            func.max(plausible(Event.crashed_at)),
         )
         .where(Event.signature_id.is_not(None))
         .group_by(physical, Event.signature_id)

@@ -176,6 +176,6 @@ class SuspectHost(TypedDict):
     hosts_crashed: int
     signatures_only_here: int
     top_signatures: list[TopSignature]
-    first_crash: str
-    last_crash: str
+    first_crash: str | None
+    last_crash: str | None
     evidence: str

@@ -34,8 +34,12 @@ class HostSignatureCount:
     signature: str
     events: int
     hostnames: int  # distinct hosts/VMs on it that crashed with this signature
-    first_crash: datetime
-    last_crash: datetime
+    first_crash: datetime | None  # None: no plausible crash time among them (registry.bounds)
+    last_crash: datetime | None
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
 
 
 def _expected_signatures(reached: Mapping[str, int], own: Mapping[str, int], size: int, others: int) -> float:
@@ -98,8 +102,8 @@ def suspect_hosts(
                 "hosts_crashed": max(r.hostnames for r in own),
                 "signatures_only_here": len(only_here),
                 "top_signatures": [{"signature": r.signature, "events": r.events} for r in top],
-                "first_crash": min(r.first_crash for r in own).isoformat(),
-                "last_crash": max(r.last_crash for r in own).isoformat(),
+                "first_crash": _iso(min((r.first_crash for r in own if r.first_crash), default=None)),
+                "last_crash": _iso(max((r.last_crash for r in own if r.last_crash), default=None)),
                 "evidence": (
                     f"{crashes} crashes where a host of its size expects {expected_crashes:.1f}; "
                     f"{len(own)} distinct signatures where it expects {expected:.2f}; "

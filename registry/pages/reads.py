@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, distinct, func, select
 from sqlalchemy.orm import Session
 
+from registry.bounds import plausible
 from registry.core.events import Event, Report
 from registry.core.hosts import HostAttributeChange
 from registry.core.jira_links import JiraLink
@@ -83,7 +84,7 @@ def top_hosts(
             Event.hostname,
             func.max(Event.physical_host),
             func.count(),
-            func.max(Event.crashed_at),
+            func.max(plausible(Event.crashed_at)),
             func.max(Event.kernel_version),
             func.max(Event.region),
             func.max(Event.sku),

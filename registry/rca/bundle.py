@@ -17,6 +17,7 @@ from marshmallow import Schema, fields
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from registry.bounds import plausible
 from registry.capture.models import Capture
 from registry.capture.service import CaptureView, capture_dict
 from registry.core.events import Event, EventSummary, Report, event_summary
@@ -155,34 +156,39 @@ class TriageBundle(TypedDict):
     agents_md: NotRequired[str]  # rendered from the rest of the bundle, then added to it
 
 
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat() if moment else None
+
+
 def facts(session: Session, members: list[int]) -> BundleFacts:
     in_signature = Event.signature_id.in_(members)
     totals = session.execute(
         select(
             func.count(),
             func.count(func.distinct(Event.host_id)),
-            func.min(Event.crashed_at),
-            func.max(Event.crashed_at),
+            func.min(plausible(Event.crashed_at)),
+            func.max(plausible(Event.crashed_at)),
         ).where(in_signature)
     ).one()
 
     def breakdown(column: Any, name: str) -> list[dict[str, Any]]:
         rows = session.execute(
-            select(column, func.count(), func.min(Event.crashed_at), func.max(Event.crashed_at))
+            select(column, func.count(), func.min(plausible(Event.crashed_at)),
+                   func.max(plausible(Event.crashed_at)))
             .where(in_signature)
             .group_by(column)
             .order_by(func.count().desc(), column)
         ).all()
         return [
-            {name: value, "events": count, "first_seen": first.isoformat(), "last_seen": last.isoformat()}
+            {name: value, "events": count, "first_seen": _iso(first), "last_seen": _iso(last)}
             for value, count, first, last in rows
         ]
 
     return {
         "events": totals[0],
         "hosts": totals[1],
-        "first_crash": totals[2].isoformat() if totals[2] else None,
-        "last_crash": totals[3].isoformat() if totals[3] else None,
+        "first_crash": _iso(totals[2]),
+        "last_crash": _iso(totals[3]),
         "kernels": breakdown(Event.kernel_version, "kernel_version"),
         "regions": breakdown(Event.region, "region"),
         "skus": breakdown(Event.sku, "sku"),

@@ -7,10 +7,10 @@ from datetime import datetime
 from functools import cache
 from typing import Any, TypedDict
 
-from sqlalchemy import ColumnElement, bindparam, case, func, select, update
+from sqlalchemy import ColumnElement, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from registry.bounds import latest_crash
+from registry.bounds import plausible
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
 from registry.db import UTCDateTime
@@ -177,21 +177,13 @@ def count_event_statement(dialect: str) -> DirectStatement:
     return DirectStatement(statement)
 
 
-def plausible_max(last_seen: Any) -> ColumnElement[Any]:
-    """The latest sighting among counter shards, leaving out a shard's time past tomorrow: a
-    crash time stored before ingest bounded it (year 9999) must not pin last_seen for ever.
-    The bound is computed when the statement runs, so prebuilt statements stay valid."""
-    latest = bindparam("latest_crash", callable_=latest_crash, type_=UTCDateTime(), unique=True)
-    return func.max(case((last_seen <= latest, last_seen)))
-
-
 def stats_subquery() -> Any:
     """Per-signature event count and last sighting, summed over counter shards."""
     return (
         select(
             SignatureCounter.signature_id.label("signature_id"),
             func.sum(SignatureCounter.events).label("event_count"),
-            plausible_max(SignatureCounter.last_seen).label("last_seen"),
+            func.max(plausible(SignatureCounter.last_seen)).label("last_seen"),
         )
         .group_by(SignatureCounter.signature_id)
         .subquery("signature_stats")
@@ -201,7 +193,8 @@ def stats_subquery() -> Any:
 def signature_stats(session: Session, signature_id: int) -> tuple[int, datetime | None]:
     row = session.execute(
         select(
-            func.coalesce(func.sum(SignatureCounter.events), 0), plausible_max(SignatureCounter.last_seen)
+            func.coalesce(func.sum(SignatureCounter.events), 0),
+            func.max(plausible(SignatureCounter.last_seen)),
         ).where(SignatureCounter.signature_id == signature_id)
     ).one()
     return int(row[0]), row[1]
@@ -219,7 +212,7 @@ def stats_columns(signature_id: Any) -> tuple[ColumnElement[Any], ...]:
         .where(COUNTERS.signature_id == signature_id)
         .scalar_subquery()
         .label("stats_events"),
-        select(plausible_max(COUNTERS.last_seen))
+        select(func.max(plausible(COUNTERS.last_seen)))
         .where(COUNTERS.signature_id == signature_id)
         .scalar_subquery()
         .label("stats_last_seen"),

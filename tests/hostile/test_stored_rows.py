@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -22,6 +23,8 @@ from registry.capture.service import record_capture
 from registry.config import Settings
 from registry.db import Database
 from registry.domains import wiring
+from registry.epidemiology.queries import host_signature_counts
+from registry.epidemiology.suspects import suspect_hosts
 from registry.ingest.api import REPORT_SCHEMA
 from registry.ingest.service import ingest_report
 from tests.support.http import auth, closed_port
@@ -81,7 +84,10 @@ def test_reads_answer_valid_json_over_hostile_rows(client, make_token, hostile_r
     assert epidemiology["events"] >= 2
     strict_json(client.get(f"/api/v1/signatures/{signature}/epidemiology?crash_view=live", headers=reader))
     strict_json(client.get("/api/v1/epidemiology/hosts", headers=reader))
-    strict_json(client.get(f"/api/v1/signatures/{signature}/triage-bundle", headers=reader))
+    facts = strict_json(client.get(f"/api/v1/signatures/{signature}/triage-bundle", headers=reader))["facts"]
+    shown = [facts["first_crash"], facts["last_crash"]]
+    shown += [when for kernel in facts["kernels"] for when in (kernel["first_seen"], kernel["last_seen"])]
+    assert all(when.startswith("2026-") for when in shown), "first/last crash pinned by year 1 or 9999"
     savings = strict_json(client.get("/api/v1/captures/savings", headers=reader))
     assert all(math.isfinite(v) for v in savings["totals"].values() if isinstance(v, float))
     strict_json(client.get("/api/v1/policy-bundle", headers=reader))
@@ -94,7 +100,23 @@ def test_reads_answer_valid_json_over_hostile_rows(client, make_token, hostile_r
 def test_pages_render_over_hostile_rows(client, make_token, hostile_rows) -> None:
     login(client, make_token("read"))
     assert client.get("/signatures").status_code == 200
-    assert client.get(f"/signatures/{hostile_rows}").status_code == 200
+    page = client.get(f"/signatures/{hostile_rows}")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    top_hosts = {host: re.search(rf"<tr><td>{host}</td>.*?</tr>", html)
+                 for host in ("gpu-future", "gpu-ancient")}
+    assert all(top_hosts.values()), "both hosts are in the top hosts table"
+    for row in top_hosts.values():  # the events list shows each event's own time, as reported
+        assert "9999-" not in row[0] and "0001-" not in row[0], f"a last crash of year 9999 or 1: {row[0]}"
+
+
+def test_suspect_hosts_first_and_last_crash_leave_implausible_times_out(database, hostile_rows) -> None:
+    with database.session() as session:
+        counts = {row.physical_host: row for row in host_signature_counts(session)}
+    assert counts["gpu-future"].last_crash is None and counts["gpu-ancient"].first_crash is None
+    assert counts["gpu-future"].events == 1
+    ranked = suspect_hosts(list(counts.values()), {host: 1 for host in counts})
+    assert all(s["last_crash"] is None or s["last_crash"].startswith("2026-") for s in ranked)
 
 
 def test_epidemiology_refresh_runs_over_hostile_rows(db_url, client, make_token, hostile_rows) -> None:
