@@ -107,7 +107,16 @@ _SAME_REPORT_KINDS = frozenset({"machine-check", "edac", "pcie-aer"})
 _STALL_ANCHORS = search_matcher(STALL_ANCHORS)
 _HUNG_SKIP = search_matcher(HUNG_SKIP)
 _GENERIC_SKIP = search_matcher(GENERIC_SKIP)
-_KIND_SKIP = {oops.skip: search_matcher([*GENERIC_SKIP, oops.skip]) for oops in OOPSES if oops.skip}
+
+
+@functools.cache
+def _kind_skip(kind_helpers: str) -> re.Pattern[str]:
+    """The generic skip classes plus one report kind's own helpers, as one regex (one search a
+    frame), compiled when a kind is first met: all kinds at import took ~0.1 s, paid by every
+    reporter run mid-crash and every CLI start."""
+    return search_matcher([*GENERIC_SKIP, kind_helpers])
+
+
 _SKIP_CLASS_RULES = tuple((name, search_matcher(entries)) for name, entries in SKIP_CLASSES)
 _EXPLAIN_RULES = {oops.name: ((f"{oops.name}-helpers", search_matcher([oops.skip])),
                               *_SKIP_CLASS_RULES) for oops in OOPSES if oops.skip}
@@ -606,7 +615,7 @@ def parse_console_log(log: str) -> KernelCrash | None:
             if detail:
                 fields.update({k: v for k, v in detail.groupdict().items() if v})
                 break
-    crash.pick = _choose(crash, lines, _KIND_SKIP.get(oops.skip, _GENERIC_SKIP))
+    crash.pick = _choose(crash, lines, _kind_skip(oops.skip) if oops.skip else _GENERIC_SKIP)
     if crash.pick.guilty is not None:
         crash.function, crash.module = crash.pick.guilty
         crash.frames = [frame_label(name, module) for name, module in crash.pick.key]
