@@ -780,12 +780,14 @@ class AlertingProvisioning:
     As the real one: rules are validated as `AlertRule.ValidateAlertRule` and `AlertQuery.PreSave`
     do (uid, title, data, relative time ranges of data source queries, no-data and error states,
     `for`, dashboard/panel annotation pairs, reserved labels, a folder that exists) and answer 400
-    with Grafana's messages; every query model gains `intervalMs`/`maxDataPoints` when missing; a
-    rule group PUT replaces the group (rules left out are deleted, rules named from another group
-    move into it), refuses an interval that is not a positive multiple of the 10 s base interval
-    and changes nothing when nothing differs. Provenance: `api` unless the X-Disable-Provenance
-    header is present; a resource provisioned with another provenance answers 403. Templates carry
-    a `version` that a stale write conflicts with (409). A missing rule or group is 404.
+    with Grafana's messages; a title is unique within its org and folder (the store's unique
+    constraint: 400 `alerting.alert-rule.conflict`, also when a group PUT would leave two); every
+    query model gains `intervalMs`/`maxDataPoints` when missing; a rule group PUT replaces the
+    group (rules left out are deleted, rules named from another group move into it), refuses an
+    interval that is not a positive multiple of the 10 s base interval and changes nothing when
+    nothing differs. Provenance: `api` unless the X-Disable-Provenance header is present; a
+    resource provisioned with another provenance answers 403. Templates carry a `version` that a
+    stale write conflicts with (409). A missing rule or group is 404.
     """
 
     def __init__(self, state: GrafanaState) -> None:
@@ -946,6 +948,28 @@ class AlertingProvisioning:
             raise ApiError(404, "")
         return self.alerting.rules[uid]
 
+    def _refuse_title_conflicts(
+        self, rules: list[dict[str, Any]], leaving: frozenset[str] = frozenset()
+    ) -> None:
+        """The rules' titles against each other and the folder's other rules (all but those in
+        `leaving`, which the same write deletes), as the store's UNIQUE (org, folder, title)."""
+        held = {
+            (r["folderUID"], r["title"]): r["uid"]
+            for r in self.alerting.rules.values()
+            if r["uid"] not in leaving and r["uid"] not in {rule["uid"] for rule in rules}
+        }
+        for rule in rules:
+            key = (rule["folderUID"], rule["title"])
+            if held.setdefault(key, rule["uid"]) != rule["uid"]:
+                raise ApiError(
+                    400,
+                    "[alerting.alert-rule.conflict] conflicting alert rule found "
+                    f"[rule_uid: '{rule['uid']}', title: '{rule['title']}', namespace_uid: "
+                    f"'{rule['folderUID']}']: rule title under the same organisation and folder "
+                    "should be unique",
+                    messageId="alerting.alert-rule.conflict",
+                )
+
     def _group_rules(self, folder: str, group: str) -> list[dict[str, Any]]:
         rules = [
             r for r in self.alerting.rules.values() if r["folderUID"] == folder and r["ruleGroup"] == group
@@ -968,6 +992,7 @@ class AlertingProvisioning:
         rule = self._validated(payload, interval)
         if rule["uid"] in self.alerting.rules:
             raise ApiError(400, "failed to insert alert rules: a conflicting alert rule is found: rule UID")
+        self._refuse_title_conflicts([rule])
         rule["index"] = len(existing_group) + 1
         self._store(rule, _provenance(headers), None)
         return Answer(201, self._view(self.alerting.rules[rule["uid"]]))
@@ -980,6 +1005,7 @@ class AlertingProvisioning:
         if existing["provenance"] not in (provenance, PROVENANCE_NONE):
             raise _provenance_error(existing["provenance"], provenance)
         rule = self._validated({**payload, "uid": uid}, existing["interval_s"])
+        self._refuse_title_conflicts([rule])
         self._store(rule, provenance, existing)
         return self._view(self.alerting.rules[uid])
 
@@ -1034,6 +1060,7 @@ class AlertingProvisioning:
         if len({rule["uid"] for rule in wanted}) != len(wanted):
             raise ApiError(400, "invalid alert rule: rule uids in a group must be unique")
         deleted = [uid for uid in current if uid not in {rule["uid"] for rule in wanted}]
+        self._refuse_title_conflicts(wanted, leaving=frozenset(deleted))
         changed = [
             rule
             for rule in wanted

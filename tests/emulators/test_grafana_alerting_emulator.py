@@ -117,6 +117,31 @@ def test_rule_group_put_replaces_the_group_and_moves_named_rules(
     assert status_of(lambda: api.alertingprovisioning.get_rule_group(FOLDER, "g2"))[0] == 404
 
 
+def test_rule_titles_are_unique_within_a_folder(api: GrafanaApi) -> None:
+    api.alertingprovisioning.create_alertrule(alert_rule("r1", "crash rate"))
+    conflict = "rule title under the same organisation and folder should be unique"
+    rules = api.alertingprovisioning
+    status, text = status_of(lambda: rules.create_alertrule(alert_rule("r2", "crash rate")))
+    assert status == 400 and conflict in text and "rule_uid: 'r2'" in text
+    other_group = alert_rule("r2", "crash rate", group="g2")
+    assert status_of(lambda: api.alertingprovisioning.create_alertrule(other_group))[0] == 400, "folder-wide"
+    api.folder.create_folder("Other", uid="other")
+    assert api.alertingprovisioning.create_alertrule({**alert_rule("r3", "crash rate"), "folderUID": "other"})
+    api.alertingprovisioning.create_alertrule(alert_rule("r4", "savings"))
+    status, text = status_of(lambda: rules.update_alertrule("r4", alert_rule("r4", "crash rate")))
+    assert status == 400 and conflict in text
+    assert api.alertingprovisioning.update_alertrule("r1", alert_rule("r1", "crash rate", isPaused=True))
+
+    def group(*rules: dict[str, Any]) -> dict[str, Any]:
+        return {"title": "g1", "folderUid": FOLDER, "interval": 60, "rules": list(rules)}
+
+    twice = group(alert_rule("r1", "same"), alert_rule("r4", "same"))
+    assert status_of(lambda: api.alertingprovisioning.update_rule_group(FOLDER, "g1", twice))[0] == 400
+    renamed = group(alert_rule("r5", "crash rate"))  # r1 and r4 left out: deleted by the same PUT
+    api.alertingprovisioning.update_rule_group(FOLDER, "g1", renamed)
+    assert [r["title"] for r in rules.get_rule_group(FOLDER, "g1")["rules"]] == ["crash rate"]
+
+
 def test_provenance_follows_x_disable_provenance(api: GrafanaApi) -> None:
     api.alertingprovisioning.create_alertrule(alert_rule("editable", "editable"), disable_provenance=True)
     assert "provenance" not in api.alertingprovisioning.get_alertrule("editable")
