@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from registry.capture.models import Capture, CaptureSlot
-from registry.capture.policy import SLOT_COMPLETED, SLOT_GRANTED, SLOT_RELEASED
+from registry.capture.policy import GRANT_TIMEOUT, SLOT_COMPLETED, SLOT_GRANTED, SLOT_RELEASED
 from registry.capture.savings import FullCapture, SignatureSavings, per_signature
 from registry.core.events import Event
 from registry.db import utcnow
@@ -75,13 +75,61 @@ def capture_dict(capture: Capture) -> CaptureView:
 
 def follow_events(session: Session, event_ids: Sequence[int], signature_id: int) -> None:
     """Events moved to another signature (a rebuild): their captures go with them (capture
-    history, savings and the dedup counts read captures by signature)."""
+    history, savings and the dedup counts read captures by signature), and so do the capture
+    slots they hold: a dump counts against the budget of the bug it shows, no longer against
+    the signature an older engine had lumped it into (which would skip that bug's next dumps
+    and give the split-off bug K more)."""
     session.execute(
         update(Capture)
         .where(Capture.event_id.in_(event_ids))
         .where(Capture.signature_id.is_(None) | (Capture.signature_id != signature_id))
         .values(signature_id=signature_id)
     )
+    slots = CaptureSlot.__table__.c
+    moving = session.execute(
+        select(slots.signature_id, slots.slot, slots.event_id, slots.state, slots.since).where(
+            slots.event_id.in_(event_ids), slots.signature_id != signature_id, slots.state != SLOT_RELEASED
+        )
+    ).all()
+    for row in moving:
+        _take_free_slot(session, signature_id, {"event_id": row.event_id, "state": row.state,
+                                                "since": row.since})
+        session.execute(
+            delete(CaptureSlot)
+            .where(slots.signature_id == row.signature_id, slots.slot == row.slot,
+                   slots.event_id == row.event_id)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def _take_free_slot(session: Session, signature_id: int, values: dict[str, Any]) -> None:
+    """Put a moved slot (event, state, since) on the signature's lowest slot number that is
+    unused, released or an expired grant. Live ingest goes on claiming the slots of known
+    signatures during a rebuild: an insert that finds its number taken, or a compare-and-swap
+    that finds the row changed, goes on to the next number (a number past K never counts)."""
+    slots = CaptureSlot.__table__.c
+    rows = {row.slot: row for row in session.execute(
+        select(slots.slot, slots.event_id, slots.state, slots.since).where(slots.signature_id == signature_id)
+    )}
+    expired = utcnow() - GRANT_TIMEOUT
+    number = 0
+    while True:
+        number += 1
+        row = rows.get(number)
+        if row is None:
+            if insert_ignore(session, CaptureSlot, {"signature_id": signature_id, "slot": number, **values},
+                             ["signature_id", "slot"]) is not None:
+                return
+        elif row.state == SLOT_RELEASED or (row.state == SLOT_GRANTED and row.since < expired):
+            swapped = session.execute(
+                update(CaptureSlot)
+                .where(slots.signature_id == signature_id, slots.slot == number,
+                       slots.event_id == row.event_id, slots.state == row.state)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            if swapped.rowcount:
+                return
 
 
 def record_capture(session: Session, event_id: int, fields: dict[str, Any]) -> tuple[Capture, bool]:

@@ -13,8 +13,8 @@ fingerprints they now get:
   signatures that inherit status and owner. A signature someone merged by hand does not
   split: the human decision stands, the new fingerprints become aliases of it.
 
-Captures follow their events to whichever signature the events land on (capture history,
-savings and the dedup counts read captures by signature). Every event also gets the current
+Captures and their capture slots follow their events to whichever signature the events land
+on (capture history, savings, the dedup counts and the K-dump budget read them by signature). Every event also gets the current
 engine's explanation of its fingerprint (written in the short per-chunk transactions, only
 where it differs from the stored one), so events stored before explanations existed, or
 explained by an older engine, read like new ones. A rerun with an unchanged engine changes

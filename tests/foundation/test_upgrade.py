@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
-from registry.capture.models import Capture
+from registry.capture.models import Capture, CaptureSlot
 from registry.core.events import Event
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature, SignatureCounter
@@ -44,6 +44,9 @@ def as_an_older_engine_left_it(database: Any, keep: int, lumped: int) -> None:
     Jira issue and an RCA."""
     with database.session() as session:
         session.execute(update(Capture).where(Capture.signature_id == lumped).values(signature_id=keep))
+        taken = len(session.scalars(select(CaptureSlot.slot).where(CaptureSlot.signature_id == keep)).all())
+        session.execute(update(CaptureSlot).where(CaptureSlot.signature_id == lumped)
+                        .values(signature_id=keep, slot=CaptureSlot.slot + taken))
         session.execute(update(Event).where(Event.signature_id == lumped).values(signature_id=keep))
         session.execute(delete(SignatureCounter).where(SignatureCounter.signature_id == lumped))
         session.execute(delete(Signature).where(Signature.id == lumped))
@@ -112,6 +115,18 @@ def test_rebuild_after_an_engine_upgrade_carries_history_and_fills_explanations(
     assert all(explanation == expected[sid] for _, sid, _, explanation in events)
     event = client.get(f"/api/v1/events/{first['event_id']}", headers=auth(reader)).json
     assert event["explanation"] == expected[int(mlx5_id)]
+    # Capture slots follow their events too: mlx5 has used 2 of its K = 3 full dumps, the
+    # split-off ext4 bug 1, so the next crash of each is a full dump (not a skip for mlx5).
+    with database.session() as session:
+        held = session.execute(select(CaptureSlot.signature_id, CaptureSlot.slot, Event.signature_id)
+                               .join(Event, Event.id == CaptureSlot.event_id)).all()
+    assert sorted((sid, number) for sid, number, _ in held) == sorted(
+        [(int(mlx5_id), 1), (int(mlx5_id), 2), (int(split_off["id"]), 1)])
+    assert all(sid == event_sid for sid, _, event_sid in held)
+    for log in (MLX5, EXT4):
+        again_answer = client.post("/api/v1/reports", json=crash_report(console_log=log),
+                                   headers=auth(reporter)).json
+        assert again_answer["capture"]["action"] == "full", again_answer
     # Reporters not yet redeployed still send old fingerprints: the bundle routes them.
     bundle = client.get("/api/v1/policy-bundle", headers=auth(reader)).json
     assert {e["fingerprint"]: e["signature_id"] for e in bundle["entries"]}["old-mlx5"] == mlx5_id
