@@ -11,6 +11,7 @@ import uuid
 from flask import Flask, Response, g, request
 
 from registry.config import Settings
+from registry.core.wiring import APP_LISTENERS
 from registry.db import Database
 from registry.domains import wiring
 from registry.errors import install_error_handlers
@@ -59,9 +60,11 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     configure_logging()
     app.url_map.converters["id"] = IdConverter
     install_error_handlers(app)
-    app.extensions["crashreg.collectors"] = wiring().collectors
+    wired = wiring()
+    app.extensions["crashreg.collectors"] = wired.collectors
+    app.extensions[APP_LISTENERS] = wired.signatures
     app.register_blueprint(operations_blueprint)
-    for blueprint in wiring().blueprints:
+    for blueprint in wired.blueprints:
         app.register_blueprint(blueprint)
     app.before_request(_start_request)
     app.before_request(refuse_nul_in_request)

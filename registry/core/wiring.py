@@ -13,12 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import click
-from flask import Blueprint
+from flask import Blueprint, current_app
 from sqlalchemy.orm import Session
 
 from registry.metrics import DatabaseCollector
 
 CLI_WIRING = "crashreg.wiring"  # where the `crashreg` group keeps the Wiring (click's Context.meta)
+APP_LISTENERS = "crashreg.signature_listeners"  # where create_app keeps them (Flask's extensions)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,12 @@ class Wiring:
     table_modules: list[str] = field(default_factory=list)
     job_modules: list[str] = field(default_factory=list)
     signatures: SignatureListeners = field(default_factory=SignatureListeners)
+
+
+def app_listeners() -> SignatureListeners:
+    """The signature listeners of the running app (create_app keeps its wiring's)."""
+    listeners: SignatureListeners = current_app.extensions[APP_LISTENERS]
+    return listeners
 
 
 def cli_wiring() -> Wiring:

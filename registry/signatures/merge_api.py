@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from registry.auth.tokens import require_scope
 from registry.core.signatures import Signature
+from registry.core.wiring import app_listeners
 from registry.errors import ApiError
 from registry.ids import parse_id
 from registry.openapi import documented
@@ -74,7 +75,7 @@ def _change(key: str, change: Callable[[Any, Signature, Signature], None], *,
 )
 def merge_signature(key: str) -> Any:
     return _change(key, lambda session, survivor, other: merge(session, survivor, other,
-                                                               g.token.name),
+                                                               g.token.name, app_listeners()),
                    follow_merges=True, topic="signature.merged", listed_as="merged")
 
 
@@ -89,5 +90,6 @@ def merge_signature(key: str) -> Any:
 )
 def unmerge_signature(key: str) -> Any:
     # the merged row itself, not the survivor its fingerprint now resolves to
-    return _change(key, unmerge, follow_merges=False, topic="signature.unmerged",
-                   listed_as="unmerged")
+    return _change(key, lambda session, survivor, other: unmerge(session, survivor, other,
+                                                                 app_listeners()),
+                   follow_merges=False, topic="signature.unmerged", listed_as="unmerged")

@@ -2,24 +2,29 @@
 
 A merge is an alias rule: the merged signature's fingerprint routes to the survivor, so
 future events of either fingerprint land on one signature, and both fingerprints answer
-lookups. Its events move with it. An unmerge removes the rule and moves back exactly the
-events carrying the merged signature's fingerprints (events keep their own fingerprint).
+lookups. Its events move with it, and the other domains' rows that follow events (captures
+and their slots) are moved by the signature listeners, as in a rebuild. An unmerge removes the
+rule and moves back exactly the events carrying the merged signature's fingerprints (events
+keep their own fingerprint).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from registry.core.events import Event
 from registry.core.signatures import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
+from registry.core.wiring import SignatureListeners
 from registry.errors import ApiError
 from registry.signatures.service import canonical
 
 MERGE = "merge"
 REBUILD = "rebuild"
+MOVE_CHUNK = 500  # event ids per listener call: an IN list, bounded for SQLite's variables
 
 
 def set_alias(session: Session, fingerprint: str, signature_id: int, reason: str,
@@ -61,8 +66,17 @@ def own_fingerprints(session: Session, signature: Signature) -> set[str]:
     return {signature.fingerprint, *rebuilt}
 
 
-def merge(session: Session, survivor: Signature, other: Signature, by: str | None) -> None:
-    """Fold `other` into `survivor`: alias rule, events, counters."""
+def _move_events(session: Session, where: Any, signature_id: int, listeners: SignatureListeners) -> None:
+    """The events matching `where` now belong to `signature_id`; the listeners carry theirs."""
+    moving: Sequence[int] = session.scalars(select(Event.id).where(where)).all()
+    session.execute(update(Event).where(where).values(signature_id=signature_id))
+    for start in range(0, len(moving), MOVE_CHUNK):
+        listeners.move_events(session, moving[start:start + MOVE_CHUNK], signature_id)
+
+
+def merge(session: Session, survivor: Signature, other: Signature, by: str | None,
+          listeners: SignatureListeners) -> None:
+    """Fold `other` into `survivor`: alias rule, events (and what follows them), counters."""
     other = canonical(session, other)
     if other.id == survivor.id:
         raise ApiError(409, "conflict", "these signatures are already one signature",
@@ -70,12 +84,11 @@ def merge(session: Session, survivor: Signature, other: Signature, by: str | Non
     other.merged_into_id = survivor.id
     survivor.first_seen = min(survivor.first_seen, other.first_seen)  # the bug was seen when either was
     set_alias(session, other.fingerprint, survivor.id, MERGE, by)
-    session.execute(update(Event).where(Event.signature_id == other.id)
-                    .values(signature_id=survivor.id))
+    _move_events(session, Event.signature_id == other.id, survivor.id, listeners)
     recount(session, [survivor.id, other.id])
 
 
-def unmerge(session: Session, survivor: Signature, other: Signature) -> None:
+def unmerge(session: Session, survivor: Signature, other: Signature, listeners: SignatureListeners) -> None:
     """Undo `merge(survivor, other)`: the rule goes, other's events go back to it."""
     if other.merged_into_id != survivor.id:
         raise ApiError(409, "conflict", f"signature {other.id} is not merged into {survivor.id}",
@@ -83,10 +96,6 @@ def unmerge(session: Session, survivor: Signature, other: Signature) -> None:
     other.merged_into_id = None
     session.execute(delete(SignatureAlias).where(SignatureAlias.fingerprint == other.fingerprint,
                                                  SignatureAlias.reason == MERGE))
-    session.execute(
-        update(Event)
-        .where(Event.signature_id == survivor.id,
-               Event.fingerprint.in_(own_fingerprints(session, other)))
-        .values(signature_id=other.id)
-    )
+    theirs = (Event.signature_id == survivor.id) & Event.fingerprint.in_(own_fingerprints(session, other))
+    _move_events(session, theirs, other.id, listeners)
     recount(session, [survivor.id, other.id])

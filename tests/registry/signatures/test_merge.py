@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
+from sqlalchemy import select
+
+from registry.capture.models import Capture, CaptureSlot
 from tests.support.http import auth
 from tests.support.signatures import GPF_LOG, WARNING_LOG, report, signature
 
@@ -67,3 +72,50 @@ def test_merge_and_unmerge_are_in_the_openapi_document(client, make_token) -> No
     spec = client.get("/api/v1/openapi.json").json
     assert "post" in spec["paths"]["/api/v1/signatures/{key}/merge"]
     assert "post" in spec["paths"]["/api/v1/signatures/{key}/unmerge"]
+
+
+def _dumped(client, reporter: str, log: str) -> dict:
+    """A crash answered full, and its full dump recorded as the reporter does."""
+    answer = report(client, reporter, log)
+    assert answer["capture"]["action"] == "full"
+    capture = {"method": "makedumpfile", "status": "completed", "dump_level": 0, "bytes": 1000,
+               "downtime_s": 60.0, "capture_key": f"{answer['event_id']}-makedumpfile"}
+    recorded = client.post(f"/api/v1/events/{answer['event_id']}/captures", json=capture,
+                           headers=auth(reporter))
+    assert recorded.status_code == 201, recorded.json
+    return answer
+
+
+def test_captures_and_their_slots_follow_events_through_merge_and_unmerge(
+    client, database, make_token
+) -> None:
+    """One bug under two signatures: merged, its dumps count once against one budget (K = 3):
+    two taken, one left; unmerged, each signature has its own dumps and budget back."""
+    reporter, reader, triage = make_token("report"), make_token("read"), make_token("triage")
+    a = _dumped(client, reporter, GPF_LOG)["signature"]
+    b = _dumped(client, reporter, WARNING_LOG)["signature"]
+
+    def state() -> tuple[dict[int, int], dict[int, int]]:
+        with database.session() as session:
+            captures = Counter(session.scalars(select(Capture.signature_id)).all())
+            slots = Counter(session.scalars(select(CaptureSlot.signature_id)).all())
+        return dict(captures), dict(slots)
+
+    def full_captures(signature_id: str) -> int:
+        answer = client.get(f"/api/v1/captures/savings?signature={signature_id}", headers=auth(reader)).json
+        return sum(row["full_captures"] for row in answer["signatures"])
+
+    merged = client.post(f"/api/v1/signatures/{a['id']}/merge", json={"other": b["id"]}, headers=auth(triage))
+    assert merged.status_code == 200, merged.json
+    assert state() == ({int(a["id"]): 2}, {int(a["id"]): 2})
+    assert full_captures(a["id"]) == 2
+    third = _dumped(client, reporter, WARNING_LOG)
+    assert third["signature"]["id"] == a["id"]
+    assert report(client, reporter, GPF_LOG)["capture"]["action"] == "skip", "K = 3 dumps of one bug"
+
+    undone = client.post(f"/api/v1/signatures/{a['id']}/unmerge", json={"other": b["id"]},
+                         headers=auth(triage))
+    assert undone.status_code == 200, undone.json
+    assert state() == ({int(a["id"]): 1, int(b["id"]): 2}, {int(a["id"]): 1, int(b["id"]): 2})
+    assert (full_captures(a["id"]), full_captures(b["id"])) == (1, 2)
+    assert report(client, reporter, GPF_LOG)["capture"]["action"] == "full", "a's own budget is back"
