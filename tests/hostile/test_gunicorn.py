@@ -1,5 +1,6 @@
-"""The production server as configured by gunicorn.conf.py: its own refusals are JSON, and
-every answer closes the connection (the keep-alive choice explained in gunicorn.conf.py)."""
+"""The production server as configured by gunicorn.conf.py: its own refusals are JSON, every
+answer closes the connection (the keep-alive choice explained in gunicorn.conf.py), and its
+gthread setting serves others while a slow client trickles its request in."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,13 +38,13 @@ def exchange(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
     return status, headers, body
 
 
-@pytest.fixture(scope="module")
-def gunicorn(migrated_sqlite: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    folder = tmp_path_factory.mktemp("gunicorn")
-    shutil.copy(migrated_sqlite, folder / "crashreg.db")
+@contextmanager
+def serving(database: Path, folder: Path, **settings: str) -> Iterator[int]:
+    """gunicorn with gunicorn.conf.py and one worker over a copy of `database`; its port."""
+    shutil.copy(database, folder / "crashreg.db")
     port = free_port()
     env = os.environ | {"CRASHREG_DATABASE_URL": f"sqlite:///{folder}/crashreg.db",
-                        "PROMETHEUS_MULTIPROC_DIR": str(folder)}
+                        "PROMETHEUS_MULTIPROC_DIR": str(folder)} | settings
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "--workers", "1",
          "--bind", f"127.0.0.1:{port}", "registry.wsgi:app"],
@@ -63,6 +65,12 @@ def gunicorn(migrated_sqlite: Path, tmp_path_factory: pytest.TempPathFactory) ->
         server.wait(timeout=60)
 
 
+@pytest.fixture(scope="module")
+def gunicorn(migrated_sqlite: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    with serving(migrated_sqlite, tmp_path_factory.mktemp("gunicorn")) as port:
+        yield port
+
+
 def test_a_request_line_too_long_is_a_json_414(gunicorn: int) -> None:
     line = b"GET /api/v1/signatures?q=" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n"
     status, headers, body = exchange(gunicorn, line)
@@ -76,3 +84,19 @@ def test_answers_close_the_connection_even_for_keep_alive_clients(gunicorn: int)
     status, headers, body = exchange(gunicorn, request)
     assert status.endswith("200 OK") and json.loads(body) == {"status": "ok"}
     assert headers["connection"] == "close"
+
+
+def test_gthread_workers_answer_others_while_a_slow_client_trickles_its_request(
+    migrated_sqlite: Path, tmp_path: Path
+) -> None:
+    """gunicorn.conf.py's answer to slowly sending clients without a buffering proxy:
+    CRASHREG_THREADS above 1. One thread waits on the half-sent headers, another serves. (A
+    sync worker reads the headers before anything else: the second client would wait until
+    the worker timeout killed it, past this test's socket timeout.)"""
+    with (serving(migrated_sqlite, tmp_path, CRASHREG_THREADS="2") as port,
+          socket.create_connection(("127.0.0.1", port), timeout=30) as slow):
+        slow.sendall(b"POST /api/v1/reports HTTP/1.1\r\nHost: t\r\nContent-Len")
+        status, _, body = exchange(port, b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert status.endswith("200 OK") and json.loads(body) == {"status": "ok"}
+        slow.sendall(b"gth: 0\r\n\r\n")  # the rest arrives: an ordinary answer, a 401 (no token)
+        assert b" 401 " in slow.recv(65536).split(b"\r\n", 1)[0]
