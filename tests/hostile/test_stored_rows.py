@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from registry.app import create_app
 from registry.capture.service import record_capture
@@ -144,3 +145,11 @@ def test_metrics_answer_while_the_database_is_down(tmp_path, backend) -> None:
     assert 'crashreg_http_requests_total{endpoint="/healthz",method="GET",status="200"}' in body
     assert f"crashreg_database_collectors_failed {float(len(wiring().collectors))}" in body
     assert "crashreg_capture_dumps_skipped" not in body
+
+
+def test_grafanas_signature_view_leaves_implausible_times_out(database, hostile_rows) -> None:
+    """rpt_signatures (the fleet and triage tables sort by it) is not pinned to year 9999."""
+    with database.session() as session:
+        last_seen = session.execute(text("SELECT last_seen FROM rpt_signatures WHERE signature_id = :id"),
+                                    {"id": int(hostile_rows)}).scalar_one()
+    assert str(last_seen).startswith("2026-"), last_seen
