@@ -26,9 +26,10 @@ run: setup
 	echo "Pages: http://127.0.0.1:$(PORT)/login (log in with a token; more: $(BIN)/crashreg tokens create --help)"
 	$(BIN)/crashreg serve --host 127.0.0.1 --port $(PORT)
 
-## test: set up, start what the tests need, run the whole suite on SQLite and PostgreSQL
+## test: set up, start what the tests need, lint, run the whole suite on SQLite and PostgreSQL
 test: setup
 	@bash scripts/test-services.sh
+	$(BIN)/ruff check .
 	$(BIN)/pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
 lint: setup

@@ -67,9 +67,11 @@ def own_fingerprints(session: Session, signature: Signature) -> set[str]:
 
 
 def _move_events(session: Session, where: Any, signature_id: int, listeners: SignatureListeners) -> None:
-    """The events matching `where` now belong to `signature_id`; the listeners carry theirs."""
-    moving: Sequence[int] = session.scalars(select(Event.id).where(where)).all()
-    session.execute(update(Event).where(where).values(signature_id=signature_id))
+    """The events matching `where` now belong to `signature_id`; the listeners carry theirs
+    (exactly the events the UPDATE moved, also one live ingest stored a moment ago)."""
+    moving: Sequence[int] = session.scalars(
+        update(Event).where(where).values(signature_id=signature_id).returning(Event.id)
+    ).all()
     for start in range(0, len(moving), MOVE_CHUNK):
         listeners.move_events(session, moving[start:start + MOVE_CHUNK], signature_id)
 

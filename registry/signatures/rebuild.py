@@ -14,11 +14,11 @@ fingerprints they now get:
   split: the human decision stands, the new fingerprints become aliases of it.
 
 Captures and their capture slots follow their events to whichever signature the events land
-on (capture history, savings, the dedup counts and the K-dump budget read them by signature). Every event also gets the current
-engine's explanation of its fingerprint (written in the short per-chunk transactions, only
-where it differs from the stored one), so events stored before explanations existed, or
-explained by an older engine, read like new ones. A rerun with an unchanged engine changes
-nothing.
+on (capture history, savings, the dedup counts and the K-dump budget read them by signature).
+Every event also gets the current engine's explanation of its fingerprint (written in the
+short per-chunk transactions, only where it differs from the stored one), so events stored
+before explanations existed, or explained by an older engine, read like new ones. A rerun with
+an unchanged engine changes nothing.
 
 Live ingest goes on meanwhile. The slow part (fingerprinting every stored report) reads
 without blocking anyone; then the rebuild holds the signatures table (ingest can still store
