@@ -1,5 +1,6 @@
-"""What a plausible crash time is, for ingest (which refuses others) and for reads (which
-leave out the implausible times stored before ingest refused them: `plausible`).
+"""What a plausible crash time is, for ingest (which refuses others, and inventory times
+outside the same bounds) and for reads (which leave out the implausible times stored before
+ingest refused them: `plausible`).
 
 None of the fleet's kernels predates 2000, and a clock may run a little ahead, but a crash a
 day or more in the future is a broken clock: year 9999 would pin its signature's last_seen.
@@ -22,13 +23,15 @@ def latest_crash(now: datetime | None = None) -> datetime:
     return (now or datetime.now(UTC)) + FUTURE_LEEWAY
 
 
-def crash_time_problem(value: datetime, now: datetime) -> str | None:
-    """Why `value` cannot be a crash time seen at `now` (None if it can)."""
+def time_problem(name: str, value: datetime, now: datetime) -> str | None:
+    """Why `value` cannot be the time `name` (a crash, a boot, an inventory observation) as
+    seen at `now` (None if it can). Also what keeps a time whose UTC form is outside Python's
+    years (0001-01-01T00:00:00+00:01) from reaching the database."""
     latest = latest_crash(now)
     if EARLIEST_CRASH <= value <= latest:
         return None
     return (
-        f"crashed_at must lie between {EARLIEST_CRASH.isoformat()} and a day from now "
+        f"{name} must lie between {EARLIEST_CRASH.isoformat()} and a day from now "
         f"({latest.replace(microsecond=0).isoformat()})"
     )
 

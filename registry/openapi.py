@@ -132,7 +132,10 @@ def _operation(rule: Any, view: Any, doc: dict[str, Any]) -> dict[str, Any]:
                 "description": "OK",
                 "content": {"application/json": {"schema": body}},
             }
-    for status in doc["errors"]:
+    errors = list(doc["errors"])
+    if doc["request"] is not None and 413 not in errors:
+        errors.append(413)  # any body past MAX_CONTENT_LENGTH, refused before it is read
+    for status in errors:
         operation["responses"][str(status)] = {
             "description": ERROR_STATUSES[status],
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},

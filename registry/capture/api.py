@@ -17,7 +17,7 @@ from registry.capture.models import CAPTURE_METHODS, CAPTURE_STATUSES, PROCESSIN
 from registry.capture.savings import MAX_CAPTURE_BYTES, MAX_CAPTURE_SECONDS, totals
 from registry.capture.service import capture_dict, load_savings, record_capture, update_capture
 from registry.openapi import documented
-from registry.requests import json_body, load, load_query
+from registry.requests import WholeNumber, json_body, load, load_query
 from registry.signatures.service import signature_or_404
 from registry.web import current_db, current_settings
 
@@ -30,8 +30,8 @@ _SECONDS = validate.Range(min=0, max=MAX_CAPTURE_SECONDS)
 class CaptureFields(Schema):
     """What can be said about a capture, at creation or later."""
 
-    dump_level = fields.Integer(validate=validate.Range(min=0, max=31), allow_none=True)
-    bytes = fields.Integer(validate=_BYTES, allow_none=True)
+    dump_level = WholeNumber(validate=validate.Range(min=0, max=31), allow_none=True)
+    bytes = WholeNumber(validate=_BYTES, allow_none=True)
     duration_s = fields.Float(validate=_SECONDS, allow_none=True)
     downtime_s = fields.Float(validate=_SECONDS, allow_none=True)
     target = fields.String(validate=validate.Length(max=512), allow_none=True)
@@ -69,7 +69,7 @@ class SavingsQuery(Schema):
     signature = fields.String(
         validate=validate.Length(min=1, max=64), metadata={"description": "signature id or fingerprint"}
     )
-    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=1000))
+    limit = WholeNumber(load_default=50, validate=validate.Range(min=1, max=1000))
 
 
 class SavingsSchema(Schema):

@@ -10,6 +10,7 @@ from typing import Any
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from registry.core.signatures import SIGNATURE_STATUSES
+from registry.requests import WholeNumber
 
 
 def at_most_bytes(limit: int) -> Any:
@@ -28,6 +29,9 @@ def bounded_text(limit: int, minimum: int | None = None) -> list[Any]:
     """Validators for a text column: the character bound (shown in the OpenAPI document as
     maxLength) and the same bound in UTF-8 bytes."""
     return [validate.Length(min=minimum, max=limit), at_most_bytes(limit)]
+
+
+LABEL_KEY_MAX = 128
 
 
 def short_text(limit: int, **kwargs: Any) -> fields.String:
@@ -49,16 +53,20 @@ class HostSchema(Schema):
     bmc_version = short_text(128)
     kernel_version = short_text(128)
     os_image = short_text(255)
-    memory_gb = fields.Integer(validate=validate.Range(min=0, max=1 << 30), allow_none=True)
+    memory_gb = WholeNumber(validate=validate.Range(min=0, max=1 << 30), allow_none=True)
     hypervisor = short_text(128)
     gpu_driver = short_text(128)
     labels = fields.Dict(
-        keys=fields.String(validate=validate.Length(max=128)),
+        keys=fields.String(validate=validate.Length(max=LABEL_KEY_MAX)),
         values=fields.String(validate=validate.Length(max=255)),
         load_default=dict,
+        # OpenAPI 3.0 cannot bound an object's keys (propertyNames is 3.1): said in words.
+        metadata={"description": f"free-form labels; keys at most {LABEL_KEY_MAX} characters"},
     )
     booted_at = fields.AwareDateTime(
-        default_timezone=UTC, allow_none=True, metadata={"description": "last boot (inventory only)"}
+        default_timezone=UTC,
+        allow_none=True,
+        metadata={"description": "last boot (inventory only: between 2000-01-01 and one day from now)"},
     )
 
 

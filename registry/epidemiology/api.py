@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from registry.auth.tokens import require_scope
 from registry.core.schemas import SignatureSummarySchema
 from registry.openapi import documented
-from registry.requests import load_query
+from registry.requests import WholeNumber, load_query
 from registry.signatures.service import signature_or_404
 from registry.web import current_db, current_settings
 
@@ -112,7 +112,7 @@ class EpidemiologyQuery(Schema):
 
 
 class SuspectsQuery(Schema):
-    limit = fields.Integer(load_default=20, validate=validate.Range(min=1, max=200))
+    limit = WholeNumber(load_default=20, validate=validate.Range(min=1, max=200))
 
 
 class SuspectsSchema(Schema):

@@ -8,9 +8,10 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates, validates_schema
 
-from registry.bounds import crash_time_problem
+from registry.bounds import time_problem
 from registry.core.events import REPORT_SOURCES
 from registry.core.schemas import HostSchema, SignatureSummarySchema, short_text
+from registry.requests import WholeNumber
 
 MAX_CONSOLE_LOG_BYTES = 1024 * 1024
 MAX_FRAMES = 1024
@@ -29,7 +30,7 @@ class FrameSchema(Schema):
     offset = short_text(32)
     address = short_text(32)
     file = short_text(512)
-    line = fields.Integer(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
+    line = WholeNumber(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
 
 
 class MappingSchema(Schema):
@@ -79,7 +80,7 @@ class ReportSchema(Schema):
     )
     host = fields.Nested(HostSchema, required=True)
     boot_id = short_text(128)
-    uptime_s = fields.Integer(validate=validate.Range(min=0, max=MAX_UPTIME_S), allow_none=True)
+    uptime_s = WholeNumber(validate=validate.Range(min=0, max=MAX_UPTIME_S), allow_none=True)
     console_log = fields.String(allow_none=True)
     stack = fields.Nested(StackSchema, allow_none=True)
     fingerprint = short_text(64, metadata={"description": "optional, computed by the reporter"})
@@ -91,7 +92,7 @@ class ReportSchema(Schema):
 
     @validates("crashed_at")
     def _plausible_crash_time(self, value: datetime, **_: Any) -> None:
-        problem = crash_time_problem(value, datetime.now(UTC))
+        problem = time_problem("crashed_at", value, datetime.now(UTC))
         if problem is not None:
             raise ValidationError(problem)
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, jsonify, request
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from registry.auth.tokens import require_scope
+from registry.bounds import time_problem
 from registry.core.schemas import HostSchema
 from registry.inventory.service import upsert_hosts
 from registry.openapi import documented
@@ -25,8 +26,24 @@ class HostsUpsertSchema(Schema):
         fields.Nested(HostSchema), required=True, validate=validate.Length(min=1, max=MAX_HOSTS_PER_CALL)
     )
     observed_at = fields.AwareDateTime(
-        default_timezone=UTC, load_default=None, metadata={"description": "when this inventory was true"}
+        default_timezone=UTC,
+        load_default=None,
+        metadata={"description": "when this inventory was true: between 2000-01-01 and one day from now"},
     )
+
+    @validates_schema
+    def _plausible_times(self, data: dict[str, Any], **_: Any) -> None:
+        """observed_at and each host's booted_at within the crash-time bounds (registry.bounds):
+        a year-9999 observation would date every attribute change after every crash."""
+        now = datetime.now(UTC)
+        problems: dict[str, Any] = {}
+        if data.get("observed_at") and (problem := time_problem("observed_at", data["observed_at"], now)):
+            problems["observed_at"] = [problem]
+        for index, host in enumerate(data.get("hosts") or []):
+            if host.get("booted_at") and (problem := time_problem("booted_at", host["booted_at"], now)):
+                problems.setdefault("hosts", {})[index] = {"booted_at": [problem]}
+        if problems:
+            raise ValidationError(problems)
 
 
 class HostsUpsertAnswerSchema(Schema):

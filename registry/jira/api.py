@@ -12,7 +12,7 @@ from registry.errors import ApiError
 from registry.jira.state import list_links, outbox_state
 from registry.jira.webhook import record_delivery, signature_is_valid
 from registry.openapi import documented
-from registry.requests import id_field, json_body, load_query
+from registry.requests import WholeNumber, id_field, json_body, load_query
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("jira", __name__, url_prefix="/api/v1/integrations/jira")
@@ -22,7 +22,7 @@ IDENTIFIER_HEADER = "X-Atlassian-Webhook-Identifier"
 class LinkListQuery(Schema):
     failing = fields.Boolean(load_default=False, metadata={"description": "only links in error"})
     after = id_field(load_default=0, metadata={"description": "signature id to page from"})
-    limit = fields.Integer(load_default=100, validate=validate.Range(min=1, max=1000))
+    limit = WholeNumber(load_default=100, validate=validate.Range(min=1, max=1000))
 
 
 @blueprint.post("/webhook")

@@ -7,6 +7,7 @@ from typing import Any
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from registry.rca.models import AUTHOR_KINDS, RCA_STATUSES, REVIEW_VERDICTS
+from registry.requests import WholeNumber
 
 COMMIT = validate.Regexp(r"^[0-9a-f]{7,40}$", error="a git commit id: 7 to 40 lowercase hex digits")
 HTTP_URL = validate.URL(schemes={"http", "https"}, require_tld=False)
@@ -38,7 +39,7 @@ class FunctionEvidence(Schema):
 
 class SourceEvidence(Schema):
     file = fields.String(required=True, validate=validate.Length(min=1, max=500))
-    line = fields.Integer(required=True, validate=validate.Range(min=1, max=2**31 - 1))
+    line = WholeNumber(required=True, validate=validate.Range(min=1, max=2**31 - 1))
     kernel_version = fields.String(required=True, validate=KERNEL_VERSION)
     function = fields.String(validate=validate.Length(min=1, max=255))
     note = _note()

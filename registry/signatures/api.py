@@ -21,7 +21,7 @@ from registry.errors import ApiError
 from registry.ids import ID_MAX
 from registry.openapi import documented
 from registry.outbox import publish
-from registry.requests import INT64_MAX, json_body, load, load_query
+from registry.requests import INT64_MAX, WholeNumber, json_body, load, load_query
 from registry.signatures.service import SignatureSummary, detail, signature_or_404, stats_subquery, summary
 from registry.web import current_db
 
@@ -46,7 +46,7 @@ class SignatureListQuery(Schema):
     sort = fields.String(
         load_default="-last_seen", validate=validate.OneOf([*SORTS, *(f"-{name}" for name in SORTS)])
     )
-    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
+    limit = WholeNumber(load_default=50, validate=validate.Range(min=1, max=500))
     cursor = fields.String(validate=validate.Length(max=400))
 
 
@@ -73,8 +73,8 @@ class SignaturePageSchema(Schema):
 
 class CapturePolicySchema(Schema):
     mode = fields.String(validate=validate.OneOf(CAPTURE_POLICIES))
-    dump_level = fields.Integer(validate=validate.Range(min=0, max=31), allow_none=True)
-    extra_full_captures = fields.Integer(
+    dump_level = WholeNumber(validate=validate.Range(min=0, max=31), allow_none=True)
+    extra_full_captures = WholeNumber(
         validate=validate.Range(min=0, max=1000), metadata={"description": "N more full captures"}
     )
 
@@ -93,7 +93,7 @@ class EventPageSchema(Schema):
 
 
 class EventListQuery(Schema):
-    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
+    limit = WholeNumber(load_default=50, validate=validate.Range(min=1, max=500))
     cursor = fields.String(validate=validate.Length(max=100))
 
 

@@ -119,6 +119,23 @@ def test_an_implausible_crash_time_is_400_naming_the_allowed_range(client, repor
     refused(response, "crashed_at", says="between 2000-01-01T00:00:00+00:00 and a day from now")
 
 
+@pytest.mark.parametrize(
+    "when", ["0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01", "9999-12-31T00:00:00Z",
+             "1999-12-31T23:59:59Z"]
+)
+def test_inventory_times_are_bounded_as_crash_times(client, reporter, when) -> None:
+    """observed_at and booted_at: the first two are outside Python's years once in UTC (they
+    were a 500); the others would date attribute changes before or after every crash."""
+    hosts = [{"hostname": "inv-1"}, {"hostname": "inv-2", "booted_at": when}]
+    booted = send(client, "POST", "/api/v1/hosts", reporter, {"hosts": hosts})
+    refused(booted, "hosts", 1, "booted_at", says="between 2000-01-01T00:00:00+00:00 and a day from now")
+    observed = send(client, "POST", "/api/v1/hosts", reporter, {"hosts": hosts[:1], "observed_at": when})
+    refused(observed, "observed_at", says="between 2000-01-01T00:00:00+00:00 and a day from now")
+    fine = {"hosts": [*hosts[:1], {"hostname": "inv-2", "booted_at": "2026-11-30T08:00:00+14:00"}],
+            "observed_at": "2026-11-30T00:00:00-12:00"}
+    assert send(client, "POST", "/api/v1/hosts", reporter, fine).status_code == 200
+
+
 def test_capture_figures_are_bounded(client, reporter, event_id) -> None:
     path = f"/api/v1/events/{event_id}/captures"
     base = {"method": "makedumpfile", "status": "completed"}
@@ -208,3 +225,17 @@ def test_not_found_and_method_not_allowed_are_json_with_allow(client, reporter) 
     assert wrong.status_code == 405 and wrong.json["error"]["code"] == "method_not_allowed"
     assert wrong.headers["Allow"] and "POST" in wrong.headers["Allow"]
     assert wrong.mimetype == "application/json"
+
+
+def test_integers_with_a_fraction_are_400_not_truncated(client, reporter, event_id) -> None:
+    """marshmallow's Integer would store 0.05 bytes as 0 and 86400.5 s of uptime as 86400."""
+    capture = send(client, "POST", f"/api/v1/events/{event_id}/captures", reporter,
+                   {"method": "makedumpfile", "status": "completed", "bytes": 0.05})
+    refused(capture, "bytes", says="Not a valid integer")
+    report = send(client, "POST", "/api/v1/reports", reporter, crash_report(uptime_s=86400.5))
+    refused(report, "uptime_s", says="Not a valid integer")
+    host = send(client, "POST", "/api/v1/hosts", reporter, {"hosts": [{"hostname": "h", "memory_gb": 1.5}]})
+    refused(host, "hosts", 0, "memory_gb", says="Not a valid integer")
+    whole = send(client, "POST", f"/api/v1/events/{event_id}/captures", reporter,
+                 {"method": "makedumpfile", "status": "completed", "bytes": 4096.0})
+    assert whole.status_code == 201 and whole.json["bytes"] == 4096
