@@ -225,7 +225,7 @@ def signature(key: str) -> str:
     return render_template("pages/signature.html", user=g.token, **context)
 
 
-@blueprint.get("/events/<int:event_id>")
+@blueprint.get("/events/<id:event_id>")
 @login_required
 def event(event_id: int) -> str:
     with current_db().session() as session:
@@ -243,7 +243,7 @@ def event(event_id: int) -> str:
     return render_template("pages/event.html", user=g.token, **context)
 
 
-@blueprint.get("/events/<int:event_id>/console.txt")
+@blueprint.get("/events/<id:event_id>/console.txt")
 @login_required
 def event_console(event_id: int) -> Response:
     """The whole stored console log, as text (the event page shows the part around the oops)."""

@@ -128,6 +128,9 @@ def test_signature_page_shows_facts_hosts_rcas_checks_reviews_and_jira(
     assert 'id="verdict"' in html and 'id="statements"' in html
     assert f'event_id=<a href="/events/{seeded.event_ids[0]}"><code>' in html  # RCA evidence links the event
     assert client.get("/signatures/424242").status_code == 404
+    # ids past the column's range, or not ASCII digits, are pages that do not exist (were a 500)
+    for path in ("/events/99999999999999999999", "/events/2147483648/console.txt", "/events/%C2%B2"):
+        assert client.get(path).status_code == 404, path
 
 
 def test_cookie_secret_is_shared_by_workers_through_the_database(settings, database) -> None:  # type: ignore[no-untyped-def]
