@@ -38,10 +38,6 @@ class HostSignatureCount:
     last_crash: datetime | None
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment else None
-
-
 def _expected_signatures(reached: Mapping[str, int], own: Mapping[str, int], size: int, others: int) -> float:
     """Distinct signatures expected on a physical host carrying `size` hosts, from how far
     each signature spread among the `others` (the host's own crashes left out)."""
@@ -87,6 +83,8 @@ def suspect_hosts(
             continue
         only_here = [r for r in own if signature_total[r.signature] == r.events]
         top = sorted(own, key=lambda r: (-r.events, r.signature))[:5]
+        first = min((r.first_crash for r in own if r.first_crash), default=None)
+        last = max((r.last_crash for r in own if r.last_crash), default=None)
         suspects.append(
             {
                 "physical_host": physical,
@@ -102,8 +100,8 @@ def suspect_hosts(
                 "hosts_crashed": max(r.hostnames for r in own),
                 "signatures_only_here": len(only_here),
                 "top_signatures": [{"signature": r.signature, "events": r.events} for r in top],
-                "first_crash": _iso(min((r.first_crash for r in own if r.first_crash), default=None)),
-                "last_crash": _iso(max((r.last_crash for r in own if r.last_crash), default=None)),
+                "first_crash": first.isoformat() if first else None,
+                "last_crash": last.isoformat() if last else None,
                 "evidence": (
                     f"{crashes} crashes where a host of its size expects {expected_crashes:.1f}; "
                     f"{len(own)} distinct signatures where it expects {expected:.2f}; "

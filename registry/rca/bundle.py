@@ -156,10 +156,6 @@ class TriageBundle(TypedDict):
     agents_md: NotRequired[str]  # rendered from the rest of the bundle, then added to it
 
 
-def _iso(moment: Any) -> str | None:
-    return moment.isoformat() if moment else None
-
-
 def facts(session: Session, members: list[int]) -> BundleFacts:
     in_signature = Event.signature_id.in_(members)
     totals = session.execute(
@@ -180,15 +176,16 @@ def facts(session: Session, members: list[int]) -> BundleFacts:
             .order_by(func.count().desc(), column)
         ).all()
         return [
-            {name: value, "events": count, "first_seen": _iso(first), "last_seen": _iso(last)}
+            {name: value, "events": count, "first_seen": first.isoformat() if first else None,
+             "last_seen": last.isoformat() if last else None}
             for value, count, first, last in rows
         ]
 
     return {
         "events": totals[0],
         "hosts": totals[1],
-        "first_crash": _iso(totals[2]),
-        "last_crash": _iso(totals[3]),
+        "first_crash": totals[2].isoformat() if totals[2] else None,
+        "last_crash": totals[3].isoformat() if totals[3] else None,
         "kernels": breakdown(Event.kernel_version, "kernel_version"),
         "regions": breakdown(Event.region, "region"),
         "skus": breakdown(Event.sku, "sku"),
