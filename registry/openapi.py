@@ -39,7 +39,8 @@ def documented(
     errors: tuple[int, ...] = (400, 401, 403),
     tag: str | None = None,
 ) -> Callable[[F], F]:
-    """Attach an OpenAPI operation to a view; the document is built from these, never by hand."""
+    """Attach an OpenAPI operation to a view; the document is built from these, never by hand.
+    An operation with a `request` body also documents 413 (no need to list it in `errors`)."""
 
     def attach(view: F) -> F:
         view.openapi = {  # type: ignore[attr-defined]

@@ -98,7 +98,7 @@ class BundleSchema(Schema):
     "Record a capture of an event (a resend with the same capture_key is stored once)",
     request=CaptureCreateSchema,
     responses={201: CaptureSchema, 200: CaptureSchema},
-    errors=(400, 401, 403, 404, 413),
+    errors=(400, 401, 403, 404),
     tag="captures",
 )
 def post_capture(event_id: int) -> Any:

@@ -87,7 +87,7 @@ REPORTER_SCOPES = ("report",)
     "Report a crash and learn whether to capture a dump",
     request=ReportSchema,
     responses={201: ReportAnswerSchema, 200: ReportAnswerSchema},
-    errors=(400, 401, 403, 409, 413, 422, 503),
+    errors=(400, 401, 403, 409, 422, 503),
     tag="ingest",
 )
 def post_report() -> Any:

@@ -59,7 +59,7 @@ class HostsUpsertAnswerSchema(Schema):
     "Upsert the fleet inventory (denominators of every rate)",
     request=HostsUpsertSchema,
     responses={200: HostsUpsertAnswerSchema},
-    errors=(400, 401, 403, 413, 422, 503),
+    errors=(400, 401, 403, 422, 503),
     tag="inventory",
 )
 def post_hosts() -> Any:

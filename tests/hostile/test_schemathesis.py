@@ -34,7 +34,6 @@ MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
 SEMANTIC_RULES = {
     "cursor": "a cursor is opaque: only one this server issued is valid",
     "crashed_at": "a crash time lies between 2000-01-01 and a day from now",
-    "observed_at": "so does an inventory observation (and each host's booted_at)",
     "console_log": "a report needs console_log, stack.frames or fingerprint",
     "agent": "an RCA written by an AI names its agent",
     "fix": "fix.url is an http(s) URL (as its pattern and format say)",
