@@ -953,11 +953,9 @@ class AlertingProvisioning:
     ) -> None:
         """The rules' titles against each other and the folder's other rules (all but those in
         `leaving`, which the same write deletes), as the store's UNIQUE (org, folder, title)."""
-        held = {
-            (r["folderUID"], r["title"]): r["uid"]
-            for r in self.alerting.rules.values()
-            if r["uid"] not in leaving and r["uid"] not in {rule["uid"] for rule in rules}
-        }
+        rewritten = leaving | {rule["uid"] for rule in rules}
+        held = {(r["folderUID"], r["title"]): r["uid"] for r in self.alerting.rules.values()
+                if r["uid"] not in rewritten}
         for rule in rules:
             key = (rule["folderUID"], rule["title"])
             if held.setdefault(key, rule["uid"]) != rule["uid"]:

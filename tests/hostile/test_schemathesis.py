@@ -78,7 +78,7 @@ def messages(fields: Any) -> list[str]:
 @schemathesis.check
 def positive_data_acceptance_but_semantic_rules(ctx: Any, response: Any, case: Any) -> bool | None:
     """positive_data_acceptance, except a 400 whose every refusal is of a field of
-    SEMANTIC_RULES or stated in words (a UTF-8 byte bound, a label key's bound)."""
+    SEMANTIC_RULES or stated in words (a UTF-8 byte bound, a time bound, a label key's bound)."""
     try:
         return positive_data_acceptance(ctx, response, case)
     except AssertionError:
