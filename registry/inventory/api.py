@@ -34,7 +34,9 @@ class HostsUpsertSchema(Schema):
     @validates_schema
     def _plausible_times(self, data: dict[str, Any], **_: Any) -> None:
         """observed_at and each host's booted_at within the crash-time bounds (registry.bounds):
-        a year-9999 observation would date every attribute change after every crash."""
+        a year-9999 observation would date every attribute change after every crash. booted_at
+        is checked here, not in HostSchema: a crash report's host carries it too, ignored, and
+        a crash must not be refused for it."""
         now = datetime.now(UTC)
         problems: dict[str, Any] = {}
         if data.get("observed_at") and (problem := time_problem("observed_at", data["observed_at"], now)):
