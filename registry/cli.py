@@ -1,4 +1,4 @@
-"""The `crashreg` command (contract: CONTRACT.md, "Command line")."""
+"""The `crashreg` command (contract: docs/contract.md, "Command line: `crashreg`")."""
 
 from __future__ import annotations
 

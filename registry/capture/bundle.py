@@ -1,8 +1,8 @@
 """The offline policy bundle: every known fingerprint and what a crash kernel should do now.
 
 Hosts fetch it periodically (ETag / If-None-Match) and bake it into the kdump initramfs, so
-a crash kernel with no network still decides. The format is documented in README.md
-("Capture decisions"); `version` hashes the entries only, so it changes iff an answer does.
+a crash kernel with no network still decides. The format is documented in docs/capture.md
+("Offline policy bundle"); `version` hashes the entries only, so it changes iff an answer does.
 """
 
 from __future__ import annotations

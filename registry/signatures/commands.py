@@ -30,7 +30,7 @@ def read_input(path: Path) -> tuple[str | None, dict[str, Any] | None, dict[str,
 
 
 class SignatureLine(TypedDict):
-    """One file's line of `crashreg signature --json` (CONTRACT.md)."""
+    """One file's line of `crashreg signature --json` (docs/contract.md, "Command line")."""
 
     file: str
     fingerprint: str | None

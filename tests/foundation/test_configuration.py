@@ -147,7 +147,7 @@ def test_database_default_is_a_file_in_the_working_directory(monkeypatch, tmp_pa
 
 
 def test_other_docs_state_the_same_defaults() -> None:
-    """Tables elsewhere in docs/ (jira.md's, the contract's in api.md) repeat some variables: a
+    """Tables elsewhere in docs/ (jira.md's, contract.md's) repeat some variables: a
     default written as a value there is the same value (words may differ)."""
     canonical = {name: default for name, (_, default) in documented().items()}
     for path in sorted((ROOT / "docs").glob("*.md")):
