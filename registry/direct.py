@@ -11,6 +11,9 @@ the driver's own work, five times a report, and in a crash storm that CPU is the
 - it runs on the connection's transaction through `Connection._cursor_execute` (SQLAlchemy's
   own primitive for statements it runs outside an execution context), so cursor events fire,
   errors are SQLAlchemy's exceptions and a lost connection invalidates the pool as usual.
+  `_cursor_execute` and `_handle_dbapi_exception` are private: pyproject.toml bounds
+  SQLAlchemy to the minor version tested, and tests/registry/test_direct.py fails by name when
+  either changes.
 
 Not supported (refused when compiled): expanding IN lists, literal-execute parameters and
 defaults that are SQL expressions or sequences.

@@ -6,11 +6,14 @@ them: types both ways, Python-side defaults, SQLAlchemy's exceptions, cursor eve
 
 from __future__ import annotations
 
+import inspect
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy
 from sqlalchemy import (
     Column,
+    Connection,
     Integer,
     MetaData,
     String,
@@ -31,6 +34,25 @@ from registry.upsert import insert_ignore_statement
 
 HOSTS = Host.__table__.c  # type: ignore[attr-defined]
 CRASHED = datetime(2026, 11, 30, 23, 59, 58, 123456, tzinfo=UTC)
+# SQLAlchemy's private Connection methods DirectStatement calls, with the parameters it passes
+# (positionally, in this order): a SQLAlchemy release that renames, drops or reorders them must
+# fail here, by name, before ingest fails in production.
+PRIVATE_METHODS_CALLED = {
+    "_cursor_execute": ("cursor", "statement", "parameters", "context"),
+    "_handle_dbapi_exception": ("e", "statement", "parameters", "cursor", "context"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRIVATE_METHODS_CALLED))
+def test_the_private_sqlalchemy_methods_it_calls_are_as_it_calls_them(name: str) -> None:
+    method = getattr(Connection, name, None)
+    assert callable(method), f"SQLAlchemy {sqlalchemy.__version__} has no Connection.{name}"
+    parameters = list(inspect.signature(method).parameters.values())[1:]  # after self
+    passed = PRIVATE_METHODS_CALLED[name]
+    assert tuple(p.name for p in parameters[: len(passed)]) == passed, (
+        f"SQLAlchemy {sqlalchemy.__version__} changed Connection.{name}{inspect.signature(method)}")
+    assert all(p.default is not inspect.Parameter.empty for p in parameters[len(passed):]), (
+        f"SQLAlchemy {sqlalchemy.__version__}: Connection.{name} needs more than registry/direct.py passes")
 
 
 def test_rows_are_what_connection_execute_returns(database: Database) -> None:
