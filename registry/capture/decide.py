@@ -51,7 +51,7 @@ from registry.signatures.regression import REGRESSED
 from registry.signatures.service import SignatureSnapshot
 from registry.upsert import insert_ignore
 
-__all__ = ["CaptureDecision", "decide_capture"]
+__all__ = ["NO_DUMP_DECISIONS", "CaptureDecision", "decide_capture"]
 
 AnySignature = Signature | SignatureSnapshot
 
@@ -67,6 +67,12 @@ class EventRef(Protocol):
 
 
 NO_SIGNATURE = CaptureDecision("full", "no crash signature could be computed: capture to learn")
+# The answer of an event opened by a report no dump can follow: a live host's oops or warning
+# (the host runs on), a panic read back from pstore after the reboot.
+NO_DUMP_DECISIONS = {
+    "live_kernel": CaptureDecision("none", "reported by a running host: there is nothing to dump"),
+    "pstore": CaptureDecision("none", "read from pstore after the reboot: the crashed memory is gone"),
+}
 
 
 def limits_of(settings: Settings) -> Limits:

@@ -11,7 +11,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 from registry.core.hosts import HostAttributes
 from registry.db import Base, utcnow
 
-REPORT_SOURCES = ("crash_kernel", "dpu", "post_boot", "userspace")
+REPORT_SOURCES = ("crash_kernel", "dpu", "post_boot", "userspace", "live_kernel", "pstore")
+# Sources that report a panic while it happens (a pstore record is its log after the reboot).
+PANIC_SOURCES = ("crash_kernel", "dpu")
 
 
 class Event(HostAttributes, Base):
@@ -36,6 +38,11 @@ class Event(HostAttributes, Base):
     crashed_at: Mapped[datetime]
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     uptime_s: Mapped[int | None] = mapped_column(BigInteger)
+    repeats: Mapped[int] = mapped_column(
+        BigInteger, default=0, server_default="0",
+        doc="further occurrences of the same report in the same boot (a WARN_ON in a hot path), "
+        "summed from its reports' repeat_count",
+    )
     first_source: Mapped[str] = mapped_column(String(16))
     sources: Mapped[list[Any]] = mapped_column(default=list)
     capture_action: Mapped[str] = mapped_column(String(16))
@@ -112,6 +119,7 @@ class EventSummary(TypedDict):
     crashed_at: str
     received_at: str
     uptime_s: int | None
+    repeats: int
     sources: list[str]
     host: dict[str, Any]  # host attributes at crash time, labels among them
     signature_id: str | None
@@ -130,6 +138,7 @@ def event_summary(event: Event) -> EventSummary:
         "crashed_at": event.crashed_at.isoformat(),
         "received_at": event.received_at.isoformat(),
         "uptime_s": event.uptime_s,
+        "repeats": event.repeats,
         "sources": list(event.sources),
         "host": event.attributes(),
         "signature_id": str(event.signature_id) if event.signature_id else None,

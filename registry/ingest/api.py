@@ -62,6 +62,7 @@ class EventSchema(Schema):
     crashed_at = fields.AwareDateTime()
     received_at = fields.AwareDateTime()
     uptime_s = fields.Integer(allow_none=True)
+    repeats = fields.Integer(metadata={"description": "further occurrences in the same boot (live_kernel)"})
     sources = fields.List(fields.String())
     host = fields.Dict(metadata={"description": "host attributes at crash time"})
     signature = fields.Dict(allow_none=True)

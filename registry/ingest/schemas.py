@@ -19,6 +19,7 @@ MAX_MAPPINGS = 4096
 MAX_UPTIME_S = 2**31 - 1  # 68 years
 NOTHING_TO_FINGERPRINT = "nothing to fingerprint: a report needs console_log, stack.frames or fingerprint"
 MAX_WARNINGS = 20
+MAX_REPEAT_COUNT = 2**40  # a hot WARN_ON prints ~10^5 times a second: years of it
 
 
 class FrameSchema(Schema):
@@ -84,6 +85,16 @@ class ReportSchema(Schema):
     console_log = fields.String(allow_none=True)
     stack = fields.Nested(StackSchema, allow_none=True)
     fingerprint = short_text(64, metadata={"description": "optional, computed by the reporter"})
+    repeat_of = short_text(
+        128,
+        metadata={"description": "live_kernel: the report_id of the first report of this warning or "
+                  "oops in this boot; this report counts its repeats and joins that report's event"},
+    )
+    repeat_count = WholeNumber(
+        validate=validate.Range(min=0, max=MAX_REPEAT_COUNT),
+        load_default=0,
+        metadata={"description": "how many more times it was printed since the previous report of it"},
+    )
 
     @validates("console_log")
     def _console_log_size(self, value: str | None, **_: Any) -> None:
@@ -95,6 +106,11 @@ class ReportSchema(Schema):
         problem = time_problem("crashed_at", value, datetime.now(UTC))
         if problem is not None:
             raise ValidationError(problem)
+
+    @validates_schema
+    def _repeats_of_live_reports(self, data: dict[str, Any], **_: Any) -> None:
+        if data.get("repeat_of") and data.get("source") != "live_kernel":
+            raise ValidationError({"repeat_of": ["only live_kernel reports repeat an earlier report"]})
 
     @validates_schema
     def _something_to_fingerprint(self, data: dict[str, Any], **_: Any) -> None:
@@ -161,7 +177,10 @@ def report_warnings(schema: Schema, raw: dict[str, Any]) -> list[str]:
 
 
 class CaptureAnswerSchema(Schema):
-    action = fields.String(validate=validate.OneOf(("full", "filtered", "skip")))
+    action = fields.String(
+        validate=validate.OneOf(("full", "filtered", "skip", "none")),
+        metadata={"description": "none: nothing can be dumped (a live_kernel or pstore report)"},
+    )
     reason = fields.String()
     dump_level = fields.Integer(allow_none=True)
 

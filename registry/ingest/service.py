@@ -24,7 +24,7 @@ from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
-from registry.capture.decide import CaptureDecision, decide_capture, decision_without_claim
+from registry.capture.decide import NO_DUMP_DECISIONS, CaptureDecision, decide_capture, decision_without_claim
 from registry.capture.policy import Slot
 from registry.config import Settings
 from registry.core.events import CaptureAnswer, Event
@@ -36,6 +36,8 @@ from registry.ingest.sql import (
     DECIDED,
     EVENTS,
     LOCKED_EVENT,
+    PANIC_PARTNER,
+    PSTORE_JOIN_WINDOW,
     STORE_REPORT,
     IngestContext,
     IngestStatements,
@@ -110,7 +112,11 @@ class IncomingReport:
 
     @property
     def boot_key(self) -> str:
-        """Reports of one crash share it: the boot_id, else the report on its own."""
+        """Reports of one crash share it: the boot_id (a crash ends its boot), else the report
+        on its own. A live host's oops or warning does not end the boot: each is an event of its
+        own, which the reports counting its repeats join (repeat_of)."""
+        if self.fields["source"] == "live_kernel":
+            return f"report:{self.fields.get('repeat_of') or self.report_id}"
         return self.fields.get("boot_id") or f"report:{self.report_id}"
 
 
@@ -228,11 +234,12 @@ def store(
         routing.signature, host.attributes["kernel_version"], incoming.fields["crashed_at"]
     )
     # When no claim can win, the answer is stored by the event's insert (no update after it).
-    planned = decision_without_claim(
+    planned = NO_DUMP_DECISIONS.get(incoming.fields["source"]) or decision_without_claim(
         routing.signature, regression == REGRESSED, settings, routing.is_new, routing.slots
     )
+    boot_key = pstore_partner(connection, host.id, incoming) or incoming.boot_key
     event, created = find_or_open_event(
-        session, connection, statements, host, incoming, routing.signature, planned, regression
+        session, connection, statements, host, incoming, boot_key, routing.signature, planned, regression
     )
     if created:
         routing = count_new_event(session, routing, event)
@@ -316,11 +323,12 @@ def find_or_open_event(
     statements: IngestStatements,
     host: HostAtCrash,
     incoming: IncomingReport,
+    boot_key: str,
     signature: SignatureSnapshot | None,
     planned: CaptureDecision | None,
     regression: str | None,
 ) -> tuple[OpenEvent, bool]:
-    """One event per crash: reports with the same hostname and boot_id join it (False)."""
+    """One event per crash: reports with the same hostname and boot key join it (False)."""
     crash, report = incoming.crash, incoming.fields
     fingerprinted = {
         "signature_id": signature.id if signature else None,
@@ -332,10 +340,11 @@ def find_or_open_event(
     values = host.attributes | fingerprinted | {
         "host_id": host.id,
         "hostname": incoming.host["hostname"],
-        "boot_key": incoming.boot_key,
+        "boot_key": boot_key,
         "boot_id": report.get("boot_id"),
         "crashed_at": report["crashed_at"],
         "uptime_s": report.get("uptime_s"),
+        "repeats": report["repeat_count"],
         "first_source": report["source"],
         "sources": [report["source"]],
         "capture_action": planned.action if planned else "pending",
@@ -355,7 +364,7 @@ def find_or_open_event(
             regression,
         )
         return event, True
-    row = connection.execute(LOCKED_EVENT, {"host_id": host.id, "boot_key": incoming.boot_key}).one()
+    row = connection.execute(LOCKED_EVENT, {"host_id": host.id, "boot_key": boot_key}).one()
     event = OpenEvent(
         row.id,
         row.crashed_at,
@@ -373,9 +382,30 @@ def find_or_open_event(
         event.counted = True
     if report["source"] not in event.sources:
         changes["sources"] = [*event.sources, report["source"]]
+    if report["repeat_count"]:
+        changes["repeats"] = EVENTS.repeats + report["repeat_count"]
     if changes:
         connection.execute(update(Event.__table__).where(EVENTS.id == event.id).values(**changes))
     return event, False
+
+
+def pstore_partner(connection: Connection, host_id: int, incoming: IncomingReport) -> str | None:
+    """The boot key of the panic a pstore report without the crashed boot's boot_id is the log
+    of: the host's event from a crash kernel or DPU with the same fingerprint, crashed within
+    PSTORE_JOIN_WINDOW of the panic time the record carries. None: no such event."""
+    report, crash = incoming.fields, incoming.crash
+    if report["source"] != "pstore" or report.get("boot_id") or crash is None:
+        return None
+    crashed_at = report["crashed_at"]
+    return connection.execute(
+        PANIC_PARTNER,
+        {
+            "host_id": host_id,
+            "fingerprint": crash.fingerprint,
+            "earliest": crashed_at - PSTORE_JOIN_WINDOW,
+            "latest": crashed_at + PSTORE_JOIN_WINDOW,
+        },
+    ).scalar()
 
 
 def count_new_event(session: Session, routing: Routing, event: OpenEvent) -> Routing:

@@ -10,7 +10,7 @@ its writers).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -21,7 +21,7 @@ from registry.auth.tokens import live_token
 from registry.capture.decide import SLOT_READ_COLUMNS, slots_in
 from registry.capture.models import CaptureSlot
 from registry.capture.policy import Slot
-from registry.core.events import Event, Report
+from registry.core.events import PANIC_SOURCES, Event, Report
 from registry.core.hosts import HOST_ATTRIBUTES, Host
 from registry.core.signatures import Signature
 from registry.direct import DirectStatement
@@ -93,6 +93,20 @@ LOCKED_EVENT = (
     # Concurrent reports of the same crash append to one sources list. Only reports of one
     # crash ever contend for it, so this is no storm-wide hot row.
     .with_for_update()
+)
+# A pstore record carries no boot_id; with the post-boot agent's boot log lost it is matched
+# to the crash kernel's (or DPU's) event of the same host and fingerprint by the panic's time.
+PSTORE_JOIN_WINDOW = timedelta(minutes=15)
+PANIC_PARTNER = (
+    select(EVENTS.boot_key)
+    .where(
+        EVENTS.host_id == bindparam("host_id"),
+        EVENTS.fingerprint == bindparam("fingerprint"),
+        EVENTS.crashed_at.between(bindparam("earliest"), bindparam("latest")),
+        EVENTS.first_source.in_(PANIC_SOURCES),
+    )
+    .order_by(EVENTS.crashed_at.desc())
+    .limit(1)
 )
 DECIDED = (
     update(Event.__table__)
