@@ -44,7 +44,7 @@ from dashboards.dialects import POSTGRESQL  # noqa: E402
 from registry.config import AlertThresholds  # noqa: E402
 from registry.db import Database  # noqa: E402
 from sync.grafana.role import ensure_readonly_role  # noqa: E402
-from tests.emulators.grafana_sql import TimeRange, expand_target  # noqa: E402
+from testkit.grafana_sql import TimeRange, expand_target  # noqa: E402
 
 # The migration that defines rpt_daily_breakdown's two shapes.
 _spec = importlib.util.spec_from_file_location(

@@ -7,7 +7,7 @@ Builds a fresh PostgreSQL database with the epidemiology bench's fleet (bench/ep
 then adds what the dashboards also read: capture decisions and ~15% captures, 0.2% regressed
 events, per-signature counters, Jira links and resolutions, RCAs, stored epidemiology.
 
-Each panel's SQL is expanded exactly as Grafana would (tests/emulators/grafana_sql.py) for the
+Each panel's SQL is expanded exactly as Grafana would (testkit/grafana_sql.py) for the
 dashboards' default range, the last 30 days (here: the last 30 days of data, a third of all
 events), and run `--runs` times through the read-only role `crashreg grafana provision`
 creates. Reported per query: p50 and p95 in ms, and p95 as a ratio to the baseline of the
@@ -45,7 +45,7 @@ from dashboards import build_dashboards  # noqa: E402
 from registry.db import Database  # noqa: E402
 from sync.grafana.role import ensure_readonly_role  # noqa: E402
 from sync.grafana.rollups import refresh_rollups  # noqa: E402
-from tests.emulators.grafana_sql import TimeRange, Variable, expand_target  # noqa: E402
+from testkit.grafana_sql import TimeRange, Variable, expand_target  # noqa: E402
 
 GOAL_MS = 500.0
 DATA_END = datetime(2026, 10, 30, tzinfo=UTC)  # the fleet bench's 90 days end here

@@ -33,8 +33,8 @@ from registry.config import Settings  # noqa: E402
 from registry.core.signatures import Signature  # noqa: E402
 from registry.db import Database  # noqa: E402
 from registry.epidemiology.service import refresh, signature_epidemiology  # noqa: E402
-from tests.support.pages import login  # noqa: E402
-from tests.support.reports import crash_report  # noqa: E402
+from testkit.pages import login  # noqa: E402
+from testkit.reports import crash_report  # noqa: E402
 
 
 def median_s(function: Any, runs: int) -> float:

@@ -20,7 +20,7 @@ from dashboards.alerts import build_rule_group
 from dashboards.dialects import DIALECTS
 from registry.config import AlertThresholds
 from registry.db import Database
-from tests.emulators.grafana_sql import TimeRange, expand_target
+from testkit.grafana_sql import TimeRange, expand_target
 from tests.support.alert_fleets import WAVE_BIOS, WAVE_SKU, Wave, load_normal, load_wave
 from tests.support.fleet import LoadedFleet
 from tests.support.grafana import Runner, dialect_of

@@ -19,14 +19,14 @@ from sqlalchemy import text
 from dashboards import build_dashboards
 from registry.db import Database, utcnow
 from sync.grafana.annotations import push_annotations
-from tests.emulators.grafana import serve_grafana
-from tests.emulators.grafana_sql import (
+from testkit.grafana_sql import (
     TimeRange,
     Variable,
     expand_target,
     interpolate_variables,
     postgres_interpolate,
 )
+from tests.emulators.grafana import serve_grafana
 from tests.support.fleet import LoadedFleet, load_fleet
 from tests.support.grafana import Runner, dialect_of
 

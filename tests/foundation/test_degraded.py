@@ -9,8 +9,8 @@ import registry.db
 from registry.app import create_app
 from registry.config import Settings
 from registry.db import Database
+from testkit.reports import crash_report
 from tests.support.http import auth, closed_port
-from tests.support.reports import crash_report
 
 
 def test_unreachable_database_is_503_with_retry_after() -> None:

@@ -2,7 +2,8 @@
 
 A test module never imports another test module: builders, helpers and data go to tests/support,
 the Jira and Grafana emulators to tests/emulators, fixtures to a conftest.py. The crash lab
-(tests/lab) keeps its own QEMU harness beside its tests.
+(tests/lab) keeps its own QEMU harness beside its tests. bench/ imports nothing of tests/: what
+both need is in testkit/, which the product never imports.
 """
 
 from __future__ import annotations
@@ -52,7 +53,11 @@ def within(name: str, package: str) -> bool:
 
 
 def sources() -> list[Path]:
-    return [p for p in [*TESTS.rglob("*.py"), *(ROOT / "bench").glob("*.py")] if "__pycache__" not in p.parts]
+    return [p for p in TESTS.rglob("*.py") if "__pycache__" not in p.parts]
+
+
+def python_files(*folders: str) -> list[Path]:
+    return [p for folder in folders for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts]
 
 
 def test_test_modules_import_only_support_and_emulators() -> None:
@@ -63,6 +68,21 @@ def test_test_modules_import_only_support_and_emulators() -> None:
             if within(name, "tests") and name != "tests" and not any(within(name, a) for a in allowed):
                 wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not wrong, "move what is shared into tests/support:\n" + "\n".join(wrong)
+
+
+def test_bench_and_testkit_import_nothing_of_tests() -> None:
+    """A bench runs from a checkout without the suite's conftest; what it shares with the tests
+    lives in testkit/."""
+    wrong = [f"{path.relative_to(ROOT)} imports {name}" for path in python_files("bench", "testkit")
+             for name in sorted(imported(path)) if within(name, "tests")]
+    assert not wrong, "move what bench/ and tests/ share into testkit/:\n" + "\n".join(wrong)
+
+
+def test_the_product_imports_no_test_code() -> None:
+    product = python_files("registry", "sync", "dashboards", "agents", "migrations")
+    wrong = [f"{path.relative_to(ROOT)} imports {name}" for path in product for name in sorted(imported(path))
+             if any(within(name, top) for top in ("tests", "testkit", "bench"))]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_the_checker_sees_relative_imports_names_and_plugins() -> None:

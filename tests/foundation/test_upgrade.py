@@ -16,10 +16,10 @@ from registry.core.signatures import Signature, SignatureCounter
 from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log
 from registry.rca.models import Rca
 from registry.signatures.merging import recount
+from testkit.reports import crash_report
 from tests.support import DATA
 from tests.support.cli import crashreg
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 FIXTURES = DATA / "agents"
 MLX5 = (FIXTURES / "mlx5_null_deref.log").read_text()

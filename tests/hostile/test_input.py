@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 NUL = "\x00"
 SURROGATE = "\ud800"

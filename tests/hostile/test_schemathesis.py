@@ -26,8 +26,8 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 EXAMPLES = int(os.environ.get("CRASHREG_SCHEMATHESIS_EXAMPLES", "50"))
 MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)

@@ -28,9 +28,9 @@ from registry.epidemiology.queries import host_signature_counts
 from registry.epidemiology.suspects import suspect_hosts
 from registry.ingest.api import REPORT_SCHEMA
 from registry.ingest.service import ingest_report
+from testkit.pages import login
+from testkit.reports import crash_report
 from tests.support.http import auth, closed_port
-from tests.support.pages import login
-from tests.support.reports import crash_report
 
 
 def strict_json(response: Any) -> Any:

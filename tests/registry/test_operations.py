@@ -7,8 +7,8 @@ import logging
 import re
 
 from registry.migrate import downgrade, upgrade
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 
 def test_health_and_readiness(client, db_url) -> None:

@@ -1,7 +1,8 @@
-"""What tests share: builders (reports, fleets, simulated populations), fixtures and helpers.
+"""What tests share: builders (fleets, simulated populations), fixtures and helpers.
 
-Test modules import from here, from tests/emulators and from conftest fixtures, never from
-each other (tests/foundation/test_architecture.py enforces it). Data the tests read: data/.
+Test modules import from here, from tests/emulators, from testkit/ (what the benches need too:
+reports, page login, Grafana's SQL expansion) and from conftest fixtures, never from each other
+(tests/foundation/test_test_layout.py enforces it). Data the tests read: data/.
 """
 
 from pathlib import Path

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 
 def bug_log(bug: str) -> str:

@@ -10,8 +10,8 @@ from sqlalchemy import update
 
 from registry.core.signatures import Signature
 from registry.db import Database
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 
 def bug_log(bug: str, caller: str) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from testkit.reports import crash_report
 from tests.support.golden import golden
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 GPF_LOG = golden("kinds/gpf")
 WARNING_LOG = golden("kinds/warning")

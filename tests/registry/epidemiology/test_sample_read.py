@@ -18,8 +18,8 @@ from registry.epidemiology.models import SAMPLE_FITS, EpidemiologySample
 from registry.epidemiology.queries import EventFilter, signature_events_sql, signature_sample
 from registry.epidemiology.service import signature_epidemiology, store_samples
 from registry.epidemiology.uptime import HOUR_S, histogram_outside_counts
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 # 60 labels of ~90 bytes: about 5 kB of text, more than a btree entry may hold
 WIDE_LABELS = {f"node.example.com/attribute-{i:02d}": f"value-{i:02d}-" + "x" * 40 for i in range(60)}

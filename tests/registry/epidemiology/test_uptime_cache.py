@@ -7,8 +7,8 @@ from datetime import date
 
 from registry.db import Database
 from registry.epidemiology.service import Fleet
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 WINDOW = (date(2026, 11, 1), date(2026, 11, 30))
 HOUR = 3600

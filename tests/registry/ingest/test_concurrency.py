@@ -9,8 +9,8 @@ import requests
 from sqlalchemy import func, select
 
 from registry.core.events import Event, Report
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 PARALLEL = 12
 

@@ -6,8 +6,8 @@ import pytest
 from sqlalchemy import text
 
 from registry.fingerprint import analyse_console_log
+from testkit.reports import NULL_DEREF_LOG, crash_report
 from tests.support.http import auth
-from tests.support.reports import NULL_DEREF_LOG, crash_report
 
 
 def test_the_event_returns_the_explanation_its_report_got(client, make_token) -> None:

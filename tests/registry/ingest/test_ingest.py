@@ -8,8 +8,8 @@ import random
 import pytest
 from sqlalchemy import text
 
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 from tests.support.signatures import GPF_LOG, WARNING_LOG
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import event
 
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 # Statements of one report, the caller's token included; SQLite's BEGIN IMMEDIATE is one of
 # them (PostgreSQL's BEGIN and every COMMIT are the driver's own, not statements).

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from testkit.reports import crash_report
 from tests.support.http import auth
 from tests.support.rca import ai_rca, post_rca, seed
-from tests.support.reports import crash_report
 
 webdriver = pytest.importorskip(
     "selenium.webdriver", reason="selenium is not installed (pip install selenium)"

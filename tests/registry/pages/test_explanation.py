@@ -13,10 +13,10 @@ from sqlalchemy import update
 
 from registry.core.events import Event
 from registry.fingerprint import analyse_console_log
+from testkit.pages import login
+from testkit.reports import crash_report
 from tests.support import DATA
 from tests.support.http import auth
-from tests.support.pages import login
-from tests.support.reports import crash_report
 
 FIXTURES = DATA / "agents"
 MLX5 = (FIXTURES / "mlx5_null_deref.log").read_text()

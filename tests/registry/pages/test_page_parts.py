@@ -7,7 +7,7 @@ from datetime import date, timedelta
 from registry.pages.charts import MAX_BARS, Mark, bucket_size, chart_start, events_chart, sparkline
 from registry.pages.console import excerpt
 from registry.pages.verdict import verdict_statements
-from tests.support.reports import NULL_DEREF_LOG
+from testkit.reports import NULL_DEREF_LOG
 
 START = date(2026, 9, 1)
 

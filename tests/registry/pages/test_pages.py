@@ -11,7 +11,7 @@ from registry.config import Settings
 from registry.core.jira_links import JiraLink
 from registry.db import utcnow
 from registry.pages.models import AppSecret, WebSession
-from tests.support.pages import csrf_from, login
+from testkit.pages import csrf_from, login
 from tests.support.rca import ai_rca, post_rca, review, seed
 
 CRASHES = [("gpu-b1", "6.8.0-52", "us-east"), ("gpu-b2", "6.8.0-58", "eu-west")]

@@ -19,9 +19,9 @@ from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
 from registry.db import utcnow
 from registry.epidemiology.service import refresh
+from testkit.pages import login
+from testkit.reports import NULL_DEREF_LOG, crash_report
 from tests.support.http import auth
-from tests.support.pages import login
-from tests.support.reports import NULL_DEREF_LOG, crash_report
 
 NOISE = "".join(f"[ 8811.{i:06d}] eth0: link up, 100 Gbps\n" for i in range(30))
 LOG = NOISE + NULL_DEREF_LOG.replace(

@@ -14,9 +14,9 @@ from registry.core.signatures import Signature
 from registry.db import utcnow
 from registry.outbox import OutboxMessage
 from registry.rca.models import Rca
+from testkit.reports import crash_report
 from tests.support.http import auth
 from tests.support.rca import ai_rca, post_rca, review, seed
-from tests.support.reports import crash_report
 
 CRASHES = [
     ("gpu-a1", "6.8.0-52", "us-east"),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.reports import crash_report
 
 WARNING_LOG = "[  5.1] WARNING: CPU: 3 PID: 77 at fs/ext4/inode.c:1234 ext4_do_thing+0x1/0x2\n"
 BUG_LOG = (

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.emulators.grafana_sql import (
+from testkit.grafana_sql import (
     MacroError,
     TimeRange,
     Variable,
