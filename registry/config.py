@@ -107,6 +107,29 @@ class GrafanaSettings:
         return bool(self.url and self.token)
 
 
+@dataclass(frozen=True)
+class RetentionSettings:
+    """How long dumps and whole console logs stay (docs/retention.md)."""
+
+    dump_days: int = 30  # a dump that is not one of its signature's K exemplars goes after this
+    resolved_grace_days: int = 14  # a resolved signature's dumps go this long after the resolution
+    log_days: int = 30  # beyond this only exemplar events keep their whole console log
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RetentionSettings:
+        variables = {
+            "dump_days": "CRASHREG_RETENTION_DUMP_DAYS",
+            "resolved_grace_days": "CRASHREG_RETENTION_RESOLVED_GRACE_DAYS",
+            "log_days": "CRASHREG_RETENTION_LOG_DAYS",
+        }
+        values = {}
+        for name, variable in variables.items():
+            values[name] = _integer(env, variable, getattr(cls, name))
+            if values[name] < 0:
+                raise ValueError(f"{variable} must be a whole number of days >= 0, got {values[name]}")
+        return cls(**values)
+
+
 def default_database_url() -> str:
     """A SQLite file in the working directory: the embedded default."""
     return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
@@ -128,6 +151,7 @@ class Settings:
     # crashes are compared with the hosts running their program); unset: known from crash reports
     epidemiology_program_label: str | None = None
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -165,4 +189,5 @@ class Settings:
             capture_window_days=_integer(env, "CRASHREG_CAPTURE_WINDOW_DAYS", 7),
             epidemiology_program_label=opt("CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL"),
             alerts=AlertThresholds.from_env(env),
+            retention=RetentionSettings.from_env(env),
         )

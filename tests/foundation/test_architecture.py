@@ -28,9 +28,11 @@ PURE = [
     "registry/epidemiology/mixture.py",
     "registry/epidemiology/narrative.py",
     "registry/epidemiology/analysis.py",
-    "registry/demo/simulator.py",
+    "registry/epidemiology/simulator.py",
     "registry/capture/policy.py",
     "registry/rca/checks.py",
+    "registry/retention/policy.py",
+    "registry/retention/trim.py",
     "registry/signatures/regression.py",
     "registry/pages/charts.py",
     "registry/pages/console.py",
@@ -125,12 +127,11 @@ PLATFORM = frozenset({
     "__init__", "bounds", "cli_support", "config", "db", "direct", "errors", "ids", "metrics", "migrate",
     "openapi", "operations", "outbox", "requests", "upsert", "web",
 })
-# The application level: it puts the domains together (app factory, CLI, wiring, and the demo
-# package: its simulated fleet, its feed and `crashreg demo`, which serves the whole app).
+# The application level: it puts the domains together (app factory, CLI, wiring, the demo).
 APPLICATION = frozenset({"__main__", "app", "cli", "demo", "domains", "models", "wsgi"})
 DOMAINS = frozenset({
     "auth", "capture", "core", "epidemiology", "fingerprint", "grafana", "ingest", "inventory",
-    "jira", "pages", "rca", "signatures",
+    "jira", "pages", "rca", "retention", "signatures",
 })
 # domain -> the domains it imports (the platform: always). core holds the records every domain
 # shares; cross-domain writes go through listeners the wiring gives (registry/core/wiring.py).
@@ -148,6 +149,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "epidemiology": frozenset({"core", "signatures", "auth"}),
     "rca": frozenset({"core", "signatures", "capture", "epidemiology", "jira", "auth"}),
     "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "auth"}),
+    "retention": frozenset({"core", "fingerprint", "capture", "auth"}),
     "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "ingest",
                         "auth"}),
     "application": DOMAINS - {"fingerprint"},

@@ -33,6 +33,7 @@ from registry.openapi import build_spec
 from registry.rca.bundle import TriageBundle
 from registry.rca.checks import CheckResultView
 from registry.rca.service import AgentView, FixView, RcaProposal, RcaView, ReviewRequest, ReviewView
+from registry.retention.pins import PinView
 from registry.signatures.service import CapturePolicyView, SignatureDetail, SignatureSummary
 
 # (shape, operation, the path to the object inside its body, keys the document leaves out)
@@ -67,6 +68,8 @@ CASES = [
     (PopulationView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["population"], set()),
     (OnsetView, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["onset"], set()),
     (TimeFinding, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["time_findings", "[]"], set()),
+    (PinView, ("put", "/api/v1/captures/{capture_id}/pin", "201"), [], set()),
+    (PinView, ("get", "/api/v1/captures/{capture_id}/pins", "200"), ["pins", "[]"], set()),
 ]
 
 

@@ -1,0 +1,50 @@
+"""PUT/DELETE /api/v1/captures/{id}/pin and the pins' history, on both databases."""
+
+from __future__ import annotations
+
+from tests.support.capture import post_capture, report, storm_report
+from tests.support.http import auth
+
+
+def capture_id(client, make_token) -> str:  # type: ignore[no-untyped-def]
+    reporter = make_token("report")
+    event_id = report(client, reporter, storm_report("pinned_bug"))["event_id"]
+    return post_capture(client, reporter, event_id, bytes=1 << 30).json["id"]
+
+
+def test_pin_unpin_and_the_history_says_who_when_and_why(client, make_token) -> None:
+    capture = capture_id(client, make_token)
+    alice, bob = make_token("triage", name="alice"), make_token("triage", name="bob")
+    pinned = client.put(
+        f"/api/v1/captures/{capture}/pin", json={"note": "RCA in progress"}, headers=auth(alice)
+    )
+    assert pinned.status_code == 201
+    assert (pinned.json["pinned_by"], pinned.json["note"], pinned.json["unpinned_at"]) == (
+        "alice",
+        "RCA in progress",
+        None,
+    )
+    again = client.put(f"/api/v1/captures/{capture}/pin", headers=auth(bob))  # no body: a plain pin
+    assert again.status_code == 200 and again.json["id"] == pinned.json["id"]  # alice's pin stands
+    assert again.json["pinned_by"] == "alice"
+    unpinned = client.delete(f"/api/v1/captures/{capture}/pin", headers=auth(bob))
+    assert unpinned.status_code == 200
+    assert (unpinned.json["unpinned_by"], unpinned.json["id"]) == ("bob", pinned.json["id"])
+    assert client.delete(f"/api/v1/captures/{capture}/pin", headers=auth(bob)).status_code == 404
+    repinned = client.put(f"/api/v1/captures/{capture}/pin", json={}, headers=auth(bob))
+    assert repinned.status_code == 201 and repinned.json["id"] != pinned.json["id"]
+    history = client.get(f"/api/v1/captures/{capture}/pins", headers=auth(make_token("read"))).json["pins"]
+    assert [(p["pinned_by"], p["unpinned_by"]) for p in history] == [("alice", "bob"), ("bob", None)]
+
+
+def test_pins_need_the_triage_scope_and_a_capture(client, make_token) -> None:
+    capture = capture_id(client, make_token)
+    reader = make_token("read")
+    assert client.put(f"/api/v1/captures/{capture}/pin", headers=auth(reader)).status_code == 403
+    assert client.delete(f"/api/v1/captures/{capture}/pin", headers=auth(reader)).status_code == 403
+    triage = make_token("triage")
+    missing = client.put("/api/v1/captures/987654/pin", headers=auth(triage))
+    assert missing.status_code == 404 and "no capture 987654" in missing.json["error"]["message"]
+    assert client.get("/api/v1/captures/987654/pins", headers=auth(reader)).status_code == 404
+    long_note = client.put(f"/api/v1/captures/{capture}/pin", json={"note": "x" * 501}, headers=auth(triage))
+    assert long_note.status_code == 400 and "note" in long_note.json["error"]["fields"]
