@@ -3,8 +3,8 @@ pstore record joined to its crash kernel's event (by boot_id, else by fingerprin
 
 from __future__ import annotations
 
+from testkit.reports import NULL_DEREF_LOG, crash_report
 from tests.support.http import auth
-from tests.support.reports import NULL_DEREF_LOG, crash_report
 from tests.support.signatures import WARNING_LOG
 
 
