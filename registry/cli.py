@@ -6,7 +6,7 @@ import click
 
 from registry.cli_support import CliContext, database_label, first_line, pass_cli
 from registry.core.wiring import CLI_WIRING
-from registry.demo import demo
+from registry.demo.command import demo
 from registry.domains import wiring
 
 

@@ -28,7 +28,7 @@ PURE = [
     "registry/epidemiology/mixture.py",
     "registry/epidemiology/narrative.py",
     "registry/epidemiology/analysis.py",
-    "registry/epidemiology/simulator.py",
+    "registry/demo/simulator.py",
     "registry/capture/policy.py",
     "registry/rca/checks.py",
     "registry/retention/policy.py",
@@ -127,7 +127,8 @@ PLATFORM = frozenset({
     "__init__", "bounds", "cli_support", "config", "db", "direct", "errors", "ids", "metrics", "migrate",
     "openapi", "operations", "outbox", "requests", "upsert", "web",
 })
-# The application level: it puts the domains together (app factory, CLI, wiring, the demo).
+# The application level: it puts the domains together (app factory, CLI, wiring, and the demo
+# package: its simulated fleet, its feed and `crashreg demo`, which serves the whole app).
 APPLICATION = frozenset({"__main__", "app", "cli", "demo", "domains", "models", "wsgi"})
 DOMAINS = frozenset({
     "auth", "capture", "core", "epidemiology", "fingerprint", "grafana", "ingest", "inventory",

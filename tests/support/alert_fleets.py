@@ -1,6 +1,6 @@
 """Simulated fleets for the alert rules: a normal one, and one hit by a wave of everything.
 
-Both are the epidemiology simulator's fleet anchored so that its 60 days end now, loaded
+Both are the demo simulator's fleet anchored so that its 60 days end now, loaded
 through the HTTP API (inventory, reports, captures) as reporters would send them. The normal
 fleet crashes with the spread populations only (bugs that strike everywhere alike), and its
 kernel rollout brings no regression. The wave adds, within the last hour or so: the rollout
@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from registry.db import Database
-from registry.epidemiology.simulator import DEFAULT_POPULATIONS, Bug, FleetConfig, console_log, inventory_json
+from registry.demo.simulator import DEFAULT_POPULATIONS, Bug, FleetConfig, console_log, inventory_json
 from sync.grafana.rollups import refresh_rollups
 from tests.support.fleet import LoadedFleet, iso, load_fleet, record_captures
 

@@ -1,6 +1,6 @@
 """A simulated fleet loaded into the registry for the Grafana tests and the bench.
 
-Inventory and crash reports go through the HTTP API (the epidemiology simulator's fleet);
+Inventory and crash reports go through the HTTP API (the demo simulator's fleet);
 captures through the captures API. What a simulated fleet has no reporter for (Jira links
 and their resolution, regressions, RCAs, stored epidemiology) is written as the owning
 components store it, so every panel has something to show.
@@ -18,8 +18,8 @@ from sqlalchemy import text
 
 from registry.core.jira_links import JiraLink
 from registry.db import Database
+from registry.demo.simulator import FleetConfig, Simulation, inventory_json, simulate
 from registry.epidemiology.models import EpidemiologyFinding, EpidemiologySuspectHost, EpidemiologyVerdict
-from registry.epidemiology.simulator import FleetConfig, Simulation, inventory_json, simulate
 from registry.rca.models import Rca
 from sync.grafana.rollups import refresh_rollups
 

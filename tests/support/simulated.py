@@ -9,6 +9,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from registry.demo.simulator import Bug, Simulation
 from registry.epidemiology.analysis import (
     Context,
     Controls,
@@ -27,7 +28,6 @@ from registry.epidemiology.analysis import (
 from registry.epidemiology.attributes import host_values, physical_host_of
 from registry.epidemiology.findings import Baseline, joint_from_units
 from registry.epidemiology.narrative import FLEET, Population
-from registry.epidemiology.simulator import Bug, Simulation
 from registry.epidemiology.suspects import HostSignatureCount, suspect_hosts
 from registry.epidemiology.uptime import outside_counts
 

@@ -9,8 +9,9 @@ import pytest
 import requests
 from sqlalchemy import select
 
+from registry.demo.feed import feed
+from registry.demo.simulator import FleetConfig, simulate
 from registry.epidemiology.analysis import fleet_baseline, states_from_history
-from registry.epidemiology.feed import feed
 from registry.epidemiology.fleet_sql import fleet_baseline_sql
 from registry.epidemiology.models import (
     EpidemiologyFinding,
@@ -18,7 +19,6 @@ from registry.epidemiology.models import (
     EpidemiologyVerdict,
 )
 from registry.epidemiology.service import refresh
-from registry.epidemiology.simulator import FleetConfig, simulate
 from sync.scheduler import JobContext, load_jobs
 from tests.support.http import auth
 from tests.support.simulated import signature_of

@@ -8,7 +8,7 @@ from functools import cache
 
 import pytest
 
-from registry.epidemiology.simulator import (
+from registry.demo.simulator import (
     POOL_SHARED,
     SERVICE_LABEL,
     confounded,

@@ -13,16 +13,16 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
 from registry.config import Settings
-from registry.epidemiology.feed import feed
-from registry.epidemiology.models import EpidemiologyFinding, EpidemiologyVerdict
-from registry.epidemiology.service import refresh
-from registry.epidemiology.simulator import (
+from registry.demo.feed import feed
+from registry.demo.simulator import (
     POOL_SHARED,
     SERVICE_LABEL,
     confounded,
     one_off_inventory,
     simulate,
 )
+from registry.epidemiology.models import EpidemiologyFinding, EpidemiologyVerdict
+from registry.epidemiology.service import refresh
 from sync.grafana.role import ensure_readonly_role
 from tests.support.http import auth
 from tests.support.roles import drop_role

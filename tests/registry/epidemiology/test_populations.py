@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from registry.epidemiology.simulator import FleetConfig, simulate
+from registry.demo.simulator import FleetConfig, simulate
 from tests.support.simulated import SimulatedRegistry
 
 SEEDS = (7, 11)

@@ -6,8 +6,8 @@ free port and says so), feeds it a simulated fleet anchored to today (inventory 
 through the HTTP API), runs the epidemiology refresh, prints what a manager and an engineer
 want first, a mixed signature and how to read it, and leaves the registry serving.
 
-It serves the whole application, so it sits beside app.py and cli.py, above the domains
-(the epidemiology it shows off imports no app).
+It serves the whole application, so the demo package sits at the application level beside
+app.py and cli.py, above the domains (the epidemiology it shows off imports no app).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from registry.config import Settings
 from registry.core.events import Event
 from registry.core.signatures import Signature
 from registry.db import Database
-from registry.epidemiology.feed import feed
+from registry.demo.feed import feed
+from registry.demo.simulator import SERVICE_LABEL, FleetConfig, confounded, simulate, today_start
 from registry.epidemiology.models import EpidemiologySuspectHost, EpidemiologyVerdict
 from registry.epidemiology.service import refresh
-from registry.epidemiology.simulator import SERVICE_LABEL, FleetConfig, confounded, simulate, today_start
 from registry.migrate import upgrade
 
 TOP_SIGNATURES = 10
