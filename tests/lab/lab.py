@@ -92,9 +92,15 @@ def _libraries(binary: Path, kit: Kit) -> list[Path]:
 class Tree:
     """An initramfs under construction: a staging directory packed as a newc cpio."""
 
-    def __init__(self, kit: Kit) -> None:
+    def __init__(self, kit: Kit, busybox: bool = True) -> None:
+        """With busybox: the base system every guest has (directories, busybox and its applets);
+        without: an empty tree, for an archive appended to one that has them."""
         self.kit = kit
         self.root = Path(tempfile.mkdtemp(prefix="crashreg-lab-initramfs-"))
+        if busybox:
+            self.add_busybox()
+
+    def add_busybox(self) -> None:
         for sub in (
             "bin",
             "sbin",
@@ -112,7 +118,7 @@ class Tree:
             "mnt",
         ):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        busybox = kit.tool("bin/busybox")
+        busybox = self.kit.tool("bin/busybox")
         self.add(busybox, "bin/busybox")
         applets = run([str(busybox), "--list"]).stdout.split()
         for applet in applets:
@@ -190,6 +196,7 @@ def crash_initramfs(kit: Kit, out: Path, conf: str, token: str, bundle: str | No
     tree.add_binary(Path(shutil.which("curl") or "/usr/bin/curl"), "usr/bin/curl")
     tree.add(KDUMP_SH, "usr/sbin/crashreg-kdump")
     tree.add(LAB / "guest" / "crash-init.sh", "init")
+    tree.add(LAB / "guest" / "network.sh", "lib/lab/network.sh", 0o644)
     tree.write("etc/crashreg/reporter.conf", conf, 0o600)
     tree.write("etc/crashreg/token", token + "\n", 0o600)
     if bundle is not None:
@@ -287,6 +294,7 @@ class Boot:
     seconds: float
     boot_id: str | None
     returncode: int
+    line_times: list[float] = field(default_factory=list)  # seconds since QEMU started, per console line
 
     def marker_line(self, prefix: str) -> str:
         for line in self.console.splitlines():
@@ -316,14 +324,14 @@ MARKERS = (
 )
 
 
-def qemu_command(kernel: Path, initrd: Path, cmdline: str, disk: Path, memory_mb: int) -> list[str]:
-    """QEMU under TCG (nested KVM cannot run a guest here): one CPU, the disk on virtio-blk,
-    user networking on virtio-net (the guest's 10.0.2.2 is the host's 127.0.0.1), the serial
-    console on stdout, and a reboot ends QEMU."""
+def qemu_command(kernel: Path, initrd: Path, cmdline: str, disk: Path | None, memory_mb: int) -> list[str]:
+    """QEMU under TCG (nested KVM cannot run a guest here): one CPU, the disk (if any) on
+    virtio-blk, user networking on virtio-net (the guest's 10.0.2.2 is the host's 127.0.0.1),
+    the serial console on stdout, and a reboot ends QEMU."""
+    drive = ["-drive", f"file={disk},format=raw,if=virtio,cache=unsafe"] if disk is not None else []
     return [
         "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-smp", "1", "-cpu", "qemu64",
-        "-kernel", str(kernel), "-initrd", str(initrd), "-append", cmdline,
-        "-drive", f"file={disk},format=raw,if=virtio,cache=unsafe",
+        "-kernel", str(kernel), "-initrd", str(initrd), "-append", cmdline, *drive,
         "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
         "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
     ]  # fmt: skip
@@ -338,10 +346,20 @@ def boot(kit: Kit, initrd: Path, disk: Disk, kind: str, hostname: str, log: Path
         f"console=ttyS0 panic=1 loglevel=7 crashkernel={CRASHKERNEL} rcupdate.rcu_cpu_stall_suppress=1 "
         f"lab.kind={kind} lab.hostname={hostname}"
     )
-    cmd = qemu_command(kit.vmlinuz, initrd, cmdline, disk.path, MEMORY_MB)
+    booted = run_qemu(qemu_command(kit.vmlinuz, initrd, cmdline, disk.path, MEMORY_MB), MARKERS, log)
+    if "crashing" in booted.markers:  # the crashed kernel's last console line is the panic
+        crashing = booted.markers["crashing"]
+        handed_over = booted.markers.get("crash kernel up", float("inf"))
+        booted.markers["panic"] = max(t for t in booted.line_times if crashing <= t < handed_over)
+    return booted
+
+
+def run_qemu(cmd: list[str], markers: tuple[tuple[str, str], ...], log: Path | None = None) -> Boot:
+    """Run QEMU to its exit, timing every console line and the first line holding each marker."""
     started = time.monotonic()
-    markers: dict[str, float] = {}
+    found: dict[str, float] = {}
     lines: list[str] = []
+    times: list[float] = []
     process = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -354,13 +372,12 @@ def boot(kit: Kit, initrd: Path, disk: Disk, kind: str, hostname: str, log: Path
     try:
         for raw in process.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            lines.append(line)
             now = time.monotonic() - started
-            for name, needle in MARKERS:
-                if name not in markers and needle in line:
-                    markers[name] = now
-            if "crashing" in markers and "crash kernel up" not in markers:
-                markers["panic"] = now  # the crashed kernel's last console line
+            lines.append(line)
+            times.append(now)
+            for name, needle in markers:
+                if name not in found and needle in line:
+                    found[name] = now
             if time.monotonic() > deadline:
                 raise LabError(f"the guest ran past {BOOT_TIMEOUT_S}s:\n" + "\n".join(lines[-60:]))
         process.wait(timeout=30)
@@ -371,9 +388,14 @@ def boot(kit: Kit, initrd: Path, disk: Disk, kind: str, hostname: str, log: Path
     console = "\n".join(lines) + "\n"
     if log is not None:
         log.write_text(console)
-    found = re.search(r"^LAB: boot_id (\S+)", console, re.M)
+    boot_id = re.search(r"^LAB: boot_id (\S+)", console, re.M)
     return Boot(
-        console, markers, time.monotonic() - started, found.group(1) if found else None, process.returncode
+        console,
+        found,
+        time.monotonic() - started,
+        boot_id.group(1) if boot_id else None,
+        process.returncode,
+        times,
     )
 
 

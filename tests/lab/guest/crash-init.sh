@@ -9,14 +9,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /tmp /run /var
 echo "LAB: crash kernel up $(cut -d ' ' -f 1 /proc/uptime)"
-for module in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci \
-        failover net_failover virtio_net virtio_blk; do
-    insmod "/lib/modules/$module.ko" || echo "LAB: insmod $module failed"
-done
-ip link set lo up
-ip addr add 10.0.2.15/24 dev eth0
-ip link set eth0 up
-ip route add default via 10.0.2.2
+. /lib/lab/network.sh
 tries=0
 while [ ! -b /dev/vda ] && [ "$tries" -lt 50 ]; do sleep 0.1; tries=$((tries + 1)); done
 mount -t ext4 /dev/vda /var || echo "LAB: mount /dev/vda failed"
