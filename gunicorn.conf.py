@@ -7,7 +7,13 @@ import tempfile
 
 from gunicorn import util
 
-bind = os.environ.get("CRASHREG_BIND", "0.0.0.0:8080")
+
+def setting(name: str, default: str | int) -> str:
+    """An environment variable; unset, empty or blank: the default (as registry/config.py reads)."""
+    return os.environ.get(name, "").strip() or str(default)
+
+
+bind = setting("CRASHREG_BIND", "0.0.0.0:8080")
 # Sync workers, one request at a time each, one per core and one more. A report is CPU-bound
 # Python (parse, fingerprint, one transaction), so threads in one process only take turns on its
 # GIL: a thread back from a PostgreSQL round trip waits for the running one's switch interval,
@@ -23,8 +29,8 @@ bind = os.environ.get("CRASHREG_BIND", "0.0.0.0:8080")
 # clients (a WAN, a trickling proxy) need a buffering proxy in front, or gthread workers, which
 # keep serving while one thread waits (CRASHREG_THREADS above 1); where people browse the pages
 # on the same servers, the proxy routes POST /api/v1/reports to a gunicorn of its own.
-workers = int(os.environ.get("CRASHREG_WORKERS", multiprocessing.cpu_count() + 1))
-threads = int(os.environ.get("CRASHREG_THREADS", 1))
+workers = int(setting("CRASHREG_WORKERS", multiprocessing.cpu_count() + 1))
+threads = int(setting("CRASHREG_THREADS", 1))
 worker_class = "sync" if threads == 1 else "gthread"
 # Sync workers answer every request with "Connection: close"; so do gthread workers by default.
 # A gthread worker counts an idle keep-alive connection against worker_connections, so 64
@@ -33,13 +39,13 @@ worker_class = "sync" if threads == 1 else "gthread"
 # p99 3.6 s at p50 0.21 s with keep-alive 5 s. Closing after each answer costs a TCP handshake
 # per report (loopback/LAN: well under a millisecond) and makes both client patterns alike;
 # clients and proxies reconnect on "Connection: close" by themselves.
-keepalive = int(os.environ.get("CRASHREG_KEEPALIVE", 0))
+keepalive = int(setting("CRASHREG_KEEPALIVE", 0))
 # gthread only: a worker accepts up to worker_connections clients and queues the ones its
 # threads are not serving; with gunicorn's default (1000) a storm piles onto whichever worker
 # accepted first while others idle (p99 2.4-4.3x p50). Accepting only what the threads serve
 # leaves the rest in the kernel's accept queue, shared by all workers; with keep-alive on, an
 # idle kept connection counts too, hence a margin of one.
-worker_connections = int(os.environ.get("CRASHREG_WORKER_CONNECTIONS", threads + (1 if keepalive else 0)))
+worker_connections = int(setting("CRASHREG_WORKER_CONNECTIONS", threads + (1 if keepalive else 0)))
 timeout = 60
 graceful_timeout = 30
 max_requests = 10_000  # recycle workers now and then; jitter keeps them from restarting together

@@ -10,20 +10,49 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 DEFAULT_SQLITE_FILE = "crashreg.db"
 
 
-def _number(env: Mapping[str, str], name: str, default: float) -> float:
-    value = env.get(name, "").strip()
-    if not value:
-        return default
+def _number(name: str, value: str) -> float:
     try:
         return float(value)
     except ValueError as exc:
         raise ValueError(f"{name} must be a number, got {value!r}") from exc
+
+
+def _whole_number(name: str, value: str) -> int:
+    number = _number(name, value)
+    if not number.is_integer():
+        raise ValueError(f"{name} must be a whole number, got {number:g}")
+    return int(number)
+
+
+def _read(
+    section: type, env: Mapping[str, str], variables: Mapping[str, str], *, non_negative: bool = False
+) -> dict[str, Any]:
+    """The fields of `section` whose variable (field name -> variable) is set, each read as its
+    default's type. Unset, empty or blank means the field's default: every default is written once,
+    on the dataclass field, and nowhere else."""
+    defaults = {item.name: item.default for item in fields(section)}
+    values: dict[str, Any] = {}
+    for name, variable in variables.items():
+        value = env.get(variable, "").strip()
+        if not value:
+            continue
+        default = defaults[name]
+        if isinstance(default, int):
+            values[name] = _whole_number(variable, value)
+        elif isinstance(default, float):
+            values[name] = _number(variable, value)
+        else:
+            values[name] = value
+        if non_negative and values[name] < 0:
+            raise ValueError(f"{variable} must be >= 0, got {value}")
+    return values
 
 
 @dataclass(frozen=True)
@@ -53,22 +82,8 @@ class AlertThresholds:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> AlertThresholds:
-        values = {}
-        for item in fields(cls):
-            default = getattr(cls, item.name)
-            name = f"CRASHREG_ALERT_{item.name.upper()}"
-            value = _number(env, name, default)
-            if value < 0 or (isinstance(default, int) and not float(value).is_integer()):
-                raise ValueError(f"{name} must be a non-negative {type(default).__name__}, got {value}")
-            values[item.name] = int(value) if isinstance(default, int) else value
-        return cls(**values)
-
-
-def _integer(env: Mapping[str, str], name: str, default: int) -> int:
-    value = _number(env, name, default)
-    if not float(value).is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value:g}")
-    return int(value)
+        variables = {item.name: f"CRASHREG_ALERT_{item.name.upper()}" for item in fields(cls)}
+        return cls(**_read(cls, env, variables, non_negative=True))
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,22 @@ class JiraSettings:
     def enabled(self) -> bool:
         return bool(self.url and self.token and self.project)
 
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> JiraSettings:
+        return cls(**_read(cls, env, {
+            "url": "CRASHREG_JIRA_URL",
+            "user": "CRASHREG_JIRA_USER",
+            "token": "CRASHREG_JIRA_TOKEN",
+            "project": "CRASHREG_JIRA_PROJECT",
+            "webhook_secret": "CRASHREG_JIRA_WEBHOOK_SECRET",
+            "issue_type": "CRASHREG_JIRA_ISSUE_TYPE",
+            "create_rule": "CRASHREG_JIRA_CREATE_RULE",
+            "update_interval_s": "CRASHREG_JIRA_UPDATE_INTERVAL_S",
+            "reopen_category": "CRASHREG_JIRA_REOPEN_CATEGORY",
+            "signature_field": "CRASHREG_JIRA_SIGNATURE_FIELD",
+            "reconcile_limit": "CRASHREG_JIRA_RECONCILE_LIMIT",
+        }))
+
 
 @dataclass(frozen=True)
 class GrafanaSettings:
@@ -106,6 +137,14 @@ class GrafanaSettings:
     def enabled(self) -> bool:
         return bool(self.url and self.token)
 
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> GrafanaSettings:
+        return cls(**_read(cls, env, {
+            "url": "CRASHREG_GRAFANA_URL",
+            "token": "CRASHREG_GRAFANA_TOKEN",
+            "db_url": "CRASHREG_GRAFANA_DB_URL",
+        }))
+
 
 @dataclass(frozen=True)
 class RetentionSettings:
@@ -117,17 +156,11 @@ class RetentionSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RetentionSettings:
-        variables = {
+        return cls(**_read(cls, env, {
             "dump_days": "CRASHREG_RETENTION_DUMP_DAYS",
             "resolved_grace_days": "CRASHREG_RETENTION_RESOLVED_GRACE_DAYS",
             "log_days": "CRASHREG_RETENTION_LOG_DAYS",
-        }
-        values = {}
-        for name, variable in variables.items():
-            values[name] = _integer(env, variable, getattr(cls, name))
-            if values[name] < 0:
-                raise ValueError(f"{variable} must be a whole number of days >= 0, got {values[name]}")
-        return cls(**values)
+        }, non_negative=True))
 
 
 def default_database_url() -> str:
@@ -156,38 +189,20 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-
-        def opt(name: str) -> str | None:
-            value = env.get(name, "").strip()
-            return value or None
-
-        database_url = opt("CRASHREG_DATABASE_URL")
-        return cls(
-            database_url=database_url or default_database_url(),
-            database_url_from_env=database_url is not None,
-            public_url=(opt("CRASHREG_PUBLIC_URL") or "http://localhost:8080").rstrip("/"),
-            jira=JiraSettings(
-                url=opt("CRASHREG_JIRA_URL"),
-                user=opt("CRASHREG_JIRA_USER"),
-                token=opt("CRASHREG_JIRA_TOKEN"),
-                project=opt("CRASHREG_JIRA_PROJECT"),
-                webhook_secret=opt("CRASHREG_JIRA_WEBHOOK_SECRET"),
-                issue_type=opt("CRASHREG_JIRA_ISSUE_TYPE") or "Bug",
-                create_rule=env.get("CRASHREG_JIRA_CREATE_RULE", "every"),
-                update_interval_s=_integer(env, "CRASHREG_JIRA_UPDATE_INTERVAL_S", 300),
-                reopen_category=opt("CRASHREG_JIRA_REOPEN_CATEGORY") or "new",
-                signature_field=opt("CRASHREG_JIRA_SIGNATURE_FIELD"),
-                reconcile_limit=_integer(env, "CRASHREG_JIRA_RECONCILE_LIMIT", 500),
-            ),
-            grafana=GrafanaSettings(
-                url=opt("CRASHREG_GRAFANA_URL"),
-                token=opt("CRASHREG_GRAFANA_TOKEN"),
-                db_url=opt("CRASHREG_GRAFANA_DB_URL"),
-            ),
-            secret_key=opt("CRASHREG_SECRET_KEY"),
-            full_captures_per_window=_integer(env, "CRASHREG_CAPTURE_FULL_PER_WINDOW", 3),
-            capture_window_days=_integer(env, "CRASHREG_CAPTURE_WINDOW_DAYS", 7),
-            epidemiology_program_label=opt("CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL"),
+        values = _read(cls, env, {
+            "database_url": "CRASHREG_DATABASE_URL",
+            "public_url": "CRASHREG_PUBLIC_URL",
+            "secret_key": "CRASHREG_SECRET_KEY",
+            "full_captures_per_window": "CRASHREG_CAPTURE_FULL_PER_WINDOW",
+            "capture_window_days": "CRASHREG_CAPTURE_WINDOW_DAYS",
+            "epidemiology_program_label": "CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL",
+        })
+        settings = cls(
+            **values,
+            database_url_from_env="database_url" in values,
+            jira=JiraSettings.from_env(env),
+            grafana=GrafanaSettings.from_env(env),
             alerts=AlertThresholds.from_env(env),
             retention=RetentionSettings.from_env(env),
         )
+        return replace(settings, public_url=settings.public_url.rstrip("/"))
