@@ -35,7 +35,7 @@ from registry.db import Database
 from registry.demo.feed import feed
 from registry.demo.simulator import SERVICE_LABEL, FleetConfig, confounded, simulate, today_start
 from registry.epidemiology.models import EpidemiologySuspectHost, EpidemiologyVerdict
-from registry.epidemiology.service import refresh
+from registry.epidemiology.service import refresh, store_program_label, stored_program_label
 from registry.migrate import upgrade
 
 TOP_SIGNATURES = 10
@@ -101,15 +101,6 @@ def start_registry(settings: Settings, host: str, port: int, probe_token: str | 
     return DemoRegistry(f"http://{host}:{server.server_port}", server, thread, database, how)
 
 
-def _fmt_finding(row: EpidemiologyVerdict) -> str:
-    if not row.top_attribute or row.analysis.get("components"):  # a mixture: its reason says it all
-        return row.reason
-    return (
-        f"{row.top_attribute}={row.top_value}: {row.top_in_signature:.0%} of its crashes, "
-        f"{row.top_overall:.2%} of the {row.baseline} (lift {row.top_lift:.1f})"
-    )
-
-
 def summary_lines(database: Database, base_url: str) -> list[str]:
     """What a manager and an engineer want to see first, from the stored analyses."""
     lines: list[str] = []
@@ -139,7 +130,7 @@ def summary_lines(database: Database, base_url: str) -> list[str]:
         if row.verdict == "inconclusive":
             continue
         lines.append(f"  #{row.signature_id} {title[:80]}")
-        lines.append(f"      {row.verdict}: {_fmt_finding(row)}")
+        lines.append(f"      {row.verdict}: {row.reason}")  # what carries the verdict
         onset = row.analysis.get("onset", {})
         if onset.get("change_point"):
             rollout = ""
@@ -194,16 +185,20 @@ def mixture_lines(rows: list[Any]) -> list[str]:
 
 
 def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serve: bool) -> dict[str, Any]:
-    """`settings`: the program label defaults to the one the simulated fleet carries."""
-    settings = replace(
-        settings, epidemiology_program_label=settings.epidemiology_program_label or SERVICE_LABEL[0]
-    )
+    """`settings`: the program label (the environment's, else the database's) defaults to the
+    one the simulated fleet carries, and is left stored in the database, so the pages and
+    `make run` on it answer as the demo printed."""
     upgrade(settings.database_url)
     tokens = Database(settings.database_url)
     with tokens.session() as session:
         reporter, _ = create_token(session, f"demo-reporter-{config.seed}", "report", "agent")
         reader, _ = create_token(session, "demo-reader", "read", "human")
+        stored = stored_program_label(session)
+        label = settings.epidemiology_program_label or stored or SERVICE_LABEL[0]
+        if label != stored:
+            store_program_label(session, label)
     tokens.dispose()
+    settings = replace(settings, epidemiology_program_label=label)
     registry = start_registry(settings, host, port, reader)
     click.echo(f"Registry: {registry.url} ({registry.how})")
     sim = simulate(config)
@@ -224,6 +219,10 @@ def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serv
     click.echo("")
     click.echo(f"Registry: {registry.url}   (database {settings.database_url}; {registry.how})")
     click.echo(f"Read token: {reader}")
+    click.echo(
+        f"Program label: {label} (stored in the database: every registry on it compares a program's "
+        f"crashes with the hosts labelled {label}=<program>, as above: `crashreg epidemiology program-label`)"
+    )
     if serve and registry.server is None:
         click.echo("The registry that was already serving keeps serving the data.")
     elif serve:

@@ -1,4 +1,4 @@
-"""CLI: `crashreg epidemiology refresh` and `crashreg epidemiology hosts`."""
+"""CLI: `crashreg epidemiology refresh`, `hosts` and `program-label`."""
 
 from __future__ import annotations
 
@@ -48,3 +48,26 @@ def hosts_command(cli: CliContext, limit: int) -> None:
     with cli.database().session() as session:
         for suspect in suspects(session, limit):
             click.echo(json.dumps(suspect))
+
+
+@epidemiology.command("program-label")
+@click.argument("label", required=False)
+@click.option("--clear", is_flag=True, help="store no label: programs' hosts are known from crash reports")
+@pass_cli
+def program_label_command(cli: CliContext, label: str | None, clear: bool) -> None:
+    """Show or store the inventory label whose value names the program a host runs.
+
+    Stored in the database, so the server, the scheduler and `crashreg demo` on it analyse
+    userspace crashes alike; CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL overrides it."""
+    from .service import store_program_label, stored_program_label
+
+    if label and clear:
+        raise click.UsageError("give a LABEL or --clear, not both")
+    with cli.database().session() as session:
+        if label or clear:
+            store_program_label(session, label)
+        stored = stored_program_label(session)
+    override = cli.settings.epidemiology_program_label
+    click.echo(f"stored: {stored or '(none: known from crash reports)'}")
+    if override:
+        click.echo(f"CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL={override} overrides it in this environment")

@@ -5,6 +5,8 @@
 - `epidemiology_components`: a mixed signature's parts: concentrated components, then the
   spread part (migration 0016).
 - `epidemiology_suspect_hosts`: fleet-wide suspects (physical hosts spraying signatures).
+- `epidemiology_settings`: what the analysis is configured with in the database (the program
+  label, set by `crashreg epidemiology program-label` or `crashreg demo`; migration 0022).
 - `epidemiology_samples`, `epidemiology_sample_groups` (PostgreSQL): a large signature's events
   as the refresh last grouped them, so a request reads only the events since (see
   `queries.stored_sample`).
@@ -24,7 +26,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.core.events import Event
 from registry.core.hosts import HostAttributes
-from registry.db import Base
+from registry.db import Base, utcnow
 
 from .attributes import HOST_ATTRIBUTES
 
@@ -39,6 +41,17 @@ SNAPSHOT_COLUMNS: tuple[str, ...] = ("host_id", *HOST_ATTRIBUTES, "labels")
 # +51 us per insert inline, +9 us as the call). The query repeats the call so the planner can
 # use the partial indexes.
 SAMPLE_FITS = f"epidemiology_row_fits({', '.join(HOST_ATTRIBUTES)}, labels)"
+
+
+class EpidemiologySetting(Base):
+    """A setting stored with the data it describes, so every process on the database (the
+    server, the scheduler, `crashreg demo`) analyses alike; the environment overrides it."""
+
+    __tablename__ = "epidemiology_settings"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(255))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class EpidemiologyVerdict(Base):

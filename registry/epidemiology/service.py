@@ -32,6 +32,7 @@ from .models import (
     EpidemiologyComponent,
     EpidemiologyFinding,
     EpidemiologySample,
+    EpidemiologySetting,
     EpidemiologySuspectHost,
     EpidemiologyVerdict,
 )
@@ -127,12 +128,31 @@ def tune(session: Session) -> None:
         session.execute(text(setting))
 
 
+PROGRAM_LABEL = "program_label"
+
+
+def stored_program_label(session: Session) -> str | None:
+    """The program label stored in the database (`crashreg epidemiology program-label`)."""
+    setting = session.get(EpidemiologySetting, PROGRAM_LABEL)
+    return setting.value if setting is not None else None
+
+
+def store_program_label(session: Session, label: str | None) -> None:
+    """Store the program label every process on this database then analyses with (None: none)."""
+    session.execute(delete(EpidemiologySetting).where(EpidemiologySetting.name == PROGRAM_LABEL))
+    if label:
+        session.add(EpidemiologySetting(name=PROGRAM_LABEL, value=label, updated_at=utcnow()))
+    session.flush()
+
+
 def load_fleet(session: Session, program_label: str | None = None) -> Fleet | None:
     """`program_label`: the inventory label whose value names the program a host runs (the
-    setting CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL)."""
+    setting CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL), else the one stored in the database."""
     tune(session)
     window = observation_window(session)
-    return Fleet(session, window, program_label) if window is not None else None
+    if window is None:
+        return None
+    return Fleet(session, window, program_label or stored_program_label(session))
 
 
 def analyse(
@@ -192,8 +212,9 @@ def store(session: Session, signature_id: int, body: EpidemiologyBody, when: dat
         session.execute(delete(table).where(table.signature_id == signature_id))
     findings = body.get("findings", [])
     components = body.get("components", [])
-    top = findings[0] if findings else {}
     detail = body.get("verdict_detail", {})
+    # the headline: the finding that carries the verdict, else (spread, inconclusive) the strongest
+    top = detail.get("finding") or (findings[0] if findings else {})
     onset = body.get("onset", {})
     session.add(
         EpidemiologyVerdict(

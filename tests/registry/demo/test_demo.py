@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import html
 import re
 import socket
 import threading
 from datetime import UTC, datetime
 
 from click.testing import CliRunner
+from sqlalchemy import select
 from werkzeug.serving import make_server
 
 from registry.app import create_app
 from registry.cli import main
 from registry.config import Settings
+from registry.db import Database
+from registry.epidemiology.models import EpidemiologyVerdict
+from testkit.pages import login
 
 DEMO = ["demo", "--no-serve", "--physical-per-cluster", "10", "--seed", "3"]
 
@@ -50,6 +55,46 @@ def test_demo_feeds_the_api_and_prints_what_managers_and_engineers_want(db_url, 
     headers = {"Authorization": f"Bearer {token}"}
     listed = client.get("/api/v1/epidemiology/hosts", headers=headers)
     assert listed.status_code == 200 and listed.json["hosts"]
+    _the_page_says_what_the_demo_printed(db_url, out, token)
+    _each_headline_is_what_carries_the_verdict(db_url, out)
+
+
+def _the_page_says_what_the_demo_printed(db_url: str, out: str, token: str) -> None:
+    """A registry started afterwards on the same database, configured as `make run` is (no
+    program label in its environment), shows the mixed signature as the demo printed it: the
+    demo left its program label stored in the database."""
+    assert "Program label: service (stored in the database" in out
+    mixed = out[out.index("== A mixed signature, and how to read it ==") :].splitlines()
+    signature_id = re.match(r"\s+#(\d+) ", mixed[1]).group(1)
+    printed = [line.strip()[2:] for line in mixed[2:] if line.strip().startswith("- ")]
+    assert any("known from the inventory label service=ingest-worker" in line for line in printed)
+    client = create_app(Settings(database_url=db_url)).test_client()
+    login(client, token)
+    page = html.unescape(client.get(f"/signatures/{signature_id}").get_data(as_text=True))
+    assert [line for line in printed if line not in page] == []
+
+
+def _each_headline_is_what_carries_the_verdict(db_url: str, out: str) -> None:
+    """The engineer's line under each verdict is the evidence the verdict rests on: a spread
+    `software` verdict is not headlined by the busiest VM, and the stored top finding (what
+    Grafana shows) is the verdict's own finding when it rests on one."""
+    engineer = out[out.index("== For the engineer") : out.index("== A mixed signature")]
+    headlines = re.findall(r"^      (single-host|hardware-config|software): (.*)$", engineer, re.M)
+    assert headlines
+    database = Database(db_url)
+    with database.session() as session:
+        decided = select(EpidemiologyVerdict).where(EpidemiologyVerdict.verdict != "inconclusive")
+        stored = {(row.verdict, row.reason): row for row in session.scalars(decided)}
+    database.dispose()
+    assert sorted(headlines) == sorted(stored)
+    for (verdict, reason), row in stored.items():
+        finding = row.analysis["verdict_detail"]["finding"]
+        if finding is None:  # spread: no single value carries it
+            assert verdict == "software" and "spread across" in reason, reason
+        else:
+            assert (row.top_attribute, row.top_value) == (finding["attribute"], finding["value"])
+            assert reason.startswith(f"{finding['attribute']}={finding['value']} carries")
+            assert finding["in_signature"] >= 0.5
 
 
 def test_demo_on_a_port_taken_by_something_else_serves_on_a_free_port(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
