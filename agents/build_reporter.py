@@ -24,16 +24,19 @@ OUTPUT = REPO / "dist" / "crashreg-report.pyz"
 SHEBANG = b"#!/usr/bin/env python3\n"
 MAIN = b"import sys\n\nfrom crashreg_report import main\n\nsys.exit(main())\n"
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: no build time in the archive
+AGENT_PACKAGES = ("kernellog",)  # stdlib-only packages under agents/ the reporter imports
 
 
 def members() -> dict[str, bytes]:
     """Archive name -> content: the reporter, the package marker and the engine, no caches."""
     files = {"crashreg_report.py": REPO / "agents" / "crashreg_report.py",
              "registry/__init__.py": REPO / "registry" / "__init__.py"}
-    engine = REPO / "registry" / "fingerprint"
-    files |= {f"registry/fingerprint/{path.relative_to(engine).as_posix()}": path
-              for path in sorted(engine.rglob("*"))
-              if path.is_file() and "__pycache__" not in path.parts}
+    packages = {"registry/fingerprint": REPO / "registry" / "fingerprint"}
+    packages |= {name: REPO / "agents" / name for name in AGENT_PACKAGES}
+    for name, directory in packages.items():
+        files |= {f"{name}/{path.relative_to(directory).as_posix()}": path
+                  for path in sorted(directory.rglob("*"))
+                  if path.is_file() and "__pycache__" not in path.parts}
     return {"__main__.py": MAIN} | {name: path.read_bytes() for name, path in files.items()}
 
 

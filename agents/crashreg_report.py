@@ -15,6 +15,7 @@ it and never stores a crash twice.
     crashreg-report.pyz post-boot                 resend every spooled report and capture
     crashreg-report.pyz fetch-bundle              refresh the offline bundle (JSON and text)
     crashreg-report.pyz fingerprint FILE...       local fingerprint of console logs / reports
+    crashreg-report.pyz watch [--once]            report a running kernel's oopses and warnings
 
 Configuration: /etc/crashreg/reporter.conf (or $CRASHREG_CONF), KEY=VALUE lines shared with
 the sh reporter; see agents/README.md.
@@ -83,6 +84,14 @@ class Config:
     decision_file: str = "/run/crashreg/decision.env"
     hostname: str = ""
     kdump_coredir: str = ""
+    boot_id_file: str = "/proc/sys/kernel/random/boot_id"
+    kmsg: str = "/dev/kmsg"
+    watch_state: str = "/var/lib/crashreg/watch-state.json"
+    watch_quiet: float = 10.0
+    watch_repeat_interval: float = 60.0
+    pstore_dir: str = "/sys/fs/pstore"
+    pstore_clear: int = 1
+    boot_log: str = "/var/lib/crashreg/boots"
 
     @classmethod
     def load(cls, path: str | None = None) -> Config:
@@ -690,9 +699,20 @@ def record_capture(config: Config, report_id: str, event_id: str | None, capture
 
 
 def command_post_boot(config: Config, args: argparse.Namespace) -> int:
+    from kernellog import pstore  # imports this module: loaded once this one is
+
     summary = resend_spooled(config)
     log(f"resent {summary.sent}, kept {summary.kept} for later, rejected {summary.rejected}")
-    return EXIT_UNSENT if summary.kept else 0
+    unsent = pstore.report_previous_panic(config)
+    return EXIT_UNSENT if summary.kept or unsent else 0
+
+
+def command_watch(config: Config, args: argparse.Namespace) -> int:
+    from kernellog import watch  # imports this module: loaded once this one is
+
+    if args.kmsg:
+        config.kmsg = args.kmsg
+    return watch.run(config, once=args.once)
 
 
 def command_fetch_bundle(config: Config, args: argparse.Namespace) -> int:
@@ -730,6 +750,7 @@ COMMANDS = {
     "post-boot": command_post_boot,
     "fetch-bundle": command_fetch_bundle,
     "fingerprint": command_fingerprint,
+    "watch": command_watch,
 }
 
 
@@ -745,6 +766,9 @@ def main(argv: list[str] | None = None) -> int:
     fingerprint = sub.add_parser("fingerprint", help="print the local fingerprint of console logs "
                                  "or JSON report files, one line each (empty: no crash)")
     fingerprint.add_argument("files", nargs="+")
+    watch = sub.add_parser("watch", help="report the running kernel's oopses and warnings (kmsg)")
+    watch.add_argument("--kmsg", help="kmsg records to follow (default: CRASHREG_KMSG, /dev/kmsg)")
+    watch.add_argument("--once", action="store_true", help="stop at the end of a file of records")
     argv = sys.argv[1:] if argv is None else argv
     # Everything after `collect` is makedumpfile's, options included.
     split = argv.index("collect") + 1 if "collect" in argv else len(argv)

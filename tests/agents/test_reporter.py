@@ -76,7 +76,10 @@ def test_the_pyz_holds_the_reporter_and_the_engine_only_and_builds_reproducibly(
     engine = {f"registry/fingerprint/{p.relative_to(ENGINE).as_posix()}" for p in ENGINE.rglob("*.py")
               if "__pycache__" not in p.parts}
     assert engine <= names
-    assert {n for n in names if not n.startswith("registry/fingerprint/")} == {
+    agents = {f"{name}/{p.relative_to(REPO / 'agents' / name).as_posix()}"
+              for name in build_reporter.AGENT_PACKAGES for p in (REPO / "agents" / name).rglob("*.py")}
+    assert agents and agents <= names
+    assert {n for n in names if not n.startswith("registry/fingerprint/")} - agents == {
         "__main__.py", "crashreg_report.py", "registry/__init__.py"}
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from agents import build_reporter
+
 ROOT = Path(__file__).resolve().parents[2]
 # Pure packages and modules: plain functions over plain data, reusable by the reporters.
 PURE = [
@@ -113,7 +115,19 @@ def test_the_engine_imports_only_the_standard_library_and_itself() -> None:
 
 
 def test_the_reporter_imports_the_standard_library_and_the_engine_only() -> None:
-    assert foreign(absolute_imports(ROOT / "agents" / "crashreg_report.py", ""), "registry.fingerprint") == []
+    """The reporter and the agent packages zipped with it: the standard library, the engine,
+    each other (build_reporter.AGENT_PACKAGES) and nothing else."""
+    ours = {"registry.fingerprint", "crashreg_report", *build_reporter.AGENT_PACKAGES}
+    files = [ROOT / "agents" / "crashreg_report.py"]
+    for name in build_reporter.AGENT_PACKAGES:
+        files += sorted((ROOT / "agents" / name).rglob("*.py"))
+    offenders = {}
+    for path in files:
+        found = [m for m in foreign(absolute_imports(path, ""), "registry.fingerprint")
+                 if m.split(".")[0] not in ours]
+        if found:
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
 
 
 def test_the_registry_package_marker_imports_nothing() -> None:

@@ -1,0 +1,128 @@
+"""The post-boot agent's pstore step (`crashreg-report.pyz post-boot`) as a real process on
+pstore records made from the lab's real panic log, against a live registry on SQLite and
+PostgreSQL: parts put back in order (plain, zlib and raw deflate), the crashed boot found in
+the boot log, the crash kernel's event joined, a failed dump counted, records removed only
+after the registry acknowledged them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+from registry.fingerprint import analyse_report
+from tests.support.agents import Registry, Site, closed_port_url, run_reporter
+from tests.support.golden import golden
+
+CRASHED_BOOT, THIS_BOOT = "5d1f0c2a-8e3b-4a6c-9f7d-1b2c3d4e5f60", "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"
+PANIC_AT = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC).timestamp()
+PANIC_LOG = "".join(line + "\n" for line in golden("lab/null_deref_1").splitlines() if line.startswith("["))
+PARTS = 3
+
+
+def write_dump(directory: Path, name: str, reason: str = "Panic", compress=None) -> None:  # type: ignore[no-untyped-def]
+    """PANIC_LOG as fs/pstore/platform.c writes it: syslog prefixes, Part1 the newest piece,
+    file names not in part order."""
+    directory.mkdir(exist_ok=True)
+    lines = ["<4>" + line for line in PANIC_LOG.splitlines(keepends=True)]
+    size = len(lines) // PARTS + 1
+    pieces = [lines[i : i + size] for i in range(0, len(lines), size)]
+    for slot, part in zip((2, 0, 1), range(len(pieces), 0, -1), strict=True):
+        body = f"{reason}#1 Part{part}\n{''.join(pieces[len(pieces) - part])}".encode()
+        path = directory / f"{name}-{slot}"
+        if compress is not None:
+            body, path = compress(body), path.with_name(path.name + ".enc.z")
+        path.write_bytes(body)
+        os.utime(path, (PANIC_AT, PANIC_AT))
+
+
+def deflate(data: bytes) -> bytes:
+    raw = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return raw.compress(data) + raw.flush()
+
+
+def pstore_site(  # type: ignore[no-untyped-def]
+    make_site, tmp_path: Path, boot_log: bool = True, **extra: str
+) -> Site:
+    (tmp_path / "boot_id").write_text(THIS_BOOT + "\n")
+    if boot_log:  # the crashed boot, as its own post-boot run appended it
+        (tmp_path / "boots").write_text(f"{CRASHED_BOOT} {PANIC_AT - 86400:.0f}\n")
+    values = {
+        "CRASHREG_PSTORE_DIR": str(tmp_path / "pstore"),
+        "CRASHREG_BOOT_ID_FILE": str(tmp_path / "boot_id"),
+        "CRASHREG_BOOT_LOG": str(tmp_path / "boots"),
+        "CRASHREG_RETRIES": "0",
+        "CRASHREG_HOSTNAME": "gpu-a017",
+    }
+    return make_site(boot_id=CRASHED_BOOT, extra=values | extra)
+
+
+def crash_kernel_report(registry: Registry, boot_id: str | None, crashed_at: str) -> dict:
+    body = {"report_id": f"kdump-{boot_id}", "source": "crash_kernel", "crashed_at": crashed_at,
+            "host": {"hostname": "gpu-a017"}, "boot_id": boot_id, "console_log": PANIC_LOG}
+    response = registry.post_report(json.dumps(body).encode())
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_a_failed_dump_is_reported_from_pstore_once_online(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    site = pstore_site(make_site, tmp_path, CRASHREG_URL=closed_port_url())
+    write_dump(tmp_path / "pstore", "dmesg-ramoops")
+    offline = run_reporter(site, "post-boot")
+    assert offline.returncode == 3, offline.stderr
+    assert len(list((tmp_path / "pstore").iterdir())) == PARTS  # not acknowledged: kept
+    assert [p.name for p in site.spool.glob("*.json")] == [f"pstore-{CRASHED_BOOT}.json"]
+
+    site.extra = (site.extra or {}) | {"CRASHREG_URL": registry.url}
+    site.write()
+    online = run_reporter(site, "post-boot")
+    assert online.returncode == 0, online.stderr
+    assert list((tmp_path / "pstore").iterdir()) == []
+    sent = json.loads((site.spool / "sent" / f"pstore-{CRASHED_BOOT}.json").read_text())
+    assert sent["console_log"] == PANIC_LOG  # the parts in order, prefixes gone
+    assert sent["boot_id"] == CRASHED_BOOT and sent["uptime_s"] == 14
+    assert sent["crashed_at"] == "2026-11-30T10:00:00Z"
+    [signature] = registry.get("/api/v1/signatures")["signatures"]
+    [summary] = registry.get(f"/api/v1/signatures/{signature['id']}/events")["events"]
+    event = registry.get(f"/api/v1/events/{summary['id']}")
+    assert event["sources"] == ["pstore"] and event["capture"]["action"] == "none"
+    assert signature["event_count"] == 1  # the crash counts though its dump failed
+    assert signature["fingerprint"] == analyse_report(golden("lab/null_deref_1"), None).fingerprint
+    assert [(c["status"], c["capture_key"]) for c in event["captures"]] == [
+        ("failed", f"kdump-{CRASHED_BOOT}-makedumpfile")]
+    # This boot is in the boot log now: after the next crash it is the crashed one.
+    assert (tmp_path / "boots").read_text().splitlines()[-1].startswith(THIS_BOOT)
+
+
+def test_pstore_joins_the_crash_kernels_event_by_the_crashed_boot(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    kernel = crash_kernel_report(registry, CRASHED_BOOT, "2026-11-30T10:00:20Z")
+    site = pstore_site(make_site, tmp_path, CRASHREG_PSTORE_CLEAR="0")
+    write_dump(tmp_path / "pstore", "dmesg-efi", compress=zlib.compress)
+    done = run_reporter(site, "post-boot")
+    assert done.returncode == 0 and "pstore: Panic" in done.stderr, done.stderr
+    event = registry.get(f"/api/v1/events/{kernel['event_id']}")
+    assert event["sources"] == ["crash_kernel", "pstore"]
+    assert event["signature"]["event_count"] == 1
+    assert len(list((tmp_path / "pstore").iterdir())) == PARTS  # CRASHREG_PSTORE_CLEAR=0
+
+
+def test_without_a_boot_log_pstore_joins_by_fingerprint_and_time(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    kernel = crash_kernel_report(registry, "some-boot", "2026-11-30T10:01:00Z")
+    site = pstore_site(make_site, tmp_path, boot_log=False)
+    write_dump(tmp_path / "pstore", "dmesg-erst", compress=deflate)
+    write_dump(tmp_path / "pstore", "dmesg-ramoops", reason="Oops")  # an oops it lived through
+    done = run_reporter(site, "post-boot")
+    assert done.returncode == 0, done.stderr
+    assert len(re.findall(r"pstore: Panic of boot unknown reported", done.stderr)) == 1
+    event = registry.get(f"/api/v1/events/{kernel['event_id']}")
+    assert event["sources"] == ["crash_kernel", "pstore"]
+    assert [r["report_id"] for r in event["reports"]][1] == f"pstore-gpu-a017-{PANIC_AT:.0f}"
