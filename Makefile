@@ -15,7 +15,8 @@ $(BIN)/crashreg: pyproject.toml
 
 setup: $(BIN)/crashreg
 
-## run: set up, migrate, make the quickstart admin token once, serve on http://127.0.0.1:$(PORT)
+## run: set up, migrate, make the quickstart admin token once, serve on http://127.0.0.1:$(PORT) (gunicorn,
+## as in production: gunicorn.conf.py)
 run: setup
 	$(BIN)/crashreg db upgrade
 	@token=$$($(BIN)/crashreg tokens create --name quickstart --scope admin --if-missing) || exit 1; \
@@ -24,7 +25,7 @@ run: setup
 		echo; echo "    export TOKEN=$$token"; echo; \
 	fi; \
 	echo "Pages: http://127.0.0.1:$(PORT)/login (log in with a token; more: $(BIN)/crashreg tokens create --help)"
-	$(BIN)/crashreg serve --host 127.0.0.1 --port $(PORT)
+	CRASHREG_BIND=127.0.0.1:$(PORT) exec $(BIN)/gunicorn --config gunicorn.conf.py registry.wsgi:app
 
 ## test: set up, start what the tests need, lint, run the whole suite on SQLite and PostgreSQL
 test: setup
