@@ -39,9 +39,9 @@ from registry.capture.policy import (
     Limits,
     SignatureFacts,
     Slot,
-    answer,
-    applicable_rules,
     claimable_slots,
+    decision_if_no_claim_can_win,
+    walk,
     window_start,
 )
 from registry.config import Settings
@@ -108,12 +108,11 @@ def decide_capture(
         return NO_SIGNATURE
     facts = facts_of(signature, new_signature, regressed=event.regression == REGRESSED)
     limits = limits_of(settings)
-    for rule in applicable_rules(facts):
-        claimed = CLAIMS[rule.claim](session, signature, event, facts, limits, slots) if rule.claim else None
-        if rule.claim is not None and claimed is None:
-            continue  # lost the race (or nothing left): the next rule decides
-        return answer(rule, facts, limits, claimed)
-    raise AssertionError("every mode ends with a rule that needs no claim")
+    decision = walk(
+        facts, limits, lambda claim: CLAIMS[claim](session, signature, event, facts, limits, slots)
+    )
+    assert decision is not None  # the database settles every claim
+    return decision
 
 
 def decision_without_claim(
@@ -123,23 +122,14 @@ def decision_without_claim(
     new_signature: bool,
     slots: list[Slot] | None,
 ) -> CaptureDecision | None:
-    """The answer when, given the slots read, no claim can win (a storm's common `skip`): what
-    decide_capture would answer with those slots, known before the event is stored, so it is
-    stored with its answer. None when a claim might win (or the slots were not read): then only
-    decide_capture can say."""
+    """What decide_capture would answer when, given the slots read, no claim can win (a storm's
+    common `skip`), known before the event is stored, so it is stored with its answer. None when
+    a claim might win (or the slots were not read): then only decide_capture can say. Both walk
+    the one table (policy.walk)."""
     if signature is None:
         return NO_SIGNATURE
     facts = facts_of(signature, new_signature, regressed)
-    limits = limits_of(settings)
-    now = utcnow()
-    for rule in applicable_rules(facts):
-        if rule.claim is None:
-            return answer(rule, facts, limits)
-        if rule.claim != "slot" or slots is None:
-            return None
-        if claimable_slots(slots, limits, now, window_start(now, limits, facts)):
-            return None
-    raise AssertionError("every mode ends with a rule that needs no claim")
+    return decision_if_no_claim_can_win(facts, limits_of(settings), slots, utcnow())
 
 
 SLOTS = CaptureSlot.__table__.c

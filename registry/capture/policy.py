@@ -1,9 +1,12 @@
 """The capture policy as a decision table: plain facts about a signature in, an answer out.
 
-No database here. The caller (registry.capture.decide) walks the applicable rules in order;
-a rule that needs a *claim* (a capture slot, or one of the engineer's "N more" captures) only
-applies if the claim is won, otherwise the next rule is tried. The last rule of every mode
-needs no claim, so a decision is always reached.
+No database here. `walk` is the one walk of the table, in order: a rule that needs a *claim*
+(a capture slot, or one of the engineer's "N more" captures) only applies if the claim is won,
+otherwise the next rule is tried. The last rule of every mode needs no claim, so a decision is
+always reached. Its callers differ only in how a claim is settled: in the database
+(registry.capture.decide.decide_capture), not at all when no claim can win
+(`decision_if_no_claim_can_win`, before the event is stored), or as if granted exactly when
+something is free (`offline_action`, the policy bundle).
 """
 
 from __future__ import annotations
@@ -137,6 +140,29 @@ def applicable_rules(facts: SignatureFacts) -> list[Rule]:
     return [rule for rule in RULES if rule.applies(facts)]
 
 
+class Undecided:
+    """A claim only the database can settle: the walk gives no answer."""
+
+
+UNDECIDED = Undecided()
+# a rule's claim ("slot" or "extra") -> what it won (the slot number, or the "N more" captures
+# left), None when it was lost (the next rule decides), or UNDECIDED.
+Claimer = Callable[[str], int | Undecided | None]
+
+
+def walk(facts: SignatureFacts, limits: Limits, claim: Claimer) -> CaptureDecision | None:
+    """The first applicable rule that needs no claim, or whose claim is won, decides; None when
+    a claim was UNDECIDED."""
+    for rule in applicable_rules(facts):
+        claimed = claim(rule.claim) if rule.claim is not None else None
+        if isinstance(claimed, Undecided):
+            return None
+        if rule.claim is not None and claimed is None:
+            continue  # lost (the race, or nothing left): the next rule decides
+        return answer(rule, facts, limits, claimed)
+    raise AssertionError("every mode ends with a rule that needs no claim")
+
+
 def answer(rule: Rule, facts: SignatureFacts, limits: Limits, claimed: int | None = None) -> CaptureDecision:
     """The decision a rule gives; `claimed` is the slot number or the extras left."""
     reason = rule.reason.format(facts=facts, limits=limits, claimed=claimed)
@@ -167,12 +193,22 @@ def claimable_slots(slots: Iterable[Slot], limits: Limits, now: datetime, since:
     return [number for number in range(1, limits.full_per_window + 1) if number not in held]
 
 
+def decision_if_no_claim_can_win(
+    facts: SignatureFacts, limits: Limits, slots: list[Slot] | None, now: datetime
+) -> CaptureDecision | None:
+    """The answer when, given the slots read, every slot claim is lost (all K held: a storm's
+    common `skip`); None when a claim might win (a free slot, unread slots, "N more")."""
+    all_held = slots is not None and not claimable_slots(slots, limits, now, window_start(now, limits, facts))
+    return walk(facts, limits, lambda claim: None if claim == "slot" and all_held else UNDECIDED)
+
+
 def offline_action(facts: SignatureFacts, limits: Limits, free_slots: int) -> CaptureDecision:
     """What a crash kernel with no network should do: the decision if claims were granted
     exactly when something is free, with no claim taken (the bundle is advisory)."""
-    for rule in applicable_rules(facts):
-        if rule.claim == "slot" and free_slots == 0:
-            continue
-        claimed = facts.extra_full_captures - 1 if rule.claim == "extra" else None
-        return answer(rule, facts, limits, claimed)
-    raise AssertionError("every mode ends with a rule that needs no claim")
+    offline_claims = {
+        "slot": limits.full_per_window - free_slots + 1 if free_slots else None,
+        "extra": facts.extra_full_captures - 1,
+    }
+    decision = walk(facts, limits, offline_claims.__getitem__)
+    assert decision is not None  # no claim is undecided offline
+    return decision

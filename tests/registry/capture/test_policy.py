@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from registry.capture.policy import (
     GRANT_TIMEOUT,
+    SLOT_COMPLETED,
+    SLOT_GRANTED,
+    SLOT_RELEASED,
+    CaptureDecision,
     Limits,
     SignatureFacts,
     Slot,
-    answer,
-    applicable_rules,
     claimable_slots,
+    decision_if_no_claim_can_win,
     offline_action,
+    walk,
     window_start,
 )
 
@@ -28,13 +34,11 @@ def facts(**overrides) -> SignatureFacts:  # type: ignore[no-untyped-def]
     return SignatureFacts(**(values | overrides))
 
 
-def first_decision(f: SignatureFacts, claims_won: bool):  # type: ignore[no-untyped-def]
-    """Walk the table as the database-side caller does, with every claim won or lost."""
-    for rule in applicable_rules(f):
-        if rule.claim is not None and not claims_won:
-            continue
-        return answer(rule, f, LIMITS, 1 if rule.claim else None)
-    raise AssertionError
+def first_decision(f: SignatureFacts, claims_won: bool) -> CaptureDecision:
+    """The table's walk with every claim won (as claim 1) or lost."""
+    decision = walk(f, LIMITS, lambda claim: 1 if claims_won else None)
+    assert decision is not None
+    return decision
 
 
 @pytest.mark.parametrize(
@@ -112,3 +116,61 @@ def test_offline_action_follows_free_slots_and_modes() -> None:
     assert offline_action(facts(), LIMITS, free_slots=0).action == "skip"
     assert offline_action(facts(mode="filtered", dump_level=31), LIMITS, 0).dump_level == 31
     assert offline_action(facts(mode="skip", extra_full_captures=1), LIMITS, 0).action == "full"
+
+
+def every_fact() -> list[SignatureFacts]:
+    """Every combination of the values the table's rules look at."""
+    values = itertools.product(
+        ["auto", "full", "filtered", "skip"],
+        ["new", "triaged", "resolved", "regressed", "ignored"],
+        [False, True],
+        [None, 31],
+        [0, 1, 2],
+        [None, NOW - timedelta(days=1), NOW - timedelta(days=10)],
+    )
+    return [SignatureFacts(*combination) for combination in values]
+
+
+def three(state: str, age: timedelta) -> list[Slot]:
+    return [slot(number, state, age) for number in (1, 2, 3)]
+
+
+# The slots of K = 3 as read: held now, held from before a fix a day ago, aged out, released,
+# abandoned grants, one free, none yet.
+SLOT_READS = [
+    three(SLOT_GRANTED, timedelta(minutes=1)),
+    three(SLOT_COMPLETED, timedelta(days=2)),
+    three(SLOT_COMPLETED, timedelta(days=8)),
+    three(SLOT_RELEASED, timedelta(minutes=1)),
+    three(SLOT_GRANTED, GRANT_TIMEOUT + timedelta(hours=1)),
+    three(SLOT_GRANTED, timedelta(minutes=1))[:2],
+    [],
+]
+
+
+def database_claims(f: SignatureFacts, slots: list[Slot]) -> Callable[[str], int | None]:
+    """Claims settled as decide_capture's are, alone on these slots: the lowest free slot; one of
+    the "N more" while any is left."""
+    free = claimable_slots(slots, LIMITS, NOW, window_start(NOW, LIMITS, f))
+    won = {"slot": free[0] if free else None,
+           "extra": f.extra_full_captures - 1 if f.extra_full_captures else None}
+    return won.__getitem__
+
+
+def test_the_answer_known_before_the_insert_is_the_one_the_claims_give() -> None:
+    """Over every input of the table: decision_without_claim's answer (stored with the event) is
+    decide_capture's, as both walk RULES; it gives up only where a claim might be won; and the
+    policy bundle's offline answer has the same action. Unread slots: whatever is stored."""
+    disagreements = []
+    for f, stored, read_them in itertools.product(every_fact(), SLOT_READS, [True, False]):
+        free = claimable_slots(stored, LIMITS, NOW, window_start(NOW, LIMITS, f))
+        planned = decision_if_no_claim_can_win(f, LIMITS, stored if read_them else None, NOW)
+        decided = walk(f, LIMITS, database_claims(f, stored))
+        offline = offline_action(f, LIMITS, len(free))
+        if decided is None or (planned is not None and planned != decided):
+            disagreements.append(f"{f}, {stored if read_them else 'unread'}: {planned} != {decided}")
+        elif planned is None and read_them and not free and not f.extra_full_captures:
+            disagreements.append(f"{f}, {stored}: gave up though no claim can win")
+        elif (offline.action, offline.dump_level) != (decided.action, decided.dump_level):
+            disagreements.append(f"{f}, {stored}: offline {offline} != {decided}")
+    assert disagreements == []
