@@ -124,7 +124,7 @@ def validated_report() -> tuple[dict[str, Any], dict[str, Any]]:
         return raw, load(REPORT_SCHEMA, raw)
     except ApiError as error:
         # Nothing to fingerprint is most often a misspelt console_log: name the typo too.
-        nothing = NOTHING_TO_FINGERPRINT in error.fields.get("fingerprint", ())
+        nothing = NOTHING_TO_FINGERPRINT in error.fields.get("console_log", ())
         if nothing and (unknown := unknown_field_problems(REPORT_SCHEMA, raw)):
             error.fields |= unknown
             error.message += f"; unknown fields: {', '.join(unknown)}"

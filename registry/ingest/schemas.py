@@ -17,7 +17,7 @@ MAX_CONSOLE_LOG_BYTES = 1024 * 1024
 MAX_FRAMES = 1024
 MAX_MAPPINGS = 4096
 MAX_UPTIME_S = 2**31 - 1  # 68 years
-NOTHING_TO_FINGERPRINT = "nothing to fingerprint: a report needs console_log, stack.frames or fingerprint"
+NOTHING_TO_FINGERPRINT = "nothing to fingerprint: a report needs console_log or stack.frames"
 MAX_WARNINGS = 20
 MAX_REPEAT_COUNT = 2**40  # a hot WARN_ON prints ~10^5 times a second: years of it
 
@@ -84,7 +84,10 @@ class ReportSchema(Schema):
     uptime_s = WholeNumber(validate=validate.Range(min=0, max=MAX_UPTIME_S), allow_none=True)
     console_log = fields.String(allow_none=True)
     stack = fields.Nested(StackSchema, allow_none=True)
-    fingerprint = short_text(64, metadata={"description": "optional, computed by the reporter"})
+    fingerprint = short_text(64, metadata={"description": (
+        "optional, computed by the reporter (what it matched the offline policy bundle with); "
+        "kept with the report, not used: the registry fingerprints console_log or stack itself, "
+        "so it is not something to fingerprint")})
     repeat_of = short_text(
         128,
         metadata={"description": "live_kernel: the report_id of the first report of this warning or "
@@ -115,13 +118,9 @@ class ReportSchema(Schema):
     @validates_schema
     def _something_to_fingerprint(self, data: dict[str, Any], **_: Any) -> None:
         stack = data.get("stack") or {}
-        if not (data.get("console_log") or stack.get("frames") or data.get("fingerprint")):
+        if not (data.get("console_log") or stack.get("frames")):
             raise ValidationError(
-                {
-                    "console_log": [NOTHING_TO_FINGERPRINT],
-                    "stack": {"frames": [NOTHING_TO_FINGERPRINT]},
-                    "fingerprint": [NOTHING_TO_FINGERPRINT],
-                }
+                {"console_log": [NOTHING_TO_FINGERPRINT], "stack": {"frames": [NOTHING_TO_FINGERPRINT]}}
             )
 
 

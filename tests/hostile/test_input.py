@@ -181,15 +181,24 @@ def test_a_cursor_of_the_wrong_shape_for_its_sort_is_400(client, reporter, sort,
 
 
 def test_a_report_with_nothing_to_fingerprint_is_400_naming_what_is_missing(client, reporter) -> None:
+    """The reporter's `fingerprint` is not something to fingerprint: alone it is refused."""
     for body in [crash_report(console_log=None), crash_report(console_log=""),
-                 crash_report(console_log=None, stack={"frames": []})]:
+                 crash_report(console_log=None, stack={"frames": []}),
+                 crash_report(console_log=None, fingerprint="a" * 16)]:
         error = refused(send(client, "POST", "/api/v1/reports", reporter, body), "console_log",
-                        says="needs console_log, stack.frames or fingerprint")
-        assert set(error["fields"]) == {"console_log", "stack", "fingerprint"}
-    with_fingerprint = crash_report(console_log=None, fingerprint="a" * 16)
-    assert send(client, "POST", "/api/v1/reports", reporter, with_fingerprint).status_code == 201
+                        says="needs console_log or stack.frames")
+        assert set(error["fields"]) == {"console_log", "stack"}
     with_frames = crash_report(console_log=None, stack={"frames": [{"function": "main"}]})
     assert send(client, "POST", "/api/v1/reports", reporter, with_frames).status_code == 201
+
+
+def test_the_reporters_fingerprint_does_not_route_the_report(client, reporter) -> None:
+    """A reporter's fingerprint (an older engine's, or a wrong one) is kept, not used: the
+    registry's own engine decides the signature."""
+    plain = send(client, "POST", "/api/v1/reports", reporter, crash_report()).json
+    other = send(client, "POST", "/api/v1/reports", reporter, crash_report(fingerprint="a" * 16)).json
+    assert other["signature"]["fingerprint"] == plain["signature"]["fingerprint"] != "a" * 16
+    assert other["known"] is True
 
 
 def test_a_misspelt_log_is_refused_naming_the_typo_and_what_is_missing(client, reporter) -> None:
@@ -198,7 +207,7 @@ def test_a_misspelt_log_is_refused_naming_the_typo_and_what_is_missing(client, r
                     says="nothing to fingerprint")
     assert error["message"].endswith("; unknown fields: consolelog")
     assert error["fields"]["consolelog"] == ["unknown field; did you mean console_log?"]
-    assert set(error["fields"]) == {"console_log", "stack", "fingerprint", "consolelog"}
+    assert set(error["fields"]) == {"console_log", "stack", "consolelog"}
 
 
 def test_unknown_fields_are_named_in_the_answer_and_counted(client, reporter) -> None:

@@ -34,7 +34,7 @@ MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
 SEMANTIC_RULES = {
     "cursor": "a cursor is opaque: only one this server issued is valid",
     "crashed_at": "a crash time lies between 2000-01-01 and a day from now",
-    "console_log": "a report needs console_log, stack.frames or fingerprint",
+    "console_log": "a report needs console_log or stack.frames",
     "agent": "an RCA written by an AI names its agent",
     "fix": "fix.url is an http(s) URL (as its pattern and format say)",
     "evidence": "an evidence item carries the fields of its type (listed in the document's description)",
@@ -88,7 +88,7 @@ def positive_data_acceptance_but_semantic_rules(ctx: Any, response: Any, case: A
             # (with the known name it resembles): those are beside the rule, not a refusal.
             named = {name for name, problem in fields.items() if not all(
                 UNKNOWN_FIELD.match(m) for m in messages(problem))}
-            semantic = {*SEMANTIC_RULES, "stack", "fingerprint"}
+            semantic = {*SEMANTIC_RULES, "stack"}
             if named and all(name in semantic or stated_in_words(fields[name], name) for name in named):
                 return None
         raise
