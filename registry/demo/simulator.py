@@ -7,16 +7,21 @@ populations are a table: a bad CPU among VMs, a BIOS-linked machine check, a rol
 regression, software bugs spread evenly (one of them rising slowly), small signatures.
 Everything comes out contract-shaped (host objects, crash reports with kernel console logs
 the signature engine fingerprints into one signature per bug), deterministic from a seed.
+The console logs are real ones (kernel_logs/: the crash lab's and syzkaller's) with the bug's
+function and call chain put in: the simulator writes no oops text of its own.
 """
 
 from __future__ import annotations
 
+import functools
 import random
+import re
 import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 DAY = timedelta(days=1)
@@ -102,7 +107,7 @@ class Bug:
     """One bug: the console log kind and where it strikes (kernel), or the program, its signal
     and its stack (userspace: kind "userspace", `executable` set, `where` the signal)."""
 
-    kind: str  # key of CONSOLE_KINDS, or "userspace"
+    kind: str  # a kernel log template (kernel_logs/<kind>.log), or "userspace"
     function: str
     module: str | None = None
     callers: tuple[str, ...] = ()
@@ -779,78 +784,34 @@ def _frame(function: str, rng: random.Random, module: str | None = None) -> str:
     return f"{function}+0x{offset:x}/0x{size:x}{suffix}"
 
 
-def _oops_header(bug: Bug, rng: random.Random, fill: dict[str, Any]) -> list[str]:
-    headers = {
-        "null_deref": [
-            f"BUG: kernel NULL pointer dereference, address: {rng.choice([8, 16, 24, 0x40]):016x}",
-            "#PF: supervisor read access in kernel mode",
-            "#PF: error_code(0x0000) - not-present page",
-            "PGD 0 P4D 0",
-            "Oops: 0000 [#1] PREEMPT SMP NOPTI",
-        ],
-        "paging": [
-            f"BUG: unable to handle page fault for address: ffff{_hex(rng, 12)}",
-            "#PF: supervisor read access in kernel mode",
-            "#PF: error_code(0x0000) - not-present page",
-            f"PGD {_hex(rng, 9)} P4D {_hex(rng, 9)} PUD 0",
-            "Oops: 0000 [#1] PREEMPT SMP NOPTI",
-        ],
-        "gpf": [
-            "general protection fault, probably for non-canonical address "
-            f"0x{_hex(rng)}: 0000 [#1] PREEMPT SMP NOPTI",
-        ],
-        "bug_at": [
-            f"kernel BUG at {bug.where}!",
-            "invalid opcode: 0000 [#1] PREEMPT SMP NOPTI",
-        ],
-        "warning": [
-            "------------[ cut here ]------------",
-            f"WARNING: CPU: {fill['cpu']} PID: {fill['pid']} at {bug.where} "
-            f"{_frame(bug.function, rng, bug.module)}",
-            f"Modules linked in: {MODULES}",
-        ],
-        "soft_lockup": [
-            f"watchdog: BUG: soft lockup - CPU#{fill['cpu']} stuck for {rng.randint(22, 48)}s! "
-            f"[{fill['comm']}:{fill['pid']}]",
-            f"Modules linked in: {MODULES}",
-        ],
-        "hung_task": [
-            f"INFO: task jbd2/nvme0n1p{fill['cpu'] % 4 + 1}-8:{fill['pid']} blocked for more "
-            f"than {rng.choice([122, 245, 368])} seconds.",
-            '"echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.',
-            f"task:jbd2/nvme0n1p1-8 state:D stack:0     pid:{fill['pid']} ppid:2 flags:0x00004000",
-        ],
-    }
-    return headers[bug.kind]
+KERNEL_LOGS = Path(__file__).parent / "kernel_logs"
+MARK = re.compile(r"@(\w+)@")
+REGISTER_DUMP = re.compile(r"^(RSP|RAX|RDX|RBP|R10|R13|FS|CR2|DR[0-9]): ")
+HEX_WORD = re.compile(r"\b[0-9a-f]{16}\b")
 
 
-def _machine_check(bug: Bug, host: dict[str, Any], rng: random.Random, fill: dict) -> list[str]:
-    interrupted = rng.choice(
-        [
-            "intel_idle",
-            "mwait_idle_with_hints",
-            "clear_page_erms",
-            "copy_user_enhanced_fast_string",
-            "native_safe_halt",
-        ]
-    )
-    return [
-        f"mce: [Hardware Error]: CPU {fill['cpu']}: Machine Check Exception: 5 {bug.where}",
-        f"mce: [Hardware Error]: RIP !INEXACT! 10:<ffffffff{_hex(rng, 8)}> {{{_frame(interrupted, rng)}}}",
-        f"mce: [Hardware Error]: TSC {_hex(rng, 12)} ADDR {_hex(rng, 10)} MISC 86",
-        f"mce: [Hardware Error]: PROCESSOR 0:806f8 TIME {fill['epoch']} SOCKET "
-        f"{fill['cpu'] % 2} APIC {fill['cpu'] * 2:x} microcode {host.get('microcode', '0x0')[2:]}",
-        "mce: [Hardware Error]: Run the above through 'mcelog --ascii'",
-        "mce: [Hardware Error]: Machine check: Processor context corrupt",
-        "Kernel panic - not syncing: Fatal machine check",
-    ]
+@functools.cache
+def kernel_log_template(kind: str) -> tuple[str, ...]:
+    """The crash lines of a real console log with its volatile fields marked
+    (kernel_logs/README.md says where each comes from)."""
+    lines = (KERNEL_LOGS / f"{kind}.log").read_text().splitlines()
+    return tuple(line for line in lines if not line.startswith("# SOURCE:"))
+
+
+def _trace(bug: Bug, rng: random.Random) -> list[str]:
+    """The bug's call chain as the kernel prints it under `Call Trace:`."""
+    if bug.kind == "hung_task":
+        return [f" {_frame(name, rng)}" for name in ("__schedule", "schedule", bug.function, *bug.callers)]
+    prefix = bug.function.split("_")[0]
+    return [f" {_frame(name, rng, bug.module if name.startswith(prefix) else None)}" for name in bug.callers]
 
 
 def console_log(bug: Bug, host: dict[str, Any], uptime_s: float, rng: random.Random) -> str:
-    """A kernel console tail for one crash of `bug`: noise, the oops, the panic line.
+    """A kernel console tail for one crash of `bug`: noise, then a real log of its kind
+    (`kernel_log_template`) naming the bug's function and call chain.
 
     Everything that differs between two crashes of one bug (timestamps, addresses, offsets,
-    PIDs, CPUs, task names) is random; the bug's kind, function and call chain are not.
+    registers, PIDs, CPUs, task names) is random; the bug's kind, function and call chain are not.
     """
     cpu = rng.randrange(0, 96)
     fill = {
@@ -862,6 +823,25 @@ def console_log(bug: Bug, host: dict[str, Any], uptime_s: float, rng: random.Ran
         "khz": rng.randrange(2_000_000, 3_800_000),
     }
     fill["comm"] = rng.choice(COMMS).format(**fill)
+    marks = {
+        "rip": _frame(bug.function, rng, bug.module),
+        "where": bug.where,
+        "cpu": str(cpu),
+        "pid": str(fill["pid"]),
+        "comm": fill["comm"],
+        "taint": "Tainted: G           OE" if "nvidia" in MODULES else "Not tainted",
+        "kernel": host.get("kernel_version", "6.1.0"),
+        "hardware": _vendor(host),
+        "bios": host.get("bios_version", "1.0"),
+        "bios_date": f"{rng.randint(1, 12):02d}/{rng.randint(1, 28):02d}/2026",
+        "modules": MODULES,
+        "stuck": str(rng.randint(22, 48)),
+        "blocked": str(rng.choice([122, 245, 368])),
+        "epoch": str(fill["epoch"]),
+        "socket": str(cpu % 2),
+        "apic": f"{cpu * 2:x}",
+        "microcode": host.get("microcode", "0x0")[2:],
+    }
     clock = max(uptime_s - rng.uniform(5, 60), 1.0)
     lines: list[str] = []
 
@@ -872,53 +852,14 @@ def console_log(bug: Bug, host: dict[str, Any], uptime_s: float, rng: random.Ran
 
     for _ in range(rng.randint(2, 6)):
         emit(rng.choice(NOISE).format(**fill))
-    if bug.kind == "mce":
-        for text in _machine_check(bug, host, rng, fill):
-            emit(text)
-        return "\n".join(lines) + "\n"
-    for text in _oops_header(bug, rng, fill):
-        emit(text)
-    bios_date = f"{rng.randint(1, 12):02d}/{rng.randint(1, 28):02d}/2026"
-    emit(
-        f"CPU: {cpu} PID: {fill['pid']} Comm: {fill['comm']} "
-        f"{'Tainted: G           OE' if 'nvidia' in MODULES else 'Not tainted'}     "
-        f"{host.get('kernel_version', '6.1.0')} #1"
-    )
-    emit(f"Hardware name: {_vendor(host)}, BIOS {host.get('bios_version', '1.0')} {bios_date}")
-    if bug.kind == "hung_task":
-        emit("Call Trace:")
-        emit(" <TASK>")
-        for caller in ("__schedule", "schedule", bug.function, *bug.callers):
-            emit(f" {_frame(caller, rng)}")
-        emit(" </TASK>")
-        emit("Kernel panic - not syncing: hung_task: blocked tasks")
-        return "\n".join(lines) + "\n"
-    rip = _frame(bug.function, rng, bug.module)
-    emit(f"RIP: 0010:{rip}")
-    emit("Code: " + " ".join(_hex(rng, 2) for _ in range(42)))
-    emit(f"RSP: 0018:ffffb3c1{_hex(rng, 8)} EFLAGS: 00010246")
-    emit(f"RAX: {_hex(rng)} RBX: ffff9a4b{_hex(rng, 8)} RCX: {_hex(rng)}")
-    emit(f"RDX: {_hex(rng)} RSI: {_hex(rng)} RDI: ffff9a4b{_hex(rng, 8)}")
-    emit(f"R13: {_hex(rng)} R14: {_hex(rng)} R15: ffff9a4b{_hex(rng, 8)}")
-    emit("Call Trace:")
-    in_interrupt = any("napi" in caller for caller in bug.callers)
-    emit(" <IRQ>" if in_interrupt else " <TASK>")
-    if bug.kind in {"null_deref", "paging", "gpf"}:
-        for helper in ("__die", "page_fault_oops", "exc_page_fault", "asm_exc_page_fault"):
-            emit(f" ? {_frame(helper, rng)}")
-    for caller in bug.callers:
-        module = bug.module if caller.startswith(bug.function.split("_")[0]) else None
-        emit(f" {_frame(caller, rng, module)}")
-    emit(" </IRQ>" if in_interrupt else " </TASK>")
-    if bug.kind != "warning":
-        emit(f"Modules linked in: {MODULES}")
-    emit(f"---[ end trace {_hex(rng)} ]---")
-    emit(f"RIP: 0010:{rip}")
-    panic = {
-        "warning": "panic_on_warn set ...",
-        "soft_lockup": "softlockup: hung tasks",
-    }.get(bug.kind, "Fatal exception in interrupt" if in_interrupt else "Fatal exception")
-    emit(f"Kernel panic - not syncing: {panic}")
+    for line in kernel_log_template(bug.kind):
+        if line == "@trace@":
+            for frame in _trace(bug, rng):
+                emit(frame)
+            continue
+        if REGISTER_DUMP.match(line):
+            line = HEX_WORD.sub(lambda _: _hex(rng), line)
+        emit(MARK.sub(lambda mark: marks[mark.group(1)], line))
     return "\n".join(lines) + "\n"
 
 
