@@ -7,7 +7,11 @@ from dashboards.dialects import Dialect
 from dashboards.model import Dashboard, Panel, Query, dashboard
 
 UID = "crashreg-fleet"
-BREAKDOWNS = (("kind", "Crashes per day by kind"), ("region", "Crashes per day by region"))
+BREAKDOWNS = (
+    ("kind", "Crashes per day by kind"),
+    ("region", "Crashes per day by region"),
+    ("source", "Crashes per day by source (live_kernel: oopses and warnings hosts survived)"),
+)
 
 
 def build(dialect: Dialect, public_url: str) -> Dashboard:
@@ -55,6 +59,21 @@ def build(dialect: Dialect, public_url: str) -> Dashboard:
             "Crashes per day by kernel version (top 10)",
             "timeseries",
             (Query(per_day("kernel_version", top_kernels)),),
+        ),
+        Panel(
+            "Live kernel reports per day, with their repeats",
+            "timeseries",
+            (
+                Query(
+                    f'SELECT {d.day("day")}, SUM(events) AS "reports (events)", '
+                    'SUM(events) + SUM(repeats) AS "times printed" FROM rpt_daily_breakdown '
+                    f"WHERE dimension = 'source' AND value = 'live_kernel' AND {in_range} "
+                    "GROUP BY 1 ORDER BY 1"
+                ),
+            ),
+            description="Oopses and warnings of running hosts (the kernel log watcher): one event "
+            "per report, and how many times they were printed in all (a WARN_ON in a hot path "
+            "is reported once, then its count once a minute).",
         ),
         Panel(
             "New signatures per week",

@@ -74,6 +74,23 @@ def physical_host_counts(session: Session, signature_ids: Sequence[int]) -> dict
     return {sid: int(hosts) for sid, hosts in rows}
 
 
+def source_counts(
+    session: Session, signature_ids: Sequence[int]
+) -> dict[int, dict[str, tuple[int, int]]]:
+    """Per signature and first source: (events, their repeats), one grouped read."""
+    if not signature_ids:
+        return {}
+    rows = session.execute(
+        select(Event.signature_id, Event.first_source, func.count(), func.sum(Event.repeats))
+        .where(Event.signature_id.in_(signature_ids))
+        .group_by(Event.signature_id, Event.first_source)
+    )
+    counts: dict[int, dict[str, tuple[int, int]]] = {}
+    for signature_id, source, events, repeats in rows:
+        counts.setdefault(signature_id, {})[source] = (int(events), int(repeats))
+    return counts
+
+
 def top_hosts(
     session: Session, signature_ids: Sequence[int], limit: int = TOP_HOSTS
 ) -> tuple[list[dict[str, Any]], int]:

@@ -33,6 +33,7 @@ from registry.pages.login import (
     log_in,
     log_out,
 )
+from registry.pages.origins import origins
 from registry.pages.verdict import verdict_statements
 from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
@@ -156,6 +157,7 @@ def signatures() -> str:
         counted = [sid for sid in ids if sid not in verdicts]
         hosts = {sid: v.hosts for sid, v in verdicts.items()} | reads.physical_host_counts(session, counted)
         jira_urls = reads.jira_urls(session, ids)
+        sources = reads.source_counts(session, ids)
     rows = [
         {
             "signature": s,
@@ -163,6 +165,7 @@ def signatures() -> str:
             "hosts": hosts.get(int(s["id"]), 0),
             "verdict": verdicts.get(int(s["id"])),
             "jira_url": jira_urls.get(int(s["id"])),
+            "origins": origins(sources.get(int(s["id"]), {})),
         }
         for s in items
     ]
@@ -175,6 +178,16 @@ def signatures() -> str:
         statuses=SIGNATURE_STATUSES,
         next_url=next_url,
     )
+
+
+def merged_sources(per_signature: dict[int, dict[str, tuple[int, int]]]) -> dict[str, tuple[int, int]]:
+    """A merged signature's members' counts, summed per source."""
+    merged: dict[str, tuple[int, int]] = {}
+    for counts in per_signature.values():
+        for source, (events, repeats) in counts.items():
+            before = merged.get(source, (0, 0))
+            merged[source] = (before[0] + events, before[1] + repeats)
+    return merged
 
 
 def grafana_link(signature_id: int) -> str | None:
@@ -205,6 +218,7 @@ def signature(key: str) -> str:
         marks = reads.marks(session, members, found.first_seen)
         start = chart_start(min([found.first_seen.date(), *daily]), marks)
         hosts, hostnames = reads.top_hosts(session, members)
+        from_where = origins(merged_sources(reads.source_counts(session, members)))
         variants = explanation_variants((str(e.id), e.explanation) for e in events)
         context = {
             "signature": detail(session, found),
@@ -221,6 +235,7 @@ def signature(key: str) -> str:
             "components": epidemiology.get("components") or [],
             "chart": events_chart(daily, start, utcnow().date(), marks),
             "grafana_url": grafana_link(found.id),
+            "origins": from_where,
         }
     return render_template("pages/signature.html", user=g.token, **context)
 

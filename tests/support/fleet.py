@@ -47,9 +47,16 @@ def iso(moment: datetime) -> str:
 
 
 def load_fleet(
-    client: Any, token: str, database: Database, config: FleetConfig | None = None, history: bool = True
+    client: Any,
+    token: str,
+    database: Database,
+    config: FleetConfig | None = None,
+    history: bool = True,
+    live_every: int = 0,
 ) -> LoadedFleet:
-    """The simulated fleet through the API; `history`: the Jira, RCA and epidemiology records too."""
+    """The simulated fleet through the API; `history`: the Jira, RCA and epidemiology records too;
+    `live_every`: every so many kernel crashes was also printed on a live host before (a
+    `live_kernel` report of the same log, the first of them with 5 repeats)."""
     headers = {"Authorization": f"Bearer {token}"}
     sim = simulate(config or TEST_FLEET)
     for observed_at, snapshot in sim.inventory:
@@ -64,12 +71,33 @@ def load_fleet(
         answer = client.post("/api/v1/reports", json=report, headers=headers)
         assert answer.status_code == 201, answer.get_json()
         events.append({**answer.get_json(), "host": report["host"]})
+    if live_every:
+        events += live_reports(client, headers, sim.reports[::live_every])
     rng = random.Random(11)
     record_captures(client, headers, events, rng)
     if history:
         _annotate_history(database, rng)
     refresh_rollups(database)  # as `crashreg grafana provision` and the scheduler job do
     return LoadedFleet(sim, events)
+
+
+def live_reports(client: Any, headers: dict[str, str], crashes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The kernel log watcher's reports of these crashes' logs on live hosts, and one repeat."""
+    events = []
+    bodies = [
+        {**crash, "report_id": f"live-{crash['report_id']}", "source": "live_kernel"}
+        for crash in crashes
+        if crash.get("console_log")
+    ]
+    first = bodies[0]
+    bodies.append({**first, "report_id": f"{first['report_id']}.r1", "repeat_of": first["report_id"],
+                   "repeat_count": 5})
+    for body in bodies:
+        answer = client.post("/api/v1/reports", json=body, headers=headers)
+        assert answer.status_code == 201, answer.get_json()
+        if "repeat_of" not in body:
+            events.append({**answer.get_json(), "host": body["host"]})
+    return events
 
 
 def record_captures(
@@ -82,7 +110,7 @@ def record_captures(
     """A capture for every event the registry asked to capture; `failed(index)` ones fail."""
     for index, event in enumerate(events):
         action = event["capture"]["action"]
-        if action == "skip":
+        if action in ("skip", "none"):  # none: a live report, nothing to dump
             continue
         memory_gb = event["host"].get("memory_gb") or 256
         full = action == "full"
