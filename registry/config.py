@@ -163,6 +163,34 @@ class RetentionSettings:
         }, non_negative=True))
 
 
+DEFAULT_DUMP_DIR = "crashreg-dumps"
+
+
+@dataclass(frozen=True)
+class DumpStoreSettings:
+    """Where kept dumps go (CRASHREG_DUMP_*, docs/storage.md): `s3://bucket/prefix` (boto3 reads
+    credentials, region and endpoint itself: AWS_* variables, AWS_ENDPOINT_URL_S3, profiles), or
+    a local directory (`file:///path` or a path) for one machine."""
+
+    url: str = field(default_factory=lambda: str(Path.cwd() / DEFAULT_DUMP_DIR))
+    # the store's endpoint as the hosts reach it, written into the pre-signed URLs they get
+    # (unset: the endpoint the registry itself uses)
+    public_endpoint: str | None = None
+    upload_ttl_s: int = 900  # how long a pre-signed part URL lives
+    download_ttl_s: int = 900  # how long an engineer's download link lives
+    part_size_mb: int = 16  # the smallest part size; raised for dumps past 10,000 parts
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> DumpStoreSettings:
+        return cls(**_read(cls, env, {
+            "url": "CRASHREG_DUMP_STORE",
+            "public_endpoint": "CRASHREG_DUMP_STORE_PUBLIC_ENDPOINT",
+            "upload_ttl_s": "CRASHREG_DUMP_UPLOAD_TTL_S",
+            "download_ttl_s": "CRASHREG_DUMP_DOWNLOAD_TTL_S",
+            "part_size_mb": "CRASHREG_DUMP_PART_SIZE_MB",
+        }, non_negative=True))
+
+
 def default_database_url() -> str:
     """A SQLite file in the working directory: the embedded default."""
     return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
@@ -185,6 +213,7 @@ class Settings:
     epidemiology_program_label: str | None = None
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    dump_store: DumpStoreSettings = field(default_factory=DumpStoreSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -204,5 +233,6 @@ class Settings:
             grafana=GrafanaSettings.from_env(env),
             alerts=AlertThresholds.from_env(env),
             retention=RetentionSettings.from_env(env),
+            dump_store=DumpStoreSettings.from_env(env),
         )
         return replace(settings, public_url=settings.public_url.rstrip("/"))

@@ -124,7 +124,10 @@ def refuse_nul_in_request() -> None:
     problems: dict[str, list[str]] = {}
     if "\x00" in request.path:
         problems["path"] = [NUL_MESSAGE]
-    for source in (request.args, request.form):
+    # Only a form body has form fields; reading any other body here would hold it to
+    # MAX_CONTENT_LENGTH before its view could lift the limit (a dump part streamed to disk).
+    is_form = request.mimetype in ("application/x-www-form-urlencoded", "multipart/form-data")
+    for source in (request.args, request.form) if is_form else (request.args,):
         for name, value in source.items(multi=True):
             if "\x00" in name or "\x00" in value:
                 problems.setdefault(name.replace("\x00", "\\u0000"), []).append(NUL_MESSAGE)

@@ -32,6 +32,7 @@ PURE = [
     "registry/epidemiology/analysis.py",
     "registry/demo/simulator.py",
     "registry/capture/policy.py",
+    "registry/storage/parts.py",
     "registry/rca/checks.py",
     "registry/retention/policy.py",
     "registry/retention/trim.py",
@@ -146,7 +147,7 @@ PLATFORM = frozenset({
 APPLICATION = frozenset({"__main__", "app", "cli", "demo", "domains", "models", "wsgi"})
 DOMAINS = frozenset({
     "auth", "capture", "core", "epidemiology", "fingerprint", "grafana", "ingest", "inventory",
-    "jira", "pages", "rca", "retention", "signatures",
+    "jira", "pages", "rca", "retention", "signatures", "storage",
 })
 # domain -> the domains it imports (the platform: always). core holds the records every domain
 # shares; cross-domain writes go through listeners the wiring gives (registry/core/wiring.py).
@@ -164,6 +165,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "epidemiology": frozenset({"core", "signatures", "auth"}),
     "rca": frozenset({"core", "signatures", "capture", "epidemiology", "jira", "auth"}),
     "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "auth"}),
+    "storage": frozenset({"core", "capture", "auth"}),
     "retention": frozenset({"core", "fingerprint", "capture", "auth"}),
     "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "ingest",
                         "auth"}),

@@ -1,0 +1,93 @@
+"""The dump store on any S3-compatible service, through boto3.
+
+boto3 finds credentials, region and endpoint itself (AWS_ACCESS_KEY_ID..., AWS_PROFILE,
+AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, ~/.aws/config), so AWS, MinIO, Ceph RGW or a cloud's
+gateway work unchanged. Pre-signed URLs are signed by a second client for `public_endpoint`
+when the hosts reach the store at another address than the registry does (SigV4 signs the
+host name the URL carries).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from registry.storage.parts import StoredObject, StoredPart
+
+SIGNING = Config(signature_version="s3v4", retries={"mode": "standard"})
+
+
+class S3Store:
+    def __init__(self, url: str, public_endpoint: str | None = None) -> None:
+        location = urlsplit(url)
+        self.bucket = location.netloc
+        self.prefix = location.path.strip("/")
+        session = boto3.session.Session()
+        self.client = session.client("s3", config=SIGNING)
+        self.signer = (
+            session.client("s3", endpoint_url=public_endpoint, config=SIGNING)
+            if public_endpoint
+            else self.client
+        )
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._key(key)}"
+
+    def create_upload(self, key: str) -> str:
+        answer = self.client.create_multipart_upload(Bucket=self.bucket, Key=self._key(key))
+        return str(answer["UploadId"])
+
+    def presign_part(self, key: str, upload_id: str, number: int, ttl_s: int) -> str:
+        params = {"Bucket": self.bucket, "Key": self._key(key), "UploadId": upload_id, "PartNumber": number}
+        return str(self.signer.generate_presigned_url("upload_part", Params=params, ExpiresIn=ttl_s))
+
+    def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:
+        pages = self.client.get_paginator("list_parts").paginate(
+            Bucket=self.bucket, Key=self._key(key), UploadId=upload_id
+        )
+        return [
+            StoredPart(part["PartNumber"], part["Size"], part["ETag"])
+            for page in pages
+            for part in page.get("Parts", [])
+        ]
+
+    def complete_upload(self, key: str, upload_id: str, parts: list[StoredPart]) -> StoredObject:
+        answer = self.client.complete_multipart_upload(
+            Bucket=self.bucket,
+            Key=self._key(key),
+            UploadId=upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": p.number, "ETag": p.etag} for p in parts]},
+        )
+        stored = self.head(key)
+        if stored is None:
+            raise RuntimeError(f"{self.uri(key)} missing right after its upload completed ({answer})")
+        return stored
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        self.client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id)
+
+    def head(self, key: str) -> StoredObject | None:
+        try:
+            answer = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        return StoredObject(int(answer["ContentLength"]), answer.get("ETag"))
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def presign_get(self, key: str, ttl_s: int, filename: str) -> str:
+        params = {
+            "Bucket": self.bucket,
+            "Key": self._key(key),
+            "ResponseContentDisposition": f'attachment; filename="{filename}"',
+        }
+        return str(self.signer.generate_presigned_url("get_object", Params=params, ExpiresIn=ttl_s))

@@ -1,0 +1,261 @@
+"""Uploads of a capture's dump through pre-signed URLs, their verification, download links.
+
+The registry sits beside the data path, never in it: it opens the multipart upload, signs
+URLs for the parts a reporter asks for (again after a reboot: resuming is asking for the
+parts still missing), checks what the store holds against the MD5s the reporter computed
+before it completes the upload, and signs download links, each one audited.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, TypedDict
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.capture.models import Capture
+from registry.capture.service import update_capture
+from registry.config import DumpStoreSettings
+from registry.core.events import Event
+from registry.db import utcnow
+from registry.errors import ApiError
+from registry.storage.models import Dump, DumpDownload
+from registry.storage.parts import MIB, part_bytes, part_count, part_problems, part_size
+from registry.storage.store import DumpStore
+from registry.upsert import insert_ignore
+
+MAX_URLS_PER_REQUEST = 1000
+SUFFIXES = {"identity": "", "gzip": ".gz"}
+
+
+class PartUrl(TypedDict):
+    number: int
+    bytes: int
+    url: str
+
+
+class DumpView(TypedDict):
+    id: str
+    capture_id: str
+    state: str
+    uri: str
+    encoding: str
+    bytes: int
+    raw_bytes: int | None
+    part_size: int
+    parts: int
+    etag: str | None
+    created_at: str
+    stored_at: str | None
+    deleted_at: str | None
+
+
+class UploadAnswer(TypedDict):
+    dump: DumpView
+    upload_id: str | None
+    expires_at: str | None
+    part_urls: list[PartUrl]
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def dump_dict(dump: Dump) -> DumpView:
+    return {
+        "id": str(dump.id),
+        "capture_id": str(dump.capture_id),
+        "state": dump.state,
+        "uri": dump.store.rstrip("/") + "/" + dump.key,
+        "encoding": dump.encoding,
+        "bytes": dump.bytes,
+        "raw_bytes": dump.raw_bytes,
+        "part_size": dump.part_size,
+        "parts": part_count(dump.bytes, dump.part_size),
+        "etag": dump.etag,
+        "created_at": dump.created_at.isoformat(),
+        "stored_at": _iso(dump.stored_at),
+        "deleted_at": _iso(dump.deleted_at),
+    }
+
+
+def object_key(event_id: int, capture: Capture, encoding: str) -> str:
+    name = "core" if capture.method == "raw" and capture.target and "core" in capture.target else "vmcore"
+    return f"events/{event_id}/captures/{capture.id}/{name}{SUFFIXES[encoding]}"
+
+
+def _capture_to_upload(session: Session, capture_id: int) -> Capture:
+    """The capture, if its dump is wanted: refused for an event the registry said to skip."""
+    capture = session.get(Capture, capture_id)
+    if capture is None:
+        raise ApiError(404, "not_found", f"no capture {capture_id}")
+    event = session.get(Event, capture.event_id)
+    assert event is not None
+    if event.capture_action == "skip":
+        raise ApiError(
+            409,
+            "capture_skipped",
+            f"event {event.id}'s capture decision is skip: its signature needs no more dumps, "
+            "the upload is refused",
+            fields={"capture_id": ["the event's decision is skip"]},
+        )
+    if capture.status in ("failed", "skipped"):
+        raise ApiError(
+            409,
+            "conflict",
+            f"capture {capture_id} is {capture.status}: there is no dump to upload",
+            fields={"status": [capture.status]},
+        )
+    return capture
+
+
+def start_upload(
+    session: Session, store: DumpStore, settings: DumpStoreSettings, capture_id: int, request: dict[str, Any]
+) -> UploadAnswer:
+    """Open (or rejoin) the upload of a capture's dump; URLs for the parts asked for."""
+    capture = _capture_to_upload(session, capture_id)
+    total, encoding = request["bytes"], request["encoding"]
+    dump = session.scalar(select(Dump).where(Dump.capture_id == capture_id).with_for_update())
+    if dump is None:
+        key = object_key(capture.event_id, capture, encoding)
+        upload_id = store.create_upload(key)
+        created = insert_ignore(
+            session,
+            Dump,
+            {
+                "capture_id": capture_id,
+                "store": store.uri("").rstrip("/"),
+                "key": key,
+                "state": "uploading",
+                "upload_id": upload_id,
+                "encoding": encoding,
+                "bytes": total,
+                "raw_bytes": request.get("raw_bytes"),
+                "part_size": part_size(total, settings.part_size_mb * MIB),
+                "created_at": utcnow(),
+            },
+            ["capture_id"],
+        )
+        if created is None:  # a concurrent request opened it first
+            store.abort_upload(key, upload_id)
+        dump = session.scalar(select(Dump).where(Dump.capture_id == capture_id).with_for_update())
+        assert dump is not None
+    if (dump.bytes, dump.encoding) != (total, encoding):
+        raise ApiError(
+            409,
+            "conflict",
+            f"capture {capture_id}'s upload is of {dump.bytes} bytes ({dump.encoding}), "
+            f"not {total} ({encoding}): one dump per capture",
+            fields={"bytes": [f"the open upload has {dump.bytes}"]},
+        )
+    if dump.state != "uploading":
+        return {"dump": dump_dict(dump), "upload_id": None, "expires_at": None, "part_urls": []}
+    assert dump.upload_id is not None
+    count = part_count(dump.bytes, dump.part_size)
+    wanted = request.get("parts") or list(range(1, min(count, MAX_URLS_PER_REQUEST) + 1))
+    beyond = sorted(n for n in wanted if not 1 <= n <= count)
+    if beyond or len(wanted) > MAX_URLS_PER_REQUEST:
+        raise ApiError(
+            400,
+            "bad_request",
+            f"this dump has parts 1 to {count}; at most {MAX_URLS_PER_REQUEST} URLs per request",
+            fields={"parts": [str(n) for n in beyond[:20]]},
+        )
+    ttl = settings.upload_ttl_s
+    return {
+        "dump": dump_dict(dump),
+        "upload_id": dump.upload_id,
+        "expires_at": (utcnow() + timedelta(seconds=ttl)).isoformat(),
+        "part_urls": [
+            {
+                "number": n,
+                "bytes": part_bytes(dump.bytes, dump.part_size, n),
+                "url": store.presign_part(dump.key, dump.upload_id, n, ttl),
+            }
+            for n in sorted(set(wanted))
+        ],
+    }
+
+
+def complete_upload(session: Session, store: DumpStore, capture_id: int, md5s: dict[int, str]) -> DumpView:
+    """Check every part in the store against the reporter's MD5s and sizes, complete the upload,
+    check the object (size, multipart ETag), and point the capture at it. A failed check is a
+    409 naming the parts to send again; nothing is completed."""
+    dump = session.scalar(select(Dump).where(Dump.capture_id == capture_id).with_for_update())
+    if dump is None:
+        raise ApiError(404, "not_found", f"capture {capture_id} has no upload: start one first")
+    if dump.state == "stored":
+        return dump_dict(dump)
+    if dump.state != "uploading" or dump.upload_id is None:
+        raise ApiError(
+            409, "conflict", f"capture {capture_id}'s dump is {dump.state}", fields={"state": [dump.state]}
+        )
+    stored_parts = store.list_parts(dump.key, dump.upload_id)
+    problems = part_problems(dump.bytes, dump.part_size, md5s, stored_parts)
+    if problems:
+        raise ApiError(
+            409,
+            "parts_incomplete",
+            f"{len(problems)} part(s) missing or not as sent: upload them again, then complete",
+            fields={"parts": [f"{n}: {p}" for n, p in problems.items()]},
+        )
+    count = part_count(dump.bytes, dump.part_size)
+    parts = sorted((p for p in stored_parts if p.number <= count), key=lambda p: p.number)
+    stored = store.complete_upload(dump.key, dump.upload_id, parts)
+    if stored.bytes != dump.bytes:
+        store.delete(dump.key)
+        raise ApiError(409, "conflict", f"the store made an object of {stored.bytes} bytes, not {dump.bytes}")
+    dump.state, dump.upload_id, dump.etag, dump.stored_at = "stored", None, stored.etag, utcnow()
+    capture = session.get(Capture, capture_id)
+    assert capture is not None
+    status = "completed" if capture.status == "started" else capture.status
+    update_capture(
+        session,
+        capture_id,
+        {"uri": store.uri(dump.key), "status": status, "bytes": dump.raw_bytes or dump.bytes},
+    )
+    return dump_dict(dump)
+
+
+def stored_dump(session: Session, capture_id: int) -> Dump:
+    dump = session.scalar(select(Dump).where(Dump.capture_id == capture_id))
+    if dump is None or dump.state != "stored":
+        state = dump.state if dump else "never uploaded"
+        raise ApiError(404, "not_found", f"capture {capture_id} has no dump in the store ({state})")
+    return dump
+
+
+class DownloadLink(TypedDict):
+    url: str
+    expires_at: str
+    filename: str
+    dump: DumpView
+
+
+def download_link(
+    session: Session, store: DumpStore, ttl_s: int, dump: Dump, actor: str, token_id: int | None, via: str
+) -> DownloadLink:
+    """A short-lived link to a stored dump, recorded: who asked, when, for which object, how."""
+    expires = utcnow() + timedelta(seconds=ttl_s)
+    filename = dump.key.replace("/", "-")
+    url = store.presign_get(dump.key, ttl_s, filename)
+    session.add(
+        DumpDownload(
+            dump_id=dump.id,
+            token_id=token_id,
+            actor=actor[:128],
+            via=via,
+            object_uri=store.uri(dump.key),
+            created_at=utcnow(),
+            expires_at=expires,
+        )
+    )
+    session.flush()
+    return {"url": url, "expires_at": expires.isoformat(), "filename": filename, "dump": dump_dict(dump)}
+
+
+def stored_dumps(session: Session, capture_ids: list[int]) -> dict[int, Dump]:
+    """The stored dumps of these captures, by capture id."""
+    rows = session.scalars(select(Dump).where(Dump.capture_id.in_(capture_ids), Dump.state == "stored"))
+    return {dump.capture_id: dump for dump in rows}
