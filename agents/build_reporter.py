@@ -24,11 +24,12 @@ OUTPUT = REPO / "dist" / "crashreg-report.pyz"
 SHEBANG = b"#!/usr/bin/env python3\n"
 MAIN = b"import sys\n\nfrom crashreg_report import main\n\nsys.exit(main())\n"
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: no build time in the archive
-AGENT_PACKAGES = ("kernellog",)  # stdlib-only packages under agents/ the reporter imports
+AGENT_PACKAGES = ("kernellog", "dumpupload")  # stdlib-only packages under agents/ the reporter imports
 
 
 def members() -> dict[str, bytes]:
-    """Archive name -> content: the reporter, the package marker and the engine, no caches."""
+    """Archive name -> content: the reporter, the package marker, the engine and the agent
+    packages, no caches."""
     files = {"crashreg_report.py": REPO / "agents" / "crashreg_report.py",
              "registry/__init__.py": REPO / "registry" / "__init__.py"}
     packages = {"registry/fingerprint": REPO / "registry" / "fingerprint"}

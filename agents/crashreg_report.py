@@ -36,11 +36,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from dumpupload import STATE_SUFFIX, Uploader, UploadError, prepare  # zipped beside this module
 
 from registry.fingerprint import analyse_report  # the zipapp carries the engine package
 
@@ -92,6 +95,8 @@ class Config:
     pstore_dir: str = "/sys/fs/pstore"
     pstore_clear: int = 1
     boot_log: str = "/var/lib/crashreg/boots"
+    upload_dumps: int = 1  # send kept dumps to the dump store (through the registry's URLs)
+    upload_threads: int = 4  # parts in flight at once
 
     @classmethod
     def load(cls, path: str | None = None) -> Config:
@@ -406,6 +411,8 @@ def resend_spooled(config: Config) -> ResendSummary:
         log(f"{path.name}: event {answer['event_id']}{replay}")
     for path in sorted(spool_dir.glob("*.capture")):
         outcomes.append(resend_capture(config, path, events.get(path.stem)))
+    for path in sorted(spool_dir.glob(f"*{STATE_SUFFIX}")):  # uploads a reboot interrupted
+        outcomes.append(upload_spooled(config, path))
     if config.kdump_coredir:
         outcomes += record_kdump_tools_captures(config, Path(config.kdump_coredir))
     prune_sent(spool_dir / "sent")
@@ -434,13 +441,13 @@ def record_kdump_tools_captures(config: Config, coredir: Path) -> list[str]:
             try:
                 answer = send_report_body(config, report.read_bytes())
                 capture = kdump_tools_capture(dump_dir, answer["capture"], report.stem)
-                send_capture(config, answer["event_id"], capture)
+                recorded = send_capture(config, answer["event_id"], capture)
             except Unsent as error:
                 log(f"{report.name}: capture from {dump_dir} not recorded: {error}")
                 outcomes.append("kept")
                 continue
             log(f"{report.name}: capture {capture['status']} from {dump_dir}")
-            outcomes.append("sent")
+            outcomes.append(upload_dump(config, report.stem, recorded) or "sent")
         report.with_suffix(".examined").touch()
     return outcomes
 
@@ -481,19 +488,63 @@ def resend_capture(config: Config, path: Path, event_id: str | None) -> str:
         log(f"{path.name}: its report is not delivered yet")
         return "kept"
     try:
-        send_capture(config, event_id, spooled["capture"])
+        recorded = send_capture(config, event_id, spooled["capture"])
     except Unsent as error:
         path.write_text(json.dumps({"event_id": event_id, "capture": spooled["capture"]}))
         return set_aside(path, error)
     path.unlink()
     log(f"{path.name}: capture recorded with event {event_id}")
+    return upload_dump(config, path.stem, recorded) or "sent"
+
+
+def send_capture(config: Config, event_id: str, capture: dict[str, Any]) -> dict[str, Any]:
+    """Record a capture with its event; the registry's capture (its id names the upload)."""
+    if not config.url:
+        raise Unsent("no registry URL configured")
+    body = json.dumps(capture).encode()
+    return post_with_retries(config, f"/api/v1/events/{event_id}/captures", body).json()
+
+
+# --- dump uploads (agents/dumpupload) ---------------------------------------------------
+
+
+def registry_post(config: Config) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    """The uploader's way to the registry: POST with retries; a refusal is an UploadError."""
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return post_with_retries(config, path, json.dumps(body).encode()).json()
+        except Unsent as error:
+            raise UploadError(str(error)) from error
+
+    return post
+
+
+def upload_spooled(config: Config, state: Path) -> str:
+    """Finish one upload the spool describes (from its first part or where it stopped)."""
+    uploader = Uploader(registry_post(config), threads=max(1, config.upload_threads),
+                        timeout=max(config.max_time, 60.0), ca_file=config.ca_file or None, log=log)
+    try:
+        dump = uploader.upload(state)
+    except (UploadError, OSError) as error:
+        cause = error.__cause__
+        return set_aside(state, cause if isinstance(cause, Unsent) else Unsent(str(error)))
+    log(f"{state.name}: dump stored at {dump['uri']} ({dump['bytes']} bytes)")
     return "sent"
 
 
-def send_capture(config: Config, event_id: str, capture: dict[str, Any]) -> None:
-    if not config.url:
-        raise Unsent("no registry URL configured")
-    post_with_retries(config, f"/api/v1/events/{event_id}/captures", json.dumps(capture).encode())
+def upload_dump(config: Config, report_id: str, capture: dict[str, Any]) -> str | None:
+    """A completed capture's dump file goes to the dump store; its progress is spooled."""
+    target = capture.get("target")
+    wanted = config.upload_dumps and capture.get("status") == "completed"
+    if not wanted or not target or not Path(target).is_file():
+        return None
+    try:
+        state = prepare(Path(config.spool_dir), safe_report_id(report_id), capture["id"], Path(target))
+    except OSError as error:
+        log(f"could not prepare the upload of {target}: {error}")
+        return "kept"
+    return upload_spooled(config, state)
 
 
 def prune_sent(folder: Path) -> None:
@@ -681,11 +732,13 @@ def crash_kernel_uptime() -> float | None:
 
 
 def record_capture(config: Config, report_id: str, event_id: str | None, capture: dict[str, Any]) -> None:
-    """Record the capture with its event now, or spool it for the post-boot agent."""
+    """Record the capture with its event now and upload its dump, or spool the capture for the
+    post-boot agent (which records it, then uploads)."""
     if event_id:
         try:
-            send_capture(config, event_id, capture)
+            recorded = send_capture(config, event_id, capture)
             log(f"capture recorded: {capture['status']}, {capture['bytes']} bytes")
+            upload_dump(config, report_id, recorded)
             return
         except Unsent as error:
             log(f"capture not recorded: {error}")

@@ -46,6 +46,8 @@ BUSYBOX_APPLETS = (
 
 def load_reporter() -> ModuleType:
     """agents/crashreg_report.py as a module, for its pure helpers (hosts run the built pyz)."""
+    if str(REPORTER.parent) not in sys.path:  # its packages (agents/dumpupload), as the pyz holds them
+        sys.path.insert(0, str(REPORTER.parent))
     spec = importlib.util.spec_from_file_location("crashreg_report", REPORTER)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -1,0 +1,129 @@
+"""The Python reporter (the built pyz, system python3, stdlib only) uploads a dump through the
+registry's pre-signed URLs, and the post-boot agent finishes an upload a reboot cut short. The
+host's config and spool never hold a store credential. Both stores, both databases."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from agents.dumpupload import Uploader, UploadError, UploadState, prepare
+from registry.storage.parts import MIB
+from tests.support.agents import Registry, run_reporter
+from tests.support.http import auth
+from tests.support.s3 import S3_ENV
+
+DUMP_BYTES = 11 * MIB + 321  # three parts of the tests' 5 MiB
+
+
+def kdump_file(path: Path) -> bytes:
+    """What makedumpfile writes: its signature, then (compressed, incompressible) pages."""
+    data = b"KDUMP   " + os.urandom(DUMP_BYTES - 8)
+    path.write_bytes(data)
+    return data
+
+
+def no_credentials(root: Path) -> None:
+    """Nothing the host keeps names a store credential or the store's signing."""
+    secrets = [value.encode() for value in S3_ENV.values() if value != "us-east-1"]
+    for path in root.rglob("*"):
+        if path.is_file() and path.stat().st_size < 1 << 20:
+            text = path.read_bytes()
+            assert not any(s in text for s in secrets), path
+            assert b"AWS_" not in text and b"X-Amz-Signature" not in text and b"signature=" not in text, path
+
+
+def capture_of(registry: Registry, report_id_suffix: str) -> dict[str, Any]:
+    [signature] = registry.get("/api/v1/signatures?limit=5")["signatures"]
+    events = registry.get(f"/api/v1/signatures/{signature['id']}/events")["events"]
+    [capture] = [c for e in events for c in registry.get(f"/api/v1/events/{e['id']}")["captures"]]
+    return capture
+
+
+def download(registry: Registry, capture_id: str) -> bytes:
+    link = requests.get(
+        f"{registry.url}/api/v1/captures/{capture_id}/download", headers=auth(registry.read_token), timeout=30
+    )
+    assert link.status_code == 200, link.text
+    return requests.get(link.json()["url"], timeout=60).content
+
+
+def test_collect_uploads_the_dump_through_presigned_urls_only(
+    registry: Registry, make_site, tmp_path: Path
+) -> None:
+    dumper = tmp_path / "makedumpfile"
+    source = tmp_path / "dump-source"
+    data = kdump_file(source)
+    dumper.write_text(f'#!/bin/sh\nfor last; do :; done\ncp "{source}" "$last"\n')
+    dumper.chmod(0o755)
+    site = make_site(extra={"CRASHREG_MAKEDUMPFILE": str(dumper)})
+    assert run_reporter(site, "report").returncode == 0
+    collected = run_reporter(site, "collect", "-l", "/proc/vmcore", str(site.root / "dump"))
+    assert collected.returncode == 0, collected.stderr
+    assert "sending 3 of 3 parts" in collected.stderr and "dump stored at" in collected.stderr
+
+    capture = capture_of(registry, site.boot_id)
+    assert capture["uri"].endswith(f"/captures/{capture['id']}/vmcore") and capture["bytes"] == len(data)
+    assert download(registry, capture["id"]) == data
+    assert list(site.spool.glob("*.upload")) == []  # finished: no state left
+    no_credentials(site.root)
+
+
+def test_an_upload_cut_by_a_reboot_is_finished_by_the_post_boot_agent(
+    registry: Registry, make_site, tmp_path: Path
+) -> None:
+    site = make_site()
+    assert run_reporter(site, "report").returncode == 0
+    event_id = site.decision()["CRASHREG_EVENT_ID"]
+    dump = site.root / "crash" / "vmcore"
+    dump.parent.mkdir()
+    data = b"\x7fELF" + os.urandom(DUMP_BYTES) + bytes(DUMP_BYTES)  # an ELF vmcore: gzipped first
+    dump.write_bytes(data)
+    recorded = requests.post(
+        f"{registry.url}/api/v1/events/{event_id}/captures",
+        headers=auth(registry.report_token),
+        json={"method": "makedumpfile", "status": "completed", "target": str(dump)},
+        timeout=30,
+    )
+    assert recorded.status_code == 201, recorded.text
+    capture_id = recorded.json()["id"]
+
+    # The crash kernel's run: the first part goes, then the power goes.
+    site.spool.mkdir(exist_ok=True)
+    state_path = prepare(site.spool, "kdump-x", capture_id, dump)
+    calls: list[str] = []
+
+    def post_until_reboot(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        calls.append(path)
+        if len(calls) > 1:
+            raise UploadError("the host rebooted")
+        answer = requests.post(
+            registry.url + path, json=body, headers=auth(registry.report_token), timeout=30
+        )
+        assert answer.status_code == 200, answer.text
+        return answer.json() | {"part_urls": answer.json()["part_urls"][:1]}
+
+    with pytest.raises(UploadError, match="rebooted"):
+        Uploader(post_until_reboot, threads=1, log=lambda line: None).upload(state_path)
+    state = UploadState.read(state_path)
+    assert (state.encoding, list(state.done)) == ("gzip", [1])
+    assert state.bytes < len(data) and state.raw_bytes == len(data)
+    no_credentials(site.root)
+
+    # After the reboot the post-boot agent finds the state (the dump where the spool says) and
+    # sends only what is missing, with new URLs.
+    finished = run_reporter(site, "post-boot")
+    assert finished.returncode == 0, finished.stderr
+    assert "sending 2 of 3 parts (2..3)" in finished.stderr, finished.stderr
+    assert not state_path.exists() and not Path(state.path).exists()  # the gzip copy goes too
+    stored = requests.get(
+        f"{registry.url}/api/v1/captures/{capture_id}/dump", headers=auth(registry.read_token), timeout=30
+    ).json()
+    assert (stored["state"], stored["encoding"], stored["raw_bytes"]) == ("stored", "gzip", len(data))
+    assert gzip.decompress(download(registry, capture_id)) == data
+    no_credentials(site.root)
