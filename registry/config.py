@@ -182,9 +182,9 @@ class DumpStoreSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> DumpStoreSettings:
-        return cls(**_read(cls, env, {
-            "url": "CRASHREG_DUMP_STORE",
-            "public_endpoint": "CRASHREG_DUMP_STORE_PUBLIC_ENDPOINT",
+        where = _read(cls, env, {"url": "CRASHREG_DUMP_STORE",
+                                 "public_endpoint": "CRASHREG_DUMP_STORE_PUBLIC_ENDPOINT"})
+        return cls(**where, **_read(cls, env, {
             "upload_ttl_s": "CRASHREG_DUMP_UPLOAD_TTL_S",
             "download_ttl_s": "CRASHREG_DUMP_DOWNLOAD_TTL_S",
             "part_size_mb": "CRASHREG_DUMP_PART_SIZE_MB",

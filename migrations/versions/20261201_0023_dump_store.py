@@ -1,7 +1,7 @@
 """The dump store: one row per capture's dump object, and the audit of its download links
 
-Revision ID: 0022_dump_store
-Revises: 0021_retention
+Revision ID: 0023_dump_store
+Revises: 0022_epidemiology_settings
 Create Date: 2026-12-01 23:40:00
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0022_dump_store"
-down_revision: str | Sequence[str] | None = "0021_retention"
+revision: str = "0023_dump_store"
+down_revision: str | Sequence[str] | None = "0022_epidemiology_settings"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
