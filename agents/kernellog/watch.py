@@ -50,6 +50,7 @@ class Repeats:
 
     first: str  # report_id of its first report this boot
     last_usec: int  # log time of its last report
+    header: str = ""  # its first header line as dmesg prints it: the repeats' console_log
     last_seq: int = 0  # the last occurrence counted
     pending: int = 0  # occurrences not reported yet
 
@@ -170,7 +171,8 @@ class Watcher:
             return
         report_id = reporter.safe_report_id(f"live-{self.state.boot_id}-{cut.header.seq:010d}")
         if len(self.state.repeats) < MAX_TRACKED:
-            self.state.repeats[key] = Repeats(report_id, cut.header.usec, cut.header.seq)
+            header = cut.header.console_lines()[0] + "\n"
+            self.state.repeats[key] = Repeats(report_id, cut.header.usec, header, cut.header.seq)
         self.spool(self.report(report_id, cut.header, console_log=console_log, fingerprint=key))
 
     def report_due_repeats(self, now_usec: int) -> None:
@@ -180,8 +182,9 @@ class Watcher:
                 # `.r`: sorts after the first report's spool file (`.json`), so it is sent after it
                 report_id = reporter.safe_report_id(f"{seen.first}.r{seen.last_seq:010d}")
                 repeat = Record(0, seen.last_seq, now_usec, "")
-                self.spool(self.report(report_id, repeat, fingerprint=key, repeat_of=seen.first,
-                                       repeat_count=seen.pending))
+                # The header alone: the event exists (repeat_of), only the count is news.
+                self.spool(self.report(report_id, repeat, console_log=seen.header, fingerprint=key,
+                                       repeat_of=seen.first, repeat_count=seen.pending))
                 seen.pending, seen.last_usec = 0, now_usec
 
     def report(self, report_id: str, record: Record, **fields: Any) -> dict[str, Any]:

@@ -3,7 +3,9 @@
  * crashlab: crash the kernel on purpose, one named function per crash kind, so the crash
  * lab (tests/lab) gets real x86 oops reports whose guilty function is known in advance.
  *
- *   insmod crashlab.ko kind=<null-deref|bug-on|warn|list-corruption|soft-lockup|hung-task|gpf>
+ *   insmod crashlab.ko kind=<null-deref|bug-on|warn|warn-repeat|list-corruption|soft-lockup|hung-task|gpf>
+ *
+ * warn-repeat prints the same WARNING `repeats` times (a WARN_ON in a hot path).
  *
  * The functions are noinline so each is its own frame in RIP: and the call trace; values
  * come through volatile variables so the compiler cannot see the crash coming and drop it.
@@ -19,6 +21,10 @@
 static char *kind = "";
 module_param(kind, charp, 0444);
 MODULE_PARM_DESC(kind, "which crash to cause at load time");
+
+static int repeats = 50;
+module_param(repeats, int, 0444);
+MODULE_PARM_DESC(repeats, "how many times warn-repeat warns");
 
 static int *volatile crashlab_pointer;	/* NULL, but the compiler cannot know it */
 static volatile unsigned long crashlab_value = 1;
@@ -37,6 +43,14 @@ static noinline void crashlab_bug_on(void)
 static noinline void crashlab_warn(void)
 {
 	WARN(crashlab_value != 0, "crashlab: value %lu is not zero\n", crashlab_value);
+}
+
+static noinline void crashlab_warn_repeat(void)
+{
+	int i;
+
+	for (i = 0; i < repeats; i++)
+		WARN(crashlab_value != 0, "crashlab: warning %d of %d\n", i + 1, repeats);
 }
 
 static noinline void crashlab_list_corruption(void)
@@ -83,6 +97,7 @@ static const struct {
 	{ "null-deref", crashlab_null_deref },
 	{ "bug-on", crashlab_bug_on },
 	{ "warn", crashlab_warn },
+	{ "warn-repeat", crashlab_warn_repeat },
 	{ "list-corruption", crashlab_list_corruption },
 	{ "gpf", crashlab_gpf },
 	{ "soft-lockup", crashlab_soft_lockup },

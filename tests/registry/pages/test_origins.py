@@ -29,8 +29,7 @@ def test_list_and_page_say_where_events_came_from(client, make_token) -> None:  
 
     first = post(source="live_kernel", console_log=WARNING_LOG, report_id="live-a")
     post(source="live_kernel", console_log=WARNING_LOG, host={"hostname": "gpu-b2"})
-    post(source="live_kernel", fingerprint=first["signature"]["fingerprint"], console_log=None,
-         repeat_of="live-a", repeat_count=6)
+    post(source="live_kernel", console_log=WARNING_LOG, repeat_of="live-a", repeat_count=6)
     post(source="crash_kernel", console_log=WARNING_LOG)  # the same warning with panic_on_warn
     live_only = post(source="live_kernel", console_log=NULL_DEREF_LOG)
 
