@@ -11,7 +11,7 @@ import uuid
 from flask import Flask, Response, g, request
 
 from registry.config import Settings
-from registry.core.wiring import APP_LISTENERS
+from registry.core.wiring import APP_ENGINE, APP_LISTENERS, Wiring
 from registry.db import Database
 from registry.domains import wiring
 from registry.errors import install_error_handlers
@@ -49,7 +49,10 @@ def configure_logging() -> None:
         root.propagate = False
 
 
-def create_app(settings: Settings | None = None, database: Database | None = None) -> Flask:
+def create_app(
+    settings: Settings | None = None, database: Database | None = None, wired: Wiring | None = None
+) -> Flask:
+    """The registry's WSGI app; `wired`: the domains' wiring (default: registry.domains.wiring())."""
     settings = settings or Settings.from_env()
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
@@ -60,9 +63,10 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     configure_logging()
     app.url_map.converters["id"] = IdConverter
     install_error_handlers(app)
-    wired = wiring()
+    wired = wired or wiring()
     app.extensions["crashreg.collectors"] = wired.collectors
     app.extensions[APP_LISTENERS] = wired.signatures
+    app.extensions[APP_ENGINE] = wired.engine
     app.register_blueprint(operations_blueprint)
     for blueprint in wired.blueprints:
         app.register_blueprint(blueprint)

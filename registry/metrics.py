@@ -34,6 +34,12 @@ UNKNOWN_FIELDS = Counter(
     "New crash reports carrying fields the registry does not know (named in the answer's warnings)",
     ["source"],
 )
+UNFINGERPRINTED = Counter(
+    "crashreg_reports_unfingerprinted_total",
+    "New crash reports the signature engine failed on: stored with no signature, answered as an "
+    "unknown bug, fingerprinted by the next `crashreg signatures rebuild`",
+    ["source"],
+)
 CAPTURE_ANSWERS = Counter("crashreg_capture_answers_total", "Capture answers given", ["action"])
 
 log = logging.getLogger("crashreg.metrics")

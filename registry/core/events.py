@@ -51,12 +51,18 @@ class Event(HostAttributes, Base):
     regression: Mapped[str | None] = mapped_column(
         String(32), doc="regressed | old-kernel | None: how this event bore on a resolved signature"
     )
+    fingerprint_error: Mapped[str | None] = mapped_column(
+        String(512), doc="the signature engine failed on this event's report: the exception, until "
+        "`crashreg signatures rebuild` fingerprints it (None: fingerprinted, or no crash)"
+    )
 
     __table_args__ = (
         UniqueConstraint("host_id", "boot_key"),
         Index("ix_events_signature_crashed", "signature_id", "crashed_at"),
         Index("ix_events_crashed_at", "crashed_at"),
         Index("ix_events_host_crashed", "host_id", "crashed_at"),
+        Index("ix_events_unfingerprinted", "id", postgresql_where=text("fingerprint_error IS NOT NULL"),
+              sqlite_where=text("fingerprint_error IS NOT NULL")),
         # Covering and partial indexes for Grafana's panels (PostgreSQL only; migration 0011).
         Index(
             "ix_events_signature_crashed_report",

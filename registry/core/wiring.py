@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import click
 from flask import Blueprint, current_app
@@ -20,6 +21,7 @@ from registry.metrics import DatabaseCollector
 
 CLI_WIRING = "crashreg.wiring"  # where the `crashreg` group keeps the Wiring (click's Context.meta)
 APP_LISTENERS = "crashreg.signature_listeners"  # where create_app keeps them (Flask's extensions)
+APP_ENGINE = "crashreg.engine"  # where create_app keeps the wiring's signature engine
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class SignatureListeners:
             listener(session, event_ids, signature_id)
 
 
+# The signature engine as ingest calls it: (console_log, stack) -> a CrashSignature or None.
+Engine = Callable[[str | None, dict[str, Any] | None], Any]
+
+
 @dataclass
 class Wiring:
     blueprints: list[Blueprint] = field(default_factory=list)
@@ -59,12 +65,19 @@ class Wiring:
     table_modules: list[str] = field(default_factory=list)
     job_modules: list[str] = field(default_factory=list)
     signatures: SignatureListeners = field(default_factory=SignatureListeners)
+    engine: Engine | None = None  # the signatures domain sets it (registry.signatures.identify)
 
 
 def app_listeners() -> SignatureListeners:
     """The signature listeners of the running app (create_app keeps its wiring's)."""
     listeners: SignatureListeners = current_app.extensions[APP_LISTENERS]
     return listeners
+
+
+def app_engine() -> Engine:
+    """The signature engine of the running app (create_app keeps its wiring's)."""
+    engine: Engine = current_app.extensions[APP_ENGINE]
+    return engine
 
 
 def cli_wiring() -> Wiring:

@@ -15,6 +15,7 @@ from registry.capture.models import Capture
 from registry.capture.service import CaptureView, capture_dict
 from registry.core.events import Event, EventSummary, Report, event_summary
 from registry.core.signatures import Signature
+from registry.core.wiring import app_engine
 from registry.errors import ApiError
 from registry.fingerprint import ExplanationRecord
 from registry.ingest.schemas import (
@@ -25,7 +26,7 @@ from registry.ingest.schemas import (
     unknown_field_problems,
 )
 from registry.ingest.service import Caller, ReportAnswer, ingest_report
-from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNKNOWN_FIELDS
+from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNFINGERPRINTED, UNKNOWN_FIELDS
 from registry.openapi import documented
 from registry.requests import json_body, load
 from registry.signatures.service import SignatureSummary, summary
@@ -102,11 +103,13 @@ def post_report() -> Any:
         admit(load_caller(), REPORTER_SCOPES)
         raise
     warnings = report_warnings(REPORT_SCHEMA, raw)
-    result = ingest_report(current_db(), current_settings(), report, raw, caller)
+    result = ingest_report(current_db(), current_settings(), report, raw, caller, app_engine())
     INGEST_LATENCY.observe(time.perf_counter() - started)
     REPORTS.labels(report["source"], "new" if result.created else "replay").inc()
     if result.created:
         CAPTURE_ANSWERS.labels(result.answer["capture"]["action"]).inc()
+        if result.unfingerprinted:
+            UNFINGERPRINTED.labels(report["source"]).inc()
         if warnings:
             UNKNOWN_FIELDS.labels(report["source"]).inc()
     body: ReportResponse = {**result.answer, "warnings": warnings}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -30,6 +31,7 @@ from registry.config import Settings
 from registry.core.events import CaptureAnswer, Event
 from registry.core.hosts import HOST_ATTRIBUTES
 from registry.core.signatures import Signature
+from registry.core.wiring import Engine
 from registry.db import Database, utcnow
 from registry.errors import ApiError
 from registry.ingest.sql import (
@@ -60,6 +62,14 @@ from registry.signatures.service import (
     summary,
 )
 
+log = logging.getLogger("crashreg.ingest")
+# Socorro's rule: the engine never fails a report. One engine bug must not become a 500 that
+# every crashing host retries and spools; the report is stored with no signature and the error,
+# counted, listed (/unfingerprinted) and fingerprinted by the next `crashreg signatures rebuild`.
+ENGINE_FAILED = CaptureDecision(
+    "full", "the signature engine failed on this report: capture as for an unknown bug"
+)
+
 
 class ReportAnswer(TypedDict):
     """What POST /api/v1/reports answers (stored with the report: a resend gets it again)."""
@@ -75,6 +85,7 @@ class ReportAnswer(TypedDict):
 class IngestResult:
     answer: ReportAnswer
     created: bool
+    unfingerprinted: bool = False  # the engine failed on this report (stored without a signature)
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,7 @@ class IncomingReport:
     raw: dict[str, Any]
     digest: str
     crash: CrashSignature | None
+    engine_error: str | None = None  # the engine raised this on the report (crash is None)
 
     @property
     def report_id(self) -> str:
@@ -158,9 +170,9 @@ def ingest_report(
     report: dict[str, Any],
     raw: dict[str, Any],
     caller: Caller | None = None,
+    engine: Engine = identify,
 ) -> IngestResult:
-    crash = identify(report.get("console_log"), report.get("stack"))  # pure: outside the transaction
-    incoming = IncomingReport(report, raw, payload_digest(raw), crash)
+    incoming = IncomingReport(report, raw, payload_digest(raw), *fingerprinted(engine, report))
     try:
         return stored_or_replayed(db, settings, incoming, caller)
     except DBAPIError as error:
@@ -170,6 +182,15 @@ def ingest_report(
         # only idle ones) and the pool has dropped the rest: nothing of this transaction was
         # stored, or if its commit got through, the report_id makes the second try a replay.
         return stored_or_replayed(db, settings, incoming, caller)
+
+
+def fingerprinted(engine: Engine, report: dict[str, Any]) -> tuple[CrashSignature | None, str | None]:
+    """The engine on the report (pure: outside the transaction), or what it raised."""
+    try:
+        return engine(report.get("console_log"), report.get("stack")), None
+    except Exception as error:  # any engine bug: the report is stored all the same
+        log.exception("signature engine failed on report %s", report["report_id"])
+        return None, f"{type(error).__name__}: {error}"[:512]
 
 
 def stored_or_replayed(
@@ -194,7 +215,8 @@ def stored_or_replayed(
             replay = replayed_answer(context.stored, incoming.digest)
             if replay is not None:
                 return IngestResult(replay, created=False)
-            return IngestResult(store(session, connection, settings, incoming, context), created=True)
+            answer = store(session, connection, settings, incoming, context)
+            return IngestResult(answer, created=True, unfingerprinted=incoming.engine_error is not None)
     except IntegrityError:
         # Another worker stored this report_id between our check and our commit.
         with db.session() as session:
@@ -234,8 +256,12 @@ def store(
         routing.signature, host.attributes["kernel_version"], incoming.fields["crashed_at"]
     )
     # When no claim can win, the answer is stored by the event's insert (no update after it).
-    planned = NO_DUMP_DECISIONS.get(incoming.fields["source"]) or decision_without_claim(
-        routing.signature, regression == REGRESSED, settings, routing.is_new, routing.slots
+    planned = (
+        NO_DUMP_DECISIONS.get(incoming.fields["source"])
+        or (ENGINE_FAILED if incoming.engine_error else None)
+        or decision_without_claim(
+            routing.signature, regression == REGRESSED, settings, routing.is_new, routing.slots
+        )
     )
     boot_key = pstore_partner(connection, host.id, incoming) or incoming.boot_key
     event, created = find_or_open_event(
@@ -336,6 +362,7 @@ def find_or_open_event(
         "algorithm_version": crash.algorithm_version if crash else None,
         "title": crash.title[:512] if crash else None,
         "explanation": crash.explanation if crash else None,
+        "fingerprint_error": incoming.engine_error,
     }
     values = host.attributes | fingerprinted | {
         "host_id": host.id,

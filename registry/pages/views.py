@@ -21,6 +21,7 @@ from registry.db import utcnow
 from registry.epidemiology.service import signature_epidemiology
 from registry.errors import ApiError
 from registry.ingest.api import event_detail
+from registry.ingest.unfingerprinted import unfingerprinted_events
 from registry.pages import reads
 from registry.pages.charts import chart_start, events_chart, sparkline
 from registry.pages.console import excerpt
@@ -256,6 +257,16 @@ def event(event_id: int) -> str:
             "console_source": logged[0] if logged else None,
         }
     return render_template("pages/event.html", user=g.token, **context)
+
+
+@blueprint.get("/unfingerprinted")
+@login_required
+def unfingerprinted() -> str:
+    """Reports the signature engine failed on: stored, answered as unknown bugs, waiting for
+    `crashreg signatures rebuild` (with a fixed engine) to fingerprint them."""
+    with current_db().session() as session:
+        rows = unfingerprinted_events(session)
+    return render_template("pages/unfingerprinted.html", user=g.token, rows=rows)
 
 
 @blueprint.get("/events/<id:event_id>/console.txt")

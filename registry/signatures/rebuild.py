@@ -60,6 +60,7 @@ class RebuildSummary:
     refingerprinted: int = 0
     explained: int = 0
     without_crash: int = 0
+    engine_failed: int = 0
     unchanged: int = 0
     moved: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)
@@ -70,6 +71,7 @@ class RebuildSummary:
     def lines(self) -> list[str]:
         head = [f"events: {self.events} re-fingerprinted: {self.refingerprinted}, "
                 f"without a crash under this engine (kept as they were): {self.without_crash}, "
+                f"the engine failed on (left unfingerprinted): {self.engine_failed}, "
                 f"explanations written: {self.explained}",
                 f"signatures unchanged: {self.unchanged}, moved: {len(self.moved)}, "
                 f"merged: {len(self.merged)}, split: {len(self.split)}, new: {len(self.created)}"]
@@ -103,9 +105,16 @@ def _reports_by_event(
         yield current, reports
 
 
+class EngineFailed(Exception):
+    """The engine raised on one of the event's reports: it stays unfingerprinted."""
+
+
 def _crash(reports: list[tuple[str | None, dict]]) -> CrashSignature | None:
     for console_log, payload in reports:
-        crash = identify(console_log, payload.get("stack"))
+        try:
+            crash = identify(console_log, payload.get("stack"))
+        except Exception as error:
+            raise EngineFailed(f"{type(error).__name__}: {error}") from error
         if crash is not None:
             return crash
     return None
@@ -141,13 +150,20 @@ class Rebuild:
         `events` of them if given); how many events were read."""
         read = 0
         explained: dict[int, dict] = {}
+        no_crash: list[int] = []
         for event_id, reports in _reports_by_event(session, self.last_event, events):
             read += 1
             self.summary.events += 1
             self.last_event = max(self.last_event, event_id)
-            crash = _crash(reports)
+            try:
+                crash = _crash(reports)
+            except EngineFailed:
+                self.summary.engine_failed += 1
+                progress(1)
+                continue
             if crash is None:
                 self.summary.without_crash += 1
+                no_crash.append(event_id)
             else:
                 self.crashes.setdefault(crash.fingerprint, crash)
                 self.new_fp[event_id] = crash.fingerprint
@@ -157,6 +173,11 @@ class Rebuild:
                 explained = {}
             progress(1)
         self._explain(session, explained)
+        if not self.dry_run:  # the engine no longer fails on them, and finds no crash: settled
+            for start in range(0, len(no_crash), CHUNK):
+                session.execute(update(Event).where(Event.id.in_(no_crash[start:start + CHUNK]),
+                                                    Event.fingerprint_error.is_not(None))
+                                .values(fingerprint_error=None))
         return read
 
     def _explain(self, session: Session, explained: dict[int, dict]) -> None:
@@ -297,7 +318,7 @@ class Rebuild:
                            | (Event.signature_id.is_(None)) | (Event.fingerprint.is_(None))
                            | (Event.algorithm_version.is_(None))
                            | (Event.algorithm_version != crash.algorithm_version))
-                    .values(signature_id=target[fp], fingerprint=fp,
+                    .values(signature_id=target[fp], fingerprint=fp, fingerprint_error=None,
                             algorithm_version=crash.algorithm_version, title=crash.title[:512])
                 ).rowcount
                 self.summary.refingerprinted += changed
