@@ -38,6 +38,12 @@ class Event(HostAttributes, Base):
     crashed_at: Mapped[datetime]
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
     uptime_s: Mapped[int | None] = mapped_column(BigInteger)
+    # a userspace crash's process (the report's stack): the program's release, when it started
+    program_version: Mapped[str | None] = mapped_column(
+        String(128), doc="stack.process.version, else the executable's stack.build_id"
+    )
+    process_started_at: Mapped[datetime | None] = mapped_column()
+    process_uptime_s: Mapped[int | None] = mapped_column(BigInteger)
     repeats: Mapped[int] = mapped_column(
         BigInteger, default=0, server_default="0",
         doc="further occurrences of the same report in the same boot (a WARN_ON in a hot path), "

@@ -166,7 +166,10 @@ def summary_lines(database: Database, base_url: str) -> list[str]:
 HOW_TO_READ = (
     "How to read it: two bugs under one signature. The concentrated part is a host problem "
     "(drain that physical host, run its hardware checks); the spread part carries the verdict "
-    "and is the software bug to debug from the stack. The findings are computed against the "
+    "and is the software bug to debug from the stack. The process lines tell the parts apart: "
+    "the crashes carry their process (its release, start and age, from the reports' stack), and "
+    "a start-up race crashes processes minutes old where a bad host crashes them at any age. "
+    "The findings are computed against the "
     "hosts that run the program, so what every one of them shares (the pool's virtual BIOS, "
     "its hypervisor) is never blamed."
 )

@@ -14,6 +14,7 @@ function and call chain put in: the simulator writes no oops text of its own.
 from __future__ import annotations
 
 import functools
+import math
 import random
 import re
 import uuid
@@ -327,6 +328,7 @@ class FleetConfig:
     vm_bios: str | None = None  # the BIOS string VMs report; None: their physical host's
     concentrated_share: float = 0.3  # pool-mixed: share of its crashes on the pool's bad host
     long_uptime_days: float = 30.0  # long-uptime: crashes only on hosts up at least this long
+    program_upgrade_day: int = 45  # PROGRAM's processes started from this day on run its new release
 
 
 def confounded(seed: int = 7, concentrated_share: float = 0.3, **overrides: Any) -> FleetConfig:
@@ -709,7 +711,11 @@ def simulate(config: FleetConfig | None = None) -> Simulation:
             "uptime_s": int(uptime),
         }
         if bug.executable:
-            report["stack"] = user_stack(bug, rng)
+            # the race of a mixed population crashes processes at start-up; a separate generator
+            # keeps the kernel crashes' logs what they were
+            race = pop.cause == "pool-mixed" and name not in pool_bad_vms
+            process = program_process(config, moment, uptime, race, random.Random(f"{config.seed}:{index}"))
+            report["stack"] = user_stack(bug, rng, process)
         else:
             report["console_log"] = console_log(bug, host, uptime, rng)
         reports.append(report)
@@ -742,13 +748,41 @@ def inventory_json(snapshot: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # ---- userspace stacks and console logs ---------------------------------------------------
 
 
-def user_stack(bug: Bug, rng: random.Random) -> dict[str, Any]:
-    """The contract's `stack` of one crash of a userspace bug (addresses random, frames not)."""
+# PROGRAM's releases (version, build-id); processes started from `program_upgrade_day` on run the second.
+PROGRAM_RELEASES: tuple[tuple[str, str], ...] = (
+    ("3.1.4", "5f1e" * 10),
+    ("3.2.0", "8c07" * 10),
+)
+STARTUP_S = (5.0, 600.0)  # how long a process has run when a start-up race crashes it
+
+
+def program_process(
+    config: FleetConfig, moment: datetime, host_uptime_s: float, race: bool, rng: random.Random
+) -> dict[str, Any]:
+    """The stack's `process` of one crash of PROGRAM: how long it had run (a start-up race:
+    minutes; otherwise anything up to the host's uptime, log-uniform), when it started and
+    the release it ran."""
+    if race:
+        uptime = min(rng.uniform(*STARTUP_S), host_uptime_s)
+    else:
+        uptime = math.exp(rng.uniform(math.log(STARTUP_S[1]), math.log(max(host_uptime_s, STARTUP_S[1] + 1))))
+    started = moment - timedelta(seconds=uptime)
+    upgraded = started >= config.start + config.program_upgrade_day * DAY
+    version = PROGRAM_RELEASES[1 if upgraded else 0][0]
+    return {"pid": rng.randrange(300, 4_000_000), "name": PROGRAM.rsplit("/", 1)[-1],
+            "started_at": _iso(started), "uptime_s": round(uptime, 3), "version": version}
+
+
+def user_stack(bug: Bug, rng: random.Random, process: dict[str, Any]) -> dict[str, Any]:
+    """The contract's `stack` of one crash of a userspace bug (addresses random, frames not)
+    with its `process` (`program_process`)."""
     frames = [
         {"function": function, "module": bug.module, "offset": f"0x{rng.randrange(0x10, 0x800):x}"}
         for function in (bug.function, *bug.callers)
     ]
-    return {"executable": bug.executable, "signal": bug.where, "build_id": "5f1e" * 10, "frames": frames}
+    build_id = dict(PROGRAM_RELEASES)[process["version"]]
+    return {"executable": bug.executable, "signal": bug.where, "build_id": build_id, "frames": frames,
+            "process": process}
 
 
 NOISE: tuple[str, ...] = (

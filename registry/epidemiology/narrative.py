@@ -21,6 +21,7 @@ BASELINE_WORDS: dict[str, str] = {
     "fleet": "of the population's host-time (inventory)",
     "crashes": "of the other crashes of the same window and population (case-control)",
     "exposure": "of the population's host-days from then on",
+    "program": "of the program's other crashes in the window",
 }
 
 
@@ -47,7 +48,7 @@ class Population:
 FLEET = Population("fleet")
 
 
-def _finding(
+def finding_view(
     attribute: str, value: str, k: int, n: int, share: float, log10_p: float, baseline: str
 ) -> FindingView:
     return {
@@ -72,7 +73,7 @@ def uptime_finding(uptime: Mapping) -> TimeFinding | None:
     days = uptime["bound_days"]
     sign = ">=" if uptime["bound"] == "at least" else "<="
     share = 1.0 - uptime["outside_share"]
-    found = _finding("uptime", f"{sign} {days} days", n, n, share, uptime["log10_p"], "crashes")
+    found = finding_view("uptime", f"{sign} {days} days", n, n, share, uptime["log10_p"], "crashes")
     return {**found, "statement": f"uptime: {uptime['statement']}"}
 
 
@@ -101,7 +102,7 @@ def start_finding(
     if log10_p >= LOG10_ALPHA or (k / n) / share < MIN_LIFT:
         return None
     words = "rising" if onset["shape"] == "slow rise" else "only"
-    found = _finding("start_date", f">= {change}", k, n, share, log10_p, "exposure")
+    found = finding_view("start_date", f">= {change}", k, n, share, log10_p, "exposure")
     return {
         **found,
         "statement": (

@@ -411,6 +411,27 @@ def signature_programs(session: Session, ids: Sequence[int]) -> list[str]:
     return sorted(str(value) for (value,) in rows if value)
 
 
+def program_crashes(
+    session: Session, executables: Sequence[str], start: datetime, end: datetime
+) -> list[tuple[int | None, str | None, datetime | None, int | None]]:
+    """The program's userspace events crashed in [start, end): (signature, program version,
+    process start, process uptime), the event attributes ingest took from the reports' stacks."""
+    d = dialect_of(session)
+    statement = (
+        text(
+            "SELECT DISTINCT e.id, e.signature_id, e.program_version, e.process_started_at, "
+            "e.process_uptime_s FROM events e JOIN reports r ON r.event_id = e.id "
+            f"WHERE r.source = 'userspace' AND {d.payload_executable('r')} IN :executables "
+            "AND e.crashed_at >= :start AND e.crashed_at < :end"
+        )
+        .bindparams(bindparam("executables", expanding=True))
+        .columns(Event.id, Event.signature_id, Event.program_version, Event.process_started_at,
+                 Event.process_uptime_s)
+    )
+    rows = session.execute(statement, {"executables": list(executables), "start": start, "end": end})
+    return [(row[1], row[2], row[3], row[4]) for row in rows]
+
+
 def program_hosts(session: Session, executables: Sequence[str], label: str | None) -> tuple[list[int], str]:
     """The hosts running a program, and how that is known: the inventory label `label` naming
     it (its value is the executable's file name), else hosts that reported crashes of it."""

@@ -6,7 +6,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.engine import Engine
@@ -37,12 +37,14 @@ from .models import (
     EpidemiologyVerdict,
 )
 from .narrative import FLEET, Population
+from .process import ProcessCrash, process_findings
 from .queries import (
     STORED_SAMPLE_EVENTS,
     case_control_baseline,
     host_signature_counts,
     hosts_per_physical,
     observation_window,
+    program_crashes,
     program_hosts,
     signature_ids,
     signature_programs,
@@ -50,7 +52,7 @@ from .queries import (
     store_sample,
     uptime_hours,
 )
-from .shapes import EpidemiologyBody, SuspectHost
+from .shapes import EpidemiologyBody, SuspectHost, TimeFinding
 from .suspects import suspect_hosts
 from .uptime import histogram_outside_counts
 
@@ -88,6 +90,18 @@ class Fleet:
         hosts, source = program_hosts(self.session, programs, self.program_label)
         name = ", ".join(sorted({p.rsplit("/", 1)[-1] for p in programs}))
         return Population("program", name, len(hosts), source), hosts
+
+    def process_findings(self, ids: list[int]) -> list[TimeFinding]:
+        """A userspace signature's processes (release, age, start week) against the
+        program's other crashes of the window."""
+        programs = signature_programs(self.session, ids)
+        start = datetime.combine(self.window[0], datetime.min.time(), UTC)
+        end = datetime.combine(self.window[1] + timedelta(days=1), datetime.min.time(), UTC)
+        own: list[ProcessCrash] = []
+        others: list[ProcessCrash] = []
+        for signature_id, *process in program_crashes(self.session, programs, start, end):
+            (own if signature_id in ids else others).append(ProcessCrash(*process))
+        return process_findings(own, others)
 
     def view(self, sample: SignatureSample, population: list[int] | None) -> Baseline | None:
         """The population as it was over the signature's days, if the inventory covers it."""
@@ -188,7 +202,12 @@ def analyse(
         population=population,
         crash_view=crash_view,
     )
-    return {"signature": described, **analyse_signature(sample, context)}
+    body: EpidemiologyBody = {"signature": described, **analyse_signature(sample, context)}
+    if population.kind == "program":
+        processes = fleet.process_findings(ids)
+        body["time_findings"] = [*body.get("time_findings", []), *processes]
+        body["statements"] = [*body.get("statements", []), *(f["statement"] for f in processes)]
+    return body
 
 
 def signature_epidemiology(

@@ -44,6 +44,27 @@ class MappingSchema(Schema):
     path = short_text(1024)
 
 
+class ProcessSchema(Schema):
+    """The crashed process: who it was, when it started, how long it ran."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    pid = WholeNumber(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
+    tid = WholeNumber(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
+    name = short_text(64)
+    args = short_text(1024)
+    started_at = fields.AwareDateTime(default_timezone=UTC, allow_none=True)
+    uptime_s = fields.Float(validate=validate.Range(min=0, max=MAX_UPTIME_S), allow_none=True)
+    version = short_text(128)
+
+    @validates("started_at")
+    def _plausible_start(self, value: datetime | None, **_: Any) -> None:
+        problem = time_problem("started_at", value, datetime.now(UTC)) if value is not None else None
+        if problem is not None:
+            raise ValidationError(problem)
+
+
 class StackSchema(Schema):
     class Meta:
         unknown = EXCLUDE
@@ -62,6 +83,7 @@ class StackSchema(Schema):
     mappings = fields.List(
         fields.Nested(MappingSchema), validate=validate.Length(max=MAX_MAPPINGS), load_default=list
     )
+    process = fields.Nested(ProcessSchema, allow_none=True)
 
 
 class ReportSchema(Schema):

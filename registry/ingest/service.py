@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypedDict, cast
 
 from sqlalchemy import Connection, select, update
@@ -343,6 +343,29 @@ def regression_of(
     return regression_verdict(kernel_version, crashed_at, signature.fixed_in_kernel, signature.resolved_at)
 
 
+NO_PROCESS: dict[str, Any] = {"program_version": None, "process_started_at": None, "process_uptime_s": None}
+
+
+def process_attributes(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A userspace crash's process as event attributes, for the population analysis: the
+    program's release (`stack.process.version`, else the executable's `stack.build_id`), when
+    the process started and how long it had run (either time gives the other)."""
+    stack = report.get("stack") or {}
+    if report["source"] != "userspace" or not stack:
+        return NO_PROCESS
+    process = stack.get("process") or {}
+    started, uptime = process.get("started_at"), process.get("uptime_s")
+    if started is None and uptime is not None:
+        started = report["crashed_at"] - timedelta(seconds=uptime)
+    if uptime is None and started is not None:
+        uptime = max(0.0, (report["crashed_at"] - started).total_seconds())
+    return {
+        "program_version": process.get("version") or stack.get("build_id"),
+        "process_started_at": started,
+        "process_uptime_s": round(uptime) if uptime is not None else None,
+    }
+
+
 def find_or_open_event(
     session: Session,
     connection: Connection,
@@ -378,7 +401,7 @@ def find_or_open_event(
         "capture_reason": planned.reason if planned else "",
         "capture_dump_level": planned.dump_level if planned else None,
         "regression": regression,
-    }
+    } | process_attributes(report)
     created_id = statements.insert_event.scalar(connection, values)
     if created_id is not None:
         event = OpenEvent(

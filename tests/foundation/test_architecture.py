@@ -30,6 +30,7 @@ PURE = [
     "registry/epidemiology/mixture.py",
     "registry/epidemiology/narrative.py",
     "registry/epidemiology/analysis.py",
+    "registry/epidemiology/process.py",
     "registry/demo/simulator.py",
     "registry/capture/policy.py",
     "registry/storage/parts.py",

@@ -47,6 +47,8 @@ def test_demo_feeds_the_api_and_prints_what_managers_and_engineers_want(db_url, 
     assert "of ingest-worker" in mixed.splitlines()[1]
     assert "- software: a mixture: physical host " in mixed
     assert "running ingest-worker" in mixed and "How to read it: two bugs under one signature" in mixed
+    # the race is told apart by its processes' age, read from the reports' stacks
+    assert re.search(r"- process up under 15 minutes: \d+ of \d+ crashes, where \d+% of the program's", mixed)
     token = re.search(r"Read token: (\S+)", out).group(1)
     url = re.search(r"Registry: (http://\S+)", out).group(1)
     assert url.startswith("http://127.0.0.1:") and token.startswith("crs_")
