@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.crashreg_report import local_fingerprint
+from registry.fingerprint import analyse_report
 from tests.lab import lab, python_guest
 from tests.lab.conftest import Lab
 
@@ -120,4 +120,4 @@ def test_the_live_oops_fingerprints_as_the_engine_does_on_its_stored_log(live_la
     stored = live_lab.stored_report(event["reports"][0]["report_id"])
     assert stored["console_log"].lstrip().startswith("[")
     assert "BUG: kernel NULL pointer dereference" in stored["console_log"].splitlines()[0]
-    assert local_fingerprint(stored["console_log"]) == event["fingerprint"]
+    assert analyse_report(stored["console_log"], None).fingerprint == event["fingerprint"]
