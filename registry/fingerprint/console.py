@@ -23,6 +23,7 @@ from .patterns import (
     IGNORED_LINES,
     MCE_ERROR_CLASSES,
     MCE_MESSAGE_CLASSES,
+    NAMED_SKIP_CLASSES,
     OOPSES,
     SKIP_CLASSES,
     STALL_ANCHORS,
@@ -107,6 +108,8 @@ _SAME_REPORT_KINDS = frozenset({"machine-check", "edac", "pcie-aer"})
 _STALL_ANCHORS = search_matcher(STALL_ANCHORS)
 _HUNG_SKIP = search_matcher(HUNG_SKIP)
 _GENERIC_SKIP = search_matcher(GENERIC_SKIP)
+_NAMED_SKIP = search_matcher(entry for name, entries in SKIP_CLASSES if name in NAMED_SKIP_CLASSES
+                             for entry in entries)
 
 
 @functools.cache
@@ -477,9 +480,9 @@ def _choose(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pic
     for parts in _PROGRAMS[crash.oops.guilty]:
         read = _run(parts, crash, lines)
         frames = [frame for frame, _, _ in read]
-        kept = [named or not skip.search(frame[0]) for frame, _, named in read]
+        kept = [not (_NAMED_SKIP if named else skip).search(frame[0]) for frame, _, named in read]
         index, passed, bucket = extractor(frames, kept)
-        named = frozenset(i for i, (_, _, is_named) in enumerate(read) if is_named)
+        named = frozenset(i for i, (_, _, is_named) in enumerate(read) if is_named and kept[i])
         if index is not None:
             guilty = (bucket, frames[index][1]) if bucket else frames[index]
             if guilty[1] is None:  # a header names no module; the trace's frame of it does

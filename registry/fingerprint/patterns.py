@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 3
+ALGORITHM_VERSION = 4
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash
@@ -495,6 +495,10 @@ SKIP_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
         # kernel/locking/lockdep.c validation (the lock's user is the bug)
         "lockdep", "lock_class", "mark_lock", "(?:reacquire|mark)_held_locks", "__lock_acquire",
         "validate_chain", "check_prev_add", "check_noncircular", "check_irq_usage",
+        # kernel/trace/trace_preemptirq.c: the irq-state tracing hooks local_irq_enable() and
+        # friends call into lockdep (lockdep_hardirqs_on_prepare); a lockdep report raised
+        # there is about the caller that toggled interrupts
+        "^trace_(?:hard|soft)irqs_(?:on|off)",
         # lib/fault-inject.c
         "should_fail",
         # kernel/trace/trace_event_perf.c and include/trace/perf.h: tracepoint machinery
@@ -574,6 +578,10 @@ SKIP_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
 )
 GENERIC_SKIP: tuple[str, ...] = tuple(entry for _, entries in SKIP_CLASSES for entry in entries)
+# Skip classes that hold even for a frame the report names (a part marked `!`): the printing of
+# the report is never the bug. Kernels before 4.10 print the whole call trace as `[<address>]
+# func+0x`, so lockdep's print_ip_sym part (`pc`) can land on the trace's `dump_stack`.
+NAMED_SKIP_CLASSES: frozenset[str] = frozenset({"reporting"})
 
 # Stalls loop across several functions, so the top of the stack is random. The bug is named
 # after the frame just *above* the first of these dispatch points (the driver's ioctl, the
@@ -631,10 +639,15 @@ HUNG_ANCHORS: tuple[tuple[str, str], ...] = (
 )
 # The blocking primitives a hung task sleeps in, below the code that waits: kernel/sched/
 # core.c (__schedule, schedule_timeout), kernel/locking/ (mutex, rwsem, semaphore),
-# kernel/sched/{completion,wait,wait_bit}.c, kernel/rcu/tree.c rcu_barrier.
+# kernel/sched/{completion,wait,wait_bit}.c, kernel/rcu/tree.c rcu_barrier (syzkaller's
+# linuxHangTaskFrameExtractor list), and the timed sleeps a driver polls its hardware with:
+# kernel/time/sleep_timeout.c (timer.c before 6.13) msleep, msleep_interruptible,
+# usleep_range_state, schedule_timeout*, kernel/time/hrtimer.c schedule_hrtimeout*, and
+# include/linux/delay.h's inline ssleep/fsleep/usleep_range, which print as those.
 HUNG_SKIP: tuple[str, ...] = (
     "sched", "_lock", "_slowlock", "down", "rwsem", "completion", "kthread", "wait",
     "synchronize", "context_switch", "__switch_to", "cancel_delayed_work", "rcu_barrier",
+    "^msleep", "^ssleep$", "^fsleep$", "^usleep_range",
 )
 
 # Intel SDM vol. 3B "MCA error codes": (mask, value, class) over the low 16 bits of

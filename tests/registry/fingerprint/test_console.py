@@ -168,3 +168,40 @@ def test_user_access_helpers_are_skipped_but_a_drivers_own_get_user_is_not() -> 
     assert guilty(" __put_user_nocheck_8+0x1/0x2", " sock_ioctl+0x1/0x2") == "sock_ioctl"
     assert guilty(" tun_get_user+0x2ec2/0x4150", " tun_chr_write_iter+0x1/0x2") == "tun_get_user"
     assert guilty(" tun_put_user+0x1/0x2", " tun_do_read+0x1/0x2") == "tun_put_user"
+
+
+def test_a_hung_task_in_a_sleeping_primitive_is_named_after_its_caller() -> None:
+    """msleep, ssleep (msleep inline), usleep_range_state, schedule_timeout and the wait_for_*
+    family name no bug: the code that chose to wait does (kernel/time/sleep_timeout.c,
+    include/linux/delay.h, kernel/sched/completion.c)."""
+    def hung(*frames: str) -> str | None:
+        text = log("INFO: task kworker/u8:2:91 blocked for more than 122 seconds.",
+                   "task:kworker/u8:2 state:D stack:0 pid:91 ppid:2 flags:0x00004000", *TRACE,
+                   " __schedule+0x27c/0x6b0", " schedule+0x33/0x110", *frames,
+                   " drv_fw_poll+0x1/0x2 [drv]", " process_one_work+0x228/0x3d0",
+                   " worker_thread+0x53/0x420", " kthread+0x127/0x150", " ret_from_fork+0x1f/0x30",
+                   " </TASK>")
+        return analyse_console_log(text).function
+
+    for frames in ([" schedule_timeout+0x87/0x140", " msleep+0x2d/0x40"],
+                   [" schedule_timeout+0x87/0x140", " msleep_interruptible+0x2d/0x40"],
+                   [" schedule_hrtimeout_range_clock+0xa3/0x120", " usleep_range_state+0x65/0x90"],
+                   [" schedule_timeout+0x87/0x140", " wait_for_completion_timeout+0x7d/0x130"],
+                   [" io_schedule_timeout+0x19/0x40"]):
+        assert hung(*frames) == "drv_fw_poll", frames
+
+
+def test_lockdep_never_blames_its_irq_tracing_hooks_or_the_stack_printer() -> None:
+    """trace_hardirqs_on/off call into lockdep on behalf of whoever toggled interrupts; an old
+    kernel's bracketed call trace is not lockdep's print_ip_sym line, so `dump_stack` there is
+    not the frame the report names."""
+    irqs_on = analyse_console_log(golden("kinds/lockdep-inconsistent-irqs-on"))
+    assert irqs_on.function == "nvfoo_ring_reset"
+    decisions = {f["function"]: (f["decision"], f["rule"]) for f in irqs_on.explanation["frames"]}
+    assert decisions["trace_hardirqs_on"] == ("skipped", "sanitizer")
+    assert decisions["dump_stack_lvl"] == ("skipped", "reporting")
+    old = analyse_console_log(golden("kinds/lockdep-still-held-old-kernel"))
+    assert (old.function, old.explanation["section"]) == ("pipe_lock", "at:")
+    off = golden("kinds/lockdep-inconsistent-irqs-on").replace("trace_hardirqs_on+",
+                                                               "trace_hardirqs_off_caller+")
+    assert analyse_console_log(off).function == "nvfoo_ring_reset"
