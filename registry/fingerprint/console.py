@@ -21,14 +21,18 @@ from .patterns import (
     HUNG_ANCHORS,
     HUNG_SKIP,
     IGNORED_LINES,
+    KERNEL_TIMESTAMPS,
+    LINE_NOISE,
     MCE_ERROR_CLASSES,
     MCE_MESSAGE_CLASSES,
     NAMED_SKIP_CLASSES,
     OOPSES,
+    REPLAY_MARKER,
     SKIP_CLASSES,
     STALL_ANCHORS,
     STALL_BUCKETS,
     STRONG,
+    TRANSPORT_PREFIXES,
     TRIGGERS,
     WEAK,
     Oops,
@@ -52,11 +56,21 @@ _HEADERS = tuple((oops, re.compile(oops.header)) for oops in OOPSES)
 _DETAILS = {oops.kind + oops.title: tuple(re.compile(d) for d in oops.details)
             for oops in OOPSES if oops.details}
 
-# `<6>`, `[  12.345678]`, `[ T123]`/`[  C1]`, syslog/journal "... kernel: " prefixes.
+
+def _either(patterns) -> str:
+    return "(?:" + "|".join(f"(?:{pattern})" for pattern in patterns) + ")"
+
+
+# The prefixes of patterns.py's tables, in the order they stand before the kernel's text:
+# noise, one transport (journal, syslog, dmesg), `<6>`, the timestamp, the caller id
+# (`[ T123]`/`[  C1]`, CONFIG_PRINTK_CALLER; dmesg puts a space before it).
+# Optional groups are greedy, not possessive: Python before 3.11.5 mismatches a possessive
+# quantifier on a group holding a capture or an alternation (gh-106052), and the reporter runs
+# on the host's own python3. Each part is anchored on a literal, so backtracking stays short.
 _PREFIX = re.compile(
-    r"(?:\*\* \d++ printk messages dropped \*\* )?+(?:[\w.-]++ login: )?+"
-    r"(?:(?:[\w:.+/-]++ ){1,4}?kernel: )?"
-    r"(?:<\d{1,2}>)?+(?P<ts>\[ *+\d++\.\d++\])?+(?:\[ *+(?P<ctx>[CT]\d++)\])?+ ?"
+    f"{_either(LINE_NOISE)}?{_either(p for _, p in TRANSPORT_PREFIXES)}?"
+    f"(?:<\\d{{1,2}}>)?(?P<ts>{_either(KERNEL_TIMESTAMPS)})?"
+    r"(?: ?\[ *+(?P<ctx>[CT]\d++)\])? ?"
 )
 _REPORT_LINE = re.compile(
     rf"^{_PREFIX.pattern}(?P<body>[^\n\r]{{0,{MAX_LINE}}})[^\n]*+", re.MULTILINE
@@ -334,6 +348,22 @@ def _parse_line(text: str) -> Line:
     return line
 
 
+def line_frames(line: str) -> list[tuple[str, str | None, bool]]:
+    """The frames one raw console line shows, read as the engine reads them, for pages that
+    show a log: (function, module, unreliable) in reading order: a PC line's symbol, a lockdep
+    acquisition site, a call-trace frame and (arm) its caller; a `? ` or `(unreliable)` frame
+    is read only to be shown, never to be guilty."""
+    text = strip_prefix(line)[0].strip()
+    parsed = _parse_line(text)
+    found = [(name, module, False)
+             for name, module in filter(None, (parsed.rip, parsed.at, parsed.frame, parsed.caller))]
+    if not found and "+0x" in text:
+        loose = _FRAME.match(text[2:] if text[:2] == "? " else text)
+        if loose:
+            found.append((canonical_function(loose.group("func")), loose.group("mod"), True))
+    return found
+
+
 # --- guilty frame: a small program per report kind -------------------------------------------
 #
 # Each oops row names, as data, the parts of its report that hold the culprit, in the order the
@@ -602,9 +632,26 @@ def _damage(crash: KernelCrash, header: str, lines: list[Line]) -> list[str]:
     return flags
 
 
+def _drop_replayed(log: str) -> str:
+    """Without the copies of lines a console was cut off in: before each REPLAY_MARKER line the
+    cut line (when the marker starts its line), and the marker itself; the line printed again
+    after it is the one read."""
+    if REPLAY_MARKER not in log:
+        return log
+    lines = log.split("\n")
+    kept: list[str] = []
+    for line in lines:
+        if REPLAY_MARKER in line:
+            if kept and strip_prefix(line)[0].startswith(REPLAY_MARKER):
+                kept.pop()
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
 def parse_console_log(log: str) -> KernelCrash | None:
     """The first crash in a console log, or None when the log holds no crash."""
-    log = _cut_long_lines(log[:MAX_TEXT])
+    log = _drop_replayed(_cut_long_lines(log[:MAX_TEXT]))
     found = _find_header(log)
     if found is None:
         return None

@@ -411,6 +411,49 @@ OOPSES: tuple[Oops, ...] = (
          skip=r"_R\w*?panic|rust_begin_unwind|rust_panic|core\w*?panicking"),
 )
 
+# --- how a kernel line arrives: the prefixes put before the kernel's text ------------------
+#
+# A line is [noise][transport][level][timestamp][caller id] text. console.py strips, in that
+# order, at most one of each (each table is tried first to last); bench/signatures.py renders
+# logs in every style below and measures that the fingerprint does not move. Groups here are
+# never quantified possessively (see console._PREFIX: Python before 3.11.5, gh-106052).
+
+# Printed into the line by the console itself: kernel/printk/printk.c before 5.10 prefixed the
+# next line with the count a console fell behind by (later kernels print it on a line of its
+# own, and nbcon consoles also print REPLAY_MARKER); a getty prompt on the serial console.
+LINE_NOISE: tuple[str, ...] = (r"\*\* \d++ printk messages dropped \*\* ", r"[\w.-]++ login: ")
+# Transports that wrap each kernel record (the host's name is any token):
+TRANSPORT_PREFIXES: tuple[tuple[str, str], ...] = (
+    # journalctl -k -o short / short-precise ("Dec 01 10:00:00[.123456] host kernel: "), and
+    # RFC 3164 syslog files ("Dec  1 ..."), with the "<PRI>" they carry on the wire
+    ("syslog", r"(?:<\d{1,3}>)?[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d++)? \S++ kernel: "),
+    # journalctl -o short-full ("Tue 2026-12-01 10:00:00 UTC host kernel: ")
+    ("journal-full", r"[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d++)? \S++ \S++ kernel: "),
+    # journalctl -o short-iso / short-iso-precise, rsyslog's RSYSLOG_FileFormat
+    ("syslog-iso", r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d++)?(?:Z|[+-]\d\d:?\d\d)? \S++ kernel: "),
+    # journalctl -o short-unix ("1764583200.123456 host kernel: ")
+    ("journal-unix", r"\d{9,}+\.\d++ \S++ kernel: "),
+    # journalctl -o short-monotonic ("[  123.456789] host kernel: "): the journal's clock, not
+    # the kernel's timestamp, so the line counts as untimed
+    ("journal-monotonic", r"\[ *+\d++\.\d++\] \S++ kernel: "),
+    # RFC 5424 (rsyslog RSYSLOG_SyslogProtocol23Format, syslog-ng): "<PRI>1 TIMESTAMP HOST
+    # kernel PROCID MSGID STRUCTURED-DATA ", then an optional BOM
+    ("rfc5424", "<\\d{1,3}>1 \\S++ \\S++ kernel \\S++ \\S++ (?:-|(?:\\[[^\\]]*+\\])+) \ufeff?+"),
+    # util-linux dmesg -x ("kern  :warn  : ")
+    ("dmesg-decode", r"kern *+:[a-z]++ *+: "),
+)
+# The kernel's timestamp: printk_time's "[  12.345678]" (consoles, dmesg, syslog via /proc/kmsg),
+# util-linux dmesg -T / --time-format ctime ("[Tue Dec  1 10:00:00 2026]") and --time-format
+# iso ("2026-12-01T10:00:00,123456+00:00 ").
+KERNEL_TIMESTAMPS: tuple[str, ...] = (
+    r"\[ *+\d++\.\d++\]",
+    r"\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]",
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d++[+-]\d\d:\d\d",
+)
+# kernel/printk/printk.c (nbcon, 6.12+): a console taken over mid-line leaves the cut line,
+# prints this marker on a line of its own, then prints the whole line again.
+REPLAY_MARKER = "** replaying previous printk message **"
+
 # Kinds whose signature names a failing part rather than a bug in code.
 HARDWARE_KINDS = frozenset({"machine-check", "edac", "pcie-aer", "gpu-xid"})
 HARDWARE_LABEL = "hardware-error"

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
+from tests.support.benches import load
+
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_signatures", ROOT / "bench/signatures.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load("signatures")
 
 
 def test_the_corpus_is_read_from_the_repository_with_its_licence() -> None:

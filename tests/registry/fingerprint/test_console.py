@@ -4,6 +4,8 @@ by test_golden.py): what stays out of the identity, which crash in a log is the 
 from __future__ import annotations
 
 from registry.fingerprint import analyse_console_log, analyse_report
+from registry.fingerprint.console import _PREFIX, strip_prefix
+from registry.fingerprint.patterns import TRANSPORT_PREFIXES
 from tests.support.golden import TAIL, TRACE, golden, log
 
 
@@ -205,3 +207,47 @@ def test_lockdep_never_blames_its_irq_tracing_hooks_or_the_stack_printer() -> No
     off = golden("kinds/lockdep-inconsistent-irqs-on").replace("trace_hardirqs_on+",
                                                                "trace_hardirqs_off_caller+")
     assert analyse_console_log(off).function == "nvfoo_ring_reset"
+
+
+# One line per row of the prefix tables, as each transport prints it: (line, timestamped).
+PREFIXED = {
+    "syslog": ("<4>Dec  1 10:00:00 gpu-a017 kernel: BUG: x", False),
+    "journal-full": ("Tue 2026-12-01 10:00:00 UTC gpu-a017 kernel: BUG: x", False),
+    "syslog-iso": ("2026-12-01T10:00:00.123456+00:00 gpu-a017 kernel: BUG: x", False),
+    "journal-unix": ("1764583200.123456 gpu-a017 kernel: BUG: x", False),
+    "journal-monotonic": ("[  123.456789] gpu-a017 kernel: BUG: x", False),
+    "rfc5424": ('<4>1 2026-12-01T10:00:00.1Z gpu-a017 kernel - - [timeQuality tzKnown="1"] BUG: x',
+                False),
+    "dmesg-decode": ("kern  :warn  : [  123.456789] BUG: x", True),
+}
+
+
+def test_every_transport_prefix_is_taken_off_and_the_kernels_own_timestamp_kept() -> None:
+    assert set(PREFIXED) == {name for name, _ in TRANSPORT_PREFIXES}
+    for name, (line, timed) in PREFIXED.items():
+        assert strip_prefix(line) == ("BUG: x", None), name
+        assert (_PREFIX.match(line).group("ts") is not None) == timed, name
+    for stamp in ("[  123.456789]", "[Tue Dec  1 10:00:00 2026]", "2026-12-01T10:00:00,123456+00:00"):
+        assert _PREFIX.match(f"{stamp} [  T412] BUG: x").group("ts", "ctx") == (stamp, "T412")
+        assert strip_prefix(f"Dec 01 10:00:00 gpu-a017 kernel: {stamp}[  C3] BUG: x") == ("BUG: x", "C3")
+    assert strip_prefix("** 7 printk messages dropped ** [  1.000000] BUG: x") == ("BUG: x", None)
+
+
+def test_a_line_cut_by_a_console_takeover_is_read_once_from_its_replay() -> None:
+    """kernel/printk/nbcon.c: the cut line, the marker, the whole line again. A header cut
+    short must not become a crash of its own."""
+    lines = ("BUG: kernel NULL pointer dereference, address: 0000000000000008",
+             "#PF: supervisor read access in kernel mode", "Oops: 0000 [#1] SMP",
+             "RIP: 0010:ring_poll+0x1a/0x90 [drv]", *TRACE, " napi_poll+0x1/0x2", *TAIL)
+    clean = log(*lines, ctx="C3")
+    cut = clean.replace("[  100.000000][    C3] BUG: kernel NULL pointer dereference",
+                        "[  100.000000][    C3] BUG: kernel NULL pointer de\n"
+                        "** replaying previous printk message **\n"
+                        "[  100.000000][    C3] BUG: kernel NULL pointer dereference")
+    cut = cut.replace("[  100.003000][    C3] RIP: 0010:ring_poll+0x1a/0x90 [drv]",
+                      "[  100.003000][    \n** replaying previous printk message **\n"
+                      "[  100.003000][    C3] RIP: 0010:ring_poll+0x1a/0x90 [drv]")
+    assert cut.count("replaying") == 2
+    read = analyse_console_log(cut)
+    assert (read.fingerprint, read.title) == (analyse_console_log(clean).fingerprint,
+                                              "BUG: kernel NULL pointer dereference in ring_poll [drv]")

@@ -9,6 +9,7 @@ import pytest
 
 from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log
 from tests.support import golden
+from tests.support.benches import load
 
 CASES = golden.cases()
 
@@ -59,3 +60,19 @@ def test_a_malformed_golden_file_is_refused_with_its_name(tmp_path) -> None:
     bad.write_text("TITLE: no blank line\n")
     with pytest.raises(ValueError, match="no blank line"):
         golden.parse(bad)
+
+
+STYLES = load("signatures").STYLES
+
+
+@pytest.mark.parametrize("style", STYLES, ids=str)
+def test_every_golden_log_reads_the_same_in_every_prefix_style(style: str) -> None:
+    """The journal, syslog, dmesg, caller ids, replayed and dropped printk lines: the same
+    report read through any of them gets the clean log's fingerprint, title and function."""
+    bench = load("signatures")
+    moved = []
+    for case in CASES:
+        clean, seen = analyse_console_log(case.log), analyse_console_log(bench.render(case.log, style))
+        if not bench.same_crash(seen, clean):
+            moved.append(f"{case.name}: {clean and clean.title!r} -> {seen and seen.title!r}")
+    assert moved == []
