@@ -16,6 +16,9 @@
 #   crashreg-kdump.sh collect ARGS...    core_collector wrapper: makedumpfile <decided> ARGS...,
 #                                        then the capture is recorded with the event
 #   crashreg-kdump.sh fetch-bundle       refresh the offline policy bundle (booted host)
+#   crashreg-kdump.sh guilty-function LOG...
+#                                        the function the offline matcher reads from each
+#                                        console log, one line each (empty: none)
 #
 # Configuration: $CRASHREG_CONF (default /etc/crashreg/reporter.conf), a sourced sh file of
 # KEY=VALUE lines; see agents/README.md.
@@ -258,7 +261,7 @@ bundle_decision() {
         row=$(grep "^$fingerprint	" "$CRASHREG_BUNDLE" | head -n 1)
         reason="offline: policy bundle entry for fingerprint $fingerprint"
     else
-        function=$(guilty_function)
+        function=$(guilty_function "$work/console.log")
         if [ -n "$function" ]; then
             rows=$(grep -v '^#' "$CRASHREG_BUNDLE" | awk -F '	' -v f="$function" '$4 == f')
             if [ -n "$rows" ] && [ "$(printf '%s\n' "$rows" | cut -f 2,3 | sort -u | wc -l)" -eq 1 ]; then
@@ -278,13 +281,54 @@ bundle_decision() {
     case "$action" in full|filtered|skip) ;; *) action=full ;; esac
 }
 
-# The first guilty-looking function in the log (RIP/PC line, or "... in func" of a sanitizer
-# header), without compiler clone suffixes: the offline matcher when no fingerprinter runs.
+# The first guilty-looking function in a console log (RIP/PC line, or "... in func" of a
+# sanitizer header), named as the engine names functions: the offline matcher when no
+# fingerprinter runs.
 guilty_function() {
-    sed -n -e 's/.*BUG: [A-Za-z]*: [a-z-]* in \([A-Za-z_][A-Za-z0-9_.]*\).*/\1/p' \
-        -e 's/.*RIP: [0-9a-f]*:\([A-Za-z_][A-Za-z0-9_.]*\)+0x.*/\1/p' \
-        -e 's/.*pc : \([A-Za-z_][A-Za-z0-9_.]*\)+0x.*/\1/p' "$work/console.log" \
-        | head -n 1 | sed 's/\..*//'
+    sed -n -e 's/.*BUG: [A-Za-z]*: [a-z-]* in \([A-Za-z_][A-Za-z0-9_.$]*\).*/\1/p' \
+        -e 's/.*RIP: [0-9a-f]*:\([A-Za-z_][A-Za-z0-9_.$]*\)+0x.*/\1/p' \
+        -e 's/.*pc : \([A-Za-z_][A-Za-z0-9_.$]*\)+0x.*/\1/p' "$1" \
+        | head -n 1 | function_name
+}
+
+# A kernel symbol (one a line) as registry/fingerprint/frames.py canonical_function names it:
+# it ends at its first "."; an Itanium-mangled name (C++, legacy Rust) is demangled to its
+# qualified name; a syscall loses its wrapper prefix (the shortest name one removal gives,
+# SYSCALL_PREFIXES). tests/agents/test_kdump_sh.py holds the two to one answer.
+function_name() {
+    awk 'BEGIN { n = split("SYSC_ SyS_ sys_ __x64_ __ia32_ __arm64_ ____sys_ ___sys_ __sys_ __se_ __se_sys_ __do_sys_ compat_SYSC_ compat_SyS_ ksys_", prefix, " ") }
+    function demangle(name,    nested, at, count, digits, size, part, i, out) {
+        nested = substr(name, 1, 3) == "_ZN"
+        at = nested ? 4 : 3
+        count = 0
+        while (at <= length(name)) {
+            digits = ""
+            while (substr(name, at, 1) ~ /[0-9]/) { digits = digits substr(name, at, 1); at++ }
+            if (digits == "") break
+            size = digits + 0
+            part[++count] = substr(name, at, size)
+            at += size
+            if (!nested) break
+        }
+        if (count > 0 && length(part[count]) == 17 && part[count] ~ /^h[0-9a-f]+$/) count--
+        if (count == 0) return name
+        out = part[1]
+        for (i = 1; i <= count; i++) {
+            if (part[i] == "") return name
+            if (i > 1) out = out "::" part[i]
+        }
+        return out
+    }
+    {
+        name = $0
+        sub(/\..*/, "", name)
+        if (substr(name, 1, 2) == "_Z") name = demangle(name)
+        best = name
+        for (i = 1; i <= n; i++)
+            if (substr(name, 1, length(prefix[i])) == prefix[i] && length(name) - length(prefix[i]) < length(best))
+                best = substr(name, length(prefix[i]) + 1)
+        print (best == "" ? name : best)
+    }'
 }
 
 # Keep the exact body in $CRASHREG_SPOOL_DIR/$1 (atomically): "." waits for the post-boot
@@ -435,5 +479,6 @@ case "${1:-report}" in
     report) report ;;
     collect) shift; collect "$@" ;;
     fetch-bundle) fetch_bundle ;;
-    *) log "usage: $0 [report | collect MAKEDUMPFILE-ARGS... | fetch-bundle]"; exit 2 ;;
+    guilty-function) shift; for file in "$@"; do printf '%s\n' "$(guilty_function "$file")"; done ;;
+    *) log "usage: $0 [report | collect MAKEDUMPFILE-ARGS... | fetch-bundle | guilty-function LOG...]"; exit 2 ;;
 esac

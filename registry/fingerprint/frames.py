@@ -15,11 +15,6 @@ _SPACES = re.compile(r"\s++")
 MAX_TEXT_FIELD = 160
 
 
-def clean_function(name: str) -> str:
-    """One function, one name: drop compiler clone suffixes (.isra.N, .constprop.N, .cold)."""
-    return CLONE_SUFFIX.sub("", name)
-
-
 def skip_matcher(*groups: Iterable[str]) -> re.Pattern[str]:
     """Compile skip entries (prefixes after leading underscores; ".*x" = anywhere) into one regex."""
     entries = [entry.lstrip("_") for group in groups for entry in group if entry]
@@ -27,15 +22,24 @@ def skip_matcher(*groups: Iterable[str]) -> re.Pattern[str]:
 
 
 @lru_cache(maxsize=8192)
-def canonical_function(name: str) -> str:
-    """One function, one name. A kernel symbol ends at its first "." (the compiler's clone
-    suffixes .isra.N, .constprop.N, .cold, .part.N, .llvm.N); a syscall is named without its
-    per-architecture wrapper prefix (the shortest name one prefix removal gives).
+def canonical_function(name: str, kernel: bool = True) -> str:
+    """One function, one name, whoever reads the frame: the console parser, userspace stacks,
+    the event page (through the stored explanation) and the kdump sh fallback (held to this by
+    tests/agents/test_kdump_sh.py on the golden logs).
+
+    - Compiler clone suffixes go (.isra.N, .constprop.N, .cold, .part.N, .llvm.N, .lto_priv.N):
+      a kernel symbol ends at its first "." (kernel C identifiers have none); a userspace name
+      loses only the known suffixes (C++ operators and Go package paths hold dots).
+    - An Itanium-mangled name (C++, legacy Rust) is demangled to its qualified name.
+    - A kernel syscall is named without its per-architecture wrapper prefix (the shortest name
+      one prefix removal gives): __x64_sys_ioctl is sys_ioctl, __do_sys_bpf is bpf.
 
     Cached: a crash storm names the same few dozen functions in every report."""
-    name = name.split(".", 1)[0]
+    name = name.split(".", 1)[0] if kernel else CLONE_SUFFIX.sub("", name)
     if name[:2] == "_Z":
         name = demangle(name)
+    if not kernel:
+        return name
     best = name
     for prefix in SYSCALL_PREFIXES:
         if name.startswith(prefix) and len(name) - len(prefix) < len(best):

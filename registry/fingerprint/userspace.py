@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .frames import ExplainedFrame, clean_function, frame_decisions, frame_label, skip_matcher
+from .frames import ExplainedFrame, canonical_function, frame_decisions, frame_label, skip_matcher
 from .patterns import IP_REGISTERS, SP_REGISTERS, STACK_ALIGNMENT, USERSPACE_SKIP
 
 MAX_FRAMES = 256  # frames examined; a runaway recursion is still one bug
@@ -104,7 +104,7 @@ def _frame_name(frame: Any) -> tuple[str, str | None] | None:
     module = _text(frame.get("module")).rsplit("/", 1)[-1] or None
     function = _text(frame.get("function")).strip()
     if function and function != "??":
-        return clean_function(function), module
+        return canonical_function(function, kernel=False), module
     offset = _text(frame.get("offset"))
     if module and offset:
         return f"{module}+{offset.lower()}", None

@@ -1,25 +1,21 @@
 """The part of a console log an engineer reads first: the lines around the oops, with the
 stack frames picked out and the guilty one marked. Pure functions over the stored text.
 
-Which line is the oops and which frame is guilty are the signature engine's decisions
-(`registry.fingerprint`); this module only finds them again in the raw text to show them.
+Which line is the oops, how a line's frames read and which frame is guilty are the signature
+engine's decisions (`registry.fingerprint`): the header is found by the engine, each line's
+frames are read by it (one reading of a frame name), and the guilty frame is the one the
+event's stored explanation says it read, found again by walking the frames it read in order.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from registry.fingerprint.console import parse_console_log
+from registry.fingerprint.console import MAX_REPORT_LINES, line_frames, parse_console_log
 
 LINES_BEFORE, LINES_AFTER = 8, 48
-# "func+0x1a/0x30 [mod]" as printed in call traces and RIP/PC lines; "? func" is unreliable.
-FRAME = re.compile(
-    r"(?:^|[\s:])(?P<unreliable>\? )?(?P<function>[A-Za-z_.$][\w.$]*)\+0x[0-9a-f]+/0x[0-9a-f]+"
-    r"(?: \[(?P<module>[\w-]+)\])?"
-)
-# Compiler suffixes the engine strips before it names a guilty function.
-COMPILER_SUFFIX = re.compile(r"\.(?:isra|constprop|cold|part|llvm)(?:\.\d+)*")
 
 
 @dataclass(frozen=True)
@@ -27,6 +23,7 @@ class LogLine:
     number: int  # 1-based, in the whole log
     text: str
     role: str  # "header" | "guilty" | "frame" | "unreliable" | ""
+    guilty: bool = False  # the guilty frame is on this line (the header, when it names it)
 
 
 @dataclass(frozen=True)
@@ -44,6 +41,7 @@ class ConsoleExcerpt:
     total_lines: int
     header_line: int | None  # None: the engine found no crash in this log
     frames: list[Frame] = field(default_factory=list)
+    guilty_line: int | None = None  # the line holding the guilty frame, when it is shown
 
     @property
     def omitted_before(self) -> int:
@@ -54,38 +52,62 @@ class ConsoleExcerpt:
         return self.total_lines - self.lines[-1].number if self.lines else 0
 
 
-def plain_function(name: str) -> str:
-    return COMPILER_SUFFIX.sub("", name)
+Read = tuple[int, str, str | None]  # (line index, function, module) of a reliable frame
+
+
+def guilty_index(read: list[Read], explanation: Mapping[str, Any] | None) -> int | None:
+    """The line index of the frame the explanation calls guilty: its frames are matched, in
+    order, against the frames read from the lines after the header (a frame the log no longer
+    shows, such as one the header named, is passed over). None when the explanation names no
+    guilty frame or the log does not show it."""
+    frames = (explanation or {}).get("frames") or []
+    guilty = (explanation or {}).get("guilty")
+    if guilty is None or not 0 <= guilty < len(frames):
+        return None
+    cursor = 0
+    for position, wanted in enumerate(frames[:guilty + 1]):
+        function, module = wanted.get("function"), wanted.get("module")
+        found = next((k for k in range(cursor, len(read)) if read[k][1] == function
+                      and (module is None or read[k][2] == module)), None)
+        if found is not None and position == guilty:
+            return read[found][0]
+        if found is not None:
+            cursor = found + 1
+    return None
 
 
 def excerpt(
-    log: str, guilty: str | None, before: int = LINES_BEFORE, after: int = LINES_AFTER
+    log: str, explanation: Mapping[str, Any] | None, before: int = LINES_BEFORE,
+    after: int = LINES_AFTER,
 ) -> ConsoleExcerpt:
     """The lines around the crash header the engine found (the log's tail when it found none),
-    each frame line tagged, the first frame of the guilty function after the header marked."""
+    each frame line tagged, the line of the explanation's guilty frame marked."""
     lines = log.splitlines()
     crash = parse_console_log(log)
     header = next((i for i, line in enumerate(lines) if crash and crash.header in line), None)
     first = max(0, header - before) if header is not None else max(0, len(lines) - before - after)
-    window = lines[first : (header + after) if header is not None else len(lines)]
-    shown, frames, guilty_found = [], [], False
-    for offset, text in enumerate(window):
-        index = first + offset
-        match = FRAME.search(text)
+    last = (header + after) if header is not None else len(lines)
+    shown_frames = {index: line_frames(lines[index]) for index in range(first, last)
+                    if index < len(lines) and index != header}
+    guilty = None
+    if header is not None:
+        section = (explanation or {}).get("section")
+        end = min(len(lines), header + 1 + MAX_REPORT_LINES)  # the engine reads no further
+        read = [(index, function, module) for index in range(header + 1, end)
+                for function, module, unreliable in (
+                    shown_frames[index] if index in shown_frames else line_frames(lines[index]))
+                if not unreliable]
+        guilty = header if section == "header" else guilty_index(read, explanation)
+    shown, frames = [], []
+    for index in range(first, min(last, len(lines))):
+        found = shown_frames.get(index, [])
         role = "header" if index == header else ""
-        if match and index != header:
-            function = plain_function(match.group("function"))
-            unreliable = bool(match.group("unreliable"))
-            is_guilty = (
-                not guilty_found
-                and not unreliable
-                and guilty is not None
-                and function == guilty
-                and (header is None or index > header)
-            )
-            guilty_found = guilty_found or is_guilty
-            role = "guilty" if is_guilty else ("unreliable" if unreliable else "frame")
+        if found and index != header:
+            unreliable = all(frame[2] for frame in found)
+            role = "guilty" if index == guilty else ("unreliable" if unreliable else "frame")
             if header is None or index > header:
-                frames.append(Frame(function, match.group("module"), unreliable, is_guilty, index + 1))
-        shown.append(LogLine(index + 1, text, role))
-    return ConsoleExcerpt(shown, len(lines), header + 1 if header is not None else None, frames)
+                frames += [Frame(function, module, is_unreliable, index == guilty, index + 1)
+                           for function, module, is_unreliable in found[:1]]
+        shown.append(LogLine(index + 1, lines[index], role, index == guilty))
+    return ConsoleExcerpt(shown, len(lines), header + 1 if header is not None else None, frames,
+                          guilty + 1 if guilty is not None else None)

@@ -253,7 +253,7 @@ def event(event_id: int) -> str:
         context = {
             "event": event_detail(session, found),
             "function": signature.function if signature else None,
-            "console": excerpt(logged[1], signature.function if signature else None) if logged else None,
+            "console": excerpt(logged[1], found.explanation) if logged else None,
             "console_source": logged[0] if logged else None,
         }
     return render_template("pages/event.html", user=g.token, **context)

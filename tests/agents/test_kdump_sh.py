@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from registry.core.events import Report
 from registry.db import Database
+from registry.fingerprint.console import line_frames
+from registry.fingerprint.frames import canonical_function
+from tests.support import golden
 from tests.support.agents import (
+    BUSYBOX,
     FIXTURES,
     KDUMP_SH,
+    SHELLS,
     SYSTEM_PYTHON,
     FlakyFront,
     Registry,
+    busybox_path,
     closed_port_url,
     run_reporter,
 )
@@ -323,3 +331,51 @@ def test_post_boot_reads_the_capture_kdump_tools_left(
     [capture] = event["captures"]
     assert (capture["status"], capture["dump_level"], capture["bytes"]) == ("completed", 0, 8192)
     assert (capture["duration_s"], capture["target"]) == (30.0, str(dump))
+
+
+def offline_names(shell: str, logs: list[str], tmp_path: Path) -> list[str]:
+    """crashreg-kdump.sh guilty-function on each log, under dash, or busybox ash with only
+    busybox's applets on PATH, as a crash kernel's initramfs runs it."""
+    files = []
+    for index, text in enumerate(logs):
+        files.append(tmp_path / f"log-{index}")
+        files[-1].write_text(text)
+    command, path = (["dash"], "/usr/bin:/bin") if shell == "dash" else (
+        [str(BUSYBOX), "ash"], busybox_path(tmp_path))
+    done = subprocess.run([*command, str(KDUMP_SH), "guilty-function", *map(str, files)],
+                          capture_output=True, text=True, check=True, timeout=60,
+                          env={"CRASHREG_CONF": str(tmp_path / "none.conf"), "PATH": path})
+    return done.stdout.split("\n")[:len(logs)]
+
+
+RAW_SYMBOL = re.compile(r"([A-Za-z_][\w.$]*)\+0x[0-9a-f]+/0x")
+AWKWARD = ["__x64_sys_ioctl", "__do_sys_bpf", "ksys_mount", "__se_sys_sendmsg", "SyS_write",
+           "nvme_queue_rq.lto_priv.0", "xfrm_output_resume.isra.0.cold.83", "_Z8fakeNameiii",
+           "_ZN6kernel4sync3arc3Arc4drop17h0123456789abcdefE", "_ZN4core3ptr5write17h01E",
+           "sys_", "__x64_"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_offline_matcher_names_functions_as_the_engine_does(shell: str, tmp_path: Path) -> None:
+    """Every symbol of every golden log (and the awkward ones: wrappers, clone suffixes, mangled
+    names) through the sh fallback's normaliser gives the engine's name, so a bundle row written
+    from a signature's function matches the sh's reading of the same crash."""
+    symbols = sorted({raw for case in golden.cases() for raw in RAW_SYMBOL.findall(case.log)}
+                     | set(AWKWARD))
+    logs = [f"[  1.000000] RIP: 0010:{symbol}+0x1a/0x90\n" for symbol in symbols]
+    named = dict(zip(symbols, offline_names(shell, logs, tmp_path), strict=True))
+    assert len(symbols) > 300
+    assert {s: n for s, n in named.items() if n != canonical_function(s)} == {}
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_offline_matcher_reads_a_function_the_engine_reads_on_every_golden_log(
+        shell: str, tmp_path: Path) -> None:
+    cases = golden.cases()
+    found = offline_names(shell, [case.log for case in cases], tmp_path)
+    read_by_engine = [{name for line in case.log.splitlines() for name, _, _ in line_frames(line)}
+                      for case in cases]
+    strays = {case.name: name for case, name, names in zip(cases, found, read_by_engine, strict=True)
+              if name and name not in names}
+    assert strays == {}
+    assert sum(bool(name) for name in found) > len(cases) // 2

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
+import pytest
+
+from registry.fingerprint import analyse_console_log
 from registry.pages.charts import MAX_BARS, Mark, bucket_size, chart_start, events_chart, sparkline
 from registry.pages.console import excerpt
 from registry.pages.verdict import verdict_statements
@@ -68,12 +71,13 @@ def test_sparkline_covers_the_last_30_days() -> None:
 def test_excerpt_marks_header_guilty_and_unreliable_frames() -> None:
     noise = "".join(f"line {i}\n" for i in range(100))
     log = noise + NULL_DEREF_LOG.replace("Call Trace:\n", "Call Trace:\n[ 8812.1189]  ? __die+0x1/0x2\n")
-    shown = excerpt(log, "mlx5e_poll_rx_cq")
+    shown = excerpt(log, analyse_console_log(log).explanation)
     assert shown.header_line == 101 and shown.omitted_before == 92 and shown.omitted_after == 0
     roles = {line.number: line.role for line in shown.lines}
     assert roles[101] == "header"
     guilty = [line for line in shown.lines if line.role == "guilty"]
     assert len(guilty) == 1 and "RIP: 0010:mlx5e_poll_rx_cq" in guilty[0].text
+    assert shown.guilty_line == guilty[0].number and guilty[0].guilty
     assert [(f.function, f.guilty, f.unreliable) for f in shown.frames][:3] == [
         ("mlx5e_poll_rx_cq", True, False),
         ("__die", False, True),
@@ -82,14 +86,46 @@ def test_excerpt_marks_header_guilty_and_unreliable_frames() -> None:
     assert shown.frames[0].module == "mlx5_core"
 
 
-def test_excerpt_never_marks_an_unreliable_frame_and_strips_compiler_suffixes() -> None:
+def test_excerpt_never_marks_an_unreliable_frame_and_reads_names_as_the_engine_does() -> None:
     log = (
         "BUG: kernel NULL pointer dereference, address: 0000000000000008\n"
+        "Call Trace:\n"
         " ? ext4_writepages+0x1/0x2\n"
         " ext4_writepages.isra.0+0x1/0x2 [ext4]\n"
     )
-    frames = excerpt(log, "ext4_writepages").frames
+    frames = excerpt(log, analyse_console_log(log).explanation).frames
     assert [(f.function, f.guilty) for f in frames] == [("ext4_writepages", False), ("ext4_writepages", True)]
+
+
+@pytest.mark.parametrize("printed, named", [
+    ("__x64_sys_ioctl", "sys_ioctl"), ("nvme_queue_rq.lto_priv.0", "nvme_queue_rq"),
+    ("_ZN6kernel4sync3arc3Arc4drop17h0123456789abcdefE", "kernel::sync::arc::Arc::drop"),
+])
+def test_the_guilty_frame_is_marked_whatever_its_printed_name(printed: str, named: str) -> None:
+    """The page marks the line the stored explanation read the guilty frame from, in the
+    engine's reading of each line: no second normaliser to disagree with the first."""
+    log = ("[  10.000000] BUG: unable to handle page fault for address: ffffc90000a3f000\n"
+           "[  10.000001] Call Trace:\n"
+           "[  10.000002]  <TASK>\n"
+           f"[  10.000003]  {printed}+0x1a/0x90\n"
+           "[  10.000004]  do_syscall_64+0x3b/0x90\n")
+    explanation = analyse_console_log(log).explanation
+    assert explanation["frames"][explanation["guilty"]]["function"] == named
+    shown = excerpt(log, explanation)
+    assert shown.guilty_line == 4
+    assert [(f.function, f.guilty) for f in shown.frames][:2] == [(named, True), ("do_syscall_64", False)]
+
+
+def test_the_guilty_frame_named_by_the_header_marks_the_header_line() -> None:
+    log = ("[  10.000000] BUG: KASAN: use-after-free in tcp_ack+0x1a/0x90\n"
+           "[  10.000001] Read of size 8 at addr ffff888000000000 by task x/1\n"
+           "[  10.000002] Call Trace:\n"
+           "[  10.000003]  dump_stack_lvl+0x1/0x2\n"
+           "[  10.000004]  tcp_ack+0x1a/0x90\n")
+    shown = excerpt(log, analyse_console_log(log).explanation)
+    assert shown.guilty_line == shown.header_line == 1
+    assert shown.lines[0].role == "header" and shown.lines[0].guilty
+    assert excerpt(log, None).guilty_line is None  # an event stored before explanations
 
 
 def test_a_log_without_a_crash_shows_its_tail() -> None:
