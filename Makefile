@@ -40,7 +40,7 @@ lint: setup
 REPORTER_PYZ := dist/crashreg-report.pyz
 reporter: $(REPORTER_PYZ)
 
-$(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint -type f -not -path '*/__pycache__/*')
+$(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint agents/kernellog agents/dumpupload agents/coredump -type f -not -path '*/__pycache__/*')
 	$(PYTHON) agents/build_reporter.py --output $@
 
 ## lab: the crash lab alone (real kernels crash in QEMU and report; docs/crash-lab.md)

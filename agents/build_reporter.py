@@ -24,7 +24,8 @@ OUTPUT = REPO / "dist" / "crashreg-report.pyz"
 SHEBANG = b"#!/usr/bin/env python3\n"
 MAIN = b"import sys\n\nfrom crashreg_report import main\n\nsys.exit(main())\n"
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: no build time in the archive
-AGENT_PACKAGES = ("kernellog", "dumpupload")  # stdlib-only packages under agents/ the reporter imports
+# stdlib-only packages under agents/ the reporter imports
+AGENT_PACKAGES = ("kernellog", "dumpupload", "coredump")
 
 
 def members() -> dict[str, bytes]:

@@ -16,6 +16,7 @@ it and never stores a crash twice.
     crashreg-report.pyz fetch-bundle              refresh the offline bundle (JSON and text)
     crashreg-report.pyz fingerprint FILE...       local fingerprint of console logs / reports
     crashreg-report.pyz watch [--once]            report a running kernel's oopses and warnings
+    crashreg-report.pyz core --core FILE [--exe EXE]  report a userspace core on disk
 
 Configuration: /etc/crashreg/reporter.conf (or $CRASHREG_CONF), KEY=VALUE lines shared with
 the sh reporter; see agents/README.md.
@@ -797,6 +798,29 @@ def command_fingerprint(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def command_core(config: Config, args: argparse.Namespace) -> int:
+    """File mode: report a core on disk and print the decision (exit 10: skip, the core can
+    go). A core that cannot be read is an error (exit 1): there is nothing to report."""
+    from coredump import core_file_report  # an agent package the zipapp carries
+
+    try:
+        report = core_file_report(args.core, config.hostname or socket.gethostname() or "unknown", args.exe)
+    except Exception as error:  # a broken or hostile core: say so, never a traceback
+        log(f"cannot read the core {args.core}: {type(error).__name__}: {error}")
+        return 1
+    try:
+        decision = decide(config, report)
+    except Exception as error:  # a decision is always printed, as for a crash kernel
+        log(f"reporter failed ({type(error).__name__}: {error}): fallback decision")
+        decision = Decision(config.fallback_action, "reporter failed", None, "fallback")
+    level = f" (dump level {decision.dump_level})" if decision.dump_level is not None else ""
+    log(f"{report['report_id']}: {decision.action}{level} by {decision.decided_by}: {decision.reason}")
+    print(json.dumps({"report_id": report["report_id"], "fingerprint": report.get("fingerprint"),
+                      "action": decision.action, "dump_level": decision.dump_level,
+                      "decided_by": decision.decided_by, "event_id": decision.event_id}))
+    return EXIT_SKIP if decision.action == "skip" else EXIT_DUMP
+
+
 COMMANDS = {
     "report": command_report,
     "collect": command_collect,
@@ -804,6 +828,7 @@ COMMANDS = {
     "fetch-bundle": command_fetch_bundle,
     "fingerprint": command_fingerprint,
     "watch": command_watch,
+    "core": command_core,
 }
 
 
@@ -822,6 +847,9 @@ def main(argv: list[str] | None = None) -> int:
     watch = sub.add_parser("watch", help="report the running kernel's oopses and warnings (kmsg)")
     watch.add_argument("--kmsg", help="kmsg records to follow (default: CRASHREG_KMSG, /dev/kmsg)")
     watch.add_argument("--once", action="store_true", help="stop at the end of a file of records")
+    core = sub.add_parser("core", help="report a userspace core file (file mode) and print the decision")
+    core.add_argument("--core", required=True, help="an ELF core file")
+    core.add_argument("--exe", help="the program's file, when not at the path the core names")
     argv = sys.argv[1:] if argv is None else argv
     # Everything after `collect` is makedumpfile's, options included.
     split = argv.index("collect") + 1 if "collect" in argv else len(argv)

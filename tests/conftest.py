@@ -23,7 +23,8 @@ from registry.migrate import upgrade
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database, truncate_all
 from tests.support.http import SERVER_POLL_S
 
-pytest_plugins = ["tests.support.agents", "tests.support.grafana"]  # fixtures shared beyond one folder
+# fixtures shared beyond one folder
+pytest_plugins = ["tests.support.agents", "tests.support.cores", "tests.support.grafana"]
 
 
 @pytest.fixture(scope="session")

@@ -113,7 +113,7 @@ def _user_signature(crash: UserCrash) -> CrashSignature:
     explained, guilty = explain_user_frames(crash)
     explanation: ExplanationRecord = {
         "v": ALGORITHM_VERSION, "kind": "userspace",
-        "kind_rule": f"signal:{crash.signal}" if crash.signal else "registers",
+        "kind_rule": f"signal:{crash.signal}" if crash.signal else "evidence",
         "headline": headline, "section": "stack" if explained else None,
         "frames": explained, "guilty": guilty, "flags": [], "identity": identity}
     return CrashSignature(fingerprint=fingerprint, title=title, kind="userspace",

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 4
+ALGORITHM_VERSION = 5
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash
@@ -736,26 +736,46 @@ CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|llvm|local
 
 # --- userspace ----------------------------------------------------------------------------
 
-# Frames of the runtime rather than the program: signal delivery, abort, unwinding.
+# Frames of the runtime rather than the program: signal delivery, abort, assertions,
+# unwinding, thread start (matched at the start of a function name, leading "_" ignored).
 USERSPACE_SKIP: tuple[str, ...] = (
     "__restore_rt", "__kernel_rt_sigreturn", "_sigtramp", "__sigreturn", "sigreturn",
     "raise$", "__GI_raise", "gsignal", "abort$", "__GI_abort", "__pthread_kill",
     "pthread_kill", "__libc_message", "__fortify_fail", "__chk_fail", "__stack_chk_fail",
-    "__assert_fail", "__assert_fail_base", "__GI___assert_fail", "malloc_printerr",
-    "_Unwind_", "__gxx_personality", "__cxa_throw", "__cxa_rethrow", "std::terminate",
-    "__cxxabiv1::", "__gnu_cxx::__verbose_terminate_handler", "std::__terminate",
-    "backtrace$", "__libc_start_main", "__libc_start_call_main", "_start$", "start_thread",
-    "clone$", "clone3$", "__clone", "runtime.sigpanic", "runtime.raise", "runtime.crash",
+    "__assert_fail", "__assert_fail_base", "__GI___assert_fail", "__assert_perror_fail", "malloc_printerr",
+    "_Unwind_", "__gxx_personality", "__cxa_throw", "__cxa_rethrow", "__cxa_call_terminate",
+    "__cxa_call_unexpected", "__cxa_pure_virtual", "__cxa_bad_cast", "__cxa_bad_typeid", "std::terminate",
+    "__cxxabiv1::", "__gnu_cxx::__verbose_terminate_handler", "std::__terminate", "std::__throw_",
+    "std::rethrow_exception", "backtrace$", "__libc_start_main", "__libc_start_call_main", "_start$",
+    "start_thread", "clone$", "clone3$", "__clone", "runtime.sigpanic", "runtime.raise", "runtime.crash",
     "runtime.dieFromSignal", "runtime.fatalpanic", "runtime.gopanic", "core::panicking::",
-    "std::panicking::", "rust_panic", "__rust_start_panic", "__rust_begin_short_backtrace",
+    "std::panicking::", "std::rt::lang_start", "std::sys::", "rust_panic", "__rust_start_panic",
+    "__rust_begin_short_backtrace", "__rust_end_short_backtrace",
 )
 
-USERSPACE_LABELS = ("return-to-null", "bad-return", "misaligned-stack")
+# Modules of the runtime: a frame in them is never the program's own code, named or not
+# (the C library and the loader are stripped of their local symbols on most distributions).
+# Searched in the module's file name.
+USERSPACE_SKIP_MODULES: tuple[str, ...] = (
+    r"^libc\.so", r"^libc-2\.", r"^libpthread[.-]", r"^ld-linux", r"^ld-musl", r"^libc\.musl",
+    r"^libstdc\+\+\.so", r"^libc\+\+(abi)?\.so", r"^libgcc_s\.so", r"^libunwind\.so",
+    r"^linux-vdso\.so", r"^\[vdso\]$",
+)
+
+# Corruption labels, in the order a signature lists them; each needs its proof in the
+# report's stack evidence (userspace.PROOFS).
+USERSPACE_LABELS: tuple[str, ...] = ("return-to-null", "bad-return", "misaligned-stack")
+
+# The failure mode a signal means, after the corruption labels.
+SIGNAL_LABELS: dict[str, str] = {
+    "SIGSEGV": "segfault", "SIGBUS": "bus-error", "SIGABRT": "abort", "SIGFPE": "fpe",
+    "SIGILL": "illegal-instruction", "SIGTRAP": "trap", "SIGSYS": "bad-syscall",
+}
 
 # Register names: instruction and stack pointers per architecture.
 IP_REGISTERS = ("rip", "eip", "pc", "ip")
 SP_REGISTERS = ("rsp", "esp", "sp")
 
-# The ABIs (x86-64 SysV, i386 SysV as compilers use it, AArch64) keep the stack pointer
-# 16-byte aligned in function bodies; SSE spills fault when it is not.
+# Where the ABIs (x86-64 SysV, i386 SysV as compilers use it, AArch64) fix the stack's
+# alignment: the CFA of a function called across an ABI boundary.
 STACK_ALIGNMENT: tuple[tuple[str, int], ...] = (("rsp", 16), ("esp", 16), ("sp", 16))

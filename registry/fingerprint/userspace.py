@@ -1,30 +1,42 @@
-"""Read a userspace core's stack (frames, registers, mappings) into failure-mode labels.
+"""Read a userspace core's stack (frames, registers, evidence) into failure-mode labels and the
+guilty frame.
 
 Two populations with the same frames but different failure modes are different bugs: a
-return to address 0 (a smashed return address or a NULL function pointer), a return into
-non-executable memory, a misaligned stack at an SSE spill. The registers tell them apart.
+return to address 0 (a smashed return address), a return into memory that is not code, a
+stack misaligned where the ABI fixes its alignment. A label is given only on proof, from the
+`evidence` a core reader adds to the stack (docs/api.md): the slot `ret` popped, the fault
+pc's mapping, the instruction at the pc, the CFA. Registers alone prove nothing (inside a
+function body, and in every leaf without a frame, %rsp % 16 == 8 is normal), so a report
+without evidence carries no corruption label.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .frames import ExplainedFrame, canonical_function, frame_decisions, frame_label, skip_matcher
-from .patterns import IP_REGISTERS, SP_REGISTERS, STACK_ALIGNMENT, USERSPACE_SKIP
+from .patterns import (
+    IP_REGISTERS,
+    SIGNAL_LABELS,
+    SP_REGISTERS,
+    STACK_ALIGNMENT,
+    USERSPACE_LABELS,
+    USERSPACE_SKIP,
+    USERSPACE_SKIP_MODULES,
+)
 
 MAX_FRAMES = 256  # frames examined; a runaway recursion is still one bug
+MAX_SLOTS = 32
 FRAMES_KEPT = 3
 MAX_NAME = 200
+SI_KERNEL = 0x80  # si_code of a general protection fault: what a misaligned SSE access raises
 
 _SKIP = skip_matcher(USERSPACE_SKIP)
+_SKIP_MODULE = re.compile("|".join(f"(?:{entry})" for entry in USERSPACE_SKIP_MODULES))
 _RULES = (("userspace-runtime", _SKIP),)  # signal delivery, abort, unwinding, thread start
-
-# The failure mode a signal means when the registers show nothing more specific.
-SIGNAL_LABELS = {
-    "SIGSEGV": "segfault", "SIGBUS": "bus-error", "SIGABRT": "abort", "SIGFPE": "fpe",
-    "SIGILL": "illegal-instruction", "SIGTRAP": "trap", "SIGSYS": "bad-syscall",
-}
 
 
 @dataclass
@@ -46,6 +58,8 @@ def _as_int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, str):
         try:
             return int(value.strip()[:40], 0)
@@ -58,7 +72,9 @@ def _text(value: Any) -> str:
     return value[:MAX_NAME] if isinstance(value, str) else ""
 
 
-def _register(registers: dict, names: tuple[str, ...]) -> tuple[str, int] | None:
+def _register(registers: Any, names: tuple[str, ...]) -> tuple[str, int] | None:
+    if not isinstance(registers, dict):
+        return None
     for name in names:
         value = _as_int(registers.get(name))
         if value is not None:
@@ -66,35 +82,172 @@ def _register(registers: dict, names: tuple[str, ...]) -> tuple[str, int] | None
     return None
 
 
-def _executable_ranges(mappings: Any) -> list[tuple[int, int]]:
-    ranges = []
-    for mapping in mappings[:4096] if isinstance(mappings, list) else ():
-        if not isinstance(mapping, dict) or "x" not in _text(mapping.get("perms")):
+@dataclass(frozen=True)
+class Slot:
+    """A stack slot near %rsp at the fault, and what its value points at when it is code."""
+
+    offset: int
+    value: int
+    function: str | None
+    module: str | None
+    call: bool  # the value is a return address: it follows a call instruction
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The facts a label needs, read from the report's `stack` (absent ones are None)."""
+
+    pc: int | None
+    sp: int | None
+    sp_register: str | None
+    si_code: int | None
+    pc_perms: str | None  # "" when the pc is in no mapping
+    pc_bytes: bytes | None
+    pc_entry: bool | None
+    cfa: int | None
+    slots: dict[int, Slot]
+    frame_modules: tuple[str | None, str | None]  # of frame 0 and frame 1
+
+    def slot(self, offset: int) -> Slot | None:
+        return self.slots.get(offset)
+
+
+def _slots(raw: Any) -> dict[int, Slot]:
+    slots = {}
+    for item in raw[:MAX_SLOTS] if isinstance(raw, list) else ():
+        if not isinstance(item, dict):
             continue
-        start, end = _as_int(mapping.get("start")), _as_int(mapping.get("end"))
-        if start is not None and end is not None:
-            ranges.append((start, end))
-    return ranges
+        offset, value = _as_int(item.get("offset")), _as_int(item.get("value"))
+        if offset is None or value is None:
+            continue
+        function = canonical_function(_text(item.get("function")).strip(), kernel=False) or None
+        module = _text(item.get("module")).rsplit("/", 1)[-1] or None
+        slots[offset] = Slot(offset, value, function, module, item.get("call") is True)
+    return slots
 
 
-def failure_labels(registers: Any, mappings: Any) -> list[str]:
-    """return-to-null / bad-return / misaligned-stack, from the registers at the fault."""
-    if not isinstance(registers, dict):
+def _bytes(value: Any) -> bytes | None:
+    try:
+        return bytes.fromhex(value[:64]) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def read_evidence(stack: dict[str, Any]) -> Evidence | None:
+    """The evidence of a stack, or None when it has none (a report from an older reader)."""
+    raw = stack.get("evidence")
+    if not isinstance(raw, dict):
+        return None
+    ip = _register(stack.get("registers"), IP_REGISTERS)
+    sp = _register(stack.get("registers"), SP_REGISTERS)
+    frames = stack.get("frames") if isinstance(stack.get("frames"), list) else []
+    modules = [_text(f.get("module")).rsplit("/", 1)[-1] or None if isinstance(f, dict) else None
+               for f in frames[:2]] + [None, None]
+    perms = raw.get("pc_perms")
+    return Evidence(
+        pc=ip[1] if ip else None, sp=sp[1] if sp else None, sp_register=sp[0] if sp else None,
+        si_code=_as_int(raw.get("si_code")),
+        pc_perms=perms[:8] if isinstance(perms, str) else None,
+        pc_bytes=_bytes(raw.get("pc_bytes")),
+        pc_entry=raw.get("pc_entry") if isinstance(raw.get("pc_entry"), bool) else None,
+        cfa=_as_int(raw.get("cfa")), slots=_slots(raw.get("slots")),
+        frame_modules=(modules[0], modules[1]))
+
+
+# --- the proofs, one per label ------------------------------------------------------------
+
+
+def _popped(evidence: Evidence) -> int | None:
+    """The value `ret` took: the slot just below %rsp after the return."""
+    slot = evidence.slot(-8)
+    return slot.value if slot else None
+
+
+def returned_to_null(evidence: Evidence) -> bool:
+    """pc 0, reached by a `ret` that popped 0. A call through a NULL pointer also lands on 0,
+    but leaves its return address on top of the stack instead."""
+    top = evidence.slot(0)
+    return evidence.pc == 0 and _popped(evidence) == 0 and not (top and top.call)
+
+
+def returned_to_non_code(evidence: Evidence) -> bool:
+    """pc in memory that is not executable (or not mapped), reached by a `ret` that popped it."""
+    return (bool(evidence.pc) and evidence.pc_perms is not None and "x" not in evidence.pc_perms
+            and _popped(evidence) == evidence.pc)
+
+
+# SSE/AVX moves that fault on a misaligned memory operand (movaps/movapd, movdqa, movntdq,
+# movntps/pd): (mandatory prefix, opcode after 0F).
+ALIGNED_SSE = frozenset({(None, 0x28), (None, 0x29), (0x66, 0x28), (0x66, 0x29), (0x66, 0x6F),
+                         (0x66, 0x7F), (0x66, 0xE7), (None, 0x2B), (0x66, 0x2B)})
+
+
+def aligned_stack_access(code: bytes) -> bool:
+    """The instruction is an aligned SSE move whose memory operand is based on %rsp or %rbp."""
+    at, prefix = 0, None
+    while at < len(code) and code[at] in (0x66, 0xF2, 0xF3):
+        prefix = code[at]
+        at += 1
+    if at < len(code) and 0x40 <= code[at] <= 0x4F:  # REX
+        rex = code[at]
+        at += 1
+    else:
+        rex = 0
+    if at + 2 >= len(code) or code[at] != 0x0F or (prefix, code[at + 1]) not in ALIGNED_SSE:
+        return False
+    modrm = code[at + 2]
+    mod, rm = modrm >> 6, modrm & 7
+    if mod == 3:
+        return False
+    base = rm
+    if rm == 4 and at + 3 < len(code):  # SIB byte: its base
+        base = code[at + 3] & 7
+    return not rex & 1 and (base == 4 or (base == 5 and mod != 0))
+
+
+def misaligned_stack(evidence: Evidence) -> bool:
+    """Where the ABI fixes %rsp: an aligned SSE access to the stack faulting as a general
+    protection fault (SI_KERNEL); or a CFA not 16-byte aligned (at a function's entry, %rsp
+    + 8 is the CFA) in a function called from another module. Calls inside one module do not
+    count: a compiler that sees every caller may drop the alignment (GCC does)."""
+    alignment = dict(STACK_ALIGNMENT).get(evidence.sp_register or "")
+    if not alignment:
+        return False
+    if evidence.si_code == SI_KERNEL and evidence.pc_bytes and aligned_stack_access(evidence.pc_bytes):
+        return True
+    cfa = evidence.cfa
+    if cfa is None and evidence.pc_entry and evidence.sp is not None:
+        cfa = evidence.sp + 8
+    inner, outer = evidence.frame_modules
+    return cfa is not None and bool(inner and outer) and inner != outer and cfa % alignment != 0
+
+
+PROOFS: dict[str, Callable[[Evidence], bool]] = {
+    "return-to-null": returned_to_null,
+    "bad-return": returned_to_non_code,
+    "misaligned-stack": misaligned_stack,
+}
+BAD_RETURNS = ("return-to-null", "bad-return")
+
+
+def failure_labels(evidence: Evidence | None) -> list[str]:
+    """The corruption labels the evidence proves, in USERSPACE_LABELS order."""
+    if evidence is None:
         return []
-    labels = []
-    ip = _register(registers, IP_REGISTERS)
-    if ip is not None:
-        executable = _executable_ranges(mappings)
-        if ip[1] == 0:
-            labels.append("return-to-null")
-        elif executable and not any(start <= ip[1] < end for start, end in executable):
-            labels.append("bad-return")
-    sp = _register(registers, SP_REGISTERS)
-    if sp is not None:
-        alignment = dict(STACK_ALIGNMENT).get(sp[0])
-        if alignment and sp[1] % alignment:
-            labels.append("misaligned-stack")
-    return labels
+    return [label for label in USERSPACE_LABELS if PROOFS[label](evidence)]
+
+
+def returning_function(evidence: Evidence) -> tuple[str, str | None] | None:
+    """The function whose `ret` went wrong: its calls left their return addresses (code
+    pointers into it) in the red zone below the popped slot; the nearest one names it."""
+    for offset in range(-16, -136, -8):
+        slot = evidence.slot(offset)
+        if slot and slot.call and slot.function:
+            return slot.function, slot.module
+    return None
+
+
+# --- frames -------------------------------------------------------------------------------
 
 
 def _frame_name(frame: Any) -> tuple[str, str | None] | None:
@@ -107,13 +260,24 @@ def _frame_name(frame: Any) -> tuple[str, str | None] | None:
         return canonical_function(function, kernel=False), module
     offset = _text(frame.get("offset"))
     if module and offset:
-        return f"{module}+{offset.lower()}", None
+        return f"{module}+{offset.lower()}", module
     return None
+
+
+def runtime_frame(name: tuple[str, str | None]) -> bool:
+    """A frame of the runtime, not of the program: by function (signal delivery, abort,
+    unwinding, thread start) or by module (the C library, the C++ runtime, the loader)."""
+    function, module = name
+    return bool(_SKIP.match(function)) or bool(module and _SKIP_MODULE.search(module))
 
 
 def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | None]:
     """The frames read, each guilty, used (real code) or skipped as runtime machinery."""
-    return frame_decisions(crash.named, crash.guilty, _RULES, None)
+    decisions, guilty = frame_decisions(crash.named, crash.guilty, _RULES, None)
+    for decision in decisions:
+        if decision["decision"] == "used" and runtime_frame((decision["function"], decision["module"])):
+            decision["decision"], decision["rule"] = "skipped", "userspace-runtime"
+    return decisions, guilty
 
 
 def parse_stack(stack: Any) -> UserCrash | None:
@@ -124,16 +288,26 @@ def parse_stack(stack: Any) -> UserCrash | None:
     frames = frames[:MAX_FRAMES] if isinstance(frames, list) else []
     signal = _text(stack.get("signal")).upper()
     crash = UserCrash(executable=_text(stack.get("executable")).rsplit("/", 1)[-1], signal=signal)
-    crash.labels = failure_labels(stack.get("registers"), stack.get("mappings"))
+    evidence = read_evidence(stack)
+    crash.labels = failure_labels(evidence)
     if signal in SIGNAL_LABELS:
         crash.labels.append(SIGNAL_LABELS[signal])
     named = [name for name in map(_frame_name, frames) if name is not None]
-    kept = [name for name in named if not _SKIP.match(name[0])]
+    if evidence is not None and any(label in BAD_RETURNS for label in crash.labels):
+        # Frame 0 is the bad pc (0, or data): the guilty frame is the function that returned.
+        if named and frames and isinstance(frames[0], dict) and _frame_name(frames[0]) == named[0]:
+            named = named[1:]
+        returned = returning_function(evidence)
+        if returned is not None:
+            named = [returned, *named]
     crash.named = named
-    crash.guilty = next((i for i, name in enumerate(named) if not _SKIP.match(name[0])), None)
+    crash.guilty = next((i for i, name in enumerate(named) if not runtime_frame(name)), None)
+    kept = named[crash.guilty:] if crash.guilty is not None else []
+    kept = [name for name in kept if not runtime_frame(name)]
     if kept:
         crash.function, crash.module = kept[0]
-        crash.frames = [frame_label(name, module) for name, module in kept[:FRAMES_KEPT]]
+        crash.frames = [frame_label(name, None if name.startswith(f"{module}+") else module)
+                        for name, module in kept[:FRAMES_KEPT]]
     if not kept and not crash.labels:
         return None
     return crash

@@ -32,6 +32,8 @@ class FrameSchema(Schema):
     address = short_text(32)
     file = short_text(512)
     line = WholeNumber(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
+    build_id = short_text(128)
+    function_offset = short_text(32)
 
 
 class MappingSchema(Schema):
@@ -42,6 +44,40 @@ class MappingSchema(Schema):
     end = fields.String(required=True, validate=validate.Length(max=32))
     perms = short_text(8)
     path = short_text(1024)
+
+
+MAX_SLOTS = 32
+HEX_BYTES = validate.Regexp(r"^(?:[0-9a-fA-F]{2})*$", error="must be hexadecimal bytes")
+
+
+class SlotSchema(Schema):
+    """A stack slot near %rsp at the fault (offset from %rsp), and the code it points at."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    offset = WholeNumber(required=True, validate=validate.Range(min=-4096, max=4096))
+    value = fields.String(required=True, validate=validate.Length(max=32))
+    function = short_text(512)
+    module = short_text(1024)
+    call = fields.Boolean(truthy={True}, falsy={False}, allow_none=True,
+                          metadata={"description": "the value follows a call instruction"})
+
+
+class EvidenceSchema(Schema):
+    """What a core reader saw at the fault; the failure-mode labels are decided from it."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    si_code = WholeNumber(validate=validate.Range(min=-(2**31), max=2**31 - 1), allow_none=True)
+    si_addr = short_text(32)
+    pc_perms = short_text(8, metadata={"description": "the fault pc's mapping, empty when unmapped"})
+    pc_bytes = fields.String(validate=[validate.Length(max=64), HEX_BYTES], allow_none=True)
+    pc_entry = fields.Boolean(truthy={True}, falsy={False}, allow_none=True,
+                              metadata={"description": "the pc is a function's first byte"})
+    cfa = short_text(32)
+    slots = fields.List(fields.Nested(SlotSchema), validate=validate.Length(max=MAX_SLOTS), allow_none=True)
 
 
 class ProcessSchema(Schema):
@@ -83,6 +119,7 @@ class StackSchema(Schema):
     mappings = fields.List(
         fields.Nested(MappingSchema), validate=validate.Length(max=MAX_MAPPINGS), load_default=list
     )
+    evidence = fields.Nested(EvidenceSchema, allow_none=True)
     process = fields.Nested(ProcessSchema, allow_none=True)
 
 

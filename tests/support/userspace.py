@@ -1,4 +1,5 @@
-"""A userspace core's stack as reporters send it, with any field changed."""
+"""A userspace core's stack as reporters send it, with any field changed, and the evidence a
+core reader adds for each failure mode."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ FRAMES = [
     {"function": "proxy_service", "module": "libnccl.so.2"},
     {"function": "start_thread", "module": "libc.so.6"},
 ]
+# A call the returning function made: its return address, left in the red zone.
+CALL_INTO_SCHEDULER = {"offset": -40, "value": "0x7ffff7d01234", "function": "nccl_schedule",
+                       "module": "/usr/lib/libnccl.so.2", "call": True}
+CALL_INTO_CALLER = {"offset": 0, "value": "0x7ffff7d05678", "function": "proxy_service",
+                    "module": "/usr/lib/libnccl.so.2", "call": True}
 
 
 def stack(**changes) -> dict:
@@ -27,3 +33,21 @@ def stack(**changes) -> dict:
     base = copy.deepcopy(base)
     base.update(changes)
     return base
+
+
+def evidence(**changes) -> dict:
+    """An ordinary fault's evidence: pc in code, SEGV_MAPERR, nothing popped that matters."""
+    base = {"si_code": 1, "si_addr": "0x0", "pc_perms": "r-xp", "pc_bytes": "8b0083c0015dc3",
+            "pc_entry": False, "cfa": "0x7fffffffe3b0",
+            "slots": [{"offset": -8, "value": "0x7fffffffe3c0"}, CALL_INTO_CALLER]}
+    base.update(changes)
+    return base
+
+
+def returned_to(pc: str, perms: str, slot_value: str | None = None) -> dict:
+    """A stack whose `ret` popped `slot_value` (default: the pc) into a mapping with `perms`."""
+    slots = [{"offset": -8, "value": slot_value or pc}, CALL_INTO_SCHEDULER,
+             {"offset": 0, "value": "0x1"}]
+    return stack(registers={"rip": pc, "rsp": "0x7fffffffe3a0"},
+                 frames=[{"address": pc}, *FRAMES[3:]],
+                 evidence=evidence(si_addr=pc, pc_perms=perms, pc_bytes=None, cfa=None, slots=slots))

@@ -14,7 +14,7 @@ import json
 from registry.fingerprint import ALGORITHM_VERSION, analyse_report
 from tests.support import DATA
 from tests.support.golden import cases
-from tests.support.userspace import stack
+from tests.support.userspace import evidence, returned_to, stack
 
 VECTORS = DATA / "vectors.json"
 
@@ -25,12 +25,13 @@ def inputs() -> list[dict]:
               for case in cases()]
     return [*kernel,
         {"name": "userspace: segfault", "console_log": None, "stack": stack()},
-        {"name": "userspace: return-to-null", "console_log": None,
-         "stack": stack(registers={"rip": "0x0", "rsp": "0x7fffffffe3a0"})},
+        {"name": "userspace: segfault with evidence", "console_log": None,
+         "stack": stack(evidence=evidence())},
+        {"name": "userspace: return-to-null", "console_log": None, "stack": returned_to("0x0", "")},
         {"name": "userspace: bad-return", "console_log": None,
-         "stack": stack(registers={"rip": "0x7ffff7dc1000", "rsp": "0x7fffffffe3a0"})},
+         "stack": returned_to("0x7ffff7dc1000", "rw-p")},
         {"name": "userspace: misaligned-stack", "console_log": None,
-         "stack": stack(registers={"rip": "0x555555560123", "rsp": "0x7fffffffe3a8"})},
+         "stack": stack(evidence=evidence(si_code=0x80, pc_bytes="0f290424"))},
         {"name": "no crash", "console_log": "[    0.000000] Linux version 6.8.0\n", "stack": None},
     ]
 

@@ -109,9 +109,10 @@ def test_userspace_stacks_get_the_same_shape() -> None:
         ("__restore_rt", "skipped", "userspace-runtime"), ("raise", "skipped", "userspace-runtime"),
         ("abort", "skipped", "userspace-runtime"), ("nccl_proxy_progress", "guilty", None),
         ("proxy_service", "used", None), ("start_thread", "skipped", "userspace-runtime")]
-    registers_only = check_record(analyse_stack(stack(signal="", frames=[],
-                                                      registers={"rip": "0x0", "rsp": "0x10"})))
-    assert (registers_only["kind_rule"], registers_only["frames"]) == ("registers", [])
+    popped_zero = {"pc_perms": "", "slots": [{"offset": -8, "value": "0x0"}]}
+    evidence_only = check_record(analyse_stack(stack(signal="", frames=[], evidence=popped_zero,
+                                                     registers={"rip": "0x0", "rsp": "0x10"})))
+    assert (evidence_only["kind_rule"], evidence_only["frames"]) == ("evidence", [])
 
 
 def test_a_misspelt_guilty_program_is_refused_when_the_table_loads() -> None:

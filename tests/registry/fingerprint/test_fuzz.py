@@ -64,7 +64,7 @@ JSON = st.recursive(
                                                                 max_size=6),
     max_leaves=40,
 )
-STACK_KEYS = st.sampled_from(["frames", "registers", "mappings", "signal", "executable"])
+STACK_KEYS = st.sampled_from(["frames", "registers", "mappings", "signal", "executable", "evidence"])
 
 
 @SETTINGS

@@ -1,13 +1,17 @@
-"""Userspace cores: failure-mode labels from registers and mappings, runtime frames skipped."""
+"""Userspace cores: failure-mode labels only on proof from the stack's evidence, runtime frames
+skipped, the guilty frame the program's own (the function that returned, for a bad return)."""
 
 from __future__ import annotations
 
 from registry.fingerprint import analyse_stack
-from tests.support.userspace import FRAMES, stack
+from registry.fingerprint.userspace import aligned_stack_access
+from tests.support.userspace import FRAMES, evidence, returned_to, stack
+
+SSE_STORE_TO_STACK = "0f290424"  # movaps %xmm0,(%rsp)
 
 
 def test_ordinary_fault_skips_runtime_frames_and_clone_suffixes() -> None:
-    signature = analyse_stack(stack())
+    signature = analyse_stack(stack(evidence=evidence()))
     assert signature.kind == "userspace"
     assert signature.function == "nccl_proxy_progress"
     assert signature.module == "libnccl.so.2"
@@ -16,28 +20,74 @@ def test_ordinary_fault_skips_runtime_frames_and_clone_suffixes() -> None:
     assert "SIGSEGV" in signature.title and "trainer" in signature.title
 
 
-def test_return_to_null() -> None:
-    signature = analyse_stack(stack(registers={"rip": "0x0", "rsp": "0x7fffffffe3a0"}))
+def test_registers_alone_prove_nothing() -> None:
+    """A report without evidence (an older reader) never gets a corruption label: rsp % 16 == 8
+    is normal in a body or a frameless leaf, and pc 0 may be a call through a NULL pointer."""
+    for registers in ({"rip": "0x0", "rsp": "0x7fffffffe3a0"},
+                      {"rip": "0x7ffff7dc1000", "rsp": "0x7fffffffe3a0"},
+                      {"rip": "0x555555560123", "rsp": "0x7fffffffe3a8"}):
+        assert analyse_stack(stack(registers=registers)).labels == ["segfault"]
+
+
+def test_return_to_null_needs_the_popped_zero_and_names_the_function_that_returned() -> None:
+    signature = analyse_stack(returned_to("0x0", ""))
     assert signature.labels == ["return-to-null", "segfault"]
+    assert (signature.function, signature.module) == ("nccl_schedule", "libnccl.so.2")
+    # A NULL function pointer: pc 0, but the call left its return address on top of the stack.
+    called = returned_to("0x0", "", slot_value="0x5")
+    called["evidence"]["slots"][-1] = {"offset": 0, "value": "0x7ffff7d05678", "function": "proxy_service",
+                                       "module": "libnccl.so.2", "call": True}
+    assert analyse_stack(called).labels == ["segfault"]
 
 
-def test_bad_return_outside_every_executable_mapping() -> None:
-    signature = analyse_stack(stack(registers={"rip": "0x7ffff7dc1000", "rsp": "0x7fffffffe3a0"}))
+def test_bad_return_needs_data_at_the_pc_and_the_pc_popped() -> None:
+    signature = analyse_stack(returned_to("0x7ffff7dc1000", "rw-p"))
     assert signature.labels == ["bad-return", "segfault"]
+    assert signature.function == "nccl_schedule"  # never the data object the pc landed on
+    assert analyse_stack(returned_to("0x7ffff7dc1000", "rw-p", slot_value="0x42")).labels == ["segfault"]
+    assert analyse_stack(returned_to("0x7ffff7a01000", "r-xp")).labels == ["segfault"]
 
 
-def test_misaligned_stack() -> None:
-    signature = analyse_stack(stack(registers={"rip": "0x555555560123", "rsp": "0x7fffffffe3a8"}))
-    assert signature.labels == ["misaligned-stack", "segfault"]
+def test_bad_return_without_red_zone_code_takes_the_next_real_frame() -> None:
+    bare = returned_to("0x7ffff7dc1000", "rw-p")
+    bare["evidence"]["slots"] = [{"offset": -8, "value": "0x7ffff7dc1000"}]
+    assert analyse_stack(bare).function == "nccl_proxy_progress"
+
+
+def test_misaligned_stack_by_an_aligned_sse_access_to_the_stack_faulting_with_si_kernel() -> None:
+    proven = stack(evidence=evidence(si_code=0x80, pc_bytes=SSE_STORE_TO_STACK + "4889c4"))
+    assert analyse_stack(proven).labels == ["misaligned-stack", "segfault"]
+    not_kernel = stack(evidence=evidence(si_code=1, pc_bytes=SSE_STORE_TO_STACK))
+    assert analyse_stack(not_kernel).labels == ["segfault"]
+    heap = stack(evidence=evidence(si_code=0x80, pc_bytes="0f2900"))  # movaps %xmm0,(%rax)
+    assert analyse_stack(heap).labels == ["segfault"]
+
+
+def test_aligned_sse_decoding() -> None:
+    assert aligned_stack_access(bytes.fromhex("660f7f4424f0"))  # movdqa %xmm0,-0x10(%rsp)
+    assert aligned_stack_access(bytes.fromhex("0f2945e0"))  # movaps %xmm0,-0x20(%rbp)
+    assert not aligned_stack_access(bytes.fromhex("0f1145e0"))  # movups: unaligned is fine
+    assert not aligned_stack_access(bytes.fromhex("410f2904 24".replace(" ", "")))  # (%r12): REX.B
+    assert not aligned_stack_access(bytes.fromhex("0f28c1"))  # register to register
+
+
+def test_misaligned_cfa_counts_only_across_modules() -> None:
+    """GCC drops the alignment on calls it sees every caller of, inside one module: a CFA
+    8 bytes off there is normal. Across modules the ABI holds."""
+    frames = [{"function": "memcpy", "module": "/lib/libc.so.6"}, *FRAMES[3:]]
+    across = stack(frames=frames, evidence=evidence(cfa="0x7fffffffe3a8"))
+    assert analyse_stack(across).labels == ["misaligned-stack", "segfault"]
+    inside = stack(frames=FRAMES[3:], evidence=evidence(cfa="0x7fffffffe3a8"))
+    assert analyse_stack(inside).labels == ["segfault"]
 
 
 def test_failure_modes_split_identical_frames_into_separate_signatures() -> None:
     prints = {
-        analyse_stack(stack()).fingerprint,
-        analyse_stack(stack(registers={"rip": "0x0", "rsp": "0x7fffffffe3a0"})).fingerprint,
-        analyse_stack(stack(registers={"rip": "0x7ffff7dc1000", "rsp": "0x7fffffffe3a0"})).fingerprint,
-        analyse_stack(stack(registers={"rip": "0x555555560123", "rsp": "0x7fffffffe3a8"})).fingerprint,
+        analyse_stack(stack(evidence=evidence())).fingerprint,
+        analyse_stack(stack(evidence=evidence(si_code=0x80, pc_bytes=SSE_STORE_TO_STACK))).fingerprint,
         analyse_stack(stack(signal="SIGBUS")).fingerprint,
+        analyse_stack(returned_to("0x0", "")).fingerprint,
+        analyse_stack(returned_to("0x7ffff7dc1000", "rw-p")).fingerprint,
     }
     assert len(prints) == 5
 
@@ -52,13 +102,29 @@ def test_unsymbolised_frames_use_module_and_offset() -> None:
     frames = [{"module": "/opt/app/libfoo.so", "offset": "0x1A2B"}, {"function": "??"}]
     signature = analyse_stack(stack(frames=frames))
     assert signature.function == "libfoo.so+0x1a2b"
+    assert signature.frames == ["libfoo.so+0x1a2b"]
+
+
+def test_runtime_modules_are_skipped_even_without_symbols() -> None:
+    frames = [{"module": "/usr/lib/x86_64-linux-gnu/libc.so.6", "offset": "0x8aeec"},
+              {"module": "/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30", "offset": "0x9d919"},
+              {"function": "std::terminate()", "module": "libstdc++.so.6"},
+              {"function": "ns::Store::flush(int)", "module": "/opt/app/store"}]
+    signature = analyse_stack(stack(signal="SIGABRT", frames=frames))
+    assert (signature.function, signature.module) == ("ns::Store::flush(int)", "store")
+    assert signature.labels == ["abort"]
+    explained = {f["function"]: f["decision"] for f in signature.explanation["frames"]}
+    assert explained["libc.so.6+0x8aeec"] == "skipped" and explained["ns::Store::flush(int)"] == "guilty"
 
 
 def test_garbage_stacks_are_refused_not_crashed_on() -> None:
     assert analyse_stack({}) is None
     assert analyse_stack("not a dict") is None  # type: ignore[arg-type]
     weird = {"frames": [None, 3, {"function": 7}], "registers": {"rip": [1]}, "mappings": "x",
-             "signal": 11}
+             "signal": 11, "evidence": {"slots": [None, {"offset": "x"}, {"offset": -8, "value": 0}],
+                                        "pc_bytes": "zz", "pc_perms": 5, "cfa": [], "si_code": "a"}}
     assert analyse_stack(weird) is None
-    only_registers = {"registers": {"rip": "0x0"}}
-    assert analyse_stack(only_registers).labels == ["return-to-null"]
+    assert analyse_stack({"registers": {"rip": "0x0"}}) is None
+    hostile = {"registers": {"rip": "0x0", "rsp": "0x10"},
+               "evidence": {"slots": [{"offset": -8, "value": "0"}]}}
+    assert analyse_stack(hostile).labels == ["return-to-null"]

@@ -22,7 +22,8 @@ def test_import_backfills_a_tree_idempotently(db_url, client, tmp_path: Path, ma
     (tmp_path / "gpu-b2" / "2025-04-02.log").write_text(GPF.replace("[  ", "[ 9"))
     stack = {"executable": "/usr/bin/trainer", "signal": "SIGSEGV",
              "frames": [{"function": "step", "module": "libtrain.so"}],
-             "registers": {"rip": "0x0", "rsp": "0x7ffe0000"}}
+             "registers": {"rip": "0x0", "rsp": "0x7ffe0000"},
+             "evidence": {"pc_perms": "", "slots": [{"offset": -8, "value": "0x0"}]}}
     (tmp_path / "core.json").write_text(json.dumps({
         "source": "userspace", "crashed_at": "2025-05-01T00:00:00Z",
         "host": {"hostname": "cpu-c9"}, "stack": stack}))

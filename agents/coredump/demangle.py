@@ -1,0 +1,705 @@
+"""Readable names for C++ (Itanium C++ ABI mangling, as c++filt prints them) and Rust (legacy
+`_ZN..17h<hash>E` with the hash dropped, and v0 `_R`) symbols.
+
+What is not understood falls back to the raw symbol: a wrong name is worse than a mangled one.
+Compiler clone suffixes (`.cold`, `.isra.0`, `.constprop.1`) are dropped: one function, one name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+MAX_SYMBOL = 4096
+MAX_DEPTH = 64
+T = TypeVar("T")
+CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|llvm|localalias|clone|specialized)"
+                          r"(?:\.\d+)?|\.\d+)+$")
+
+
+class Unsupported(ValueError):
+    """A mangling this demangler does not read."""
+
+
+class Parser:
+    """A recursive-descent reader over one symbol, bounded in depth (hostile symbols nest)."""
+
+    def __init__(self, symbol: str, at: int) -> None:
+        self.s, self.at, self.depth = symbol, at, 0
+
+    def nested(self, parse: Callable[[], T]) -> T:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise Unsupported("too deep")
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
+
+
+def demangle(symbol: str) -> str:
+    """The readable name of `symbol`, or `symbol` itself (without clone suffixes) when it is
+    not a mangled name this module reads."""
+    name = CLONE_SUFFIX.sub("", symbol)
+    if len(name) > MAX_SYMBOL:
+        return name
+    try:
+        if name.startswith("_R"):
+            return RustV0(name).demangle()
+        if name.startswith("_Z"):
+            legacy = rust_legacy(name)
+            return legacy if legacy is not None else Itanium(name).demangle()
+    except (Unsupported, IndexError, ValueError, RecursionError):
+        return name
+    return name
+
+
+# --- C++ (Itanium C++ ABI, section 5.1) ---------------------------------------------------
+
+BUILTIN_TYPES = {
+    "v": "void", "w": "wchar_t", "b": "bool", "c": "char", "a": "signed char", "h": "unsigned char",
+    "s": "short", "t": "unsigned short", "i": "int", "j": "unsigned int", "l": "long",
+    "m": "unsigned long", "x": "long long", "y": "unsigned long long", "n": "__int128",
+    "o": "unsigned __int128", "f": "float", "d": "double", "e": "long double", "g": "__float128",
+    "z": "...",
+}
+EXTENDED_TYPES = {
+    "Dn": "decltype(nullptr)", "Di": "char32_t", "Ds": "char16_t", "Du": "char8_t", "Da": "auto",
+    "Dc": "decltype(auto)", "Df": "decimal32", "Dd": "decimal64", "De": "decimal128", "Dh": "half",
+}
+OPERATORS = {
+    "nw": "new", "na": "new[]", "dl": "delete", "da": "delete[]", "ps": "+", "ng": "-", "ad": "&",
+    "de": "*", "co": "~", "pl": "+", "mi": "-", "ml": "*", "dv": "/", "rm": "%", "an": "&", "or": "|",
+    "eo": "^", "aS": "=", "pL": "+=", "mI": "-=", "mL": "*=", "dV": "/=", "rM": "%=", "aN": "&=",
+    "oR": "|=", "eO": "^=", "ls": "<<", "rs": ">>", "lS": "<<=", "rS": ">>=", "eq": "==", "ne": "!=",
+    "lt": "<", "gt": ">", "le": "<=", "ge": ">=", "ss": "<=>", "nt": "!", "aa": "&&", "oo": "||",
+    "pp": "++", "mm": "--", "cm": ",", "pm": "->*", "pt": "->", "cl": "()", "ix": "[]", "qu": "?",
+}
+# As c++filt prints them (it demangles verbosely: std::string is its full template).
+STD_SUBSTITUTIONS = {
+    "St": "std", "Sa": "std::allocator", "Sb": "std::basic_string",
+    "Ss": "std::basic_string<char, std::char_traits<char>, std::allocator<char> >",
+    "Si": "std::basic_istream<char, std::char_traits<char> >",
+    "So": "std::basic_ostream<char, std::char_traits<char> >",
+    "Sd": "std::basic_iostream<char, std::char_traits<char> >",
+}
+SPECIAL_NAMES = {"TV": "vtable for ", "TT": "VTT for ", "TI": "typeinfo for ", "TS": "typeinfo name for "}
+INTEGER_LITERALS = {"i": "", "j": "u", "l": "l", "m": "ul", "x": "ll", "y": "ull"}
+
+# A type: ("name", text) | ("pointer", inner, "*"|"&"|"&&"|" const"...) | ("function", ret, params, quals)
+# | ("array", element, dimension). Printed inside out, as C declarators are.
+Type = tuple
+
+
+def render(node: Type) -> tuple[str, str]:
+    """(left, right) of a type: its text is left + right; a declarator goes between them."""
+    kind = node[0]
+    if kind in ("name", "pack"):
+        return node[1], ""
+    if kind == "function":
+        ret = text(node[1]) + " " if node[1] is not None else ""
+        return ret, f"({node[2]}){node[3]}"
+    if kind == "array":
+        return text(node[1]) + " ", f"[{node[2]}]"
+    left, right = render(node[1])
+    if node[1][0] in ("function", "array"):
+        return f"{left}({node[2].lstrip()}", f"){right}"
+    return left + node[2], right
+
+
+def text(node: Type) -> str:
+    left, right = render(node)
+    return (left + right).rstrip() if node[0] in ("function", "array") else left + right
+
+
+def base_name(qualified: str) -> str:
+    """The last component of a qualified name, without its template arguments."""
+    depth, start, end = 0, 0, len(qualified)
+    for at, char in enumerate(qualified):
+        if char == "<":
+            if depth == 0:
+                end = at
+            depth += 1
+        elif char == ">":
+            depth -= 1
+        elif char == ":" and depth == 0 and qualified[at + 1:at + 2] == ":":
+            start, end = at + 2, len(qualified)
+    return qualified[start:end].split("[abi:", 1)[0]
+
+
+def close_template(args: list[str]) -> str:
+    joined = ", ".join(args)
+    return f"<{joined}{' ' if joined.endswith('>') else ''}>"
+
+
+class Itanium(Parser):
+    def __init__(self, symbol: str) -> None:
+        super().__init__(symbol, 2)
+        self.substitutions: list[Type] = []
+        self.template_args: list[Type] = []  # of the function template: what T_, T0_ name
+        self.last_args: list[Type] = []
+
+    # cursor helpers
+    def peek(self, size: int = 1) -> str:
+        return self.s[self.at:self.at + size]
+
+    def take(self, prefix: str) -> bool:
+        if self.s.startswith(prefix, self.at):
+            self.at += len(prefix)
+            return True
+        return False
+
+    def expect(self, prefix: str) -> None:
+        if not self.take(prefix):
+            raise Unsupported(f"expected {prefix!r} at {self.at}")
+
+    def number(self) -> int:
+        match = re.compile(r"n?\d+").match(self.s, self.at)
+        if match is None:
+            raise Unsupported("number")
+        self.at = match.end()
+        return -int(match.group()[1:]) if match.group().startswith("n") else int(match.group())
+
+    def demangle(self) -> str:
+        result = self.encoding()
+        if self.at != len(self.s):
+            raise Unsupported(f"trailing {self.s[self.at:]!r}")
+        return result
+
+    # <encoding>
+    def encoding(self) -> str:
+        return self.nested(self._encoding)
+
+    def _encoding(self) -> str:
+        special = self.special_name()
+        if special is not None:
+            return special
+        name, is_template, cv_quals, last = self.name()
+        if self.at >= len(self.s) or self.peek() == "E":
+            return name
+        ret = None
+        if is_template:
+            self.template_args = self.last_args
+        if is_template and last not in ("ctor", "dtor", "conversion"):
+            ret = self.type()
+        params = self.parameters()
+        return (text(ret) + " " if ret is not None else "") + f"{name}({params}){cv_quals}"
+
+    def parameters(self) -> str:
+        types = []
+        while self.at < len(self.s) and self.peek() not in ("E", "."):
+            types.append(self.type())
+        if types == [("name", "void")]:
+            return ""
+        return ", ".join(text(t) for t in types)
+
+    def special_name(self) -> str | None:
+        for code, label in SPECIAL_NAMES.items():
+            if self.take(code):
+                return label + text(self.type())
+        if self.take("GV"):
+            return "guard variable for " + self.name()[0]
+        if self.take("Th") or self.take("Tv"):
+            raise Unsupported("thunk")
+        return None
+
+    # <name>: (text, is a template, cv-qualifiers of a member function, kind of the last part)
+    def name(self) -> tuple[str, bool, str, str]:
+        if self.peek() == "N":
+            return self.nested_name()
+        if self.peek() == "Z":
+            return self.local_name()
+        if self.take("St"):
+            part, kind = self.unqualified_name(None)
+            prefix = "std::" + part
+        elif self.peek() == "S" and self.peek(2) != "St":
+            node = self.substitution()
+            if self.peek() != "I":
+                raise Unsupported("substitution as a name")
+            prefix, kind = text(node), "name"
+        else:
+            part, kind = self.unqualified_name(None)
+            prefix = part
+        if self.peek() == "I":
+            self.substitutions.append(("name", prefix))
+            return prefix + self.template_arguments(), True, "", kind
+        return prefix, False, "", kind
+
+    def cv_qualifiers(self) -> str:
+        quals = ""
+        for code, word in (("r", " restrict"), ("V", " volatile"), ("K", " const")):
+            if self.take(code):
+                quals += word
+        return quals
+
+    def nested_name(self) -> tuple[str, bool, str, str]:
+        self.expect("N")
+        quals = self.cv_qualifiers()
+        if self.take("R"):
+            quals += " &"
+        elif self.take("O"):
+            quals += " &&"
+        parts: list[str] = []
+        last_kind, is_template, last_plain = "name", False, ""
+        while not self.take("E"):
+            if self.peek() == "I":
+                if not parts:
+                    raise Unsupported("template arguments without a name")
+                parts[-1] += self.template_arguments()
+                is_template = True
+            elif self.peek() == "S" and self.peek(2) != "St":
+                node = self.substitution()
+                parts.append(text(node))
+                last_plain = base_name(parts[-1])
+                is_template = False
+                continue
+            elif self.take("St"):
+                parts.append("std")
+                is_template = False
+                continue
+            elif self.peek() == "T":
+                parts.append(text(self.template_param()))
+                is_template = False
+            else:
+                part, last_kind = self.unqualified_name(last_plain)
+                parts.append(part)
+                if last_kind == "name":
+                    last_plain = base_name(part)
+                is_template = False
+            if self.peek() != "E":
+                self.substitutions.append(("name", "::".join(parts)))
+        return "::".join(parts), is_template, quals, last_kind
+
+    def local_name(self) -> tuple[str, bool, str, str]:
+        self.expect("Z")
+        function = self.encoding()
+        self.expect("E")
+        if self.take("s"):
+            entity = "string literal"
+            kind, is_template = "name", False
+        else:
+            entity, is_template, _, kind = self.name()
+        if self.take("_"):
+            if self.take("_"):
+                self.number()
+                self.expect("_")
+            else:
+                self.number()
+        return f"{function}::{entity}", is_template, "", kind
+
+    def unqualified_name(self, enclosing: str | None) -> tuple[str, str]:
+        char = self.peek()
+        if char.isdigit():
+            return self.source_name(), "name"
+        if self.take("C"):
+            self.take("I")  # inheriting constructor: CI1 <type>
+            if self.peek() not in ("1", "2", "3", "4", "5"):
+                raise Unsupported("constructor")
+            self.at += 1
+            if not enclosing:
+                raise Unsupported("constructor outside a class")
+            return enclosing, "ctor"
+        if char == "D" and self.s[self.at + 1:self.at + 2] in ("0", "1", "2", "4", "5"):
+            self.at += 2
+            if not enclosing:
+                raise Unsupported("destructor outside a class")
+            return "~" + enclosing, "dtor"
+        if self.take("cv"):
+            return "operator " + text(self.type()), "conversion"
+        if self.take("li"):
+            return 'operator"" ' + self.source_name(), "operator"
+        if self.take("Ut"):
+            index = self.number() + 2 if self.peek() != "_" else 1
+            self.expect("_")
+            return f"{{unnamed type#{index}}}", "name"
+        if self.take("Ul"):
+            params = self.parameters()
+            self.expect("E")
+            index = self.number() + 2 if self.peek() != "_" else 1
+            self.expect("_")
+            return f"{{lambda({params})#{index}}}", "name"
+        operator = OPERATORS.get(self.peek(2))
+        if operator is not None:
+            self.at += 2
+            spaced = " " if operator[0].isalpha() else ""
+            return f"operator{spaced}{operator}", "operator"
+        raise Unsupported(f"name at {self.s[self.at:self.at + 4]!r}")
+
+    def source_name(self) -> str:
+        length = self.number()
+        if length <= 0 or self.at + length > len(self.s):
+            raise Unsupported("source name length")
+        identifier = self.s[self.at:self.at + length]
+        self.at += length
+        if identifier.startswith("_GLOBAL__N"):
+            return "(anonymous namespace)"
+        while self.take("B"):  # ABI tags
+            identifier += f"[abi:{self.source_name()}]"
+        return identifier
+
+    # <template-args>
+    def template_arguments(self) -> str:
+        self.expect("I")
+        args: list[Type] = []
+        while not self.take("E"):
+            args.append(self.template_argument())
+        self.last_args = args
+        return close_template([text(arg) for arg in args if arg != ("pack", "")])
+
+    def template_argument(self) -> Type:
+        if self.peek() == "L":
+            return ("name", self.literal())
+        if self.take("J"):  # an argument pack: its arguments in place (none: nothing)
+            pack = []
+            while not self.take("E"):
+                pack.append(text(self.template_argument()))
+            return ("pack", ", ".join(pack))
+        if self.peek() == "X":
+            raise Unsupported("expression")
+        return self.type()
+
+    def literal(self) -> str:
+        self.expect("L")
+        if self.take("_Z"):
+            name = self.encoding()
+            self.expect("E")
+            return name
+        if self.take("Z"):
+            name = self.encoding()
+            self.expect("E")
+            return name
+        kind = self.peek()
+        if kind == "b" and self.peek(3) in ("b0E", "b1E"):
+            self.at += 3
+            return "true" if self.s[self.at - 2] == "1" else "false"
+        if kind in INTEGER_LITERALS:
+            self.at += 1
+            value = self.number()
+            self.expect("E")
+            return f"{value}{INTEGER_LITERALS[kind]}"
+        node = self.type()
+        value = self.s[self.at:self.s.index("E", self.at)]
+        self.at += len(value) + 1
+        return f"({text(node)}){value.replace('n', '-', 1) if value.startswith('n') else value}"
+
+    def template_param(self) -> Type:
+        self.expect("T")
+        index = 0 if self.peek() == "_" else self.number() + 1
+        self.expect("_")
+        if index >= len(self.template_args):
+            raise Unsupported("template parameter out of range")
+        return self.template_args[index]
+
+    def substitution(self) -> Type:
+        for code, expansion in STD_SUBSTITUTIONS.items():
+            if code != "St" and self.take(code):
+                return ("name", expansion)
+        self.expect("S")
+        if self.take("_"):
+            index = 0
+        else:
+            match = re.compile(r"[0-9A-Z]+").match(self.s, self.at)
+            if match is None:
+                raise Unsupported("substitution")
+            self.at = match.end()
+            self.expect("_")
+            index = int(match.group(), 36) + 1
+        if index >= len(self.substitutions):
+            raise Unsupported("substitution out of range")
+        return self.substitutions[index]
+
+    # <type>
+    def type(self) -> Type:
+        return self.nested(self._type)
+
+    def _type(self) -> Type:
+        char = self.peek()
+        if char in BUILTIN_TYPES:
+            self.at += 1
+            return ("name", BUILTIN_TYPES[char])
+        if self.peek(2) in EXTENDED_TYPES:
+            self.at += 2
+            return ("name", EXTENDED_TYPES[self.s[self.at - 2:self.at]])
+        if char == "u":
+            self.at += 1
+            return self._remember(("name", self.source_name()))
+        if char in "rVK":
+            quals = self.cv_qualifiers()
+            inner = self.type()
+            return self._remember(("pointer", inner, quals))
+        for code, op in (("P", "*"), ("R", "&"), ("O", "&&")):
+            if self.take(code):
+                inner = self.type()
+                if op != "*" and inner[0] == "pointer" and inner[2] in ("&", "&&"):
+                    return self._remember(("pointer", inner[1], "&" if "&" in (op, inner[2]) else "&&"))
+                return self._remember(("pointer", inner, op))
+        if self.peek(2) == "Dp":
+            raise Unsupported("pack expansion")
+        if char == "F":
+            return self._remember(self.function_type())
+        if char == "A":
+            return self._remember(self.array_type())
+        if char == "M":
+            self.at += 1
+            owner = text(self.type())
+            member = self.type()
+            if member[0] == "function":
+                return self._remember(("pointer", member, f" {owner}::*"))
+            return self._remember(("name", f"{text(member)} {owner}::*"))
+        if char == "T":
+            node = self.template_param()
+            if self.peek() == "I":
+                self._remember(node)
+                node = ("name", text(node) + self.template_arguments())
+            return self._remember(node)
+        if char == "S" and self.peek(2) != "St":
+            node = self.substitution()
+            if self.peek() == "I":
+                node = ("name", text(node) + self.template_arguments())
+                return self._remember(node)
+            return node
+        if char in "NZ" or char.isdigit() or self.peek(2) == "St":
+            name, _, _, _ = self.name()
+            node = ("name", name)
+            if self.substitutions[-1:] != [node]:
+                self.substitutions.append(node)
+            return node
+        raise Unsupported(f"type at {self.s[self.at:self.at + 4]!r}")
+
+    def _remember(self, node: Type) -> Type:
+        self.substitutions.append(node)
+        return node
+
+    def function_type(self) -> Type:
+        self.expect("F")
+        self.take("Y")
+        ret = self.type()
+        params = []
+        ref = ""
+        while not self.take("E"):
+            if self.peek(2) in ("RE", "OE"):
+                ref = " &" if self.peek() == "R" else " &&"
+                self.at += 1
+                continue
+            params.append(self.type())
+        shown = "" if params == [("name", "void")] else ", ".join(text(p) for p in params)
+        return ("function", ret, shown, ref)
+
+    def array_type(self) -> Type:
+        self.expect("A")
+        dimension = ""
+        if self.peek().isdigit():
+            dimension = str(self.number())
+        elif self.peek() != "_":
+            raise Unsupported("array dimension expression")
+        self.expect("_")
+        return ("array", self.type(), dimension)
+
+
+# --- Rust legacy: _ZN<len><ident>...17h<16 hex>E -------------------------------------------
+
+RUST_HASH = re.compile(r"17h[0-9a-f]{16}E$")
+RUST_ESCAPES = {"SP": "@", "BP": "*", "RF": "&", "LT": "<", "GT": ">", "LP": "(", "RP": ")", "C": ","}
+
+
+def rust_legacy(symbol: str) -> str | None:
+    """A legacy-mangled Rust path (Itanium-shaped, with a hash part), or None if it is not one."""
+    if not symbol.startswith("_ZN") or not RUST_HASH.search(symbol):
+        return None
+    at, parts = 3, []
+    end = len(symbol) - 20  # the hash part and the closing E
+    while at < end:
+        match = re.compile(r"\d+").match(symbol, at)
+        if match is None:
+            return None
+        length = int(match.group())
+        at = match.end()
+        parts.append(_rust_unescape(symbol[at:at + length]))
+        at += length
+    return "::".join(parts) if at == end and parts else None
+
+
+def _rust_unescape(part: str) -> str:
+    if part.startswith("_$"):
+        part = part[1:]
+
+    def escape(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code in RUST_ESCAPES:
+            return RUST_ESCAPES[code]
+        if code.startswith("u"):
+            return chr(int(code[1:], 16))
+        raise Unsupported(f"rust escape ${code}$")
+    return re.sub(r"\$([A-Za-z0-9]+)\$", escape, part).replace("..", "::")
+
+
+# --- Rust v0 (RFC 2603) -------------------------------------------------------------------
+
+RUST_BASIC = {
+    "a": "i8", "b": "bool", "c": "char", "d": "f64", "e": "str", "f": "f32", "h": "u8", "i": "isize",
+    "j": "usize", "l": "i32", "m": "u32", "n": "i128", "o": "u128", "s": "i16", "t": "u16", "u": "()",
+    "v": "...", "x": "i64", "y": "u64", "z": "!", "p": "_",
+}
+RUST_NAMESPACES = {"C": "closure", "S": "shim"}
+
+
+class RustV0(Parser):
+    def __init__(self, symbol: str) -> None:
+        super().__init__(symbol, 2)
+
+    def peek(self) -> str:
+        return self.s[self.at:self.at + 1]
+
+    def take(self, char: str) -> bool:
+        if self.peek() == char:
+            self.at += 1
+            return True
+        return False
+
+    def base62(self) -> int:
+        if self.take("_"):
+            return 0
+        value = 0
+        while not self.take("_"):
+            char = self.peek()
+            if not char:
+                raise Unsupported("base-62 number")
+            self.at += 1
+            digit = ("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".index(char))
+            value = value * 62 + digit
+        return value + 1
+
+    def decimal(self) -> int:
+        match = re.compile(r"0|[1-9]\d*").match(self.s, self.at)
+        if match is None:
+            raise Unsupported("decimal")
+        self.at = match.end()
+        return int(match.group())
+
+    def demangle(self) -> str:
+        if self.peek().isdigit():
+            self.decimal()  # encoding version
+        path = self.path(value=True)
+        return path
+
+    def disambiguator(self) -> int:
+        return self.base62() + 1 if self.take("s") else 0
+
+    def identifier(self) -> str:
+        self.disambiguator()
+        punycode = self.take("u")
+        length = self.decimal()
+        self.take("_")
+        name = self.s[self.at:self.at + length]
+        self.at += length
+        if punycode:
+            raise Unsupported("punycode identifier")
+        return name
+
+    def backref(self, parse: Callable[[], str]) -> str:
+        target = self.base62() + 2
+        if target >= self.at:
+            raise Unsupported("forward backref")
+        saved, self.at = self.at, target
+        try:
+            return parse()
+        finally:
+            self.at = saved
+
+    def path(self, value: bool = False) -> str:
+        return self.nested(lambda: self._path(value))
+
+    def _path(self, value: bool) -> str:
+        tag = self.peek()
+        self.at += 1
+        if tag == "C":
+            return self.identifier()
+        if tag == "N":
+            namespace = self.peek()
+            self.at += 1
+            parent = self.path(value)
+            disambiguator = self.disambiguator() if self.peek() == "s" else 0
+            name = self.identifier() if self.peek() != "" else ""
+            if namespace in RUST_NAMESPACES:
+                label = RUST_NAMESPACES[namespace]
+                return f"{parent}::{{{label}{':' + name if name else ''}#{disambiguator}}}"
+            return f"{parent}::{name}"
+        if tag == "M":
+            self.disambiguator()
+            self.path()
+            return f"<{self.type()}>"
+        if tag == "X":
+            self.disambiguator()
+            self.path()
+            own = self.type()
+            return f"<{own} as {self.path()}>"
+        if tag == "Y":
+            own = self.type()
+            return f"<{own} as {self.path()}>"
+        if tag == "I":
+            base = self.path(value)
+            args = []
+            while not self.take("E"):
+                args.append(self.generic_arg())
+            return f"{base}{'::' if value else ''}<{', '.join(args)}>"
+        if tag == "B":
+            return self.backref(lambda: self.path(value))
+        raise Unsupported(f"rust path {tag!r}")
+
+    def generic_arg(self) -> str:
+        if self.take("L"):
+            self.base62()
+            return "'_"
+        if self.take("K"):
+            return self.const()
+        return self.type()
+
+    def const(self) -> str:
+        if self.take("p"):
+            return "_"
+        if self.take("B"):
+            return self.backref(self.const)
+        kind = self.peek()
+        self.at += 1
+        negative = self.take("n")
+        digits = self.s[self.at:self.s.index("_", self.at)]
+        self.at += len(digits) + 1
+        value = int(digits, 16) if digits else 0
+        if kind == "b":
+            return "true" if value else "false"
+        return f"{'-' if negative else ''}{value}"
+
+    def type(self) -> str:
+        return self.nested(self._type)
+
+    def _type(self) -> str:
+        tag = self.peek()
+        if tag in RUST_BASIC:
+            self.at += 1
+            return RUST_BASIC[tag]
+        wrappers = {"R": "&", "Q": "&mut ", "P": "*const ", "O": "*mut "}
+        if tag in wrappers:
+            self.at += 1
+            if self.take("L"):
+                self.base62()
+            return wrappers[tag] + self.type()
+        if tag == "A":
+            self.at += 1
+            element = self.type()
+            return f"[{element}; {self.const()}]"
+        if tag == "S":
+            self.at += 1
+            return f"[{self.type()}]"
+        if tag == "T":
+            self.at += 1
+            items = []
+            while not self.take("E"):
+                items.append(self.type())
+            return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+        if tag == "B":
+            self.at += 1
+            return self.backref(self.type)
+        if tag in ("F", "D"):
+            raise Unsupported("rust fn/dyn type")
+        return self.path()

@@ -1,0 +1,191 @@
+"""A core's `source: userspace` report: the crashing thread's frames, registers, mappings,
+and the evidence the registry's engine labels the failure mode from.
+
+Shared by file mode (a core on disk) and pipe mode (a core on stdin, memory from /proc):
+both call `analyse` with the core's head, a memory reader and an opener, then `build_report`
+with what they know of the host and the process.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+from dataclasses import dataclass, field
+from typing import Any
+
+from registry.fingerprint import analyse_report
+
+from .core import CoreHead, Memory, Thread
+from .demangle import demangle
+from .modules import Module, Opener, load_modules
+from .unwind import Frame, ProcessView, unwind
+
+AT_ENTRY = 9
+FAULT_SIGNALS = frozenset({signals.SIGSEGV, signals.SIGBUS, signals.SIGILL, signals.SIGFPE, signals.SIGTRAP})
+RED_ZONE = 128  # System V x86-64: the bytes below %rsp a leaf may use, and what calls leave there
+PC_BYTES = 16  # the longest x86 instruction is 15 bytes
+MAX_REPORTED_MAPPINGS = 4096
+
+
+def hexa(value: int) -> str:
+    return f"{value:#x}"
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+@dataclass
+class Analysis:
+    """What the core says about the crash, before any host facts."""
+
+    head: CoreHead
+    thread: Thread
+    view: ProcessView
+    frames: list[Frame]
+    program: Module | None
+    stack: dict[str, Any] = field(default_factory=dict)
+
+
+def analyse(head: CoreHead, memory: Memory, opener: Opener) -> Analysis:
+    """Unwind and symbolize the crashing thread (NT_PRSTATUS written first), read the evidence."""
+    thread = head.crashing
+    if thread is None:
+        raise ValueError("the core holds no NT_PRSTATUS: no thread to read")
+    modules = load_modules(head, memory, opener)
+    view = ProcessView(head, memory, modules)
+    frames = unwind(view, thread.registers)
+    entry = head.auxv.get(AT_ENTRY)
+    program = view.module_at(entry) if entry else None
+    analysis = Analysis(head, thread, view, frames, program)
+    analysis.stack = stack_object(analysis)
+    return analysis
+
+
+def close(analysis: Analysis) -> None:
+    for module in analysis.view.modules:
+        module.close()
+
+
+def frame_object(view: ProcessView, frame: Frame) -> dict[str, Any]:
+    """module + build-id + offset (the module's link-time address: what addr2line takes),
+    and the function there, looked up at the call (pc - 1) for a return address."""
+    out: dict[str, Any] = {"address": hexa(frame.pc)}
+    module = view.module_at(frame.pc)
+    if module is None:
+        return out
+    out |= {"module": module.path, "offset": hexa(frame.pc - module.bias)}
+    if module.build_id:
+        out["build_id"] = module.build_id
+    found = module.symbolize(frame.lookup_pc)
+    if found:
+        out["function"] = demangle(found[0])
+        out["function_offset"] = hexa(frame.pc - (frame.lookup_pc - found[1]))
+    return out
+
+
+def code_pointer(view: ProcessView, value: int) -> dict[str, Any]:
+    """What a stack slot's value points at when it points into code."""
+    module = view.module_at(value)
+    if module is None or not view.executable(value):
+        return {}
+    out: dict[str, Any] = {"module": module.path, "call": view.is_return_address(value)}
+    found = module.symbolize(value - 1 if out["call"] else value)
+    if found:
+        out["function"] = demangle(found[0])
+    return out
+
+
+def evidence_object(analysis: Analysis) -> dict[str, Any]:
+    """The facts the failure-mode labels are decided from (docs/api.md, `stack.evidence`)."""
+    view, registers = analysis.view, analysis.thread.registers
+    pc, sp = registers.get("rip", 0), registers.get("rsp", 0)
+    evidence: dict[str, Any] = {}
+    siginfo = analysis.head.siginfo
+    if siginfo is not None:
+        evidence["si_code"] = siginfo.code
+        if siginfo.signo in FAULT_SIGNALS:
+            evidence["si_addr"] = hexa(siginfo.addr)
+    mapping = view.mapping_at(pc)
+    evidence["pc_perms"] = mapping.perms if mapping else ""
+    code = view.read(pc, PC_BYTES) if mapping else None
+    if code:
+        evidence["pc_bytes"] = code.hex()
+    module = view.module_at(pc)
+    if module is not None and module.symbols.starts:
+        evidence["pc_entry"] = module.symbols.starts_at(pc - module.bias)
+    frame0 = analysis.frames[0]
+    if frame0.cfa is not None:
+        evidence["cfa"] = hexa(frame0.cfa)
+    slots = []
+    for offset in range(-RED_ZONE, 16, 8):
+        value = view.word(sp + offset)
+        if value is not None:
+            slots.append({"offset": offset, "value": hexa(value)} | code_pointer(view, value))
+    evidence["slots"] = slots
+    return evidence
+
+
+def stack_object(analysis: Analysis) -> dict[str, Any]:
+    view, thread, process = analysis.view, analysis.thread, analysis.head.process
+    program = analysis.program
+    stack: dict[str, Any] = {
+        "executable": program.path if program else process.name if process else "",
+        "signal": signal_name(thread.signal),
+        "frames": [frame_object(view, frame) for frame in analysis.frames],
+        "registers": {name: hexa(value) for name, value in thread.registers.items()},
+        "mappings": [{"start": hexa(m.start), "end": hexa(m.end), "perms": m.perms, "path": m.path}
+                     for m in view.mappings[:MAX_REPORTED_MAPPINGS]],
+        "evidence": evidence_object(analysis),
+    }
+    if program is not None and program.build_id:
+        stack["build_id"] = program.build_id
+    return stack
+
+
+@dataclass(frozen=True)
+class CrashFacts:
+    """What the caller knows beyond the core: the host, and when the process started (pipe
+    mode reads /proc; file mode knows less, and what it does not know is left out)."""
+
+    hostname: str
+    crashed_at: str  # ISO 8601 UTC
+    kernel_version: str | None = None
+    boot_id: str | None = None
+    host_uptime_s: int | None = None
+    process_started_at: str | None = None
+    process_uptime_s: float | None = None
+
+
+def process_object(analysis: Analysis, facts: CrashFacts) -> dict[str, Any]:
+    process = analysis.head.process
+    out: dict[str, Any] = {"pid": process.pid if process else analysis.thread.tid, "tid": analysis.thread.tid}
+    if process is not None:
+        out |= {"name": process.name, "args": process.args}
+    if facts.process_started_at:
+        out["started_at"] = facts.process_started_at
+    if facts.process_uptime_s is not None:
+        out["uptime_s"] = round(facts.process_uptime_s, 3)
+    return out
+
+
+def userspace_report(analysis: Analysis, facts: CrashFacts) -> dict[str, Any]:
+    """The contract's `source: userspace` report. report_id comes from the core's notes (the
+    crashing thread's registers, pids, signal): a rerun over the same core is a replay."""
+    stack = dict(analysis.stack) | {"process": process_object(analysis, facts)}
+    signature = analyse_report(None, stack)
+    host: dict[str, Any] = {"hostname": facts.hostname}
+    if facts.kernel_version:
+        host["kernel_version"] = facts.kernel_version
+    return {
+        "report_id": f"core-{analysis.head.identity[:48]}",
+        "source": "userspace",
+        "crashed_at": facts.crashed_at,
+        "host": host,
+        "boot_id": facts.boot_id,
+        "uptime_s": facts.host_uptime_s,
+        "stack": stack,
+        "fingerprint": signature.fingerprint if signature else None,
+    }

@@ -1,0 +1,191 @@
+"""Userspace cores read for real: programs crashed here (tests/support/cores.py), their cores
+unwound, symbolized and labelled by agents/coredump, and reported by the built pyz to a live
+registry on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agents.coredump import CoreMemory, ProcMemory, core_file_report, read_core_file, read_core_head
+from registry.fingerprint import analyse_stack
+from tests.support.agents import Registry, closed_port_url, run_reporter
+from tests.support.cores import CPP_MODE, RUNS, Crash
+
+EXIT_SKIP = 10
+JOURNAL = "storage::Journal<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > >"
+# mode -> (labels, guilty function, its module, the frames from the guilty one that must follow)
+EXPECTED = {
+    "null": (["segfault"], "parse_record", "crashy", ["main"]),
+    "strlen": (["segfault"], "count_name", "crashy", ["main"]),
+    "library": (["segfault"], "crashy_copy", "libcrashy.so", ["main"]),
+    "qsort": (["segfault"], "compare_records", "crashy", ["main"]),
+    "thread": (["segfault"], "parse_record", "crashy", ["worker_loop"]),
+    "abort": (["abort"], "check_invariant", "crashy", ["main"]),
+    "return-to-null": (["return-to-null", "segfault"], "smash_return", "crashy", []),
+    "misaligned-return": (["bad-return", "segfault"], "unbalanced", "crashy", ["main"]),
+    "sse": (["misaligned-stack", "segfault"], "mix_vectors", "crashy", ["main"]),
+    "null-O2": (["segfault"], "parse_record", "crashy-O2", ["main"]),
+    "strlen-O2": (["segfault"], "main", "crashy-O2", []),  # count_name tail-calls strlen at -O2
+    "library-O2": (["segfault"], "crashy_copy", "libcrashy.so", ["main"]),
+    "qsort-O2": (["segfault"], "compare_records", "crashy-O2", ["main"]),
+    "thread-O2": (["segfault"], "parse_record", "crashy-O2", ["worker_loop"]),
+    "abort-O2": (["abort"], "check_invariant", "crashy-O2", ["main"]),
+    CPP_MODE: (["abort"], f"{JOURNAL}::replay(int)", "crashy-cc",
+               [f"storage::(anonymous namespace)::recover({JOURNAL}&, int)", "main"]),
+}
+
+
+def report_of(core: Path, crash: Crash) -> dict:
+    return core_file_report(str(core), "gpu-a017")
+
+
+@pytest.mark.parametrize("mode", EXPECTED)
+def test_the_crash_is_read_from_its_core(crash_cores: dict[str, Crash], mode: str) -> None:
+    """Labels exact (no corruption label on an ordinary crash), the guilty function the
+    program's own with its module, frames symbolized through libc and back."""
+    crash = crash_cores[mode]
+    labels, function, module, callers = EXPECTED[mode]
+    report = report_of(crash.cores[0], crash)
+    stack = report["stack"]
+    assert report["source"] == "userspace" and stack["executable"] == str(crash.program)
+    signature = analyse_stack(stack)
+    assert signature is not None
+    assert (signature.labels, signature.function, signature.module) == (labels, function, module)
+    assert signature.frames == [f"{name} [{name_module}]" for name, name_module in
+                                [(function, module)] + [(caller, crash.program.name) for caller in callers]]
+    assert report["fingerprint"] == signature.fingerprint
+    program_frames = [f for f in stack["frames"] if f.get("module") == str(crash.program)]
+    assert program_frames and all(f["build_id"] == stack["build_id"] for f in program_frames)
+    assert all(int(f["offset"], 16) < 0x100000 for f in program_frames)  # link-time, not runtime
+
+
+def test_the_crashing_thread_is_the_one_that_faulted_not_the_main_one(crash_cores: dict[str, Crash]) -> None:
+    for mode in ("thread", "thread-O2"):
+        head = read_core_file(str(crash_cores[mode].cores[0]))
+        assert len(head.threads) == 2 and head.process is not None
+        crashing = head.crashing
+        assert crashing is not None and crashing.tid != head.process.pid and crashing.signal == 11
+        main_thread = next(t for t in head.threads if t.tid == head.process.pid)
+        assert main_thread.signal == 11  # every thread's NT_PRSTATUS carries the signal: order decides
+        process = report_of(crash_cores[mode].cores[0], crash_cores[mode])["stack"]["process"]
+        assert process["tid"] == crashing.tid and process["pid"] == head.process.pid
+
+
+def test_two_runs_of_a_crash_give_one_signature_and_every_failure_mode_its_own(
+        crash_cores: dict[str, Crash]) -> None:
+    prints = {}
+    for mode, crash in crash_cores.items():
+        runs = {report_of(core, crash)["fingerprint"] for core in crash.cores}
+        assert len(runs) == 1 and None not in runs, mode
+        prints[mode] = runs.pop()
+    assert len(set(prints.values())) == len(prints)
+
+
+def test_the_evidence_behind_each_corruption_label(crash_cores: dict[str, Crash]) -> None:
+    ret_null = report_of(crash_cores["return-to-null"].cores[0], crash_cores["return-to-null"])["stack"]
+    evidence = ret_null["evidence"]
+    slots = {slot["offset"]: slot for slot in evidence["slots"]}
+    assert ret_null["registers"]["rip"] == "0x0" and evidence["pc_perms"] == ""
+    assert slots[-8]["value"] == "0x0"  # what `ret` popped
+    assert any(s.get("function") == "smash_return" and s["call"] for s in slots.values() if s["offset"] < -8)
+
+    bad = report_of(crash_cores["misaligned-return"].cores[0], crash_cores["misaligned-return"])["stack"]
+    evidence = bad["evidence"]
+    slots = {slot["offset"]: slot for slot in evidence["slots"]}
+    assert evidence["pc_perms"] == "rw-p" and slots[-8]["value"] == bad["registers"]["rip"]
+    assert evidence["si_code"] == 2 and evidence["si_addr"] == bad["registers"]["rip"]  # SEGV_ACCERR
+    assert slots[0]["function"] == "main" and slots[0]["call"]  # the real return address, one slot up
+
+    sse = report_of(crash_cores["sse"].cores[0], crash_cores["sse"])["stack"]["evidence"]
+    assert sse["si_code"] == 0x80 and sse["pc_bytes"].startswith("0f290424")  # movaps %xmm0,(%rsp)
+
+    for mode in ("null", "strlen", "library", "qsort", "thread"):
+        ordinary = report_of(crash_cores[mode].cores[0], crash_cores[mode])["stack"]
+        assert int(ordinary["evidence"]["cfa"], 16) and ordinary["evidence"]["pc_perms"] == "r-xp"
+        assert ordinary["evidence"]["si_code"] == 1  # SEGV_MAPERR
+
+
+def test_the_head_is_read_from_a_pipe_without_reading_the_memory(crash_cores: dict[str, Crash]) -> None:
+    """What a core_pattern pipe handler gets on stdin: notes first, consumed bytes counted."""
+    core = crash_cores["thread"].cores[0]
+    reader = subprocess.Popen(["cat", str(core)], stdout=subprocess.PIPE)
+    assert reader.stdout is not None
+    head, consumed = read_core_head(reader.stdout)
+    rest = reader.stdout.read()
+    reader.wait()
+    from_file = read_core_file(str(core))
+    assert (head.threads, head.files, head.auxv, head.siginfo) == (
+        from_file.threads, from_file.files, from_file.auxv, from_file.siginfo)
+    notes_end = max(s.offset + s.filesz for s in head.segments if s.kind == 4)
+    assert consumed == notes_end and consumed + len(rest) == core.stat().st_size
+    assert consumed < min(s.offset for s in head.loads if s.filesz)
+
+
+def test_memory_readers_agree_with_the_process(crash_cores: dict[str, Crash]) -> None:
+    """/proc/<pid>/mem (pipe mode) and a core's PT_LOADs (file mode), bounded by a budget."""
+    buffer = ctypes.create_string_buffer(b"crashreg memory probe", 32)
+    live = ProcMemory(os.getpid(), budget=64)
+    try:
+        assert live.read(ctypes.addressof(buffer), 21) == b"crashreg memory probe"
+        assert live.read(0, 8) is None
+        assert live.read(ctypes.addressof(buffer), 64) is None  # past the budget
+    finally:
+        live.close()
+    core = str(crash_cores["null"].cores[0])
+    head = read_core_file(core)
+    memory = CoreMemory(core, head.segments)
+    try:
+        vdso = head.auxv[33]
+        assert memory.read(vdso, 4) == b"\x7fELF"
+        # A file-backed mapping is dumped only as far as its ELF header page: the rest (code,
+        # read-only data) is unknown, not zeros.
+        headers = next(s for s in head.loads if 0 < s.filesz < s.memsz)
+        assert memory.read(headers.vaddr, 4) == b"\x7fELF"
+        assert memory.read(headers.vaddr + headers.filesz, 8) is None
+        text = next(s for s in head.loads if s.flags & 1 and s.filesz == 0 and s.memsz)
+        assert memory.read(text.vaddr, 8) is None
+    finally:
+        memory.close()
+
+
+def test_the_reporter_reports_a_core_to_the_registry(registry: Registry, make_site,
+                                                     crash_cores: dict[str, Crash]) -> None:
+    """The built pyz (system python3) in file mode: one event per crash, a rerun a replay,
+    the second run of the same crash the same signature, labels re-derived by the registry."""
+    site = make_site()
+    crash = crash_cores["return-to-null"]
+    first = run_reporter(site, "core", "--core", str(crash.cores[0]))
+    assert first.returncode == 0, first.stderr
+    answer = json.loads(first.stdout)
+    assert answer["decided_by"] == "registry" and answer["action"] == "full"
+    event = registry.get(f"/api/v1/events/{answer['event_id']}")
+    assert event["sources"] == ["userspace"]
+    assert event["signature"]["labels"] == ["return-to-null", "segfault"]
+    assert event["explanation"]["frames"][event["explanation"]["guilty"]]["function"] == "smash_return"
+
+    rerun = run_reporter(site, "core", "--core", str(crash.cores[0]))
+    assert json.loads(rerun.stdout)["event_id"] == answer["event_id"]  # the same report_id: a replay
+    second = run_reporter(site, "core", "--core", str(crash.cores[1]))
+    other = registry.get(f"/api/v1/events/{json.loads(second.stdout)['event_id']}")
+    assert other["id"] != event["id"] and other["signature"]["id"] == event["signature"]["id"]
+    assert registry.get(f"/api/v1/signatures/{event['signature']['id']}")["event_count"] == RUNS
+
+    offline = make_site(url=closed_port_url())
+    spooled = run_reporter(offline, "core", "--core", str(crash_cores["abort"].cores[0]))
+    assert spooled.returncode == 0 and json.loads(spooled.stdout)["decided_by"] == "fallback"
+    [body] = offline.spooled()
+    assert json.loads(body.read_bytes())["stack"]["signal"] == "SIGABRT"
+
+
+def test_an_unreadable_core_is_an_error_not_a_report(make_site, tmp_path: Path) -> None:
+    site = make_site()
+    not_a_core = tmp_path / "core"
+    not_a_core.write_bytes(b"\x7fELF" + b"\0" * 60)
+    run = run_reporter(site, "core", "--core", str(not_a_core))
+    assert run.returncode == 1 and "cannot read the core" in run.stderr and site.spooled() == []
