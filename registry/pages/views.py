@@ -42,6 +42,8 @@ from registry.requests import load
 from registry.signatures.api import SignatureListQuery, signature_page
 from registry.signatures.explanation import explanation_variants
 from registry.signatures.service import detail, signature_or_404
+from registry.storage.api import current_store
+from registry.storage.service import download_link, stored_dump, stored_dumps
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint(
@@ -250,9 +252,11 @@ def event(event_id: int) -> str:
             raise ApiError(404, "not_found", f"no event {event_id}")
         signature = session.get(Signature, found.signature_id) if found.signature_id else None
         logged = reads.console_log(session, event_id)
+        shown = event_detail(session, found)
         context = {
-            "event": event_detail(session, found),
+            "event": shown,
             "function": signature.function if signature else None,
+            "stored": set(stored_dumps(session, [int(c["id"]) for c in shown["captures"]])),
             "console": excerpt(logged[1], found.explanation) if logged else None,
             "console_source": logged[0] if logged else None,
         }
@@ -267,6 +271,19 @@ def unfingerprinted() -> str:
     with current_db().session() as session:
         rows = unfingerprinted_events(session)
     return render_template("pages/unfingerprinted.html", user=g.token, rows=rows)
+
+
+@blueprint.get("/events/<id:event_id>/captures/<id:capture_id>/download")
+@login_required
+def download_dump(event_id: int, capture_id: int) -> Response:
+    """A short-lived link to the capture's dump, recorded with who asked; redirects to it."""
+    with current_db().session() as session:
+        capture = session.get(Capture, capture_id)
+        if capture is None or capture.event_id != event_id:
+            raise ApiError(404, "not_found", f"event {event_id} has no capture {capture_id}")
+        link = download_link(session, current_store(), current_settings().dump_store.download_ttl_s,
+                             stored_dump(session, capture_id), g.token.name, g.token.id, "page")
+    return redirect(link["url"], code=303)
 
 
 @blueprint.get("/events/<id:event_id>/console.txt")

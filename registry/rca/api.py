@@ -18,6 +18,8 @@ from registry.rca.schemas import RcaCreateSchema, RcaListSchema, RcaSchema, Revi
 from registry.rca.service import RcaView, propose, rca_dict, review, reviews_of, signature_rcas
 from registry.requests import json_body, load
 from registry.signatures.service import signature_or_404
+from registry.storage.api import current_store
+from registry.storage.service import link_maker
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("rca", __name__, url_prefix="/api/v1")
@@ -30,7 +32,8 @@ class TriageBundleSchema(Schema):
     debuginfo = fields.List(fields.Dict())
     dumps = fields.List(fields.Dict(), metadata={
         "description": "the sampled events' completed dumps as the triage workspace lays them out "
-                       "(dump and vmlinux paths, the drgn command)"})
+                       "(dump and vmlinux paths, the drgn command, a short-lived download_url when the "
+                       "dump store holds it)"})
     rcas = fields.List(fields.Dict())
     jira = fields.Dict(allow_none=True)
     similar_signatures = fields.List(fields.Dict())
@@ -124,5 +127,7 @@ def get_triage_bundle(key: str) -> Any:
     with current_db().session() as session:
         signature = signature_or_404(session, key)
         settings = current_settings()
+        link = link_maker(session, current_store(), settings.dump_store.download_ttl_s, g.token.name,
+                          g.token.id, "bundle")
         return jsonify(triage_bundle(session, signature, settings.public_url,
-                                     settings.epidemiology_program_label))
+                                     settings.epidemiology_program_label, link))

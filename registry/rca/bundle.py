@@ -9,6 +9,7 @@ keep an agent inside a budget and make it cite evidence the registry can check.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -33,6 +34,8 @@ from registry.rca.sampling import diverse_sample, similarity
 from registry.rca.schemas import EVIDENCE_TYPES, FixSchema
 from registry.rca.service import RcaView, event_frames, functions_of, member_signature_ids, signature_rcas
 from registry.signatures.service import SignatureDetail, detail
+from registry.storage.models import Dump
+from registry.storage.service import DownloadLink, stored_dumps
 
 SAMPLE_SIZE = 12
 CANDIDATE_EVENTS = 2000  # newest events the sample is drawn from (plus the very first one)
@@ -131,6 +134,15 @@ class WorkspaceDump(TypedDict):
     dump: str
     vmlinux: str
     drgn: str
+    # a short-lived link to the dump in the dump store (None: not stored), and how it is encoded
+    download_url: str | None
+    download_expires_at: str | None
+    encoding: str | None
+
+
+# A stored dump -> a short-lived link to it, recorded under the caller's identity (the API's
+# token, or who ran the command).
+LinkMaker = Callable[[Dump], DownloadLink]
 
 
 class BundleSignature(SignatureDetail):
@@ -356,9 +368,13 @@ def example_rca(bundle: TriageBundle) -> dict[str, Any]:
     }
 
 
-def workspace_dumps(events: list[SampledEvent]) -> list[WorkspaceDump]:
+def workspace_dumps(
+    session: Session, events: list[SampledEvent], link: LinkMaker | None
+) -> list[WorkspaceDump]:
     """The sampled events' completed dumps as the triage workspace lays them out: setup.sh puts
-    each beside its kernel's vmlinux, and AGENTS.md gives the drgn command for each."""
+    each beside its kernel's vmlinux (fetched through its download link when the dump store
+    holds it), and AGENTS.md gives the drgn command for each."""
+    stored = stored_dumps(session, [int(c["id"]) for e in events for c in e["captures"]])
     dumps: list[WorkspaceDump] = []
     for event in events:
         version = event["host"].get("kernel_version")
@@ -366,6 +382,8 @@ def workspace_dumps(events: list[SampledEvent]) -> list[WorkspaceDump]:
             if not version or capture["status"] != "completed" or not (capture["target"] or capture["uri"]):
                 continue
             dump, vmlinux = f"dumps/{event['id']}-{capture['id']}.vmcore", f"debug/{version}/vmlinux"
+            in_store = stored.get(int(capture["id"]))
+            given = link(in_store) if in_store is not None and link is not None else None
             dumps.append({
                 "event_id": event["id"],
                 "capture_id": capture["id"],
@@ -375,12 +393,15 @@ def workspace_dumps(events: list[SampledEvent]) -> list[WorkspaceDump]:
                 "dump": dump,
                 "vmlinux": vmlinux,
                 "drgn": f"drgn -q -c {dump} -s {vmlinux} inspect-dump.py",
+                "download_url": given["url"] if given else None,
+                "download_expires_at": given["expires_at"] if given else None,
+                "encoding": in_store.encoding if in_store is not None else None,
             })
     return dumps
 
 
 def triage_bundle(session: Session, signature: Signature, public_url: str,
-                  program_label: str | None = None) -> TriageBundle:
+                  program_label: str | None = None, link: LinkMaker | None = None) -> TriageBundle:
     members = member_signature_ids(session, signature)
     signature_facts = facts(session, members)
     versions = [k["kernel_version"] for k in signature_facts["kernels"] if k["kernel_version"]]
@@ -399,7 +420,7 @@ def triage_bundle(session: Session, signature: Signature, public_url: str,
         "evidence_format": evidence_format(),
         "budget": AGENT_BUDGET,
     }
-    bundle["dumps"] = workspace_dumps(bundle["events"])
+    bundle["dumps"] = workspace_dumps(session, bundle["events"], link)
     bundle["agents_md"] = _TEMPLATES.get_template("AGENTS.md").render(
         bundle=bundle, budget=AGENT_BUDGET, example=example_rca(bundle)
     )

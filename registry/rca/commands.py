@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import shutil
 import sys
@@ -16,6 +17,8 @@ from registry.rca.bundle import WORKSPACE, triage_bundle
 from registry.rca.models import Rca
 from registry.rca.service import recheck
 from registry.signatures.service import find_signature
+from registry.storage.service import link_maker
+from registry.storage.store import open_store
 
 
 def write_bundle(bundle: dict, out: Path) -> list[Path]:
@@ -56,7 +59,9 @@ def triage_bundle_command(cli: CliContext, signature: str, out: Path) -> None:
         if found is None:
             raise click.ClickException(f"no signature with id or fingerprint {signature!r}")
         settings = cli.settings
-        bundle = triage_bundle(session, found, settings.public_url, settings.epidemiology_program_label)
+        link = link_maker(session, open_store(settings.dump_store, settings.public_url),
+                          settings.dump_store.download_ttl_s, f"cli:{getpass.getuser()}", None, "bundle")
+        bundle = triage_bundle(session, found, settings.public_url, settings.epidemiology_program_label, link)
     written = write_bundle(bundle, out)
     click.echo(f"wrote {len(written)} files to {out} ({len(bundle['events'])} events sampled)", err=True)
 

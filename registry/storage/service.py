@@ -8,6 +8,7 @@ before it completes the upload, and signs download links, each one audited.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
@@ -253,6 +254,12 @@ def download_link(
     )
     session.flush()
     return {"url": url, "expires_at": expires.isoformat(), "filename": filename, "dump": dump_dict(dump)}
+
+
+def link_maker(session: Session, store: DumpStore, ttl_s: int, actor: str, token_id: int | None,
+               via: str) -> Callable[[Dump], DownloadLink]:
+    """Links for one caller (a bundle hands out one per stored dump), each recorded."""
+    return lambda dump: download_link(session, store, ttl_s, dump, actor, token_id, via)
 
 
 def stored_dumps(session: Session, capture_ids: list[int]) -> dict[int, Dump]:

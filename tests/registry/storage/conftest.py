@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from registry.config import DumpStoreSettings, Settings
+from tests.support.dumps import api  # noqa: F401 (the registry over HTTP)
 from tests.support.s3 import S3Server, s3_server  # noqa: F401 (the session's S3 server)
 
 STORES = ["s3", "local"]

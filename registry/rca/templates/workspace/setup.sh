@@ -12,7 +12,9 @@
 # (Debian and Ubuntu ship it as linux-source-<major.minor> of the very version of the kernel's
 # image package). For every dump: a capture target readable under
 # $CRASHREG_DUMP_ROOT (default /: the crashed host's filesystem, or a copy of it) is linked as
-# dumps/<event>-<capture>.vmcore; an http(s) capture uri is downloaded there with curl.
+# dumps/<event>-<capture>.vmcore; else the dump store's short-lived download link the bundle
+# carries (download_url; gzip-encoded dumps are unpacked) or an http(s) capture uri is
+# downloaded there with curl. An expired link: fetch the bundle again.
 #
 # Environment: CRASHREG_WORKSPACE_DEBS (where .deb files are kept; default debug/debs),
 # CRASHREG_DUMP_ROOT, CRASHREG_WORKSPACE_SOURCE=0 to skip the source (140 MB download,
@@ -24,14 +26,16 @@ dump_root=${CRASHREG_DUMP_ROOT:-/}
 mkdir -p "$debs" dumps debug
 missing=0
 
-# One line per dump: event, capture, kernel, dump file, vmlinux, target, uri, debug packages.
+# One line per dump: event, capture, kernel, dump file, vmlinux, target, uri, download link,
+# encoding, debug packages.
 plan=$(python3 -c '
 import json
 bundle = json.load(open("bundle.json"))
 packages = {d["kernel_version"]: d["debug_packages"] for d in bundle["debuginfo"]}
 for d in bundle["dumps"]:
     print("\t".join([d["event_id"], d["capture_id"], d["kernel_version"], d["dump"], d["vmlinux"],
-                     d["target"] or "-", d["uri"] or "-", " ".join(packages.get(d["kernel_version"], []))]))
+                     d["target"] or "-", d["uri"] or "-", d.get("download_url") or "-", d.get("encoding") or "-",
+                     " ".join(packages.get(d["kernel_version"], []))]))
 ') || { echo "setup.sh: cannot read bundle.json" >&2; exit 1; }
 [ -n "$plan" ] || echo "setup.sh: this bundle names no completed capture: nothing to inspect" >&2
 
@@ -92,7 +96,7 @@ source_tree() {  # $1 kernel version: its image package's source, unpacked to sr
 }
 
 tab=$(printf '\t')
-printf '%s\n' "$plan" | while IFS=$tab read -r event capture version dump vmlinux target uri packages; do
+printf '%s\n' "$plan" | while IFS=$tab read -r event capture version dump vmlinux target uri link encoding packages; do
     [ -n "$event" ] || continue
     # shellcheck disable=SC2086
     debug_info "$version" "$vmlinux" $packages || missing=1
@@ -100,6 +104,17 @@ printf '%s\n' "$plan" | while IFS=$tab read -r event capture version dump vmlinu
     if [ ! -e "$dump" ]; then
         if [ "$target" != - ] && [ -r "$dump_root/$target" ]; then
             ln -s "$(cd "$(dirname "$dump_root/$target")" && pwd)/$(basename "$target")" "$dump"
+        elif [ "$link" != - ]; then
+            if curl -fsSL -o "$dump.part" "$link"; then
+                if [ "$encoding" = gzip ]; then
+                    gzip -dc "$dump.part" > "$dump.tmp" && mv "$dump.tmp" "$dump"
+                else
+                    mv "$dump.part" "$dump"
+                fi
+            else
+                echo "setup.sh: event $event capture $capture: the download link failed (expired? fetch the bundle again)" >&2
+            fi
+            rm -f "$dump.part" "$dump.tmp"
         elif [ "$uri" != - ] && case "$uri" in http://*|https://*) true ;; *) false ;; esac; then
             curl -fsSL -o "$dump" "$uri" || rm -f "$dump"
         fi
