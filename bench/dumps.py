@@ -141,7 +141,8 @@ def direct(s3: S3Server, dump: Path, threads: int, part_mb: int) -> float:
     started = time.perf_counter()
     # Content-MD5 per part, as the reporter sends, not boto3's default CRC32 (moto 5.2 failed
     # to complete a 1 GiB upload with those: a 500)
-    s3.client(request_checksum_calculation="when_required").upload_file(str(dump), bucket, "direct/vmcore", Config=config)
+    client = s3.client(request_checksum_calculation="when_required")
+    client.upload_file(str(dump), bucket, "direct/vmcore", Config=config)
     return time.perf_counter() - started
 
 

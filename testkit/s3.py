@@ -34,13 +34,14 @@ class S3Server:
     def env(self) -> dict[str, str]:
         return S3_ENV | {"AWS_ENDPOINT_URL_S3": self.endpoint}
 
-    def client(self) -> Any:
+    def client(self, **config: Any) -> Any:
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
             region_name=S3_ENV["AWS_DEFAULT_REGION"],
             aws_access_key_id=S3_ENV["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=S3_ENV["AWS_SECRET_ACCESS_KEY"],
+            config=botocore.config.Config(**config),
         )
 
     def bucket(self) -> str:
