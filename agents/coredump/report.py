@@ -71,8 +71,11 @@ def close(analysis: Analysis) -> None:
 
 def frame_object(view: ProcessView, frame: Frame) -> dict[str, Any]:
     """module + build-id + offset (the module's link-time address: what addr2line takes),
-    and the function there, looked up at the call (pc - 1) for a return address."""
+    and the function there, looked up at the call (pc - 1) for a return address; a signal
+    trampoline (its CFI says so) is marked `signal_frame`."""
     out: dict[str, Any] = {"address": hexa(frame.pc)}
+    if frame.signal_frame:
+        out["signal_frame"] = True
     module = view.module_at(frame.pc)
     if module is None:
         return out

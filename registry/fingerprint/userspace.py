@@ -280,6 +280,18 @@ def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | N
     return decisions, guilty
 
 
+def _after_signal_delivery(frames: list[Any]) -> int | None:
+    """How many named frames follow the first signal trampoline (None: no trampoline, or no
+    program code after it). A fault the program's own handler caught and then died of (abort,
+    _exit) is the interrupted code's bug: the handler is crash-reporting machinery."""
+    at = next((i for i, frame in enumerate(frames)
+               if isinstance(frame, dict) and frame.get("signal_frame") is True), None)
+    if at is None:
+        return None
+    after = [name for name in map(_frame_name, frames[at + 1:]) if name is not None]
+    return len(after) if any(not runtime_frame(name) for name in after) else None
+
+
 def parse_stack(stack: Any) -> UserCrash | None:
     """The userspace crash described by a contract `stack` object, or None if it holds none."""
     if not isinstance(stack, dict):
@@ -293,6 +305,7 @@ def parse_stack(stack: Any) -> UserCrash | None:
     if signal in SIGNAL_LABELS:
         crash.labels.append(SIGNAL_LABELS[signal])
     named = [name for name in map(_frame_name, frames) if name is not None]
+    interrupted = _after_signal_delivery(frames)
     if evidence is not None and any(label in BAD_RETURNS for label in crash.labels):
         # Frame 0 is the bad pc (0, or data): the guilty frame is the function that returned.
         if named and frames and isinstance(frames[0], dict) and _frame_name(frames[0]) == named[0]:
@@ -301,7 +314,9 @@ def parse_stack(stack: Any) -> UserCrash | None:
         if returned is not None:
             named = [returned, *named]
     crash.named = named
-    crash.guilty = next((i for i, name in enumerate(named) if not runtime_frame(name)), None)
+    first = len(named) - interrupted if interrupted is not None and interrupted < len(named) else 0
+    crash.guilty = next((i for i, name in enumerate(named) if i >= first and not runtime_frame(name)),
+                        None)
     kept = named[crash.guilty:] if crash.guilty is not None else []
     kept = [name for name in kept if not runtime_frame(name)]
     if kept:

@@ -34,6 +34,9 @@ class FrameSchema(Schema):
     line = WholeNumber(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
     build_id = short_text(128)
     function_offset = short_text(32)
+    signal_frame = fields.Boolean(truthy={True}, falsy={False}, allow_none=True,
+                                  metadata={"description": "a signal trampoline: the frames after it "
+                                            "are what the signal interrupted"})
 
 
 class MappingSchema(Schema):

@@ -30,6 +30,10 @@ EXPECTED = {
     "return-to-null": (["return-to-null", "segfault"], "smash_return", "crashy", []),
     "misaligned-return": (["bad-return", "segfault"], "unbalanced", "crashy", ["main"]),
     "sse": (["misaligned-stack", "segfault"], "mix_vectors", "crashy", ["main"]),
+    # the program's SIGSEGV handler aborts: the guilty frame is what the signal interrupted
+    "handler": (["abort"], "load_config", "crashy", ["main"]),
+    # strlen entered with the CFA 8 bytes off: the ABI holds across modules
+    "misaligned-call": (["misaligned-stack", "segfault"], "measure_unaligned", "crashy", ["main"]),
     "null-O2": (["segfault"], "parse_record", "crashy-O2", ["main"]),
     "strlen-O2": (["segfault"], "main", "crashy-O2", []),  # count_name tail-calls strlen at -O2
     "library-O2": (["segfault"], "crashy_copy", "libcrashy.so", ["main"]),
@@ -109,6 +113,23 @@ def test_the_evidence_behind_each_corruption_label(crash_cores: dict[str, Crash]
         ordinary = report_of(crash_cores[mode].cores[0], crash_cores[mode])["stack"]
         assert int(ordinary["evidence"]["cfa"], 16) and ordinary["evidence"]["pc_perms"] == "r-xp"
         assert ordinary["evidence"]["si_code"] == 1  # SEGV_MAPERR
+
+
+def test_the_signal_trampoline_is_unwound_to_the_interrupted_instruction(
+        crash_cores: dict[str, Crash]) -> None:
+    """__restore_rt's CFI (DW_CFA_def_cfa_expression, DW_CFA_expression over the sigcontext)
+    leads back to the faulting instruction, looked up at the pc itself, not pc - 1."""
+    frames = report_of(crash_cores["handler"].cores[0], crash_cores["handler"])["stack"]["frames"]
+    [trampoline] = [i for i, frame in enumerate(frames) if frame.get("signal_frame")]
+    assert frames[trampoline - 1]["function"] == "on_fault"
+    interrupted = frames[trampoline + 1]
+    assert interrupted["function"] == "load_config" and frames[trampoline + 2]["function"] == "main"
+    objdump = subprocess.run(["objdump", "-d", str(crash_cores["handler"].program)], capture_output=True,
+                             text=True, check=False).stdout
+    offset = int(interrupted["offset"], 16)
+    if objdump:  # the interrupted pc is an instruction start that loads through the NULL pointer
+        line = next(line for line in objdump.splitlines() if line.strip().startswith(f"{offset:x}:"))
+        assert "(%rax)" in line or "(%rdx)" in line, line
 
 
 def test_the_head_is_read_from_a_pipe_without_reading_the_memory(crash_cores: dict[str, Crash]) -> None:

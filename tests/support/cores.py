@@ -20,7 +20,7 @@ CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
 RUNS = 2
 # mode -> what the program does (crashy.c's argument); the C++ program has one way to crash.
 C_MODES = ("null", "strlen", "library", "qsort", "thread", "abort", "return-to-null",
-           "misaligned-return", "sse")
+           "misaligned-return", "sse", "handler", "misaligned-call")
 FRAMELESS_MODES = ("null", "strlen", "library", "qsort", "thread", "abort")  # -O2: CFI only
 CPP_MODE = "c++-terminate"
 

@@ -128,3 +128,15 @@ def test_garbage_stacks_are_refused_not_crashed_on() -> None:
     hostile = {"registers": {"rip": "0x0", "rsp": "0x10"},
                "evidence": {"slots": [{"offset": -8, "value": "0"}]}}
     assert analyse_stack(hostile).labels == ["return-to-null"]
+
+
+def test_a_handler_that_dies_leaves_the_guilty_frame_to_what_the_signal_interrupted() -> None:
+    frames = [{"function": "raise", "module": "libc.so.6"}, {"function": "abort", "module": "libc.so.6"},
+              {"function": "on_fault", "module": "/opt/app/store"},
+              {"module": "/lib/libc.so.6", "offset": "0x3c050", "signal_frame": True},
+              {"function": "load_config", "module": "/opt/app/store"},
+              {"function": "main", "module": "/opt/app/store"}]
+    signature = analyse_stack(stack(signal="SIGABRT", frames=frames))
+    assert (signature.function, signature.frames) == ("load_config", ["load_config [store]", "main [store]"])
+    runtime_only_after = [*frames[:4], {"function": "start_thread", "module": "libc.so.6"}]
+    assert analyse_stack(stack(signal="SIGABRT", frames=runtime_only_after)).function == "on_fault"

@@ -244,3 +244,22 @@ def test_merge_keeps_the_earlier_first_sighting(client, make_token) -> None:
     assert merged.status_code == 200, merged.json
     assert merged.json["first_seen"] == "2026-09-01T00:00:00+00:00"
     assert merged.json["last_seen"] == "2026-11-20T00:00:00+00:00"
+
+
+def test_hostile_stack_evidence_is_a_400_naming_the_field(client, make_token) -> None:
+    """The evidence labels are decided from is bounded and typed: what ingest stores is what
+    `signatures rebuild` re-derives labels from, so a value read two ways is refused."""
+    from tests.support.userspace import returned_to
+
+    token = make_token("report")
+    good = returned_to("0x0", "")
+    stored = post(client, token, crash_report(source="userspace", console_log=None, stack=good))
+    assert stored.status_code == 201, stored.json
+    assert stored.json["signature"]["labels"] == ["return-to-null", "segfault"]
+    bad_slots = [{"offset": -8, "value": "0x0", "call": "yes"}] + [{"offset": 0, "value": "0x1"}] * 32
+    for evidence, field in (({"slots": bad_slots}, "slots"), ({"pc_bytes": "zz"}, "pc_bytes"),
+                            ({"si_code": 1.5}, "si_code"), ({"pc_entry": "true"}, "pc_entry")):
+        body = crash_report(source="userspace", console_log=None, stack=dict(good, evidence=evidence))
+        response = post(client, token, body)
+        assert response.status_code == 400, (field, response.json)
+        assert field in response.json["error"]["fields"]["stack"]["evidence"]

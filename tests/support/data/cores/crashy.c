@@ -1,5 +1,6 @@
 /* One program, one way to crash per argument: the cores of tests/agents/test_coredump.py. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,24 @@ __attribute__((noinline)) void mix_vectors(void) {
                      "movaps %%xmm0, (%%rsp)\n\tmov %%rax, %%rsp" : : : "rax", "memory");
 }
 
+/* A fault caught by the program's own SIGSEGV handler, which gives up: the core's stack runs
+ * through the signal trampoline (__restore_rt) back to the faulting function. */
+__attribute__((noinline)) void on_fault(int signo) {
+    note(signo);
+    abort();
+}
+
+__attribute__((noinline)) int load_config(int *entry) { return *entry * 2; }
+
+/* Calls into libc with %rsp 8 bytes off its ABI alignment (strlen faults on the NULL). */
+__attribute__((noinline)) size_t measure_unaligned(const char *name) {
+    size_t length;
+    __asm__ volatile("sub $8, %%rsp\n\tcall strlen@PLT\n\tadd $8, %%rsp"
+                     : "=a"(length) : "D"(name)
+                     : "rcx", "rdx", "rsi", "r8", "r9", "r10", "r11", "memory", "cc");
+    return length;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     char *bad = argc > 9 ? argv[0] : (char *)16;
@@ -68,6 +87,11 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "return-to-null")) { smash_return(); return 0; }
     if (!strcmp(mode, "misaligned-return")) { unbalanced(); return 0; }
     if (!strcmp(mode, "sse")) { mix_vectors(); return 0; }
+    if (!strcmp(mode, "handler")) {
+        signal(SIGSEGV, on_fault);
+        return load_config(argc > 9 ? &argc : NULL);
+    }
+    if (!strcmp(mode, "misaligned-call")) return (int)measure_unaligned(argc > 9 ? argv[0] : NULL);
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
 }
