@@ -84,14 +84,19 @@ _FRAME = re.compile(
 # arch/arm/kernel/traps.c dump_backtrace_entry(): "[<pc>] (func) from [<lr>] (caller+0x../0x..)"
 _ARM_FRAME = re.compile(r"\[<[0-9a-f]++>\] \((?P<func>[A-Za-z_][\w.$]*+)(?:\+0x[0-9a-f]++/0x"
                         r"[0-9a-f]++)?\) from \[<[0-9a-f]++>\] \((?P<caller>[A-Za-z_][\w.$]*+)")
+# The registers a PC line starts with (arch/*/kernel/process.c __show_regs, arch/arm
+# "PC is at", arch/x86/kernel/dumpstack.c show_ip), with and without a symbol after them.
+_PC_REGISTERS = ("RIP", "EIP", "IP", "NIP", "PC is at", "EIP is at", "pc :", "pc:", "epc :")
+_PC_BARE_REGISTERS = ("RIP", "EIP", "IP", "NIP", "pc", "epc")
 _RIP = re.compile(
-    r"(?P<reg>RIP|EIP|IP|NIP|PC is at|EIP is at|pc :|pc:|epc :)(?::| is at)?+ *+(?:\[<?[0-9a-f]++>?\] *+)?+"
+    rf"(?P<reg>{'|'.join(_PC_REGISTERS)})(?::| is at)?+ *+(?:\[<?[0-9a-f]++>?\] *+)?+"
     r"(?:[0-9a-f]{4}:)?+(?:\[<?[0-9a-f]++>?\] *+){0,2}+(?P<func>[A-Za-z_][\w.$]*+)\+0x[0-9a-f]++"
     r"/0x[0-9a-f]++(?: \[(?P<mod>[\w-]++)(?: [0-9a-f]++)?\])?+"
 )
 # A PC line without a symbol: a jump to NULL prints "RIP: 0010:0x0" (arch/x86/kernel/dumpstack.c
 # show_ip), old kernels "IP: [<  (null)>]  (null)".
-_PC_BARE = re.compile(r"(?P<reg>RIP|EIP|IP|NIP|pc|epc) ?: (?:\d{4}:)?(?:0x[0-9a-f]++\b|\[< *+\(null\)>\])")
+_PC_BARE = re.compile(rf"(?P<reg>{'|'.join(_PC_BARE_REGISTERS)}) ?: (?:\d{{4}}:)?(?:0x[0-9a-f]++\b"
+                      r"|\[< *+\(null\)>\])")
 
 # Where a stack's frames begin: arch/*/kernel/dumpstack.c and stacktrace.c ("Call Trace:",
 # arm64 "Call trace:"), mm/kmemleak.c ("backtrace:"), arch/arm/kernel/traps.c ("Backtrace:"),
@@ -108,6 +113,14 @@ _STACK_START = re.compile(r"Call [Tt]race|(?:[Aa]llocated|[Ff]reed) by task \d|^
 _MERGED_TIMESTAMP = re.compile(r"\[ *+\d++\.\d++\]")  # what VOLATILE_TEXT takes for a timestamp
 # lib/fault-inject.c prints its own stack (should_fail*) into whatever else is printing.
 _FOREIGN_FRAMES = ("should_fail",)
+# Cheap gates before the line regexes, from literals each regex cannot match without (a line
+# the regex would read and its gate refused would be lost silently: test_console.py generates
+# lines from every regex and checks each passes its gate): a PC line starts with a register
+# name; a stack marker holds one of _STACK_GATE; a frame or lock site holds "+0x", a lock site
+# "at: ", an arm frame ") from [".
+_PC_GATE = frozenset(name[0] for name in (*_PC_REGISTERS, *_PC_BARE_REGISTERS))
+_STACK_GATE = ("race", "by task ", "Uninit was", "created at", "Allocated", "Freed", "status: ",
+               "related work")
 _LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] *+)?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
 _MCE_BANK = re.compile(r"Bank (?P<bank>\d++): (?P<status>[0-9a-f]{16})\b")
 _AER_TYPE = re.compile(r"(?P<driver>[\w-]++) [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: "
@@ -310,9 +323,7 @@ def _parse_line(text: str) -> Line:
     line = Line(text=stripped)
     if stripped[:2] == "? ":  # an unreliable frame: never guilty, never a marker
         return line
-    if ("race" in stripped or "acktrace" in stripped or "by task " in stripped
-            or "Uninit was" in stripped or "created at" in stripped or stripped[:6] in
-            ("Alloca", "Freed:", "status") or "related work" in stripped):
+    if any(literal in stripped for literal in _STACK_GATE):
         marker = _TRACE_START.search(stripped)
         if marker:
             line.trace_start = marker.group(0).rstrip(":")[:40]
@@ -321,7 +332,7 @@ def _parse_line(text: str) -> Line:
             return line
     if stripped.endswith("[inline]"):
         return line
-    if stripped[:1] in "REINPpe":
+    if stripped[:1] in _PC_GATE:
         rip = _RIP.match(stripped) or _PC_BARE.match(stripped)
         if rip:
             line.register = rip.group("reg").split(" ")[0]

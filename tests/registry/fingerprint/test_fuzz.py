@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from registry.fingerprint import CrashSignature, analyse_console_log, analyse_stack
+from registry.fingerprint.console import (
+    _ARM_FRAME,
+    _FRAME,
+    _LOCK_AT,
+    _PC_BARE,
+    _RIP,
+    _STACK_START,
+    _TRACE_START,
+    _parse_line,
+)
 from registry.fingerprint.patterns import OOPSES, TRIGGERS
 
 # Pieces of real reports, so generated logs reach deep into the parser.
@@ -95,3 +105,59 @@ def test_hostile_inputs_complete_with_bounded_output() -> None:
         check(signature)
         if signature is not None:
             assert len(signature.title) < 400 and len(signature.frames) <= 3
+
+
+# _parse_line reads a line only after a cheap gate (a first character, a literal): every line a
+# regex matches must pass the gate in front of it, or a new line format added to the regex alone
+# would be lost silently. Lines are generated from the regexes themselves (many are set aside:
+# generated text often also reads as another kind of line, which is then what it is).
+GATES = settings(max_examples=120, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+def _plain(line: str) -> str:
+    assume("\n" not in line and "\r" not in line and line == line.strip())
+    assume(not line.startswith("? ") and not line.endswith("[inline]"))
+    return line
+
+
+@GATES
+@given(st.from_regex(_RIP, fullmatch=True) | st.from_regex(_PC_BARE, fullmatch=True))
+def test_every_pc_line_passes_its_gate(line: str) -> None:
+    assert _parse_line(_plain(line)).register
+
+
+@GATES
+@given(st.from_regex(_TRACE_START) | st.from_regex(_STACK_START))
+def test_every_stack_marker_passes_its_gate(line: str) -> None:
+    line = _plain(line.strip())
+    assume(_TRACE_START.search(line) or _STACK_START.search(line))
+    assert _parse_line(line).boundary
+
+
+def _not_a_pc_or_marker(line: str) -> str:
+    line = _plain(line)
+    assume(not (_RIP.match(line) or _PC_BARE.match(line)))
+    assume(not (_TRACE_START.search(line) or _STACK_START.search(line)))
+    return line
+
+
+@GATES
+@given(st.from_regex(_FRAME, fullmatch=True))
+def test_every_reliable_frame_passes_its_gate(line: str) -> None:
+    line = _not_a_pc_or_marker(line)
+    match = _FRAME.fullmatch(line)
+    assume(match and not (match.group("q") or match.group("q2") or match.group("unreliable")))
+    assume("at: " not in line or not _LOCK_AT.search(line))
+    assert _parse_line(line).frame is not None
+
+
+@GATES
+@given(st.from_regex(_LOCK_AT) | st.from_regex(_ARM_FRAME))
+def test_every_lock_site_and_arm_frame_passes_its_gate(line: str) -> None:
+    line = _not_a_pc_or_marker(line.strip())
+    parsed = _parse_line(line)
+    if _LOCK_AT.search(line):
+        assume(not _FRAME.match(line) or "at: " in line)
+        assert parsed.at is not None
+    else:
+        assume(not _FRAME.match(line) and _ARM_FRAME.search(line))
+        assert parsed.frame is not None
