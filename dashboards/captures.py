@@ -1,4 +1,5 @@
-"""Captures and downtime: what was dumped, what dedup saved, how long capture takes."""
+"""Captures and downtime: what was dumped, what dedup saved, how long capture takes, what the
+dump store holds and what retention freed."""
 
 from __future__ import annotations
 
@@ -87,6 +88,37 @@ def build(dialect: Dialect, public_url: str) -> Dashboard:
             width=16,
             unit="s",
             description="Nearest-rank percentiles of completed captures (PostgreSQL: within 5%).",
+        ),
+        Panel(
+            "Dump store by state",
+            "bargauge",
+            (
+                Query(
+                    "SELECT state, COALESCE(SUM(bytes), 0) AS bytes FROM rpt_dumps "
+                    "GROUP BY state ORDER BY state",
+                    table=True,
+                    time_columns=(),
+                ),
+            ),
+            width=8,
+            unit="bytes",
+            description=(
+                "Bytes of dumps in the store now: stored, being uploaded, being deleted, and deleted by "
+                "retention (kept as history). Not limited to the time range."
+            ),
+        ),
+        Panel(
+            "Dump bytes freed by retention per day",
+            "timeseries",
+            (
+                Query(
+                    f"SELECT {d.day('deleted_at')}, SUM(bytes) AS freed FROM rpt_dumps "
+                    f"WHERE state = 'deleted' AND {d.time_filter('deleted_at')} GROUP BY 1 ORDER BY 1"
+                ),
+            ),
+            width=16,
+            unit="bytes",
+            description="What retention's gc deleted (docs/retention.md): old dumps, fixed bugs' dumps.",
         ),
         Panel(
             "Failed captures per day",

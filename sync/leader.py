@@ -96,10 +96,12 @@ class FileLock:
             self.handle = None
 
 
-def leader_lock(engine: Engine) -> LeaderLock:
+def leader_lock(engine: Engine, purpose: str = "scheduler") -> LeaderLock:
+    """The lock one process holds for `purpose`: the scheduler's leadership, or one job's run
+    (e.g. `storage-gc`, taken by the job and by its command alike)."""
     if engine.dialect.name == "postgresql":
-        return AdvisoryLock(engine)
+        return AdvisoryLock(engine, f"crashreg-{purpose}")
     database = make_url(str(engine.url)).database
     if not database or database == ":memory:":
-        raise ValueError("the scheduler needs a SQLite file (or PostgreSQL), not an in-memory database")
-    return FileLock(Path(database).with_name(Path(database).name + ".scheduler.lock"))
+        raise ValueError(f"the {purpose} lock needs a SQLite file (or PostgreSQL), not an in-memory database")
+    return FileLock(Path(database).with_name(Path(database).name + f".{purpose}.lock"))

@@ -13,6 +13,7 @@ from flask import Blueprint, g, redirect, render_template, request, url_for
 from sqlalchemy import select
 from werkzeug.wrappers import Response
 
+from registry.auth.tokens import caller_has_scope
 from registry.capture.models import Capture
 from registry.capture.service import capture_dict
 from registry.core.events import Event, event_summary
@@ -39,6 +40,7 @@ from registry.pages.verdict import verdict_statements
 from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load
+from registry.retention.pins import pin, standing_pins, unpin
 from registry.signatures.api import SignatureListQuery, signature_page
 from registry.signatures.explanation import explanation_variants
 from registry.signatures.service import detail, signature_or_404
@@ -255,6 +257,7 @@ def event(event_id: int) -> str:
         shown = event_detail(session, found)
         context = {
             "event": shown,
+            "pins": standing_pins(session, [int(c["id"]) for c in shown["captures"]]),
             "function": signature.function if signature else None,
             "stored": set(stored_dumps(session, [int(c["id"]) for c in shown["captures"]])),
             "console": excerpt(logged[1], found.explanation) if logged else None,
@@ -284,6 +287,22 @@ def download_dump(event_id: int, capture_id: int) -> Response:
         link = download_link(session, current_store(), current_settings().dump_store.download_ttl_s,
                              stored_dump(session, capture_id), g.token.name, g.token.id, "page")
     return redirect(link["url"], code=303)
+
+
+@blueprint.post("/captures/<id:capture_id>/pin")
+@login_required
+def capture_pin(capture_id: int) -> Response:
+    """The event page's Pin / Unpin button (scope triage), as PUT/DELETE /captures/{id}/pin."""
+    check_csrf(request.form.get("csrf_token"))
+    if not caller_has_scope(g.token, "triage"):
+        raise ApiError(403, "forbidden", "pinning a dump needs a token with the triage scope")
+    with current_db().session() as session:
+        if request.form.get("action") == "unpin":
+            unpin(session, capture_id, g.token.name, g.token.id)
+        else:
+            pin(session, capture_id, request.form.get("note") or None, g.token.name, g.token.id)
+        event_id = session.scalar(select(Capture.event_id).where(Capture.id == capture_id))
+    return redirect(url_for("pages.event", event_id=event_id, _anchor="capture"))
 
 
 @blueprint.get("/events/<id:event_id>/console.txt")

@@ -17,6 +17,10 @@ from registry.capture.models import Capture
 from registry.db import utcnow
 from registry.errors import ApiError
 from registry.retention.models import DumpPin
+from registry.storage.models import Dump as StoredDump
+
+# A dump in these states is going or gone (registry.retention.gc): a pin could not keep it.
+GONE = {"deleting": "being deleted by retention", "deleted": "deleted by retention"}
 
 
 class PinView(TypedDict):
@@ -49,12 +53,25 @@ def standing_pin(session: Session, capture_id: int) -> DumpPin | None:
     )
 
 
+def standing_pins(session: Session, capture_ids: list[int]) -> dict[int, PinView]:
+    """The standing pin of each of these captures that has one."""
+    rows = session.scalars(
+        select(DumpPin).where(DumpPin.capture_id.in_(capture_ids), DumpPin.unpinned_at.is_(None))
+    )
+    return {row.capture_id: pin_dict(row) for row in rows}
+
+
 def pin(
     session: Session, capture_id: int, note: str | None, actor: str, token_id: int | None
 ) -> tuple[DumpPin, bool]:
     """Pin a capture's dump; the standing pin and whether this call made it (a repeat is a no-op)."""
     if session.get(Capture, capture_id) is None:
         raise ApiError(404, "not_found", f"no capture {capture_id}")
+    dump = session.scalar(select(StoredDump).where(StoredDump.capture_id == capture_id).with_for_update())
+    if dump is not None and dump.state in GONE:
+        raise ApiError(
+            409, "conflict", f"capture {capture_id}'s dump is {GONE[dump.state]}: nothing left to pin"
+        )
     if (standing := standing_pin(session, capture_id)) is not None:
         return standing, False
     row = DumpPin(

@@ -72,7 +72,6 @@ class DumpFacts:
 @dataclass(frozen=True)
 class LogFacts:
     log: EventLog
-    exemplar: bool
     now: datetime
     ages: Ages
 
@@ -134,7 +133,12 @@ DUMP_RULES: tuple[Rule[DumpFacts], ...] = (
 LOG_RULES: tuple[Rule[LogFacts], ...] = (
     Rule("dump-kept", lambda f: f.log.dump_kept, KEEP, "a dump of this event is kept"),
     Rule("rca", lambda f: f.log.cited, KEEP, "cited by an open RCA"),
-    Rule("exemplar", lambda f: f.exemplar, KEEP, "one of the signature's {f.ages.exemplars} exemplar events"),
+    Rule(
+        "exemplar",
+        lambda f: f.log.holds_slot,
+        KEEP,
+        "holds one of the signature's {f.ages.exemplars} capture slots: an exemplar",
+    ),
     Rule(
         "recent",
         lambda f: f.now - f.log.received_at < f.ages.log,
@@ -172,7 +176,7 @@ def decide_dumps(
     }
 
 
-def decide_logs(logs: Iterable[EventLog], now: datetime, ages: Ages) -> dict[int, Decision]:
-    """One signature's events with whole logs -> keep or trim per event id. The exemplar events
-    are those holding its capture slots: the crashes the capture policy chose to keep."""
-    return {log.event_id: decide(LOG_RULES, LogFacts(log, log.holds_slot, now, ages)) for log in logs}
+def decide_log(log: EventLog, now: datetime, ages: Ages) -> Decision:
+    """Keep an event's whole console logs, or trim them. Its exemplars are the events holding
+    the signature's capture slots: the crashes the capture policy chose to keep."""
+    return decide(LOG_RULES, LogFacts(log, now, ages))

@@ -21,6 +21,7 @@ from registry.db import Database
 from registry.demo.simulator import FleetConfig, Simulation, inventory_json, simulate
 from registry.epidemiology.models import EpidemiologyFinding, EpidemiologySuspectHost, EpidemiologyVerdict
 from registry.rca.models import Rca
+from registry.storage.models import Dump
 from sync.grafana.rollups import refresh_rollups
 
 JIRA_BROWSE = "https://jira.example/browse/"
@@ -77,6 +78,7 @@ def load_fleet(
     record_captures(client, headers, events, rng)
     if history:
         _annotate_history(database, rng)
+        _store_dumps(database, sim.end)
     refresh_rollups(database)  # as `crashreg grafana provision` and the scheduler job do
     return LoadedFleet(sim, events)
 
@@ -127,6 +129,22 @@ def record_captures(
         }
         answer = client.post(f"/api/v1/events/{event['event_id']}/captures", json=capture, headers=headers)
         assert answer.status_code == 201, answer.get_json()
+
+
+def _store_dumps(database: Database, end: datetime) -> None:
+    """Completed captures' dumps in a store (what the simulation has no uploader for): every
+    third one deleted by retention 30 days after it was stored (or at the simulation's end)."""
+    with database.session() as session:
+        captures = session.execute(text(
+            "SELECT c.id, c.bytes, e.crashed_at FROM captures c JOIN events e ON e.id = c.event_id "
+            "WHERE c.status = 'completed' ORDER BY c.id")).all()
+        for index, (capture_id, size, crashed_at) in enumerate(captures):
+            stored_at = _aware(crashed_at) + timedelta(hours=2)
+            deleted = index % 3 == 0
+            session.add(Dump(capture_id=capture_id, store="s3://dumps/crashreg", key=f"{capture_id}.vmcore",
+                             state="deleted" if deleted else "stored", encoding="identity", bytes=size or 0,
+                             part_size=16 << 20, created_at=stored_at, stored_at=stored_at,
+                             deleted_at=min(stored_at + timedelta(days=30), end) if deleted else None))
 
 
 def _annotate_history(database: Database, rng: random.Random) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from testkit.pages import csrf_from, login
 from tests.support.capture import post_capture, report, storm_report
 from tests.support.http import auth
 
@@ -48,3 +49,27 @@ def test_pins_need_the_triage_scope_and_a_capture(client, make_token) -> None:
     assert client.get("/api/v1/captures/987654/pins", headers=auth(reader)).status_code == 404
     long_note = client.put(f"/api/v1/captures/{capture}/pin", json={"note": "x" * 501}, headers=auth(triage))
     assert long_note.status_code == 400 and "note" in long_note.json["error"]["fields"]
+
+
+def test_the_event_page_pins_and_unpins_with_the_triage_scope(client, make_token) -> None:  # type: ignore[no-untyped-def]
+    reporter = make_token("report")
+    event_id = report(client, reporter, storm_report("page_pinned_bug"))["event_id"]
+    capture = post_capture(client, reporter, event_id, bytes=1 << 30).json["id"]
+    login(client, make_token("triage", name="carol"))
+    page = client.get(f"/events/{event_id}").get_data(as_text=True)
+    pinned = client.post(f"/captures/{capture}/pin", data={"csrf_token": csrf_from(page), "action": "pin"})
+    assert pinned.status_code == 302 and pinned.location.endswith(f"/events/{event_id}#capture")
+    page = client.get(f"/events/{event_id}").get_data(as_text=True)
+    assert "pinned by carol" in page and ">Unpin<" in page
+    history = client.get(f"/api/v1/captures/{capture}/pins", headers=auth(make_token("read"))).json["pins"]
+    assert [(p["pinned_by"], p["unpinned_by"]) for p in history] == [("carol", None)]
+    client.post(f"/captures/{capture}/pin", data={"csrf_token": csrf_from(page), "action": "unpin"})
+    assert "pinned by" not in client.get(f"/events/{event_id}").get_data(as_text=True)
+    forged = client.post(f"/captures/{capture}/pin", data={"action": "pin"})
+    assert forged.status_code == 400  # no CSRF token
+
+    login(client, make_token("read"))
+    page = client.get(f"/events/{event_id}").get_data(as_text=True)
+    assert ">Pin<" not in page
+    refused = client.post(f"/captures/{capture}/pin", data={"csrf_token": csrf_from(page), "action": "pin"})
+    assert refused.status_code == 403

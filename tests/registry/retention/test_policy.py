@@ -17,7 +17,7 @@ from registry.retention.policy import (
     EventLog,
     SignatureState,
     decide_dumps,
-    decide_logs,
+    decide_log,
     exemplar_dumps,
 )
 
@@ -182,7 +182,7 @@ def test_logs_beyond_the_window_are_trimmed_unless_exemplar_dump_kept_or_cited()
         log(5, 300, holds_slot=False, cited=True),
         log(6, 30, holds_slot=False),
     ]
-    decided = decide_logs(logs, NOW, AGES)
+    decided = {log.event_id: decide_log(log, NOW, AGES) for log in logs}
     assert {e: (d.action, d.rule) for e, d in decided.items()} == {
         1: (KEEP, "recent"),
         2: (TRIM, "trim"),
@@ -198,5 +198,5 @@ def test_the_log_window_is_its_own_setting() -> None:
     short = Ages(
         exemplars=3, dump=timedelta(days=30), resolved_grace=timedelta(days=14), log=timedelta(days=7)
     )
-    assert decide_logs([log(1, 8, holds_slot=False)], NOW, short)[1].action == TRIM
-    assert decide_logs([log(1, 8, holds_slot=False)], NOW, AGES)[1].action == KEEP
+    assert decide_log(log(1, 8, holds_slot=False), NOW, short).action == TRIM
+    assert decide_log(log(1, 8, holds_slot=False), NOW, AGES).action == KEEP

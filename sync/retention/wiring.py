@@ -1,0 +1,11 @@
+"""Retention's gc in the application: `crashreg storage gc` and the scheduler's storage-gc job."""
+
+from __future__ import annotations
+
+from registry.core.wiring import Wiring
+from sync.retention.commands import storage
+
+
+def register(wiring: Wiring) -> None:
+    wiring.commands.append(storage)
+    wiring.job_modules.append("sync.retention.jobs")

@@ -1,0 +1,319 @@
+"""Retention's gc against the real stores (a local directory; moto's S3 server) on both
+databases: it keeps exactly what the policy promises, and an interrupted run is finished by
+the next without touching what is kept."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select, update
+
+from registry.config import DumpStoreSettings, Settings
+from registry.core.events import Event, Report
+from registry.core.signatures import Signature
+from registry.db import Database, utcnow
+from registry.rca.models import Rca
+from registry.retention.gc import collect
+from registry.retention.models import ConsoleTrim
+from registry.signatures.identify import identify
+from registry.storage.models import Dump
+from registry.storage.store import DumpStore, open_store
+from testkit.pages import login
+from testkit.reports import crash_report
+from tests.support.capture import bug_log, patch_policy, post_capture, report, storm_report
+from tests.support.http import auth
+
+LATER = timedelta(days=400)  # gc runs this far ahead: every dump is past its age
+
+
+@pytest.fixture
+def store(tmp_path: Path, settings: Settings) -> DumpStore:
+    return open_store(DumpStoreSettings(url=str(tmp_path / "dumps")), settings.public_url)
+
+
+@pytest.fixture
+def gc_settings(settings: Settings, tmp_path: Path) -> Settings:
+    return replace(settings, dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")))
+
+
+def put_object(store: DumpStore, key: str, data: bytes) -> None:
+    """Write an object the way a finished upload leaves it (local: a file; S3: an object)."""
+    if hasattr(store, "root"):
+        path = store.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    else:
+        store.client.put_object(Bucket=store.bucket, Key=store._key(key), Body=data)  # type: ignore[attr-defined]
+
+
+def store_dump(database: Database, store: DumpStore, capture_id: str, size: int = 1000) -> str:
+    key = f"dumps/{capture_id}.vmcore"
+    put_object(store, key, b"\0" * size)
+    now = utcnow()
+    with database.session() as session:
+        session.add(
+            Dump(
+                capture_id=int(capture_id),
+                store=store.uri("").rstrip("/"),
+                key=key,
+                state="stored",
+                encoding="identity",
+                bytes=size,
+                part_size=size,
+                created_at=now,
+                stored_at=now,
+            )
+        )
+    return key
+
+
+class Fleet:
+    """One bug's crashes through the API: the first K take capture slots; more get `full`
+    through an engineer's "N more" (no slot). Each has a completed capture and a stored dump."""
+
+    def __init__(self, client: Any, make_token: Any, database: Database, store: DumpStore) -> None:
+        self.client, self.database, self.store = client, database, store
+        self.reporter, self.triage = make_token("report"), make_token("triage", name="alice")
+        self.captures: list[str] = []
+        self.signature_id = ""
+
+    def crash(self, bug: str, count: int) -> list[str]:
+        made = []
+        for _ in range(count):
+            answer = report(self.client, self.reporter, storm_report(bug))
+            self.signature_id = answer["signature"]["id"]
+            if answer["capture"]["action"] != "full":
+                assert (
+                    patch_policy(
+                        self.client, self.triage, self.signature_id, extra_full_captures=1
+                    ).status_code
+                    == 200
+                )
+                answer = report(self.client, self.reporter, storm_report(bug))
+            capture = post_capture(self.client, self.reporter, answer["event_id"], bytes=1000).json["id"]
+            store_dump(self.database, self.store, capture)
+            made.append(capture)
+        self.captures += made
+        return made
+
+    def states(self) -> dict[str, str]:
+        with self.database.session() as session:
+            return {str(c): s for c, s in session.execute(select(Dump.capture_id, Dump.state))}
+
+    def present(self) -> set[str]:
+        with self.database.session() as session:
+            keys = dict(session.execute(select(Dump.capture_id, Dump.key)).all())
+        return {str(capture) for capture, key in keys.items() if self.store.head(key) is not None}
+
+    def pin(self, capture: str) -> Any:
+        return self.client.put(
+            f"/api/v1/captures/{capture}/pin", json={"note": "keep"}, headers=auth(self.triage)
+        )
+
+
+def test_keeps_the_k_exemplars_pins_and_open_rca_evidence_and_deletes_the_rest(
+    client, make_token, database, store, gc_settings
+) -> None:  # type: ignore[no-untyped-def]
+    fleet = Fleet(client, make_token, database, store)
+    exemplars = fleet.crash("retained_bug", 3)  # slot holders
+    extra = fleet.crash("retained_bug", 4)  # "N more": no slots, newer than the exemplars
+    assert fleet.pin(extra[0]).status_code == 201
+    with database.session() as session:
+        signature_id = int(fleet.signature_id)
+        session.add(
+            Rca(
+                signature_id=signature_id,
+                summary="s",
+                body="b",
+                author="bob",
+                author_kind="human",
+                evidence=[{"type": "capture", "capture_id": extra[1]}],
+                token_name="t",
+                checks=[],
+                checks_passed=True,
+            )
+        )
+        session.add(
+            Rca(
+                signature_id=signature_id,
+                status="rejected",
+                summary="s",
+                body="b",
+                author="bob",
+                author_kind="human",
+                evidence=[{"type": "capture", "capture_id": extra[2]}],
+                token_name="t",
+                checks=[],
+                checks_passed=True,
+            )
+        )
+    later = utcnow() + LATER
+
+    dry = collect(database, store, gc_settings, dry_run=True, now=later)
+    assert (dry.dumps_deleted, dry.bytes_freed) == (2, 2000)
+    assert set(fleet.states().values()) == {"stored"} and fleet.present() == set(fleet.captures)
+
+    outcome = collect(database, store, gc_settings, now=later)
+    assert (outcome.dumps_deleted, outcome.bytes_freed) == (2, 2000)
+    assert outcome.kept_by_rule == {"exemplar": 3, "pinned": 1, "rca": 1}
+    gone = {extra[2], extra[3]}  # the rejected RCA's evidence protects nothing
+    assert fleet.states() == {c: "deleted" if c in gone else "stored" for c in fleet.captures}
+    assert fleet.present() == set(fleet.captures) - gone
+    assert set(exemplars) <= fleet.present()
+    again = collect(database, store, gc_settings, now=later)  # idempotent
+    assert (again.dumps_deleted, again.bytes_freed) == (0, 0)
+    assert fleet.pin(extra[3]).status_code == 409  # a deleted dump cannot be pinned back
+
+
+def test_a_resolved_signature_loses_its_dumps_after_the_grace_unless_it_regresses(
+    client, make_token, database, store, gc_settings
+) -> None:  # type: ignore[no-untyped-def]
+    fleet = Fleet(client, make_token, database, store)
+    captures = fleet.crash("fixed_bug", 3)
+    assert fleet.pin(captures[0]).status_code == 201
+    resolved_at = utcnow()
+    grace = timedelta(days=gc_settings.retention.resolved_grace_days)
+
+    def resolve(status: str) -> None:
+        with database.session() as session:
+            session.execute(
+                update(Signature)
+                .where(Signature.id == int(fleet.signature_id))
+                .values(status=status, resolved_at=resolved_at)
+            )
+
+    resolve("resolved")
+    assert (
+        collect(database, store, gc_settings, now=resolved_at + grace - timedelta(minutes=1)).dumps_deleted
+        == 0
+    )
+    resolve("regressed")
+    assert collect(database, store, gc_settings, now=resolved_at + grace + LATER).dumps_deleted == 0
+    resolve("resolved")
+    outcome = collect(database, store, gc_settings, now=resolved_at + grace)
+    assert outcome.dumps_deleted == 2 and outcome.kept_by_rule == {"pinned": 1}
+    assert fleet.present() == {captures[0]}
+
+
+def test_an_interrupted_gc_is_finished_by_the_next_run_without_touching_what_is_kept(
+    client, make_token, database, store, gc_settings
+) -> None:  # type: ignore[no-untyped-def]
+    """The local store's disk refuses one deletion (a directory where the object's file was):
+    the run dies after deleting some objects and before recording them. The next run, the disk
+    repaired, deletes what is left, records every one (no error on objects already gone), and
+    restores nothing it should not; a dump pinned while marked is refused, not lost."""
+    fleet = Fleet(client, make_token, database, store)
+    exemplars = fleet.crash("busy_bug", 3)
+    doomed = fleet.crash("busy_bug", 6)
+    with database.session() as session:
+        keys = dict(session.execute(select(Dump.capture_id, Dump.key)).all())
+    blocked = store.root / keys[int(doomed[3])]  # type: ignore[attr-defined]
+    blocked.unlink()
+    (blocked / "in-use").mkdir(parents=True)  # unlink() on it fails: IsADirectoryError
+    later = utcnow() + LATER
+    with pytest.raises(IsADirectoryError):
+        collect(database, store, gc_settings, now=later)
+    states = fleet.states()
+    assert {states[c] for c in doomed} == {"deleting"} and {states[c] for c in exemplars} == {"stored"}
+    assert fleet.present() == set(exemplars) | set(doomed[4:])  # the first three went, then it stopped
+    assert fleet.pin(doomed[5]).status_code == 409  # marked: retention is deleting it
+
+    shutil.rmtree(blocked)
+    outcome = collect(database, store, gc_settings, now=later)
+    assert outcome.dumps_deleted == 6 and outcome.bytes_freed == 6000
+    assert fleet.states() == {c: "stored" if c in exemplars else "deleted" for c in fleet.captures}
+    assert fleet.present() == set(exemplars)
+
+
+def test_a_marked_dump_the_policy_keeps_again_goes_back_to_stored(
+    client, make_token, database, store, gc_settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Killed after marking a resolved signature's dumps; the signature regresses before the
+    rerun: the dumps still in the store are exemplars again and stay."""
+    fleet = Fleet(client, make_token, database, store)
+    captures = fleet.crash("back_bug", 3)
+    with database.session() as session:
+        session.execute(update(Dump).values(state="deleting"))
+        session.execute(
+            update(Signature)
+            .where(Signature.id == int(fleet.signature_id))
+            .values(status="regressed", resolved_at=utcnow())
+        )
+        key = session.scalar(select(Dump.key).where(Dump.capture_id == int(captures[0])))
+    store.delete(key)  # this one went before the kill
+    outcome = collect(database, store, gc_settings, now=utcnow() + LATER)
+    assert (outcome.dumps_restored, outcome.dumps_deleted) == (2, 1)
+    assert fleet.states() == {captures[0]: "deleted", captures[1]: "stored", captures[2]: "stored"}
+    assert fleet.present() == set(captures[1:])
+
+
+BOOT = "".join(
+    f"[    {i / 1000:.6f}] pci 0000:{i % 256:02x}:00.0: reg 0x10: [mem 0x{i:08x}]\n" for i in range(2000)
+)
+
+
+def test_old_console_logs_keep_the_crash_report_unless_exemplar_pinned_or_cited(
+    client, make_token, database, store, gc_settings
+) -> None:  # type: ignore[no-untyped-def]
+    reporter, triage = make_token("report"), make_token("triage")
+    events = []
+    for _ in range(7):  # the first 3 take the capture slots: the exemplars
+        body = crash_report(console_log=BOOT + bug_log("chatty_bug"), host={"hostname": f"h-{len(events)}"})
+        events.append(report(client, reporter, body)["event_id"])
+    pinned_capture = post_capture(client, reporter, events[3], status="failed").json["id"]
+    assert client.put(f"/api/v1/captures/{pinned_capture}/pin", headers=auth(triage)).status_code == 201
+    with database.session() as session:
+        signature_id = session.scalar(select(Event.signature_id).where(Event.id == int(events[4])))
+        session.add(
+            Rca(
+                signature_id=signature_id,
+                summary="s",
+                body="b",
+                author="bob",
+                author_kind="human",
+                evidence=[{"type": "event", "event_id": events[4]}],
+                token_name="t",
+                checks=[],
+                checks_passed=True,
+            )
+        )
+
+    def logs() -> dict[str, str]:
+        with database.session() as session:
+            return {str(e): log for e, log in session.execute(select(Report.event_id, Report.console_log))}
+
+    whole = logs()
+    later = utcnow() + timedelta(days=gc_settings.retention.log_days, minutes=1)
+    dry = collect(database, store, gc_settings, dry_run=True, now=later)
+    assert dry.logs_trimmed == 2 and logs() == whole
+    recent = collect(
+        database, store, gc_settings, now=utcnow() + timedelta(days=gc_settings.retention.log_days - 1)
+    )
+    assert recent.logs_trimmed == 0 and logs() == whole
+
+    outcome = collect(database, store, gc_settings, now=later)
+    assert outcome.logs_trimmed == 2 and outcome.logs_kept_by_rule == {
+        "exemplar": 3,
+        "dump-kept": 1,
+        "rca": 1,
+    }
+    after = logs()
+    assert {e for e in events if after[e] != whole[e]} == {events[5], events[6]}
+    assert outcome.log_bytes_freed == sum(len(whole[e]) - len(after[e]) for e in events[5:])
+    with database.session() as session:
+        fingerprints = dict(session.execute(select(Event.id, Event.fingerprint)).all())
+        trims = {str(t.event_id): t for t in session.scalars(select(ConsoleTrim))}
+    for event in events[5:]:
+        assert after[event].endswith(bug_log("chatty_bug")) and len(after[event]) < len(whole[event]) / 10
+        assert identify(after[event], None).fingerprint == fingerprints[int(event)]  # type: ignore[union-attr]
+        assert (trims[event].first_line, trims[event].total_lines) == (2000 - 8 + 1, 2004)
+    login(client, make_token("read"))
+    page = client.get(f"/events/{events[5]}").get_data(as_text=True)
+    assert "BUG: unable to handle page fault in chatty_bug" in page  # the excerpt still shows the oops
+    again = collect(database, store, gc_settings, now=later + LATER)
+    assert again.logs_trimmed == 0 and logs() == after
