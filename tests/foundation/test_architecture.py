@@ -168,13 +168,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "rca": frozenset({"core", "signatures", "capture", "storage", "epidemiology", "jira", "auth"}),
     "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "auth"}),
     "storage": frozenset({"core", "capture", "auth"}),
-    "retention": frozenset({"core", "fingerprint", "capture", "auth"}),
-    "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "ingest",
-                        "storage", "auth"}),
+    "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "auth"}),
+    "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "retention",
+                        "ingest", "storage", "auth"}),
     "application": DOMAINS - {"fingerprint"},
     "dashboards": frozenset(),
     "sync": frozenset({"application", "dashboards", "core", "signatures", "capture", "epidemiology", "rca",
-                       "jira", "grafana"}),
+                       "jira", "grafana", "retention", "storage"}),
 }
 
 
