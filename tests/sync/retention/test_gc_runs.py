@@ -4,6 +4,7 @@ run at a time. Both databases."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from dataclasses import replace
@@ -64,10 +65,8 @@ class Proxy:
     def cut(self) -> None:
         """The network to the store goes: no new connection, the open ones reset."""
         for connection in [self.listener, *self.open]:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)  # wakes a blocked accept()/recv(): close() does not
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):  # shutdown wakes a blocked accept()/recv(): close() does not
+                connection.shutdown(socket.SHUT_RDWR)
             connection.close()
 
 
