@@ -1,8 +1,8 @@
 """rpt_dumps: the dump store for Grafana, one row per dump (state, bytes, when stored and
 deleted by retention; never its key or URI, which may name a bucket)
 
-Revision ID: 0024_rpt_dumps
-Revises: 0023_dump_store
+Revision ID: 0026_rpt_dumps
+Revises: 0025_process_attributes
 Create Date: 2026-12-01 23:35:00
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0024_rpt_dumps"
-down_revision: str | Sequence[str] | None = "0023_dump_store"
+revision: str = "0026_rpt_dumps"
+down_revision: str | Sequence[str] | None = "0025_process_attributes"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
