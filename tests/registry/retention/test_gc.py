@@ -8,7 +8,6 @@ import shutil
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import select, update
@@ -16,7 +15,7 @@ from sqlalchemy import select, update
 from registry.config import DumpStoreSettings, Settings
 from registry.core.events import Event, Report
 from registry.core.signatures import Signature
-from registry.db import Database, utcnow
+from registry.db import utcnow
 from registry.rca.models import Rca
 from registry.retention.gc import collect
 from registry.retention.models import ConsoleTrim
@@ -25,10 +24,9 @@ from registry.storage.models import Dump
 from registry.storage.store import DumpStore, open_store
 from testkit.pages import login
 from testkit.reports import crash_report
-from tests.support.capture import bug_log, patch_policy, post_capture, report, storm_report
+from tests.support.capture import bug_log, post_capture, report
 from tests.support.http import auth
-
-LATER = timedelta(days=400)  # gc runs this far ahead: every dump is past its age
+from tests.support.retention import LATER, Fleet
 
 
 @pytest.fixture
@@ -39,81 +37,6 @@ def store(tmp_path: Path, settings: Settings) -> DumpStore:
 @pytest.fixture
 def gc_settings(settings: Settings, tmp_path: Path) -> Settings:
     return replace(settings, dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")))
-
-
-def put_object(store: DumpStore, key: str, data: bytes) -> None:
-    """Write an object the way a finished upload leaves it (local: a file; S3: an object)."""
-    if hasattr(store, "root"):
-        path = store.root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    else:
-        store.client.put_object(Bucket=store.bucket, Key=store._key(key), Body=data)  # type: ignore[attr-defined]
-
-
-def store_dump(database: Database, store: DumpStore, capture_id: str, size: int = 1000) -> str:
-    key = f"dumps/{capture_id}.vmcore"
-    put_object(store, key, b"\0" * size)
-    now = utcnow()
-    with database.session() as session:
-        session.add(
-            Dump(
-                capture_id=int(capture_id),
-                store=store.uri("").rstrip("/"),
-                key=key,
-                state="stored",
-                encoding="identity",
-                bytes=size,
-                part_size=size,
-                created_at=now,
-                stored_at=now,
-            )
-        )
-    return key
-
-
-class Fleet:
-    """One bug's crashes through the API: the first K take capture slots; more get `full`
-    through an engineer's "N more" (no slot). Each has a completed capture and a stored dump."""
-
-    def __init__(self, client: Any, make_token: Any, database: Database, store: DumpStore) -> None:
-        self.client, self.database, self.store = client, database, store
-        self.reporter, self.triage = make_token("report"), make_token("triage", name="alice")
-        self.captures: list[str] = []
-        self.signature_id = ""
-
-    def crash(self, bug: str, count: int) -> list[str]:
-        made = []
-        for _ in range(count):
-            answer = report(self.client, self.reporter, storm_report(bug))
-            self.signature_id = answer["signature"]["id"]
-            if answer["capture"]["action"] != "full":
-                assert (
-                    patch_policy(
-                        self.client, self.triage, self.signature_id, extra_full_captures=1
-                    ).status_code
-                    == 200
-                )
-                answer = report(self.client, self.reporter, storm_report(bug))
-            capture = post_capture(self.client, self.reporter, answer["event_id"], bytes=1000).json["id"]
-            store_dump(self.database, self.store, capture)
-            made.append(capture)
-        self.captures += made
-        return made
-
-    def states(self) -> dict[str, str]:
-        with self.database.session() as session:
-            return {str(c): s for c, s in session.execute(select(Dump.capture_id, Dump.state))}
-
-    def present(self) -> set[str]:
-        with self.database.session() as session:
-            keys = dict(session.execute(select(Dump.capture_id, Dump.key)).all())
-        return {str(capture) for capture, key in keys.items() if self.store.head(key) is not None}
-
-    def pin(self, capture: str) -> Any:
-        return self.client.put(
-            f"/api/v1/captures/{capture}/pin", json={"note": "keep"}, headers=auth(self.triage)
-        )
 
 
 def test_keeps_the_k_exemplars_pins_and_open_rca_evidence_and_deletes_the_rest(

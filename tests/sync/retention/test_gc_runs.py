@@ -27,7 +27,7 @@ from sync.leader import leader_lock
 from sync.retention.jobs import storage_gc
 from sync.retention.run import GC_LOCK
 from sync.scheduler import JobContext
-from tests.registry.retention.test_gc import LATER, Fleet
+from tests.support.retention import LATER, Fleet
 from tests.support.s3 import S3_ENV, S3Server
 
 
