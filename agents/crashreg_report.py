@@ -17,6 +17,7 @@ it and never stores a crash twice.
     crashreg-report.pyz fingerprint FILE...       local fingerprint of console logs / reports
     crashreg-report.pyz watch [--once]            report a running kernel's oopses and warnings
     crashreg-report.pyz core --core FILE [--exe EXE]  report a userspace core on disk
+    crashreg-report.pyz core --pipe %P %I %s ...      kernel.core_pattern handler (core on stdin)
 
 Configuration: /etc/crashreg/reporter.conf (or $CRASHREG_CONF), KEY=VALUE lines shared with
 the sh reporter; see agents/README.md.
@@ -45,8 +46,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dumpupload import STATE_SUFFIX, Uploader, UploadError, prepare  # zipped beside this module
-
-from registry.fingerprint import analyse_report  # the zipapp carries the engine package
 
 EXIT_DUMP = 0
 EXIT_SKIP = 10
@@ -88,6 +87,13 @@ class Config:
     decision_file: str = "/run/crashreg/decision.env"
     hostname: str = ""
     kdump_coredir: str = ""
+    core_dir: str = "/var/lib/crashreg/cores"
+    core_max_bytes: int = 2 << 30
+    core_keep_free: int = 1 << 30
+    core_compression: str = "gzip"
+    core_range_bytes: int = 1 << 20
+    core_chain: str = ""
+    core_log: str = "/dev/kmsg"
     boot_id_file: str = "/proc/sys/kernel/random/boot_id"
     kmsg: str = "/dev/kmsg"
     watch_state: str = "/var/lib/crashreg/watch-state.json"
@@ -218,6 +224,10 @@ def safe_report_id(text: str) -> str:
 
 
 def local_fingerprint(console_log: str | None, stack: dict[str, Any] | None = None) -> str | None:
+    # The engine (the zipapp carries the package) compiles its rules when imported: a third of
+    # a core handler's time to its answer, so only when a fingerprint is needed here.
+    from registry.fingerprint import analyse_report
+
     signature = analyse_report(console_log, stack)
     return signature.fingerprint if signature else None
 
@@ -411,7 +421,7 @@ def resend_spooled(config: Config) -> ResendSummary:
         replay = " (already registered)" if answer.get("duplicate") else ""
         log(f"{path.name}: event {answer['event_id']}{replay}")
     for path in sorted(spool_dir.glob("*.capture")):
-        outcomes.append(resend_capture(config, path, events.get(path.stem)))
+        outcomes.append(resend_capture(config, path, events))
     for path in sorted(spool_dir.glob(f"*{STATE_SUFFIX}")):  # uploads a reboot interrupted
         outcomes.append(upload_spooled(config, path))
     if config.kdump_coredir:
@@ -481,10 +491,11 @@ def set_aside(path: Path, error: Unsent) -> str:
     return "rejected"
 
 
-def resend_capture(config: Config, path: Path, event_id: str | None) -> str:
-    """A spooled capture, once its event is known (from the crash kernel or a resend)."""
+def resend_capture(config: Config, path: Path, events: dict[str, str]) -> str:
+    """A spooled capture, once its event is known (from the crash kernel or a resend of its
+    report: `events`, report_id -> event id)."""
     spooled = json.loads(path.read_bytes())
-    event_id = spooled.get("event_id") or event_id
+    event_id = spooled.get("event_id") or events.get(spooled.get("report_id") or path.stem)
     if not event_id:
         log(f"{path.name}: its report is not delivered yet")
         return "kept"
@@ -644,7 +655,10 @@ def decide(config: Config, report: dict[str, Any]) -> Decision:
             return registry_decision(answer)
         except Unsent as error:
             log(str(error))
-    return bundle_decision(config, report.get("fingerprint"))
+    # A report sent without one (a core handler leaves it to the registry) is fingerprinted now.
+    fingerprint = report.get("fingerprint") or local_fingerprint(report.get("console_log"),
+                                                                 report.get("stack"))
+    return bundle_decision(config, fingerprint)
 
 
 # --- policy bundle refresh ------------------------------------------------------------
@@ -743,10 +757,13 @@ def record_capture(config: Config, report_id: str, event_id: str | None, capture
             return
         except Unsent as error:
             log(f"capture not recorded: {error}")
-    path = Path(config.spool_dir) / f"{safe_report_id(report_id)}.capture"
+    # One file per capture: a core handler's report can have two (a full core over its cap,
+    # then the bounded one); the crash kernel's single one keeps the sh reporter's name.
+    method = "" if capture["method"] == "makedumpfile" else f".{capture['method']}"
+    path = Path(config.spool_dir) / f"{safe_report_id(report_id)}{method}.capture"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"event_id": event_id, "capture": capture}))
+        path.write_text(json.dumps({"event_id": event_id, "report_id": report_id, "capture": capture}))
         log("capture spooled for the post-boot agent")
     except OSError as error:
         log(f"could not spool the capture: {error}")
@@ -798,7 +815,41 @@ def command_fingerprint(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def decide_or_fall_back(config: Config, report: dict[str, Any]) -> Decision:
+    """A decision whatever breaks, as for a crash kernel."""
+    try:
+        return decide(config, report)
+    except Exception as error:
+        log(f"reporter failed ({type(error).__name__}: {error}): fallback decision")
+        return Decision(config.fallback_action, "reporter failed", None, "fallback")
+
+
 def command_core(config: Config, args: argparse.Namespace) -> int:
+    return command_core_pipe(config, args) if args.pipe else command_core_file(config, args)
+
+
+def command_core_pipe(config: Config, args: argparse.Namespace) -> int:
+    """Pipe mode, the kernel's core_pattern handler: coredump/pipe.py (agents/README.md)."""
+    from coredump import pipe  # an agent package the zipapp carries
+    from coredump.writers import COMPRESSORS, Limits
+
+    compression = config.core_compression
+    if compression not in COMPRESSORS:
+        log(f"CRASHREG_CORE_COMPRESSION={compression!r} is none of {', '.join(COMPRESSORS)}: gzip")
+        compression = "gzip"
+    limits = Limits(config.core_max_bytes, config.core_keep_free, compression)
+    settings = pipe.Settings(config.core_dir, limits, config.core_range_bytes, config.core_chain,
+                             config.core_log)
+    return pipe.handle(
+        args.pipe,
+        settings,
+        config.hostname or socket.gethostname() or "unknown",
+        lambda report: decide_or_fall_back(config, report),
+        lambda report_id, event_id, capture: record_capture(config, report_id, event_id, capture),
+    )
+
+
+def command_core_file(config: Config, args: argparse.Namespace) -> int:
     """File mode: report a core on disk and print the decision (exit 10: skip, the core can
     go). A core that cannot be read is an error (exit 1): there is nothing to report."""
     from coredump import core_file_report  # an agent package the zipapp carries
@@ -808,11 +859,7 @@ def command_core(config: Config, args: argparse.Namespace) -> int:
     except Exception as error:  # a broken or hostile core: say so, never a traceback
         log(f"cannot read the core {args.core}: {type(error).__name__}: {error}")
         return 1
-    try:
-        decision = decide(config, report)
-    except Exception as error:  # a decision is always printed, as for a crash kernel
-        log(f"reporter failed ({type(error).__name__}: {error}): fallback decision")
-        decision = Decision(config.fallback_action, "reporter failed", None, "fallback")
+    decision = decide_or_fall_back(config, report)
     level = f" (dump level {decision.dump_level})" if decision.dump_level is not None else ""
     log(f"{report['report_id']}: {decision.action}{level} by {decision.decided_by}: {decision.reason}")
     print(json.dumps({"report_id": report["report_id"], "fingerprint": report.get("fingerprint"),
@@ -847,8 +894,12 @@ def main(argv: list[str] | None = None) -> int:
     watch = sub.add_parser("watch", help="report the running kernel's oopses and warnings (kmsg)")
     watch.add_argument("--kmsg", help="kmsg records to follow (default: CRASHREG_KMSG, /dev/kmsg)")
     watch.add_argument("--once", action="store_true", help="stop at the end of a file of records")
-    core = sub.add_parser("core", help="report a userspace core file (file mode) and print the decision")
-    core.add_argument("--core", required=True, help="an ELF core file")
+    core = sub.add_parser("core", help="report a userspace core: a file (file mode, prints the decision) "
+                          "or stdin as kernel.core_pattern pipes it (pipe mode)")
+    source = core.add_mutually_exclusive_group(required=True)
+    source.add_argument("--core", help="an ELF core file")
+    source.add_argument("--pipe", nargs="+", metavar="VALUE",
+                        help="the core on stdin, and the values of %%P %%I %%s %%t %%c %%u %%g %%d %%h %%E")
     core.add_argument("--exe", help="the program's file, when not at the path the core names")
     argv = sys.argv[1:] if argv is None else argv
     # Everything after `collect` is makedumpfile's, options included.

@@ -12,8 +12,6 @@ import signal as signals
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry.fingerprint import analyse_report
-
 from .core import CoreHead, Memory, Thread
 from .demangle import demangle
 from .modules import Module, Opener, load_modules
@@ -174,11 +172,17 @@ def process_object(analysis: Analysis, facts: CrashFacts) -> dict[str, Any]:
     return out
 
 
-def userspace_report(analysis: Analysis, facts: CrashFacts) -> dict[str, Any]:
+def userspace_report(analysis: Analysis, facts: CrashFacts, fingerprint: bool = True) -> dict[str, Any]:
     """The contract's `source: userspace` report. report_id comes from the core's notes (the
-    crashing thread's registers, pids, signal): a rerun over the same core is a replay."""
+    crashing thread's registers, pids, signal): a rerun over the same core is a replay.
+    `fingerprint=False` leaves the fingerprint to the registry (and to an offline decision):
+    the engine's import is a third of a core handler's time to its answer."""
     stack = dict(analysis.stack) | {"process": process_object(analysis, facts)}
-    signature = analyse_report(None, stack)
+    signature = None
+    if fingerprint:
+        from registry.fingerprint import analyse_report
+
+        signature = analyse_report(None, stack)
     host: dict[str, Any] = {"hostname": facts.hostname}
     if facts.kernel_version:
         host["kernel_version"] = facts.kernel_version

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
 
-CAPTURE_METHODS = ("makedumpfile", "drgn", "dpu_rdma", "raw")
+CAPTURE_METHODS = ("makedumpfile", "drgn", "dpu_rdma", "raw", "core", "core_filtered")
 CAPTURE_STATUSES = ("started", "completed", "failed", "skipped")
 PROCESSING_STATES = ("pending", "processing", "done", "failed")
 SLOT_STATES = ("granted", "completed", "released")

@@ -126,9 +126,12 @@ class IncomingReport:
     def boot_key(self) -> str:
         """Reports of one crash share it: the boot_id (a crash ends its boot), else the report
         on its own. A live host's oops or warning does not end the boot: each is an event of its
-        own, which the reports counting its repeats join (repeat_of)."""
+        own, which the reports counting its repeats join (repeat_of). Nor does a process's crash:
+        each userspace report is its own event, its boot_id an attribute."""
         if self.fields["source"] == "live_kernel":
             return f"report:{self.fields.get('repeat_of') or self.report_id}"
+        if self.fields["source"] == "userspace":
+            return f"report:{self.report_id}"
         return self.fields.get("boot_id") or f"report:{self.report_id}"
 
 

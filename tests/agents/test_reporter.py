@@ -3,6 +3,7 @@ same behaviour as the sh hook, plus the registry's own fingerprints."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import zipfile
@@ -79,9 +80,16 @@ def test_the_pyz_holds_the_reporter_and_the_engine_only_and_builds_reproducibly(
     agents = {f"{name}/{p.relative_to(REPO / 'agents' / name).as_posix()}"
               for name in build_reporter.AGENT_PACKAGES for p in (REPO / "agents" / name).rglob("*.py")}
     assert agents and agents <= names
-    assert {n for n in names if not n.startswith("registry/fingerprint/")} - agents == {
+    sources = {n for n in names if not n.endswith(".pyc")}
+    assert {n for n in sources if not n.startswith("registry/fingerprint/")} - agents == {
         "__main__.py", "crashreg_report.py", "registry/__init__.py"}
-    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    # Every module but __main__ has unchecked-hash bytecode beside it, for the Python that built it.
+    assert {n for n in names if n.endswith(".pyc")} == {f"{n}c" for n in sources if n.endswith(".py")} - {
+        "__main__.pyc"}
+    with zipfile.ZipFile(again) as archive:
+        header = archive.read("crashreg_report.pyc")[:8]
+    assert header == importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little")  # hash-based, unchecked
+    assert not any("__pycache__" in n for n in names)
 
 
 @pytest.mark.parametrize("log", FIXTURE_LOGS, ids=lambda p: p.stem)

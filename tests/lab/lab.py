@@ -354,7 +354,12 @@ def boot(kit: Kit, initrd: Path, disk: Disk, kind: str, hostname: str, log: Path
     return booted
 
 
-def run_qemu(cmd: list[str], markers: tuple[tuple[str, str], ...], log: Path | None = None) -> Boot:
+def run_qemu(
+    cmd: list[str],
+    markers: tuple[tuple[str, str], ...],
+    log: Path | None = None,
+    timeout_s: float = BOOT_TIMEOUT_S,
+) -> Boot:
     """Run QEMU to its exit, timing every console line and the first line holding each marker."""
     started = time.monotonic()
     found: dict[str, float] = {}
@@ -368,7 +373,7 @@ def run_qemu(cmd: list[str], markers: tuple[tuple[str, str], ...], log: Path | N
         start_new_session=True,
     )
     assert process.stdout is not None
-    deadline = started + BOOT_TIMEOUT_S
+    deadline = started + timeout_s
     try:
         for raw in process.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
@@ -379,7 +384,7 @@ def run_qemu(cmd: list[str], markers: tuple[tuple[str, str], ...], log: Path | N
                 if name not in found and needle in line:
                     found[name] = now
             if time.monotonic() > deadline:
-                raise LabError(f"the guest ran past {BOOT_TIMEOUT_S}s:\n" + "\n".join(lines[-60:]))
+                raise LabError(f"the guest ran past {timeout_s}s:\n" + "\n".join(lines[-60:]))
         process.wait(timeout=30)
     finally:
         if process.poll() is None:

@@ -133,18 +133,20 @@ def run_guest(
     memory_mb: int = lab.MEMORY_MB,
     cmdline: str = "",
     log: Path | None = None,
+    timeout_s: float = lab.BOOT_TIMEOUT_S,
 ) -> lab.Boot:
     """Boot the guest, let its script run, and return the console once it powered off.
 
     `cmdline` adds kernel parameters (the script reads `lab.NAME=value` ones from
-    /proc/cmdline). Oopses do not panic this kernel (panic_on_oops stays 0); a panic still
-    ends the run (panic=1 reboots, and QEMU exits on a reboot)."""
+    /proc/cmdline); `timeout_s` bounds the whole run. Oopses do not panic this kernel
+    (panic_on_oops stays 0); a panic still ends the run (panic=1 reboots, and QEMU exits on a
+    reboot)."""
     parameters = (
         f"console=ttyS0 panic=1 loglevel=7 rcupdate.rcu_cpu_stall_suppress=1 "
         f"lab.hostname={hostname} lab.disk={int(disk is not None)} {cmdline}"
     )
     command = lab.qemu_command(kit.vmlinuz, initrd, parameters, disk.path if disk else None, memory_mb)
-    booted = lab.run_qemu(command, MARKERS, log)
+    booted = lab.run_qemu(command, MARKERS, log, timeout_s)
     if "LAB: done" not in booted.console:
         raise LabError(f"the guest {hostname} did not finish its script:\n{booted.console[-4000:]}")
     return booted
