@@ -17,9 +17,9 @@ from botocore.exceptions import ClientError
 
 from registry.storage.parts import StoredObject, StoredPart
 
-# Checksums only where S3 requires them (boto3 >= 1.36 adds CRC32 to every upload by default,
-# which S3-compatible stores such as moto 5.2 (a 500 completing a 1 GiB upload), older MinIO
-# and Ceph RGW refuse); parts are checked by Content-MD5 and the registry's MD5 check.
+# Checksums only where S3 requires them: boto3 >= 1.36 adds CRC32 checksums to uploads by
+# default, which several S3-compatible stores do not accept; parts are checked by Content-MD5
+# and by the registry's MD5 check before completion.
 SIGNING = Config(signature_version="s3v4", retries={"mode": "standard"},
                  request_checksum_calculation="when_required", response_checksum_validation="when_required")
 
