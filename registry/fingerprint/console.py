@@ -36,6 +36,7 @@ from .patterns import (
     TRIGGERS,
     WEAK,
     Oops,
+    Read,
 )
 
 MAX_TEXT = 16 << 20  # characters of log considered at all
@@ -375,23 +376,9 @@ def line_frames(line: str) -> list[tuple[str, str | None, bool]]:
     return found
 
 
-# --- guilty frame: a small program per report kind -------------------------------------------
-#
-# Each oops row names, as data, the parts of its report that hold the culprit, in the order the
-# kernel prints them ("rip,trace": the faulting PC, then the call trace). The frames those parts
-# yield are filtered by the skip classes and handed to the row's extractor (the first kept frame,
-# or the stall / hung-task rules). Alternatives separated by ";" are tried in turn until one
-# names a frame. Parts (a trailing "!" means the report names the frame: it is never skipped):
-#   header    the function the header line names (sanitizers print the faulting function there)
-#   rip       the first PC line (RIP:, pc :, epc :, NIP, PC is at); fails when there is none
-#   trace     the next call trace marker (Call Trace:, Call trace:, backtrace:), then its frames
-#   frames    frames from here to the end of this stack (the next stack marker)
-#   at        the next lockdep "..., at: func+0x" line
-#   pc        the next "[<address>] func+0x" line (lockdep's print_ip_sym)
-#   find:A|B  move past the next line containing A or B
+# --- guilty frame: a small program per report kind (patterns.Read: the parts and their grammar)
 
 Frame = tuple[str, str | None]
-Part = tuple[str, str, bool]  # (kind, argument, named by the report)
 
 
 @dataclass
@@ -407,24 +394,6 @@ class Pick:
     named: frozenset[int] = frozenset()  # positions the report named (never skipped)
 
 
-def _program(text: str) -> tuple[tuple[Part, ...], ...]:
-    alternatives = []
-    for alternative in text.split(";"):
-        parts = []
-        for part in filter(None, (p.strip() for p in alternative.split(","))):
-            named = part.endswith("!")
-            kind, _, argument = part.rstrip("!").partition(":")
-            if kind not in _PART_KINDS or (kind == "find") != bool(argument):
-                raise ValueError(f"guilty program {text!r}: bad part {part!r}")
-            parts.append((kind, argument, named))
-        alternatives.append(tuple(parts))
-    return tuple(alternatives) if any(alternatives) else ()
-
-
-_PART_KINDS = frozenset({"header", "rip", "trace", "frames", "at", "pc", "find"})
-_PROGRAMS = {oops.guilty: _program(oops.guilty) for oops in OOPSES}
-
-
 def _stack_frames(lines: list[Line], at: int, frames: list, label: str) -> int:
     """Append the frames from `at` to the end of this stack; return where it ended."""
     for index in range(at, len(lines)):
@@ -438,11 +407,12 @@ def _stack_frames(lines: list[Line], at: int, frames: list, label: str) -> int:
     return len(lines)
 
 
-def _run(parts: tuple[Part, ...], crash: KernelCrash, lines: list[Line]) -> list:
+def _run(parts: tuple[Read, ...], crash: KernelCrash, lines: list[Line]) -> list:
     """The frames one alternative yields: [(frame, section, named)] in printed order."""
     frames: list = []
     at, label = 0, "report"
-    for kind, argument, named in parts:
+    for read in parts:
+        kind, named = read.part, read.named
         if kind == "header":
             name = crash.fields.get("func")
             if name:
@@ -456,13 +426,13 @@ def _run(parts: tuple[Part, ...], crash: KernelCrash, lines: list[Line]) -> list
                 label, at = lines[start].trace_start, start + 1
             at = _stack_frames(lines, at, frames, label)
             continue
-        found = next((i for i in range(at, len(lines)) if _PART_TESTS[kind](lines[i], argument)),
+        found = next((i for i in range(at, len(lines)) if _PART_TESTS[kind](lines[i], read.texts)),
                      None)
         if found is None:
             break
         line, at = lines[found], found + 1
         if kind == "find":
-            label = next(text for text in argument.split("|") if text in line.text)
+            label = next(text for text in read.texts if text in line.text)
         elif kind == "rip":
             label = line.register
             if line.rip:
@@ -474,10 +444,10 @@ def _run(parts: tuple[Part, ...], crash: KernelCrash, lines: list[Line]) -> list
 
 
 _PART_TESTS = {
-    "find": lambda line, argument: any(text in line.text for text in argument.split("|")),
-    "rip": lambda line, argument: bool(line.register),
-    "at": lambda line, argument: line.at is not None,
-    "pc": lambda line, argument: line.bracketed and line.frame is not None,
+    "find": lambda line, texts: any(text in line.text for text in texts),
+    "rip": lambda line, texts: bool(line.register),
+    "at": lambda line, texts: line.at is not None,
+    "pc": lambda line, texts: line.bracketed and line.frame is not None,
 }
 
 
@@ -518,7 +488,7 @@ def _choose(crash: KernelCrash, lines: list[Line], skip: re.Pattern[str]) -> Pic
     """Run the row's alternatives; the first that names a frame decides."""
     extractor = EXTRACTORS[crash.oops.extract]
     first_read: Pick | None = None
-    for parts in _PROGRAMS[crash.oops.guilty]:
+    for parts in crash.oops.guilty:
         read = _run(parts, crash, lines)
         frames = [frame for frame, _, _ in read]
         kept = [not (_NAMED_SKIP if named else skip).search(frame[0]) for frame, _, named in read]

@@ -9,7 +9,7 @@ run could otherwise be re-scanned, so a hostile line cannot make them backtrack.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
 ALGORITHM_VERSION = 5
@@ -18,6 +18,51 @@ ALGORITHM_VERSION = 5
 STRONG = 0  # a crash; the first one in the log is the crash
 CONTINUATION = 1  # follow-up of another report (panic line, "Oops:"); a crash only if alone
 WEAK = 2  # a symptom (corrected hardware errors, GPU Xid); the crash only when nothing else is
+
+
+# --- where a report prints its culprit: a small program per row ----------------------------
+#
+# A row's `guilty` is a tuple of alternatives tried in turn until one names a frame; each
+# alternative is the Reads of the report's parts in the order the kernel prints them
+# ((RIP, TRACE): the faulting PC, then the call trace). The frames read are filtered by the skip
+# classes and handed to the row's extractor (syzkaller's stackFmt parts, as named fields).
+READ_PARTS: dict[str, str] = {
+    "header": "the function the header line names (sanitizers print the faulting function there)",
+    "rip": "the first PC line (RIP:, pc :, epc :, NIP, PC is at); the alternative fails without one",
+    "trace": "the next call-trace marker (Call Trace:, Call trace:, backtrace:), then its frames",
+    "frames": "frames from here to the end of this stack (the next stack marker)",
+    "at": 'the next lockdep "..., at: func+0x" line',
+    "pc": 'the next "[<address>] func+0x" line (lockdep\'s print_ip_sym)',
+    "find": "move past the next line holding one of `texts`",
+}
+
+
+@dataclass(frozen=True)
+class Read:
+    """One part of a report the culprit's frames are read from (READ_PARTS says which)."""
+
+    part: str
+    texts: tuple[str, ...] = ()  # find: the texts, any of which ends the search
+    named: bool = False  # the report names this frame itself: only NAMED_SKIP_CLASSES apply
+
+    def __post_init__(self) -> None:
+        if self.part not in READ_PARTS or (self.part == "find") != bool(self.texts):
+            raise ValueError(f"bad guilty-frame part {self!r}")
+
+
+HEADER, RIP, TRACE, FRAMES, AT, PC = (Read(part) for part in ("header", "rip", "trace", "frames",
+                                                             "at", "pc"))
+Program = tuple[tuple[Read, ...], ...]
+
+
+def find(*texts: str) -> Read:
+    """Move past the next line holding one of texts."""
+    return Read("find", texts)
+
+
+def named(read: Read) -> Read:
+    """The same part, naming the frame itself (a lockdep acquisition site)."""
+    return replace(read, named=True)
 
 
 @dataclass(frozen=True)
@@ -29,7 +74,7 @@ class Oops:
     needle: str  # literal that must occur in the header line (fast prefilter)
     header: str  # regex searched in the stripped header line; named groups feed `title`
     title: str  # headline template over header/detail groups
-    guilty: str = "rip,trace"  # where the culprit is printed: see console's program parts
+    guilty: Program = ((RIP, TRACE),)  # where the culprit is printed: alternatives of Reads
     extract: str = "first"  # which read frame is guilty: first kept, or the stall/hung rules
     skip: str = ""  # this report's own helpers: a regex searched in each frame's name
     details: tuple[str, ...] = ()  # regexes searched in the report body for more title fields
@@ -41,7 +86,8 @@ class Oops:
 
 _FUNC = r"(?P<func>[A-Za-z_][\w.$]*+)"
 _SRC = r"(?P<file>/?+(?:[\w.-]++/)*+[\w-]++\.[chS])\b"
-_WARN = "rip,trace;header,trace"  # __warn() prints the trapping PC's registers, then the trace
+# __warn() prints the trapping PC's registers, then the trace
+_WARN = ((RIP, TRACE), (HEADER, TRACE))
 _LOCK_WORK = "process_one_work|flush_workqueue|drain_workqueue|destroy_workqueue"
 
 # Literals the log is scanned for; every row's needle contains one of them. Few and distinct,
@@ -61,95 +107,95 @@ OOPSES: tuple[Oops, ...] = (
     # mm/kasan/report.c print_report(): "BUG: KASAN: double-free in kfree+0x..": the freeing caller
     Oops("kasan-invalid-free", "kasan", "KASAN:", r"BUG: KASAN: (?:double-free or invalid-free|"
          r"double-free|invalid-free)(?: in " + _FUNC + ")?", "KASAN: invalid-free",
-         guilty="header,trace", skip="slab_|kfree|vunmap|vfree"),
+         guilty=((HEADER, TRACE),), skip="slab_|kfree|vunmap|vfree"),
     # mm/kasan/report.c: "BUG: KASAN: use-after-free in f+0x..", "Read of size N at addr"
     Oops("kasan-access", "kasan", "KASAN:", r"BUG: KASAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?",
-         "KASAN: {bug} {access}", guilty="header,trace",
+         "KASAN: {bug} {access}", guilty=((HEADER, TRACE),),
          details=(r"\b(?P<access>Read|Write) (?:of size|at addr)",)),
     # mm/kmsan/report.c kmsan_report(): the use's stack follows the header directly, then
     # "Uninit was stored/created at:" stacks; USB and skb helpers consume the caller's data
     Oops("kmsan-usb-infoleak", "kmsan", "KMSAN: kernel-usb-infoleak",
          r"BUG: KMSAN: (?P<bug>kernel-usb-infoleak)(?: in " + _FUNC + ")?", "KMSAN: {bug}",
-         guilty="frames;header", skip="alloc_skb|usb_submit_urb|usb_start_wait_urb|usb_bulk_msg"
+         guilty=((FRAMES,), (HEADER,)), skip="alloc_skb|usb_submit_urb|usb_start_wait_urb|usb_bulk_msg"
          "|usb_interrupt_msg|usb_control_msg"),
     Oops("kmsan", "kmsan", "KMSAN:", r"BUG: KMSAN: (?P<bug>[\w-]++)(?: in " + _FUNC + ")?",
-         "KMSAN: {bug}", guilty="frames;header",
+         "KMSAN: {bug}", guilty=((FRAMES,), (HEADER,)),
          skip=r"alloc_skb|netlink_ack|netlink_rcv_skb|_encrypt$|^(?:crypto|cipher|drbg|rng)_"),
     # kernel/kcsan/report.c: "BUG: KCSAN: data-race in f1 / f2": both racing functions named
     Oops("kcsan", "kcsan", "KCSAN:", r"BUG: KCSAN: (?P<bug>[\w-]++(?:: [\w-]++)?) in " + _FUNC,
-         "KCSAN: {bug}", guilty="header"),
+         "KCSAN: {bug}", guilty=((HEADER,),)),
     # mm/kfence/report.c kfence_report_error(): "BUG: KFENCE: use-after-free read in f+0x.."
     # then the access stack directly
     Oops("kfence", "kfence", "KFENCE:", r"BUG: KFENCE: (?P<bug>[\w -]+?) in " + _FUNC,
-         "KFENCE: {bug}", guilty="header,frames"),
+         "KFENCE: {bug}", guilty=((HEADER, FRAMES),)),
     # lib/ubsan.c ubsan_prologue(): "UBSAN: shift-out-of-bounds in file:line" then dump_stack
     Oops("ubsan", "ubsan", "UBSAN:", r"UBSAN: (?P<bug>[\w -]+?) in ", "UBSAN: {bug}",
-         guilty="trace", skip="ubsan|overflow"),
+         guilty=((TRACE,),), skip="ubsan|overflow"),
     # --- faults: the faulting PC, then the trace (arch/x86/mm/fault.c, arch/arm64/mm/fault.c
     # die_kernel_fault(), arch/riscv/mm/fault.c, arch/x86/kernel/traps.c) ----------------
     Oops("null-deref", "null-deref", "NULL pointer dereference",
          r"(?:BUG: |Unable to handle kernel |unable to handle kernel )"
          r"(?:unable to handle kernel |kernel |Kernel )?NULL pointer dereference",
-         "BUG: kernel NULL pointer dereference", guilty="rip,trace;trace"),
+         "BUG: kernel NULL pointer dereference", guilty=((RIP, TRACE), (TRACE,))),
     Oops("paging-request", "paging-request", "nable to handle ",
          r"(?:BUG: )?[Uu]nable to handle (?:kernel paging request|page fault for address"
          r"|kernel access to user memory|kernel data access|kernel execute|kernel write to read-only)",
-         "BUG: unable to handle kernel paging request", guilty="rip,trace;trace"),
+         "BUG: unable to handle kernel paging request", guilty=((RIP, TRACE), (TRACE,))),
     # the second half of the header went out in another printk() and was lost
     Oops("paging-request-split", "paging-request", "BUG: unable to handle kernel",
          r"BUG: unable to handle kernel\s*+$", "BUG: unable to handle kernel",
-         guilty="rip,trace;trace", garbled="corrupted"),
+         guilty=((RIP, TRACE), (TRACE,)), garbled="corrupted"),
     Oops("paging-request-old", "paging-request", "BUG: unable to handle kernel",
          r"BUG: unable to handle kernel", "BUG: unable to handle kernel paging request",
-         guilty="rip,trace;trace"),
+         guilty=((RIP, TRACE), (TRACE,))),
     # arch/x86/kernel/traps.c: "general protection fault, probably for non-canonical address"
     Oops("gpf", "gpf", "general protection fault", r"general protection fault",
-         "general protection fault", guilty="rip,trace;trace"),
+         "general protection fault", guilty=((RIP, TRACE), (TRACE,))),
     Oops("stack-segment", "stack-segment", "stack segment: ", r"stack segment: ",
-         "stack segment fault", guilty="rip,trace;trace"),
+         "stack segment fault", guilty=((RIP, TRACE), (TRACE,))),
     # arch/x86/kernel/traps.c do_error_trap(): the PC is the culprit
     Oops("divide-error", "divide-error", "divide", r"divide[ _]error: ",
-         "divide error", guilty="rip;trace"),
+         "divide error", guilty=((RIP,), (TRACE,))),
     Oops("double-fault", "double-fault", "double fault", r"^PANIC: double fault",
-         "PANIC: double fault", guilty="rip;trace", rank=CONTINUATION),
+         "PANIC: double fault", guilty=((RIP,), (TRACE,)), rank=CONTINUATION),
     # arch/x86/kernel/traps.c handle_stack_overflow(): recursion, named like a stall
     Oops("stack-guard", "stack-guard", "stack guard page",
          r"BUG: (?:TASK |IRQ )?stack guard page was hit", "BUG: stack guard page was hit",
-         guilty="rip,trace;trace", extract="stall"),
+         guilty=((RIP, TRACE), (TRACE,)), extract="stall"),
     Oops("stack-guard-panic", "stack-guard", "stack guard page", r"^stack guard page: ",
-         "BUG: stack guard page was hit", guilty="rip,trace;trace", extract="stall",
+         "BUG: stack guard page was hit", guilty=((RIP, TRACE), (TRACE,)), extract="stall",
          rank=CONTINUATION),
     # arch/arm/mm/fault.c and alignment.c (32-bit arm)
     Oops("arm-unhandled-fault", "unhandled-fault", "Unhandled fault:",
          r"^Unhandled fault: (?P<what>[\w ]+?) \(", "Unhandled fault: {what}",
-         guilty="rip,trace;trace"),
+         guilty=((RIP, TRACE), (TRACE,))),
     Oops("arm-alignment-trap", "alignment-trap", "Alignment trap:", r"^Alignment trap:",
-         "Alignment trap", guilty="rip,trace;trace"),
+         "Alignment trap", guilty=((RIP, TRACE), (TRACE,))),
     # arch/arm64/kernel/traps.c die(): "Internal error: Oops - BUG: ..." after the real header
     Oops("arm-internal-error", "internal-error", "Internal error:",
          r"^Internal error: (?P<what>[^:\[]*+)", "Internal error: {what}",
-         guilty="rip,trace;trace", rank=CONTINUATION),
+         guilty=((RIP, TRACE), (TRACE,)), rank=CONTINUATION),
     Oops("invalid-opcode", "invalid-opcode", "invalid opcode:", r"invalid opcode: ",
-         "invalid opcode", guilty="rip;trace", rank=CONTINUATION),
-    Oops("oops", "oops", "Oops", r"^Oops(?: - [\w/ ]+)?: ", "Oops", guilty="rip,trace;trace",
+         "invalid opcode", guilty=((RIP,), (TRACE,)), rank=CONTINUATION),
+    Oops("oops", "oops", "Oops", r"^Oops(?: - [\w/ ]+)?: ", "Oops", guilty=((RIP, TRACE), (TRACE,)),
          rank=CONTINUATION),
     # --- assertions -------------------------------------------------------------------------
     # lib/list_debug.c: the list check reports for its caller (list helpers are skipped)
     Oops("list-debug-bug", "list-corruption", "list_debug.c", r"kernel BUG at lib/list_debug\.c",
-         "BUG: corrupted list", guilty="trace;rip"),
+         "BUG: corrupted list", guilty=((TRACE,), (RIP,))),
     Oops("list-add-corruption", "list-corruption", "list_add corruption", r"list_add corruption",
-         "BUG: corrupted list", guilty="trace;rip"),
+         "BUG: corrupted list", guilty=((TRACE,), (RIP,))),
     Oops("list-del-corruption", "list-corruption", "list_del corruption", r"list_del corruption",
-         "BUG: corrupted list", guilty="trace;rip"),
+         "BUG: corrupted list", guilty=((TRACE,), (RIP,))),
     # mm/usercopy.c usercopy_abort(): the copy's caller
     Oops("usercopy-bug", "bad-usercopy", "usercopy", r"kernel BUG at mm/usercopy\.c",
-         "BUG: bad usercopy", guilty="trace;rip", skip="usercopy|__check"),
+         "BUG: bad usercopy", guilty=((TRACE,), (RIP,)), skip="usercopy|__check"),
     # lib/bug.c report_bug() for BUG_ON(): the PC is the assertion; skb wrappers assert for
     # their caller (include/linux/skbuff.h)
     Oops("bug-at", "kernel-bug", "kernel BUG at ", r"kernel BUG at " + _SRC, "kernel BUG",
-         skip="^skb_", guilty="rip,trace;trace"),
+         skip="^skb_", guilty=((RIP, TRACE), (TRACE,))),
     Oops("bug-at-plain", "kernel-bug", "Kernel BUG", r"Kernel BUG (?:at )?", "kernel BUG",
-         guilty="rip,trace;trace"),
+         guilty=((RIP, TRACE), (TRACE,))),
     # kernel/panic.c __warn(): "WARNING: CPU: n PID: n at file:line func+0x", then the PC's
     # registers and the trace; the file tells which API warned on behalf of its caller
     Oops("warn-debugobjects", "warning", "WARNING:", r"WARNING: [^\n]*?lib/debugobjects\.c",
@@ -175,239 +221,240 @@ OOPSES: tuple[Oops, ...] = (
     # net/sched/sch_generic.c dev_watchdog(): a NIC's queue stalled; the driver is the identity
     Oops("netdev-watchdog", "tx-timeout", "NETDEV WATCHDOG",
          r"NETDEV WATCHDOG: (?P<dev>\S++) \((?P<driver>[\w-]++)\): transmit queue",
-         "NETDEV WATCHDOG: transmit queue timed out [{driver}]", guilty="", by_function=False),
+         "NETDEV WATCHDOG: transmit queue timed out [{driver}]", guilty=(), by_function=False),
     # --- lockdep (kernel/locking/lockdep.c): the report names the acquisition it is about ---
     # print_circular_bug_header(): "is trying to acquire lock: ... at: f1", "but task is
     # already holding lock: ... at: f2", then the dependency chain; workqueue locks are
     # taken by the workqueue core on behalf of the work item
     Oops("lockdep-circular-old", "lockdep", "INFO: possible circular",
          r"INFO: possible circular locking dependency detected \]", "possible deadlock",
-         guilty="find:is trying to acquire lock,at!"),
+         guilty=((find("is trying to acquire lock"), named(AT)),)),
     Oops("lockdep-circular", "lockdep", "locking dependency detected",
-         r"possible circular locking dependency", "possible deadlock", guilty="at,at,frames",
+         r"possible circular locking dependency", "possible deadlock", guilty=((AT, AT, FRAMES),),
          skip=_LOCK_WORK),
     # print_irq_inversion_bug(): "... just changed the state of lock: ... at: f"
     Oops("lockdep-irq-inversion", "lockdep", "lock inversion",
          r"possible irq lock inversion dependency detected", "possible deadlock",
-         guilty="find:just changed the state of lock,at!"),
+         guilty=((find("just changed the state of lock"), named(AT)),)),
     # print_bad_irq_dependency(): "which became SOFTIRQ-unsafe at:" then that stack
     Oops("lockdep-irq-unsafe-order", "lockdep", "lock order detected",
          r"-safe -> [A-Z]++-unsafe lock order detected", "possible deadlock",
-         guilty="find:which became,frames;find:is trying to acquire,at!"),
+         guilty=((find("which became"), FRAMES), (find("is trying to acquire"), named(AT)))),
     # print_deadlock_bug(): "is trying to acquire lock: ... at: f"
     Oops("lockdep-recursive", "lockdep", "recursive locking", r"possible recursive locking detected",
-         "possible deadlock", guilty="find:is trying to acquire lock,at!"),
+         "possible deadlock", guilty=((find("is trying to acquire lock"), named(AT)),)),
     # print_usage_bug(): "... takes: ... at: f", then the current stack (newer kernels name
     # the trace's first real frame, older "[ INFO: ... ]" reports the "takes" site)
     Oops("lockdep-inconsistent-old", "lockdep-inconsistent", "INFO: inconsistent lock state",
-         r"INFO: inconsistent lock state", "inconsistent lock state", guilty="find:takes,at!"),
+         r"INFO: inconsistent lock state", "inconsistent lock state", guilty=((find("takes"), named(AT)),)),
     Oops("lockdep-inconsistent", "lockdep-inconsistent", "inconsistent lock state",
-         r"inconsistent lock state", "inconsistent lock state", guilty="trace;find:takes,at!"),
+         r"inconsistent lock state", "inconsistent lock state",
+         guilty=((TRACE,), (find("takes"), named(AT)))),
     # print_unlock_imbalance_bug(): "is trying to release lock (..) at:" + print_ip_sym()
     Oops("lockdep-bad-unlock", "lockdep-bad-unlock", "bad unlock balance",
-         r"bad unlock balance detected", "BUG: bad unlock balance", guilty="pc,trace;trace"),
+         r"bad unlock balance detected", "BUG: bad unlock balance", guilty=((PC, TRACE), (TRACE,))),
     # print_freed_lock_bug() and print_held_locks_bug(): the lock holder's acquisition site
     Oops("lockdep-held-freed", "lockdep-held-freed", "held lock freed", r"held lock freed",
-         "BUG: held lock freed", guilty="pc!;find:is freeing memory,at!;trace"),
+         "BUG: held lock freed", guilty=((named(PC),), (find("is freeing memory"), named(AT)), (TRACE,))),
     Oops("lockdep-still-held", "lockdep-still-held", "still has locks held",
-         r"still has locks held", "BUG: still has locks held", guilty="pc!;at!;trace"),
+         r"still has locks held", "BUG: still has locks held", guilty=((named(PC),), (named(AT),), (TRACE,))),
     # kernel/entry/common.c lockdep_sys_exit(): "leaving the kernel with locks still held"
     Oops("lockdep-return-user", "lockdep-return-user", "returning to user space",
          r"lock held when returning to user", "BUG: lock held when returning to user space",
-         guilty="find:leaving the kernel with locks still held,at!"),
+         guilty=((find("leaving the kernel with locks still held"), named(AT)),)),
     # lockdep register_lock_class(): the caller using a lock without lockdep_init_map
     Oops("lockdep-nonstatic", "lockdep-nonstatic", "non-static key",
          r"trying to register non-static key", "INFO: trying to register non-static key",
-         guilty="trace", skip="stack|lock|IRQ"),
+         guilty=((TRACE,),), skip="stack|lock|IRQ"),
     # lockdep_rcu_suspicious(): "suspicious RCU usage" at file:line, then the stack
     Oops("lockdep-rcu", "lockdep-rcu", "suspicious RCU usage", r"suspicious RCU usage",
-         "WARNING: suspicious RCU usage", guilty="trace", skip="rcu|kmem|slab"),
+         "WARNING: suspicious RCU usage", guilty=((TRACE,),), skip="rcu|kmem|slab"),
     Oops("lockdep-nested", "lockdep-nested", "ested lock was not taken",
          r"[Nn]ested lock was not taken", "WARNING: nested lock was not taken", guilty=_WARN),
     # print_lock_invalid_wait_context(): x86 prints it as a lockdep WARNING, arm as a BUG
     Oops("lockdep-wait-context", "warning", "Invalid wait context", r"BUG: Invalid wait context",
-         "WARNING: locking bug", guilty="trace", skip="lock_sock|release_sock"),
+         "WARNING: locking bug", guilty=((TRACE,),), skip="lock_sock|release_sock"),
     # mm/slub.c (old SLAB debugging): "INFO: Freed in f age=.."
     Oops("slub-debug", "slub-debug", "INFO: ", r"INFO: (?P<what>Freed|Allocated) in " + _FUNC,
-         "INFO: {what}", guilty="header", rank=CONTINUATION, garbled="truncated"),
+         "INFO: {what}", guilty=((HEADER,),), rank=CONTINUATION, garbled="truncated"),
     # --- warnings (after the specific WARNING rows above) -------------------------------
     Oops("warn-at", "warning", "WARNING:",
          r"WARNING: (?:\[[^\]]*+\] )?(?:CPU: \d++ PID: \d++ )?(?:at )?" + _SRC
          + r"(?::\d++)? (?:at )?(?:\[<?[0-9a-f]++>?\] )?" + _FUNC, "WARNING", guilty=_WARN),
     # the 2025 __warn() format: "WARNING: file:line at 0x.., CPU#n: comm/pid"
     Oops("warn-at-address", "warning", "WARNING:", r"WARNING: " + _SRC + r":\d++ at 0x",
-         "WARNING", guilty="rip,trace;trace"),
+         "WARNING", guilty=((RIP, TRACE), (TRACE,))),
     # arch/x86/kernel/unwind_frame.c: the unwinder's own complaint, no culprit
     Oops("warn-stack-regs-value", "warning-regs", "WARNING: kernel stack",
          r"WARNING: kernel stack regs .*? has bad '(?P<what>\w++)' value",
-         "WARNING: kernel stack regs has bad '{what}' value", guilty="", by_function=False),
+         "WARNING: kernel stack regs has bad '{what}' value", guilty=(), by_function=False),
     Oops("warn-stack-regs", "warning-regs", "WARNING: kernel stack",
          r"WARNING: kernel stack (?:regs|frame pointer)",
-         "WARNING: kernel stack regs has bad value", guilty="", by_function=False),
+         "WARNING: kernel stack regs has bad value", guilty=(), by_function=False),
     # any other WARNING line (a driver's pr_warn("WARNING: ...")): its text is the identity
     Oops("warn-text", "warning-text", "WARNING:", r"WARNING: (?P<what>\S[^\n]{0,100})",
-         "WARNING: {what}", guilty="", by_function=False),
+         "WARNING: {what}", guilty=(), by_function=False),
     # --- atomicity / scheduling: the stack's first real frame called the sleeping API ------
     # kernel/sched/core.c __might_resched(): "BUG: sleeping function called from invalid context"
     Oops("sleep-in-atomic", "sleep-in-atomic", "sleeping function called",
          r"BUG: sleeping function called from", "BUG: sleeping function called from invalid "
-         "context", guilty="trace"),
+         "context", guilty=((TRACE,),)),
     # kernel/sched/core.c __schedule_bug()
     Oops("sched-atomic", "sched-atomic", "scheduling while atomic", r"BUG: scheduling while atomic",
-         "BUG: scheduling while atomic", guilty="trace", skip="schedule"),
+         "BUG: scheduling while atomic", guilty=((TRACE,),), skip="schedule"),
     # lib/smp_processor_id.c check_preemption_disabled()
     Oops("preemptible", "preemptible", "in preemptible",
          r"BUG: using (?P<what>[\w]++\(\)) in preemptible", "BUG: using {what} in preemptible code",
-         guilty="trace", skip="dump_stack|preemption|preempt|debug_|processor_id|this_cpu"),
+         guilty=((TRACE,),), skip="dump_stack|preemption|preempt|debug_|processor_id|this_cpu"),
     # kernel/locking/spinlock_debug.c spin_bug()/rwlock_bug()
     Oops("spinlock-debug", "spinlock", "BUG: ", r"BUG: (?P<lock>spinlock|rwlock) (?P<what>lockup "
          r"suspected|already unlocked|recursion|cpu recursion|bad magic|wrong owner|wrong CPU"
-         r"|trylock failure on UP)", "BUG: {lock} {what}", guilty="trace",
+         r"|trylock failure on UP)", "BUG: {lock} {what}", guilty=((TRACE,),),
          skip="spin_|_lock|_unlock"),
     Oops("rwlock-debug", "rwlock", "BUG: rwlock", r"BUG: rwlock (?P<what>[\w ]+?)(?: on|$)",
-         "BUG: rwlock {what}", guilty="trace", skip="rwlock|read_lock|write_lock|do_raw_"),
+         "BUG: rwlock {what}", guilty=((TRACE,),), skip="rwlock|read_lock|write_lock|do_raw_"),
     # --- hangs ------------------------------------------------------------------------------
     # kernel/watchdog.c watchdog_timer_fn(): the interrupted PC and its task's stack
     Oops("soft-lockup", "soft-lockup", "soft lockup", r"BUG: soft lockup", "BUG: soft lockup",
-         guilty="rip,trace;trace", extract="stall"),
+         guilty=((RIP, TRACE), (TRACE,)), extract="stall"),
     # kernel/watchdog_perf.c / watchdog_buddy.c: the CPU spins with interrupts off, nearly
     # always on a lock; its NMI stack's first real frame (often an IRQ handler) took it
     Oops("hard-lockup", "hard-lockup", "hard LOCKUP", r"(?:Watchdog detected|NMI watchdog:) hard "
-         r"LOCKUP", "watchdog: hard LOCKUP", guilty="rip,trace;trace"),
+         r"LOCKUP", "watchdog: hard LOCKUP", guilty=((RIP, TRACE), (TRACE,))),
     Oops("hard-lockup-detected", "hard-lockup", "hard LOCKUP", r"detected hard LOCKUP",
-         "watchdog: hard LOCKUP", guilty="rip,trace;trace"),
+         "watchdog: hard LOCKUP", guilty=((RIP, TRACE), (TRACE,))),
     # kernel/rcu/tree_stall.h print_cpu_stall(): NMI backtraces of the stalled CPUs; the code
     # that loops is the one the timer interrupt (x86 apic, arm64 el1h_64_irq) interrupted
     Oops("rcu-stall", "rcu-stall", "rcu_", r"INFO: rcu_(?:preempt|sched|bh) (?:self-)?detected"
          r"(?: expedited)? stall", "INFO: rcu detected stall",
-         guilty="find:apic_timer_interrupt,rip,frames;"
-         "find:apic_timer_interrupt|Exception stack|el1h_64_irq,frames;"
-         "find:NMI backtrace for cpu,rip,trace;rip,trace",
+         guilty=((find("apic_timer_interrupt"), RIP, FRAMES),
+                 (find("apic_timer_interrupt", "Exception stack", "el1h_64_irq"), FRAMES),
+                 (find("NMI backtrace for cpu"), RIP, TRACE), (RIP, TRACE)),
          extract="stall", skip="apic_timer_interrupt|rcu"),
     # kernel/hung_task.c check_hung_task(): the blocked task's stack
     Oops("hung-task", "hung-task", "blocked for more than", r"INFO: task [^\n]*? blocked for more "
-         r"than", "INFO: task hung", guilty="trace", extract="hung"),
+         r"than", "INFO: task hung", guilty=((TRACE,),), extract="hung"),
     # kernel/workqueue.c show_all_workqueues(): pool state, no culprit stack
     Oops("workqueue-lockup", "workqueue-lockup", "workqueue lockup", r"BUG: workqueue lockup",
-         "BUG: workqueue lockup", guilty="", by_function=False),
+         "BUG: workqueue lockup", guilty=(), by_function=False),
     # kernel/hung_task.c (task with a fatal signal pending)
     Oops("task-cant-die", "task-cant-die", "can't die", r"INFO: task [^\n]*? can't die for more "
-         r"than", "INFO: task can't die", guilty="trace", skip="schedule"),
+         r"than", "INFO: task can't die", guilty=((TRACE,),), skip="schedule"),
     # --- memory -----------------------------------------------------------------------------
     # mm/page_alloc.c bad_page() + mm/page_owner.c: the page's allocation stack
     Oops("bad-page-state", "bad-page-state", "Bad page ", r"BUG: Bad page (?P<what>state|cache)",
-         "BUG: Bad page {what}", guilty="find:page last allocated,frames;trace",
+         "BUG: Bad page {what}", guilty=((find("page last allocated"), FRAMES), (TRACE,)),
          skip="^bad_page$|(?:free|put|get|update|release)_page|free_unref|^_*folio|truncate_inode_pages"
          "|page_frag_free|alloc|vmap|page_owner"),
     # mm/memory.c print_bad_pte(): a corrupted page table, no culprit frame
     Oops("bad-page-map", "bad-page-map", "Bad page map", r"BUG: Bad page map", "BUG: Bad page map",
-         guilty="", by_function=False),
+         guilty=(), by_function=False),
     # kernel/fork.c check_mm()
     Oops("bad-rss", "bad-rss", "Bad rss-counter", r"BUG: Bad rss-counter state",
-         "BUG: Bad rss-counter state", guilty="", by_function=False),
+         "BUG: Bad rss-counter state", guilty=(), by_function=False),
     # mm/kmemleak.c print_unreferenced(): the leaked object's allocation backtrace
     Oops("kmemleak", "memory-leak", "memory leak", r"BUG: memory leak", "memory leak",
-         guilty="find:backtrace,frames",
+         guilty=((find("backtrace"), FRAMES),),
          skip="kmemleak|mmap|kmem|slab|alloc|create_object|idr_get|list_lru_init|kasprintf"
          "|kvasprintf|pcpu_create|strdup|strndup|memdup"),
     # mm/slub.c slab_err() / object_err()
     Oops("slub-kmalloc-corruption", "slab-corruption", "BUG kmalloc-",
          r"^BUG kmalloc-\d++ \([^)]*+\): (?P<what>.{1,80})", "BUG: slab corruption: {what}",
-         guilty="trace", skip="slab_|check_|free_|kfree|kmem"),
+         guilty=((TRACE,),), skip="slab_|check_|free_|kfree|kmem"),
     # mm/oom_kill.c: the system is out of memory, not a code bug
     Oops("oom-panic", "oom-panic", "Out of memory", r"Kernel panic - not syncing: (?P<why>(?:System "
          r"is deadlocked on memory|Out of memory)[^\n]{0,80})", "Kernel panic - not syncing: {why}",
-         guilty="", by_function=False),
+         guilty=(), by_function=False),
     # --- filesystems / net ------------------------------------------------------------------
     # fs/dcache.c umount_check()
     Oops("dentry-in-use", "dentry-in-use", "still in use",
          r"BUG: Dentry \S++ ++still in use.*?\[(?P<func>unmount)", "BUG: Dentry still in use",
-         guilty="header"),
+         guilty=((HEADER,),)),
     # fs/super.c generic_shutdown_super(), fs/file_table.c: a printk without a stack
     Oops("vfs", "vfs", "VFS: ", r"VFS: (?P<what>Busy inodes after unmount|Close: file count is "
-         r"(?:zero|0))", "VFS: {what}", guilty="", by_function=False),
+         r"(?:zero|0))", "VFS: {what}", guilty=(), by_function=False),
     # net/core/dev.c netdev_wait_allrefs(): a leaked device reference, no culprit stack
     Oops("netdev-unregister", "netdev-unregister", "unregister_netdevice: waiting for",
          r"unregister_netdevice: waiting for \S++ to become free",
-         "unregister_netdevice: waiting for DEV to become free", guilty="", by_function=False),
+         "unregister_netdevice: waiting for DEV to become free", guilty=(), by_function=False),
     # --- hardware (arch/x86/kernel/cpu/mce/, drivers/edac/, drivers/pci/pcie/aer.c,
     # NVIDIA's driver): the identity is the failing part's class, not the interrupted code ---
     Oops("mce-exception", "machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?"
-         r"Machine [Cc]heck(?: Exception)?:", "Machine check", guilty="", by_function=False,
+         r"Machine [Cc]heck(?: Exception)?:", "Machine check", guilty=(), by_function=False,
          classify="mce"),
     Oops("mce-panic", "machine-check", "achine check", r"Kernel panic - not syncing: (?:Fatal )?"
-         r"(?:local )?[Mm]achine check", "Machine check", guilty="", by_function=False,
+         r"(?:local )?[Mm]achine check", "Machine check", guilty=(), by_function=False,
          classify="mce"),
     Oops("mce-broadcast-timeout", "machine-check", "broadcast exception handler",
          r"Timeout: Not all CPUs entered broadcast exception handler", "Machine check",
-         guilty="", by_function=False, classify="mce"),
+         guilty=(), by_function=False, classify="mce"),
     Oops("mce-bank", "machine-check", "Hardware Error]", r"\[Hardware Error\]: (?:CPU \d++: )?"
-         r"Machine Check: \d++ Bank", "Machine check", guilty="", by_function=False,
+         r"Machine Check: \d++ Bank", "Machine check", guilty=(), by_function=False,
          classify="mce"),
     Oops("aer-fatal", "pcie-aer", "AER:", r"AER: (?:Multiple )?Uncorrect(?:ed|able) \(Fatal\) "
-         r"error (?:message )?received", "PCIe AER", guilty="", by_function=False,
+         r"error (?:message )?received", "PCIe AER", guilty=(), by_function=False,
          classify="aer"),
     Oops("edac-ue", "edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>UE) (?P<what>[\w ]+?)"
-         r"(?: on|$)", "EDAC: uncorrected {what}", guilty="", by_function=False),
+         r"(?: on|$)", "EDAC: uncorrected {what}", guilty=(), by_function=False),
     Oops("aer-corrected", "pcie-aer", "AER:", r"AER: (?:Multiple )?(?:Correct(?:ed|able)|"
          r"Uncorrect(?:ed|able) \(Non-Fatal\)) error (?:message )?received", "PCIe AER",
-         guilty="", by_function=False, classify="aer", rank=WEAK),
+         guilty=(), by_function=False, classify="aer", rank=WEAK),
     Oops("edac-ce", "edac", "EDAC ", r"EDAC (?:\w++ )?MC\d++: \d++ (?P<sev>CE) (?P<what>[\w ]+?)"
-         r"(?: on|$)", "EDAC: corrected {what}", guilty="", by_function=False, rank=WEAK),
+         r"(?: on|$)", "EDAC: corrected {what}", guilty=(), by_function=False, rank=WEAK),
     Oops("mce-logged", "machine-check", "Machine check events logged",
-         r"Hardware Error\]: Machine check events logged", "Machine check", guilty="",
+         r"Hardware Error\]: Machine check events logged", "Machine check", guilty=(),
          by_function=False, classify="mce", rank=WEAK),
     Oops("gpu-xid", "gpu-xid", "NVRM: Xid", r"NVRM: Xid \([^)]*+\): (?P<xid>\d++)",
-         "NVRM: Xid {xid}", guilty="", by_function=False, rank=WEAK),
+         "NVRM: Xid {xid}", guilty=(), by_function=False, rank=WEAK),
     # --- panics (kernel/panic.c panic(); after everything that may precede them) -----------
     # kernel/panic.c __stack_chk_fail(): names the function whose canary was smashed
     Oops("stack-protector", "stack-corruption", "stack-protector", r"Kernel panic - not syncing: "
          r"stack-protector: Kernel stack is corrupted in: (?:(?:0x)?[0-9a-f]{8,}+\b|" + _FUNC + ")",
-         "kernel panic: stack is corrupted", guilty="header;trace", skip="stack_chk"),
+         "kernel panic: stack is corrupted", guilty=((HEADER,), (TRACE,)), skip="stack_chk"),
     # kernel/sched/core.c schedule_debug(): a stack overflow seen at the next schedule()
     Oops("stack-end-corrupted", "stack-corruption", "corrupted stack end",
          r"Kernel panic - not syncing: corrupted stack end", "kernel panic: corrupted stack end",
-         guilty="trace", extract="stall", skip="schedule|retint_kernel"),
+         guilty=((TRACE,),), extract="stall", skip="schedule|retint_kernel"),
     # arch/arm64/kernel/traps.c handle_bad_stack(), arch/riscv/kernel/traps.c
     Oops("stack-overflow-panic", "stack-overflow", "kernel stack overflow",
          r"Kernel panic - not syncing: kernel stack overflow", "kernel stack overflow",
-         guilty="trace;rip", extract="stall", skip="bad_stack", rank=CONTINUATION),
+         guilty=((TRACE,), (RIP,)), extract="stall", skip="bad_stack", rank=CONTINUATION),
     Oops("panic-hard-lockup", "hard-lockup", "Hard LOCKUP", r"Kernel panic - not syncing: Hard "
-         r"LOCKUP", "watchdog: hard LOCKUP", guilty="rip,trace;trace", rank=CONTINUATION),
+         r"LOCKUP", "watchdog: hard LOCKUP", guilty=((RIP, TRACE), (TRACE,)), rank=CONTINUATION),
     Oops("panic-softlockup", "soft-lockup", "softlockup", r"Kernel panic - not syncing: softlockup",
-         "BUG: soft lockup", guilty="rip,trace;trace", extract="stall", rank=CONTINUATION),
+         "BUG: soft lockup", guilty=((RIP, TRACE), (TRACE,)), extract="stall", rank=CONTINUATION),
     Oops("panic-hung-task", "hung-task", "hung_task", r"Kernel panic - not syncing: hung_task",
-         "INFO: task hung", guilty="trace", extract="hung", rank=CONTINUATION),
+         "INFO: task hung", guilty=((TRACE,),), extract="hung", rank=CONTINUATION),
     # the report these panics end was lost: the panic line alone says nothing of the bug
     Oops("panic-after-report", "panic", "Kernel panic - not syncing", r"Kernel panic - not "
          r"syncing: (?P<why>Fatal exception|panic_on_warn set|hung_task: blocked tasks)",
-         "Kernel panic - not syncing: {why}", guilty="trace", rank=CONTINUATION,
+         "Kernel panic - not syncing: {why}", guilty=((TRACE,),), rank=CONTINUATION,
          by_function=False, garbled="truncated"),
     Oops("panic", "panic", "Kernel panic - not syncing", r"Kernel panic - not syncing: ?(?P<why>"
-         r".{0,120})", "Kernel panic - not syncing: {why}", guilty="trace", rank=CONTINUATION,
+         r".{0,120})", "Kernel panic - not syncing: {why}", guilty=((TRACE,),), rank=CONTINUATION,
          by_function=False),
     # kernel/workqueue.c process_one_work(): "last function: f" is the work item that leaked
     Oops("workqueue-leak", "workqueue-leak", "workqueue leaked", r"BUG: workqueue leaked lock or "
-         r"atomic", "BUG: workqueue leaked lock or atomic", guilty="header",
+         r"atomic", "BUG: workqueue leaked lock or atomic", guilty=((HEADER,),),
          details=(r"last function: " + _FUNC,)),
     # any other BUG line: no convention names a culprit, so its text is the identity
     Oops("bug-generic", "bug", "BUG: ", r"BUG: (?P<what>\S[^\n]{0,100})", "BUG: {what}",
-         guilty="", by_function=False),
+         guilty=(), by_function=False),
     # any other INFO: line of a debugging facility: its text is the identity
     Oops("info-text", "info-text", "INFO: ", r"INFO: (?P<what>\S[^\n]{0,100})", "INFO: {what}",
-         guilty="", by_function=False),
+         guilty=(), by_function=False),
     # syzkaller's executor reporting its own failure (the corpus' harness, pkg/report)
     Oops("syz-failure", "syz-failure", "SYZF", r"SYZ(?P<which>FAIL|FATAL):(?P<what>[^\n]{0,120})",
-         "SYZ{which}:{what}", guilty="", by_function=False),
+         "SYZ{which}:{what}", guilty=(), by_function=False),
     # a bare "BUG:"/"WARNING:" line: the rest of the header was lost (two CPUs printing)
     Oops("bare-marker", "corrupted", ":", r"^(?P<what>BUG|WARNING|INFO):\s*+$",
-         "{what}: corrupted report", guilty="trace;rip", rank=CONTINUATION, garbled="corrupted"),
+         "{what}: corrupted report", guilty=((TRACE,), (RIP,)), rank=CONTINUATION, garbled="corrupted"),
     Oops("trusty-assert", "trusty-assert", "ASSERT FAILED", r"trusty: panic .*?ASSERT FAILED at "
-         r"\([^)]*+\): (?P<what>.{0,80})", "trusty: ASSERT FAILED: {what}", guilty="",
+         r"\([^)]*+\): (?P<what>.{0,80})", "trusty: ASSERT FAILED: {what}", guilty=(),
          by_function=False),
     # rust/kernel: "rust_kernel: panicked at file:line", then the trace
     Oops("rust-panic", "rust-panic", "panicked at", r"panicked at (?P<what>.{0,120})",
-         "Rust panic: {what}", guilty="trace",
+         "Rust panic: {what}", guilty=((TRACE,),),
          skip=r"_R\w*?panic|rust_begin_unwind|rust_panic|core\w*?panicking"),
 )
 

@@ -8,6 +8,7 @@ import pytest
 
 from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log, analyse_stack
 from registry.fingerprint.frames import MAX_EXPLAINED_FRAMES, make_fingerprint
+from registry.fingerprint.patterns import AT, FRAMES, OOPSES, READ_PARTS, Read, find, named
 from tests.support.golden import TAIL, TRACE, cases, golden, log
 from tests.support.userspace import stack
 
@@ -116,11 +117,12 @@ def test_userspace_stacks_get_the_same_shape() -> None:
 
 
 def test_a_misspelt_guilty_program_is_refused_when_the_table_loads() -> None:
-    from registry.fingerprint.console import _program
-
-    assert _program("find:which became,frames;find:is trying to acquire,at!") == (
-        (("find", "which became", False), ("frames", "", False)),
-        (("find", "is trying to acquire", False), ("at", "", True)))
-    for bad in ("rip,trcae", "find:", "header:x"):
-        with pytest.raises(ValueError, match="bad part"):
-            _program(bad)
+    """The guilty-frame parts are named fields (patterns.Read), checked when a row is built."""
+    rows = {oops.name: oops.guilty for oops in OOPSES}
+    assert rows["lockdep-irq-unsafe-order"] == ((find("which became"), FRAMES),
+                                                (find("is trying to acquire"), named(AT)))
+    assert all(isinstance(read, Read) and read.part in READ_PARTS
+               for program in rows.values() for alternative in program for read in alternative)
+    for bad in (lambda: Read("trcae"), lambda: find(), lambda: Read("header", ("x",))):
+        with pytest.raises(ValueError, match="bad guilty-frame part"):
+            bad()
