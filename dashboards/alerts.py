@@ -220,6 +220,42 @@ def dedup_collapse(d: Dialect, t: AlertThresholds) -> AlertRule:
     )
 
 
+def warning_turned_panic(d: Dialect, t: AlertThresholds) -> AlertRule:
+    window = t.warning_panic_hours * HOUR_S
+    since = d.seconds_before_end(window)
+    return AlertRule(
+        key="warning-turned-panic",
+        title="crashreg: a signature that only warned now panics",
+        sql=(
+            "SELECT CAST(p.signature_id AS TEXT) AS signature, MAX(p.title) AS title, "
+            "COUNT(*) AS panics FROM rpt_events p "
+            f"WHERE p.source <> 'live_kernel' AND {_window(d, 'p.crashed_at', window)} "
+            "AND EXISTS (SELECT 1 FROM rpt_events w WHERE w.signature_id = p.signature_id "
+            f"AND w.source = 'live_kernel' AND w.crashed_at < {since}) "
+            "AND NOT EXISTS (SELECT 1 FROM rpt_events q WHERE q.signature_id = p.signature_id "
+            f"AND q.source <> 'live_kernel' AND q.crashed_at < {since}) "
+            "GROUP BY p.signature_id"
+        ),
+        threshold=0,
+        lookback_s=window,
+        summary=(
+            "Signature #{{ $labels.signature }}, until now only oopses and warnings on live hosts, "
+            f"took down {{{{ $values.B }}}} hosts within {t.warning_panic_hours} h: {{{{ $labels.title }}}}"
+        ),
+        description=(
+            "A bug the fleet lived with (the kernel log watcher reported it from running hosts) has "
+            "started to panic hosts: a new kernel, a config (panic_on_warn, panic_on_oops) or a "
+            "change in the workload made it fatal. Open the signature page: its sources line shows "
+            "the live reports and the panics; compare the panicking hosts' kernel and settings with "
+            "the hosts that only warned."
+        ),
+        severity="warning",
+        dashboard_uid=fleet.UID,
+        panel_title="Live kernel reports per day, with their repeats",
+        signature_page=True,
+    )
+
+
 def jira_sync_behind(d: Dialect, t: AlertThresholds) -> AlertRule:
     return AlertRule(
         key="jira-sync-behind",
@@ -253,6 +289,7 @@ def alert_rules(dialect: Dialect, thresholds: AlertThresholds, jira: bool) -> li
         failed_captures(dialect, thresholds),
         ingest_silence(dialect, thresholds),
         dedup_collapse(dialect, thresholds),
+        warning_turned_panic(dialect, thresholds),
     ]
     if jira:
         rules.append(jira_sync_behind(dialect, thresholds))

@@ -78,6 +78,7 @@ class AlertThresholds:
     new_share: float = 0.5  # more than this share of recent crashes opening new signatures...
     new_share_min_events: int = 20  # ...out of at least this many crashes...
     new_share_hours: int = 6  # ...within this window: fingerprinting (dedup) has broken
+    warning_panic_hours: int = 24  # a signature only live hosts reported before panicking within this window
     jira_outbox_minutes: int = 30  # the oldest change the Jira sync still owes is this old
 
     @classmethod

@@ -33,6 +33,7 @@ KEYS = [
     "failed-captures",
     "ingest-silence",
     "dedup-collapse",
+    "warning-turned-panic",
     "jira-sync-behind",
 ]
 

@@ -6,7 +6,8 @@ fleet crashes with the spread populations only (bugs that strike everywhere alik
 kernel rollout brings no regression. The wave adds, within the last hour or so: the rollout
 regression population (crashes on the new kernel), a new BIOS on a dozen hosts and a new SKU
 of a dozen new hosts, all crashing with one never-seen bug; 25 crashes that each open a new
-signature; a resolved signature crashing again; failed captures for all of these.
+signature; a resolved signature crashing again; failed captures for all of these; and a
+warning that live hosts printed for days (the kernel log watcher) panicking a host.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ WAVE_HOSTS = 12
 NOVEL_BUG = Bug(
     "null_deref", "wave_rx_refill", "wave_nic", ("wave_napi_poll", "__napi_poll", "net_rx_action")
 )
+WARNED_BUG = Bug(
+    "warning", "wave_tx_timeout", "wave_nic", ("wave_watchdog", "call_timer_fn"), "drivers/net/wave.c:812"
+)
 
 
 def fleet_config(now: datetime, wave: bool) -> FleetConfig:
@@ -50,6 +54,7 @@ class Wave:
     novel_signature: str
     regressed_signature: str
     rollout_kernel: str
+    warned_signature: str
 
 
 def load_normal(client: Any, token: str, database: Database, now: datetime) -> LoadedFleet:
@@ -57,11 +62,16 @@ def load_normal(client: Any, token: str, database: Database, now: datetime) -> L
 
 
 def _report(
-    host: dict[str, Any], bug: Bug, at: datetime, rng: random.Random, console: str | None = None
+    host: dict[str, Any],
+    bug: Bug,
+    at: datetime,
+    rng: random.Random,
+    console: str | None = None,
+    source: str = "crash_kernel",
 ) -> dict:
     return {
         "report_id": f"wave-{uuid.UUID(int=rng.getrandbits(128))}",
-        "source": "crash_kernel",
+        "source": source,
         "crashed_at": iso(at),
         "host": host,
         "boot_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
@@ -111,6 +121,13 @@ def load_wave(client: Any, token: str, triage_token: str, database: Database, no
         wave_events.append(
             _send(client, headers, _report(host, bug, now - timedelta(minutes=60 - index), rng))
         )
+    # A warning live hosts printed two and three days ago, panicking a host in the wave.
+    for index, days in enumerate((3, 2)):
+        host = report_hosts[names[-1 - index]]
+        warned = _report(host, WARNED_BUG, now - timedelta(days=days), rng, source="live_kernel")
+        _send(client, headers, warned)
+    panic = _report(report_hosts[names[-3]], WARNED_BUG, now - timedelta(minutes=30), rng)
+    panicked = _send(client, headers, panic)
     # A resolved signature crashing again, just after it was resolved.
     past, spread = next(
         (report, event)
@@ -132,4 +149,10 @@ def load_wave(client: Any, token: str, triage_token: str, database: Database, no
     rollout_kernel = next(
         r["host"]["kernel_version"] for r in sim.reports if sim.truth[r["report_id"]] == "rollout-regression"
     )
-    return Wave(loaded, str(wave_events[0]["signature"]["id"]), str(signature_id), rollout_kernel)
+    return Wave(
+        loaded,
+        str(wave_events[0]["signature"]["id"]),
+        str(signature_id),
+        rollout_kernel,
+        str(panicked["signature"]["id"]),
+    )
