@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
 from flask import Blueprint, current_app, g, jsonify, request, send_file
 from marshmallow import Schema, fields, validate
 
@@ -28,6 +29,21 @@ from registry.web import current_db, current_settings
 
 blueprint = Blueprint("storage", __name__)
 STORE = "crashreg.dump_store"
+STORE_RETRY_AFTER_S = 30
+
+
+@blueprint.errorhandler(BotoCoreError)
+@blueprint.errorhandler(ClientError)
+def _store_failed(error: Exception) -> Any:
+    """The S3 store unreachable or failing (refused connection, its own 5xx, credentials it
+    refuses): nothing changed here, so the reporter may retry; a 503 naming the store, not a 500."""
+    current_app.logger.warning("dump store failed: %s", error)
+    return ApiError(
+        503,
+        "unavailable",
+        f"the dump store is unavailable ({type(error).__name__}); retry shortly",
+        headers={"Retry-After": str(STORE_RETRY_AFTER_S)},
+    ).to_response()
 
 
 def current_store() -> DumpStore:

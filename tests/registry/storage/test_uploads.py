@@ -5,6 +5,7 @@ capture follows. On moto's S3 server and on the local store, SQLite and PostgreS
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import requests
 from sqlalchemy import select
 
 from registry.db import Database
+from registry.storage.api import STORE_RETRY_AFTER_S
 from registry.storage.local import LocalStore
 from registry.storage.models import DumpDownload
 from tests.support.dumps import PART, Api, content_md5, md5_hex, parts_of, put
@@ -131,3 +133,19 @@ def test_the_local_stores_urls_expire_and_cannot_be_forged(api: Api, store_kind:
     wrong_md5 = put(part["url"], b"0123456789", content_md5(b"something else"))
     assert wrong_md5.status_code == 400 and wrong_md5.json()["error"]["code"] == "bad_digest"
     assert put(part["url"], b"0123456789", content_md5(b"0123456789")).status_code == 200
+
+
+@pytest.mark.parametrize("store_kind", ["s3"])
+def test_an_unreachable_store_is_a_503_not_a_500(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reporters retry any 5xx; a store that is down must say so (503, Retry-After), not
+    look like a registry bug."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", dead)  # read when the store first opens
+    capture = api.capture(api.event()["event_id"])
+    answer = api.start(capture["id"], 1024)
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == "unavailable"
+    assert "dump store" in answer.json()["error"]["message"]
+    assert answer.headers["Retry-After"] == str(STORE_RETRY_AFTER_S)
