@@ -17,8 +17,8 @@ from typing import Any
 
 from flask import request
 from marshmallow import Schema, ValidationError, fields, validate
+from werkzeug.exceptions import NotFound
 from werkzeug.routing import BaseConverter
-from werkzeug.routing import ValidationError as NoMatch
 
 from registry.errors import ApiError
 from registry.ids import ID_MAX, parse_id
@@ -148,15 +148,16 @@ def load_query(schema: Schema) -> Any:
 
 
 class IdConverter(BaseConverter):
-    """`<id:name>` in a route: a row id in range, else the route does not match (a JSON 404),
-    so an id past the column's range never reaches the database."""
+    """`<id:name>` in a route: a row id in range, else a JSON 404, so an id past the column's
+    range never reaches the database. A 404 raised here, not werkzeug's no-match: that one
+    becomes a 405 when the path has a route for another method (PUT and DELETE of a pin)."""
 
     regex = r"[0-9]{1,19}"
 
     def to_python(self, value: str) -> int:
         parsed = parse_id(value)
         if parsed is None:
-            raise NoMatch()
+            raise NotFound(f"no row has the id {value[:40]}: ids are whole numbers from 1 to {ID_MAX}")
         return parsed
 
     def to_url(self, value: Any) -> str:

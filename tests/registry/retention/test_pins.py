@@ -73,3 +73,13 @@ def test_the_event_page_pins_and_unpins_with_the_triage_scope(client, make_token
     assert ">Pin<" not in page
     refused = client.post(f"/captures/{capture}/pin", data={"csrf_token": csrf_from(page), "action": "pin"})
     assert refused.status_code == 403
+
+
+def test_an_id_past_the_column_is_a_404_for_every_method_of_the_pin(client, make_token) -> None:
+    """Two methods share the path: an id no row can have is a 404 for both, not werkzeug's 405
+    (the other method's route matched the path before the id was read)."""
+    triage = auth(make_token("triage"))
+    for method in (client.put, client.delete):
+        answer = method("/api/v1/captures/1957189393187142656/pin", headers=triage)
+        assert answer.status_code == 404, answer.json
+        assert answer.json["error"]["code"] == "not_found"
