@@ -1,11 +1,13 @@
-"""The Python reporter (the built pyz, system python3, stdlib only) uploads a dump through the
-registry's pre-signed URLs, and the post-boot agent finishes an upload a reboot cut short. The
-host's config and spool never hold a store credential. Both stores, both databases."""
+"""The reporters upload a dump through the registry's pre-signed URLs: the Python one (the
+built pyz, system python3, stdlib only) and the crash kernel's sh one (dash and busybox ash,
+curl), and the post-boot agent finishes an upload a reboot cut short or the sh reporter only
+spooled. The host's config and spool never hold a store credential. Both stores, both databases."""
 
 from __future__ import annotations
 
 import gzip
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,44 @@ def test_collect_uploads_the_dump_through_presigned_urls_only(
     assert capture["uri"].endswith(f"/captures/{capture['id']}/vmcore") and capture["bytes"] == len(data)
     assert download(registry, capture["id"]) == data
     assert list(site.spool.glob("*.upload")) == []  # finished: no state left
+    no_credentials(site.root)
+
+
+def fake_makedumpfile(tmp_path: Path) -> tuple[Path, bytes]:
+    """A makedumpfile that writes a kdump-compressed-looking file to its last argument."""
+    dumper, source = tmp_path / "makedumpfile", tmp_path / "dump-source"
+    data = kdump_file(source)
+    dumper.write_text(f'#!/bin/sh\nfor last; do :; done\ncp "{source}" "$last"\n')
+    dumper.chmod(0o755)
+    return dumper, data
+
+
+@pytest.mark.parametrize("when", ["now", "spool"])
+def test_the_sh_reporter_uploads_from_the_crash_kernel_or_spools_for_the_post_boot_agent(
+    registry: Registry, make_site, run_sh, tmp_path: Path, when: str
+) -> None:
+    dumper, data = fake_makedumpfile(tmp_path)
+    site = make_site(extra={"CRASHREG_MAKEDUMPFILE": str(dumper), "CRASHREG_KDUMP_UPLOAD": when})
+    assert run_sh(site, "report").returncode == 0
+    (site.root / "crash").mkdir()
+    collected = run_sh(site, "collect", "-l", "/proc/vmcore", str(site.root / "crash" / "vmcore"))
+    assert collected.returncode == 0, collected.stderr
+    if when == "spool":  # the state the Python uploader reads, nothing sent yet
+        [state_path] = site.spool.glob("*.upload")
+        state = UploadState.read(state_path)
+        assert (state.encoding, state.bytes, state.part_size, state.done) == ("identity", len(data), 0, {})
+        assert state.from_spool == "../crash/vmcore"
+        no_credentials(site.root)
+        finished = run_reporter(site, "post-boot")
+        assert finished.returncode == 0 and "sending 3 of 3 parts" in finished.stderr, finished.stderr
+    else:
+        assert re.search(r"dump stored: (s3|file)://", collected.stderr), collected.stderr
+
+    capture = capture_of(registry, site.boot_id)
+    assert capture["uri"].endswith(f"/captures/{capture['id']}/vmcore") and capture["bytes"] == len(data)
+    assert capture["status"] == "completed"
+    assert download(registry, capture["id"]) == data
+    assert list(site.spool.glob("*.upload")) == []
     no_credentials(site.root)
 
 
