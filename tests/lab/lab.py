@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -337,8 +338,17 @@ def qemu_command(kernel: Path, initrd: Path, cmdline: str, disk: Path | None, me
     ]  # fmt: skip
 
 
-def boot(kit: Kit, initrd: Path, disk: Disk, kind: str, hostname: str, log: Path | None = None) -> Boot:
-    """One crash: boot the first kernel, crash it with `kind`, let the crash kernel run, QEMU exits."""
+def boot(
+    kit: Kit,
+    initrd: Path,
+    disk: Disk,
+    kind: str,
+    hostname: str,
+    log: Path | None = None,
+    started_qemu: Callable[[subprocess.Popen[bytes]], None] | None = None,
+) -> Boot:
+    """One crash: boot the first kernel, crash it with `kind`, let the crash kernel run, QEMU
+    exits (or is killed through `started_qemu`'s process, as run_qemu says)."""
     # RCU stall warnings off: under TCG on a loaded host the guest's CPU stops for seconds
     # (kexec -p hashing the crash kernel's image under preempt_disable() was caught), and a
     # stall report is host noise that would precede the lab's crash in the log.
@@ -346,7 +356,8 @@ def boot(kit: Kit, initrd: Path, disk: Disk, kind: str, hostname: str, log: Path
         f"console=ttyS0 panic=1 loglevel=7 crashkernel={CRASHKERNEL} rcupdate.rcu_cpu_stall_suppress=1 "
         f"lab.kind={kind} lab.hostname={hostname}"
     )
-    booted = run_qemu(qemu_command(kit.vmlinuz, initrd, cmdline, disk.path, MEMORY_MB), MARKERS, log)
+    command = qemu_command(kit.vmlinuz, initrd, cmdline, disk.path, MEMORY_MB)
+    booted = run_qemu(command, MARKERS, log, started_qemu=started_qemu)
     if "crashing" in booted.markers:  # the crashed kernel's last console line is the panic
         crashing = booted.markers["crashing"]
         handed_over = booted.markers.get("crash kernel up", float("inf"))
@@ -359,8 +370,10 @@ def run_qemu(
     markers: tuple[tuple[str, str], ...],
     log: Path | None = None,
     timeout_s: float = BOOT_TIMEOUT_S,
+    started_qemu: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> Boot:
-    """Run QEMU to its exit, timing every console line and the first line holding each marker."""
+    """Run QEMU to its exit, timing every console line and the first line holding each marker.
+    `started_qemu` gets the process (a scenario that pulls the plug on the guest kills it)."""
     started = time.monotonic()
     found: dict[str, float] = {}
     lines: list[str] = []
@@ -372,6 +385,8 @@ def run_qemu(
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
+    if started_qemu is not None:
+        started_qemu(process)
     assert process.stdout is not None
     deadline = started + timeout_s
     try:

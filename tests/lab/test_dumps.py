@@ -1,0 +1,300 @@
+"""A dump taken in the crash lab lands in an S3 bucket through pre-signed URLs only, survives
+the host losing power mid-upload, and is downloadable from the event page (issue 27).
+
+The dump store is moto's S3 server on the host's 127.0.0.1; the registry reaches it there
+with the bucket's credentials (`AWS_*`, `AWS_ENDPOINT_URL_S3`). The guests never see a
+credential: the registry signs each URL for `CRASHREG_DUMP_STORE_PUBLIC_ENDPOINT`, the name
+the hosts reach the store by, as a deployment whose store sits behind a gateway on the hosts'
+network does. On the lab's network that name is 10.0.2.2 (QEMU's alias of the host's
+127.0.0.1) and a port where `StoreGate` forwards to moto, byte for byte, Host header and all.
+
+The signature is known and triaged to `filtered` (dump level 31), so the vmcore is a few MB:
+two or more parts of S3's minimum 5 MiB. The crash kernel's sh reporter uploads from the
+crash kernel (`CRASHREG_KDUMP_UPLOAD=now`). The gate forwards its first part, and when the
+second arrives it kills QEMU before forwarding it: the power goes mid-part, at the same
+point every run, with no timing involved. The next boot (the python3 guest on the same disk)
+runs the post-boot agent, which sends the missing parts with new URLs and completes; then
+the engineer's view: the event page's link gives the very bytes on the host's disk.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.client
+import os
+import signal
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+import requests
+
+from testkit.pages import csrf_from
+from testkit.s3 import S3_ENV, S3Server, start_moto
+from tests.lab import lab, python_guest
+from tests.lab.conftest import Lab
+from tests.support.golden import golden
+
+HOST = "lab-dumps"
+PART_MB = 5  # S3's minimum part size: the dump spans several
+DUMP_LEVEL = 31
+PARTS_BEFORE_THE_POWER_GOES = 1
+HOP_HEADERS = ("content-length", "transfer-encoding", "connection", "date", "server")  # the gate's own
+SECRETS = [S3_ENV["AWS_ACCESS_KEY_ID"].encode(), S3_ENV["AWS_SECRET_ACCESS_KEY"].encode()]
+POST_BOOT = f"""
+python3 -I /{python_guest.PYZ} post-boot
+echo "LAB: post-boot rc=$?"
+"""
+
+
+class StoreGate:
+    """The dump store's address on the lab network: a real HTTP server forwarding every request
+    to the S3 server unchanged. While `cut_after` is set, the part PUT after that many parts
+    is not forwarded: `cut(qemu)` kills the guest first (the power goes mid-part)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.cut_after: int | None = None
+        self.qemu: subprocess.Popen[bytes] | None = None
+        self.parts_forwarded = 0
+        self.cut_part: str | None = None
+        gate = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                is_part = self.command == "PUT" and "partNumber=" in self.path
+                if is_part and gate.cut_after is not None and gate.parts_forwarded >= gate.cut_after:
+                    gate.cut_part = self.path
+                    gate.pull_the_plug()
+                    self.close_connection = True
+                    return  # never forwarded, never answered
+                upstream = http.client.HTTPConnection("127.0.0.1", gate.upstream_port, timeout=120)
+                try:  # the Host header as the guest sent it (the URL was signed for it)
+                    upstream.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
+                    answer = upstream.getresponse()
+                    content = answer.read()
+                finally:
+                    upstream.close()
+                if is_part and answer.status == 200:
+                    gate.parts_forwarded += 1
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in HOP_HEADERS:
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(content)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = forward
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_port
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def pull_the_plug(self) -> None:
+        assert self.qemu is not None, "a part arrived with no guest running"
+        os.killpg(self.qemu.pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def fetch_on_the_lab_network(url: str) -> bytes:
+    """GET a link naming 10.0.2.2 as QEMU's network does for a guest: the connection goes to
+    the host's 127.0.0.1, the request (path, query, Host) is the link's, unchanged."""
+    parts = urlsplit(url)
+    assert parts.hostname == lab.GUEST_HOST_ALIAS, url
+    conn = http.client.HTTPConnection("127.0.0.1", parts.port, timeout=120)
+    try:
+        conn.request("GET", f"{parts.path}?{parts.query}", headers={"Host": parts.netloc})
+        answer = conn.getresponse()
+        body = answer.read()
+        assert answer.status == 200, body[:300]
+        return body
+    finally:
+        conn.close()
+
+
+def multipart_etag(data: bytes, part_size: int) -> str:
+    """S3's ETag of a multipart object: the MD5 of its parts' MD5s, dash, the part count."""
+    digests = [hashlib.md5(data[i : i + part_size]).digest() for i in range(0, len(data), part_size)]
+    return f'"{hashlib.md5(b"".join(digests)).hexdigest()}-{len(digests)}"'
+
+
+def holds_no_credential(name: str, content: bytes) -> None:
+    assert not any(secret in content for secret in SECRETS), f"{name} holds a store credential"
+
+
+@pytest.fixture(scope="module")
+def s3(lab_out: Path) -> Iterator[S3Server]:
+    server = start_moto(lab_out / "dumps-moto.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def gate(s3: S3Server) -> Iterator[StoreGate]:
+    served = StoreGate(int(urlsplit(s3.endpoint).port or 0))
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def bucket(s3: S3Server) -> str:
+    return s3.bucket()
+
+
+@pytest.fixture(scope="module")
+def dumps_lab(make_lab, s3: S3Server, gate: StoreGate, bucket: str) -> Lab:
+    return make_lab(
+        "dumps",
+        CRASHREG_DUMP_STORE=f"s3://{bucket}/lab",
+        CRASHREG_DUMP_STORE_PUBLIC_ENDPOINT=f"http://{lab.GUEST_HOST_ALIAS}:{gate.port}",
+        CRASHREG_DUMP_PART_SIZE_MB=str(PART_MB),
+        **s3.env(),
+    )
+
+
+def seed_filtered_signature(dumps_lab: Lab) -> str:
+    """The lab's NULL dereference, known from another host and triaged to filtered dumps."""
+    registry = dumps_lab.registry
+    body = {
+        "report_id": f"seed-{uuid.uuid4()}",
+        "source": "crash_kernel",
+        "crashed_at": datetime.now(UTC).isoformat(),
+        "host": {"hostname": "lab-seed", "kernel_version": dumps_lab.kit.release},
+        "boot_id": str(uuid.uuid4()),
+        "console_log": golden("lab/null_deref_1"),
+    }
+    reported = requests.post(f"{registry.url}/api/v1/reports", json=body, timeout=60,
+                             headers={"Authorization": f"Bearer {registry.tokens['report']}"})
+    assert reported.status_code == 201, reported.text
+    signature_id = reported.json()["signature"]["id"]
+    triaged = requests.patch(f"{registry.url}/api/v1/signatures/{signature_id}", timeout=60,
+                             json={"capture_policy": {"mode": "filtered", "dump_level": DUMP_LEVEL}},
+                             headers={"Authorization": f"Bearer {registry.tokens['triage']}"})
+    assert triaged.status_code == 200, triaged.text
+    return signature_id
+
+
+@pytest.fixture(scope="module")
+def run(dumps_lab: Lab, gate: StoreGate, s3: S3Server, bucket: str) -> dict[str, Any]:
+    """The crash (the plug pulled during the second part), then the next boot's post-boot agent."""
+    signature_id = seed_filtered_signature(dumps_lab)
+    conf = lab.reporter_conf(dumps_lab.registry.guest_url) + 'CRASHREG_KDUMP_UPLOAD="now"\n'
+    token = dumps_lab.registry.tokens["report"]
+    out = dumps_lab.out
+    crash_image = lab.crash_initramfs(dumps_lab.kit, out / "dumps-crash.img", conf, token, None)
+    first_image = lab.first_initramfs(dumps_lab.kit, out / "dumps-first.img", crash_image, dumps_lab.module)
+    disk = lab.Disk.create(out / "dumps.disk", 512)
+
+    def started(qemu: subprocess.Popen[bytes]) -> None:
+        gate.qemu = qemu
+
+    gate.cut_after = PARTS_BEFORE_THE_POWER_GOES
+    crashed = lab.boot(dumps_lab.kit, first_image, disk, "null-deref", HOST,
+                       out / "dumps-1-crash.console.log", started_qemu=started)
+    gate.cut_after = None
+    disk.recover()
+    # What the store holds the moment the power went: the parts before it, nothing completed.
+    client = s3.client()
+    [upload] = client.list_multipart_uploads(Bucket=bucket)["Uploads"]
+    parts_held = [p["PartNumber"] for p in client.list_parts(Bucket=bucket, Key=upload["Key"],
+                                                               UploadId=upload["UploadId"]).get("Parts", [])]
+    report_id = f"kdump-{crashed.boot_id}"
+    state = disk.read(f"/spool/crashreg/{report_id}.upload")
+
+    image = python_guest.python_initramfs(
+        dumps_lab.kit, out / "dumps-post-boot.img", POST_BOOT,
+        {"etc/crashreg/reporter.conf": conf.encode(), "etc/crashreg/token": token.encode()},
+    )
+    booted = python_guest.run_guest(dumps_lab.kit, image, hostname=HOST, disk=disk,
+                                    log=out / "dumps-2-post-boot.console.log")
+    images = {path.name: path.read_bytes() for path in (first_image, image)}
+    images[crash_image.name] = gzip.decompress(crash_image.read_bytes())
+    return {
+        "signature_id": signature_id, "crashed": crashed, "booted": booted, "disk": disk,
+        "report_id": report_id, "parts_held": parts_held, "state": state.decode(),
+        "upload_key": upload["Key"], "images": images, "conf": conf, "registry_port": dumps_lab.registry.port,
+    }  # fmt: skip
+
+
+def test_the_crash_kernel_uploads_through_presigned_urls_until_the_power_goes(run, gate: StoreGate) -> None:
+    crashed: lab.Boot = run["crashed"]
+    assert crashed.returncode == -signal.SIGKILL and "LAB: done" not in crashed.console
+    assert "LAB: decided rc=0 args=-l -d 31" in crashed.console, crashed.console[-3000:]
+    # the second part was on its way: it never reached the store
+    assert gate.cut_part is not None and "partNumber=2&" in gate.cut_part
+    assert run["parts_held"] == [1]
+    state = dict(line.split("=", 1) for line in run["state"].splitlines() if "=" in line)
+    assert state["encoding"] == "identity" and state["part_size"] == str(PART_MB << 20)
+    assert int(state["bytes"]) > PART_MB << 20  # more than one part
+    assert [line.split()[1] for line in run["state"].splitlines() if line.startswith("part ")] == ["1"]
+
+
+def test_no_host_config_image_or_spool_holds_a_store_credential(run) -> None:
+    for text in (run["conf"], run["state"]):  # the host's config, the upload's spooled state
+        holds_no_credential(text, text.encode())
+        assert "AWS_" not in text and "X-Amz-" not in text and "http" not in text.replace(
+            f"http://{lab.GUEST_HOST_ALIAS}:{run['registry_port']}", "")
+    for name, content in run["images"].items():  # every file the guests boot with
+        holds_no_credential(name, content)
+
+
+def test_the_post_boot_agent_resumes_and_the_registry_verifies_and_completes(
+    run, dumps_lab: Lab, bucket: str
+) -> None:
+    booted: lab.Boot = run["booted"]
+    assert "LAB: post-boot rc=0" in booted.console, booted.console[-4000:]
+    vmcore_path = f"/crash/{run['crashed'].boot_id}/vmcore"
+    vmcore = run["disk"].read(vmcore_path)
+    parts = -(-len(vmcore) // (PART_MB << 20))
+    assert f"sending {parts - 1} of {parts} parts (2..{parts})" in booted.console, booted.console[-4000:]
+    assert run["report_id"] + ".upload" not in run["disk"].listing("/spool/crashreg")
+
+    event = dumps_lab.event_of(run["report_id"])
+    assert event["signature"]["id"] == run["signature_id"] and event["capture"]["action"] == "filtered"
+    [capture] = event["captures"]
+    dump = dumps_lab.registry.get(f"/api/v1/captures/{capture['id']}/dump")
+    assert (dump["state"], dump["bytes"], dump["parts"]) == ("stored", len(vmcore), parts)
+    assert dump["etag"] == multipart_etag(vmcore, PART_MB << 20)  # the store's, as the registry checked it
+    assert capture["status"] == "completed" and capture["bytes"] == len(vmcore)
+    assert capture["uri"] == dump["uri"] == f"s3://{bucket}/{run['upload_key']}"
+
+
+def test_the_event_page_links_the_dump_and_the_link_gives_the_guests_bytes(run, dumps_lab: Lab) -> None:
+    registry = dumps_lab.registry
+    event = dumps_lab.event_of(run["report_id"])
+    [capture] = event["captures"]
+    browser = requests.Session()
+    form = browser.get(f"{registry.url}/login", timeout=30)
+    csrf = csrf_from(form.text)
+    login = {"token": registry.tokens["read"], "next": f"/events/{event['id']}", "csrf_token": csrf}
+    page = browser.post(f"{registry.url}/login", timeout=30, data=login)
+    link = f"/events/{event['id']}/captures/{capture['id']}/download"
+    assert page.status_code == 200 and f'href="{link}"' in page.text
+    redirected = browser.get(registry.url + link, timeout=60, allow_redirects=False)
+    assert redirected.status_code == 303
+    location = redirected.headers["Location"]
+    assert location.startswith(f"http://{lab.GUEST_HOST_ALIAS}:") and "X-Amz-Expires=" in location
+    vmcore = run["disk"].read(f"/crash/{run['crashed'].boot_id}/vmcore")
+    assert fetch_on_the_lab_network(location) == vmcore
+    with psycopg.connect(registry.database_url) as conn:
+        audited = conn.execute("SELECT via FROM dump_downloads WHERE via = 'page'").fetchall()
+    assert audited == [("page",)]
