@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8080
 export CRASHREG_DATABASE_URL ?= sqlite:///$(CURDIR)/crashreg.db
 
-.PHONY: run test setup postgres lint bench reporter lab lab-fixtures lab-debian
+.PHONY: run test setup postgres lint bench reporter lab lab-fixtures lab-debian demo-cores
 
 $(BIN)/crashreg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ reporter: $(REPORTER_PYZ)
 
 $(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint agents/kernellog agents/dumpupload agents/coredump -type f -not -path '*/__pycache__/*')
 	$(PYTHON) agents/build_reporter.py --output $@
+
+## demo-cores: crash the demo's program for real and keep its cores (registry/demo/cores/README.md)
+demo-cores: setup
+	$(BIN)/python -m scripts.demo_cores
 
 ## lab: the crash lab alone (real kernels crash in QEMU and report; docs/crash-lab.md)
 LAB_OUT ?= /tmp/crashreg-lab-out

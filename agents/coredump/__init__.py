@@ -11,10 +11,10 @@ two modes that use them (file mode: filemode.py; pipe mode builds on the same AP
 """
 
 from .core import CoreHead, CoreMemory, Memory, ProcMemory, read_core_file, read_core_head
-from .filemode import core_file_report
+from .filemode import core_file_analysis, core_file_report
 from .modules import file_opener, proc_opener
 from .report import Analysis, CrashFacts, analyse, close, userspace_report
 
 __all__ = ["Analysis", "CoreHead", "CoreMemory", "CrashFacts", "Memory", "ProcMemory", "analyse", "close",
-           "core_file_report", "file_opener", "proc_opener", "read_core_file", "read_core_head",
-           "userspace_report"]
+           "core_file_analysis", "core_file_report", "file_opener", "proc_opener", "read_core_file",
+           "read_core_head", "userspace_report"]

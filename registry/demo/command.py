@@ -33,6 +33,7 @@ from registry.core.events import Event
 from registry.core.signatures import Signature
 from registry.db import Database
 from registry.demo.feed import feed
+from registry.demo.labelled_cores import ARCHIVE, read_cores, with_real_cores
 from registry.demo.simulator import SERVICE_LABEL, FleetConfig, confounded, simulate, today_start
 from registry.epidemiology.models import EpidemiologySuspectHost, EpidemiologyVerdict
 from registry.epidemiology.service import refresh, store_program_label, stored_program_label
@@ -204,12 +205,19 @@ def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serv
     settings = replace(settings, epidemiology_program_label=label)
     registry = start_registry(settings, host, port, reader)
     click.echo(f"Registry: {registry.url} ({registry.how})")
-    sim = simulate(config)
+    cores = read_cores()
+    sim = with_real_cores(simulate(config), cores)
     click.echo(
         f"Simulated fleet: {len(sim.hosts)} hosts on "
         f"{len({h['physical_host'] for h in sim.hosts.values()})} physical hosts, "
         f"{config.days} days up to {sim.end:%Y-%m-%d %H:%M} UTC, {len(sim.reports)} crashes "
         f"(seed {config.seed})."
+    )
+    on_cores = sum(1 for report in sim.reports if sim.bug_of[report["report_id"]].core)
+    click.echo(
+        f"Its {on_cores} crashes of ingest-worker carry the stacks the core handler's file mode read "
+        f"from {len(cores)} real cores of it ({ARCHIVE.relative_to(ARCHIVE.parents[3])}); the registry "
+        "labels them."
     )
     with click.progressbar(length=len(sim.reports), label="Ingesting crashes through the API") as bar:
         feed(sim, registry.url, reporter, bar.update)

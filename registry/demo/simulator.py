@@ -114,6 +114,7 @@ class Bug:
     callers: tuple[str, ...] = ()
     where: str = ""  # file:line for BUG/WARNING kinds, bank for machine checks, signal (userspace)
     executable: str | None = None
+    core: str = ""  # userspace: the crash of the demo program's real cores (registry/demo/labelled_cores.py)
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,7 @@ CONFOUNDED_POPULATIONS: tuple[CrashPopulation, ...] = (
     CrashPopulation(
         "pool-mixed",
         "pool-mixed",
-        Bug("userspace", "ring_buffer_commit", "ingest-worker", PROGRAM_CALLERS, "SIGSEGV", PROGRAM),
+        Bug("userspace", "ring_buffer_commit", "ingest-worker", PROGRAM_CALLERS, "SIGSEGV", PROGRAM, "ring"),
         120,
         "software",
         "physical_host",
@@ -297,7 +298,7 @@ CONFOUNDED_POPULATIONS: tuple[CrashPopulation, ...] = (
     CrashPopulation(
         "pool-race",
         "pool-spread",
-        Bug("userspace", "chunk_index_merge", "ingest-worker", PROGRAM_CALLERS, "SIGABRT", PROGRAM),
+        Bug("userspace", "chunk_index_merge", "ingest-worker", PROGRAM_CALLERS, "SIGSEGV", PROGRAM, "index"),
         90,
         "software",
     ),

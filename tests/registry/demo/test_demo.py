@@ -8,6 +8,7 @@ import socket
 import threading
 from datetime import UTC, datetime
 
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 from werkzeug.serving import make_server
@@ -15,8 +16,13 @@ from werkzeug.serving import make_server
 from registry.app import create_app
 from registry.cli import main
 from registry.config import Settings
+from registry.core.events import Event, Report
+from registry.core.signatures import Signature
 from registry.db import Database
+from registry.demo.labelled_cores import read_cores
 from registry.epidemiology.models import EpidemiologyVerdict
+from registry.fingerprint import analyse_report
+from scripts import demo_cores
 from testkit.pages import login
 
 DEMO = ["demo", "--no-serve", "--physical-per-cluster", "10", "--seed", "3"]
@@ -44,7 +50,7 @@ def test_demo_feeds_the_api_and_prints_what_managers_and_engineers_want(db_url, 
     assert re.search(rf"90 days up to ({'|'.join(days)}) \d\d:00 UTC", out)
     # a mixed signature and how to read it
     mixed = out[out.index("== A mixed signature, and how to read it ==") :]
-    assert "of ingest-worker" in mixed.splitlines()[1]
+    assert "SIGSEGV (return-to-null, segfault) in ingest::ring_buffer_commit" in mixed.splitlines()[1]
     assert "- software: a mixture: physical host " in mixed
     assert "running ingest-worker" in mixed and "How to read it: two bugs under one signature" in mixed
     # the race is told apart by its processes' age, read from the reports' stacks
@@ -59,6 +65,7 @@ def test_demo_feeds_the_api_and_prints_what_managers_and_engineers_want(db_url, 
     assert listed.status_code == 200 and listed.json["hosts"]
     _the_page_says_what_the_demo_printed(db_url, out, token)
     _each_headline_is_what_carries_the_verdict(db_url, out)
+    _the_mixed_signature_is_read_from_real_cores(db_url, out)
 
 
 def _the_page_says_what_the_demo_printed(db_url: str, out: str, token: str) -> None:
@@ -99,6 +106,47 @@ def _each_headline_is_what_carries_the_verdict(db_url: str, out: str) -> None:
             assert finding["in_signature"] >= 0.5
 
 
+def _the_mixed_signature_is_read_from_real_cores(db_url: str, out: str) -> None:
+    """The program's crashes carry the stacks file mode reads from the demo's real cores
+    (registry/demo/cores/), and the registry labelled them from those stacks: the mixed
+    signature is the cores' return to address 0 in ring_buffer_commit, split by the population
+    analysis into a part concentrated on one physical host and a spread part; the race's other
+    crash (no corruption label) is a signature of its own, spread."""
+    cores = read_cores()
+    assert f"read from {len(cores)} real cores of it" in out
+    read = {core.crash: [] for core in cores}
+    for core in cores:
+        read[core.crash].append(core.analysis.stack)
+    mixed = out[out.index("== A mixed signature, and how to read it ==") :].splitlines()
+    signature_id = int(re.match(r"\s+#(\d+) ", mixed[1]).group(1))
+    database = Database(db_url)
+    with database.session() as session:
+        signature = session.get(Signature, signature_id)
+        assert signature.labels == ["return-to-null", "segfault"]
+        assert (signature.function, signature.module) == ("ingest::ring_buffer_commit(ingest::Ring&, long)",
+                                                          "ingest-worker")
+        verdict = session.scalar(select(EpidemiologyVerdict)
+                                 .where(EpidemiologyVerdict.signature_id == signature_id))
+        parts = verdict.analysis["components"]
+        assert [(part["kind"], part.get("attribute")) for part in parts] == [
+            ("concentrated", "physical_host"), ("spread", None)]
+        assert parts[1]["verdict"] == "software" and parts[0]["hosts"] < parts[1]["hosts"]
+        stacks = session.scalars(select(Report.payload).join(Event, Event.id == Report.event_id)
+                                 .where(Event.signature_id == signature_id)).all()
+        race = session.scalar(select(Signature)
+                              .where(Signature.function.startswith("ingest::chunk_index_merge")))
+        race_verdict = session.scalar(select(EpidemiologyVerdict)
+                                      .where(EpidemiologyVerdict.signature_id == race.id))
+    database.dispose()
+    assert len(stacks) == verdict.events == 120
+    for payload in stacks:
+        stack = payload["stack"]
+        assert any(all(stack[key] == core[key] for key in ("frames", "registers", "evidence", "build_id"))
+                   for core in read["ring"])
+    assert race.labels == ["segfault"] and race_verdict.verdict == "software"
+    assert not race_verdict.analysis.get("components")
+
+
 def test_demo_on_a_port_taken_by_something_else_serves_on_a_free_port(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -123,3 +171,24 @@ def test_demo_on_a_port_taken_by_a_registry_on_the_same_database_uses_it(db_url,
     reused = f"(port {port} is taken by a registry on this database: using it)"
     assert f"Registry: http://127.0.0.1:{port} {reused}" in out
     assert "== A mixed signature, and how to read it ==" in out
+
+
+def test_the_demo_cores_are_made_again_by_their_script_and_read_alike(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`make demo-cores` crashes the program for real and packs what the demo reads: the cores
+    it makes give the signatures the archive's cores give (one per crash, both releases)."""
+    problem = demo_cores.problem()
+    if problem:
+        pytest.skip(problem)
+    archive = tmp_path / "ingest-worker.tar.xz"
+    assert demo_cores.main(["--output", str(archive)]) == 0
+    made, kept = read_cores(archive), read_cores()
+
+    def signatures(cores: list) -> dict:
+        found: dict = {}
+        for core in cores:
+            found.setdefault((core.crash, core.release), set()).add(
+                analyse_report(None, core.analysis.stack).fingerprint)
+        return found
+
+    assert signatures(made) == signatures(kept)
+    assert len({fingerprint for pair in signatures(kept).values() for fingerprint in pair}) == 2

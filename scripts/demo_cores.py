@@ -1,0 +1,114 @@
+"""Make registry/demo/cores/ingest-worker.tar.xz: real cores of the demo's program.
+
+    make demo-cores        (or: .venv/bin/python -m scripts.demo_cores [--output FILE])
+
+Compiles registry/demo/cores/ingest_worker.cc once per release of the demo fleet, installs each
+release in turn at one path (/tmp/crashreg-demo-cores/bin/ingest-worker: the cores name it, and
+the registry tells a program's crashes by it), runs it in directories of its own there with
+`ulimit -c unlimited` until it dumps core, each crash RUNS times, and packs the programs, the
+cores and a manifest (what was run, by which compiler, on which kernel and C library) into one
+reproducible, xz-compressed tar. Needs g++ and a core_pattern that writes plain files (the host's own
+setting, read, never changed); it stops and says why otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import lzma
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from registry.demo.labelled_cores import ARCHIVE, CRASHES, MANIFEST, PROGRAM, RELEASES
+
+SOURCE = ARCHIVE.parent / "ingest_worker.cc"
+WORK = Path("/tmp/crashreg-demo-cores")
+INSTALLED = WORK / "bin" / PROGRAM
+RUNS = 2
+STACK_LIMIT = 256 << 10  # glibc sizes thread stacks by RLIMIT_STACK: small stacks, small cores
+
+
+def problem() -> str | None:
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
+    if pattern.startswith("|") or "/" in pattern:
+        return f"core_pattern is {pattern!r}: the cores would not land in the program's directory"
+    return None if shutil.which("g++") else "g++ is not installed"
+
+
+def limits() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_STACK, (STACK_LIMIT, STACK_LIMIT))
+
+
+def install_release(release: str) -> bytes:
+    """Compile `release` to INSTALLED; its bytes."""
+    INSTALLED.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["g++", "-O1", "-fno-omit-frame-pointer", f'-DRELEASE="{release}"', "-o", str(INSTALLED),
+                    str(SOURCE), "-pthread"], check=True, timeout=300)
+    return INSTALLED.read_bytes()
+
+
+def crash(mode: str, directory: Path) -> bytes:
+    """Run the installed program in `directory` until it dumps core; the core."""
+    directory.mkdir(parents=True)
+    done = subprocess.run([str(INSTALLED), mode], cwd=directory, preexec_fn=limits, capture_output=True,
+                          timeout=60, check=False)
+    cores = sorted(directory.glob("core*"))
+    if done.returncode >= 0 or not cores:
+        raise SystemExit(f"{INSTALLED} {mode}: exit {done.returncode}, no core")
+    return cores[0].read_bytes()
+
+
+def first_line(command: list[str]) -> str:
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, default=ARCHIVE, help=f"default: {ARCHIVE}")
+    output = parser.parse_args(argv).output
+    why = problem()
+    if why:
+        print(f"cannot make the demo's cores: {why}", file=sys.stderr)
+        return 1
+    shutil.rmtree(WORK, ignore_errors=True)
+    members: dict[str, bytes] = {}
+    cores = []
+    for release in RELEASES:
+        members[f"{release}/{PROGRAM}"] = install_release(release)
+        for mode in CRASHES:
+            for run in range(1, RUNS + 1):
+                name = f"{release}/{mode}-{run}.core"
+                members[name] = crash(mode, WORK / release / f"{mode}-{run}")
+                cores.append({"core": name, "release": release, "crash": mode,
+                              "program": f"{release}/{PROGRAM}"})
+    manifest = {
+        "made_by": "make demo-cores (scripts/demo_cores.py)",
+        "source": "registry/demo/cores/ingest_worker.cc",
+        "compiler": first_line(["g++", "--version"]),
+        "c_library": " ".join(platform.libc_ver()),
+        "kernel": os.uname().release,
+        "ran_as": str(INSTALLED),
+        "cores": cores,
+    }
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        entries = {MANIFEST: json.dumps(manifest, indent=1).encode()} | members
+        for name, content in entries.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(content), 0o755 if name.endswith(PROGRAM) else 0o644
+            archive.addfile(info, io.BytesIO(content))
+    output.write_bytes(lzma.compress(buffer.getvalue(), preset=9 | lzma.PRESET_EXTREME))
+    print(f"{output}: {len(cores)} cores, {output.stat().st_size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
