@@ -60,10 +60,11 @@ def one_rca(session: Session, rca: Rca) -> RcaView:
 @blueprint.post("/signatures/<key>/rcas")
 @require_scope("triage")
 @documented(
-    "Propose an RCA; its evidence is checked against the registry and the results stored",
+    "Propose an RCA; its evidence is checked against the registry and the results stored (409 when "
+    "a dump it cites is being deleted by retention)",
     request=RcaCreateSchema,
     responses={201: RcaSchema},
-    errors=(400, 401, 403, 404),
+    errors=(400, 401, 403, 404, 409),
     tag="rcas",
 )
 def post_rca(key: str) -> Any:

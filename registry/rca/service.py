@@ -34,6 +34,7 @@ from registry.rca.checks import (
 )
 from registry.rca.models import Rca, RcaReview
 from registry.signatures.identify import identify
+from registry.storage.service import lock_dumps
 
 RECENT_EVENTS_FOR_FRAMES = 50
 _FRAME_DECORATION = re.compile(r"^\?\s*|\+0x[0-9a-f]+(/0x[0-9a-f]+)?.*$|\s*\[.*\]$")
@@ -230,6 +231,7 @@ def propose(
             "an agent token posts AI-written RCAs only",
             fields={"author_kind": ['must be "ai" when posted with an agent token']},
         )
+    hold_cited_dumps(session, data["evidence"])
     agent = data.get("agent") or {}
     fix = data.get("fix") or {}
     rca = Rca(
@@ -256,6 +258,25 @@ def propose(
     if not rca.checks_passed:
         publish_flagged(session, rca, public_url)
     return rca
+
+
+def hold_cited_dumps(session: Session, evidence: list[dict[str, Any]]) -> None:
+    """An open RCA keeps the dumps it cites from retention. Their rows are locked until this
+    RCA commits, so retention's mark either waits and then sees the RCA, or marked them first:
+    then the dump is already going and the RCA is refused (409), as a pin is. A deleted dump is
+    history and may be cited."""
+    captures = {int(item["capture_id"]) for item in evidence if item["type"] == "capture"}
+    events = {int(item["event_id"]) for item in evidence if item["type"] == "event"}
+    going = sorted(str(dump.capture_id) for dump in lock_dumps(session, captures, events)
+                   if dump.state == "deleting")
+    if going:
+        raise ApiError(
+            409,
+            "conflict",
+            f"the dumps of captures {', '.join(going)} are being deleted by retention: nothing left "
+            "for this RCA to keep; propose it again once the gc run is over",
+            fields={"evidence": [f"capture {capture}: dump being deleted by retention" for capture in going]},
+        )
 
 
 def refuse_reviewer(rca: Rca, token: ApiToken) -> None:

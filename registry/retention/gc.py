@@ -193,26 +193,35 @@ def plan_dumps(session: Session, location: str, now: datetime, ages: Ages, outco
 
 
 def objects(session: Session, ids: list[int], state: str, lock: bool = False) -> list[Row[Any]]:
-    """(id, key, bytes, capture_id) of those dumps still in `state`."""
-    query = select(StoredDump.id, StoredDump.key, StoredDump.bytes, StoredDump.capture_id).where(
-        StoredDump.id.in_(ids), StoredDump.state == state
+    """(id, key, bytes, capture_id) of those dumps still in `state` (locked in id order, as
+    registry.storage.service.lock_dumps locks them)."""
+    query = (
+        select(StoredDump.id, StoredDump.key, StoredDump.bytes, StoredDump.capture_id)
+        .where(StoredDump.id.in_(ids), StoredDump.state == state)
+        .order_by(StoredDump.id)
     )
     return list(session.execute(query.with_for_update() if lock else query))
 
 
+def protected_now(session: Session, capture_ids: list[int]) -> set[int]:
+    """Those captures a standing pin or an open RCA protects, read after their dumps' rows were
+    locked: one committed before the lock is seen here, one after it finds the dump deleting."""
+    if not capture_ids:
+        return set()
+    cited_captures, cited_events = open_rca_citations(session)
+    pinned = _pinned(Capture.id).label("pinned")
+    rows = session.execute(select(Capture.id, Capture.event_id, pinned).where(Capture.id.in_(capture_ids)))
+    return {row.id for row in rows if row.pinned or row.id in cited_captures or row.event_id in cited_events}
+
+
 def mark(database: Database, ids: list[int]) -> list[Row[Any]]:
-    """stored -> deleting, the rows locked first and their pins read after the lock: a pin made
-    before is seen here, one made after finds the dump deleting and is refused."""
+    """stored -> deleting, the rows locked first and their pins and open RCAs read after the
+    lock: a pin or an RCA made before is seen here, one made after finds the dump deleting and
+    is refused (registry.retention.pins, registry.rca.service.hold_cited_dumps)."""
     with database.session() as session:
         locked = objects(session, ids, STORED, lock=True)
-        pinned = set(
-            session.scalars(
-                select(DumpPin.capture_id).where(
-                    DumpPin.capture_id.in_([row.capture_id for row in locked]), DumpPin.unpinned_at.is_(None)
-                )
-            )
-        )
-        marked = [row for row in locked if row.capture_id not in pinned]
+        protected = protected_now(session, [row.capture_id for row in locked])
+        marked = [row for row in locked if row.capture_id not in protected]
         if marked:
             session.execute(
                 update(StoredDump)

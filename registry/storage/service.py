@@ -8,11 +8,11 @@ before it completes the upload, and signs download links, each one audited.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from registry.capture.models import Capture
@@ -266,3 +266,16 @@ def stored_dumps(session: Session, capture_ids: list[int]) -> dict[int, Dump]:
     """The stored dumps of these captures, by capture id."""
     rows = session.scalars(select(Dump).where(Dump.capture_id.in_(capture_ids), Dump.state == "stored"))
     return {dump.capture_id: dump for dump in rows}
+
+
+def lock_dumps(session: Session, capture_ids: Iterable[int], event_ids: Iterable[int] = ()) -> list[Dump]:
+    """The dumps of these captures and of these events' captures, their rows locked (FOR UPDATE,
+    in id order) until the transaction ends. Whoever protects a dump from retention (a pin, an RCA
+    citing it) locks it here; retention's mark locks the same rows and reads the protections
+    after its lock (registry.retention.gc), so each waits for the other's commit."""
+    captures, events = list(capture_ids), list(event_ids)
+    if not captures and not events:
+        return []
+    of_events = select(Capture.id).where(Capture.event_id.in_(events))
+    query = select(Dump).where(or_(Dump.capture_id.in_(captures), Dump.capture_id.in_(of_events)))
+    return list(session.scalars(query.order_by(Dump.id).with_for_update()))

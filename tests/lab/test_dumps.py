@@ -6,7 +6,7 @@ with the bucket's credentials (`AWS_*`, `AWS_ENDPOINT_URL_S3`). The guests never
 credential: the registry signs each URL for `CRASHREG_DUMP_STORE_PUBLIC_ENDPOINT`, the name
 the hosts reach the store by, as a deployment whose store sits behind a gateway on the hosts'
 network does. On the lab's network that name is 10.0.2.2 (QEMU's alias of the host's
-127.0.0.1) and a port where `StoreGate` forwards to moto, byte for byte, Host header and all.
+127.0.0.1) and a port where `testkit.s3.S3Gate` forwards to moto, Host header and all.
 
 The signature is known and triaged to `filtered` (dump level 31), so the vmcore is a few MB:
 two or more parts of S3's minimum 5 MiB. The crash kernel's sh reporter uploads from the
@@ -25,11 +25,9 @@ import http.client
 import os
 import signal
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,7 +37,7 @@ import pytest
 import requests
 
 from testkit.pages import csrf_from
-from testkit.s3 import S3_ENV, S3Server, start_moto
+from testkit.s3 import S3_ENV, S3Gate, S3Server, start_moto
 from tests.lab import lab, python_guest
 from tests.lab.conftest import Lab
 from tests.support.golden import golden
@@ -48,71 +46,11 @@ HOST = "lab-dumps"
 PART_MB = 5  # S3's minimum part size: the dump spans several
 DUMP_LEVEL = 31
 PARTS_BEFORE_THE_POWER_GOES = 1
-HOP_HEADERS = ("content-length", "transfer-encoding", "connection", "date", "server")  # the gate's own
 SECRETS = [S3_ENV["AWS_ACCESS_KEY_ID"].encode(), S3_ENV["AWS_SECRET_ACCESS_KEY"].encode()]
 POST_BOOT = f"""
 python3 -I /{python_guest.PYZ} post-boot
 echo "LAB: post-boot rc=$?"
 """
-
-
-class StoreGate:
-    """The dump store's address on the lab network: a real HTTP server forwarding every request
-    to the S3 server unchanged. While `cut_after` is set, the part PUT after that many parts
-    is not forwarded: `cut(qemu)` kills the guest first (the power goes mid-part)."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.cut_after: int | None = None
-        self.qemu: subprocess.Popen[bytes] | None = None
-        self.parts_forwarded = 0
-        self.cut_part: str | None = None
-        gate = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def forward(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                is_part = self.command == "PUT" and "partNumber=" in self.path
-                if is_part and gate.cut_after is not None and gate.parts_forwarded >= gate.cut_after:
-                    gate.cut_part = self.path
-                    gate.pull_the_plug()
-                    self.close_connection = True
-                    return  # never forwarded, never answered
-                upstream = http.client.HTTPConnection("127.0.0.1", gate.upstream_port, timeout=120)
-                try:  # the Host header as the guest sent it (the URL was signed for it)
-                    upstream.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
-                    answer = upstream.getresponse()
-                    content = answer.read()
-                finally:
-                    upstream.close()
-                if is_part and answer.status == 200:
-                    gate.parts_forwarded += 1
-                self.send_response(answer.status)
-                for name, value in answer.getheaders():
-                    if name.lower() not in HOP_HEADERS:
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(content)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(content)
-
-            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = forward
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_port
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def pull_the_plug(self) -> None:
-        assert self.qemu is not None, "a part arrived with no guest running"
-        os.killpg(self.qemu.pid, signal.SIGKILL)
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def fetch_on_the_lab_network(url: str) -> bytes:
@@ -149,8 +87,8 @@ def s3(lab_out: Path) -> Iterator[S3Server]:
 
 
 @pytest.fixture(scope="module")
-def gate(s3: S3Server) -> Iterator[StoreGate]:
-    served = StoreGate(int(urlsplit(s3.endpoint).port or 0))
+def gate(s3: S3Server) -> Iterator[S3Gate]:
+    served = S3Gate(s3.endpoint)
     yield served
     served.stop()
 
@@ -161,7 +99,7 @@ def bucket(s3: S3Server) -> str:
 
 
 @pytest.fixture(scope="module")
-def dumps_lab(make_lab, s3: S3Server, gate: StoreGate, bucket: str) -> Lab:
+def dumps_lab(make_lab, s3: S3Server, gate: S3Gate, bucket: str) -> Lab:
     return make_lab(
         "dumps",
         CRASHREG_DUMP_STORE=f"s3://{bucket}/lab",
@@ -194,7 +132,7 @@ def seed_filtered_signature(dumps_lab: Lab) -> str:
 
 
 @pytest.fixture(scope="module")
-def run(dumps_lab: Lab, gate: StoreGate, s3: S3Server, bucket: str) -> dict[str, Any]:
+def run(dumps_lab: Lab, gate: S3Gate, s3: S3Server, bucket: str) -> dict[str, Any]:
     """The crash (the plug pulled during the second part), then the next boot's post-boot agent."""
     signature_id = seed_filtered_signature(dumps_lab)
     conf = lab.reporter_conf(dumps_lab.registry.guest_url) + 'CRASHREG_KDUMP_UPLOAD="now"\n'
@@ -204,13 +142,15 @@ def run(dumps_lab: Lab, gate: StoreGate, s3: S3Server, bucket: str) -> dict[str,
     first_image = lab.first_initramfs(dumps_lab.kit, out / "dumps-first.img", crash_image, dumps_lab.module)
     disk = lab.Disk.create(out / "dumps.disk", 512)
 
-    def started(qemu: subprocess.Popen[bytes]) -> None:
-        gate.qemu = qemu
+    def started(qemu: subprocess.Popen[bytes]) -> None:  # the gate pulls the plug on this one
+        gate.on_hold = lambda: os.killpg(qemu.pid, signal.SIGKILL)
 
-    gate.cut_after = PARTS_BEFORE_THE_POWER_GOES
+    gate.hold = lambda method, path: (
+        "partNumber=" in path and gate.count("PUT", "partNumber=") >= PARTS_BEFORE_THE_POWER_GOES
+    )
     crashed = lab.boot(dumps_lab.kit, first_image, disk, "null-deref", HOST,
                        out / "dumps-1-crash.console.log", started_qemu=started)
-    gate.cut_after = None
+    gate.hold = lambda method, path: False
     disk.recover()
     # What the store holds the moment the power went: the parts before it, nothing completed.
     client = s3.client()
@@ -235,12 +175,12 @@ def run(dumps_lab: Lab, gate: StoreGate, s3: S3Server, bucket: str) -> dict[str,
     }  # fmt: skip
 
 
-def test_the_crash_kernel_uploads_through_presigned_urls_until_the_power_goes(run, gate: StoreGate) -> None:
+def test_the_crash_kernel_uploads_through_presigned_urls_until_the_power_goes(run, gate: S3Gate) -> None:
     crashed: lab.Boot = run["crashed"]
     assert crashed.returncode == -signal.SIGKILL and "LAB: done" not in crashed.console
     assert "LAB: decided rc=0 args=-l -d 31" in crashed.console, crashed.console[-3000:]
     # the second part was on its way: it never reached the store
-    assert gate.cut_part is not None and "partNumber=2&" in gate.cut_part
+    assert [(method, "partNumber=2&" in path) for method, path in gate.held] == [("PUT", True)]
     assert run["parts_held"] == [1]
     state = dict(line.split("=", 1) for line in run["state"].splitlines() if "=" in line)
     assert state["encoding"] == "identity" and state["part_size"] == str(PART_MB << 20)

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from registry.capture.models import Capture
 from registry.db import Database, utcnow
 from registry.storage.models import Dump
 from registry.storage.store import DumpStore
@@ -85,6 +86,23 @@ class Fleet:
         with self.database.session() as session:
             keys = dict(session.execute(select(Dump.capture_id, Dump.key)).all())
         return {str(capture) for capture, key in keys.items() if self.store.head(key) is not None}
+
+    def event_of(self, capture: str) -> str:
+        with self.database.session() as session:
+            return str(session.scalar(select(Capture.event_id).where(Capture.id == int(capture))))
+
+    def propose_rca(self, *cited: str, by_event: bool = False) -> Any:
+        """An engineer's RCA citing these captures (or their events) as evidence."""
+        evidence = [
+            {"type": "event", "event_id": self.event_of(c)}
+            if by_event
+            else {"type": "capture", "capture_id": c}
+            for c in cited
+        ]
+        body = {"summary": "s", "body": "b", "author": "alice", "author_kind": "human", "evidence": evidence}
+        return self.client.post(
+            f"/api/v1/signatures/{self.signature_id}/rcas", json=body, headers=auth(self.triage)
+        )
 
     def pin(self, capture: str) -> Any:
         return self.client.put(

@@ -5,6 +5,8 @@ the next without touching what is kept."""
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -17,7 +19,8 @@ from registry.core.events import Event, Report
 from registry.core.signatures import Signature
 from registry.db import utcnow
 from registry.rca.models import Rca
-from registry.retention.gc import collect
+from registry.rca.service import hold_cited_dumps
+from registry.retention.gc import collect, mark
 from registry.retention.models import ConsoleTrim
 from registry.signatures.identify import identify
 from registry.storage.models import Dump
@@ -173,6 +176,83 @@ def test_a_marked_dump_the_policy_keeps_again_goes_back_to_stored(
     assert (outcome.dumps_restored, outcome.dumps_deleted) == (2, 1)
     assert fleet.states() == {captures[0]: "deleted", captures[1]: "stored", captures[2]: "stored"}
     assert fleet.present() == set(captures[1:])
+
+
+def test_a_pin_and_an_rca_made_while_the_gc_runs_keep_their_dumps(
+    client, make_token, database, store, gc_settings
+) -> None:  # type: ignore[no-untyped-def]
+    """The gc plans, then marks and deletes a dump per batch: a pin and an RCA made after the
+    plan (here, after its first deletion) are read again by the mark, and their dumps stay."""
+    fleet = Fleet(client, make_token, database, store)
+    fleet.crash("raced_bug", 3)
+    extra = fleet.crash("raced_bug", 4)
+    made: list[int] = []
+
+    def protect_two(line: str) -> None:
+        if not made:
+            made.append(fleet.propose_rca(extra[1], by_event=True).status_code)
+            made.append(fleet.pin(extra[2]).status_code)
+
+    outcome = collect(database, store, gc_settings, now=utcnow() + LATER, progress=protect_two, batch=1)
+    assert made == [201, 201] and outcome.dumps_deleted == 2
+    states = fleet.states()
+    assert [states[c] for c in extra] == ["deleted", "stored", "stored", "deleted"]
+    assert fleet.present() >= {extra[1], extra[2]}
+
+
+def lock_waiters(database) -> int:  # type: ignore[no-untyped-def]
+    with database.engine.connect() as conn:
+        return int(conn.exec_driver_sql("SELECT count(*) FROM pg_locks WHERE NOT granted").scalar() or 0)
+
+
+def test_the_gcs_mark_waits_for_an_rca_holding_the_dump_and_then_keeps_it(
+    client, make_token, database, store
+) -> None:  # type: ignore[no-untyped-def]
+    """An RCA's transaction holds its cited dump's row while the gc marks it: the mark waits
+    (PostgreSQL: it is seen waiting on the row lock; SQLite: one writer at a time), reads the
+    RCA once it committed, and leaves the dump stored. The other order (the mark first) is the
+    RCA's 409 (test_an_rca_citing_a_dump_being_deleted_is_refused)."""
+    fleet = Fleet(client, make_token, database, store)
+    [capture] = fleet.crash("held_bug", 1)
+    with database.session() as session:
+        dump_id = session.scalar(select(Dump.id).where(Dump.capture_id == int(capture)))
+    marked: list[object] = []
+    waiting = threading.Thread(target=lambda: marked.append(mark(database, [dump_id])))
+    with database.session() as session:
+        evidence = [{"type": "capture", "capture_id": capture}]
+        hold_cited_dumps(session, evidence)
+        rca = Rca(signature_id=int(fleet.signature_id), summary="s", body="b", author="bob",
+                  author_kind="human", evidence=evidence, token_name="t", checks=[], checks_passed=True)
+        session.add(rca)
+        session.flush()
+        waiting.start()
+        if database.engine.dialect.name == "postgresql":
+            deadline = time.monotonic() + 60
+            while lock_waiters(database) == 0:
+                assert time.monotonic() < deadline, "the mark never waited for the RCA's lock"
+                time.sleep(0.01)
+    waiting.join(timeout=60)
+    assert marked == [[]]
+    assert fleet.states() == {capture: "stored"}
+
+
+def test_an_rca_citing_a_dump_being_deleted_is_refused_and_one_citing_a_deleted_dump_is_not(
+    client, make_token, database, store, gc_settings
+) -> None:  # type: ignore[no-untyped-def]
+    fleet = Fleet(client, make_token, database, store)
+    fleet.crash("going_bug", 3)
+    [going] = fleet.crash("going_bug", 1)
+    with database.session() as session:
+        dump_id = session.scalar(select(Dump.id).where(Dump.capture_id == int(going)))
+    assert len(mark(database, [dump_id])) == 1  # a gc run marked it, then stopped
+    for by_event in (False, True):
+        refused = fleet.propose_rca(going, by_event=by_event)
+        assert refused.status_code == 409, refused.json
+        assert refused.json["error"]["fields"]["evidence"] == [
+            f"capture {going}: dump being deleted by retention"
+        ]
+    assert collect(database, store, gc_settings, now=utcnow() + LATER).dumps_deleted == 1
+    assert fleet.propose_rca(going).status_code == 201  # history now: nothing for it to keep
 
 
 BOOT = "".join(

@@ -5,7 +5,11 @@ run at a time. Both databases."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 from datetime import timedelta
@@ -27,6 +31,7 @@ from sync.leader import leader_lock
 from sync.retention.jobs import storage_gc
 from sync.retention.run import GC_LOCK
 from sync.scheduler import JobContext
+from testkit.s3 import S3Gate
 from tests.support.retention import LATER, Fleet
 from tests.support.s3 import S3_ENV, S3Server
 
@@ -149,3 +154,81 @@ def test_the_command_and_the_job_run_gc_one_at_a_time(
     assert 'crashreg_dump_store_bytes{state="stored"} 3000.0' in metrics
     assert "crashreg_retention_dump_bytes_freed_total 1000.0" in metrics
     assert "crashreg_retention_dumps_deleted_total 1.0" in metrics
+
+
+def run_gc(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """`crashreg storage gc` as its own process, as cron or an operator runs it."""
+    command = [str(Path(sys.executable).with_name("crashreg")), "storage", "gc", *args]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def output(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    return process.stdout.read()
+
+
+def test_gc_killed_mid_deletion_then_rerun_ends_as_one_run_would_and_keeps_referenced_dumps(
+    client, make_token, database, settings, s3_server: S3Server, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A real `crashreg storage gc` is SIGKILLed while it deletes: the store in front of moto
+    (testkit.s3.S3Gate) holds its third DELETE and kills the process then, so exactly two
+    objects went, every doomed row is `deleting` and none is recorded. Meanwhile a pin or an
+    RCA on a dump being deleted is refused. The rerun deletes and records the rest: the end
+    state is what the dry run before predicted, and the pinned, cited and exemplar dumps stay."""
+    bucket = s3_server.bucket()
+    gate = S3Gate(s3_server.endpoint)
+    env = os.environ | S3_ENV | {
+        "AWS_ENDPOINT_URL_S3": gate.endpoint,
+        "AWS_MAX_ATTEMPTS": "1",
+        "CRASHREG_DATABASE_URL": settings.database_url,
+        "CRASHREG_DUMP_STORE": f"s3://{bucket}/crashreg",
+        "CRASHREG_RETENTION_DUMP_DAYS": "0",
+    }
+    for name, value in (S3_ENV | {"AWS_ENDPOINT_URL_S3": s3_server.endpoint}).items():
+        monkeypatch.setenv(name, value)
+    store = open_store(DumpStoreSettings(url=f"s3://{bucket}/crashreg"), settings.public_url)
+    try:
+        fleet = Fleet(client, make_token, database, store)
+        exemplars = fleet.crash("killed_gc_bug", 3)
+        extra = fleet.crash("killed_gc_bug", 7)
+        pinned, cited, cited_event = extra[1], extra[2], extra[3]
+        assert fleet.pin(pinned).status_code == 201
+        assert fleet.propose_rca(cited).status_code == 201
+        assert fleet.propose_rca(cited_event, by_event=True).status_code == 201
+        doomed = [c for c in extra if c not in (pinned, cited, cited_event)]
+
+        dry = run_gc(env, "--dry-run")
+        assert dry.wait(timeout=120) == 0
+        assert f"would delete {len(doomed)} ({len(doomed) * 1000} bytes)" in output(dry)
+
+        killed: list[subprocess.Popen[str]] = []
+        started = threading.Event()
+        gate.hold = lambda method, path: method == "DELETE" and gate.count("DELETE") >= 2
+
+        def kill() -> None:
+            started.wait(120)
+            os.kill(killed[0].pid, signal.SIGKILL)
+
+        gate.on_hold = kill
+        killed.append(run_gc(env))
+        started.set()
+        assert killed[0].wait(timeout=120) == -signal.SIGKILL
+        gate.hold = lambda method, path: False
+        assert [method for method, _ in gate.held] == ["DELETE"]
+        states = fleet.states()
+        assert {states[c] for c in doomed} == {"deleting"}
+        assert {states[c] for c in [*exemplars, pinned, cited, cited_event]} == {"stored"}
+        assert len(set(doomed) - fleet.present()) == 2  # two went before the kill, none since
+        assert fleet.pin(doomed[-1]).status_code == 409
+        refused = fleet.propose_rca(doomed[-1], by_event=True)
+        assert refused.status_code == 409 and "being deleted by retention" in refused.json["error"]["message"]
+
+        rerun = run_gc(env)
+        assert rerun.wait(timeout=120) == 0
+        assert f"dumps: deleted {len(doomed)} ({len(doomed) * 1000} bytes)" in output(rerun)
+        assert fleet.states() == {c: "deleted" if c in doomed else "stored" for c in fleet.captures}
+        assert fleet.present() == set(fleet.captures) - set(doomed)
+        listed = s3_server.client().list_objects_v2(Bucket=bucket, Prefix="crashreg/")["Contents"]
+        assert len(listed) == len(fleet.captures) - len(doomed)
+    finally:
+        gate.stop()
