@@ -46,6 +46,12 @@ GUEST_HOST_ALIAS = "10.0.2.2"  # QEMU user networking: the host's 127.0.0.1
 MEMORY_MB = int(os.environ.get("CRASHREG_LAB_MEMORY_MB", "384"))
 CRASHKERNEL = os.environ.get("CRASHREG_LAB_CRASHKERNEL", "128M")
 BOOT_TIMEOUT_S = float(os.environ.get("CRASHREG_LAB_BOOT_TIMEOUT", "300"))
+# Every lab kernel's parameters. RCU stall warnings off: under TCG on a loaded host the guest's
+# CPU stops for seconds (kexec -p loading the crash kernel under preempt_disable() was caught),
+# and a stall report is host noise that would precede the lab's crash in the log. The crypto
+# self-tests off (cryptomgr.notests): they are 1.5 s of a TCG kernel's 5 s to /init, and the
+# lab crashes kernels to test reporting, not the kernel's crypto.
+KERNEL_PARAMETERS = "console=ttyS0 panic=1 loglevel=7 rcupdate.rcu_cpu_stall_suppress=1 cryptomgr.notests=1"
 # insmod order of the virtio drivers: the cloud kernel ships them as modules without modules.dep.
 VIRTIO_MODULES = {
     "virtio_ring": "drivers/virtio",
@@ -349,13 +355,7 @@ def boot(
 ) -> Boot:
     """One crash: boot the first kernel, crash it with `kind`, let the crash kernel run, QEMU
     exits (or is killed through `started_qemu`'s process, as run_qemu says)."""
-    # RCU stall warnings off: under TCG on a loaded host the guest's CPU stops for seconds
-    # (kexec -p hashing the crash kernel's image under preempt_disable() was caught), and a
-    # stall report is host noise that would precede the lab's crash in the log.
-    cmdline = (
-        f"console=ttyS0 panic=1 loglevel=7 crashkernel={CRASHKERNEL} rcupdate.rcu_cpu_stall_suppress=1 "
-        f"lab.kind={kind} lab.hostname={hostname}"
-    )
+    cmdline = f"{KERNEL_PARAMETERS} crashkernel={CRASHKERNEL} lab.kind={kind} lab.hostname={hostname}"
     command = qemu_command(kit.vmlinuz, initrd, cmdline, disk.path, MEMORY_MB)
     booted = run_qemu(command, MARKERS, log, started_qemu=started_qemu)
     if "crashing" in booted.markers:  # the crashed kernel's last console line is the panic

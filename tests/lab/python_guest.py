@@ -141,10 +141,7 @@ def run_guest(
     /proc/cmdline); `timeout_s` bounds the whole run. Oopses do not panic this kernel
     (panic_on_oops stays 0); a panic still ends the run (panic=1 reboots, and QEMU exits on a
     reboot)."""
-    parameters = (
-        f"console=ttyS0 panic=1 loglevel=7 rcupdate.rcu_cpu_stall_suppress=1 "
-        f"lab.hostname={hostname} lab.disk={int(disk is not None)} {cmdline}"
-    )
+    parameters = f"{lab.KERNEL_PARAMETERS} lab.hostname={hostname} lab.disk={int(disk is not None)} {cmdline}"
     command = lab.qemu_command(kit.vmlinuz, initrd, parameters, disk.path if disk else None, memory_mb)
     booted = lab.run_qemu(command, MARKERS, log, timeout_s)
     if "LAB: done" not in booted.console:

@@ -62,10 +62,7 @@ def booted(pstore_lab: Lab) -> lab.Boot:
         },
     )
     disk = lab.Disk.create(pstore_lab.out / "pstore-var.img", 256)
-    parameters = (
-        "console=ttyS0 panic=1 loglevel=7 rcupdate.rcu_cpu_stall_suppress=1 lab.hostname=lab-pstore "
-        "lab.disk=1 memmap=1M$0x9000000"
-    )
+    parameters = f"{lab.KERNEL_PARAMETERS} lab.hostname=lab-pstore lab.disk=1 memmap=1M$0x9000000"
     command = lab.qemu_command(pstore_lab.kit.vmlinuz, image, parameters, disk.path, lab.MEMORY_MB)
     command.remove("-no-reboot")  # the panic's reset boots the guest again, its RAM kept
     return lab.run_qemu(command, python_guest.MARKERS, pstore_lab.out / "pstore.console.log")
