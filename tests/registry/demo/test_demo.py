@@ -25,6 +25,7 @@ from registry.fingerprint import analyse_report
 from scripts import demo_cores
 from testkit.pages import login
 
+pytestmark = pytest.mark.slow  # a whole demo per test: run early (tests/conftest.py)
 DEMO = ["demo", "--no-serve", "--physical-per-cluster", "10", "--seed", "3"]
 
 
@@ -36,8 +37,14 @@ def _demo(db_url: str, monkeypatch, port: int) -> str:  # type: ignore[no-untype
 
 
 def test_demo_feeds_the_api_and_prints_what_managers_and_engineers_want(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Its port taken by something other than a registry, the demo serves on a free port and
+    says so (one demo run checks both: a run is most of this file's time)."""
     before = datetime.now(UTC).strftime("%Y-%m-%d")
-    out = _demo(db_url, monkeypatch, 0)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = _demo(db_url, monkeypatch, port)
     assert "Ingesting crashes through the API" in out
     assert "== For the manager ==" in out and "== For the engineer" in out
     assert re.search(r"\d+ crashes on \d+ hosts in \d+ signatures", out)
@@ -58,6 +65,8 @@ def test_demo_feeds_the_api_and_prints_what_managers_and_engineers_want(db_url, 
     token = re.search(r"Read token: (\S+)", out).group(1)
     url = re.search(r"Registry: (http://\S+)", out).group(1)
     assert url.startswith("http://127.0.0.1:") and token.startswith("crs_")
+    assert url != f"http://127.0.0.1:{port}"
+    assert f"port {port} is taken by another server: serving on the free port {url.rsplit(':', 1)[1]}" in out
     # --no-serve stopped the server; the read token it printed works on the same data
     client = create_app(Settings(database_url=db_url)).test_client()
     headers = {"Authorization": f"Bearer {token}"}
@@ -145,17 +154,6 @@ def _the_mixed_signature_is_read_from_real_cores(db_url: str, out: str) -> None:
                    for core in read["ring"])
     assert race.labels == ["segfault"] and race_verdict.verdict == "software"
     assert not race_verdict.analysis.get("components")
-
-
-def test_demo_on_a_port_taken_by_something_else_serves_on_a_free_port(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        out = _demo(db_url, monkeypatch, port)
-    url = re.search(r"Registry: (http://\S+)", out).group(1)
-    assert url != f"http://127.0.0.1:{port}"
-    assert f"port {port} is taken by another server: serving on the free port {url.rsplit(':', 1)[1]}" in out
 
 
 def test_demo_on_a_port_taken_by_a_registry_on_the_same_database_uses_it(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
