@@ -28,10 +28,13 @@ run: setup
 	CRASHREG_BIND=127.0.0.1:$(PORT) exec $(BIN)/gunicorn --config gunicorn.conf.py registry.wsgi:app
 
 ## test: set up, start what the tests need, lint, run the whole suite on SQLite and PostgreSQL
+## (--no-loadscope-reorder: the workers take files in collection order, the long ones first as
+## tests/conftest.py sorts them; xdist would otherwise order files by their count of tests,
+## which puts the lab's and the other long files, with few tests each, at the end)
 test: setup
 	@bash scripts/test-services.sh
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -25,6 +25,20 @@ from tests.support.http import SERVER_POLL_S
 
 # fixtures shared beyond one folder
 pytest_plugins = ["tests.support.agents", "tests.support.cores", "tests.support.grafana"]
+LAB = Path(__file__).resolve().parent / "lab"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long files first: the lab's, then those with a test marked slow. Under `make test`
+    (`-n 2 --dist loadfile --no-loadscope-reorder`) each then starts early on a worker and
+    overlaps the rest of the suite, and the many short files at the end keep both workers busy
+    to the finish, instead of one worker running a long file alone at the end."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+
+    def rank(item: pytest.Item) -> int:
+        return 0 if LAB in Path(item.path).resolve().parents else 1 if item.path in slow else 2
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ import os
 import re
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -29,6 +30,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from testkit.reports import crash_report
 from tests.support.http import auth
 
+pytestmark = pytest.mark.slow  # a few minutes: run early (tests/conftest.py)
 EXAMPLES = int(os.environ.get("CRASHREG_SCHEMATHESIS_EXAMPLES", "50"))
 MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
 SEMANTIC_RULES = {

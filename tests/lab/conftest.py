@@ -159,10 +159,3 @@ def spooled_body(host: Host, report_id: str, folder: str = "sent") -> dict[str, 
     path = f"/spool/crashreg/{folder + '/' if folder else ''}{report_id}.json"
     return json.loads(host.disk.read(path))
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The lab's files first: under `-n 2 --dist loadfile` each then starts on its own worker
-    at once and overlaps the rest of the suite, instead of queueing at the end (tests/lab
-    sorts after most folders) back to back on one worker."""
-    lab_dir = Path(__file__).resolve().parent
-    items.sort(key=lambda item: Path(str(item.path)).resolve().parent != lab_dir)
