@@ -16,7 +16,7 @@ it and never stores a crash twice.
     crashreg-report.pyz fetch-bundle              refresh the offline bundle (JSON and text)
     crashreg-report.pyz fingerprint FILE...       local fingerprint of console logs / reports
     crashreg-report.pyz watch [--once]            report a running kernel's oopses and warnings
-    crashreg-report.pyz core --core FILE [--exe EXE]  report a userspace core on disk
+    crashreg-report.pyz core --core FILE [--exe EXE] [--crashed-at T] [--started-at T]  a core on disk
     crashreg-report.pyz core --pipe %P %I %s ...      kernel.core_pattern handler (core on stdin)
 
 Configuration: /etc/crashreg/reporter.conf (or $CRASHREG_CONF), KEY=VALUE lines shared with
@@ -26,18 +26,13 @@ the sh reporter; see agents/README.md.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import re
 import shlex
 import socket
-import ssl
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -45,7 +40,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from dumpupload import STATE_SUFFIX, Uploader, UploadError, prepare  # zipped beside this module
+# Imported where they are used, not here: ssl, subprocess, tempfile, uuid and the dump uploader
+# (dumpupload, zipped beside this module) are most of the imports of a core handler, which
+# needs none of them before its answer (bench/README.md, core handler). Nor http.client: its
+# imports (the email package, ssl with OpenSSL's start) were a third of the handler's
+# instructions to its answer; one HTTP/1.1 request is done here instead (http_request).
 
 EXIT_DUMP = 0
 EXIT_SKIP = 10
@@ -90,6 +89,7 @@ class Config:
     core_dir: str = "/var/lib/crashreg/cores"
     core_max_bytes: int = 2 << 30
     core_keep_free: int = 1 << 30
+    core_dir_max_bytes: int = 8 << 30  # all cores in core_dir (0: no cap); the oldest go first
     core_compression: str = "gzip"
     core_range_bytes: int = 1 << 20
     core_chain: str = ""
@@ -178,6 +178,9 @@ def read_kernel_log(config: Config) -> str:
         except OSError as error:
             log(f"could not read the kernel log: {error}")
             return ""
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="crashreg.") as work:
         out = Path(work) / "dmesg"
         extractors = (
@@ -234,6 +237,8 @@ def local_fingerprint(console_log: str | None, stack: dict[str, Any] | None = No
 
 def crash_kernel_report(config: Config, console_log: str) -> dict[str, Any]:
     """The contract's report from a crash kernel, keyed by the crashed boot."""
+    import uuid
+
     params = cmdline_values(config.cmdline)
     hostname = config.hostname or params.get("hostname") or socket.gethostname() or "unknown"
     boot_id = params.get("boot_id")
@@ -266,38 +271,104 @@ class Response:
         return json.loads(self.body)
 
 
+class BadResponse(OSError):
+    """What came back is not an HTTP/1.x response."""
+
+
+MAX_HEADER_LINES = 200
+MAX_LINE = 65536
+
+
 def http_request(
     config: Config, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
 ) -> Response:
-    """One request: connect within connect_timeout, all of it within max_time."""
+    """One request, one connection (`Connection: close`): connect within connect_timeout, all
+    of it within max_time; TLS (ca_file, else the system's CAs) for an https URL."""
     parts = urlsplit(config.url.rstrip("/") + path)
-    if parts.scheme == "https":
-        context = ssl.create_default_context(cafile=config.ca_file or None)
-        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-            parts.hostname or "", parts.port, timeout=config.connect_timeout, context=context
-        )
-    else:
-        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=config.connect_timeout)
+    https = parts.scheme == "https"
+    host = parts.hostname or ""
     deadline = time.monotonic() + config.max_time
-    all_headers = {"Accept": "application/json"} | (headers or {})
+    all_headers = {"Host": parts.netloc, "Accept": "application/json", "Accept-Encoding": "identity",
+                   "Connection": "close"} | (headers or {})
     token = config.token()
     if token:
         all_headers["Authorization"] = f"Bearer {token}"
     if body is not None:
-        all_headers["Content-Type"] = "application/json"
+        all_headers |= {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    address = (host, parts.port or (443 if https else 80))
+    sock = socket.create_connection(address, timeout=config.connect_timeout)
     try:
-        conn.connect()
-        assert conn.sock is not None
-        conn.sock.settimeout(max(0.1, deadline - time.monotonic()))
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
-        conn.request(method, target, body=body, headers=all_headers)
-        answer = conn.getresponse()
-        data = answer.read()
+        if https:
+            import ssl
+
+            context = ssl.create_default_context(cafile=config.ca_file or None)
+            sock = context.wrap_socket(sock, server_hostname=host)
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        lines = [f"{method} {target} HTTP/1.1", *(f"{key}: {value}" for key, value in all_headers.items())]
+        sock.sendall("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (body or b""))
+        with sock.makefile("rb") as stream:
+            response = read_response(stream, method)
         if time.monotonic() > deadline:
             raise TimeoutError(f"{method} {path} took longer than {config.max_time}s")
-        return Response(answer.status, {k.lower(): v for k, v in answer.getheaders()}, data)
+        return response
     finally:
-        conn.close()
+        sock.close()
+
+
+def _line(stream: Any) -> bytes:
+    line = stream.readline(MAX_LINE + 1)
+    if len(line) > MAX_LINE:
+        raise BadResponse("a response line longer than 64 KiB")
+    return line
+
+
+def read_response(stream: Any, method: str) -> Response:
+    """Status line, headers, then the body: chunked, Content-Length, or up to the close."""
+    status_line = _line(stream).decode("latin-1").split(None, 2)
+    if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit():
+        raise BadResponse(f"not an HTTP/1.x status line: {' '.join(status_line)[:100]!r}")
+    status = int(status_line[1])
+    headers: dict[str, str] = {}
+    for _ in range(MAX_HEADER_LINES):
+        line = _line(stream).decode("latin-1").rstrip("\r\n")
+        if not line:
+            break
+        key, _, value = line.partition(":")
+        headers[key.strip().lower()] = value.strip()
+    else:
+        raise BadResponse(f"more than {MAX_HEADER_LINES} header lines")
+    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        return Response(status, headers, b"")
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        return Response(status, headers, _chunked(stream))
+    length = headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise BadResponse(f"Content-Length {length[:40]!r}")
+        data = stream.read(int(length))
+        if len(data) != int(length):
+            raise BadResponse(f"the body ended after {len(data)} of {length} bytes")
+        return Response(status, headers, data)
+    return Response(status, headers, stream.read())
+
+
+def _chunked(stream: Any) -> bytes:
+    data = bytearray()
+    while True:
+        size_text = _line(stream).split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise BadResponse(f"a chunk size {size_text[:40]!r}") from None
+        if size == 0:
+            while _line(stream).strip():  # trailers
+                pass
+            return bytes(data)
+        chunk = stream.read(size)
+        if len(chunk) != size or _line(stream).strip():
+            raise BadResponse("a chunk ended early")
+        data += chunk
 
 
 class Unsent(Exception):
@@ -322,7 +393,7 @@ def post_with_retries(config: Config, path: str, body: bytes) -> Response:
         status = None
         try:
             response = http_request(config, "POST", path, body)
-        except (OSError, http.client.HTTPException) as error:
+        except OSError as error:
             problem = f"{type(error).__name__}: {error}"
         else:
             if 200 <= response.status < 300:
@@ -422,6 +493,8 @@ def resend_spooled(config: Config) -> ResendSummary:
         log(f"{path.name}: event {answer['event_id']}{replay}")
     for path in sorted(spool_dir.glob("*.capture")):
         outcomes.append(resend_capture(config, path, events))
+    from dumpupload import STATE_SUFFIX
+
     for path in sorted(spool_dir.glob(f"*{STATE_SUFFIX}")):  # uploads a reboot interrupted
         outcomes.append(upload_spooled(config, path))
     if config.kdump_coredir:
@@ -522,6 +595,7 @@ def send_capture(config: Config, event_id: str, capture: dict[str, Any]) -> dict
 
 def registry_post(config: Config) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
     """The uploader's way to the registry: POST with retries; a refusal is an UploadError."""
+    from dumpupload import UploadError
 
     def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -534,6 +608,8 @@ def registry_post(config: Config) -> Callable[[str, dict[str, Any]], dict[str, A
 
 def upload_spooled(config: Config, state: Path) -> str:
     """Finish one upload the spool describes (from its first part or where it stopped)."""
+    from dumpupload import Uploader, UploadError
+
     uploader = Uploader(registry_post(config), threads=max(1, config.upload_threads),
                         timeout=max(config.max_time, 60.0), ca_file=config.ca_file or None, log=log)
     try:
@@ -551,6 +627,8 @@ def upload_dump(config: Config, report_id: str, capture: dict[str, Any]) -> str 
     wanted = config.upload_dumps and capture.get("status") == "completed"
     if not wanted or not target or not Path(target).is_file():
         return None
+    from dumpupload import prepare
+
     try:
         state = prepare(Path(config.spool_dir), safe_report_id(report_id), capture["id"], Path(target))
     except OSError as error:
@@ -718,6 +796,8 @@ def command_collect(config: Config, args: argparse.Namespace) -> int:
     fallback = [*shlex.split(config.compression), "-d", str(config.filtered_level)]
     decided_args = shlex.split(decided.get("CRASHREG_MAKEDUMPFILE_ARGS", "")) or fallback
     started = time.monotonic()
+    import subprocess
+
     returncode = subprocess.run([config.makedumpfile, *decided_args, *args.args], check=False).returncode
     report_id = decided.get("CRASHREG_REPORT_ID")
     if not report_id:
@@ -789,7 +869,7 @@ def command_watch(config: Config, args: argparse.Namespace) -> int:
 def command_fetch_bundle(config: Config, args: argparse.Namespace) -> int:
     try:
         changed = fetch_bundle(config)
-    except (Unsent, OSError, http.client.HTTPException) as error:
+    except (Unsent, OSError) as error:
         log(str(error))
         return EXIT_UNSENT
     log("policy bundle updated" if changed else "policy bundle unchanged")
@@ -831,15 +911,12 @@ def command_core(config: Config, args: argparse.Namespace) -> int:
 def command_core_pipe(config: Config, args: argparse.Namespace) -> int:
     """Pipe mode, the kernel's core_pattern handler: coredump/pipe.py (agents/README.md)."""
     from coredump import pipe  # an agent package the zipapp carries
-    from coredump.writers import COMPRESSORS, Limits
 
-    compression = config.core_compression
-    if compression not in COMPRESSORS:
-        log(f"CRASHREG_CORE_COMPRESSION={compression!r} is none of {', '.join(COMPRESSORS)}: gzip")
-        compression = "gzip"
-    limits = Limits(config.core_max_bytes, config.core_keep_free, compression)
-    settings = pipe.Settings(config.core_dir, limits, config.core_range_bytes, config.core_chain,
-                             config.core_log)
+    settings = pipe.Settings(directory=config.core_dir, max_bytes=config.core_max_bytes,
+                             keep_free=config.core_keep_free, compression=config.core_compression,
+                             range_bytes=config.core_range_bytes,
+                             directory_max_bytes=config.core_dir_max_bytes, chain=config.core_chain,
+                             log_device=config.core_log)
     return pipe.handle(
         args.pipe,
         settings,
@@ -853,9 +930,14 @@ def command_core_file(config: Config, args: argparse.Namespace) -> int:
     """File mode: report a core on disk and print the decision (exit 10: skip, the core can
     go). A core that cannot be read is an error (exit 1): there is nothing to report."""
     from coredump import core_file_report  # an agent package the zipapp carries
+    from coredump.filemode import BadTime
 
     try:
-        report = core_file_report(args.core, config.hostname or socket.gethostname() or "unknown", args.exe)
+        report = core_file_report(args.core, config.hostname or socket.gethostname() or "unknown", args.exe,
+                                  args.crashed_at, args.started_at)
+    except BadTime as error:
+        log(f"core {args.core}: {error}")
+        return 2
     except Exception as error:  # a broken or hostile core: say so, never a traceback
         log(f"cannot read the core {args.core}: {type(error).__name__}: {error}")
         return 1
@@ -901,6 +983,10 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--pipe", nargs="+", metavar="VALUE",
                         help="the core on stdin, and the values of %%P %%I %%s %%t %%c %%u %%g %%d %%h %%E")
     core.add_argument("--exe", help="the program's file, when not at the path the core names")
+    core.add_argument("--crashed-at", metavar="WHEN", help="file mode: when it crashed (ISO 8601 or @EPOCH; "
+                      "default: systemd-coredump's user.coredump.timestamp, else the core's mtime)")
+    core.add_argument("--started-at", metavar="WHEN", help="file mode: when the process started (ISO 8601 "
+                      "or @EPOCH): the report then carries its start and its uptime at the crash")
     argv = sys.argv[1:] if argv is None else argv
     # Everything after `collect` is makedumpfile's, options included.
     split = argv.index("collect") + 1 if "collect" in argv else len(argv)

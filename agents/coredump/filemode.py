@@ -1,10 +1,22 @@
 """File mode: a core already on disk (systemd-coredump's store, an upload, a backfill) read
-into the same report pipe mode sends."""
+into the same report pipe mode sends.
+
+When the crash happened and when the process started are not in a core (its notes hold the
+registers, pids, signal and CPU times, no clock). Each comes from the first source that has it:
+
+- crash time: `--crashed-at`; else systemd-coredump's `user.coredump.timestamp` extended
+  attribute on a core in its store (microseconds since the epoch: %t, as the journal's
+  COREDUMP_TIMESTAMP); else the core file's mtime (the kernel writes the core as the process
+  dies; a copy made later, e.g. by `coredumpctl dump`, has the copy's time: pass --crashed-at);
+- process start time: `--started-at` only (the service manager knows it, e.g. `systemctl show
+  -p ExecMainStartTimestamp`; systemd-coredump does not keep it); the uptime at the crash is
+  the difference, as pipe mode's.
+"""
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .core import CoreHead, CoreMemory, read_core_file
@@ -32,9 +44,57 @@ def core_file_analysis(path: str, executable: str | None = None) -> Analysis:
         memory.close()
 
 
-def core_file_report(path: str, hostname: str, executable: str | None = None) -> dict[str, Any]:
-    """The report of the core at `path`. The core's mtime is the crash time (the kernel writes
-    the core as the process dies); the process start time is not in a core, so it is left out."""
+SYSTEMD_TIMESTAMP = "user.coredump.timestamp"  # systemd-coredump's xattr: %t in microseconds
+LATEST_CLOCK_SKEW = timedelta(days=1)  # a crash this far after now is a wrong clock or option
+
+
+class BadTime(ValueError):
+    """A crash or start time that cannot be: the caller's mistake, not the core's."""
+
+
+def parse_time(text: str) -> datetime:
+    """ISO 8601 (UTC when no offset is given) or `@` and seconds since the epoch."""
+    try:
+        moment = (datetime.fromtimestamp(float(text[1:]), UTC) if text.startswith("@")
+                  else datetime.fromisoformat(text))
+    except (ValueError, OverflowError, OSError) as error:
+        raise BadTime(f"{text!r} is not a time (ISO 8601, or @ and epoch seconds)") from error
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def systemd_crash_time(path: str) -> datetime | None:
+    """The crash time systemd-coredump stored with the core, if it did."""
+    try:
+        return datetime.fromtimestamp(int(os.getxattr(path, SYSTEMD_TIMESTAMP)) / 1e6, UTC)
+    except (OSError, ValueError, OverflowError):
+        return None
+
+
+def crash_times(path: str, crashed_at: str | None = None,
+                started_at: str | None = None) -> tuple[datetime, datetime | None]:
+    """(crash time, process start time) of the core at `path`, from the module's sources."""
+    crashed = (parse_time(crashed_at) if crashed_at else systemd_crash_time(path)
+               or datetime.fromtimestamp(os.stat(path).st_mtime, UTC))
+    started = parse_time(started_at) if started_at else None
+    if started is not None and started > crashed:
+        raise BadTime(f"the process started ({started:%Y-%m-%dT%H:%M:%SZ}) after it crashed "
+                         f"({crashed:%Y-%m-%dT%H:%M:%SZ})")
+    if crashed > datetime.now(UTC) + LATEST_CLOCK_SKEW:
+        raise BadTime(f"the crash time {crashed:%Y-%m-%dT%H:%M:%SZ} is in the future")
+    return crashed, started
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def core_file_report(path: str, hostname: str, executable: str | None = None, crashed_at: str | None = None,
+                     started_at: str | None = None) -> dict[str, Any]:
+    """The report of the core at `path`, with the crash and process start times its sources
+    give (the module's docstring); what none gives is left out."""
+    crashed, started = crash_times(path, crashed_at, started_at)
     analysis = core_file_analysis(path, executable)
-    crashed_at = datetime.fromtimestamp(os.stat(path).st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return userspace_report(analysis, CrashFacts(hostname=hostname, crashed_at=crashed_at))
+    facts = CrashFacts(hostname=hostname, crashed_at=iso(crashed),
+                       process_started_at=iso(started) if started else None,
+                       process_uptime_s=(crashed - started).total_seconds() if started else None)
+    return userspace_report(analysis, facts)

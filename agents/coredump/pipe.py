@@ -24,19 +24,23 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from .core import CoreHead, ProcMemory, read_core_head
 from .modules import proc_opener
 from .report import CrashFacts, analyse, close, userspace_report
-from .writers import DirectorySink, Limits, OverLimit, Sink, Stored, write_bounded_core
+
+# What acts on the answer (the writers, a chained handler's subprocess) is imported after it:
+# the handler's imports are most of its time to the answer (bench/README.md, core handler).
+if TYPE_CHECKING:
+    import subprocess
+
+    from .writers import Limits, Sink
 
 # The specifiers the core_pattern line passes, in order (core(5)): pid and tid in the initial
 # pid namespace (the handler runs there), signal, dump time, RLIMIT_CORE soft limit, uid, gid,
@@ -174,28 +178,71 @@ class Settings:
     """What pipe mode reads from the reporter's config (agents/README.md, `CRASHREG_CORE_*`)."""
 
     directory: str
-    limits: Limits
+    max_bytes: int  # one core, stored
+    keep_free: int  # bytes left free on the directory's filesystem
+    compression: str
     range_bytes: int
+    directory_max_bytes: int = 0  # all of the handler's cores in the directory; 0: no cap
     chain: str = ""
     log_device: str = "/dev/kmsg"
+
+    def limits(self) -> Limits:
+        """The writers' caps (imported once there is something to write)."""
+        from .writers import COMPRESSORS, Limits
+
+        compression = self.compression
+        if compression not in COMPRESSORS:
+            log(f"CRASHREG_CORE_COMPRESSION={compression!r} is none of {', '.join(COMPRESSORS)}: gzip")
+            compression = "gzip"
+        return Limits(self.max_bytes, self.keep_free, compression, self.directory_max_bytes)
+
+
+# The handler's time to the answer, in stages: (name, what ends it).
+STAGES = (("start-up", "python3 started and the handler imported"), ("reading", "the report built"),
+          ("round trip", "the answer"))
 
 
 @dataclass
 class Figures:
-    """What one core cost: bytes read before the decision, the time to the answer."""
+    """What one core cost: bytes read before the decision, the time to the answer by stage, and
+    the CPU time it took (less noisy than wall time on a busy host)."""
 
     started_s: float | None  # the handler's start, seconds after boot (the kernel forked it)
     head_bytes: int = 0
     memory_bytes: int = 0
-    answer_s: float | None = None  # from the handler's start to the registry's (or bundle's) answer
-    total_s: float | None = None
+    marks: dict[str, float] = field(default_factory=dict)  # stage -> seconds after boot at its end
+    cpu_s: dict[str, float] = field(default_factory=dict)  # stage -> the process's CPU time at its end
     after: dict[str, int] = field(default_factory=dict)  # bytes read or written by the action
+
+    def mark(self, stage: str) -> None:
+        self.marks[stage] = since_boot_s()
+        self.cpu_s[stage] = time.process_time()
+
+    @property
+    def answer_s(self) -> float | None:
+        """From the handler's start to the registry's (or the bundle's) answer."""
+        end = self.marks.get(STAGES[-1][0])
+        return end - self.started_s if end is not None and self.started_s is not None else None
+
+    def stages_ms(self) -> dict[str, float]:
+        """Each stage's wall time (ms): from the end of the one before (the start: the fork)."""
+        out, before = {}, self.started_s
+        for stage, _ in STAGES:
+            if stage in self.marks and before is not None:
+                out[stage] = (self.marks[stage] - before) * 1000
+            before = self.marks.get(stage)
+        return out
 
     def line(self) -> str:
         answer = f"{self.answer_s * 1000:.0f} ms" if self.answer_s is not None else "?"
+        stages = ", ".join(f"{stage} {ms:.0f} ms" for stage, ms in self.stages_ms().items())
+        cpu = self.cpu_s.get(STAGES[-1][0])
+        start_cpu = self.cpu_s.get(STAGES[0][0])
+        cpu_text = (f"; CPU {cpu * 1000:.0f} ms, {start_cpu * 1000:.0f} of them start-up"
+                    if cpu is not None and start_cpu is not None else "")
         return (
             f"read {self.head_bytes} bytes of the core and {self.memory_bytes} of its memory before "
-            f"the answer, {answer} after the kernel started the handler; "
+            f"the answer, {answer} after the kernel started the handler ({stages}{cpu_text}); "
             + "".join(f"{key} {value}; " for key, value in self.after.items())
             + f"peak memory {peak_memory_kb()} kB"
         )
@@ -213,6 +260,7 @@ class PipeHandler:
         self.report_id = ""
 
     def elapsed(self) -> float | None:
+        """Seconds since the kernel started the handler."""
         return since_boot_s() - self.figures.started_s if self.figures.started_s is not None else None
 
     def report(self, hostname: str) -> dict[str, Any]:
@@ -234,6 +282,9 @@ class PipeHandler:
         """The chained handler, fed what was read so far; the rest follows as it is read."""
         if not self.settings.chain:
             return
+        import shlex
+        import subprocess
+
         words = [self.dumping.expand(word) for word in shlex.split(self.settings.chain)]
         try:
             self.chain = subprocess.Popen(words, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
@@ -250,8 +301,10 @@ class PipeHandler:
                 self.chain.stdin = None
 
     def _sink(self, kind: str) -> Sink:
+        from .writers import DirectorySink
+
         name = f"{self.report_id}.{kind}" if kind != "full" else self.report_id
-        return DirectorySink(self.settings.directory, name, self.settings.limits)
+        return DirectorySink(self.settings.directory, name, self.settings.limits())
 
     def act(self, action: str, report_id: str) -> list[dict[str, Any]]:
         """Do what was decided; the captures to record. stdin is read no further than the
@@ -270,6 +323,8 @@ class PipeHandler:
         return captures
 
     def capture(self, method: str, write: Callable[[Sink], int]) -> dict[str, Any]:
+        from .writers import OverLimit, Stored
+
         started = time.monotonic()
         stored: Stored | None = None
         sink: Sink | None = None
@@ -277,6 +332,9 @@ class PipeHandler:
             sink = self._sink("full" if method == "core" else "filtered")
             self.figures.after[f"{method} bytes read"] = write(sink)
             stored = sink.commit()
+            for name, size in stored.removed:
+                log(f"{name} ({size} bytes, the oldest of the handler's cores) deleted: the cores in "
+                    f"{self.settings.directory} may take {self.settings.directory_max_bytes} bytes")
         except (OverLimit, OSError) as error:
             log(f"{method} of {self.report_id} not kept: {error}")
             if sink is not None:
@@ -302,6 +360,8 @@ class PipeHandler:
         return copied
 
     def write_filtered(self, sink: Sink) -> int:
+        from .writers import write_bounded_core
+
         assert self.head is not None
         memory = ProcMemory(self.dumping.number("P"), budget=FILTERED_MEMORY_BUDGET)
         try:
@@ -344,15 +404,17 @@ def handle(
     standard_streams(settings.log_device)
     dumping = Dumping.from_argv(words)
     handler = PipeHandler(dumping, sys.stdin.buffer, settings)
+    handler.figures.mark("start-up")
     try:
         report = handler.report(hostname)
+        handler.figures.mark("reading")
     except (OSError, ValueError) as error:  # not a core we can read: nothing to report
         log(f"core of pid {dumping.values['P']} unreadable: {type(error).__name__}: {error}")
         handler.start_chain()
         handler.drain()
         return 1
     decision = decide(report)
-    handler.figures.answer_s = handler.elapsed()
+    handler.figures.mark("round trip")
     handler.start_chain()
     try:
         captures = handler.act(decision.action, report["report_id"])

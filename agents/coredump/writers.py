@@ -6,6 +6,9 @@ Both go through a Sink: bytes in order, zero pages as holes (uncompressed) or co
 free-space floor on the target's filesystem (its KeepFree); a core that would pass either is
 not kept at all (no half core is ever left behind). DirectorySink writes a local directory;
 from there the capture's recording uploads the core to the dump store (agents/dumpupload).
+The directory as a whole has a cap too (ABRT's MaxCrashReportsSize, systemd-coredump's
+MaxUse): once a core is in, the oldest of the handler's cores there are deleted until its
+cores fit under it; the new core is never the one deleted, and one core alone may not pass it.
 
 The bounded core is a valid ELF core (gdb, eu-stack and drgn open it): the original notes
 byte for byte (every thread's registers, NT_FILE, NT_AUXV, NT_SIGINFO), every PT_LOAD of the
@@ -18,9 +21,11 @@ not dump.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import lzma
 import os
+import re
 import shutil
 import zlib
 from dataclasses import dataclass
@@ -54,6 +59,12 @@ class Limits:
     max_bytes: int
     keep_free: int
     compression: str = "none"
+    directory_max_bytes: int = 0  # all the handler's cores in the directory, stored; 0: no cap
+
+
+# What the handler's cores are called in their directory (`<report_id>[.filtered].core[.gz|.xz]`,
+# report ids are `core-` and hex): only these count towards the directory's cap, or are deleted.
+OUR_CORES = re.compile(r"core-[0-9a-f]+(?:\.filtered)?\.core(?:\.gz|\.xz)?")
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,7 @@ class Stored:
     target: str
     stored_bytes: int
     core_bytes: int
+    removed: tuple[tuple[str, int], ...] = ()  # older cores deleted for the directory's cap: (file, bytes)
 
 
 class Sink(Protocol):
@@ -86,6 +98,9 @@ class DirectorySink:
         self.allowance = min(limits.max_bytes, free - limits.keep_free)
         if self.allowance <= 0:
             raise OverLimit(f"{directory}: {free} bytes free, {limits.keep_free} to keep free")
+        if limits.directory_max_bytes:
+            self.allowance = min(self.allowance, limits.directory_max_bytes)
+        self.directory_max_bytes = limits.directory_max_bytes
         self.path = Path(directory) / f"{name}.core{suffix}"
         self.partial = self.path.with_name(f".{self.path.name}.partial")
         self.file = self.partial.open("wb")
@@ -126,11 +141,40 @@ class DirectorySink:
         self.file.truncate(self.file.tell())  # a trailing hole still counts in the file's size
         self.file.close()
         self.partial.replace(self.path)
-        return Stored(str(self.path), self.stored, self.core_bytes)
+        removed = make_room(self.path, self.directory_max_bytes) if self.directory_max_bytes else []
+        return Stored(str(self.path), self.stored, self.core_bytes, tuple(removed))
 
     def discard(self) -> None:
         self.file.close()
         self.partial.unlink(missing_ok=True)
+
+
+def stored_size(path: Path) -> int:
+    """Bytes a file takes on its filesystem (holes are free)."""
+    return path.stat().st_blocks * 512
+
+
+def make_room(kept: Path, directory_max_bytes: int) -> list[tuple[str, int]]:
+    """Delete the oldest of the handler's cores in `kept`'s directory (by mtime, never `kept`)
+    until they fit under `directory_max_bytes` all told; what was deleted, oldest first. A core
+    another handler deletes meanwhile is simply gone."""
+    ours = []
+    for path in kept.parent.iterdir():
+        if OUR_CORES.fullmatch(path.name):
+            with contextlib.suppress(FileNotFoundError):
+                ours.append((path.stat().st_mtime, path.name, path, stored_size(path)))
+    total = sum(size for *_, size in ours)
+    removed = []
+    for _, name, path, size in sorted(ours):
+        if total <= directory_max_bytes:
+            break
+        if path == kept:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append((name, size))
+        total -= size
+    return removed
 
 
 # --- the bounded core -----------------------------------------------------------------

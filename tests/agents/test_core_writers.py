@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import lzma
+import os
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,36 @@ def test_the_free_space_floor_refuses_a_core_before_a_byte_is_written(tmp_path: 
     with pytest.raises(OverLimit, match="to keep free"):
         DirectorySink(str(tmp_path), "c", Limits(UNCAPPED, 1 << 62, "none"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_directory_cap_deletes_our_oldest_cores_never_the_new_one_nor_others(tmp_path: Path) -> None:
+    """Like ABRT's MaxCrashReportsSize: once a core is in, the handler's oldest cores go until
+    its cores fit under the directory's cap; files that are not its cores stay and do not count."""
+    cap = Limits(UNCAPPED, 0, "none", directory_max_bytes=5 * PAGE)
+    names = ["core-01", "core-02.filtered", "core-03"]
+    for age, name in enumerate(names):  # two pages each, oldest first
+        sink = DirectorySink(str(tmp_path), name, Limits(UNCAPPED, 0, "none"))
+        sink.write(pages(b"a", b"b"))
+        os.utime(sink.commit().target, (1_000_000 + age, 1_000_000 + age))
+    (tmp_path / "notes.txt").write_bytes(b"x" * 4 * PAGE)  # not ours: never counted, never deleted
+    sink = DirectorySink(str(tmp_path), "core-04", cap)
+    sink.write(pages(b"new", b"data"))
+    stored = sink.commit()
+    # 8 pages of ours: the two oldest cores go, the new one and the third stay (4 pages)
+    assert [name for name, _ in stored.removed] == ["core-01.core", "core-02.filtered.core"]
+    assert all(size == 2 * PAGE for _, size in stored.removed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["core-03.core", "core-04.core", "notes.txt"]
+
+
+def test_one_core_larger_than_the_directory_cap_is_not_kept_and_deletes_nothing(tmp_path: Path) -> None:
+    old = DirectorySink(str(tmp_path), "core-01", Limits(UNCAPPED, 0, "none"))
+    old.write(pages(b"old"))
+    old.commit()
+    sink = DirectorySink(str(tmp_path), "core-02", Limits(UNCAPPED, 0, "none", directory_max_bytes=2 * PAGE))
+    with pytest.raises(OverLimit):
+        sink.write(pages(b"1", b"2", b"3"))
+    sink.discard()
+    assert [p.name for p in tmp_path.iterdir()] == ["core-01.core"]
 
 
 class Memory:

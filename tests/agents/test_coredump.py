@@ -7,12 +7,15 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from agents.coredump import CoreMemory, ProcMemory, core_file_report, read_core_file, read_core_head
+from registry.core.events import Event
 from registry.fingerprint import analyse_stack
 from tests.support.agents import Registry, closed_port_url, run_reporter
 from tests.support.cores import CPP_MODE, RUNS, Crash
@@ -202,6 +205,45 @@ def test_the_reporter_reports_a_core_to_the_registry(registry: Registry, make_si
     assert spooled.returncode == 0 and json.loads(spooled.stdout)["decided_by"] == "fallback"
     [body] = offline.spooled()
     assert json.loads(body.read_bytes())["stack"]["signal"] == "SIGABRT"
+
+
+def test_file_mode_takes_crash_and_start_times_from_systemd_coredump_and_its_options(
+        registry: Registry, make_site, database, crash_cores: dict[str, Crash], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A core in systemd-coredump's store carries the crash time (user.coredump.timestamp, us);
+    --started-at gives the process's start: the event has both and the uptime, as pipe mode's
+    events do. --crashed-at overrides the store; a start after the crash is refused (exit 2)."""
+    site = make_site()
+    core = tmp_path / "core.crashy.0.1c2b3a4d5e6f708192a3b4c5d6e7f801.4242.1764699999000000"
+    shutil.copyfile(crash_cores["null"].cores[0], core)
+    os.setxattr(core, "user.coredump.timestamp", b"1764700000123456")  # 2025-12-02T18:26:40Z
+    run = run_reporter(site, "core", "--core", str(core), "--started-at", "2025-12-02T17:26:40Z")
+    assert run.returncode == 0, run.stderr
+    first = json.loads(run.stdout)["event_id"]
+    plain = tmp_path / "core"  # a copy (`coredumpctl dump -o`): no xattr, its mtime, no start
+    shutil.copyfile(crash_cores["null"].cores[1], plain)
+    os.utime(plain, (1764690000, 1764690000))
+    second = json.loads(run_reporter(site, "core", "--core", str(plain)).stdout)["event_id"]
+    given = run_reporter(site, "core", "--core", str(crash_cores["thread"].cores[0]), "--crashed-at",
+                         "@1764700600", "--started-at", "2025-12-02T19:26:10+01:00")
+    third = json.loads(given.stdout)["event_id"]
+    with database.session() as session:
+        events = {event_id: session.get(Event, event_id) for event_id in (first, second, third)}
+        facts = {event_id: (naive(event.crashed_at), naive(event.process_started_at), event.process_uptime_s)
+                 for event_id, event in events.items()}
+    assert facts == {
+        first: (datetime(2025, 12, 2, 18, 26, 40), datetime(2025, 12, 2, 17, 26, 40), 3600),
+        second: (datetime(2025, 12, 2, 15, 40), None, None),
+        third: (datetime(2025, 12, 2, 18, 36, 40), datetime(2025, 12, 2, 18, 26, 10), 630),
+    }
+    late = run_reporter(site, "core", "--core", str(core), "--started-at", "2025-12-02T19:00:00Z")
+    assert late.returncode == 2 and "after it crashed" in late.stderr, late.stderr
+    garbled = run_reporter(site, "core", "--core", str(core), "--crashed-at", "yesterday")
+    assert garbled.returncode == 2 and "is not a time" in garbled.stderr
+
+
+def naive(moment: datetime | None) -> datetime | None:
+    """UTC, as SQLite and PostgreSQL both give it back."""
+    return moment.replace(tzinfo=None) if moment else None
 
 
 def test_an_unreadable_core_is_an_error_not_a_report(make_site, tmp_path: Path) -> None:

@@ -47,7 +47,8 @@ SUMMARY = re.compile(
     r"crashreg-report: core of pid \d+ \((?P<name>[^)]*)\) (?P<signal>\S+) (?P<report_id>core-\w+): "
     r"(?P<action>\w+) by (?P<decided_by>\w+) .*?read (?P<core_bytes>\d+) bytes of the core and "
     r"(?P<memory_bytes>\d+) of its memory before the answer, (?P<answer_ms>\d+) ms after the kernel started "
-    r"the handler; .*peak memory (?P<peak_kb>\d+) kB"
+    r"the handler \(start-up (?P<startup_ms>\d+) ms, reading (?P<reading_ms>\d+) ms, round trip "
+    r"(?P<trip_ms>\d+) ms; CPU (?P<cpu_ms>\d+) ms, \d+ of them start-up\); .*peak memory (?P<peak_kb>\d+) kB"
 )
 
 
