@@ -18,7 +18,8 @@ Reported from the handler's own log line: the time from its start (its start tim
 report's round trip to the registry; the CPU time it took to the answer (user + system, less
 noisy than wall time on a shared host); the bytes of the core and of its memory read before
 the answer; its peak memory (VmHWM). Medians and extremes over the runs, per answer. The
-baseline, measured in the same run: a bare `python3 -I -c pass`, its wall and CPU time. Exit
+baseline, measured in the same run: a bare `python3 -IS -c pass` (the core_pattern line's
+interpreter and flags), its wall and CPU time. Exit
 status 1 when a goal is missed (median answer < 200 ms small, < 500 ms large).
 """
 
@@ -42,12 +43,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agents import build_reporter  # noqa: E402
+from agents.coredump.pipe import CORE_PATTERN  # noqa: E402
 from bench.storm import create_database, drop_database, free_port, start_gunicorn  # noqa: E402
 from registry.auth.tokens import create_token  # noqa: E402
 from registry.db import Database  # noqa: E402
 from registry.migrate import upgrade  # noqa: E402
 
-PYTHON = "/usr/bin/python3"  # a host's python3, not this virtualenv's
+INTERPRETER = CORE_PATTERN[1:].split()[:2]  # a host's python3 and its flags, as the core_pattern line runs it
 SOURCES = ROOT / "tests" / "support" / "data"
 GOALS_MS = {"small": 200.0, "large": 500.0}
 SUMMARY = re.compile(
@@ -126,7 +128,7 @@ def handle(built: dict[str, Path], conf: Path, core: Path, pid: int) -> dict[str
     values = [str(pid), str(pid), "11", str(int(time.time())), "0", "0", "0", "1", "bench", "!crashy"]
     with core.open("rb") as stdin:
         done = subprocess.run(
-            [PYTHON, "-I", str(built["pyz"]), "--config", str(conf), "core", "--pipe", *values],
+            [*INTERPRETER, str(built["pyz"]), "--config", str(conf), "core", "--pipe", *values],
             stdin=stdin,
             capture_output=True,
             text=True,
@@ -152,11 +154,11 @@ def handle(built: dict[str, Path], conf: Path, core: Path, pid: int) -> dict[str
 
 
 def bare_python(runs: int) -> dict[str, float]:
-    """The baseline: a bare `python3 -I -c pass`, wall and CPU (ms), medians over `runs`."""
+    """The baseline: a bare python3 as the line runs it, `-c pass`: wall and CPU (ms), medians."""
     walls, cpus = [], []
     for _ in range(runs):
         started = time.monotonic()
-        child = subprocess.Popen([PYTHON, "-I", "-c", "pass"])
+        child = subprocess.Popen([*INTERPRETER, "-c", "pass"])
         _, _, usage = os.wait4(child.pid, 0)
         walls.append((time.monotonic() - started) * 1000)
         cpus.append((usage.ru_utime + usage.ru_stime) * 1000)
@@ -238,8 +240,9 @@ def main() -> int:
             server.wait(timeout=60)
         drop_database(url)
     groups = {"small process": runs, f"{args.large_mib} MiB touched": large}
-    print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}; bare python3 -I -c pass: "
-          f"{bare['wall_ms']:.0f} ms wall, {bare['cpu_ms']:.0f} ms CPU (medians of {args.runs})")
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"load average {load}; bare {' '.join(INTERPRETER)} -c pass: {bare['wall_ms']:.0f} ms wall, "
+          f"{bare['cpu_ms']:.0f} ms CPU (medians of {args.runs})")
     print("\n".join(table(groups, bare)))
     met = True
     for goal, chosen in (("small", runs), ("large", large)):

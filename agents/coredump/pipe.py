@@ -1,6 +1,6 @@
 """Pipe mode: the reporter as the kernel's core handler, deciding before the core is read.
 
-    kernel.core_pattern = |/usr/bin/python3 /usr/lib/crashreg/crashreg-report.pyz core --pipe \
+    kernel.core_pattern = |/usr/bin/python3 -IS /usr/lib/crashreg/crashreg-report.pyz core --pipe \
                           %P %I %s %t %c %u %g %d %h %E            (one line: CORE_PATTERN)
     kernel.core_pipe_limit = 16
 
@@ -46,7 +46,9 @@ if TYPE_CHECKING:
 # pid namespace (the handler runs there), signal, dump time, RLIMIT_CORE soft limit, uid, gid,
 # dumpable mode, hostname, the executable's path with '/' written '!'.
 SPECIFIERS = ("P", "I", "s", "t", "c", "u", "g", "d", "h", "E")
-CORE_PATTERN = "|/usr/bin/python3 /usr/lib/crashreg/crashreg-report.pyz core --pipe " + " ".join(
+# -I: no PYTHON* variables, no user site, no working directory on sys.path; -S: no site import
+# (the pyz needs the standard library only, and `site` was a third of a bare python3's start).
+CORE_PATTERN = "|/usr/bin/python3 -IS /usr/lib/crashreg/crashreg-report.pyz core --pipe " + " ".join(
     f"%{s}" for s in SPECIFIERS
 )
 CHUNK = 1 << 20

@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 
 from agents.coredump import core_file_report, read_core_file
+from agents.coredump.pipe import CORE_PATTERN
 from registry.fingerprint import analyse_stack
 from tests.support import DATA
-from tests.support.agents import SYSTEM_PYTHON, Registry, Site, closed_port_url, run_reporter
+from tests.support.agents import Registry, Site, closed_port_url, run_reporter
 from tests.support.cores import compile_programs, core_pattern_problem
 
 TWIN = DATA / "pipe" / "twin.c"
@@ -132,10 +133,13 @@ class Handled:
         return int(found.group(1)), int(found.group(2))
 
 
+INTERPRETER = CORE_PATTERN[1:].split()[:2]  # python3 and its flags, as the core_pattern line has them
+
+
 def handle(conf: Path, twin: Twin, pyz: Path, core: Path | None = None) -> Handled:
     """Run the pyz as the kernel runs a core_pattern pipe: the core on stdin, through a pipe."""
     process = subprocess.Popen(
-        [SYSTEM_PYTHON, "-I", str(pyz), "--config", str(conf), "core", "--pipe", *twin.pipe_values()],
+        [*INTERPRETER, str(pyz), "--config", str(conf), "core", "--pipe", *twin.pipe_values()],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -380,8 +384,7 @@ def test_with_no_stdout_nor_stderr_as_the_kernel_starts_it_the_log_goes_to_the_l
     with twin.core.open("rb") as core:
         done = subprocess.run(
             [
-                SYSTEM_PYTHON,
-                "-I",
+                *INTERPRETER,
                 str(installed / "crashreg-report.pyz"),
                 "--config",
                 str(conf),
