@@ -317,6 +317,25 @@ def test_a_full_core_over_its_cap_is_not_kept_and_the_bounded_core_is(
     )
 
 
+def test_the_directory_cap_makes_room_by_deleting_the_oldest_of_our_cores(
+    twin_crash: Callable[[str], Twin], installed: Path, tmp_path: Path
+) -> None:
+    """CRASHREG_CORE_DIR_MAX_BYTES: the new core is kept, an older core of ours goes (logged),
+    what is not ours stays."""
+    cores = tmp_path / "cores"
+    cores.mkdir()
+    old = cores / "core-00c0ffee.core.gz"
+    old.write_bytes(os.urandom(1 << 20))
+    os.utime(old, (1_700_000_000, 1_700_000_000))
+    (cores / "README").write_bytes(os.urandom(1 << 20))  # not a core of ours: neither counted nor deleted
+    conf = offline_conf(tmp_path, CRASHREG_CORE_DIR_MAX_BYTES=str(1 << 20))
+    handled = handle(conf, twin_crash("null"), installed / "crashreg-report.pyz")
+    assert "full by bundle" in handled.log, handled.log
+    assert "core-00c0ffee.core.gz (1048576 bytes, the oldest of the handler's cores) deleted" in handled.log
+    assert sorted(p.name for p in cores.iterdir()) == ["README", f"{spooled_report_id(tmp_path)}.core.gz"]
+    assert spooled_captures(tmp_path)["core"]["capture"]["status"] == "completed"
+
+
 def spooled_report_id(root: Path) -> str:
     [path] = (root / "spool").glob("core-*.json")
     return path.stem
