@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Executable, Table
+from sqlalchemy import ColumnElement, Executable, Select, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -51,12 +51,19 @@ Increments = dict[str, Callable[[Any], ColumnElement[Any]]]
 
 
 def insert_or_increment_statement(
-    dialect: str, table: Table, conflict: list[str], increments: Increments
+    dialect: str,
+    table: Table,
+    conflict: list[str],
+    increments: Increments,
+    rows: tuple[list[str], Select[Any]] | None = None,
 ) -> Executable:
     """Insert, or apply `increments` (column -> SQL expression of `excluded`) to the existing row.
 
-    Build it once per dialect and execute it with the values as parameters."""
+    Build it once per dialect and execute it with the values as parameters; `rows`: insert these
+    columns from this SELECT instead (inside a bigger statement)."""
     statement = DIALECTS[dialect].insert(table)
+    if rows is not None:
+        statement = statement.from_select(*rows, include_defaults=False)
     return statement.on_conflict_do_update(
         index_elements=conflict,
         set_={column: make(statement.excluded) for column, make in increments.items()},

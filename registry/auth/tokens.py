@@ -10,7 +10,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from flask import g, request
-from sqlalchemy import ColumnElement, and_, bindparam, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from registry.auth.models import ApiToken
@@ -72,12 +72,12 @@ STAMP_LAST_USED = update(ApiToken.__table__).where(
 def authenticate(session: Session, token: str) -> ApiToken | None:
     """The live (unrevoked) token, as a detached ApiToken; never cached, so revocation is immediate."""
     found = session.connection().execute(LIVE_TOKEN, {"token_hash": hash_token(token)}).one_or_none()
-    return accepted(session, found._mapping if found is not None else None)
+    return accepted(session.connection(), found._mapping if found is not None else None)
 
 
-def accepted(session: Session, found: Mapping[str, Any] | None) -> ApiToken | None:
+def accepted(connection: Connection, found: Mapping[str, Any] | None) -> ApiToken | None:
     """The live token row read for a presented token (None: unknown or revoked), as a detached
-    ApiToken, its last use stamped on the session's connection now and then."""
+    ApiToken, its last use stamped on the connection now and then."""
     if found is None:
         return None
     row = ApiToken(**found)
@@ -85,7 +85,7 @@ def accepted(session: Session, found: Mapping[str, Any] | None) -> ApiToken | No
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
         # Coarse last-use stamp: one write per token per few minutes, never per request.
         stale_before = now - LAST_USED_RESOLUTION
-        session.connection().execute(
+        connection.execute(
             STAMP_LAST_USED, {"token_id": row.id, "last_used_at": now, "stale_before": stale_before}
         )
     return row

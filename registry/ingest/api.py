@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 
 from flask import Blueprint, jsonify
 from marshmallow import Schema, fields
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from werkzeug.exceptions import HTTPException
 
 from registry.auth.tokens import accepted, admit, hash_token, load_caller, presented_token, require_scope
@@ -116,8 +116,8 @@ def post_report() -> Any:
     return jsonify(body), 201 if result.created else 200
 
 
-def admit_reporter(session: Any, token: dict[str, Any] | None) -> None:
-    admit(accepted(session, token), REPORTER_SCOPES)
+def admit_reporter(connection: Connection, token: dict[str, Any] | None) -> None:
+    admit(accepted(connection, token), REPORTER_SCOPES)
 
 
 def validated_report() -> tuple[dict[str, Any], dict[str, Any]]:

@@ -49,6 +49,7 @@ from registry.ingest.sql import (
     read_context,
     read_host,
     read_stored_report,
+    report_at_once,
 )
 from registry.outbox import publish
 from registry.signatures.identify import CrashSignature, identify
@@ -91,11 +92,11 @@ class IngestResult:
 @dataclass(frozen=True)
 class Caller:
     """The token a request presented, checked inside the one read (no lookup of its own):
-    `admit` gets the session and the token's live row (None: unknown or revoked) and refuses
+    `admit` gets the connection and the token's live row (None: unknown or revoked) and refuses
     the request (an ApiError) or lets it through."""
 
     token_hash: str
-    admit: Callable[[Session, dict[str, Any] | None], None]
+    admit: Callable[[Connection, dict[str, Any] | None], None]
 
 
 def payload_digest(raw: dict[str, Any]) -> str:
@@ -199,27 +200,17 @@ def fingerprinted(engine: Engine, report: dict[str, Any]) -> tuple[CrashSignatur
 def stored_or_replayed(
     db: Database, settings: Settings, incoming: IncomingReport, caller: Caller | None
 ) -> IngestResult:
-    """The report stored in one transaction, or the answer it was first given."""
-    crash = incoming.crash
+    """The report stored, or the answer it was first given."""
     try:
-        # One transaction for the caller's token, the replay check and the store: each session
-        # costs a pool checkout, BEGIN, COMMIT and a reset, which dominate a storm.
+        if db.engine.dialect.name == "postgresql":
+            return stored_on_postgresql(db, settings, incoming, caller)
+        # SQLite: one BEGIN IMMEDIATE transaction from the read on, which serialises its writers.
         with db.session() as session:
             connection = session.connection()
-            context = read_context(
-                connection,
-                incoming.report_id,
-                incoming.host["hostname"],
-                crash.fingerprint if crash else None,
-                caller.token_hash if caller else None,
-            )
-            if caller is not None:
-                caller.admit(session, context.token)
-            replay = replayed_answer(context.stored, incoming.digest)
+            context, replay = checked(connection, incoming, caller)
             if replay is not None:
                 return IngestResult(replay, created=False)
-            answer = store(session, connection, settings, incoming, context)
-            return IngestResult(answer, created=True, unfingerprinted=incoming.engine_error is not None)
+            return created(incoming, store(session, connection, settings, incoming, context))
     except IntegrityError:
         # Another worker stored this report_id between our check and our commit.
         with db.session() as session:
@@ -228,6 +219,49 @@ def stored_or_replayed(
         if replay is None:
             raise
         return IngestResult(replay, created=False)
+
+
+def stored_on_postgresql(
+    db: Database, settings: Settings, incoming: IncomingReport, caller: Caller | None
+) -> IngestResult:
+    """PostgreSQL: the one read and, in the storm's common case, the one write (`stored_at_once`)
+    each commit by themselves, with no BEGIN and COMMIT round trips: one statement is atomic,
+    and under READ COMMITTED each statement of a transaction reads a snapshot of its own anyway,
+    so the read sees outside a transaction what it would see inside one. Any other report takes
+    `store`'s steps in a transaction, on the same connection."""
+    with db.engine.connect() as connection:
+        connection.execution_options(isolation_level="AUTOCOMMIT")
+        context, replay = checked(connection, incoming, caller)
+        if replay is not None:
+            return IngestResult(replay, created=False)
+        answer = stored_at_once(connection, settings, incoming, context)
+        if answer is None:
+            connection.commit()  # a token's last-use stamp (autocommitted already) ends its Core transaction
+            connection.execution_options(isolation_level=connection.default_isolation_level)
+            with Session(bind=connection, expire_on_commit=False) as session, session.begin():
+                answer = store(session, session.connection(), settings, incoming, context)
+        return created(incoming, answer)
+
+
+def checked(
+    connection: Connection, incoming: IncomingReport, caller: Caller | None
+) -> tuple[IngestContext, ReportAnswer | None]:
+    """The one read, the caller admitted by it, and the first answer if the report is a resend."""
+    crash = incoming.crash
+    context = read_context(
+        connection,
+        incoming.report_id,
+        incoming.host["hostname"],
+        crash.fingerprint if crash else None,
+        caller.token_hash if caller else None,
+    )
+    if caller is not None:
+        caller.admit(connection, context.token)
+    return context, replayed_answer(context.stored, incoming.digest)
+
+
+def created(incoming: IncomingReport, answer: ReportAnswer) -> IngestResult:
+    return IngestResult(answer, created=True, unfingerprinted=incoming.engine_error is not None)
 
 
 def replayed_answer(stored: StoredReport | None, digest: str) -> ReportAnswer | None:
@@ -259,13 +293,7 @@ def store(
         routing.signature, host.attributes["kernel_version"], incoming.fields["crashed_at"]
     )
     # When no claim can win, the answer is stored by the event's insert (no update after it).
-    planned = (
-        NO_DUMP_DECISIONS.get(incoming.fields["source"])
-        or (ENGINE_FAILED if incoming.engine_error else None)
-        or decision_without_claim(
-            routing.signature, regression == REGRESSED, settings, routing.is_new, routing.slots
-        )
-    )
+    planned = planned_decision(settings, incoming, routing, regression)
     boot_key = pstore_partner(connection, host.id, incoming) or incoming.boot_key
     event, created = find_or_open_event(
         session, connection, statements, host, incoming, boot_key, routing.signature, planned, regression
@@ -275,19 +303,91 @@ def store(
         if event.capture is None:
             event.capture = claimed_decision(session, connection, settings, routing, event)
     answer = answer_of(session, routing, event)
-    STORE_REPORT.execute(
-        connection,
-        {
-            "report_id": incoming.report_id,
-            "event_id": event.id,
-            "source": incoming.fields["source"],
-            "payload_sha256": incoming.digest,
-            "payload": {k: v for k, v in incoming.raw.items() if k != "console_log"},
-            "console_log": incoming.fields.get("console_log"),
-            "answer": answer,
-        },
-    )
+    STORE_REPORT.execute(connection, report_values(incoming) | {"event_id": event.id, "answer": answer})
     return answer
+
+
+def planned_decision(
+    settings: Settings, incoming: IncomingReport, routing: Routing, regression: str | None
+) -> CaptureDecision | None:
+    """The answer known before the event is stored; None when only a claim can say."""
+    return (
+        NO_DUMP_DECISIONS.get(incoming.fields["source"])
+        or (ENGINE_FAILED if incoming.engine_error else None)
+        or decision_without_claim(
+            routing.signature, regression == REGRESSED, settings, routing.is_new, routing.slots
+        )
+    )
+
+
+def stored_at_once(
+    connection: Connection, settings: Settings, incoming: IncomingReport, context: IngestContext
+) -> ReportAnswer | None:
+    """PostgreSQL, the storm's common case in one statement (`report_at_once`): a report of a
+    known signature (or of no crash) whose answer needs no claim and whose event writes nothing
+    else: no regression to flag, no earlier first sighting, no pstore record to pair. The
+    answer is `store`'s for the same report. None: nothing was stored (but maybe the host), the
+    report takes `store`'s steps (a new or merged signature, a claim that might win, a second
+    source of a crash joining its event, a host another report created meanwhile)."""
+    report, signature = incoming.fields, context.signature
+    if incoming.crash is not None and (signature is None or signature.merged_into_id is not None):
+        return None
+    if signature is not None and report["crashed_at"] < signature.first_seen:
+        return None
+    if report["source"] == "pstore" and not report.get("boot_id") and incoming.crash is not None:
+        return None
+    reported = {name: incoming.host.get(name) for name in HOST_ATTRIBUTES}
+    reported["labels"] = incoming.host.get("labels") or {}
+    attributes = snapshot(context.host.attributes if context.host else reported, incoming.host)
+    regression = regression_of(signature, attributes["kernel_version"], report["crashed_at"])
+    routing = Routing(signature, is_new=False, stats=context.stats, slots=context.slots)
+    planned = planned_decision(settings, incoming, routing, regression)
+    if planned is None or regression == REGRESSED:
+        return None
+    # The answer's event_id is the one thing the statement adds to it.
+    event = OpenEvent(0, report["crashed_at"], attributes["kernel_version"], [report["source"]],
+                      signature.id if signature else None, planned, regression, counted=bool(signature))
+    answer = answer_of(None, routing, event)
+    now = utcnow()
+    host = reported | {"hostname": incoming.host["hostname"], "first_seen": now, "updated_at": now,
+                       "in_inventory": False}
+    event_columns = event_values(attributes, incoming, incoming.boot_key, signature, planned, regression)
+    values = (
+        {"signature_id": event.signature_id, "report_answer": without(answer, "event_id")}
+        | ({"host_id": context.host.id} if context.host else prefixed("host", host))
+        | prefixed("event", event_columns | {"received_at": now})
+        | prefixed("report", report_values(incoming) | {"received_at": now})
+    )
+    statement = report_at_once(
+        None if context.host else tuple(host),
+        (*event_columns, "received_at"),
+        (*REPORT_COLUMNS, "received_at"),
+    )
+    event_id = statement.scalar(connection, values)
+    return None if event_id is None else cast(ReportAnswer, answer | {"event_id": str(event_id)})
+
+
+def prefixed(prefix: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {f"{prefix}_{name}": value for name, value in values.items()}
+
+
+def without(values: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if key != name}
+
+
+REPORT_COLUMNS = ("report_id", "source", "payload_sha256", "payload", "console_log")
+
+
+def report_values(incoming: IncomingReport) -> dict[str, Any]:
+    """The reports row of a new report, but for its event and answer."""
+    values = (
+        incoming.report_id,
+        incoming.fields["source"],
+        incoming.digest,
+        without(incoming.raw, "console_log"),
+        incoming.fields.get("console_log"),
+    )
+    return dict(zip(REPORT_COLUMNS, values, strict=True))
 
 
 def host_at_crash(
@@ -381,30 +481,10 @@ def find_or_open_event(
     regression: str | None,
 ) -> tuple[OpenEvent, bool]:
     """One event per crash: reports with the same hostname and boot key join it (False)."""
-    crash, report = incoming.crash, incoming.fields
-    fingerprinted = {
-        "signature_id": signature.id if signature else None,
-        "fingerprint": crash.fingerprint if crash else None,
-        "algorithm_version": crash.algorithm_version if crash else None,
-        "title": crash.title[:512] if crash else None,
-        "explanation": crash.explanation if crash else None,
-        "fingerprint_error": incoming.engine_error,
+    report = incoming.fields
+    values = event_values(host.attributes, incoming, boot_key, signature, planned, regression) | {
+        "host_id": host.id
     }
-    values = host.attributes | fingerprinted | {
-        "host_id": host.id,
-        "hostname": incoming.host["hostname"],
-        "boot_key": boot_key,
-        "boot_id": report.get("boot_id"),
-        "crashed_at": report["crashed_at"],
-        "uptime_s": report.get("uptime_s"),
-        "repeats": report["repeat_count"],
-        "first_source": report["source"],
-        "sources": [report["source"]],
-        "capture_action": planned.action if planned else "pending",
-        "capture_reason": planned.reason if planned else "",
-        "capture_dump_level": planned.dump_level if planned else None,
-        "regression": regression,
-    } | process_attributes(report)
     created_id = statements.insert_event.scalar(connection, values)
     if created_id is not None:
         event = OpenEvent(
@@ -430,7 +510,7 @@ def find_or_open_event(
     changes: dict[str, Any] = {}
     if event.signature_id is None and signature is not None:
         # The first source could not fingerprint (e.g. a DPU with no log); this one can.
-        changes |= fingerprinted
+        changes |= fingerprint_values(incoming, signature)
         count_event(session, signature.id, event.id, event.crashed_at)
         event.counted = True
     if report["source"] not in event.sources:
@@ -440,6 +520,45 @@ def find_or_open_event(
     if changes:
         connection.execute(update(Event.__table__).where(EVENTS.id == event.id).values(**changes))
     return event, False
+
+
+def fingerprint_values(incoming: IncomingReport, signature: SignatureSnapshot | None) -> dict[str, Any]:
+    """An event's columns from the engine's verdict and the signature it routes to."""
+    crash = incoming.crash
+    return {
+        "signature_id": signature.id if signature else None,
+        "fingerprint": crash.fingerprint if crash else None,
+        "algorithm_version": crash.algorithm_version if crash else None,
+        "title": crash.title[:512] if crash else None,
+        "explanation": crash.explanation if crash else None,
+        "fingerprint_error": incoming.engine_error,
+    }
+
+
+def event_values(
+    attributes: dict[str, Any],
+    incoming: IncomingReport,
+    boot_key: str,
+    signature: SignatureSnapshot | None,
+    planned: CaptureDecision | None,
+    regression: str | None,
+) -> dict[str, Any]:
+    """A new event's columns but its host_id (and received_at, a default)."""
+    report = incoming.fields
+    return attributes | fingerprint_values(incoming, signature) | {
+        "hostname": incoming.host["hostname"],
+        "boot_key": boot_key,
+        "boot_id": report.get("boot_id"),
+        "crashed_at": report["crashed_at"],
+        "uptime_s": report.get("uptime_s"),
+        "repeats": report["repeat_count"],
+        "first_source": report["source"],
+        "sources": [report["source"]],
+        "capture_action": planned.action if planned else "pending",
+        "capture_reason": planned.reason if planned else "",
+        "capture_dump_level": planned.dump_level if planned else None,
+        "regression": regression,
+    } | process_attributes(report)
 
 
 def pstore_partner(connection: Connection, host_id: int, incoming: IncomingReport) -> str | None:
@@ -510,7 +629,7 @@ def claimed_decision(
     return decision
 
 
-def answer_of(session: Session, routing: Routing, event: OpenEvent) -> ReportAnswer:
+def answer_of(session: Session | None, routing: Routing, event: OpenEvent) -> ReportAnswer:
     assert event.capture is not None
     signature = routing.signature
     return {
@@ -522,7 +641,7 @@ def answer_of(session: Session, routing: Routing, event: OpenEvent) -> ReportAns
     }
 
 
-def signature_summary(session: Session, routing: Routing, event: OpenEvent) -> SignatureSummary:
+def signature_summary(session: Session | None, routing: Routing, event: OpenEvent) -> SignatureSummary:
     """The answer's signature object. Its counts are the ones read before the writes plus this
     event (what a read after them would see, without the round trip); a signature the read
     did not describe (a merged one's survivor) is read now."""
@@ -536,5 +655,6 @@ def signature_summary(session: Session, routing: Routing, event: OpenEvent) -> S
         if event.counted:
             events, last_seen = events + 1, max(last_seen or event.crashed_at, event.crashed_at)
     else:
+        assert session is not None  # only a signature the read did not describe is read now
         return summary(session, signature)
     return summary(session, signature, (events, last_seen), jira_key)

@@ -14,7 +14,20 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, bindparam, insert, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Table,
+    Text,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from registry.auth.models import ApiToken
 from registry.auth.tokens import live_token
@@ -23,9 +36,15 @@ from registry.capture.models import CaptureSlot
 from registry.capture.policy import Slot
 from registry.core.events import PANIC_SOURCES, Event, Report
 from registry.core.hosts import HOST_ATTRIBUTES, Host
-from registry.core.signatures import Signature
+from registry.core.signatures import COUNTER_SHARDS, Signature
 from registry.direct import DirectStatement
-from registry.signatures.service import SNAPSHOT_FIELDS, SignatureSnapshot, known_signature_id, stats_columns
+from registry.signatures.service import (
+    SNAPSHOT_FIELDS,
+    SignatureSnapshot,
+    counting,
+    known_signature_id,
+    stats_columns,
+)
 from registry.upsert import insert_ignore_statement
 
 REPORTS, HOSTS, EVENTS, SIGNATURES, TOKENS = (
@@ -118,6 +137,73 @@ DECIDED = (
     )
 )
 STORE_REPORT = DirectStatement(insert(Report.__table__))
+
+
+
+
+def _bound(table: Table, prefix: str, names: tuple[str, ...]) -> list[Any]:
+    return [bindparam(f"{prefix}_{name}", type_=table.c[name].type) for name in names]
+
+
+@cache
+def report_at_once(
+    host_columns: tuple[str, ...] | None, event_columns: tuple[str, ...], report_columns: tuple[str, ...]
+) -> DirectStatement:
+    """PostgreSQL: a report's writes in one statement (data-modifying CTEs, one snapshot, all
+    or nothing), for the storm's common case: the host (inserted unless `host_columns` is None:
+    known, its id the `host_id` parameter), the event, its signature's counter shard (with a
+    `signature_id`) and the report, whose answer gets the event's id (`report_answer` is the rest
+    of it). Its one row is the event's id; none when the host or the event was stored by another
+    report first (the same crash from a second source: joining it takes `store`'s steps), and
+    then nothing was written but the host. Parameters are named `<table>_<column>`; every column
+    is given (no Python default is filled in)."""
+    hosts, events, reports = Host.__table__, Event.__table__, Report.__table__
+    if host_columns is None:
+        host = select(bindparam("host_id", type_=HOSTS.id.type).label("id")).cte("host")
+    else:
+        host = (
+            pg_insert(hosts)
+            .from_select(host_columns, select(*_bound(hosts, "host", host_columns)), include_defaults=False)
+            .on_conflict_do_nothing(index_elements=["hostname"])
+            .returning(HOSTS.id)
+            .cte("host")
+        )
+    event = (
+        pg_insert(events)
+        .from_select(
+            [*event_columns, "host_id"],
+            select(*_bound(events, "event", event_columns), host.c.id),
+            include_defaults=False,
+        )
+        .on_conflict_do_nothing(index_elements=["host_id", "boot_key"])
+        .returning(EVENTS.id)
+        .cte("event")
+    )
+    counted = counting(
+        "postgresql",
+        (
+            ["signature_id", "shard", "events", "last_seen"],
+            select(
+                bindparam("signature_id", type_=SIGNATURES.id.type),
+                event.c.id % COUNTER_SHARDS,
+                literal(1),
+                bindparam("event_crashed_at", type_=EVENTS.crashed_at.type),
+            ).where(bindparam("signature_id", type_=SIGNATURES.id.type).is_not(None)),
+        ),
+    ).cte("counted")
+    answer = bindparam("report_answer", type_=REPORTS.answer.type).op("||")(
+        func.jsonb_build_object("event_id", cast(event.c.id, Text))
+    )
+    stored = (
+        pg_insert(reports)
+        .from_select(
+            [*report_columns, "event_id", "answer"],
+            select(*_bound(reports, "report", report_columns), event.c.id, answer),
+            include_defaults=False,
+        )
+        .cte("stored")
+    )
+    return DirectStatement(select(event.c.id).add_cte(counted, stored))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, TypedDict
 
-from sqlalchemy import ColumnElement, bindparam, func, select, update
+from sqlalchemy import ColumnElement, Executable, Select, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from registry.bounds import plausible
@@ -164,8 +164,13 @@ def count_event(session: Session, signature_id: int, event_id: int, crashed_at: 
 
 @cache
 def count_event_statement(dialect: str) -> DirectStatement:
+    return DirectStatement(counting(dialect))
+
+
+def counting(dialect: str, rows: tuple[list[str], Select[Any]] | None = None) -> Executable:
+    """The counter shard's insert-or-add (`rows`: the counted rows come from this SELECT)."""
     greatest = func.max if dialect == "sqlite" else func.greatest
-    statement = insert_or_increment_statement(
+    return insert_or_increment_statement(
         dialect,
         SignatureCounter.__table__,
         ["signature_id", "shard"],
@@ -173,8 +178,8 @@ def count_event_statement(dialect: str) -> DirectStatement:
             "events": lambda excluded: SignatureCounter.events + excluded.events,
             "last_seen": lambda excluded: greatest(SignatureCounter.last_seen, excluded.last_seen),
         },
+        rows,
     )
-    return DirectStatement(statement)
 
 
 def stats_subquery() -> Any:
@@ -269,7 +274,7 @@ class SignatureDetail(SignatureSummary):
 
 
 def summary(
-    session: Session,
+    session: Session | None,
     signature: Signature | SignatureSnapshot,
     stats: tuple[int, datetime | None] | None = None,
     jira_key: str | None = None,
@@ -277,6 +282,7 @@ def summary(
     """The contract's signature object; callers that already know the counts pass them with
     the Jira key, others get both in one round trip."""
     if stats is None:
+        assert session is not None
         stats, jira_key = stats_and_jira_key(session, signature.id)
     event_count, last_seen = stats
     return {
