@@ -38,7 +38,9 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -418,6 +420,42 @@ def start_gunicorn(url: str, port: int, log: Path, workers: int) -> subprocess.P
     raise SystemExit(f"gunicorn did not become ready; see {log}")
 
 
+@contextmanager
+def fresh_database() -> Iterator[tuple[str, str]]:
+    """A new PostgreSQL database, migrated, with a reporter token and the floor route's table;
+    its URL and the token. Dropped afterwards."""
+    url = create_database()
+    try:
+        upgrade(url)
+        database = Database(url)
+        with database.session() as session:
+            token, _ = create_token(session, "storm", "report", "agent")
+            session.execute(text(FLOOR_TABLE))
+        database.dispose()
+        yield url, token
+    finally:
+        drop_database(url)
+
+
+@contextmanager
+def serving(
+    url: str, workers: int, token: str, concurrency: int, label: str
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """gunicorn serving bench_app() on the database, every worker warmed up; the server and its
+    port. Stopped afterwards (if it is still running)."""
+    port = free_port()
+    server_log = Path(tempfile.mkdtemp(prefix="crashreg-storm-")) / "gunicorn.log"
+    server = start_gunicorn(url, port, server_log, workers)
+    try:
+        with click.progressbar(length=concurrency, label=f"{label:10s} warm-up    ") as progress:
+            warm_up(port, token, concurrency, progress)
+        yield server, port
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=60)
+
+
 def worker_pids(master: int) -> list[int]:
     children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
     return sorted(int(pid) for pid in children)
@@ -490,26 +528,43 @@ def warm_up(port: int, token: str, concurrency: int, progress: Any) -> None:
 # --- checking what was stored --------------------------------------------------------------------
 
 
-def audit(url: str, outcome: Outcome) -> dict[str, int]:
-    """Lost acknowledgements, duplicates and full captures, from the database itself."""
+@dataclass(frozen=True)
+class Stored:
+    """What the storm left in the database: report_id -> event id, events, hosts with an event,
+    events answered with a full capture."""
+
+    reports: dict[str, int]
+    events: int
+    hosts: int
+    full: int
+
+
+def stored_storm(url: str) -> Stored:
     database = Database(url)
-    answers = outcome.parsed_answers()
-    acknowledged = {body["report_id"]: answer["event_id"] for body, _, answer in answers}
-    events_by_report: dict[str, set[str]] = {}
-    for body, _, answer in answers:
-        events_by_report.setdefault(body["report_id"], set()).add(answer["event_id"])
     with database.engine.connect() as connection:
-        stored = dict(
+        reports = dict(
             connection.execute(text("SELECT report_id, event_id FROM reports WHERE report_id LIKE 'storm-%'"))
             .all()
         )
-        events = connection.execute(
+        events, hosts = connection.execute(
             text("SELECT count(*), count(DISTINCT hostname) FROM events WHERE hostname LIKE 'gpu-%'")
         ).one()
         full = connection.execute(
             text("SELECT count(*) FROM events WHERE hostname LIKE 'gpu-%' AND capture_action = 'full'")
         ).scalar_one()
     database.dispose()
+    return Stored(reports, events, hosts, full)
+
+
+def audit(url: str, outcome: Outcome) -> dict[str, int]:
+    """Lost acknowledgements, duplicates and full captures, from the database itself."""
+    answers = outcome.parsed_answers()
+    acknowledged = {body["report_id"]: answer["event_id"] for body, _, answer in answers}
+    events_by_report: dict[str, set[str]] = {}
+    for body, _, answer in answers:
+        events_by_report.setdefault(body["report_id"], set()).add(answer["event_id"])
+    found = stored_storm(url)
+    stored, events, full = found.reports, (found.events, found.hosts), found.full
     return {
         "acknowledged": len(acknowledged),
         "lost": sum(1 for report_id in acknowledged if report_id not in stored),
@@ -584,21 +639,9 @@ def run_pattern(
     K full captures and the audit hold for each pattern alike."""
     keep_alive = pattern == "keep-alive"
     load_at_start = os.getloadavg()[0]
-    url = create_database()
-    server = None
-    try:
-        upgrade(url)
+    with fresh_database() as (url, token), serving(url, args.gunicorn["workers"], token, args.concurrency,
+                                                   pattern) as (server, port):
         settings = Settings(database_url=url)
-        database = Database(url)
-        with database.session() as session:
-            token, _ = create_token(session, "storm", "report", "agent")
-            session.execute(text(FLOOR_TABLE))
-        database.dispose()
-        port = free_port()
-        server_log = Path(tempfile.mkdtemp(prefix="crashreg-storm-")) / "gunicorn.log"
-        server = start_gunicorn(url, port, server_log, args.gunicorn["workers"])
-        with click.progressbar(length=args.concurrency, label=f"{pattern:10s} warm-up    ") as progress:
-            warm_up(port, token, args.concurrency, progress)
         bare_length = int(args.bare_seconds * 3000)
         sent = [json.dumps(body).encode() for body in bodies]
         with click.progressbar(length=bare_length, label=f"{pattern:10s} bare route ") as bar:
@@ -617,14 +660,11 @@ def run_pattern(
         floor, floor_cpu = storm_phase("/floor/", "floor route")
         storm, storm_cpu = storm_phase("/api/v1/reports", "crash storm")
         rss = {pid: round(peak_rss_mb(pid), 1) for pid in worker_pids(server.pid)}
-    finally:
-        if server is not None:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=60)
-    checks = audit(url, storm)
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+        checks = audit(url, storm)
     if args.profile:
         print_profile(args.profile)
-    drop_database(url)
 
     bare_rate = len(bare.latencies) / bare.elapsed
     storm_rate = len(storm.latencies) / storm.elapsed
