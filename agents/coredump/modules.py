@@ -76,20 +76,42 @@ class Symbols:
         return index < len(self.starts) and self.starts[index] == address
 
 
+Contents = tuple["EhFrame | None", Symbols]  # a module's CFI and function symbols
+
+
+def _no_contents() -> Contents:
+    return None, Symbols()
+
+
 @dataclass
 class Module:
-    """One mapped ELF object."""
+    """One mapped ELF object. Its CFI and symbols are parsed the first time they are asked
+    for: most objects a process maps are never on the crashing thread's stack, and parsing a
+    large library's tables is most of a handler's reading before its answer."""
 
     path: str
     start: int  # lowest mapped address
     end: int
     bias: int  # runtime address - link-time address
     build_id: str | None = None
-    eh_frame: EhFrame | None = None
-    symbols: Symbols = field(default_factory=Symbols)
+    contents: Callable[[], Contents] = _no_contents  # parses .eh_frame and the symbols
     source: str = "memory"  # file | memory: where its CFI and symbols came from
     text: Reader | None = None  # link-time address -> the file's bytes (code a core leaves out)
     handle: BinaryIO | None = None
+    parsed: Contents | None = field(default=None, repr=False)
+
+    def _parsed(self) -> Contents:
+        if self.parsed is None:
+            self.parsed = self.contents()
+        return self.parsed
+
+    @property
+    def eh_frame(self) -> EhFrame | None:
+        return self._parsed()[0]
+
+    @property
+    def symbols(self) -> Symbols:
+        return self._parsed()[1]
 
     def read_text(self, address: int, size: int) -> bytes | None:
         return self.text(address - self.bias, size) if self.text else None
@@ -128,8 +150,9 @@ def _section_bytes(read: Reader, section: Section) -> bytes | None:
     return read(section.offset, section.size)
 
 
-def load_from_file(read: Reader) -> tuple[str | None, EhFrame | None, Symbols, list[Segment]]:
-    """Build-id, .eh_frame and function symbols (.symtab, else .dynsym) of an ELF file."""
+def load_from_file(read: Reader) -> tuple[str | None, list[Segment], Callable[[], Contents]]:
+    """Build-id and program headers of an ELF file (its headers and notes only), and how to
+    parse its .eh_frame and function symbols (.symtab, else .dynsym)."""
     header = parse_header(read(0, EHDR.size))
     segments = read_segments(read, header)
     sections = read_sections(read, header)
@@ -140,24 +163,28 @@ def load_from_file(read: Reader) -> tuple[str | None, EhFrame | None, Symbols, l
             build_id = build_id_of(iter_notes(_section_bytes(read, section) or b""))
     if build_id is None:
         build_id = _segment_build_id(read, segments, file_offsets=True)
-    eh_frame = None
-    if ".eh_frame" in by_name:
-        frame = by_name[".eh_frame"]
-        data = _section_bytes(read, frame)
-        hdr = by_name.get(".eh_frame_hdr")
-        if data:
-            eh_frame = EhFrame(data, frame.addr, _section_bytes(read, hdr) if hdr else None,
-                               hdr.addr if hdr else 0)
-    symbols = Symbols()
-    for kind in (SHT_SYMTAB, SHT_DYNSYM):
-        table = next((s for s in sections if s.kind == kind), None)
-        if table is None or table.link >= len(sections):
-            continue
-        symbols = _parse_symbols(_section_bytes(read, table) or b"",
-                                 _section_bytes(read, sections[table.link]) or b"")
-        if symbols.starts:
-            break
-    return build_id, eh_frame, symbols, segments
+
+    def contents() -> Contents:
+        eh_frame = None
+        if ".eh_frame" in by_name:
+            frame = by_name[".eh_frame"]
+            data = _section_bytes(read, frame)
+            hdr = by_name.get(".eh_frame_hdr")
+            if data:
+                eh_frame = EhFrame(data, frame.addr, _section_bytes(read, hdr) if hdr else None,
+                                   hdr.addr if hdr else 0)
+        symbols = Symbols()
+        for kind in (SHT_SYMTAB, SHT_DYNSYM):
+            table = next((s for s in sections if s.kind == kind), None)
+            if table is None or table.link >= len(sections):
+                continue
+            symbols = _parse_symbols(_section_bytes(read, table) or b"",
+                                     _section_bytes(read, sections[table.link]) or b"")
+            if symbols.starts:
+                break
+        return eh_frame, symbols
+
+    return build_id, segments, contents
 
 
 def _segment_build_id(read: Reader, segments: list[Segment], file_offsets: bool) -> str | None:
@@ -246,15 +273,15 @@ class MemoryImage:
     def _link_address(self, address: int) -> int:
         return address - self.bias if address >= self.start else address
 
-    def sections_in_memory(self) -> tuple[EhFrame | None, Symbols]:
+    def sections_in_memory(self) -> Contents:
         """The vdso is a whole ELF image in memory, section headers included."""
         def read(at: int, size: int) -> bytes | None:
             return self.memory.read(self.start + at, size) if 0 < size <= MAX_IMAGE_BYTES else None
         try:
-            _, eh_frame, symbols, _ = load_from_file(read)
+            _, _, contents = load_from_file(read)
         except NotElf:
             return None, Symbols()
-        return eh_frame, symbols
+        return contents()
 
 
 def _file_reader(handle: BinaryIO) -> Reader:
@@ -318,17 +345,19 @@ def _load_module(path: str, base: int, start: int, end: int, memory: Memory, ope
     if handle is not None:
         read = _file_reader(handle)
         try:
-            build_id, eh_frame, symbols, segments = load_from_file(read)
+            build_id, segments, contents = load_from_file(read)
             usable = memory_build_id is None or build_id == memory_build_id
         except NotElf:
             usable = False
         if usable:
-            return Module(path, start, end, base - link_base(segments), build_id, eh_frame, symbols, "file",
+            return Module(path, start, end, base - link_base(segments), build_id, contents, "file",
                           _text_reader(read, segments), handle)
         handle.close()
     if image is None:
         return None
-    return Module(path, start, end, image.bias, memory_build_id, image.eh_frame(), image.dynamic_symbols())
+    in_memory = image
+    return Module(path, start, end, image.bias, memory_build_id,
+                  lambda: (in_memory.eh_frame(), in_memory.dynamic_symbols()))
 
 
 def _load_vdso(address: int, memory: Memory) -> Module | None:
@@ -337,10 +366,13 @@ def _load_vdso(address: int, memory: Memory) -> Module | None:
     except NotElf:
         return None
     size = max((s.vaddr + s.memsz for s in image.segments if s.kind == PT_LOAD), default=0x2000)
-    eh_frame, symbols = image.sections_in_memory()
+
+    def contents() -> Contents:
+        eh_frame, symbols = image.sections_in_memory()
+        return eh_frame or image.eh_frame(), symbols if symbols.starts else image.dynamic_symbols()
+
     return Module(VDSO_PATH, address, address + ((size + 0xFFF) & ~0xFFF) - link_base(image.segments),
-                  image.bias, image.build_id(), eh_frame or image.eh_frame(),
-                  symbols if symbols.starts else image.dynamic_symbols())
+                  image.bias, image.build_id(), contents)
 
 
 def file_opener(executable: str | None = None, main_path: str | None = None) -> Opener:
