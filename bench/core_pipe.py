@@ -121,6 +121,9 @@ def crash(built: dict[str, Path], directory: Path,
         if time.monotonic() > deadline:
             raise RuntimeError("the twin never reached its fault")
         time.sleep(0.01)
+    # The kernel writes this core to disk here (a pipe handler would get it on stdin instead):
+    # let it reach the disk first, or the registry's database commits queue behind it.
+    os.sync()
     return next(directory.glob("core*")), int(ready.read_text())
 
 
