@@ -1,0 +1,123 @@
+"""CPU a report in-process, the registry against the floor route: no gunicorn, no client.
+
+    cd TREE && /work/main/.venv/bin/python /work/main/bench/ingest_cpu.py [--hosts 1000] [--profile OUT]
+
+The code measured is the tree it runs in (its registry/ and bench/storm.py), so one command
+compares commits: check each out (`git worktree add /tmp/before REV`) and alternate the runs.
+The storm's requests (bench/storm.py: one real log varied per host, 10% resends) go straight to
+the WSGI app storm.py serves (the floor route, then the registry, on a fresh PostgreSQL
+database), one at a time in this process. Printed per request: this process's CPU (the
+worker's part: Flask, validation, fingerprinting, the driver) and PostgreSQL's backends' CPU
+(from /proc), and the registry's ratio to the floor route. Without the machine's other work
+between requests (accepting, gunicorn's parsing, scheduling), the ratio shows what the code
+costs; bench/storm.py and bench/wrk_storm.py measure the served whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TREE = Path.cwd()
+sys.path[:0] = [str(TREE), str(TREE / "bench")]
+
+import storm  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+
+from registry.auth.tokens import create_token  # noqa: E402
+from registry.db import Database  # noqa: E402
+from registry.migrate import upgrade  # noqa: E402
+
+
+def environ(path: str, body: bytes, token: str) -> dict[str, Any]:
+    return {
+        "REQUEST_METHOD": "POST", "PATH_INFO": path, "SCRIPT_NAME": "", "QUERY_STRING": "",
+        "SERVER_NAME": "bench", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1", "HTTP_HOST": "bench",
+        "HTTP_AUTHORIZATION": f"Bearer {token}", "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "wsgi.url_scheme": "http",
+        "wsgi.errors": sys.stderr, "wsgi.multithread": False, "wsgi.multiprocess": True,
+        "wsgi.run_once": False, "wsgi.version": (1, 0), "REMOTE_ADDR": "127.0.0.1",
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--profile", type=Path, help="cProfile the registry's requests into this file")
+    args = parser.parse_args()
+    url = storm.create_database()
+    try:
+        upgrade(url)
+        database = Database(url)
+        with database.session() as session:
+            token, _ = create_token(session, "storm", "report", "agent")
+            session.execute(text(storm.FLOOR_TABLE))
+        database.dispose()
+        os.environ["CRASHREG_DATABASE_URL"] = url
+        os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="crashreg-ingest-cpu-"))
+        app = storm.bench_app()
+        template = storm.DEFAULT_LOG.read_text(errors="replace").partition("\n\n")[2]
+        bodies = [json.dumps(body).encode() for body in storm.storm_requests(template, args.hosts)]
+        statuses: list[str] = []
+
+        def call(path: str, body: bytes) -> None:
+            answer = app(environ(path, body, token), lambda status, *_: statuses.append(status))
+            b"".join(answer)
+            getattr(answer, "close", lambda: None)()
+
+        logging.getLogger("crashreg").handlers[0].setStream(open(os.devnull, "w"))  # noqa: SIM115
+        for number in range(20):  # imports, connections, compiled statements, a signature
+            warm = {
+                "report_id": f"warm-{number}", "source": "crash_kernel", "crashed_at": "2026-11-29T00:00:00Z",
+                "host": {"hostname": f"warm-{number}"}, "console_log": "Kernel panic - not syncing: warm up",
+            }
+            call("/api/v1/reports", json.dumps(warm).encode())
+            call("/floor/", json.dumps(warm).encode())
+
+        def backends() -> float:
+            return sum(storm.cpu_seconds(storm.database_backends(url)).values())
+
+        costs = {}
+        for name, path in (("floor route", "/floor/"), ("registry", "/api/v1/reports")):
+            statuses.clear()
+            profile = None
+            if args.profile and name == "registry":
+                import cProfile
+
+                profile = cProfile.Profile(time.process_time)
+                profile.enable()
+            postgres, own = backends(), time.process_time()
+            for body in bodies:
+                call(path, body)
+            own, postgres = time.process_time() - own, backends() - postgres
+            if profile is not None:
+                profile.disable()
+                profile.dump_stats(args.profile)
+            failed = [status for status in statuses if not status.startswith("20")]
+            if failed:
+                raise SystemExit(f"{name}: {len(failed)} failed requests, e.g. {failed[0]}")
+            costs[name] = (own / len(bodies) * 1000, postgres / len(bodies) * 1000)
+            own_ms, postgres_ms = costs[name]
+            print(f"{name:12s} CPU a request: process {own_ms:.2f} ms, PostgreSQL {postgres_ms:.2f} ms, "
+                  f"together {own_ms + postgres_ms:.2f} ms")
+        (floor_own, floor_pg), (own, pg) = costs["floor route"], costs["registry"]
+        print(f"registry / floor route: together {(own + pg) / (floor_own + floor_pg):.2f}x, process "
+              f"{own / floor_own:.2f}x, PostgreSQL {pg / floor_pg:.2f}x; "
+              f"load average {os.getloadavg()[0]:.1f}")
+    finally:
+        storm.drop_database(url)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
