@@ -1,5 +1,7 @@
 """Walk a thread's stack: .eh_frame CFI first, then the %rbp chain, then "[rsp] holds a
-return address" (a value just after a call instruction in an executable mapping).
+return address" (a value just after a call instruction in an executable mapping), and for code
+whose bytes are out of reach (a library of another machine, left out of the core) a scan up the
+stack for the first such return address.
 
 Bounded: at most MAX_FRAMES frames, and the memory reader's own byte budget.
 """
@@ -16,6 +18,7 @@ from .modules import Module, module_at
 
 MAX_FRAMES = 128
 MAX_FRAME_SIZE = 8 << 20  # a frame pointer further than this above the stack pointer is not one
+SCAN_WORDS = 512  # how far above %rsp a scan looks for a return address: 4 KiB
 
 
 @dataclass(frozen=True)
@@ -169,10 +172,15 @@ def _cfi_step(view: ProcessView, frame: Frame, regs: dict[int, int]) -> Step | N
 
 def _fallback_step(view: ProcessView, frame: Frame, regs: dict[int, int]) -> Step | None:
     """No CFI for this pc: a bad pc (0, data) is best read from the top of the stack, which
-    holds a return address when the pc came from a call; code is best read from %rbp."""
-    steps = (_stack_top_step, _frame_pointer_step)
-    if view.executable(frame.pc):
-        steps = steps[::-1]
+    holds a return address when the pc came from a call; code is best read from %rbp; code
+    that cannot be read at all (no CFI, no bytes) by a scan up the stack, since its %rbp may be
+    anything (a library built without frame pointers) and its frame is often a leaf's."""
+    if not view.executable(frame.pc):
+        steps = (_stack_top_step, _frame_pointer_step)
+    elif view.read(frame.lookup_pc, 1) is None:
+        steps = (_scan_step, _frame_pointer_step)
+    else:
+        steps = (_frame_pointer_step, _stack_top_step)
     for step in steps:
         found = step(view, frame, regs)
         if found is not None:
@@ -190,6 +198,36 @@ def _frame_pointer_step(view: ProcessView, frame: Frame, regs: dict[int, int]) -
     caller = dict(regs)
     caller[RBP], caller[RSP] = saved, rbp + 16
     return caller, Frame(pc, rbp + 16, "frame-pointer", False)
+
+
+def _scan_step(view: ProcessView, frame: Frame, regs: dict[int, int]) -> Step | None:
+    """Code that cannot be read (no CFI, no bytes: a library whose file is not the one that was
+    mapped): the first word above %rsp that is a return address into code that can be read.
+    Its caller's %rbp is the frame record above that (a saved %rbp pointing higher, then a
+    return address), for callers that keep frame pointers; else it is unknown."""
+    sp = regs.get(RSP, frame.sp)
+    for slot in range(sp, sp + 8 * SCAN_WORDS, 8):
+        value = view.word(slot)
+        if value is not None and view.is_return_address(value):
+            caller = {number: value for number, value in regs.items() if number != RBP}
+            caller[RSP] = slot + 8
+            record = _frame_record(view, slot + 8)
+            if record is not None:
+                caller[RBP] = record
+            return caller, Frame(value, slot + 8, "stack-scan", False)
+    return None
+
+
+def _frame_record(view: ProcessView, low: int) -> int | None:
+    """The first frame record at or above `low`: [at] a saved %rbp above it, [at + 8] a return
+    address."""
+    for at in range(low, low + 8 * SCAN_WORDS, 8):
+        saved = view.word(at)
+        if saved is not None and at < saved < at + MAX_FRAME_SIZE:
+            returned = view.word(at + 8)
+            if returned is not None and view.is_return_address(returned):
+                return at
+    return None
 
 
 def _stack_top_step(view: ProcessView, frame: Frame, regs: dict[int, int]) -> Step | None:

@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from agents.coredump import CoreMemory, ProcMemory, core_file_report, read_core_file, read_core_head
+from agents.coredump import (
+    CoreMemory,
+    ProcMemory,
+    analyse,
+    close,
+    core_file_report,
+    file_opener,
+    read_core_file,
+    read_core_head,
+)
+from agents.coredump.filemode import program_path
 from registry.core.events import Event
 from registry.fingerprint import analyse_stack
 from tests.support.agents import Registry, closed_port_url, run_reporter
@@ -70,6 +80,39 @@ def test_the_crash_is_read_from_its_core(crash_cores: dict[str, Crash], mode: st
     program_frames = [f for f in stack["frames"] if f.get("module") == str(crash.program)]
     assert program_frames and all(f["build_id"] == stack["build_id"] for f in program_frames)
     assert all(int(f["offset"], 16) < 0x100000 for f in program_frames)  # link-time, not runtime
+
+
+# The system's libraries (not the tests' own libcrashy.so): where a core is read on another
+# machine, these are the files that are not the ones the process mapped.
+SYSTEM_LIBRARIES = ("/lib", "/usr/lib")
+# What needs the C library's own CFI: a trampoline to unwind through a signal frame (handler),
+# the CFA of a fault inside strlen (misaligned-call's label).
+NEEDS_LIBC_CFI = {"handler", "misaligned-call"}
+
+
+@pytest.mark.parametrize("mode", sorted(set(EXPECTED) - NEEDS_LIBC_CFI))
+def test_a_core_read_without_its_libraries_gives_the_same_signature(crash_cores: dict[str, Crash],
+                                                                    mode: str) -> None:
+    """A core read where its shared libraries are not the ones it mapped (an uploaded core, a
+    backfill on another host): their CFI and code are out of reach, so a scan up the stack from
+    their frames finds the program's return addresses; the signature is the one read with them."""
+    core = str(crash_cores[mode].cores[0])
+    head = read_core_file(core)
+    program = program_path(head)
+    with_libraries = file_opener(None, program)
+
+    def without_libraries(path: str, start: int):  # type: ignore[no-untyped-def]
+        return None if path != program and path.startswith(SYSTEM_LIBRARIES) else with_libraries(path, start)
+
+    signatures = []
+    for opener in (with_libraries, without_libraries):
+        memory = CoreMemory(core, head.segments)
+        analysis = analyse(head, memory, opener)
+        close(analysis)
+        memory.close()
+        signatures.append(analyse_stack(analysis.stack))
+    assert signatures[1] is not None and signatures[1].fingerprint == signatures[0].fingerprint, (
+        signatures[0].title, signatures[1].title)
 
 
 def test_the_crashing_thread_is_the_one_that_faulted_not_the_main_one(crash_cores: dict[str, Crash]) -> None:
