@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+from importlib import import_module
+
 import click
 
 from registry.cli_support import CliContext, database_label, first_line, pass_cli
 from registry.core.wiring import CLI_WIRING
-from registry.demo.command import demo
 from registry.domains import wiring
 
+# Commands imported only when they run (or --help lists them), by name: `demo` brings the
+# simulator and the core reader (agents.coredump), a sixth of every other command's start-up.
+LAZY_COMMANDS = {"demo": "registry.demo.command:demo"}
 
-@click.group()
+
+class Main(click.Group):
+    """The `crashreg` group, with LAZY_COMMANDS among its commands."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module, name = LAZY_COMMANDS[cmd_name].split(":")
+            self.add_command(getattr(import_module(module), name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=Main)
 @click.version_option(package_name="crashreg")
 @click.pass_context
 def main(ctx: click.Context) -> None:
@@ -75,7 +93,6 @@ def serve(cli: CliContext, host: str, port: int) -> None:
     app.run(host=host, port=port, threaded=True)
 
 
-main.add_command(demo)
 # Every domain's commands, and the integrations' (sync/ depends on registry, never the
 # reverse: they plug in through the "crashreg.domains" entry points in pyproject.toml).
 for _command in wiring().commands:
