@@ -21,10 +21,12 @@ defaults that are SQL expressions or sequences.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import RawCursor
 from sqlalchemy import Connection, Executable
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -39,6 +41,7 @@ class _Compiled:
     defaults: tuple[tuple[str, Any, bool], ...]  # bind name, default, whether it is a callable
     bind_processors: dict[str, Processor]
     positions: tuple[str, ...] | None  # bind names in order, for positional paramstyles
+    raw: bool  # psycopg: the SQL has PostgreSQL's own $n placeholders, run on a RawCursor
     returns_rows: bool
     result_processors: tuple[Processor | None, ...] | None  # None: every value is as the driver gives it
 
@@ -64,7 +67,8 @@ class DirectStatement:
         for name, process in compiled.bind_processors.items():
             values[name] = process(values[name])
         bound: Any = values if compiled.positions is None else [values[name] for name in compiled.positions]
-        cursor = connection.connection.cursor()
+        dbapi = connection.connection
+        cursor = RawCursor(dbapi.driver_connection) if compiled.raw else dbapi.cursor()
         try:
             connection._cursor_execute(cursor, compiled.sql, bound)
             if not compiled.returns_rows:
@@ -112,17 +116,39 @@ class DirectStatement:
         result = tuple(
             type_.dialect_impl(dialect).result_processor(dialect, None) for _, type_ in self.result_columns
         )
+        sql, positions = compiled.string, tuple(compiled.positiontup or ()) if dialect.positional else None
+        raw = dialect.driver == "psycopg" and not dialect.positional
+        if raw:
+            sql, positions = _numbered(sql)
         entry = _Compiled(
-            sql=compiled.string,
+            sql=sql,
             compiled=compiled,
             defaults=tuple(defaults),
             bind_processors=bind_processors,
-            positions=tuple(compiled.positiontup or ()) if dialect.positional else None,
+            positions=positions,
+            raw=raw,
             returns_rows=bool(self.result_columns),
             result_processors=result if any(result) else None,
         )
         self._compiled[key] = entry
         return entry
+
+
+_PYFORMAT = re.compile(r"%\(([^)]+)\)s|%%")
+
+
+def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """pyformat SQL (`%(name)s`, `%%`) as PostgreSQL's own (`$1`, `%`), and the bind names in
+    $n order. psycopg otherwise parses a statement's placeholders at every execution once it
+    is past 4,096 characters or 50 parameters (its cache's bounds): ingest's one write is both."""
+    names: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return "%"
+        return f"${names.setdefault(match.group(1), len(names) + 1)}"
+
+    return _PYFORMAT.sub(number, sql), tuple(names)
 
 
 def _result_columns(statement: Executable) -> tuple[tuple[str, Any], ...]:
