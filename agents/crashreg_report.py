@@ -103,6 +103,7 @@ class Config:
     pstore_clear: int = 1
     boot_log: str = "/var/lib/crashreg/boots"
     upload_dumps: int = 1  # send kept dumps to the dump store (through the registry's URLs)
+    kdump_upload: str = "spool"  # collect: "spool" for the post-boot agent (no downtime), or "now"
     upload_threads: int = 4  # parts in flight at once
 
     @classmethod
@@ -621,8 +622,9 @@ def upload_spooled(config: Config, state: Path) -> str:
     return "sent"
 
 
-def upload_dump(config: Config, report_id: str, capture: dict[str, Any]) -> str | None:
-    """A completed capture's dump file goes to the dump store; its progress is spooled."""
+def upload_dump(config: Config, report_id: str, capture: dict[str, Any], now: bool = True) -> str | None:
+    """A completed capture's dump file goes to the dump store; its progress is spooled. Not
+    `now`: only the spooled state, which the post-boot agent uploads (upload_spooled)."""
     target = capture.get("target")
     wanted = config.upload_dumps and capture.get("status") == "completed"
     if not wanted or not target or not Path(target).is_file():
@@ -634,6 +636,9 @@ def upload_dump(config: Config, report_id: str, capture: dict[str, Any]) -> str 
     except OSError as error:
         log(f"could not prepare the upload of {target}: {error}")
         return "kept"
+    if not now:
+        log(f"{state.name}: upload spooled for the post-boot agent")
+        return "spooled"
     return upload_spooled(config, state)
 
 
@@ -814,7 +819,8 @@ def command_collect(config: Config, args: argparse.Namespace) -> int:
         "target": target,
         "capture_key": f"{report_id}-makedumpfile",
     }
-    record_capture(config, report_id, decided.get("CRASHREG_EVENT_ID") or None, capture)
+    record_capture(config, report_id, decided.get("CRASHREG_EVENT_ID") or None, capture,
+                   upload_now=config.kdump_upload == "now")
     return returncode
 
 
@@ -826,14 +832,15 @@ def crash_kernel_uptime() -> float | None:
         return None
 
 
-def record_capture(config: Config, report_id: str, event_id: str | None, capture: dict[str, Any]) -> None:
-    """Record the capture with its event now and upload its dump, or spool the capture for the
-    post-boot agent (which records it, then uploads)."""
+def record_capture(config: Config, report_id: str, event_id: str | None, capture: dict[str, Any],
+                   upload_now: bool = True) -> None:
+    """Record the capture with its event now and upload its dump (or spool the upload), or spool
+    the capture for the post-boot agent (which records it, then uploads)."""
     if event_id:
         try:
             recorded = send_capture(config, event_id, capture)
             log(f"capture recorded: {capture['status']}, {capture['bytes']} bytes")
-            upload_dump(config, report_id, recorded)
+            upload_dump(config, report_id, recorded, now=upload_now)
             return
         except Unsent as error:
             log(f"capture not recorded: {error}")
