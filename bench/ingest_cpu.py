@@ -10,12 +10,17 @@ database), one at a time in this process. Printed per request: this process's CP
 worker's part: Flask, validation, fingerprinting, the driver) and PostgreSQL's backends' CPU
 (from /proc), and the registry's ratio to the floor route. Without the machine's other work
 between requests (accepting, gunicorn's parsing, scheduling), the ratio shows what the code
-costs; bench/storm.py and bench/wrk_storm.py measure the served whole.
+costs; bench/storm.py and bench/wrk_storm.py measure the served whole. `--parts`: also the
+process CPU a report of each step of the ingest path (PARTS, the ones the tree has), timed
+around the call; steps nest (the transaction holds the read and the writes).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
+import importlib
 import io
 import json
 import logging
@@ -36,6 +41,36 @@ from registry.auth.tokens import create_token  # noqa: E402
 from registry.db import Database  # noqa: E402
 from registry.migrate import upgrade  # noqa: E402
 
+# (module, function) of the ingest path's steps, as they were named before and after issue 29.
+PARTS = (
+    ("registry.ingest.api", "validated_report"), ("registry.requests", "body_problems"),
+    ("registry.ingest.api", "report_warnings"), ("registry.ingest.service", "payload_digest"),
+    ("registry.ingest.service", "fingerprinted"), ("registry.ingest.service", "stored_or_replayed"),
+    ("registry.ingest.service", "read_context"), ("registry.ingest.service", "store"),
+    ("registry.ingest.service", "stored_at_once"), ("registry.ingest.api", "jsonify"),
+    ("registry.app", "_start_request"), ("registry.app", "_log_request"),
+)
+
+
+def timed_parts() -> collections.Counter[str]:
+    """Wrap each of PARTS the tree has with a CPU timer; the counter gets seconds per step."""
+    spent: collections.Counter[str] = collections.Counter()
+    for module_name, name in PARTS:
+        module = importlib.import_module(module_name)
+        function = getattr(module, name, None)
+        if function is None:
+            continue
+
+        def timed(*args: Any, _function: Any = function, _name: str = name, **kwargs: Any) -> Any:
+            started = time.process_time()
+            try:
+                return _function(*args, **kwargs)
+            finally:
+                spent[_name] += time.process_time() - started
+
+        setattr(module, name, functools.wraps(function)(timed))
+    return spent
+
 
 def environ(path: str, body: bytes, token: str) -> dict[str, Any]:
     return {
@@ -54,7 +89,9 @@ def main() -> int:
     )
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--profile", type=Path, help="cProfile the registry's requests into this file")
+    parser.add_argument("--parts", action="store_true", help="also the CPU a report of each step")
     args = parser.parse_args()
+    spent = timed_parts() if args.parts else None
     url = storm.create_database()
     try:
         upgrade(url)
@@ -110,6 +147,11 @@ def main() -> int:
             own_ms, postgres_ms = costs[name]
             print(f"{name:12s} CPU a request: process {own_ms:.2f} ms, PostgreSQL {postgres_ms:.2f} ms, "
                   f"together {own_ms + postgres_ms:.2f} ms")
+            if spent is not None and name == "floor route":
+                spent.clear()
+        if spent is not None:
+            for part, seconds in spent.most_common():
+                print(f"  {part:20s} {seconds / len(bodies) * 1000:.2f} ms a report")
         (floor_own, floor_pg), (own, pg) = costs["floor route"], costs["registry"]
         print(f"registry / floor route: together {(own + pg) / (floor_own + floor_pg):.2f}x, process "
               f"{own / floor_own:.2f}x, PostgreSQL {pg / floor_pg:.2f}x; "
