@@ -616,19 +616,31 @@ def main() -> int:
     patterns = CLIENT_PATTERNS if args.clients == "both" else (args.clients,)
     results = {pattern: run_pattern(args, bodies, pattern) for pattern in patterns}
     print(json.dumps({"load_average": os.getloadavg()} | {p: f for p, (f, _) in results.items()}, indent=2))
-    for pattern, (figures, goals) in results.items():
+    headlines = {}
+    for pattern, (figures, _) in results.items():
         for failure in figures.pop("first_errors"):
             print(f"error ({pattern}):", failure)
-        print(
+        headlines[pattern] = (
             f"{pattern}: CPU a report {figures['cpu_x_floor']:.2f} x the floor route's, throughput "
             f"{figures['rps_x_floor']:.2f} x, p99 {figures['p99_ms']:.0f} ms (floor route: "
             f"{figures['floor_p99_ms']:.0f} ms), load average at its start {figures['load_average_at_start']}"
         )
+    return verdict(results, headlines, args.json)
+
+
+Results = dict[str, tuple[dict[str, Any], dict[str, bool]]]  # per client pattern: figures, goals
+
+
+def verdict(results: Results, headlines: dict[str, str], json_out: Path | None) -> int:
+    """Each client pattern's headline and PASS or MISS per goal, the figures written to
+    `json_out`; the exit status (1 when a goal is missed)."""
+    for pattern, (_, goals) in results.items():
+        print(headlines[pattern])
         for goal, met in goals.items():
             print(f"{'PASS' if met else 'MISS'}  {pattern:10s}  {goal}")
-    if args.json:
+    if json_out:
         written = {pattern: figures | {"goals": goals} for pattern, (figures, goals) in results.items()}
-        args.json.write_text(json.dumps(written, indent=2) + "\n")
+        json_out.write_text(json.dumps(written, indent=2) + "\n")
     return 0 if all(all(goals.values()) for _, goals in results.values()) else 1
 
 

@@ -128,20 +128,16 @@ def main() -> int:
         patterns = storm.CLIENT_PATTERNS if args.clients == "both" else (args.clients,)
         results = {pattern: run_pattern(args, path, report_ids, pattern) for pattern in patterns}
     print(json.dumps({pattern: figures for pattern, (figures, _) in results.items()}, indent=2))
-    for pattern, (figures, goals) in results.items():
+    headlines = {}
+    for pattern, (figures, _) in results.items():
         registry = figures["registry"]
-        print(
+        headlines[pattern] = (
             f"{pattern}: p50 {registry['p50_ms']:.0f} ms, p99 {registry['p99_ms']:.0f} ms, "
             f"{registry['rps']:.0f} req/s ({figures['rps_x_floor']:.2f} x the floor route's), CPU a report "
             f"{figures['cpu_x_floor']:.2f} x the floor route's, load average at its start "
             f"{figures['load_average_at_start']}"
         )
-        for goal, met in goals.items():
-            print(f"{'PASS' if met else 'MISS'}  {pattern:10s}  {goal}")
-    if args.json:
-        written = {pattern: figures | {"goals": goals} for pattern, (figures, goals) in results.items()}
-        args.json.write_text(json.dumps(written, indent=2) + "\n")
-    return 0 if all(all(goals.values()) for _, goals in results.values()) else 1
+    return storm.verdict(results, headlines, args.json)
 
 
 if __name__ == "__main__":
