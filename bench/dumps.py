@@ -8,7 +8,18 @@ concurrency), and as a host sends it: the reporter's uploader (agents/dumpupload
 PUTs to pre-signed URLs) driven by a registry under gunicorn (S3 store, SQLite). Printed:
 each throughput, their ratio (goal >= 0.8), and the registry's own CPU per GiB uploaded: the
 CPU time of gunicorn (master and workers, from wait4 after it stops) minus the same for a run
-that only starts, answers one request and stops.
+that only starts, answers one request and stops. Also printed: the load average before and
+after, and moto's peak memory (VmHWM).
+
+moto assembles a completed upload in memory (the parts' bytes, a second copy for its default
+full-object CRC64NVME checksum, then both copied again) and answers nothing until it is done:
+about 10 s per GiB on a lightly loaded machine, with a peak of 4.5x the object in memory. A
+completion that outlasts botocore's default 60 s read timeout is retried while the first is
+still running; the retries read parts the first one has closed, and moto answers them 500
+(`ValueError: seek of closed file`). So the direct upload's client waits as long as moto takes
+(AWS S3 keeps a long completion's connection alive by sending whitespace; moto does not). The
+registry's client keeps botocore's 60 s: on a busy machine a dump past ~4 GiB can fail its
+completion on moto for the same reason.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from testkit.s3 import S3Server, start_moto  # noqa: E402
 
 MIB = 1 << 20
 BLOCK = 64 * MIB
+COMPLETE_TIMEOUT_S = 900
 
 
 def dump_file(path: Path, gib: float) -> int:
@@ -138,12 +150,22 @@ def direct(s3: S3Server, dump: Path, threads: int, part_mb: int) -> float:
     config = boto3.s3.transfer.TransferConfig(
         multipart_threshold=part_mb * MIB, multipart_chunksize=part_mb * MIB, max_concurrency=threads
     )
+    # Content-MD5 per part, as the reporter sends (the registry's client asks for no checksum
+    # either); a read timeout past moto's completion, which answers only once it has assembled
+    # the object (module docstring)
+    client = s3.client(request_checksum_calculation="when_required", read_timeout=COMPLETE_TIMEOUT_S)
     started = time.perf_counter()
-    # Content-MD5 per part, as the reporter sends, not boto3's default CRC32 (moto 5.2 failed
-    # to complete a 1 GiB upload with those: a 500)
-    client = s3.client(request_checksum_calculation="when_required")
     client.upload_file(str(dump), bucket, "direct/vmcore", Config=config)
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    client.delete_object(Bucket=bucket, Key="direct/vmcore")  # the registry's run starts from the same moto
+    return seconds
+
+
+def peak_rss_gib(pid: int) -> float:
+    """A process's peak resident memory (VmHWM), GiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    return round(kib / (1 << 20), 1)
 
 
 def main() -> int:
@@ -159,11 +181,16 @@ def main() -> int:
             dump = work / "vmcore"
             total = dump_file(dump, args.gib)
             gib = total / (1 << 30)
+            load_before = os.getloadavg()
             direct_s = direct(s3, dump, args.threads, args.part_mb)
             via = through_registry(work, s3, dump, args.threads, args.part_mb)
+            load_after = os.getloadavg()
+            moto_peak_gib = peak_rss_gib(s3.process.pid)
         finally:
             s3.stop()
     figures = {
+        "load_avg_1m_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
+        "moto_peak_rss_gib": moto_peak_gib,
         "gib": round(gib, 3),
         "direct_boto3_mib_s": round(total / MIB / direct_s, 1),
         "presigned_mib_s": round(total / MIB / via["seconds"], 1),
