@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -28,7 +29,7 @@ class JsonLogFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "time": _local_time(int(record.created)),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -37,6 +38,12 @@ class JsonLogFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
+
+
+@functools.lru_cache(maxsize=2)
+def _local_time(second: int) -> str:
+    """A log line's time (second resolution), formatted once a second rather than once a line."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(second))
 
 
 def configure_logging() -> None:
@@ -82,23 +89,28 @@ def _start_request() -> None:
 
 
 def _log_request(response: Response) -> Response:
-    endpoint = request.url_rule.rule if request.url_rule else "unmatched"
-    REQUESTS.labels(endpoint, request.method, str(response.status_code)).inc()
-    response.headers["X-Request-Id"] = g.request_id
+    served = request._get_current_object()  # type: ignore[attr-defined]  # once, not per field
+    endpoint = served.url_rule.rule if served.url_rule else "unmatched"
+    REQUESTS.labels(endpoint, served.method, str(response.status_code)).inc()
+    request_id = g.request_id
+    response.headers["X-Request-Id"] = request_id
+    if not access_log.isEnabledFor(logging.INFO):
+        return response
     token = getattr(g, "token", None)
-    access_log.info(
-        "request",
-        extra={
-            "fields": {
-                "request_id": g.request_id,
-                "method": request.method,
-                "path": request.path,
-                "endpoint": endpoint,
-                "status": response.status_code,
-                "duration_ms": round((time.perf_counter() - g.started) * 1000, 2),
-                "remote": request.remote_addr,
-                "token": token.name if token is not None else None,
-            }
-        },
+    fields = {
+        "request_id": request_id,
+        "method": served.method,
+        "path": served.path,
+        "endpoint": endpoint,
+        "status": response.status_code,
+        "duration_ms": round((time.perf_counter() - g.started) * 1000, 2),
+        "remote": served.remote_addr,
+        "token": token.name if token is not None else None,
+    }
+    # The record made and handled as Logger.info does, less its stack walk for the caller's
+    # file and line, which the JSON line does not carry.
+    record = access_log.makeRecord(
+        access_log.name, logging.INFO, "", 0, "request", (), None, extra={"fields": fields}
     )
+    access_log.handle(record)
     return response

@@ -77,3 +77,11 @@ def test_one_json_log_line_per_request_with_request_id(client) -> None:
     entry = json.loads(lines[0])
     assert entry["request_id"] == "abc-123" and entry["status"] == 200 and entry["path"] == "/healthz"
     assert entry["method"] == "GET" and "duration_ms" in entry
+
+
+def test_log_line_time_is_the_formatters_own() -> None:
+    from registry.app import JsonLogFormatter
+
+    record = logging.makeLogRecord({"msg": "request", "created": 1764754245.75})
+    entry = json.loads(JsonLogFormatter().format(record))
+    assert entry["time"] == logging.Formatter().formatTime(record, "%Y-%m-%dT%H:%M:%S%z")
