@@ -336,8 +336,7 @@ def stored_at_once(
         return None
     if report["source"] == "pstore" and not report.get("boot_id") and incoming.crash is not None:
         return None
-    reported = {name: incoming.host.get(name) for name in HOST_ATTRIBUTES}
-    reported["labels"] = incoming.host.get("labels") or {}
+    reported = reported_attributes(incoming.host)
     attributes = snapshot(context.host.attributes if context.host else reported, incoming.host)
     regression = regression_of(signature, attributes["kernel_version"], report["crashed_at"])
     routing = Routing(signature, is_new=False, stats=context.stats, slots=context.slots)
@@ -396,8 +395,7 @@ def host_at_crash(
     """The host's id and its attributes at crash time; hosts first seen in a crash join the
     inventory with the attributes they reported."""
     if known is None:
-        values = {name: reported.get(name) for name in HOST_ATTRIBUTES}
-        values["labels"] = reported.get("labels") or {}
+        values = reported_attributes(reported)
         created_id = statements.insert_host.scalar(connection, values | {"hostname": reported["hostname"]})
         # None: another report of the same host created it first.
         known = (
@@ -406,6 +404,13 @@ def host_at_crash(
             else read_host(connection, reported["hostname"])
         )
     return HostAtCrash(known.id, snapshot(known.attributes, reported))
+
+
+def reported_attributes(reported: dict[str, Any]) -> dict[str, Any]:
+    """A new host's inventory row from what its first report says (absent attributes: None)."""
+    values = {name: reported.get(name) for name in HOST_ATTRIBUTES}
+    values["labels"] = reported.get("labels") or {}
+    return values
 
 
 def snapshot(inventory: dict[str, Any], reported: dict[str, Any]) -> dict[str, Any]:
