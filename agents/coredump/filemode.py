@@ -21,7 +21,7 @@ from typing import Any
 
 from .core import CoreHead, CoreMemory, read_core_file
 from .modules import file_opener
-from .report import AT_ENTRY, Analysis, CrashFacts, analyse, close, userspace_report
+from .report import AT_ENTRY, Analysis, CrashFacts, analyse, close, iso, userspace_report
 
 
 def program_path(head: CoreHead) -> str | None:
@@ -84,17 +84,13 @@ def crash_times(path: str, crashed_at: str | None = None,
     return crashed, started
 
 
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def core_file_report(path: str, hostname: str, executable: str | None = None, crashed_at: str | None = None,
                      started_at: str | None = None) -> dict[str, Any]:
     """The report of the core at `path`, with the crash and process start times its sources
     give (the module's docstring); what none gives is left out."""
     crashed, started = crash_times(path, crashed_at, started_at)
     analysis = core_file_analysis(path, executable)
-    facts = CrashFacts(hostname=hostname, crashed_at=iso(crashed),
-                       process_started_at=iso(started) if started else None,
+    facts = CrashFacts(hostname=hostname, crashed_at=iso(crashed.timestamp()),
+                       process_started_at=iso(started.timestamp()) if started else None,
                        process_uptime_s=(crashed - started).total_seconds() if started else None)
     return userspace_report(analysis, facts)

@@ -28,12 +28,11 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from .core import CoreHead, ProcMemory, read_core_head
 from .modules import proc_opener
-from .report import CrashFacts, analyse, close, userspace_report
+from .report import CrashFacts, analyse, close, iso, userspace_report
 
 # What acts on the answer (the writers, a chained handler's subprocess) is imported after it:
 # the handler's imports are most of its time to the answer (bench/README.md, core handler).
@@ -126,10 +125,6 @@ def started_after_boot_s(pid: int | str = "self") -> float | None:
 
 def since_boot_s() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-def iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def crash_facts(dumping: Dumping, hostname: str) -> CrashFacts:

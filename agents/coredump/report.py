@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal as signals
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from .core import CoreHead, Memory, Thread
@@ -22,6 +23,11 @@ FAULT_SIGNALS = frozenset({signals.SIGSEGV, signals.SIGBUS, signals.SIGILL, sign
 RED_ZONE = 128  # System V x86-64: the bytes below %rsp a leaf may use, and what calls leave there
 PC_BYTES = 16  # the longest x86 instruction is 15 bytes
 MAX_REPORTED_MAPPINGS = 4096
+
+
+def iso(seconds: float) -> str:
+    """A report's time: seconds since the epoch as ISO 8601 UTC."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def hexa(value: int) -> str:
