@@ -37,7 +37,7 @@ Processor = Callable[[Any], Any]
 @dataclass(frozen=True)
 class _Compiled:
     sql: str
-    compiled: SQLCompiler
+    fixed: dict[str, Any]  # the values of binds the parameters do not give (literals; None)
     defaults: tuple[tuple[str, Any, bool], ...]  # bind name, default, whether it is a callable
     bind_processors: dict[str, Processor]
     positions: tuple[str, ...] | None  # bind names in order, for positional paramstyles
@@ -62,7 +62,7 @@ class DirectStatement:
         dialect = connection.dialect
         key = (dialect.name, frozenset(parameters))
         compiled = self._compiled.get(key) or self._compile(dialect, key)
-        values = compiled.compiled.construct_params(parameters, escape_names=False)
+        values = compiled.fixed | parameters
         for name, default, is_callable in compiled.defaults:
             values[name] = default(None) if is_callable else default
         for name, process in compiled.bind_processors.items():
@@ -106,9 +106,11 @@ class DirectStatement:
             defaults.append((column.key, default.arg, default.is_callable))  # type: ignore[attr-defined]
         if compiled.escaped_bind_names:
             raise ValueError("DirectStatement needs bind names the driver takes as they are")
-        # The names a statement's values carry: its parameters' and its defaults'.
-        names = {*compiled.construct_params(dict.fromkeys(key[1]), escape_names=False)}
-        names |= {name for name, _, _ in defaults}
+        # The names a statement's values carry: its parameters' and its defaults'. SQLAlchemy's
+        # construct_params, once: what it fills in besides the parameters is the same every time.
+        constructed = compiled.construct_params(dict.fromkeys(key[1]), escape_names=False)
+        fixed = {name: value for name, value in constructed.items() if name not in key[1]}
+        names = {*constructed, *(name for name, _, _ in defaults)}
         bind_processors = {}
         for name, bind in compiled.binds.items():
             process = bind.type.dialect_impl(dialect).bind_processor(dialect)
@@ -125,7 +127,7 @@ class DirectStatement:
             sql, positions = _numbered(sql)
         entry = _Compiled(
             sql=sql,
-            compiled=compiled,
+            fixed=fixed,
             defaults=tuple(defaults),
             bind_processors=bind_processors,
             positions=positions,

@@ -146,7 +146,7 @@ def admit(row: ApiToken | None, scopes: tuple[str, ...]) -> ApiToken:
 
 
 def presented_token() -> str:
-    token = token_from_request() or getattr(g, "session_token", None)
+    token = token_from_request()
     if not token:
         raise ApiError(
             401,

@@ -31,6 +31,7 @@ SESSION_LIFETIME = timedelta(hours=12)
 SECRET_NAME = "web_session_signing_key"
 LOGIN_SCOPE = "read"
 PAGES_BLUEPRINT = "pages"
+API_PATH = "/api/"  # every API blueprint's url_prefix is under it
 
 
 def ensure_secret_key(app: Flask, database: Database, configured: str | None) -> None:
@@ -58,10 +59,13 @@ class SharedSecretSessions(SecureCookieSessionInterface):
     """Signed-cookie sessions whose secret is loaded (or made) before the first page opens one.
 
     Flask opens the session before it even matches the URL, so the secret must be in place
-    here. API requests never use the session and never trigger the lookup.
+    here. API requests (bearer tokens only) get no session: no cookie is read, no URL matched
+    a second time, and the secret is never looked up for them.
     """
 
     def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        if request.path.startswith(API_PATH):
+            return self.make_null_session(app)
         if not app.secret_key:
             if not is_page_request(app, request):
                 return self.make_null_session(app)
