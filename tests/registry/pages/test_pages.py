@@ -145,3 +145,15 @@ def test_cookie_secret_is_shared_by_workers_through_the_database(settings, datab
     )
     configured.test_client().get("/login")
     assert configured.secret_key == "from-env-" + "x" * 32
+
+
+def test_api_requests_open_no_session_even_with_a_login_cookie(client, database, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    """The API authenticates by bearer token alone: a browser's login cookie does not stand in
+    for one, and an API answer never sets or refreshes the cookie."""
+    login(client, make_token("read"), "/")
+    assert client.get_cookie("crashreg_session") is not None
+    refused = client.get(f"/api/v1/signatures/{seeded.signature_id}")
+    assert refused.status_code == 401 and "Set-Cookie" not in refused.headers
+    read = client.get(f"/api/v1/signatures/{seeded.signature_id}",
+                      headers={"Authorization": f"Bearer {make_token('read')}"})
+    assert read.status_code == 200 and "Set-Cookie" not in read.headers
