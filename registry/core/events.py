@@ -138,6 +138,7 @@ class EventSummary(TypedDict):
     fingerprint: str | None
     title: str | None
     algorithm_version: int | None
+    fingerprint_error: str | None  # the engine failed on the report (no signature until a rebuild)
     capture: CaptureAnswer
     regression: str | None
 
@@ -157,6 +158,7 @@ def event_summary(event: Event) -> EventSummary:
         "fingerprint": event.fingerprint,
         "title": event.title,
         "algorithm_version": event.algorithm_version,
+        "fingerprint_error": event.fingerprint_error,
         "capture": {
             "action": event.capture_action,
             "reason": event.capture_reason,

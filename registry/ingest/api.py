@@ -73,6 +73,9 @@ class EventSchema(Schema):
     fingerprint = fields.String(allow_none=True)
     title = fields.String(allow_none=True)
     algorithm_version = fields.Integer(allow_none=True)
+    fingerprint_error = fields.String(allow_none=True, metadata={
+        "description": "the signature engine failed on this event's report (the exception): stored "
+        "without a signature until `crashreg signatures rebuild` fingerprints it"})
     explanation = fields.Nested(ExplanationSchema, allow_none=True,
                                 metadata={"description": "null: no crash, or stored before explanations "
                                           "(crashreg signatures rebuild fills it)"})

@@ -71,6 +71,8 @@ def test_a_report_the_engine_fails_on_is_stored_answered_counted_listed_and_rebu
         stored_log = session.scalar(select(Report.console_log).where(Report.event_id == event_id))
     assert stored_log == report["console_log"]
 
+    shown = client.get(f"/api/v1/events/{event_id}", headers=auth(reader)).json
+    assert shown["signature_id"] is None and shown["fingerprint_error"].startswith("IndexError")
     login(client, reader)
     page = client.get("/unfingerprinted").get_data(as_text=True)
     assert f'href="/events/{event_id}"' in page and "IndexError" in page
@@ -81,6 +83,7 @@ def test_a_report_the_engine_fails_on_is_stored_answered_counted_listed_and_rebu
         event = session.get_one(Event, event_id)
         assert event.signature_id is not None and event.fingerprint_error is None
         assert event.fingerprint == identify(report["console_log"], None).fingerprint  # type: ignore[union-attr]
+    assert client.get(f"/api/v1/events/{event_id}", headers=auth(reader)).json["fingerprint_error"] is None
     assert gauge(failing, "crashreg_events_unfingerprinted") == 0
     assert "has fingerprinted every report" in client.get("/unfingerprinted").get_data(as_text=True)
     again = client.post("/api/v1/reports", json=crash_report(), headers=auth(reporter))
