@@ -103,6 +103,13 @@ def payload_digest(raw: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+# Sources whose crash does not end the boot, so each report is an event of its own, and the
+# field naming the report a later one repeats (None: none). A live host's oops or warning is
+# joined by the reports counting its repeats (repeat_of); a process's crash is its own event,
+# its boot_id an attribute.
+EVENT_PER_REPORT: dict[str, str | None] = {"live_kernel": "repeat_of", "userspace": None}
+
+
 @dataclass(frozen=True)
 class IncomingReport:
     """A validated report (the schema's output), its body as sent, and what is known of it
@@ -126,13 +133,11 @@ class IncomingReport:
     @property
     def boot_key(self) -> str:
         """Reports of one crash share it: the boot_id (a crash ends its boot), else the report
-        on its own. A live host's oops or warning does not end the boot: each is an event of its
-        own, which the reports counting its repeats join (repeat_of). Nor does a process's crash:
-        each userspace report is its own event, its boot_id an attribute."""
-        if self.fields["source"] == "live_kernel":
-            return f"report:{self.fields.get('repeat_of') or self.report_id}"
-        if self.fields["source"] == "userspace":
-            return f"report:{self.report_id}"
+        on its own; for the sources in EVENT_PER_REPORT, the report (or the one it repeats)."""
+        source = self.fields["source"]
+        if source in EVENT_PER_REPORT:
+            repeated = EVENT_PER_REPORT[source]
+            return f"report:{(repeated and self.fields.get(repeated)) or self.report_id}"
         return self.fields.get("boot_id") or f"report:{self.report_id}"
 
 
