@@ -12,7 +12,7 @@ import uuid
 from flask import Flask, Response, g, request
 
 from registry.config import Settings
-from registry.core.wiring import APP_ENGINE, APP_LISTENERS, Wiring
+from registry.core.wiring import APP_ENGINE, APP_LISTENERS, Wiring, load
 from registry.db import Database
 from registry.domains import wiring
 from registry.errors import install_error_handlers
@@ -71,12 +71,12 @@ def create_app(
     app.url_map.converters["id"] = IdConverter
     install_error_handlers(app)
     wired = wired or wiring()
-    app.extensions["crashreg.collectors"] = wired.collectors
+    app.extensions["crashreg.collectors"] = [load(collector) for collector in wired.collectors]
     app.extensions[APP_LISTENERS] = wired.signatures
-    app.extensions[APP_ENGINE] = wired.engine
+    app.extensions[APP_ENGINE] = load(wired.engine)
     app.register_blueprint(operations_blueprint)
     for blueprint in wired.blueprints:
-        app.register_blueprint(blueprint)
+        app.register_blueprint(load(blueprint))
     app.before_request(_start_request)
     app.before_request(refuse_nul_in_request)
     app.after_request(_log_request)

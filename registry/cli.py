@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-from importlib import import_module
-
 import click
 
 from registry.cli_support import CliContext, database_label, first_line, pass_cli
-from registry.core.wiring import CLI_WIRING
+from registry.core.wiring import CLI_WIRING, load
 from registry.domains import wiring
-
-# Commands imported only when they run (or --help lists them), by name: `demo` brings the
-# simulator and the core reader (agents.coredump), a sixth of every other command's start-up.
-LAZY_COMMANDS = {"demo": "registry.demo.command:demo"}
 
 
 class Main(click.Group):
-    """The `crashreg` group, with LAZY_COMMANDS among its commands."""
+    """The `crashreg` group: its own commands (db, serve) and the wiring's, each of those imported
+    only when it runs or `crashreg --help` lists it, so one command imports only its own domain."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+        return sorted({*super().list_commands(ctx), *wiring().commands})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
-            module, name = LAZY_COMMANDS[cmd_name].split(":")
-            self.add_command(getattr(import_module(module), name), cmd_name)
-        return super().get_command(ctx, cmd_name)
+        target = wiring().commands.get(cmd_name)
+        return load(target) if target else super().get_command(ctx, cmd_name)
 
 
 @click.group(cls=Main)
@@ -91,9 +84,3 @@ def serve(cli: CliContext, host: str, port: int) -> None:
     app = create_app(cli.settings, cli.database())
     click.echo(f"crashreg serving on http://{host}:{port}", err=True)
     app.run(host=host, port=port, threaded=True)
-
-
-# Every domain's commands, and the integrations' (sync/ depends on registry, never the
-# reverse: they plug in through the "crashreg.domains" entry points in pyproject.toml).
-for _command in wiring().commands:
-    main.add_command(_command)

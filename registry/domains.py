@@ -37,13 +37,15 @@ CORE_TABLES = (
     "registry.core.jira_links",
     "registry.outbox",
 )
+# The application's own, beside registry/cli.py's db and serve: `demo` runs the whole app.
+APPLICATION_COMMANDS = {"demo": "registry.demo.command:demo"}
 ENTRY_POINTS = "crashreg.domains"
 
 
 @cache
 def wiring() -> Wiring:
     """The application's wiring: the registry's domains, then the installed integrations."""
-    wired = Wiring(table_modules=list(CORE_TABLES))
+    wired = Wiring(commands=dict(APPLICATION_COMMANDS), table_modules=list(CORE_TABLES))
     for domain in DOMAINS:
         domain.register(wired)
     for entry in entry_points(group=ENTRY_POINTS):

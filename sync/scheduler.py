@@ -147,4 +147,4 @@ def scheduler_command(cli: CliContext) -> None:
 
 
 def register(wiring: Wiring) -> None:
-    wiring.commands.append(scheduler_command)
+    wiring.commands["scheduler"] = "sync.scheduler:scheduler_command"

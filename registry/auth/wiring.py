@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from registry.auth.commands import tokens
 from registry.core.wiring import Wiring
 
 
 def register(wiring: Wiring) -> None:
-    wiring.commands.append(tokens)
+    wiring.commands["tokens"] = "registry.auth.commands:tokens"
     wiring.table_modules.append("registry.auth.models")

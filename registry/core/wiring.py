@@ -5,23 +5,38 @@ CLI commands, /metrics collectors, table modules, scheduler job modules and list
 Wiring; the app, the CLI, Alembic's table list and the scheduler read it instead of naming the
 domains themselves. Domains affect one another's rows only through the listeners declared
 here, which run inside the caller's transaction.
+
+Objects are declared by where they are (a Target), not imported: every `crashreg` command reads
+the whole wiring, and one command must not import every domain's API, services and libraries
+(`tests/foundation/test_cli_imports.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 import click
-from flask import Blueprint, current_app
-from sqlalchemy.orm import Session
+from flask import current_app
 
-from registry.metrics import DatabaseCollector
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 CLI_WIRING = "crashreg.wiring"  # where the `crashreg` group keeps the Wiring (click's Context.meta)
 APP_LISTENERS = "crashreg.signature_listeners"  # where create_app keeps them (Flask's extensions)
 APP_ENGINE = "crashreg.engine"  # where create_app keeps the wiring's signature engine
+
+# Where a declared object is, "package.module:attribute" (the entry points' form), imported by
+# load() when it is first used.
+Target = str
+
+
+def load(target: Target) -> Any:
+    """The object a Target names, its module imported on first use."""
+    module, attribute = target.split(":")
+    return getattr(import_module(module), attribute)
 
 
 @dataclass(frozen=True)
@@ -33,23 +48,26 @@ class Carried:
 
 
 # (session, merged-away signature id, survivor id) -> what was carried
-SignatureFolded = Callable[[Session, int, int], Carried]
+SignatureFolded = Callable[["Session", int, int], Carried]
 # (session, event ids, signature id): those events now belong to that signature
-EventsMoved = Callable[[Session, Sequence[int], int], None]
+EventsMoved = Callable[["Session", Sequence[int], int], None]
 
 
 @dataclass
 class SignatureListeners:
-    """Told by signatures (a rebuild) when signatures fold into others and events move."""
+    """Told by signatures (a rebuild, a merge) when signatures fold into others and events move:
+    Targets of SignatureFolded and EventsMoved functions."""
 
-    folded: list[SignatureFolded] = field(default_factory=list)
-    events_moved: list[EventsMoved] = field(default_factory=list)
+    folded: list[Target] = field(default_factory=list)
+    events_moved: list[Target] = field(default_factory=list)
 
     def fold(self, session: Session, loser_id: int, survivor_id: int) -> list[Carried]:
-        return [listener(session, loser_id, survivor_id) for listener in self.folded]
+        listeners: list[SignatureFolded] = [load(target) for target in self.folded]
+        return [listener(session, loser_id, survivor_id) for listener in listeners]
 
     def move_events(self, session: Session, event_ids: Sequence[int], signature_id: int) -> None:
-        for listener in self.events_moved:
+        listeners: list[EventsMoved] = [load(target) for target in self.events_moved]
+        for listener in listeners:
             listener(session, event_ids, signature_id)
 
 
@@ -59,13 +77,16 @@ Engine = Callable[[str | None, dict[str, Any] | None], Any]
 
 @dataclass
 class Wiring:
-    blueprints: list[Blueprint] = field(default_factory=list)
-    commands: list[click.Command] = field(default_factory=list)
-    collectors: list[DatabaseCollector] = field(default_factory=list)
+    """Targets: of Flask blueprints, of click commands by the name `crashreg` gives them, of
+    /metrics collectors (registry.metrics.DatabaseCollector), of the Engine."""
+
+    blueprints: list[Target] = field(default_factory=list)
+    commands: dict[str, Target] = field(default_factory=dict)
+    collectors: list[Target] = field(default_factory=list)
     table_modules: list[str] = field(default_factory=list)
     job_modules: list[str] = field(default_factory=list)
     signatures: SignatureListeners = field(default_factory=SignatureListeners)
-    engine: Engine | None = None  # the signatures domain sets it (registry.signatures.identify)
+    engine: Target = ""  # the signatures domain sets it (registry.signatures.identify:identify)
 
 
 def app_listeners() -> SignatureListeners:

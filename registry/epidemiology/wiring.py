@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from registry.core.wiring import Wiring
-from registry.epidemiology.api import blueprint
-from registry.epidemiology.commands import epidemiology
 
 
 def register(wiring: Wiring) -> None:
-    wiring.blueprints.append(blueprint)
-    wiring.commands.append(epidemiology)
+    wiring.blueprints.append("registry.epidemiology.api:blueprint")
+    wiring.commands["epidemiology"] = "registry.epidemiology.commands:epidemiology"
     wiring.table_modules.append("registry.epidemiology.models")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from registry.core.wiring import Wiring
-from registry.inventory.api import blueprint
 
 
 def register(wiring: Wiring) -> None:
-    wiring.blueprints.append(blueprint)
+    wiring.blueprints.append("registry.inventory.api:blueprint")

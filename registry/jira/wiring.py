@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 from registry.core.wiring import Wiring
-from registry.jira.api import blueprint
-from registry.jira.service import carry_link
-from registry.jira.state import jira_metrics
 
 
 def register(wiring: Wiring) -> None:
-    wiring.blueprints.append(blueprint)
-    wiring.collectors.append(jira_metrics)
+    wiring.blueprints.append("registry.jira.api:blueprint")
+    wiring.collectors.append("registry.jira.state:jira_metrics")
     wiring.table_modules.append("registry.jira.models")
-    wiring.signatures.folded.append(carry_link)
+    wiring.signatures.folded.append("registry.jira.service:carry_link")

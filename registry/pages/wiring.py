@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from registry.core.wiring import Wiring
-from registry.pages.views import blueprint
 
 
 def register(wiring: Wiring) -> None:
-    wiring.blueprints.append(blueprint)
+    wiring.blueprints.append("registry.pages.views:blueprint")
     wiring.table_modules.append("registry.pages.models")

@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 from registry.core.wiring import Wiring
-from registry.retention.api import blueprint
-from registry.retention.metrics import retention_metrics
 
 
 def register(wiring: Wiring) -> None:
-    wiring.blueprints.append(blueprint)
-    wiring.collectors.append(retention_metrics)
+    wiring.blueprints.append("registry.retention.api:blueprint")
+    wiring.collectors.append("registry.retention.metrics:retention_metrics")
     wiring.table_modules.append("registry.retention.models")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from registry.core.wiring import Wiring
-from sync.grafana.commands import grafana
 
 
 def register(wiring: Wiring) -> None:
-    wiring.commands.append(grafana)
+    wiring.commands["grafana"] = "sync.grafana.commands:grafana"
     wiring.job_modules.append("sync.grafana.jobs")

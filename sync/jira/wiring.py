@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from registry.core.wiring import Wiring
-from sync.jira.commands import jira
 
 
 def register(wiring: Wiring) -> None:
-    wiring.commands.append(jira)
+    wiring.commands["jira"] = "sync.jira.commands:jira"
     wiring.job_modules.append("sync.jira.jobs")

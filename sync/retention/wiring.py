@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from registry.core.wiring import Wiring
-from sync.retention.commands import storage
 
 
 def register(wiring: Wiring) -> None:
-    wiring.commands.append(storage)
+    wiring.commands["storage"] = "sync.retention.commands:storage"
     wiring.job_modules.append("sync.retention.jobs")

@@ -35,7 +35,7 @@ def engine_with_a_bug(console_log: str | None, stack: dict[str, Any] | None) -> 
 @pytest.fixture
 def failing(settings: Settings, database: Database):  # type: ignore[no-untyped-def]
     """The registry with that engine on its wiring."""
-    app = create_app(settings, database, replace(wiring(), engine=engine_with_a_bug))
+    app = create_app(settings, database, replace(wiring(), engine=f"{__name__}:engine_with_a_bug"))
     app.config["TESTING"] = True
     return app.test_client()
 
