@@ -11,13 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from registry.config import Settings
 from registry.db import Database
-from registry.migrate import alembic_config, current_revisions, head_revisions
 
 UPGRADE_HINT = "run `crashreg db upgrade`"
 
@@ -68,6 +66,10 @@ def schema_problem(current: set[str], heads: frozenset[str], known: set[str]) ->
 
 
 def _known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory  # Alembic: only once a command opens its database
+
+    from registry.migrate import alembic_config
+
     return {script.revision for script in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
 
 
@@ -79,6 +81,8 @@ def first_line(error: SQLAlchemyError) -> str:
 def open_database(settings: Settings, migrated: bool = True) -> Database:
     """The database of CRASHREG_DATABASE_URL, checked before any command touches it; `migrated`
     False accepts any schema (for `db current`)."""
+    from registry.migrate import current_revisions, head_revisions  # Alembic: only once it is used
+
     url, label = settings.database_url, database_label(settings)
     try:
         path = sqlite_path(url)

@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 import click
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from registry import domains
 from registry.cli_support import CliContext, pass_cli
@@ -67,6 +66,9 @@ class Scheduler:
     """APScheduler 3 underneath; every run first checks (or takes) leadership."""
 
     def __init__(self, context: JobContext, lock: LeaderLock, jobs: dict[str, Job] | None = None):
+        # Not at the top: this module is the "crashreg.domains" entry point every command loads.
+        from apscheduler.schedulers.background import BackgroundScheduler
+
         self.context = context
         self.lock = lock
         self.jobs = {name: job for name, job in (jobs if jobs is not None else load_jobs()).items()

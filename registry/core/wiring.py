@@ -19,7 +19,6 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 import click
-from flask import current_app
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -91,12 +90,16 @@ class Wiring:
 
 def app_listeners() -> SignatureListeners:
     """The signature listeners of the running app (create_app keeps its wiring's)."""
+    from flask import current_app  # not at the top: a `crashreg` command may need no Flask
+
     listeners: SignatureListeners = current_app.extensions[APP_LISTENERS]
     return listeners
 
 
 def app_engine() -> Engine:
     """The signature engine of the running app (create_app keeps its wiring's)."""
+    from flask import current_app  # not at the top: a `crashreg` command may need no Flask
+
     engine: Engine = current_app.extensions[APP_ENGINE]
     return engine
 
