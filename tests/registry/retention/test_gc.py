@@ -37,6 +37,12 @@ def store(tmp_path: Path, settings: Settings) -> DumpStore:
     return open_store(DumpStoreSettings(url=str(tmp_path / "dumps")), settings.public_url)
 
 
+def cited_rca(signature_id: int, *evidence: dict[str, str], status: str = "proposed") -> Rca:
+    """A human's RCA of the signature citing `evidence` (checked, as review would leave it)."""
+    return Rca(signature_id=signature_id, status=status, summary="s", body="b", author="bob",
+               author_kind="human", evidence=list(evidence), token_name="t", checks=[], checks_passed=True)
+
+
 @pytest.fixture
 def gc_settings(settings: Settings, tmp_path: Path) -> Settings:
     return replace(settings, dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")))
@@ -51,33 +57,8 @@ def test_keeps_the_k_exemplars_pins_and_open_rca_evidence_and_deletes_the_rest(
     assert fleet.pin(extra[0]).status_code == 201
     with database.session() as session:
         signature_id = int(fleet.signature_id)
-        session.add(
-            Rca(
-                signature_id=signature_id,
-                summary="s",
-                body="b",
-                author="bob",
-                author_kind="human",
-                evidence=[{"type": "capture", "capture_id": extra[1]}],
-                token_name="t",
-                checks=[],
-                checks_passed=True,
-            )
-        )
-        session.add(
-            Rca(
-                signature_id=signature_id,
-                status="rejected",
-                summary="s",
-                body="b",
-                author="bob",
-                author_kind="human",
-                evidence=[{"type": "capture", "capture_id": extra[2]}],
-                token_name="t",
-                checks=[],
-                checks_passed=True,
-            )
-        )
+        session.add(cited_rca(signature_id, {"type": "capture", "capture_id": extra[1]}))
+        session.add(cited_rca(signature_id, {"type": "capture", "capture_id": extra[2]}, status="rejected"))
     later = utcnow() + LATER
 
     dry = collect(database, store, gc_settings, dry_run=True, now=later)
@@ -221,8 +202,7 @@ def test_the_gcs_mark_waits_for_an_rca_holding_the_dump_and_then_keeps_it(
     with database.session() as session:
         evidence = [{"type": "capture", "capture_id": capture}]
         hold_cited_dumps(session, evidence)
-        rca = Rca(signature_id=int(fleet.signature_id), summary="s", body="b", author="bob",
-                  author_kind="human", evidence=evidence, token_name="t", checks=[], checks_passed=True)
+        rca = cited_rca(int(fleet.signature_id), *evidence)
         session.add(rca)
         session.flush()
         waiting.start()
@@ -272,19 +252,7 @@ def test_old_console_logs_keep_the_crash_report_unless_exemplar_pinned_or_cited(
     assert client.put(f"/api/v1/captures/{pinned_capture}/pin", headers=auth(triage)).status_code == 201
     with database.session() as session:
         signature_id = session.scalar(select(Event.signature_id).where(Event.id == int(events[4])))
-        session.add(
-            Rca(
-                signature_id=signature_id,
-                summary="s",
-                body="b",
-                author="bob",
-                author_kind="human",
-                evidence=[{"type": "event", "event_id": events[4]}],
-                token_name="t",
-                checks=[],
-                checks_passed=True,
-            )
-        )
+        session.add(cited_rca(signature_id, {"type": "event", "event_id": events[4]}))
 
     def logs() -> dict[str, str]:
         with database.session() as session:
