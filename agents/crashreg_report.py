@@ -471,6 +471,18 @@ class ResendSummary:
     sent: int
     kept: int
     rejected: int
+    reports_kept: int = 0  # of the kept, spooled reports (not captures or uploads)
+
+
+# A pstore record is the log of a panic whose crash kernel may have reported too. The registry
+# joins the record to that report's event when the report is there first, so a pstore report
+# waits while a crash report is still spooled (they are on one host's disk: this is the order).
+PSTORE_REPORT_PREFIX = "pstore-"
+
+
+def pstore_last(path: Path) -> tuple[bool, str]:
+    """Spooled reports in name order, pstore's after every other."""
+    return path.name.startswith(PSTORE_REPORT_PREFIX), path.name
 
 
 def resend_spooled(config: Config) -> ResendSummary:
@@ -480,11 +492,18 @@ def resend_spooled(config: Config) -> ResendSummary:
     spool_dir = Path(config.spool_dir)
     events: dict[str, str] = {}
     outcomes: list[str] = []
-    for path in sorted(spool_dir.glob("*.json")):
+    reports_kept = 0
+    for path in sorted(spool_dir.glob("*.json"), key=pstore_last):
+        if reports_kept and path.name.startswith(PSTORE_REPORT_PREFIX):
+            log(f"{path.name}: kept until the spooled crash reports before it are delivered")
+            outcomes.append("kept")
+            continue
         try:
             answer = send_report_body(config, path.read_bytes())
         except Unsent as error:
-            outcomes.append(set_aside(path, error))
+            outcome = set_aside(path, error)
+            reports_kept += outcome == "kept"
+            outcomes.append(outcome)
             continue
         events[path.stem] = answer["event_id"]
         (spool_dir / "sent").mkdir(exist_ok=True)
@@ -501,7 +520,8 @@ def resend_spooled(config: Config) -> ResendSummary:
     if config.kdump_coredir:
         outcomes += record_kdump_tools_captures(config, Path(config.kdump_coredir))
     prune_sent(spool_dir / "sent")
-    return ResendSummary(outcomes.count("sent"), outcomes.count("kept"), outcomes.count("rejected"))
+    counts = (outcomes.count(outcome) for outcome in ("sent", "kept", "rejected"))
+    return ResendSummary(*counts, reports_kept=reports_kept)
 
 
 KDUMP_TOOLS_STAMP = re.compile(r"\d{12}")  # kdump-tools names dump directories date +%Y%m%d%H%M
@@ -861,7 +881,8 @@ def command_post_boot(config: Config, args: argparse.Namespace) -> int:
 
     summary = resend_spooled(config)
     log(f"resent {summary.sent}, kept {summary.kept} for later, rejected {summary.rejected}")
-    unsent = pstore.report_previous_panic(config)
+    # pstore's records wait (in pstore) while a crash report is still spooled: see PSTORE_REPORT_PREFIX.
+    unsent = pstore.report_previous_panic(config, hold=summary.reports_kept > 0)
     return EXIT_UNSENT if summary.kept or unsent else 0
 
 

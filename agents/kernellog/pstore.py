@@ -157,7 +157,7 @@ def pstore_report(config: reporter.Config, dump: Dump, boot_id: str | None) -> d
     console_log = reporter.tail_text(dump.console_log.encode(), config.max_log_bytes)
     suffix = boot_id or f"{hostname}-{int(dump.time)}"
     return {
-        "report_id": reporter.safe_report_id(f"pstore-{suffix}"),
+        "report_id": reporter.safe_report_id(f"{reporter.PSTORE_REPORT_PREFIX}{suffix}"),
         "source": "pstore",
         "crashed_at": datetime.fromtimestamp(dump.time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "host": {"hostname": hostname,
@@ -191,12 +191,19 @@ def failed_capture(report: dict[str, Any]) -> dict[str, Any]:
             "capture_key": reporter.safe_report_id(f"{key}-makedumpfile")}
 
 
-def report_previous_panic(config: reporter.Config) -> bool:
-    """Report every panic dump in pstore; True when one could not be delivered (exit 3)."""
+def report_previous_panic(config: reporter.Config, hold: bool = False) -> bool:
+    """Report every panic dump in pstore; True when one could not be delivered (exit 3).
+    `hold`: record this boot, but leave the dumps in pstore for the next run (a crash report
+    they may belong to is still spooled)."""
     current = record_boot(config)
     directory = Path(config.pstore_dir)
     if not directory.is_dir():
         return False
+    if hold:
+        held = any(dump.reason in REPORTED_REASONS for dump in read_dumps(directory)[0])
+        if held:
+            reporter.log("pstore: left for the next run, after the spooled crash reports")
+        return held
     dumps, paths = read_dumps(directory)
     unsent = False
     for dump in dumps:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from registry.fingerprint import analyse_report
-from tests.support.agents import Registry, Site, closed_port_url, run_reporter
+from tests.support.agents import FlakyFront, Registry, Site, closed_port_url, run_reporter
 from tests.support.golden import golden
 
 CRASHED_BOOT, THIS_BOOT = "5d1f0c2a-8e3b-4a6c-9f7d-1b2c3d4e5f60", "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"
@@ -60,10 +60,13 @@ def pstore_site(  # type: ignore[no-untyped-def]
     return make_site(boot_id=CRASHED_BOOT, extra=values | extra)
 
 
-def crash_kernel_report(registry: Registry, boot_id: str | None, crashed_at: str) -> dict:
-    body = {"report_id": f"kdump-{boot_id}", "source": "crash_kernel", "crashed_at": crashed_at,
+def crash_kernel_body(boot_id: str | None, crashed_at: str, report_id: str | None = None) -> dict:
+    return {"report_id": report_id or f"kdump-{boot_id}", "source": "crash_kernel", "crashed_at": crashed_at,
             "host": {"hostname": "gpu-a017"}, "boot_id": boot_id, "console_log": PANIC_LOG}
-    response = registry.post_report(json.dumps(body).encode())
+
+
+def crash_kernel_report(registry: Registry, boot_id: str | None, crashed_at: str) -> dict:
+    response = registry.post_report(json.dumps(crash_kernel_body(boot_id, crashed_at)).encode())
     assert response.status_code == 201, response.text
     return response.json()
 
@@ -126,3 +129,58 @@ def test_without_a_boot_log_pstore_joins_by_fingerprint_and_time(
     event = registry.get(f"/api/v1/events/{kernel['event_id']}")
     assert event["sources"] == ["crash_kernel", "pstore"]
     assert [r["report_id"] for r in event["reports"]][1] == f"pstore-gpu-a017-{PANIC_AT:.0f}"
+
+
+def test_a_spooled_crash_report_goes_before_the_pstore_record_so_they_are_one_event(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    """The crash kernel could not reach the registry and spooled its report, and the first
+    post-boot run cannot deliver it either (a 503): pstore's record waits in pstore, since the
+    registry joins it to the crash kernel's event only when that report is there first. The next
+    run sends the crash report, then the record: one event."""
+    site = pstore_site(make_site, tmp_path)
+    write_dump(tmp_path / "pstore", "dmesg-ramoops")
+    site.spool.mkdir(parents=True, exist_ok=True)
+    spooled = crash_kernel_body(CRASHED_BOOT, "2026-11-30T10:00:20Z")
+    (site.spool / f"kdump-{CRASHED_BOOT}.json").write_text(json.dumps(spooled))
+    with FlakyFront(registry.url, failures=1) as front:
+        site.extra = (site.extra or {}) | {"CRASHREG_URL": front.url}
+        site.write()
+        first = run_reporter(site, "post-boot")
+        assert first.returncode == 3, first.stderr
+        assert front.seen == 1 and "pstore: left for the next run" in first.stderr  # nothing of pstore sent
+        assert len(list((tmp_path / "pstore").iterdir())) == PARTS
+        second = run_reporter(site, "post-boot")
+    assert second.returncode == 0, second.stderr
+    [signature] = registry.get("/api/v1/signatures")["signatures"]
+    [summary] = registry.get(f"/api/v1/signatures/{signature['id']}/events")["events"]
+    event = registry.get(f"/api/v1/events/{summary['id']}")
+    assert event["sources"] == ["crash_kernel", "pstore"]
+    assert [r["report_id"] for r in event["reports"]] == [f"kdump-{CRASHED_BOOT}", f"pstore-{CRASHED_BOOT}"]
+    assert list((tmp_path / "pstore").iterdir()) == []
+
+
+def test_a_spooled_pstore_report_waits_for_a_crash_report_kept_before_it(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    """Both reports spooled (the registry was down for a whole post-boot run): the resend sends
+    the crash report first, and keeps the pstore report while the crash report is kept."""
+    site = pstore_site(make_site, tmp_path)
+    site.spool.mkdir(parents=True, exist_ok=True)
+    # A crash report named after pstore's: plain name order would send the pstore report first.
+    crash = crash_kernel_body(CRASHED_BOOT, "2026-11-30T10:00:20Z", report_id=f"z-kdump-{CRASHED_BOOT}")
+    record = crash | {"report_id": f"pstore-{CRASHED_BOOT}", "source": "pstore",
+                      "crashed_at": "2026-11-30T10:00:00Z"}
+    for body in (crash, record):
+        (site.spool / f"{body['report_id']}.json").write_text(json.dumps(body))
+    with FlakyFront(registry.url, failures=1) as front:
+        site.extra = (site.extra or {}) | {"CRASHREG_URL": front.url}
+        site.write()
+        first = run_reporter(site, "post-boot")
+        assert first.returncode == 3 and front.seen == 1, first.stderr
+        assert sorted(p.name for p in site.spool.glob("*.json")) == [
+            f"pstore-{CRASHED_BOOT}.json", f"z-kdump-{CRASHED_BOOT}.json"]
+        assert run_reporter(site, "post-boot").returncode == 0
+    [signature] = registry.get("/api/v1/signatures")["signatures"]
+    [summary] = registry.get(f"/api/v1/signatures/{signature['id']}/events")["events"]
+    assert registry.get(f"/api/v1/events/{summary['id']}")["sources"] == ["crash_kernel", "pstore"]
