@@ -480,9 +480,13 @@ class ResendSummary:
 PSTORE_REPORT_PREFIX = "pstore-"
 
 
+def is_pstore_report(path: Path) -> bool:
+    return path.name.startswith(PSTORE_REPORT_PREFIX)
+
+
 def pstore_last(path: Path) -> tuple[bool, str]:
     """Spooled reports in name order, pstore's after every other."""
-    return path.name.startswith(PSTORE_REPORT_PREFIX), path.name
+    return is_pstore_report(path), path.name
 
 
 def resend_spooled(config: Config) -> ResendSummary:
@@ -494,7 +498,7 @@ def resend_spooled(config: Config) -> ResendSummary:
     outcomes: list[str] = []
     reports_kept = 0
     for path in sorted(spool_dir.glob("*.json"), key=pstore_last):
-        if reports_kept and path.name.startswith(PSTORE_REPORT_PREFIX):
+        if reports_kept and is_pstore_report(path):
             log(f"{path.name}: kept until the spooled crash reports before it are delivered")
             outcomes.append("kept")
             continue

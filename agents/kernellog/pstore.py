@@ -199,12 +199,12 @@ def report_previous_panic(config: reporter.Config, hold: bool = False) -> bool:
     directory = Path(config.pstore_dir)
     if not directory.is_dir():
         return False
+    dumps, paths = read_dumps(directory)
     if hold:
-        held = any(dump.reason in REPORTED_REASONS for dump in read_dumps(directory)[0])
+        held = any(dump.reason in REPORTED_REASONS for dump in dumps)
         if held:
             reporter.log("pstore: left for the next run, after the spooled crash reports")
         return held
-    dumps, paths = read_dumps(directory)
     unsent = False
     for dump in dumps:
         if dump.reason not in REPORTED_REASONS:
