@@ -5,8 +5,9 @@
 The code measured is the tree it runs in (its registry/ and bench/storm.py), so one command
 compares commits: check each out (`git worktree add /tmp/before REV`) and alternate the runs.
 The storm's requests (bench/storm.py: one real log varied per host, 10% resends) go straight to
-the WSGI app storm.py serves (the floor route, then the registry, on a fresh PostgreSQL
-database), one at a time in this process. Printed per request: this process's CPU (the
+the WSGI app storm.py serves (on a fresh PostgreSQL database), one at a time in this process,
+the floor route and the registry taking turns CHUNK requests at a time so that the machine's
+drift in speed falls on both alike. Printed per request: this process's CPU (the
 worker's part: Flask, validation, fingerprinting, the driver) and PostgreSQL's backends' CPU
 (from /proc), and the registry's ratio to the floor route. Without the machine's other work
 between requests (accepting, gunicorn's parsing, scheduling), the ratio shows what the code
@@ -50,6 +51,10 @@ PARTS = (
     ("registry.ingest.service", "stored_at_once"), ("registry.ingest.api", "jsonify"),
     ("registry.app", "_start_request"), ("registry.app", "_log_request"),
 )
+
+
+ROUTES = {"floor route": "/floor/", "registry": "/api/v1/reports"}
+CHUNK = 50
 
 
 def timed_parts() -> collections.Counter[str]:
@@ -121,34 +126,56 @@ def main() -> int:
             call("/api/v1/reports", json.dumps(warm).encode())
             call("/floor/", json.dumps(warm).encode())
 
-        def backends() -> float:
-            return sum(storm.cpu_seconds(storm.database_backends(url)).values())
+        def backends() -> dict[str, dict[int, float]]:
+            """CPU so far of the database's backends: the floor route's one connection, the rest."""
+            import psycopg
 
+            with psycopg.connect(storm.POSTGRES_ADMIN, autocommit=True) as admin:
+                rows = admin.execute(
+                    "SELECT pid, application_name = %s FROM pg_stat_activity WHERE datname = %s",
+                    (storm.FLOOR_APPLICATION, url.rsplit("/", 1)[1]),
+                ).fetchall()
+            used = storm.cpu_seconds([pid for pid, _ in rows])
+            floor_pids = {pid for pid, is_floor in rows if is_floor}
+            floor = {pid: seconds for pid, seconds in used.items() if pid in floor_pids}
+            return {"floor route": floor, "registry": {pid: s for pid, s in used.items() if pid not in floor}}
+
+        # The routes take turns, CHUNK requests at a time, so the machine's drift in speed
+        # (minutes apart on a shared box) falls on both alike.
+        own = dict.fromkeys(ROUTES, 0.0)
+        profile = None
+        if args.profile:
+            import cProfile
+
+            profile = cProfile.Profile(time.process_time)
+        statuses.clear()
+        if spent is not None:
+            spent.clear()
+        before = backends()
+        for start in range(0, len(bodies), CHUNK):
+            for name, path in ROUTES.items():
+                timing_registry = name == "registry"
+                if profile is not None and timing_registry:
+                    profile.enable()
+                started = time.process_time()
+                for body in bodies[start:start + CHUNK]:
+                    call(path, body)
+                own[name] += time.process_time() - started
+                if profile is not None and timing_registry:
+                    profile.disable()
+        after = backends()
+        if profile is not None:
+            profile.dump_stats(args.profile)
+        failed = [status for status in statuses if not status.startswith("20")]
+        if failed:
+            raise SystemExit(f"{len(failed)} failed requests, e.g. {failed[0]}")
         costs = {}
-        for name, path in (("floor route", "/floor/"), ("registry", "/api/v1/reports")):
-            statuses.clear()
-            profile = None
-            if args.profile and name == "registry":
-                import cProfile
-
-                profile = cProfile.Profile(time.process_time)
-                profile.enable()
-            postgres, own = backends(), time.process_time()
-            for body in bodies:
-                call(path, body)
-            own, postgres = time.process_time() - own, backends() - postgres
-            if profile is not None:
-                profile.disable()
-                profile.dump_stats(args.profile)
-            failed = [status for status in statuses if not status.startswith("20")]
-            if failed:
-                raise SystemExit(f"{name}: {len(failed)} failed requests, e.g. {failed[0]}")
-            costs[name] = (own / len(bodies) * 1000, postgres / len(bodies) * 1000)
+        for name in ROUTES:
+            postgres = sum(seconds - before[name].get(pid, 0.0) for pid, seconds in after[name].items())
+            costs[name] = (own[name] / len(bodies) * 1000, postgres / len(bodies) * 1000)
             own_ms, postgres_ms = costs[name]
             print(f"{name:12s} CPU a request: process {own_ms:.2f} ms, PostgreSQL {postgres_ms:.2f} ms, "
                   f"together {own_ms + postgres_ms:.2f} ms")
-            if spent is not None and name == "floor route":
-                spent.clear()
         if spent is not None:
             for part, seconds in spent.most_common():
                 print(f"  {part:20s} {seconds / len(bodies) * 1000:.2f} ms a report")

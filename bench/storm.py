@@ -130,6 +130,9 @@ FLOOR_INSERT = (
 )
 
 
+FLOOR_APPLICATION = "crashreg-storm-floor"  # the floor route's connection, told apart by PostgreSQL
+
+
 class GroupCommit:
     """The floor route's store: the worker's request threads hand their rows to one writer
     thread, which inserts everything waiting in one statement and one commit, then answers
@@ -152,7 +155,7 @@ class GroupCommit:
     def write_forever(self) -> None:
         import psycopg
 
-        with psycopg.connect(self.url) as connection:
+        with psycopg.connect(self.url, application_name=FLOOR_APPLICATION) as connection:
             while True:
                 with self.ready:
                     self.ready.wait_for(lambda: self.waiting)
