@@ -84,7 +84,7 @@ def create_app(
 
 
 def _start_request() -> None:
-    g.request_id = request.headers.get("X-Request-Id", "")[:64] or uuid.uuid4().hex
+    g.request_id = request.environ.get("HTTP_X_REQUEST_ID", "")[:64] or uuid.uuid4().hex
     g.started = time.perf_counter()
 
 

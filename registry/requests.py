@@ -127,7 +127,9 @@ def refuse_nul_in_request() -> None:
     # Only a form body has form fields; reading any other body here would hold it to
     # MAX_CONTENT_LENGTH before its view could lift the limit (a dump part streamed to disk).
     is_form = request.mimetype in ("application/x-www-form-urlencoded", "multipart/form-data")
-    for source in (request.args, request.form) if is_form else (request.args,):
+    # No query string, no arguments: a report's POST skips parsing one.
+    sources = ((request.args,) if request.query_string else ()) + ((request.form,) if is_form else ())
+    for source in sources:
         for name, value in source.items(multi=True):
             if "\x00" in name or "\x00" in value:
                 problems.setdefault(name.replace("\x00", "\\u0000"), []).append(NUL_MESSAGE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -191,7 +192,7 @@ def unknown_fields(schema: Schema, data: Any, prefix: str = "") -> list[str]:
     otherwise cost a full dump silently), as dotted paths, list items as `[]`."""
     if not isinstance(data, dict):
         return []
-    known = {field.data_key or name: field for name, field in schema.fields.items()}
+    known = _fields_by_key(schema)
     found: list[str] = []
     for key, value in data.items():
         field = known.get(key)
@@ -205,6 +206,12 @@ def unknown_fields(schema: Schema, data: Any, prefix: str = "") -> list[str]:
             for item in value:
                 found += unknown_fields(field.inner.schema, item, f"{prefix}{key}[].")
     return sorted(set(found))
+
+
+@functools.cache
+def _fields_by_key(schema: Schema) -> dict[str, fields.Field]:
+    """A schema's fields by the key a document names them with (built once: every report asks)."""
+    return {field.data_key or name: field for name, field in schema.fields.items()}
 
 
 def _known_names(schema: Schema) -> set[str]:
