@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
+from sqlalchemy import JSON, Connection, DateTime, MetaData, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
@@ -134,6 +134,8 @@ class Database:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # Idle autocommit connections and when each was last used (`autocommit`).
+        self._autocommit_idle: list[tuple[Connection, float]] = []
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -163,5 +165,40 @@ class Database:
             finally:
                 session.close()
 
+    @contextmanager
+    def autocommit(self) -> Iterator[Connection]:
+        """PostgreSQL, for a hot path whose statements each commit by themselves (ingest's): a
+        connection kept checked out and in autocommit mode between uses. A report then takes no
+        pool checkout and return, no isolation-level switch and reset: about 5% of its CPU in a
+        crash storm (bench/README.md). Idle ones wait in a stack, one per concurrent user (a
+        sync worker keeps one); one idle past PING_AFTER_IDLE_S is pinged first, as the pool
+        pings its own, and one invalidated by a lost server is dropped."""
+        connection = self._idle_autocommit_connection()
+        try:
+            yield connection
+        finally:
+            if not connection.invalidated and not connection.closed:
+                if connection.in_transaction():
+                    connection.commit()  # a Core transaction's marker: autocommit wrote it already
+                self._autocommit_idle.append((connection, time.monotonic()))
+
+    def _idle_autocommit_connection(self) -> Connection:
+        while self._autocommit_idle:
+            try:
+                connection, idle_since = self._autocommit_idle.pop()
+            except IndexError:  # another thread took the last one
+                break
+            if time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+                return connection
+            try:
+                connection.exec_driver_sql("SELECT 1")
+                return connection
+            except DBAPIError:
+                connection.invalidate()
+                connection.close()
+        return self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
     def dispose(self) -> None:
+        while self._autocommit_idle:
+            self._autocommit_idle.pop()[0].close()
         self.engine.dispose()

@@ -230,22 +230,20 @@ def stored_on_postgresql(
     db: Database, settings: Settings, incoming: IncomingReport, caller: Caller | None
 ) -> IngestResult:
     """PostgreSQL: the one read and, in the storm's common case, the one write (`stored_at_once`)
-    each commit by themselves, with no BEGIN and COMMIT round trips: one statement is atomic,
-    and under READ COMMITTED each statement of a transaction reads a snapshot of its own anyway,
-    so the read sees outside a transaction what it would see inside one. Any other report takes
-    `store`'s steps in a transaction, on the same connection."""
-    with db.engine.connect() as connection:
-        connection.execution_options(isolation_level="AUTOCOMMIT")
+    each commit by themselves, with no BEGIN and COMMIT round trips, on a connection kept in
+    autocommit mode (Database.autocommit): one statement is atomic, and under READ COMMITTED
+    each statement of a transaction reads a snapshot of its own anyway, so the read sees
+    outside a transaction what it would see inside one. Any other report takes `store`'s steps
+    in a transaction of its own."""
+    with db.autocommit() as connection:
         context, replay = checked(connection, incoming, caller)
         if replay is not None:
             return IngestResult(replay, created=False)
         answer = stored_at_once(connection, settings, incoming, context)
-        if answer is None:
-            connection.commit()  # a token's last-use stamp (autocommitted already) ends its Core transaction
-            connection.execution_options(isolation_level=connection.default_isolation_level)
-            with Session(bind=connection, expire_on_commit=False) as session, session.begin():
-                answer = store(session, session.connection(), settings, incoming, context)
-        return created(incoming, answer)
+    if answer is None:
+        with db.session() as session:
+            answer = store(session, session.connection(), settings, incoming, context)
+    return created(incoming, answer)
 
 
 def checked(

@@ -70,3 +70,24 @@ def test_reads_after_the_database_drops_every_connection(client, make_token, db_
     busy = client.get("/api/v1/signatures", headers=auth(token))
     assert busy.status_code == 503 and int(busy.headers["Retry-After"]) > 0  # retryable, not a 500
     assert client.get("/api/v1/signatures", headers=auth(token)).status_code == 200  # pool replaced
+
+
+def backend_pid(database: registry.db.Database) -> int:
+    with database.autocommit() as connection:
+        return int(connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+
+def test_the_kept_autocommit_connection_is_reused_replaced_and_closed(database, db_url, monkeypatch) -> None:
+    """Ingest's connection kept in autocommit mode: the next use gets the same server
+    connection; one that sat idle and lost its server is pinged and replaced; dispose closes it."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite keeps no autocommit connection")
+    first = backend_pid(database)
+    assert backend_pid(database) == first
+    monkeypatch.setattr(registry.db, "PING_AFTER_IDLE_S", 0.0)
+    drop_every_connection(db_url)
+    assert backend_pid(database) != first
+    with database.autocommit() as connection:
+        kept = connection.connection.driver_connection
+    database.dispose()
+    assert kept.closed
