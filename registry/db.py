@@ -134,8 +134,11 @@ class Database:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
-        # Idle autocommit connections and when each was last used (`autocommit`).
+        # Idle autocommit connections and when each was last used (`autocommit`): fewer than
+        # the pool holds, so that sessions always find one (a report needing `store`'s
+        # transaction takes a session after its autocommit connection is kept).
         self._autocommit_idle: list[tuple[Connection, float]] = []
+        self._autocommit_kept = max(1, getattr(self.engine.pool, "size", lambda: 2)() - 1)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -171,8 +174,9 @@ class Database:
         connection kept checked out and in autocommit mode between uses. A report then takes no
         pool checkout and return, no isolation-level switch and reset: about 5% of its CPU in a
         crash storm (bench/README.md). Idle ones wait in a stack, one per concurrent user (a
-        sync worker keeps one); one idle past PING_AFTER_IDLE_S is pinged first, as the pool
-        pings its own, and one invalidated by a lost server is dropped."""
+        sync worker keeps one), up to one less than the pool's size; one idle past
+        PING_AFTER_IDLE_S is pinged first, as the pool pings its own, and one invalidated by a
+        lost server is dropped."""
         connection = self._idle_autocommit_connection()
         try:
             yield connection
@@ -180,7 +184,10 @@ class Database:
             if not connection.invalidated and not connection.closed:
                 if connection.in_transaction():
                     connection.commit()  # a Core transaction's marker: autocommit wrote it already
-                self._autocommit_idle.append((connection, time.monotonic()))
+                if len(self._autocommit_idle) < self._autocommit_kept:
+                    self._autocommit_idle.append((connection, time.monotonic()))
+                else:  # more at once than it keeps: back to the pool, for sessions
+                    connection.close()
 
     def _idle_autocommit_connection(self) -> Connection:
         while self._autocommit_idle:

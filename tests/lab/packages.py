@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,11 +116,24 @@ def unpack(package: str) -> Path:
     """The package's files under their own root, unpacked once."""
     deb = fetch(package)
     root = cache_dir() / "unpacked" / deb.stem
-    if not (root / ".done").exists():
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True)
-        run(["dpkg-deb", "-x", str(deb), str(root)])
-        (root / ".done").touch()
+    if (root / ".done").exists():
+        return root
+    # Unpacked aside and renamed into place: the suite's workers may unpack the same package at
+    # once, and one must never extract into (or remove) a root another is extracting into.
+    root.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{deb.stem}.", dir=root.parent))
+    try:
+        run(["dpkg-deb", "-x", str(deb), str(staging)])
+        (staging / ".done").touch()
+        if not (root / ".done").exists():
+            shutil.rmtree(root, ignore_errors=True)  # a partial root an interrupted run left
+            try:
+                staging.rename(root)
+            except OSError:
+                if not (root / ".done").exists():  # not another worker's finished root
+                    raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return root
 
 
