@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.pool import QueuePool
 from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
@@ -138,7 +139,8 @@ class Database:
         # the pool holds, so that sessions always find one (a report needing `store`'s
         # transaction takes a session after its autocommit connection is kept).
         self._autocommit_idle: list[tuple[Connection, float]] = []
-        self._autocommit_kept = max(1, getattr(self.engine.pool, "size", lambda: 2)() - 1)
+        pool = self.engine.pool
+        self._autocommit_kept = max(1, pool.size() - 1) if isinstance(pool, QueuePool) else 1
 
     @contextmanager
     def session(self) -> Iterator[Session]:
