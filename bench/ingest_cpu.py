@@ -128,17 +128,13 @@ def main() -> int:
 
         def backends() -> dict[str, dict[int, float]]:
             """CPU so far of the database's backends: the floor route's one connection, the rest."""
-            import psycopg
-
-            with psycopg.connect(storm.POSTGRES_ADMIN, autocommit=True) as admin:
-                rows = admin.execute(
-                    "SELECT pid, application_name = %s FROM pg_stat_activity WHERE datname = %s",
-                    (storm.FLOOR_APPLICATION, url.rsplit("/", 1)[1]),
-                ).fetchall()
-            used = storm.cpu_seconds([pid for pid, _ in rows])
-            floor_pids = {pid for pid, is_floor in rows if is_floor}
-            floor = {pid: seconds for pid, seconds in used.items() if pid in floor_pids}
-            return {"floor route": floor, "registry": {pid: s for pid, s in used.items() if pid not in floor}}
+            applications = storm.database_backends(url)
+            used = storm.cpu_seconds(list(applications))
+            is_floor = {pid: applications[pid] == storm.FLOOR_APPLICATION for pid in used}
+            return {
+                "floor route": {pid: seconds for pid, seconds in used.items() if is_floor[pid]},
+                "registry": {pid: seconds for pid, seconds in used.items() if not is_floor[pid]},
+            }
 
         # The routes take turns, CHUNK requests at a time, so the machine's drift in speed
         # (minutes apart on a shared box) falls on both alike.

@@ -477,12 +477,15 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
     return used
 
 
-def database_backends(url: str) -> list[int]:
+def database_backends(url: str) -> dict[int, str]:
+    """The database's backends: pid -> application name (the floor route's is FLOOR_APPLICATION)."""
     import psycopg
 
     with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
-        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (url.rsplit("/", 1)[1],))
-        return [row[0] for row in rows]
+        rows = conn.execute(
+            "SELECT pid, application_name FROM pg_stat_activity WHERE datname = %s", (url.rsplit("/", 1)[1],)
+        )
+        return dict(rows.fetchall())
 
 
 @dataclass(frozen=True)
@@ -500,13 +503,13 @@ def measured(server: subprocess.Popen[bytes], url: str, run: Any) -> tuple[Outco
 
     CPU per request does not depend on what else the (shared) machine is running, unlike
     throughput and latency."""
-    workers, backends = worker_pids(server.pid), database_backends(url)
+    workers, backends = worker_pids(server.pid), list(database_backends(url))
     before_workers, before_backends = cpu_seconds(workers), cpu_seconds(backends)
     before_client = time.process_time()
     outcome = run()
     client_cpu = time.process_time() - before_client
     after_workers = cpu_seconds(workers)
-    after_backends = cpu_seconds(database_backends(url))
+    after_backends = cpu_seconds(list(database_backends(url)))
     worker_cpu = sum(after_workers[pid] - before_workers.get(pid, 0.0) for pid in after_workers)
     backend_cpu = sum(after_backends[pid] - before_backends.get(pid, 0.0) for pid in after_backends)
     return outcome, PhaseCpu(worker_cpu, backend_cpu, client_cpu)

@@ -37,7 +37,7 @@ from typing import Any
 
 import requests
 
-from tests.lab.packages import Kit, LabError, cache_dir, run
+from tests.lab.packages import Kit, LabError, built_aside, cache_dir, run
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = Path(__file__).resolve().parent
@@ -77,19 +77,13 @@ def build_module(kit: Kit) -> Path:
     source = LAB / "module"
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(source.iterdir()) if p.is_file()))
     out = cache_dir() / "module" / f"{kit.release}-{digest.hexdigest()[:12]}"
-    if not (out / "crashlab.ko").exists():
-        # Built aside and renamed into place: xdist workers build it at the same time, and two
-        # makes in one directory leave a module without its .modinfo that the guest refuses.
-        out.parent.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=f"{out.name}-", dir=out.parent))
+
+    def make(building: Path) -> None:
         shutil.copytree(source, building, dirs_exist_ok=True)
         run(["make", "-C", str(kit.headers), f"M={building}", "modules"])
-        if not (out / "crashlab.ko").exists():
-            shutil.rmtree(out, ignore_errors=True)  # an unfinished build of an older lab
-        try:
-            building.rename(out)
-        except OSError:  # another worker's build got there first
-            shutil.rmtree(building)
+
+    # Two makes in one directory leave a module without its .modinfo that the guest refuses.
+    built_aside(out, make, "crashlab.ko")
     return out / "crashlab.ko"
 
 

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,25 +117,34 @@ def unpack(package: str) -> Path:
     """The package's files under their own root, unpacked once."""
     deb = fetch(package)
     root = cache_dir() / "unpacked" / deb.stem
-    if (root / ".done").exists():
-        return root
-    # Unpacked aside and renamed into place: the suite's workers may unpack the same package at
-    # once, and one must never extract into (or remove) a root another is extracting into.
-    root.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{deb.stem}.", dir=root.parent))
-    try:
+
+    def extract(staging: Path) -> None:
         run(["dpkg-deb", "-x", str(deb), str(staging)])
         (staging / ".done").touch()
-        if not (root / ".done").exists():
-            shutil.rmtree(root, ignore_errors=True)  # a partial root an interrupted run left
+
+    built_aside(root, extract, ".done")
+    return root
+
+
+def built_aside(target: Path, build: Callable[[Path], None], finished: str) -> None:
+    """`target` made once by `build` in a directory of its own beside it, then renamed into
+    place: the suite's workers make the same thing at once, and one must never build into (or
+    remove) a directory another is building in. `finished`: the file a whole build has."""
+    if (target / finished).exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        build(building)
+        if not (target / finished).exists():
+            shutil.rmtree(target, ignore_errors=True)  # what an interrupted run left unfinished
             try:
-                staging.rename(root)
+                building.rename(target)
             except OSError:
-                if not (root / ".done").exists():  # not another worker's finished root
+                if not (target / finished).exists():  # not another worker's finished one
                     raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return root
+        shutil.rmtree(building, ignore_errors=True)
 
 
 def install_host_package(package: str) -> None:
