@@ -13,7 +13,7 @@ from flask import g, request
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
-from registry.auth.models import ApiToken
+from registry.auth.models import HOLDER_FIELDS, ApiToken, TokenHolder
 from registry.db import utcnow
 from registry.errors import ApiError
 from registry.web import current_db
@@ -60,7 +60,7 @@ def live_token(token_hash: Any) -> ColumnElement[bool]:
 
 
 # The per-request lookup: one indexed Core read, built once (no ORM query compile or load).
-LIVE_TOKEN = select(*TOKENS).where(live_token(bindparam("token_hash")))
+LIVE_TOKEN = select(*(TOKENS[name] for name in HOLDER_FIELDS)).where(live_token(bindparam("token_hash")))
 # Conditional, so reports racing on a stale stamp inside their own transactions wait for the
 # first one's commit at most, then write nothing.
 STAMP_LAST_USED = update(ApiToken.__table__).where(
@@ -69,18 +69,18 @@ STAMP_LAST_USED = update(ApiToken.__table__).where(
 )
 
 
-def authenticate(session: Session, token: str) -> ApiToken | None:
-    """The live (unrevoked) token, as a detached ApiToken; never cached, so revocation is immediate."""
+def authenticate(session: Session, token: str) -> TokenHolder | None:
+    """The live (unrevoked) token's holder; never cached, so revocation is immediate."""
     found = session.connection().execute(LIVE_TOKEN, {"token_hash": hash_token(token)}).one_or_none()
     return accepted(session.connection(), found._mapping if found is not None else None)
 
 
-def accepted(connection: Connection, found: Mapping[str, Any] | None) -> ApiToken | None:
-    """The live token row read for a presented token (None: unknown or revoked), as a detached
-    ApiToken, its last use stamped on the connection now and then."""
+def accepted(connection: Connection, found: Mapping[str, Any] | None) -> TokenHolder | None:
+    """The holder of the live token row read for a presented token (None: unknown or revoked),
+    its last use stamped on the connection now and then."""
     if found is None:
         return None
-    row = ApiToken(**found)
+    row = TokenHolder.of(found)
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
         # Coarse last-use stamp: one write per token per few minutes, never per request.
@@ -99,7 +99,7 @@ def token_from_request() -> str | None:
     return None
 
 
-def caller_has_scope(token: ApiToken, scope: str) -> bool:
+def caller_has_scope(token: TokenHolder, scope: str) -> bool:
     return scope in IMPLIED_SCOPES.get(token.scope, frozenset())
 
 
@@ -126,7 +126,7 @@ def require_scope(*scopes: str, checked_by_view: bool = False) -> Callable[[F], 
     return decorate
 
 
-def admit(row: ApiToken | None, scopes: tuple[str, ...]) -> ApiToken:
+def admit(row: TokenHolder | None, scopes: tuple[str, ...]) -> TokenHolder:
     """The request's caller (g.token) if its token is live and grants any of `scopes`."""
     if row is None:
         raise ApiError(
@@ -157,7 +157,7 @@ def presented_token() -> str:
     return token
 
 
-def load_caller() -> ApiToken | None:
+def load_caller() -> TokenHolder | None:
     """The presented token's live row, read on a lookup connection of its own (None: unknown or
     revoked; a missing token is a 401)."""
     token = presented_token()

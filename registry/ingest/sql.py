@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from registry.auth.models import ApiToken
+from registry.auth.models import HOLDER_FIELDS, ApiToken
 from registry.auth.tokens import live_token
 from registry.capture.decide import SLOT_READ_COLUMNS, slots_in
 from registry.capture.models import CaptureSlot
@@ -71,7 +71,7 @@ SIGNATURE_COLUMNS = ColumnGroup("signature", {name: SIGNATURES[name] for name in
 STATS_COLUMNS = ColumnGroup(
     "stats", dict(zip(("events", "last_seen", "jira_key"), stats_columns(SIGNATURES.id), strict=True))
 )
-TOKEN_COLUMNS = ColumnGroup("token", {column.name: column for column in TOKENS})
+TOKEN_COLUMNS = ColumnGroup("token", {name: TOKENS[name] for name in HOLDER_FIELDS})
 
 # Everything ingest reads before it writes, in one round trip: the stored report (a replay),
 # the host, the signature its fingerprint routes to with its counts and Jira key, that

@@ -20,7 +20,7 @@ from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from sqlalchemy import delete, select
 from werkzeug.exceptions import HTTPException
 
-from registry.auth.models import ApiToken
+from registry.auth.models import HOLDER_FIELDS, ApiToken, TokenHolder
 from registry.auth.tokens import authenticate, caller_has_scope
 from registry.db import Database, utcnow
 from registry.errors import ApiError
@@ -91,7 +91,7 @@ def check_csrf(submitted: str | None) -> None:
         raise ApiError(400, "csrf", "the form's CSRF token is missing or stale: reload the page and retry")
 
 
-def log_in(database: Database, token: str) -> ApiToken:
+def log_in(database: Database, token: str) -> TokenHolder:
     """Start a session for a valid token with read scope; raise 401/403 otherwise."""
     with database.session() as db:
         row = authenticate(db, token.strip())
@@ -113,22 +113,23 @@ def log_in(database: Database, token: str) -> ApiToken:
     return row
 
 
-def current_login(database: Database) -> ApiToken | None:
-    """The token behind this browser's live session, or None."""
+def current_login(database: Database) -> TokenHolder | None:
+    """The holder of the token behind this browser's live session, or None."""
     session_id = session.get("sid")
     if not session_id:
         return None
     with database.session() as db:
         row = db.execute(
-            select(ApiToken)
+            select(*(getattr(ApiToken, name) for name in HOLDER_FIELDS))
             .join(WebSession, WebSession.token_id == ApiToken.id)
             .where(
                 WebSession.id_hash == hash_session_id(session_id),
                 WebSession.expires_at > utcnow(),
                 ApiToken.revoked_at.is_(None),
             )
-        ).scalar_one_or_none()
-    return row if row is not None and caller_has_scope(row, LOGIN_SCOPE) else None
+        ).mappings().one_or_none()
+    holder = TokenHolder.of(row) if row is not None else None
+    return holder if holder is not None and caller_has_scope(holder, LOGIN_SCOPE) else None
 
 
 def log_out(database: Database) -> None:

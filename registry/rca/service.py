@@ -15,7 +15,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from registry.auth.models import ApiToken
+from registry.auth.models import TokenHolder
 from registry.capture.models import Capture
 from registry.core.events import Event, Report
 from registry.core.signatures import Signature
@@ -222,7 +222,7 @@ class ReviewRequest(TypedDict):
 
 
 def propose(
-    session: Session, signature: Signature, data: RcaProposal, token: ApiToken, public_url: str
+    session: Session, signature: Signature, data: RcaProposal, token: TokenHolder, public_url: str
 ) -> Rca:
     if token.kind == "agent" and data["author_kind"] != "ai":
         raise ApiError(
@@ -279,7 +279,7 @@ def hold_cited_dumps(session: Session, evidence: list[dict[str, Any]]) -> None:
         )
 
 
-def refuse_reviewer(rca: Rca, token: ApiToken) -> None:
+def refuse_reviewer(rca: Rca, token: TokenHolder) -> None:
     """Agents never review; nobody reviews an RCA they wrote or posted."""
     if token.kind == "agent":
         raise ApiError(
@@ -296,7 +296,7 @@ def refuse_reviewer(rca: Rca, token: ApiToken) -> None:
         )
 
 
-def review(session: Session, rca: Rca, data: ReviewRequest, token: ApiToken, public_url: str) -> Rca:
+def review(session: Session, rca: Rca, data: ReviewRequest, token: TokenHolder, public_url: str) -> Rca:
     refuse_reviewer(rca, token)
     if rca.status != "proposed":
         raise ApiError(409, "conflict", f"RCA {rca.id} is {rca.status}; only proposed RCAs are reviewed")
@@ -334,7 +334,7 @@ def review(session: Session, rca: Rca, data: ReviewRequest, token: ApiToken, pub
     return rca
 
 
-def confirm(session: Session, signature: Signature, rca: Rca, token: ApiToken, public_url: str) -> None:
+def confirm(session: Session, signature: Signature, rca: Rca, token: TokenHolder, public_url: str) -> None:
     previous = session.scalars(
         select(Rca).where(Rca.signature_id == signature.id, Rca.status == "confirmed")
     ).all()
