@@ -44,7 +44,9 @@ def _parse_int(literal: str) -> int | _HugeInt:
 def text_problem(value: str) -> str | None:
     if "\x00" in value:
         return NUL_MESSAGE
-    if _LONE_SURROGATE.search(value):
+    # A surrogate is not ASCII: an ASCII string (most console logs) skips the regex, which
+    # scans a 4 KB log in ~45 us against ~0.2 us for isascii().
+    if not value.isascii() and _LONE_SURROGATE.search(value):
         return SURROGATE_MESSAGE
     return None
 
