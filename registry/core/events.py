@@ -64,7 +64,8 @@ class Event(HostAttributes, Base):
 
     __table_args__ = (
         UniqueConstraint("host_id", "boot_key"),
-        Index("ix_events_signature_crashed", "signature_id", "crashed_at"),
+        # PostgreSQL has ix_events_signature_crashed_report on the same keys (migration 0027).
+        Index("ix_events_signature_crashed", "signature_id", "crashed_at").ddl_if(dialect="sqlite"),
         Index("ix_events_crashed_at", "crashed_at"),
         Index("ix_events_host_crashed", "host_id", "crashed_at"),
         Index("ix_events_unfingerprinted", "id", postgresql_where=text("fingerprint_error IS NOT NULL"),
