@@ -25,6 +25,7 @@ from sqlalchemy import (
     insert,
     literal,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -73,24 +74,32 @@ STATS_COLUMNS = ColumnGroup(
 )
 TOKEN_COLUMNS = ColumnGroup("token", {name: TOKENS[name] for name in HOLDER_FIELDS})
 
+# The signature a fingerprint routes to with its counts and Jira key, as one row. OFFSET 0
+# keeps PostgreSQL from pulling the subquery up into the read, where it would evaluate the
+# count subqueries once for each capture slot row.
+ROUTED = (
+    select(*SIGNATURE_COLUMNS.columns, *STATS_COLUMNS.columns)
+    .where(SIGNATURES.id == known_signature_id(bindparam("fingerprint")))
+    .offset(0)
+    .subquery("routed")
+)
 # Everything ingest reads before it writes, in one round trip: the stored report (a replay),
-# the host, the signature its fingerprint routes to with its counts and Jira key, that
-# signature's capture slots (one row per slot, SLOT_READ_COLUMNS) and the caller's live token.
+# the host, the routed signature, its capture slots (one row per slot, SLOT_READ_COLUMNS) and
+# the caller's live token.
 CONTEXT = DirectStatement(
     select(
         *STORED_REPORT_COLUMNS.columns,
         *HOST_COLUMNS.columns,
-        *SIGNATURE_COLUMNS.columns,
-        *STATS_COLUMNS.columns,
+        *(ROUTED.c[label] for label in (*SIGNATURE_COLUMNS.labels.values(), *STATS_COLUMNS.labels.values())),
         *TOKEN_COLUMNS.columns,
         *SLOT_READ_COLUMNS,
     )
     .select_from(select(literal(1).label("one")).subquery("anchor"))
     .outerjoin(Report.__table__, REPORTS.report_id == bindparam("report_id"))
     .outerjoin(Host.__table__, HOSTS.hostname == bindparam("hostname"))
-    .outerjoin(Signature.__table__, SIGNATURES.id == known_signature_id(bindparam("fingerprint")))
+    .outerjoin(ROUTED, true())
     .outerjoin(ApiToken.__table__, live_token(bindparam("token_hash")))
-    .outerjoin(CaptureSlot.__table__, CaptureSlot.__table__.c.signature_id == SIGNATURES.id)
+    .outerjoin(CaptureSlot.__table__, CaptureSlot.__table__.c.signature_id == ROUTED.c.signature_id)
 )
 STORED_REPORT = DirectStatement(
     select(*STORED_REPORT_COLUMNS.columns).where(REPORTS.report_id == bindparam("report_id"))
