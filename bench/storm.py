@@ -9,7 +9,8 @@ with the real engine and store it durably, group-committed: one INSERT and one C
 every report waiting), with no authentication, validation, policy or inventory. A single
 client thread keeps `--concurrency` requests in flight, each on its own connection as a
 crash kernel sends its one report: first the bare route for `--bare-seconds`, then the
-storm's reports to the floor route, then to the registry: one report per host (a real
+storm's reports to the floor route and to the registry, in `--turns` slices that the two
+routes take in turn (so that the machine's drift in speed falls on both): one report per host (a real
 syzkaller console log, its timestamps and addresses varied per host) with 10% of the
 requests resends of an earlier report (same report_id), some arriving while the first is
 still in flight.
@@ -25,6 +26,7 @@ each worker's peak RSS (VmHWM). Exit status 1 when a goal is missed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -515,6 +517,27 @@ def measured(server: subprocess.Popen[bytes], url: str, run: Any) -> tuple[Outco
     return outcome, PhaseCpu(worker_cpu, backend_cpu, client_cpu)
 
 
+def turn_bounds(requests: int, turns: int) -> list[tuple[int, int]]:
+    """The storm's requests cut into `turns` consecutive slices, which the floor route and the
+    registry take in turn: the machine's drift in speed over the run (this shared machine's
+    CPU a report moves by a third within minutes) falls on both routes alike."""
+    edges = [round(requests * turn / turns) for turn in range(turns + 1)]
+    return [(start, end) for start, end in itertools.pairwise(edges) if end > start]
+
+
+def joined(turns: list[tuple[Outcome, PhaseCpu]]) -> tuple[Outcome, PhaseCpu]:
+    """One route's turns as one phase: answers and latencies together, times and CPU summed."""
+    outcome = Outcome()
+    for part, _ in turns:
+        outcome.latencies += part.latencies
+        outcome.answers += part.answers
+        outcome.failures += part.failures
+        outcome.elapsed += part.elapsed
+    spent = [phase for _, phase in turns]
+    cpu = PhaseCpu(*(sum(getattr(phase, name) for phase in spent) for name in PhaseCpu.__dataclass_fields__))
+    return outcome, cpu
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -603,6 +626,8 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--bare-seconds", type=float, default=5.0)
     parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="console log of the storm's bug")
+    parser.add_argument("--turns", type=int, default=6,
+                        help="slices of the storm the floor route and the registry take in turn")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--profile", type=Path, help="profile the workers (sync workers) into this folder")
     parser.add_argument("--workers", type=int, help="gunicorn workers (default: cores + 1)")
@@ -668,15 +693,18 @@ def run_pattern(
                 port, None, args.bare_seconds, args.concurrency, bar, repeat=repeat, keep_alive=keep_alive
             ))
 
-        def storm_phase(route: str, label: str) -> tuple[Outcome, PhaseCpu]:
-            requests = [http_request(route, token, body, keep_alive) for body in sent]
-            with click.progressbar(length=len(bodies), label=f"{pattern:10s} {label}") as progress:
-                return measured(server, url, lambda: drive(
-                    port, requests, 0, args.concurrency, progress, keep_alive=keep_alive, bodies=bodies
-                ))
-
-        floor, floor_cpu = storm_phase("/floor/", "floor route")
-        storm, storm_cpu = storm_phase("/api/v1/reports", "crash storm")
+        routes = ("/floor/", "/api/v1/reports")
+        requests = {route: [http_request(route, token, body, keep_alive) for body in sent]
+                    for route in routes}
+        turns: dict[str, list[tuple[Outcome, PhaseCpu]]] = {route: [] for route in routes}
+        with click.progressbar(length=2 * len(bodies), label=f"{pattern:10s} floor route, storm") as progress:
+            for start, end in turn_bounds(len(bodies), args.turns):
+                for route in routes:
+                    turns[route].append(measured(server, url, lambda r=route, s=start, e=end: drive(
+                        port, requests[r][s:e], 0, args.concurrency, progress,
+                        keep_alive=keep_alive, bodies=bodies[s:e],
+                    )))
+        (floor, floor_cpu), (storm, storm_cpu) = (joined(turns[route]) for route in routes)
         rss = {pid: round(peak_rss_mb(pid), 1) for pid in worker_pids(server.pid)}
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
