@@ -23,7 +23,14 @@ from typing import BinaryIO
 from urllib.parse import quote, urlencode
 
 from registry.errors import ApiError
-from registry.storage.parts import MAX_PART_BYTES, StoredObject, StoredPart, clean_etag, multipart_etag
+from registry.storage.parts import (
+    MAX_PART_BYTES,
+    StoredObject,
+    StoredPart,
+    UploadGone,
+    clean_etag,
+    multipart_etag,
+)
 
 PARTS_PREFIX = "/dump-store/uploads"
 OBJECTS_PREFIX = "/dump-store/objects"
@@ -86,6 +93,12 @@ class LocalStore:
             raise ApiError(404, "not_found", "no such upload")
         return self.root / ".uploads" / upload_id
 
+    def _gone_unless_open(self, upload_id: str) -> Path:
+        folder = self._upload_dir(upload_id)
+        if not folder.is_dir():
+            raise UploadGone(f"no upload {upload_id}: completed or aborted")
+        return folder
+
     def _object(self, key: str) -> Path:
         path = (self.root / key).resolve()
         if self.root not in path.parents:
@@ -105,8 +118,11 @@ class LocalStore:
     def presign_part(self, key: str, upload_id: str, number: int, ttl_s: int) -> str:
         return self._signed("PUT", f"{PARTS_PREFIX}/{upload_id}/parts/{number}", ttl_s)
 
+    def upload_exists(self, key: str, upload_id: str) -> bool:
+        return self._upload_dir(upload_id).is_dir()
+
     def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:
-        folder = self._upload_dir(upload_id)
+        folder = self._gone_unless_open(upload_id)
         return [
             StoredPart(int(part.stem), part.stat().st_size, part.with_suffix(".md5").read_text())
             for part in sorted(folder.glob("*.part"))
@@ -114,7 +130,7 @@ class LocalStore:
         ]
 
     def complete_upload(self, key: str, upload_id: str, parts: list[StoredPart]) -> StoredObject:
-        folder, target = self._upload_dir(upload_id), self._object(key)
+        folder, target = self._gone_unless_open(upload_id), self._object(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.{upload_id}.tmp")
         with temporary.open("wb") as out:

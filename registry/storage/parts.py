@@ -20,6 +20,11 @@ MAX_PARTS = 10_000
 MD5_HEX = re.compile(r"[0-9a-f]{32}")
 
 
+class UploadGone(Exception):
+    """The store no longer has a multipart upload: completed (by a request whose answer was
+    lost), aborted, or expired by the bucket's lifecycle rule while its host was down."""
+
+
 @dataclass(frozen=True)
 class StoredPart:
     """A part as the store holds it (ListParts)."""

@@ -9,19 +9,32 @@ host name the URL carries).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from registry.storage.parts import StoredObject, StoredPart
+from registry.storage.parts import StoredObject, StoredPart, UploadGone
 
 # Checksums only where S3 requires them: boto3 >= 1.36 adds CRC32 checksums to uploads by
 # default, which several S3-compatible stores do not accept; parts are checked by Content-MD5
 # and by the registry's MD5 check before completion.
 SIGNING = Config(signature_version="s3v4", retries={"mode": "standard"},
                  request_checksum_calculation="when_required", response_checksum_validation="when_required")
+
+
+@contextmanager
+def _gone_if_no_such_upload() -> Iterator[None]:
+    """S3's NoSuchUpload (404) as UploadGone: the upload was completed, aborted or expired."""
+    try:
+        yield
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "NoSuchUpload":
+            raise UploadGone(str(error)) from error
+        raise
 
 
 class S3Store:
@@ -51,23 +64,33 @@ class S3Store:
         params = {"Bucket": self.bucket, "Key": self._key(key), "UploadId": upload_id, "PartNumber": number}
         return str(self.signer.generate_presigned_url("upload_part", Params=params, ExpiresIn=ttl_s))
 
+    def upload_exists(self, key: str, upload_id: str) -> bool:
+        try:
+            with _gone_if_no_such_upload():
+                self.client.list_parts(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id, MaxParts=1)
+        except UploadGone:
+            return False
+        return True
+
     def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:
         pages = self.client.get_paginator("list_parts").paginate(
             Bucket=self.bucket, Key=self._key(key), UploadId=upload_id
         )
-        return [
-            StoredPart(part["PartNumber"], part["Size"], part["ETag"])
-            for page in pages
-            for part in page.get("Parts", [])
-        ]
+        with _gone_if_no_such_upload():
+            return [
+                StoredPart(part["PartNumber"], part["Size"], part["ETag"])
+                for page in pages
+                for part in page.get("Parts", [])
+            ]
 
     def complete_upload(self, key: str, upload_id: str, parts: list[StoredPart]) -> StoredObject:
-        answer = self.client.complete_multipart_upload(
-            Bucket=self.bucket,
-            Key=self._key(key),
-            UploadId=upload_id,
-            MultipartUpload={"Parts": [{"PartNumber": p.number, "ETag": p.etag} for p in parts]},
-        )
+        with _gone_if_no_such_upload():
+            answer = self.client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=self._key(key),
+                UploadId=upload_id,
+                MultipartUpload={"Parts": [{"PartNumber": p.number, "ETag": p.etag} for p in parts]},
+            )
         stored = self.head(key)
         if stored is None:
             raise RuntimeError(f"{self.uri(key)} missing right after its upload completed ({answer})")

@@ -22,7 +22,15 @@ from registry.core.events import Event
 from registry.db import utcnow
 from registry.errors import ApiError
 from registry.storage.models import Dump, DumpDownload
-from registry.storage.parts import MIB, part_bytes, part_count, part_problems, part_size
+from registry.storage.parts import (
+    MIB,
+    StoredObject,
+    UploadGone,
+    part_bytes,
+    part_count,
+    part_problems,
+    part_size,
+)
 from registry.storage.store import DumpStore
 from registry.upsert import insert_ignore
 
@@ -142,6 +150,8 @@ def start_upload(
             store.abort_upload(key, upload_id)
         dump = session.scalar(select(Dump).where(Dump.capture_id == capture_id).with_for_update())
         assert dump is not None
+    else:
+        reopened_if_lost(session, store, dump, total, encoding)
     if (dump.bytes, dump.encoding) != (total, encoding):
         raise ApiError(
             409,
@@ -192,31 +202,71 @@ def complete_upload(session: Session, store: DumpStore, capture_id: int, md5s: d
         raise ApiError(
             409, "conflict", f"capture {capture_id}'s dump is {dump.state}", fields={"state": [dump.state]}
         )
-    stored_parts = store.list_parts(dump.key, dump.upload_id)
-    problems = part_problems(dump.bytes, dump.part_size, md5s, stored_parts)
-    if problems:
+    count = part_count(dump.bytes, dump.part_size)
+    try:
+        stored_parts = store.list_parts(dump.key, dump.upload_id)
+        problems = part_problems(dump.bytes, dump.part_size, md5s, stored_parts)
+        if problems:
+            raise ApiError(
+                409,
+                "parts_incomplete",
+                f"{len(problems)} part(s) missing or not as sent: upload them again, then complete",
+                fields={"parts": [f"{n}: {p}" for n, p in problems.items()]},
+            )
+        parts = sorted((p for p in stored_parts if p.number <= count), key=lambda p: p.number)
+        stored = store.complete_upload(dump.key, dump.upload_id, parts)
+    except UploadGone:
+        # A completion whose answer was lost (a timeout, a killed worker) went through, or the
+        # upload was aborted or expired: then every part goes again, into a new upload that
+        # the next request for part URLs opens.
+        if recorded_if_completed(session, store, dump):
+            return dump_dict(dump)
         raise ApiError(
             409,
             "parts_incomplete",
-            f"{len(problems)} part(s) missing or not as sent: upload them again, then complete",
-            fields={"parts": [f"{n}: {p}" for n, p in problems.items()]},
-        )
-    count = part_count(dump.bytes, dump.part_size)
-    parts = sorted((p for p in stored_parts if p.number <= count), key=lambda p: p.number)
-    stored = store.complete_upload(dump.key, dump.upload_id, parts)
+            f"the store no longer has this upload (aborted or expired): all {count} part(s) go again",
+            fields={"parts": [f"{n}: the store lost the upload" for n in range(1, count + 1)]},
+        ) from None
     if stored.bytes != dump.bytes:
         store.delete(dump.key)
         raise ApiError(409, "conflict", f"the store made an object of {stored.bytes} bytes, not {dump.bytes}")
+    record_stored(session, store, dump, stored)
+    return dump_dict(dump)
+
+
+def reopened_if_lost(session: Session, store: DumpStore, dump: Dump, total: int, encoding: str) -> None:
+    """Rejoining an upload the store no longer has: its completion went through after all
+    (recorded as stored), or a lifecycle rule aborted it while the host was down (a new upload
+    of the same object takes its place)."""
+    rejoined = (dump.bytes, dump.encoding) == (total, encoding)
+    if dump.state != "uploading" or dump.upload_id is None or not rejoined:
+        return
+    if store.upload_exists(dump.key, dump.upload_id) or recorded_if_completed(session, store, dump):
+        return
+    dump.upload_id = store.create_upload(dump.key)
+
+
+def recorded_if_completed(session: Session, store: DumpStore, dump: Dump) -> bool:
+    """For an upload the store no longer has: whether its object is there at the dump's size
+    (an earlier completion went through), and if so the dump is recorded as stored now."""
+    stored = store.head(dump.key)
+    if stored is None or stored.bytes != dump.bytes:
+        return False
+    record_stored(session, store, dump, stored)
+    return True
+
+
+def record_stored(session: Session, store: DumpStore, dump: Dump, stored: StoredObject) -> None:
+    """The dump is in the store: the row says so and its capture points at the object."""
     dump.state, dump.upload_id, dump.etag, dump.stored_at = "stored", None, stored.etag, utcnow()
-    capture = session.get(Capture, capture_id)
+    capture = session.get(Capture, dump.capture_id)
     assert capture is not None
     status = "completed" if capture.status == "started" else capture.status
     update_capture(
         session,
-        capture_id,
+        dump.capture_id,
         {"uri": store.uri(dump.key), "status": status, "bytes": dump.raw_bytes or dump.bytes},
     )
-    return dump_dict(dump)
 
 
 def stored_dump(session: Session, capture_id: int) -> Dump:

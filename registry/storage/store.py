@@ -27,10 +27,14 @@ class DumpStore(Protocol):
     def presign_part(self, key: str, upload_id: str, number: int, ttl_s: int) -> str:
         """A URL that takes one HTTP PUT of part `number` until `ttl_s` seconds from now."""
 
-    def list_parts(self, key: str, upload_id: str) -> list[StoredPart]: ...
+    def upload_exists(self, key: str, upload_id: str) -> bool:
+        """Whether the store still has the upload (one cheap request)."""
+
+    def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:
+        """The parts the store holds; UploadGone when it no longer has the upload."""
 
     def complete_upload(self, key: str, upload_id: str, parts: list[StoredPart]) -> StoredObject:
-        """Join the parts (in number order) into the object."""
+        """Join the parts (in number order) into the object; UploadGone as list_parts."""
 
     def abort_upload(self, key: str, upload_id: str) -> None: ...
 

@@ -7,15 +7,19 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 from sqlalchemy import select
 
+from agents.dumpupload import Uploader, UploadError, prepare
+from registry.config import Settings
 from registry.db import Database
 from registry.storage.api import STORE_RETRY_AFTER_S
 from registry.storage.local import LocalStore
-from registry.storage.models import DumpDownload
+from registry.storage.models import Dump, DumpDownload
+from registry.storage.store import DumpStore, open_store
 from tests.support.dumps import PART, Api, content_md5, md5_hex, parts_of, put
 from tests.support.http import auth
 
@@ -149,3 +153,83 @@ def test_an_unreachable_store_is_a_503_not_a_500(api: Api, monkeypatch: pytest.M
     assert answer.json()["error"]["code"] == "unavailable"
     assert "dump store" in answer.json()["error"]["message"]
     assert answer.headers["Retry-After"] == str(STORE_RETRY_AFTER_S)
+
+
+def the_open_upload(settings: Settings, database: Database, capture_id: str) -> tuple[DumpStore, Dump]:
+    """The store as the registry's own, and the capture's dump row: to act behind its back."""
+    with database.session() as session:
+        dump = session.scalar(select(Dump).where(Dump.capture_id == int(capture_id)))
+        assert dump is not None and dump.upload_id is not None
+        session.expunge(dump)
+    return open_store(settings.dump_store, "http://crashreg.test"), dump
+
+
+@pytest.mark.parametrize("asked_again", ["complete", "start"])
+def test_a_completion_whose_answer_was_lost_is_recorded_when_asked_again(
+    api: Api, settings: Settings, database: Database, asked_again: str
+) -> None:
+    data = os.urandom(2 * PART + 5)
+    parts = parts_of(data)
+    event = api.event()
+    capture = api.capture(event["event_id"])
+    for url in api.start(capture["id"], len(data)).json()["part_urls"]:
+        assert put(url["url"], parts[url["number"]], content_md5(parts[url["number"]])).status_code == 200
+    # The store completes the upload, and the registry never hears: its request timed out, or
+    # its worker was killed mid-request. The store now answers NoSuchUpload for it.
+    store, dump = the_open_upload(settings, database, capture["id"])
+    assert dump.upload_id is not None
+    store.complete_upload(dump.key, dump.upload_id, store.list_parts(dump.key, dump.upload_id))
+    assert not store.upload_exists(dump.key, dump.upload_id)
+
+    if asked_again == "complete":
+        answer = api.complete(capture["id"], {n: md5_hex(d) for n, d in parts.items()})
+        assert answer.status_code == 200, answer.text
+        stored = answer.json()
+    else:  # the reporter rejoins its upload (the post-boot agent after a reboot)
+        answer = api.start(capture["id"], len(data))
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["part_urls"] == []
+        stored = answer.json()["dump"]
+    assert (stored["state"], stored["bytes"]) == ("stored", len(data))
+    [recorded] = api.get(f"/api/v1/events/{event['event_id']}").json()["captures"]
+    assert recorded["uri"] == stored["uri"]
+    assert requests.get(api.get(f"/api/v1/captures/{capture['id']}/download").json()["url"],
+                        timeout=60).content == data
+
+
+def test_an_upload_the_store_lost_is_sent_again_whole_by_the_agent(
+    api: Api, settings: Settings, database: Database, tmp_path: Path
+) -> None:
+    data = b"KDUMP   " + os.urandom(2 * PART)  # compressed already: sent as it is, three parts
+    source, spool = tmp_path / "vmcore", tmp_path / "spool"
+    source.write_bytes(data)
+    spool.mkdir()
+    capture = api.capture(api.event()["event_id"])
+    state_path = prepare(spool, "kdump-x", capture["id"], source)
+    cut: list[str] = []
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if path.endswith("/complete") and not cut:
+            cut.append(path)
+            raise UploadError("the host rebooted")
+        answer = requests.post(api.url + path, json=body, headers=auth(api.report), timeout=30)
+        if answer.status_code != 200:
+            raise UploadError(f"{path} refused: {answer.text}")
+        return answer.json()
+
+    said: list[str] = []
+    uploader = Uploader(post, threads=1, log=said.append)
+    with pytest.raises(UploadError, match="rebooted"):
+        uploader.upload(state_path)  # every part sent, then the power went
+    # Days later the bucket's lifecycle rule aborts the incomplete upload.
+    store, dump = the_open_upload(settings, database, capture["id"])
+    assert dump.upload_id is not None
+    store.abort_upload(dump.key, dump.upload_id)
+
+    # The post-boot agent's completion is refused naming every part; it sends them again into
+    # the new upload the registry opens when it asks for their URLs.
+    stored = uploader.upload(state_path)
+    assert (stored["state"], stored["bytes"]) == ("stored", len(data))
+    assert "the registry wants parts [1, 2, 3] again" in said, said
+    assert requests.get(api.get(f"/api/v1/captures/{capture['id']}/download").json()["url"],
+                        timeout=60).content == data
