@@ -26,13 +26,17 @@ SIGNING = Config(signature_version="s3v4", retries={"mode": "standard"},
                  request_checksum_calculation="when_required", response_checksum_validation="when_required")
 
 
+def _error_code(error: ClientError) -> str | None:
+    return error.response.get("Error", {}).get("Code")
+
+
 @contextmanager
 def _gone_if_no_such_upload() -> Iterator[None]:
     """S3's NoSuchUpload (404) as UploadGone: the upload was completed, aborted or expired."""
     try:
         yield
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "NoSuchUpload":
+        if _error_code(error) == "NoSuchUpload":
             raise UploadGone(str(error)) from error
         raise
 
@@ -66,10 +70,11 @@ class S3Store:
 
     def upload_exists(self, key: str, upload_id: str) -> bool:
         try:
-            with _gone_if_no_such_upload():
-                self.client.list_parts(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id, MaxParts=1)
-        except UploadGone:
-            return False
+            self.client.list_parts(Bucket=self.bucket, Key=self._key(key), UploadId=upload_id, MaxParts=1)
+        except ClientError as error:
+            if _error_code(error) == "NoSuchUpload":
+                return False
+            raise
         return True
 
     def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:
@@ -103,7 +108,7 @@ class S3Store:
         try:
             answer = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            if _error_code(error) in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise
         return StoredObject(int(answer["ContentLength"]), answer.get("ETag"))
