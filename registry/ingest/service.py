@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from registry.capture.decide import NO_DUMP_DECISIONS, CaptureDecision, decide_capture, decision_without_claim
 from registry.capture.policy import Slot
 from registry.config import Settings
-from registry.core.events import CaptureAnswer, Event
+from registry.core.events import PANIC_SOURCES, CaptureAnswer, Event
 from registry.core.hosts import HOST_ATTRIBUTES
 from registry.core.signatures import Signature
 from registry.core.wiring import Engine
@@ -250,13 +250,15 @@ def checked(
     connection: Connection, incoming: IncomingReport, caller: Caller | None
 ) -> tuple[IngestContext, ReportAnswer | None]:
     """The one read, the caller admitted by it, and the first answer if the report is a resend."""
-    crash = incoming.crash
+    crash, report = incoming.crash, incoming.fields
+    is_panic = crash is not None and report["source"] in PANIC_SOURCES
     context = read_context(
         connection,
         incoming.report_id,
         incoming.host["hostname"],
         crash.fingerprint if crash else None,
         caller.token_hash if caller else None,
+        join_window(report["crashed_at"]) if is_panic else None,
     )
     if caller is not None:
         caller.admit(connection, context.token)
@@ -297,7 +299,8 @@ def store(
     )
     # When no claim can win, the answer is stored by the event's insert (no update after it).
     planned = planned_decision(settings, incoming, routing, regression)
-    boot_key = pstore_partner(connection, host.id, incoming) or incoming.boot_key
+    # A pstore record and its panic's report join one event whichever is stored first.
+    boot_key = pstore_partner(connection, host.id, incoming) or context.pstore_boot_key or incoming.boot_key
     event, created = find_or_open_event(
         session, connection, statements, host, incoming, boot_key, routing.signature, planned, regression
     )
@@ -338,6 +341,8 @@ def stored_at_once(
     if signature is not None and report["crashed_at"] < signature.first_seen:
         return None
     if report["source"] == "pstore" and not report.get("boot_id") and incoming.crash is not None:
+        return None
+    if context.pstore_boot_key is not None:  # the panic's pstore record opened its event first
         return None
     reported = reported_attributes(incoming.host)
     attributes = snapshot(context.host.attributes if context.host else reported, incoming.host)
@@ -576,16 +581,17 @@ def pstore_partner(connection: Connection, host_id: int, incoming: IncomingRepor
     report, crash = incoming.fields, incoming.crash
     if report["source"] != "pstore" or report.get("boot_id") or crash is None:
         return None
-    crashed_at = report["crashed_at"]
+    earliest, latest = join_window(report["crashed_at"])
     return connection.execute(
         PANIC_PARTNER,
-        {
-            "host_id": host_id,
-            "fingerprint": crash.fingerprint,
-            "earliest": crashed_at - PSTORE_JOIN_WINDOW,
-            "latest": crashed_at + PSTORE_JOIN_WINDOW,
-        },
+        {"host_id": host_id, "fingerprint": crash.fingerprint, "earliest": earliest, "latest": latest},
     ).scalar()
+
+
+def join_window(crashed_at: datetime) -> tuple[datetime, datetime]:
+    """The times within which a pstore record and a panic's report of one host and fingerprint
+    are taken for one crash (their clocks and what each calls the crash's time differ)."""
+    return crashed_at - PSTORE_JOIN_WINDOW, crashed_at + PSTORE_JOIN_WINDOW
 
 
 def count_new_event(session: Session, routing: Routing, event: OpenEvent) -> Routing:

@@ -83,20 +83,48 @@ ROUTED = (
     .offset(0)
     .subquery("routed")
 )
+# A crash kernel's or DPU's report of a panic whose pstore record (read back after the reboot,
+# without the crashed boot's boot_id) was stored first: the event that record opened, found by
+# host, fingerprint and time as PANIC_PARTNER finds it the other way round. Its parameters are
+# NULL for any other report, and then no event matches.
+PSTORE_FIRST = (
+    select(EVENTS.boot_key)
+    .where(
+        EVENTS.host_id == HOSTS.id,
+        EVENTS.fingerprint == bindparam("panic_fingerprint", type_=EVENTS.fingerprint.type),
+        EVENTS.first_source == "pstore",
+        EVENTS.boot_id.is_(None),
+        EVENTS.crashed_at.between(
+            bindparam("panic_earliest", type_=EVENTS.crashed_at.type),
+            bindparam("panic_latest", type_=EVENTS.crashed_at.type),
+        ),
+    )
+    .order_by(EVENTS.crashed_at.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+# The host with that event's boot key, as one row (OFFSET 0, as ROUTED: evaluated once, not
+# once per capture slot row).
+HOSTED = (
+    select(*HOST_COLUMNS.columns, PSTORE_FIRST.label("host_pstore_boot_key"))
+    .where(HOSTS.hostname == bindparam("hostname"))
+    .offset(0)
+    .subquery("hosted")
+)
 # Everything ingest reads before it writes, in one round trip: the stored report (a replay),
-# the host, the routed signature, its capture slots (one row per slot, SLOT_READ_COLUMNS) and
-# the caller's live token.
+# the host (and a pstore-first event of the crash), the routed signature, its capture slots
+# (one row per slot, SLOT_READ_COLUMNS) and the caller's live token.
 CONTEXT = DirectStatement(
     select(
         *STORED_REPORT_COLUMNS.columns,
-        *HOST_COLUMNS.columns,
+        *(HOSTED.c[label] for label in (*HOST_COLUMNS.labels.values(), "host_pstore_boot_key")),
         *(ROUTED.c[label] for label in (*SIGNATURE_COLUMNS.labels.values(), *STATS_COLUMNS.labels.values())),
         *TOKEN_COLUMNS.columns,
         *SLOT_READ_COLUMNS,
     )
     .select_from(select(literal(1).label("one")).subquery("anchor"))
     .outerjoin(Report.__table__, REPORTS.report_id == bindparam("report_id"))
-    .outerjoin(Host.__table__, HOSTS.hostname == bindparam("hostname"))
+    .outerjoin(HOSTED, true())
     .outerjoin(ROUTED, true())
     .outerjoin(ApiToken.__table__, live_token(bindparam("token_hash")))
     .outerjoin(CaptureSlot.__table__, CaptureSlot.__table__.c.signature_id == ROUTED.c.signature_id)
@@ -265,14 +293,31 @@ class IngestContext:
     stats: SignatureStats | None
     slots: list[Slot]
     token: dict[str, Any] | None
+    pstore_boot_key: str | None = None  # the event a pstore record of this panic opened first
 
 
 def read_context(
-    connection: Connection, report_id: str, hostname: str, fingerprint: str | None, token_hash: str | None
+    connection: Connection,
+    report_id: str,
+    hostname: str,
+    fingerprint: str | None,
+    token_hash: str | None,
+    panic_window: tuple[datetime, datetime] | None = None,
 ) -> IngestContext:
+    """`panic_window`: for a panic's report (crash kernel, DPU), when its pstore record may have
+    been stored first (PSTORE_FIRST)."""
+    earliest, latest = panic_window or (None, None)
     rows = CONTEXT.mappings(
         connection,
-        {"report_id": report_id, "hostname": hostname, "fingerprint": fingerprint, "token_hash": token_hash},
+        {
+            "report_id": report_id,
+            "hostname": hostname,
+            "fingerprint": fingerprint,
+            "token_hash": token_hash,
+            "panic_fingerprint": fingerprint if panic_window else None,
+            "panic_earliest": earliest,
+            "panic_latest": latest,
+        },
     )
     first = rows[0]
     signature = SIGNATURE_COLUMNS.values(first)
@@ -285,6 +330,7 @@ def read_context(
         stats=SignatureStats(int(stats["events"]), stats["last_seen"], stats["jira_key"]) if known else None,
         slots=slots_in(rows),
         token=TOKEN_COLUMNS.values(first) if first["token_id"] is not None else None,
+        pstore_boot_key=first["host_pstore_boot_key"],
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from testkit.reports import NULL_DEREF_LOG, crash_report
 from tests.support.http import auth
-from tests.support.signatures import WARNING_LOG
+from tests.support.signatures import GPF_LOG, WARNING_LOG
 
 
 def post(client, token, body):  # type: ignore[no-untyped-def]
@@ -89,6 +89,32 @@ def test_pstore_without_boot_id_joins_by_fingerprint_within_the_window(client, m
     event = event_of(client, reader, later.json)
     assert event["sources"] == ["pstore"] and event["capture"]["action"] == "none"
     assert event["signature"]["event_count"] == 3  # a failed dump still counts its crash
+
+
+def test_a_panics_report_after_its_pstore_record_joins_the_record_s_event(client, make_token) -> None:
+    """A DPU's report delayed past the host's reboot (or a crash kernel's, resent) arrives after
+    the pstore record of the same panic: one event, as in the other order."""
+    token, reader = make_token("report"), make_token("read")
+    pstore = crash_report(source="pstore", boot_id=None, crashed_at="2026-11-29T11:59:58Z")
+    record = post(client, token, pstore)
+    assert record.status_code == 201
+    dpu = post(client, token, crash_report(source="dpu", crashed_at="2026-11-29T12:00:30Z"))
+    assert dpu.status_code == 201
+    assert dpu.json["event_id"] == record.json["event_id"]
+    assert dpu.json["capture"] == record.json["capture"]  # the host has rebooted: nothing to dump
+    kernel = post(client, token, crash_report(crashed_at="2026-11-29T12:00:10Z"))
+    assert kernel.json["event_id"] == record.json["event_id"]
+    event = event_of(client, reader, record.json)
+    assert event["sources"] == ["pstore", "dpu", "crash_kernel"]
+    assert event["signature"]["event_count"] == 1
+    # Another host's panic, this host's panic an hour later and another bug are other crashes.
+    others = [
+        crash_report(source="dpu", host={"hostname": "b2"}),
+        crash_report(source="dpu", crashed_at="2026-11-29T13:00:00Z"),
+        crash_report(source="dpu", console_log=GPF_LOG),
+    ]
+    answers = [post(client, token, other).json for other in others]
+    assert len({record.json["event_id"], *(answer["event_id"] for answer in answers)}) == 4
 
 
 def test_a_pstore_crash_records_its_failed_capture(client, make_token) -> None:
