@@ -18,7 +18,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, cast
 
 from sqlalchemy import Connection, select, update
@@ -588,10 +588,15 @@ def pstore_partner(connection: Connection, host_id: int, incoming: IncomingRepor
     ).scalar()
 
 
+CALENDAR_START, CALENDAR_END = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+
+
 def join_window(crashed_at: datetime) -> tuple[datetime, datetime]:
     """The times within which a pstore record and a panic's report of one host and fingerprint
-    are taken for one crash (their clocks and what each calls the crash's time differ)."""
-    return crashed_at - PSTORE_JOIN_WINDOW, crashed_at + PSTORE_JOIN_WINDOW
+    are taken for one crash (their clocks and what each calls the crash's time differ), cut at
+    the ends of the calendar (a row stored before crashed_at was bounded may say year 9999)."""
+    before, after = crashed_at - CALENDAR_START, CALENDAR_END - crashed_at
+    return crashed_at - min(PSTORE_JOIN_WINDOW, before), crashed_at + min(PSTORE_JOIN_WINDOW, after)
 
 
 def count_new_event(session: Session, routing: Routing, event: OpenEvent) -> Routing:
