@@ -1,9 +1,9 @@
--- wrk script of the crash storm (bench/wrk_storm.py runs it): the reports in the file named by
--- the first argument (one JSON body a line), each sent once in order. Once every one is on its
--- way the connections wait (delay) rather than send more, and once every one has been answered
--- the thread stops and says so. Arguments: bodies file, bearer token, and "one-shot" (a
--- "Connection: close" header: one connection per report, as crash kernels send) or
--- "keep-alive". Run it with one thread (-t1): each thread would send every body.
+-- wrk script of the crash storm (bench/wrk_storm.py runs it): the storm's reports, one JSON
+-- body a line in the file named by the first argument, each sent once in order; once every
+-- one has been answered the thread stops and says so (requests started before that are
+-- resends of the first ones: replays, as a host resends). Arguments: bodies file, bearer token, and
+-- "one-shot" (a "Connection: close" header: one connection per report, as crash kernels
+-- send) or "keep-alive". Run it with one thread (-t1): each thread would send every body.
 local bodies, headers = {}, {}
 local sent, answered = 0, 0
 
@@ -18,17 +18,9 @@ function init(args)
   end
 end
 
-function delay()
-  -- wrk keeps every connection busy: past the last body a connection would send a body again.
-  if sent >= #bodies then
-    return 3600 * 1000
-  end
-  return 0
-end
-
 function request()
   sent = sent + 1
-  return wrk.format("POST", wrk.path, headers, bodies[sent])
+  return wrk.format("POST", wrk.path, headers, bodies[(sent - 1) % #bodies + 1])
 end
 
 function response(status, response_headers, body)
@@ -42,18 +34,11 @@ function response(status, response_headers, body)
 end
 
 function done(summary, latency, requests)
-  -- Every latency wrk recorded (microseconds, and how many times), so that the runs of a storm
-  -- given in turns can be pooled into one distribution.
-  local recorded = {}
-  for i = 1, #latency do
-    local value, count = latency(i)
-    recorded[#recorded + 1] = string.format("[%d, %d]", value, count)
-  end
   local errors = summary.errors
   io.write(string.format(
-    '{"requests": %d, "duration_us": %d, "latency_us": [%s], '
+    '{"requests": %d, "duration_us": %d, "p50_ms": %.1f, "p99_ms": %.1f, "max_ms": %.1f, '
       .. '"errors": {"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}}\n',
-    summary.requests, summary.duration, table.concat(recorded, ", "),
-    errors.connect, errors.read, errors.write, errors.status, errors.timeout
+    summary.requests, summary.duration, latency:percentile(50) / 1000, latency:percentile(99) / 1000,
+    latency.max / 1000, errors.connect, errors.read, errors.write, errors.status, errors.timeout
   ))
 end

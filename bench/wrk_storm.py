@@ -1,17 +1,14 @@
 """The crash storm under an independent load generator: wrk, with bench/storm.lua.
 
-    .venv/bin/python bench/wrk_storm.py [--hosts 1500] [--concurrency 64] [--clients both]
-                                        [--turns 6] [--json OUT]
+    .venv/bin/python bench/wrk_storm.py [--hosts 1500] [--concurrency 64] [--clients both] [--json OUT]
 
 The same storm as bench/storm.py (its reports: one real syzkaller log varied per host, 10% of the
 requests resends; its gunicorn, database and floor route), sent by wrk (Debian package `wrk`)
 instead of storm.py's own client: one wrk thread keeps `--concurrency` connections busy, each
 report sent once in order, with a "Connection: close" header per report (one-shot, as crash
-kernels send) or on kept connections (keep-alive), each client pattern on a fresh database and
-gunicorn. The floor route and the registry take the storm in `--turns` slices, in turn, one wrk
-run a slice and route (so that the machine's drift in speed falls on both); each route's runs
-are added up, their latencies pooled (storm.lua writes every one wrk recorded). wrk's latency
-runs from a request's first byte written to its answer (not the connect). The CPU of gunicorn's workers and
+kernels send) or on kept connections (keep-alive); first to the floor route, then to the
+registry, each client pattern on a fresh database and gunicorn. wrk's latency runs from a
+request's first byte written to its answer (not the connect). The CPU of gunicorn's workers and
 PostgreSQL's backends a request is read from /proc as storm.py does; wrk's own is not counted.
 Checked from the database afterwards: every report stored once (none lost), one event per host
 (none doubled), exactly K full captures. Prints PASS or MISS per goal; exit status 1 when one
@@ -21,8 +18,6 @@ is missed.
 from __future__ import annotations
 
 import argparse
-import collections
-import functools
 import json
 import os
 import shutil
@@ -32,8 +27,6 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-
-import click
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -61,65 +54,33 @@ def run_wrk(port: int, path: str, bodies: Path, token: str, pattern: str, concur
     return json.loads(next(line for line in lines if line.startswith('{"requests"')))
 
 
-def percentile_ms(latencies_us: collections.Counter[int], share: float) -> float:
-    """The smallest latency at least `share` of the requests took no longer than (nearest rank)."""
-    rank, seen = share * sum(latencies_us.values()), 0
-    for value in sorted(latencies_us):
-        seen += latencies_us[value]
-        if seen >= rank:
-            return value / 1000
-    return float("nan")
-
-
-def pooled(turns: list[tuple[dict[str, Any], storm.PhaseCpu]]) -> dict[str, Any]:
-    """One route's turns as one run: requests, times, errors and CPU summed, latencies pooled."""
-    latencies: collections.Counter[int] = collections.Counter()
-    errors: collections.Counter[str] = collections.Counter()
-    for figures, _ in turns:
-        latencies.update({value: count for value, count in figures["latency_us"]})
-        errors.update(figures["errors"])
-    requests = sum(figures["requests"] for figures, _ in turns)
-    seconds = sum(figures["duration_us"] for figures, _ in turns) / 1e6
-    cpu = sum(cpu.workers + cpu.postgres for _, cpu in turns)
-    return {
-        "requests": requests,
-        "rps": round(requests / seconds, 1),
-        "p50_ms": percentile_ms(latencies, 0.50),
-        "p99_ms": percentile_ms(latencies, 0.99),
-        "max_ms": max(latencies) / 1000,
-        "errors": dict(errors),
-        "cpu_ms_per_request": round(cpu / requests * 1000, 2),
-    }
-
-
 def run_pattern(
-    args: Any, slices: list[Path], report_ids: set[str], pattern: str
+    args: Any, bodies: Path, report_ids: set[str], pattern: str
 ) -> tuple[dict[str, Any], dict[str, bool]]:
-    """The storm given to the floor route and the registry in turns, slice by slice (as
-    bench/storm.py does, so that the machine's drift in speed falls on both), on a fresh
-    database and gunicorn: one wrk run a slice and route."""
+    """One pass of wrk to the floor route, one to the registry, on a fresh database and gunicorn."""
     load_at_start = os.getloadavg()[0]
     requests = len(report_ids) + args.resends
-    turns: dict[str, list[tuple[dict[str, Any], storm.PhaseCpu]]] = {"floor": [], "registry": []}
     with storm.fresh_database() as (url, token), storm.serving(
         url, args.gunicorn["workers"], token, args.concurrency, pattern
     ) as (server, port):
         settings = storm.Settings(database_url=url)
-        with click.progressbar(length=2 * len(slices), label=f"{pattern:10s} floor route, storm") as progress:
-            for bodies in slices:
-                for name, path in (("floor", "/floor/"), ("registry", "/api/v1/reports")):
-                    wrk = functools.partial(run_wrk, port, path, bodies, token, pattern, args.concurrency)
-                    turns[name].append(storm.measured(server, url, wrk))
-                    progress.update(1)
+        phases = {}
+        for name, path in (("floor", "/floor/"), ("storm", "/api/v1/reports")):
+            figures, cpu = storm.measured(
+                server, url, lambda path=path: run_wrk(port, path, bodies, token, pattern, args.concurrency)
+            )
+            figures["rps"] = round(figures["requests"] / (figures["duration_us"] / 1e6), 1)
+            cpu_a_request = (cpu.workers + cpu.postgres) / figures["requests"]
+            figures["cpu_ms_per_request"] = round(cpu_a_request * 1000, 2)
+            phases[name] = figures
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
         stored = storm.stored_storm(url)
-    floor, registry = pooled(turns["floor"]), pooled(turns["registry"])
+    floor, registry = phases["floor"], phases["storm"]
     figures = {
         "clients": pattern,
         "load_average_at_start": round(load_at_start, 2),
         "requests": requests,
-        "turns": len(slices),
         "floor": floor,
         "registry": registry,
         "rps_x_floor": round(registry["rps"] / floor["rps"], 3),
@@ -151,8 +112,6 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--log", type=Path, default=storm.DEFAULT_LOG, help="console log of the storm's bug")
     parser.add_argument("--workers", type=int, help="gunicorn workers (default: cores + 1)")
-    parser.add_argument("--turns", type=int, default=6,
-                        help="slices of the storm the floor route and the registry take in turn")
     parser.add_argument("--clients", default="both", choices=(*storm.CLIENT_PATTERNS, "both"))
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
@@ -163,13 +122,11 @@ def main() -> int:
     bodies = storm.storm_requests(template, args.hosts)
     args.resends = len(bodies) - args.hosts
     with tempfile.TemporaryDirectory(prefix="crashreg-wrk-") as folder:
-        slices = []
-        for number, (start, end) in enumerate(storm.turn_bounds(len(bodies), args.turns)):
-            slices.append(Path(folder) / f"bodies-{number}.jsonl")
-            slices[-1].write_text("".join(json.dumps(body) + "\n" for body in bodies[start:end]))
+        path = Path(folder) / "bodies.jsonl"
+        path.write_text("".join(json.dumps(body) + "\n" for body in bodies))
         report_ids = {body["report_id"] for body in bodies}
         patterns = storm.CLIENT_PATTERNS if args.clients == "both" else (args.clients,)
-        results = {pattern: run_pattern(args, slices, report_ids, pattern) for pattern in patterns}
+        results = {pattern: run_pattern(args, path, report_ids, pattern) for pattern in patterns}
     print(json.dumps({pattern: figures for pattern, (figures, _) in results.items()}, indent=2))
     headlines = {}
     for pattern, (figures, _) in results.items():
