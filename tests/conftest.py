@@ -6,12 +6,14 @@ made); each test then gets a clean copy: a copied file on SQLite, truncated tabl
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from werkzeug.serving import make_server
 
@@ -20,12 +22,25 @@ from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, Settings
 from registry.db import Database
 from registry.migrate import upgrade
-from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database, truncate_all
+from tests.support.databases import (
+    BACKENDS,
+    create_postgres_database,
+    drop_abandoned_databases,
+    drop_postgres_database,
+    truncate_all,
+)
 from tests.support.http import SERVER_POLL_S
 
 # fixtures shared beyond one folder
 pytest_plugins = ["tests.support.agents", "tests.support.cores", "tests.support.grafana"]
 LAB = Path(__file__).resolve().parent / "lab"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Once a run (not in each xdist worker): drop the databases a killed run left behind."""
+    if "postgresql" in BACKENDS and not hasattr(session.config, "workerinput"):
+        with contextlib.suppress(psycopg.OperationalError):  # down: its tests say so themselves
+            drop_abandoned_databases()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

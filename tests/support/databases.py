@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from graphlib import CycleError, TopologicalSorter
 
@@ -16,9 +17,14 @@ def postgres_url(database: str) -> str:
     return POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{database}"
 
 
+# What a test database's name says: who made it (its process id) and a unique part.
+TEST_DATABASE_NAME = re.compile(r"crashreg_(?:test|lab)_(?P<pid>\d+)_[0-9a-f]{10}")
+
+
 def create_postgres_database(prefix: str = "crashreg_test") -> str:
-    """A new, empty, uniquely named database; returns its URL. Caller drops it."""
-    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    """A new, empty, uniquely named database; returns its URL. Caller drops it. The name holds
+    the process id, so that a run killed before it dropped it can be told apart later."""
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return postgres_url(name)
@@ -28,6 +34,30 @@ def drop_postgres_database(url: str) -> None:
     name = url.rsplit("/", 1)[1]
     with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def drop_abandoned_databases() -> list[str]:
+    """Drop the test databases whose maker is gone (a run killed before its teardown): made on
+    this machine by a process that no longer runs. Another run's live databases stay."""
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+        names = [row[0] for row in conn.execute("SELECT datname FROM pg_database")]
+        abandoned = [
+            name for name in names
+            if (made := TEST_DATABASE_NAME.fullmatch(name)) and not process_runs(int(made["pid"]))
+        ]
+        for name in abandoned:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return abandoned
+
+
+def process_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def truncate_all(url: str) -> None:
