@@ -1,6 +1,10 @@
 """File mode: a core already on disk (systemd-coredump's store, an upload, a backfill) read
 into the same report pipe mode sends.
 
+A compressed core (systemd-coredump compresses its store's cores with zstd, xz or lz4 as it was
+built; pipe mode's own may be gzip or xz) is decompressed into a temporary file first
+(COMPRESSIONS: xz and gzip by the standard library, zstd and lz4 by their programs).
+
 When the crash happened and when the process started are not in a core (its notes hold the
 registers, pids, signal and CPU times, no clock). Each comes from the first source that has it:
 
@@ -15,9 +19,17 @@ registers, pids, signal and CPU times, no clock). Each comes from the first sour
 
 from __future__ import annotations
 
+import gzip
+import lzma
 import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import IO, Any
 
 from .core import CoreHead, CoreMemory, read_core_file
 from .modules import file_opener
@@ -30,18 +42,64 @@ def program_path(head: CoreHead) -> str | None:
     return next((f.path for f in head.files if entry is not None and f.start <= entry < f.end), None)
 
 
+class CompressedCoreUnreadable(ValueError):
+    """A compressed core whose decompressor is not on this host."""
+
+
+@dataclass(frozen=True)
+class Compression:
+    name: str
+    magic: bytes
+    stream: Callable[[str], IO[bytes]] | None = None  # the standard library's reader
+    program: str = ""  # else this program's -dc writes it out
+
+
+COMPRESSIONS = (
+    Compression("zstd", b"\x28\xb5\x2f\xfd", program="zstd"),
+    Compression("xz", b"\xfd7zXZ\x00", stream=lzma.open),
+    Compression("lz4", b"\x04\x22\x4d\x18", program="lz4"),
+    Compression("gzip", b"\x1f\x8b", stream=gzip.open),
+)
+
+
+@contextmanager
+def uncompressed(path: str) -> Iterator[str]:
+    """The core at `path` as a file read at random offsets: itself, or if compressed (by its
+    first bytes) a temporary copy decompressed into $TMPDIR, removed afterwards."""
+    with open(path, "rb") as file:
+        head = file.read(8)
+    compression = next((c for c in COMPRESSIONS if head.startswith(c.magic)), None)
+    if compression is None:
+        yield path
+        return
+    with tempfile.NamedTemporaryFile(prefix="crashreg-core-") as plain:
+        if compression.stream is not None:
+            with compression.stream(path) as stream:
+                shutil.copyfileobj(stream, plain, 1 << 20)
+        else:
+            program = shutil.which(compression.program)
+            if program is None:
+                raise CompressedCoreUnreadable(
+                    f"a {compression.name}-compressed core needs the {compression.program} program "
+                    f"(install it, or decompress the core first, e.g. coredumpctl dump -o FILE)")
+            subprocess.run([program, "-dcq", path], stdout=plain, stderr=subprocess.PIPE, check=True)
+        plain.flush()
+        yield plain.name
+
+
 def core_file_analysis(path: str, executable: str | None = None) -> Analysis:
-    """The analysis of the core at `path`; `executable` is the program's file when the path
-    the core names is not where it is now. The files it read are closed: what it holds is
-    plain data, ready for a report per set of facts."""
-    head = read_core_file(path)
-    memory = CoreMemory(path, head.segments)
-    try:
-        analysis = analyse(head, memory, file_opener(executable, program_path(head)))
-        close(analysis)
-        return analysis
-    finally:
-        memory.close()
+    """The analysis of the core at `path` (compressed or not); `executable` is the program's
+    file when the path the core names is not where it is now. The files it read are closed:
+    what it holds is plain data, ready for a report per set of facts."""
+    with uncompressed(path) as plain:
+        head = read_core_file(plain)
+        memory = CoreMemory(plain, head.segments)
+        try:
+            analysis = analyse(head, memory, file_opener(executable, program_path(head)))
+            close(analysis)
+            return analysis
+        finally:
+            memory.close()
 
 
 SYSTEMD_TIMESTAMP = "user.coredump.timestamp"  # systemd-coredump's xattr: %t in microseconds

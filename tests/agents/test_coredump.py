@@ -5,10 +5,13 @@ registry on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import ctypes
+import gzip
 import json
+import lzma
 import os
 import shutil
 import subprocess
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -295,3 +298,44 @@ def test_an_unreadable_core_is_an_error_not_a_report(make_site, tmp_path: Path) 
     not_a_core.write_bytes(b"\x7fELF" + b"\0" * 60)
     run = run_reporter(site, "core", "--core", str(not_a_core))
     assert run.returncode == 1 and "cannot read the core" in run.stderr and site.spooled() == []
+
+
+def compressed_copies(core: Path, folder: Path) -> dict[str, Path]:
+    """The core as systemd-coredump's store keeps it (zstd, xz or lz4, as systemd was built) and
+    as pipe mode may (gzip, xz), made with the standard library and the programs themselves."""
+    copies = {"xz": folder / "core.xz", "gzip": folder / "core.gz"}
+    with core.open("rb") as plain, lzma.open(copies["xz"], "wb") as xz:
+        shutil.copyfileobj(plain, xz)
+    with core.open("rb") as plain, gzip.open(copies["gzip"], "wb") as gz:
+        shutil.copyfileobj(plain, gz)
+    copies |= {"zstd": folder / "core.zst", "lz4": folder / "core.lz4"}
+    subprocess.run(["zstd", "-q", str(core), "-o", str(copies["zstd"])], check=True)
+    subprocess.run(["lz4", "-q", str(core), str(copies["lz4"])], check=True)
+    return copies
+
+
+@pytest.mark.skipif(not (shutil.which("zstd") and shutil.which("lz4")), reason="zstd and lz4 programs")
+def test_a_compressed_core_reads_as_the_plain_one(crash_cores: dict[str, Crash], tmp_path: Path) -> None:
+    core = crash_cores["library"].cores[0]
+    plain = report_of(core, crash_cores["library"])
+    copies = compressed_copies(core, tmp_path)
+    decompressed = set(Path(tempfile.gettempdir()).glob("crashreg-core-*"))
+    # A core in systemd-coredump's store: compressed, its crash time in the extended attribute.
+    os.setxattr(copies["zstd"], "user.coredump.timestamp", b"1764700000123456")
+    for name, copy in copies.items():
+        report = core_file_report(str(copy), "gpu-a017")
+        for field in ("report_id", "fingerprint", "stack"):
+            assert report[field] == plain[field], (name, field)
+    assert core_file_report(str(copies["zstd"]), "gpu-a017")["crashed_at"].startswith("2025-12-02T18:26:40")
+    assert set(Path(tempfile.gettempdir()).glob("crashreg-core-*")) == decompressed  # removed after
+
+
+@pytest.mark.skipif(not (shutil.which("zstd") and shutil.which("lz4")), reason="zstd and lz4 programs")
+def test_a_compressed_core_without_its_program_is_an_error_naming_it(
+        make_site, crash_cores: dict[str, Crash], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    site = make_site()
+    core = compressed_copies(crash_cores["null"].cores[0], tmp_path)["zstd"]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # a host without zstd
+    run = run_reporter(site, "core", "--core", str(core))
+    assert run.returncode == 1 and "needs the zstd program" in run.stderr, run.stderr
+    assert site.spooled() == []
