@@ -334,6 +334,11 @@ MARKERS = (
 )
 
 
+# A lab process (QEMU, the registry's gunicorn) gets SIGTERM when the test process that started
+# it dies, killed included (setpriv --pdeathsig, util-linux): a killed run leaves none behind.
+DIES_WITH_THE_TEST = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
+
+
 def qemu_command(kernel: Path, initrd: Path, cmdline: str, disk: Path | None, memory_mb: int) -> list[str]:
     """QEMU under TCG (nested KVM cannot run a guest here): one CPU, the disk (if any) on
     virtio-blk, user networking on virtio-net (the guest's 10.0.2.2 is the host's 127.0.0.1),
@@ -382,7 +387,7 @@ def run_qemu(
     lines: list[str] = []
     times: list[float] = []
     process = subprocess.Popen(
-        cmd,
+        [*DIES_WITH_THE_TEST, *cmd],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -483,7 +488,8 @@ class Registry:
         )
         gunicorn = Path(sys.executable).with_name("gunicorn")
         self.process = subprocess.Popen(
-            [str(gunicorn), "--config", str(REPO / "gunicorn.conf.py"), "registry.wsgi:app"],
+            [*DIES_WITH_THE_TEST, str(gunicorn), "--config", str(REPO / "gunicorn.conf.py"),
+             "registry.wsgi:app"],
             cwd=REPO,
             env=env,
             stdout=log.open("ab"),
