@@ -517,6 +517,8 @@ def resend_spooled(config: Config) -> ResendSummary:
         log(f"{path.name}: event {answer['event_id']}{replay}")
     for path in sorted(spool_dir.glob("*.capture")):
         outcomes.append(resend_capture(config, path, events))
+    for path in sorted(spool_dir.glob("*.removed")):
+        outcomes.append(resend_removed(config, path))
     from dumpupload import STATE_SUFFIX
 
     for path in sorted(spool_dir.glob(f"*{STATE_SUFFIX}")):  # uploads a reboot interrupted
@@ -880,6 +882,45 @@ def record_capture(config: Config, report_id: str, event_id: str | None, capture
         log(f"could not spool the capture: {error}")
 
 
+REMOVED_REASON = "deleted by the core handler to keep its directory under CRASHREG_CORE_DIR_MAX_BYTES"
+
+
+def record_removed(config: Config, capture_keys: list[str]) -> None:
+    """Tell the registry that these captures' cores are gone (the directory's cap deleted them),
+    or spool the notice for the post-boot agent."""
+    try:
+        send_removed(config, capture_keys)
+        log(f"removal of {', '.join(capture_keys)} recorded")
+        return
+    except Unsent as error:
+        log(f"removal of {', '.join(capture_keys)} not recorded: {error}")
+    path = Path(config.spool_dir) / f"{safe_report_id(capture_keys[0])}.removed"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"capture_keys": capture_keys}))
+        log("removal spooled for the post-boot agent")
+    except OSError as error:
+        log(f"could not spool the removal: {error}")
+
+
+def send_removed(config: Config, capture_keys: list[str]) -> None:
+    if not config.url:
+        raise Unsent("no registry URL configured")
+    body = json.dumps({"capture_keys": capture_keys, "reason": REMOVED_REASON}).encode()
+    post_with_retries(config, "/api/v1/captures/removed", body)
+
+
+def resend_removed(config: Config, path: Path) -> str:
+    """A spooled removal notice (after the captures it names, which it may follow)."""
+    try:
+        send_removed(config, json.loads(path.read_bytes())["capture_keys"])
+    except Unsent as error:
+        return set_aside(path, error)
+    path.unlink()
+    log(f"{path.name}: removal recorded")
+    return "sent"
+
+
 def command_post_boot(config: Config, args: argparse.Namespace) -> int:
     from kernellog import pstore  # imports this module: loaded once this one is
 
@@ -955,6 +996,7 @@ def command_core_pipe(config: Config, args: argparse.Namespace) -> int:
         config.hostname or socket.gethostname() or "unknown",
         lambda report: decide_or_fall_back(config, report),
         lambda report_id, event_id, capture: record_capture(config, report_id, event_id, capture),
+        lambda capture_keys: record_removed(config, capture_keys),
     )
 
 

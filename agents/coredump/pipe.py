@@ -255,6 +255,7 @@ class PipeHandler:
         self.head: CoreHead | None = None
         self.chain: subprocess.Popen[bytes] | None = None
         self.report_id = ""
+        self.removed_keys: list[str] = []  # capture keys of older cores the directory's cap deleted
 
     def elapsed(self) -> float | None:
         """Seconds since the kernel started the handler."""
@@ -320,7 +321,7 @@ class PipeHandler:
         return captures
 
     def capture(self, method: str, write: Callable[[Sink], int]) -> dict[str, Any]:
-        from .writers import OverLimit, Stored
+        from .writers import OverLimit, Stored, capture_key_of
 
         started = time.monotonic()
         stored: Stored | None = None
@@ -332,6 +333,7 @@ class PipeHandler:
             for name, size in stored.removed:
                 log(f"{name} ({size} bytes, the oldest of the handler's cores) deleted: the cores in "
                     f"{self.settings.directory} may take {self.settings.directory_max_bytes} bytes")
+                self.removed_keys.extend(key for key in [capture_key_of(name)] if key)
         except (OverLimit, OSError) as error:
             log(f"{method} of {self.report_id} not kept: {error}")
             if sink is not None:
@@ -395,9 +397,11 @@ def handle(
     hostname: str,
     decide: Callable[[dict[str, Any]], Decided],
     record: Callable[[str, str | None, dict[str, Any]], None],
+    removed: Callable[[list[str]], None],
 ) -> int:
     """The whole pipe mode: report, decide (the registry, else the bundle: `decide`), act,
-    record the captures (`record`: sent, or spooled for the post-boot agent)."""
+    record the captures (`record`: sent, or spooled for the post-boot agent), and say which
+    older cores the directory's cap deleted (`removed`: their capture keys, sent or spooled)."""
     standard_streams(settings.log_device)
     dumping = Dumping.from_argv(words)
     handler = PipeHandler(dumping, sys.stdin.buffer, settings)
@@ -421,6 +425,8 @@ def handle(
         captures = []
     for capture in captures:
         record(report["report_id"], decision.event_id, capture)
+    if handler.removed_keys:
+        removed(handler.removed_keys)
     process = report["stack"].get("process", {})
     log(
         f"core of pid {dumping.values['P']} ({process.get('name', '?')}) {report['stack'].get('signal')} "

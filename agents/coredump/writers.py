@@ -64,7 +64,15 @@ class Limits:
 
 # What the handler's cores are called in their directory (`<report_id>[.filtered].core[.gz|.xz]`,
 # report ids are `core-` and hex): only these count towards the directory's cap, or are deleted.
-OUR_CORES = re.compile(r"core-[0-9a-f]+(?:\.filtered)?\.core(?:\.gz|\.xz)?")
+OUR_CORES = re.compile(r"(?P<report_id>core-[0-9a-f]+)(?P<filtered>\.filtered)?\.core(?:\.gz|\.xz)?")
+
+
+def capture_key_of(name: str) -> str | None:
+    """The capture key the handler recorded a core of its directory under (None: not ours)."""
+    ours = OUR_CORES.fullmatch(name)
+    if ours is None:
+        return None
+    return f"{ours['report_id']}-{'core_filtered' if ours['filtered'] else 'core'}"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,14 @@ from registry.capture.bundle import build_bundle
 from registry.capture.decide import limits_of
 from registry.capture.models import CAPTURE_METHODS, CAPTURE_STATUSES, PROCESSING_STATES
 from registry.capture.savings import MAX_CAPTURE_BYTES, MAX_CAPTURE_SECONDS, totals
-from registry.capture.service import capture_dict, load_savings, record_capture, update_capture
+from registry.capture.service import (
+    MAX_REMOVED_KEYS,
+    capture_dict,
+    load_savings,
+    mark_removed,
+    record_capture,
+    update_capture,
+)
 from registry.openapi import documented
 from registry.requests import WholeNumber, json_body, load, load_query
 from registry.signatures.service import signature_or_404
@@ -58,6 +65,10 @@ class CapturePatchSchema(CaptureFields):
 class CaptureSchema(CaptureCreateSchema):
     capture_key = fields.String(allow_none=True)
     processing_state = fields.String(validate=validate.OneOf(PROCESSING_STATES), allow_none=True)
+    removed_at = fields.AwareDateTime(
+        allow_none=True, metadata={"description": "when the captured file was removed from its target"}
+    )
+    removed_reason = fields.String(allow_none=True, metadata={"description": "why, as the reporter said"})
     id = fields.String()
     event_id = fields.String()
     signature_id = fields.String(allow_none=True)
@@ -121,6 +132,38 @@ def patch_capture(capture_id: int) -> Any:
     changes = load(CapturePatchSchema(), json_body())
     with current_db().session() as session:
         return jsonify(capture_dict(update_capture(session, capture_id, changes)))
+
+
+class CapturesRemovedSchema(Schema):
+    capture_keys = fields.List(
+        fields.String(validate=validate.Length(min=1, max=128)),
+        required=True,
+        validate=validate.Length(min=1, max=MAX_REMOVED_KEYS),
+        metadata={"description": "the captures' capture_key (as recorded)"},
+    )
+    reason = fields.String(required=True, validate=validate.Length(min=1, max=255))
+
+
+class CapturesRemovedAnswerSchema(Schema):
+    removed = fields.List(fields.String(), metadata={"description": "keys of captures now marked removed"})
+    unknown = fields.List(fields.String(), metadata={"description": "keys that name no capture"})
+
+
+@blueprint.post("/captures/removed")
+@require_scope("report")
+@documented(
+    "Say that captured files are gone from their target (a core handler's directory cap deleted "
+    "them): each capture is marked once and its event's capture slot is freed",
+    request=CapturesRemovedSchema,
+    responses={200: CapturesRemovedAnswerSchema},
+    errors=(400, 401, 403),
+    tag="captures",
+)
+def post_captures_removed() -> Any:
+    notice = load(CapturesRemovedSchema(), json_body())
+    with current_db().session() as session:
+        removed, unknown = mark_removed(session, notice["capture_keys"], notice["reason"])
+    return jsonify({"removed": removed, "unknown": unknown})
 
 
 @blueprint.get("/captures/savings")

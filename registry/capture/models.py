@@ -42,6 +42,9 @@ class Capture(Base):
     capture_key: Mapped[str | None] = mapped_column(
         String(128), doc="the reporter's idempotency key: a resent capture is stored once"
     )
+    # The captured file is gone from its target (a core handler's directory cap deleted it).
+    removed_at: Mapped[datetime | None] = mapped_column()
+    removed_reason: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -49,6 +49,8 @@ class CaptureView(TypedDict):
     uri: str | None
     processing_state: str | None
     capture_key: str | None
+    removed_at: str | None
+    removed_reason: str | None
     created_at: str
     updated_at: str
 
@@ -68,6 +70,8 @@ def capture_dict(capture: Capture) -> CaptureView:
         "uri": capture.uri,
         "processing_state": capture.processing_state,
         "capture_key": capture.capture_key,
+        "removed_at": capture.removed_at.isoformat() if capture.removed_at else None,
+        "removed_reason": capture.removed_reason,
         "created_at": capture.created_at.isoformat(),
         "updated_at": capture.updated_at.isoformat(),
     }
@@ -176,6 +180,27 @@ def update_capture(session: Session, capture_id: int, changes: dict[str, Any]) -
     return capture
 
 
+MAX_REMOVED_KEYS = 100
+
+
+def mark_removed(session: Session, capture_keys: Sequence[str], reason: str) -> tuple[list[str], list[str]]:
+    """Captures whose file is gone from its target, by capture key: marked once (a resent
+    notice changes nothing), their event's slot freed. Returns the keys that name a capture
+    and those that name none."""
+    capture_keys = list(dict.fromkeys(capture_keys))
+    captures = session.scalars(
+        select(Capture).where(Capture.capture_key.in_(capture_keys)).with_for_update()
+    ).all()
+    now = utcnow()
+    for capture in captures:
+        if capture.removed_at is None:
+            capture.removed_at, capture.removed_reason, capture.updated_at = now, reason, now
+            session.flush()
+            settle_slot(session, capture)
+    found = {capture.capture_key for capture in captures}
+    return [key for key in capture_keys if key in found], [key for key in capture_keys if key not in found]
+
+
 def check_transition(name: str, current: Any, wanted: Any, table: dict[Any, frozenset[str]]) -> None:
     if wanted is None or wanted == current or wanted in table[current]:
         return
@@ -189,8 +214,9 @@ def check_transition(name: str, current: Any, wanted: Any, table: dict[Any, froz
 
 
 def settle_slot(session: Session, capture: Capture) -> None:
-    """A completed capture keeps its event's slot held for the window; a failed one frees it."""
-    if capture.status in ("failed", "skipped") or capture.processing_state == "failed":
+    """A completed capture keeps its event's slot held for the window; a failed one, or one
+    whose file was removed, frees it (the bug's next crash may be captured in full again)."""
+    if capture.status in ("failed", "skipped") or capture.processing_state == "failed" or capture.removed_at:
         held_in = (SLOT_GRANTED, SLOT_COMPLETED)
         state = SLOT_RELEASED
     elif capture.status == "completed":

@@ -334,6 +334,34 @@ def test_the_directory_cap_makes_room_by_deleting_the_oldest_of_our_cores(
     assert "core-00c0ffee.core.gz (1048576 bytes, the oldest of the handler's cores) deleted" in handled.log
     assert sorted(p.name for p in cores.iterdir()) == ["README", f"{spooled_report_id(tmp_path)}.core.gz"]
     assert spooled_captures(tmp_path)["core"]["capture"]["status"] == "completed"
+    # The registry is down: the removal waits in the spool with the report and its capture.
+    [removal] = (tmp_path / "spool").glob("*.removed")
+    assert json.loads(removal.read_bytes()) == {"capture_keys": ["core-00c0ffee-core"]}
+
+
+def test_post_boot_delivers_a_spooled_removal_after_the_captures(
+    registry: Registry, make_site: Callable[..., Site], twin_crash: Callable[[str], Twin], tmp_path: Path
+) -> None:
+    """Offline, a crash whose core pushes out an older one (recorded earlier): post-boot records
+    the new report and capture, then the removal, which marks the older capture."""
+    cores = tmp_path / "cores"
+    online = make_site(extra={"CRASHREG_CORE_DIR": str(cores), "CRASHREG_CORE_COMPRESSION": "none"})
+    assert handle(online.conf, twin_crash("null"), online.reporter).returncode == 0
+    first = answer_of(registry, sent_body(online))
+    [older] = cores.glob("*.core")
+    room = str(older.stat().st_blocks * 512 + 4096)
+    (tmp_path / "offline").mkdir()
+    conf = offline_conf(tmp_path / "offline", CRASHREG_CORE_DIR=str(cores), CRASHREG_CORE_COMPRESSION="none",
+                        CRASHREG_CORE_DIR_MAX_BYTES=room)
+    assert "full by bundle" in handle(conf, twin_crash("null"), online.reporter).log
+    spool = tmp_path / "offline" / "spool"
+    assert [path.name for path in spool.glob("*.removed")] == [f"{older.stem}-core.removed"]
+    delivering = make_site(extra={"CRASHREG_SPOOL_DIR": str(spool)})
+    done = run_reporter(delivering, "post-boot")
+    assert done.returncode == 0 and "removal recorded" in done.stderr, done.stderr
+    assert list(spool.glob("*.removed")) == []
+    [gone] = registry.get(f"/api/v1/events/{first['event_id']}")["captures"]
+    assert gone["removed_at"] is not None
 
 
 def spooled_report_id(root: Path) -> str:
@@ -462,3 +490,28 @@ def test_offline_the_report_and_both_captures_wait_in_the_spool_and_post_boot_de
         ("core", "failed"),
         ("core_filtered", "failed"),
     ]
+
+
+def test_a_core_the_directory_cap_deletes_is_marked_removed_in_the_registry(
+    registry: Registry, make_site: Callable[..., Site], twin_crash: Callable[[str], Twin], tmp_path: Path
+) -> None:
+    """Two crashes of one bug, each answered full, and room for one core: the second's handler
+    deletes the first's core and tells the registry, which marks that capture removed (and
+    frees its slot); the second capture stands."""
+    cores = tmp_path / "cores"
+    first_site = make_site(extra={"CRASHREG_CORE_DIR": str(cores), "CRASHREG_CORE_COMPRESSION": "none"})
+    assert handle(first_site.conf, twin_crash("null"), first_site.reporter).returncode == 0
+    first = answer_of(registry, sent_body(first_site))
+    [kept] = cores.glob("*.core")
+    room = str(kept.stat().st_blocks * 512 + 4096)  # one core, not two
+    second_site = make_site(extra={"CRASHREG_CORE_DIR": str(cores), "CRASHREG_CORE_COMPRESSION": "none",
+                                   "CRASHREG_CORE_DIR_MAX_BYTES": room})
+    handled = handle(second_site.conf, twin_crash("null"), second_site.reporter)
+    assert f"{kept.name} (" in handled.log and "removal of" in handled.log, handled.log
+    second = answer_of(registry, sent_body(second_site))
+    assert second["capture"]["action"] == "full" and not kept.exists()
+    [gone] = registry.get(f"/api/v1/events/{first['event_id']}")["captures"]
+    assert gone["status"] == "completed" and gone["removed_at"] is not None
+    assert "CRASHREG_CORE_DIR_MAX_BYTES" in gone["removed_reason"]
+    [stands] = registry.get(f"/api/v1/events/{second['event_id']}")["captures"]
+    assert stands["removed_at"] is None and Path(stands["target"]).exists()

@@ -13,7 +13,7 @@ import pytest
 from agents.coredump.core import CoreHead, FileMapping, Thread
 from agents.coredump.elf import PF_R, PF_W, PT_LOAD, Segment
 from agents.coredump.pipe import CORE_PATTERN, SPECIFIERS, Dumping
-from agents.coredump.writers import PAGE, DirectorySink, Limits, OverLimit, pieces
+from agents.coredump.writers import PAGE, DirectorySink, Limits, OverLimit, capture_key_of, pieces
 
 UNCAPPED = 1 << 40
 
@@ -139,3 +139,10 @@ def test_a_bounded_core_keeps_stacks_headers_and_data_as_prefixes_of_the_origina
         (stack, 4 * PAGE, False),  # below the red zone: left out
         (stack + 4 * PAGE, 4 * PAGE, 2 * PAGE),  # from the page holding rsp - 128, at most 2 pages
     ]
+
+
+def test_a_core_files_name_gives_the_capture_key_it_was_recorded_under() -> None:
+    assert capture_key_of("core-00c0ffee.core") == "core-00c0ffee-core"
+    assert capture_key_of("core-00c0ffee.core.gz") == "core-00c0ffee-core"
+    assert capture_key_of("core-00c0ffee.filtered.core.xz") == "core-00c0ffee-core_filtered"
+    assert capture_key_of("core.1234") is None and capture_key_of("README") is None

@@ -203,3 +203,51 @@ def test_capture_updates_settle_the_slot(client, tokens) -> None:
     assert actions(client, tokens["report"], "patched_capture", 1) == ["skip"]  # completed: held
     client.patch(url, json={"status": "failed"}, headers=auth(tokens["report"]))  # truncated after all
     assert actions(client, tokens["report"], "patched_capture", 2) == ["full", "skip"]
+
+
+def test_a_capture_whose_file_was_removed_is_marked_once_and_frees_its_slot(client, tokens) -> None:
+    """A core handler's directory cap deleted the core: POST /captures/removed by capture key
+    marks the capture (a resent notice changes nothing) and the bug may be captured again."""
+    answers = [report(client, tokens["report"], storm_report("btrfs_csum")) for _ in range(3)]
+    for number, answer in enumerate(answers):
+        key = f"core-{number:02x}-core"
+        recorded = post_capture(client, tokens["report"], answer["event_id"], method="core", capture_key=key)
+        assert recorded.status_code == 201
+    assert actions(client, tokens["report"], "btrfs_csum", 1) == ["skip"]
+    notice = {"capture_keys": ["core-01-core", "core-99-core", "core-01-core"], "reason": "directory cap"}
+    answer = client.post("/api/v1/captures/removed", json=notice, headers=auth(tokens["report"]))
+    assert answer.status_code == 200
+    assert answer.json == {"removed": ["core-01-core"], "unknown": ["core-99-core"]}
+    [capture] = captures_of(client, tokens["triage"], answers[1])
+    assert capture["status"] == "completed" and capture["removed_reason"] == "directory cap"
+    first_removed_at = capture["removed_at"]
+    assert first_removed_at is not None
+    assert actions(client, tokens["report"], "btrfs_csum", 2) == ["full", "skip"]
+    resent = notice | {"reason": "later"}
+    again = client.post("/api/v1/captures/removed", json=resent, headers=auth(tokens["report"]))
+    assert again.json["removed"] == ["core-01-core"]
+    [capture] = captures_of(client, tokens["triage"], answers[1])
+    assert (capture["removed_at"], capture["removed_reason"]) == (first_removed_at, "directory cap")
+
+
+def captures_of(client, token: str, answer: dict) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+    return client.get(f"/api/v1/events/{answer['event_id']}", headers=auth(token)).json["captures"]
+
+
+@pytest.mark.parametrize(
+    ("notice", "field"),
+    [
+        ({"capture_keys": [], "reason": "cap"}, "capture_keys"),
+        ({"capture_keys": [f"k{n}" for n in range(101)], "reason": "cap"}, "capture_keys"),
+        ({"capture_keys": ["k\u0000"], "reason": "cap"}, "capture_keys"),
+        ({"capture_keys": ["k" * 129], "reason": "cap"}, "capture_keys"),
+        ({"capture_keys": ["k"], "reason": ""}, "reason"),
+        ({"capture_keys": "k", "reason": "cap"}, "capture_keys"),
+    ],
+)
+def test_a_bad_removal_notice_is_a_400_naming_the_field(client, tokens, notice, field) -> None:  # type: ignore[no-untyped-def]
+    answer = client.post("/api/v1/captures/removed", json=notice, headers=auth(tokens["report"]))
+    assert answer.status_code == 400 and field in answer.json["error"]["fields"], answer.json
+    read_only = client.post("/api/v1/captures/removed", json={"capture_keys": ["k"], "reason": "x"},
+                            headers=auth(tokens["triage"]))
+    assert read_only.status_code == 403

@@ -98,6 +98,21 @@ def test_event_page_shows_the_crash_itself(client, make_token) -> None:
     assert missing.status_code == 404 and "no event 987654" in missing.get_data(as_text=True)
 
 
+def test_event_page_says_when_a_captured_file_was_removed(client, make_token) -> None:
+    token = make_token("report")
+    event_id = report(client, token)["event_id"]
+    capture = {"method": "core", "status": "completed", "target": "/var/crash/c1.core", "capture_key": "k"}
+    recorded = client.post(f"/api/v1/events/{event_id}/captures", json=capture, headers=auth(token))
+    assert recorded.status_code == 201
+    notice = {"capture_keys": ["k"], "reason": "deleted by the core handler's directory cap"}
+    assert client.post("/api/v1/captures/removed", json=notice, headers=auth(token)).status_code == 200
+    login(client, make_token("read"))
+    row = html_of(client, f"/events/{event_id}").split('id="captures"')[1].split("</table>")[0]
+    assert "completed" in row and "/var/crash/c1.core" in row
+    removed = r'title="deleted by the core handler&#39;s directory cap">, file removed \d{4}-\d{2}-\d{2}'
+    assert re.search(removed, row), row
+
+
 def test_event_without_a_console_log_says_so(client, make_token) -> None:
     body = crash_report(
         console_log=None,
