@@ -53,6 +53,7 @@ class Capture(Base):
         Index("ix_captures_signature_status", "signature_id", "status", "created_at"),
         Index("ix_captures_status_event", "status", "event_id").ddl_if(dialect="postgresql"),
         Index("ix_captures_event_key", "event_id", "capture_key", unique=True),
+        Index("ix_captures_key", "capture_key"),  # removal notices name captures by key alone
     )
 
 
