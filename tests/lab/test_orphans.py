@@ -17,6 +17,13 @@ from tests.support.http import SERVER_POLL_S
 STARTER = "import subprocess, sys; c = subprocess.Popen(sys.argv[1:]); print(c.pid, flush=True); c.wait()"
 
 
+def command_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def running(pid: int) -> bool:
     """Alive and not a zombie (a container's init may never reap one)."""
     try:
@@ -31,10 +38,14 @@ def test_a_lab_process_dies_with_the_process_that_started_it() -> None:
                             stdout=subprocess.PIPE, text=True)
     assert test.stdout is not None
     child = int(test.stdout.readline())
-    assert running(child)
+    # setpriv sets the signal, then becomes the command: until then a parent's death goes unseen
+    # (a lab process is killed long after it started; this test must not race its start).
+    deadline = time.monotonic() + 30
+    while command_of(child) != "sleep" and time.monotonic() < deadline:
+        time.sleep(SERVER_POLL_S)
+    assert running(child) and command_of(child) == "sleep"
     test.kill()  # as a killed pytest worker dies: no teardown runs
     test.wait()
-    deadline = time.monotonic() + 30
     while running(child) and time.monotonic() < deadline:
         time.sleep(SERVER_POLL_S)
     assert not running(child)
