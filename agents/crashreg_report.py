@@ -874,12 +874,17 @@ def record_capture(config: Config, report_id: str, event_id: str | None, capture
     # then the bounded one); the crash kernel's single one keeps the sh reporter's name.
     method = "" if capture["method"] == "makedumpfile" else f".{capture['method']}"
     path = Path(config.spool_dir) / f"{safe_report_id(report_id)}{method}.capture"
+    spool_for_post_boot(path, {"event_id": event_id, "report_id": report_id, "capture": capture}, "capture")
+
+
+def spool_for_post_boot(path: Path, spooled: dict[str, Any], what: str) -> None:
+    """Leave `spooled` in the spool for the post-boot agent (resend_spooled)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"event_id": event_id, "report_id": report_id, "capture": capture}))
-        log("capture spooled for the post-boot agent")
+        path.write_text(json.dumps(spooled))
+        log(f"{what} spooled for the post-boot agent")
     except OSError as error:
-        log(f"could not spool the capture: {error}")
+        log(f"could not spool the {what}: {error}")
 
 
 REMOVED_REASON = "deleted by the core handler to keep its directory under CRASHREG_CORE_DIR_MAX_BYTES"
@@ -895,12 +900,7 @@ def record_removed(config: Config, capture_keys: list[str]) -> None:
     except Unsent as error:
         log(f"removal of {', '.join(capture_keys)} not recorded: {error}")
     path = Path(config.spool_dir) / f"{safe_report_id(capture_keys[0])}.removed"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"capture_keys": capture_keys}))
-        log("removal spooled for the post-boot agent")
-    except OSError as error:
-        log(f"could not spool the removal: {error}")
+    spool_for_post_boot(path, {"capture_keys": capture_keys}, "removal")
 
 
 def send_removed(config: Config, capture_keys: list[str]) -> None:

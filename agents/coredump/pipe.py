@@ -333,7 +333,8 @@ class PipeHandler:
             for name, size in stored.removed:
                 log(f"{name} ({size} bytes, the oldest of the handler's cores) deleted: the cores in "
                     f"{self.settings.directory} may take {self.settings.directory_max_bytes} bytes")
-                self.removed_keys.extend(key for key in [capture_key_of(name)] if key)
+                if key := capture_key_of(name):
+                    self.removed_keys.append(key)
         except (OverLimit, OSError) as error:
             log(f"{method} of {self.report_id} not kept: {error}")
             if sink is not None:
