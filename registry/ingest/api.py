@@ -99,8 +99,9 @@ REPORTER_SCOPES = ("report",)
 )
 def post_report() -> Any:
     started = time.perf_counter()
-    # The token is checked inside ingest's one read; a request refused before it is checked
-    # on a lookup of its own first, so a bad token is a 401 whatever the body.
+    # The token is checked inside ingest's one read (or its one write, planned on an earlier
+    # read); a request refused before it is checked on a lookup of its own first, so a bad
+    # token is a 401 whatever the body.
     caller = Caller(hash_token(presented_token()), admit_reporter)
     try:
         raw, report = validated_report()

@@ -8,7 +8,8 @@ A report is one transaction of named steps (`ingest_report`): one read of everyt
 (registry.ingest.sql.read_context, the caller's token included), then the host at crash time,
 the signature its fingerprint routes to, the capture answer planned before the event is stored,
 the event, the signature's bookkeeping, a claimed capture answer if one can still win, and the
-stored report with its answer. Statements per report: tests/registry/ingest/test_statements.py.
+stored report with its answer. On PostgreSQL the storm's common case is one statement instead
+(`stored_on_postgresql`). Statements per report: tests/registry/ingest/test_statements.py.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
+from registry.auth.tokens import LAST_USED_RESOLUTION
 from registry.capture.decide import NO_DUMP_DECISIONS, CaptureDecision, decide_capture, decision_without_claim
 from registry.capture.policy import Slot
 from registry.config import Settings
@@ -34,6 +36,7 @@ from registry.core.signatures import Signature
 from registry.core.wiring import Engine
 from registry.db import Database, utcnow
 from registry.errors import ApiError
+from registry.ingest.last_read import WriteBasis, last_read_of
 from registry.ingest.sql import (
     DECIDED,
     EVENTS,
@@ -91,7 +94,8 @@ class IngestResult:
 
 @dataclass(frozen=True)
 class Caller:
-    """The token a request presented, checked inside the one read (no lookup of its own):
+    """The token a request presented, checked inside the one read or the write planned on an
+    earlier one (no lookup of its own):
     `admit` gets the connection and the token's live row (None: unknown or revoked) and refuses
     the request (an ApiError) or lets it through."""
 
@@ -229,18 +233,40 @@ def stored_or_replayed(
 def stored_on_postgresql(
     db: Database, settings: Settings, incoming: IncomingReport, caller: Caller | None
 ) -> IngestResult:
-    """PostgreSQL: the one read and, in the storm's common case, the one write (`stored_at_once`)
-    each commit by themselves, with no BEGIN and COMMIT round trips, on a connection kept in
-    autocommit mode (Database.autocommit): one statement is atomic, and under READ COMMITTED
-    each statement of a transaction reads a snapshot of its own anyway, so the read sees
-    outside a transaction what it would see inside one. Any other report takes `store`'s steps
-    in a transaction of its own."""
+    """PostgreSQL: in the storm's common case, one statement (`stored_at_once`) planned on what
+    this worker's last read of the bug found (registry.ingest.last_read), which the statement
+    checks; else the one read, and the one write planned on it. Each commits by itself, with no
+    BEGIN and COMMIT round trips, on a connection kept in autocommit mode (Database.autocommit):
+    one statement is atomic, and under READ COMMITTED each statement of a transaction reads a
+    snapshot of its own anyway, so the read sees outside a transaction what it would see inside
+    one. Any other report takes `store`'s steps in a transaction of its own."""
+    last_read = last_read_of(db)
+    fingerprint = incoming.crash.fingerprint if incoming.crash else None
     with db.autocommit() as connection:
-        context, replay = checked(connection, incoming, caller)
+        basis = last_read.basis(fingerprint, caller, utcnow() - LAST_USED_RESOLUTION)
+        if basis is not None:
+            try:
+                answer = stored_at_once(connection, settings, incoming, caller, basis)
+            except IntegrityError:  # another worker stored this report_id meanwhile: the read finds it
+                answer = None
+            if answer is not None:
+                if caller is not None:
+                    caller.admit(connection, basis.token)  # the write checked it live: g.token
+                return created(incoming, answer)
+        try:
+            context, replay = checked(connection, incoming, caller)
+        except ApiError:
+            last_read.forget(caller=caller)
+            raise
+        last_read.remember(fingerprint, caller, context)
         if replay is not None:
             return IngestResult(replay, created=False)
-        answer = stored_at_once(connection, settings, incoming, context)
+        answer = None
+        if context.pstore_boot_key is None:  # else the panic's pstore record opened its event first
+            at_crash = snapshot(context.host.attributes if context.host else {}, incoming.host)
+            answer = stored_at_once(connection, settings, incoming, caller, WriteBasis.of(context), at_crash)
     if answer is None:
+        last_read.forget(fingerprint)
         with db.session() as session:
             answer = store(session, session.connection(), settings, incoming, context)
     return created(incoming, answer)
@@ -250,15 +276,13 @@ def checked(
     connection: Connection, incoming: IncomingReport, caller: Caller | None
 ) -> tuple[IngestContext, ReportAnswer | None]:
     """The one read, the caller admitted by it, and the first answer if the report is a resend."""
-    crash, report = incoming.crash, incoming.fields
-    is_panic = crash is not None and report["source"] in PANIC_SOURCES
     context = read_context(
         connection,
         incoming.report_id,
         incoming.host["hostname"],
-        crash.fingerprint if crash else None,
+        incoming.crash.fingerprint if incoming.crash else None,
         caller.token_hash if caller else None,
-        join_window(report["crashed_at"]) if is_panic else None,
+        panic_window(incoming),
     )
     if caller is not None:
         caller.admit(connection, context.token)
@@ -327,51 +351,71 @@ def planned_decision(
 
 
 def stored_at_once(
-    connection: Connection, settings: Settings, incoming: IncomingReport, context: IngestContext
+    connection: Connection,
+    settings: Settings,
+    incoming: IncomingReport,
+    caller: Caller | None,
+    basis: WriteBasis,
+    at_crash: dict[str, Any] | None = None,
 ) -> ReportAnswer | None:
     """PostgreSQL, the storm's common case in one statement (`report_at_once`): a report of a
     known signature (or of no crash) whose answer needs no claim and whose event writes nothing
-    else: no regression to flag, no earlier first sighting, no pstore record to pair. The
-    answer is `store`'s for the same report. None: nothing was stored (but maybe the host), the
-    report takes `store`'s steps (a new or merged signature, a claim that might win, a second
-    source of a crash joining its event, a host another report created meanwhile)."""
-    report, signature = incoming.fields, context.signature
+    else: no regression to flag, no earlier first sighting, no pstore record to pair. Its answer
+    is planned on `basis` (what a read found), which the statement checks, and is `store`'s for
+    the same report. `at_crash`: the host's attributes at crash time if the read knows them
+    (None: a resolved signature's regression verdict, which needs the kernel, is left to the
+    read). None: nothing was stored, and the report takes the read's or `store`'s steps (a
+    new or merged signature, a claim that might win, a second source of a crash joining its
+    event, a host another report created meanwhile, what the basis says no longer holding)."""
+    report, signature = incoming.fields, basis.signature
     if incoming.crash is not None and (signature is None or signature.merged_into_id is not None):
         return None
-    if signature is not None and report["crashed_at"] < signature.first_seen:
+    if signature is not None and (report["crashed_at"] < signature.first_seen or basis.versions is None):
         return None
     if report["source"] == "pstore" and not report.get("boot_id") and incoming.crash is not None:
         return None
-    if context.pstore_boot_key is not None:  # the panic's pstore record opened its event first
+    resolved = signature is not None and signature.status == "resolved"
+    if resolved and at_crash is None:
         return None
-    reported = reported_attributes(incoming.host)
-    attributes = snapshot(context.host.attributes if context.host else reported, incoming.host)
-    regression = regression_of(signature, attributes["kernel_version"], report["crashed_at"])
-    routing = Routing(signature, is_new=False, stats=context.stats, slots=context.slots)
+    regression = regression_of(signature, (at_crash or {}).get("kernel_version"), report["crashed_at"])
+    routing = Routing(signature, is_new=False, stats=COMPOSED_BY_THE_WRITE, slots=basis.slots)
     planned = planned_decision(settings, incoming, routing, regression)
     if planned is None or regression == REGRESSED:
         return None
-    # The answer's event_id is the one thing the statement adds to it.
-    event = OpenEvent(0, report["crashed_at"], attributes["kernel_version"], [report["source"]],
+    event = OpenEvent(0, report["crashed_at"], None, [report["source"]],
                       signature.id if signature else None, planned, regression, counted=bool(signature))
-    answer = answer_of(None, routing, event)
     now = utcnow()
-    host = reported | {"hostname": incoming.host["hostname"], "first_seen": now, "updated_at": now,
-                       "in_inventory": False}
-    event_columns = event_values(attributes, incoming, incoming.boot_key, signature, planned, regression)
+    # What the report says of the host; the statement adds what the inventory knows.
+    reported = reported_attributes(incoming.host)
+    event_columns = event_values(reported, incoming, incoming.boot_key, signature, planned, regression)
+    window = panic_window(incoming)
+    earliest, latest = window or (None, None)
+    versions = basis.versions
     values = (
-        {"signature_id": event.signature_id, "report_answer": without(answer, "event_id")}
-        | ({"host_id": context.host.id} if context.host else prefixed("host", host))
+        {
+            "signature_id": event.signature_id,
+            "signature_version": versions.signature if versions else None,
+            "slots_version": versions.slots if versions else None,
+            "token_hash": caller.token_hash if caller else None,
+            "token_scope": basis.token["scope"] if basis.token else None,
+            "panic_fingerprint": incoming.crash.fingerprint if window and incoming.crash else None,
+            "panic_earliest": earliest,
+            "panic_latest": latest,
+            "report_answer": without(answer_of(None, routing, event), "event_id"),
+        }
         | prefixed("event", event_columns | {"received_at": now})
         | prefixed("report", report_values(incoming) | {"received_at": now})
     )
     statement = report_at_once(
-        None if context.host else tuple(host),
-        (*event_columns, "received_at"),
-        (*REPORT_COLUMNS, "received_at"),
+        (*event_columns, "received_at"), (*REPORT_COLUMNS, "received_at"), signed=signature is not None
     )
-    event_id = statement.scalar(connection, values)
-    return None if event_id is None else cast(ReportAnswer, answer | {"event_id": str(event_id)})
+    rows = statement.execute(connection, values)
+    return cast(ReportAnswer, rows[0][1]) if rows else None
+
+
+# The answer report_at_once is given: its signature's counts and Jira key are composed by the
+# statement from what its snapshot holds.
+COMPOSED_BY_THE_WRITE = SignatureStats(0, None, None)
 
 
 def prefixed(prefix: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -586,6 +630,14 @@ def pstore_partner(connection: Connection, host_id: int, incoming: IncomingRepor
         PANIC_PARTNER,
         {"host_id": host_id, "fingerprint": crash.fingerprint, "earliest": earliest, "latest": latest},
     ).scalar()
+
+
+def panic_window(incoming: IncomingReport) -> tuple[datetime, datetime] | None:
+    """A panic's report (crash kernel, DPU): the times within which its pstore record, stored
+    first, is taken for the same crash (None: any other report)."""
+    if incoming.crash is None or incoming.fields["source"] not in PANIC_SOURCES:
+        return None
+    return join_window(incoming.fields["crashed_at"])
 
 
 CALENDAR_START, CALENDAR_END = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)

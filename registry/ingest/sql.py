@@ -17,17 +17,22 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Table,
+    Select,
     Text,
     bindparam,
+    case,
     cast,
+    exists,
     func,
     insert,
     literal,
+    literal_column,
+    or_,
     select,
     true,
     update,
 )
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from registry.auth.models import HOLDER_FIELDS, ApiToken
@@ -74,23 +79,52 @@ STATS_COLUMNS = ColumnGroup(
 )
 TOKEN_COLUMNS = ColumnGroup("token", {name: TOKENS[name] for name in HOLDER_FIELDS})
 
-# The signature a fingerprint routes to with its counts and Jira key, as one row. OFFSET 0
-# keeps PostgreSQL from pulling the subquery up into the read, where it would evaluate the
-# count subqueries once for each capture slot row.
-ROUTED = (
-    select(*SIGNATURE_COLUMNS.columns, *STATS_COLUMNS.columns)
-    .where(SIGNATURES.id == known_signature_id(bindparam("fingerprint")))
-    .offset(0)
-    .subquery("routed")
-)
-# A crash kernel's or DPU's report of a panic whose pstore record (read back after the reboot,
-# without the crashed boot's boot_id) was stored first: the event that record opened, found by
-# host, fingerprint and time as PANIC_PARTNER finds it the other way round. Its parameters are
-# NULL for any other report, and then no event matches.
-PSTORE_FIRST = (
-    select(EVENTS.boot_key)
-    .where(
-        EVENTS.host_id == HOSTS.id,
+# PostgreSQL: the versions of a signature's row and of its capture slot rows (each row's xmin,
+# which every write to it changes), as text. A report's write planned on what an earlier read
+# found is made only if these are still what that read saw (report_at_once).
+SIGNATURE_VERSION = literal_column("signatures.xmin::text")
+SLOTS = CaptureSlot.__table__.c
+
+
+def slots_version(signature_id: Any) -> ColumnElement[Any]:
+    return (
+        select(
+            func.string_agg(
+                literal_column("capture_slots.xmin::text"),
+                aggregate_order_by(literal_column("','"), SLOTS.slot),
+            )
+        )
+        .where(SLOTS.signature_id == signature_id)
+        .scalar_subquery()
+    )
+
+
+VERSION_COLUMNS = ("signature_version", "signature_slots_version")
+
+
+def routed(versions: bool) -> Any:
+    """The signature a fingerprint routes to with its counts and Jira key (and on PostgreSQL
+    its versions), as one row. OFFSET 0 keeps PostgreSQL from pulling the subquery up into the
+    read, where it would evaluate the count subqueries once for each capture slot row."""
+    version_columns = (
+        SIGNATURE_VERSION.label(VERSION_COLUMNS[0]),
+        slots_version(SIGNATURES.id).label(VERSION_COLUMNS[1]),
+    )
+    return (
+        select(*SIGNATURE_COLUMNS.columns, *STATS_COLUMNS.columns, *(version_columns if versions else ()))
+        .where(SIGNATURES.id == known_signature_id(bindparam("fingerprint")))
+        .offset(0)
+        .subquery("routed")
+    )
+
+
+def pstore_first_events(host_id: Any) -> Select[Any]:
+    """A crash kernel's or DPU's report of a panic whose pstore record (read back after the
+    reboot, without the crashed boot's boot_id) was stored first: the events that record may
+    have opened, found by host, fingerprint and time as PANIC_PARTNER finds them the other way
+    round. Its parameters are NULL for any other report, and then no event matches."""
+    return select(EVENTS.boot_key).where(
+        EVENTS.host_id == host_id,
         EVENTS.fingerprint == bindparam("panic_fingerprint", type_=EVENTS.fingerprint.type),
         EVENTS.first_source == "pstore",
         EVENTS.boot_id.is_(None),
@@ -99,36 +133,44 @@ PSTORE_FIRST = (
             bindparam("panic_latest", type_=EVENTS.crashed_at.type),
         ),
     )
-    .order_by(EVENTS.crashed_at.desc())
-    .limit(1)
-    .scalar_subquery()
-)
-# The host with that event's boot key, as one row (OFFSET 0, as ROUTED: evaluated once, not
-# once per capture slot row).
+
+
+# The host with the boot key of such an event, as one row (OFFSET 0, as in `routed`:
+# evaluated once, not once per capture slot row).
+PSTORE_FIRST = pstore_first_events(HOSTS.id).order_by(EVENTS.crashed_at.desc()).limit(1).scalar_subquery()
 HOSTED = (
     select(*HOST_COLUMNS.columns, PSTORE_FIRST.label("host_pstore_boot_key"))
     .where(HOSTS.hostname == bindparam("hostname"))
     .offset(0)
     .subquery("hosted")
 )
-# Everything ingest reads before it writes, in one round trip: the stored report (a replay),
-# the host (and a pstore-first event of the crash), the routed signature, its capture slots
-# (one row per slot, SLOT_READ_COLUMNS) and the caller's live token.
-CONTEXT = DirectStatement(
-    select(
-        *STORED_REPORT_COLUMNS.columns,
-        *(HOSTED.c[label] for label in (*HOST_COLUMNS.labels.values(), "host_pstore_boot_key")),
-        *(ROUTED.c[label] for label in (*SIGNATURE_COLUMNS.labels.values(), *STATS_COLUMNS.labels.values())),
-        *TOKEN_COLUMNS.columns,
-        *SLOT_READ_COLUMNS,
+
+
+def context_read(versions: bool) -> DirectStatement:
+    """Everything ingest reads before it writes, in one round trip: the stored report (a
+    replay), the host (and a pstore-first event of the crash), the routed signature (and on
+    PostgreSQL its versions), its capture slots (one row per slot, SLOT_READ_COLUMNS) and the
+    caller's live token."""
+    signature = routed(versions)
+    signature_labels = (*SIGNATURE_COLUMNS.labels.values(), *STATS_COLUMNS.labels.values())
+    return DirectStatement(
+        select(
+            *STORED_REPORT_COLUMNS.columns,
+            *(HOSTED.c[label] for label in (*HOST_COLUMNS.labels.values(), "host_pstore_boot_key")),
+            *(signature.c[label] for label in (*signature_labels, *(VERSION_COLUMNS if versions else ()))),
+            *TOKEN_COLUMNS.columns,
+            *SLOT_READ_COLUMNS,
+        )
+        .select_from(select(literal(1).label("one")).subquery("anchor"))
+        .outerjoin(Report.__table__, REPORTS.report_id == bindparam("report_id"))
+        .outerjoin(HOSTED, true())
+        .outerjoin(signature, true())
+        .outerjoin(ApiToken.__table__, live_token(bindparam("token_hash")))
+        .outerjoin(CaptureSlot.__table__, SLOTS.signature_id == signature.c.signature_id)
     )
-    .select_from(select(literal(1).label("one")).subquery("anchor"))
-    .outerjoin(Report.__table__, REPORTS.report_id == bindparam("report_id"))
-    .outerjoin(HOSTED, true())
-    .outerjoin(ROUTED, true())
-    .outerjoin(ApiToken.__table__, live_token(bindparam("token_hash")))
-    .outerjoin(CaptureSlot.__table__, CaptureSlot.__table__.c.signature_id == ROUTED.c.signature_id)
-)
+
+
+CONTEXT = {"sqlite": context_read(versions=False), "postgresql": context_read(versions=True)}
 STORED_REPORT = DirectStatement(
     select(*STORED_REPORT_COLUMNS.columns).where(REPORTS.report_id == bindparam("report_id"))
 )
@@ -178,38 +220,111 @@ STORE_REPORT = DirectStatement(insert(Report.__table__))
 
 
 
-def _bound(table: Table, prefix: str, names: tuple[str, ...]) -> list[Any]:
-    return [bindparam(f"{prefix}_{name}", type_=table.c[name].type) for name in names]
+def iso_utc(timestamp: Any) -> ColumnElement[Any]:
+    """A timestamptz as Python's `datetime.isoformat()` writes an aware UTC datetime (the
+    microseconds only when there are some), for an answer composed in SQL."""
+    utc = func.timezone(literal_column("'UTC'"), timestamp)
+    micro = func.to_char(utc, literal_column("'US'"))
+    fraction = case(
+        (micro == literal_column("'000000'"), literal_column("''")),
+        else_=literal_column("'.'").op("||")(micro),
+    )
+    return (
+        func.to_char(utc, literal_column("""'YYYY-MM-DD"T"HH24:MI:SS'"""))
+        .op("||")(fraction)
+        .op("||")(literal_column("'+00:00'"))
+    )
+
+
+# A new host's inventory row, from the event's parameters (what the report says of the host).
+HOST_INSERT_COLUMNS = ("hostname", "first_seen", "updated_at", "in_inventory", *HOST_FIELDS)
 
 
 @cache
 def report_at_once(
-    host_columns: tuple[str, ...] | None, event_columns: tuple[str, ...], report_columns: tuple[str, ...]
+    event_columns: tuple[str, ...], report_columns: tuple[str, ...], signed: bool
 ) -> DirectStatement:
     """PostgreSQL: a report's writes in one statement (data-modifying CTEs, one snapshot, all
-    or nothing), for the storm's common case: the host (inserted unless `host_columns` is None:
-    known, its id the `host_id` parameter), the event, its signature's counter shard (with a
-    `signature_id`) and the report, whose answer gets the event's id (`report_answer` is the rest
-    of it). Its one row is the event's id; none when the host or the event was stored by another
-    report first (the same crash from a second source: joining it takes `store`'s steps), and
-    then nothing was written but the host. Parameters are named `<table>_<column>`; every column
-    is given (no Python default is filled in)."""
+    or nothing), for the storm's common case, made only if what its answer was planned on
+    still holds in the statement's own snapshot (the guard):
+
+    - the caller's token is live with the scope it was admitted with (`token_hash`,
+      `token_scope`; a NULL hash: no caller);
+    - the report_id is not stored yet (a resend is answered from the read);
+    - the routed signature's row and its capture slot rows are the versions the answer was
+      planned on (`signature_id`, `signature_version`, `slots_version`; NULL: no signature);
+    - no pstore record of the same panic opened an event first (`panic_*`, as in the read).
+
+    It writes the host (inserted unless its hostname is known; the event's attributes are what
+    the report says, else what the inventory knows, labels merged), the event, its signature's
+    counter shard (with a `signature_id`) and the report, whose answer is `report_answer`
+    with the event's id and, when `signed`, the signature's counts and Jira key as they stand
+    before this event plus this event. Its one row is the event's id and that answer; none when
+    the guard failed, or the host or the event was stored by another report first (the same
+    crash from a second source: joining it takes `store`'s steps), and then nothing was
+    written. Parameters are named `<table>_<column>` (the host's from the event's); every
+    column is given (no Python default is filled in)."""
     hosts, events, reports = Host.__table__, Event.__table__, Report.__table__
-    if host_columns is None:
-        host = select(bindparam("host_id", type_=HOSTS.id.type).label("id")).cte("host")
-    else:
-        host = (
-            pg_insert(hosts)
-            .from_select(host_columns, select(*_bound(hosts, "host", host_columns)), include_defaults=False)
-            .on_conflict_do_nothing(index_elements=["hostname"])
-            .returning(HOSTS.id)
-            .cte("host")
+
+    def event_value(name: str) -> Any:
+        return bindparam(f"event_{name}", type_=EVENTS[name].type)
+
+    signature_id = bindparam("signature_id", type_=SIGNATURES.id.type)
+    token_hash = bindparam("token_hash", type_=TOKENS.token_hash.type)
+    known = (
+        select(HOSTS.id, *(HOSTS[name] for name in HOST_FIELDS))
+        .where(HOSTS.hostname == event_value("hostname"))
+        .cte("known")
+    )
+    guard = (
+        select(literal(1).label("passed"))
+        .where(
+            or_(
+                token_hash.is_(None),
+                exists().where(live_token(token_hash), TOKENS.scope == bindparam("token_scope")),
+            ),
+            ~exists().where(REPORTS.report_id == bindparam("report_report_id", type_=REPORTS.report_id.type)),
+            select(SIGNATURE_VERSION)
+            .where(SIGNATURES.id == signature_id)
+            .scalar_subquery()
+            .is_not_distinct_from(bindparam("signature_version", type_=Text())),
+            slots_version(signature_id).is_not_distinct_from(bindparam("slots_version", type_=Text())),
+            ~pstore_first_events(select(known.c.id).scalar_subquery()).exists(),
         )
+        .cte("guard")
+    )
+    inserted = (
+        pg_insert(hosts)
+        .from_select(
+            HOST_INSERT_COLUMNS,
+            select(
+                event_value("hostname"),
+                event_value("received_at"),
+                event_value("received_at"),
+                literal(False),
+                *(event_value(name) for name in HOST_FIELDS),
+            )
+            .select_from(guard)
+            .where(~select(known.c.id).exists()),
+            include_defaults=False,
+        )
+        .on_conflict_do_nothing(index_elements=["hostname"])
+        .returning(HOSTS.id)
+        .cte("inserted_host")
+    )
+    host = (
+        select(inserted.c.id).union_all(select(known.c.id).select_from(known.join(guard, true()))).cte("host")
+    )
+    at_crash = {name: func.coalesce(event_value(name), known.c[name]) for name in HOST_ATTRIBUTES} | {
+        "labels": func.coalesce(known.c.labels, func.jsonb_build_object()).op("||")(event_value("labels"))
+    }
     event = (
         pg_insert(events)
         .from_select(
             [*event_columns, "host_id"],
-            select(*_bound(events, "event", event_columns), host.c.id),
+            select(*(at_crash.get(name, event_value(name)) for name in event_columns), host.c.id).select_from(
+                host.outerjoin(known, true())
+            ),
             include_defaults=False,
         )
         .on_conflict_do_nothing(index_elements=["host_id", "boot_key"])
@@ -220,27 +335,47 @@ def report_at_once(
         "postgresql",
         (
             ["signature_id", "shard", "events", "last_seen"],
-            select(
-                bindparam("signature_id", type_=SIGNATURES.id.type),
-                event.c.id % COUNTER_SHARDS,
-                literal(1),
-                bindparam("event_crashed_at", type_=EVENTS.crashed_at.type),
-            ).where(bindparam("signature_id", type_=SIGNATURES.id.type).is_not(None)),
+            select(signature_id, event.c.id % COUNTER_SHARDS, literal(1), event_value("crashed_at")).where(
+                signature_id.is_not(None)
+            ),
         ),
     ).cte("counted")
-    answer = bindparam("report_answer", type_=REPORTS.answer.type).op("||")(
-        func.jsonb_build_object("event_id", cast(event.c.id, Text))
-    )
+    planned = bindparam("report_answer", type_=REPORTS.answer.type)
+    composed: list[Any] = [literal_column("'event_id'"), cast(event.c.id, Text)]
+    answered = [event]
+    if signed:
+        events_before, last_seen_before, jira_key = (column.element for column in stats_columns(signature_id))
+        counts = select(
+            (events_before + 1).label("event_count"),
+            func.greatest(last_seen_before, event_value("crashed_at")).label("last_seen"),
+            jira_key.label("jira_key"),
+        ).cte("counts")
+        answered.append(counts)
+        composed += [
+            literal_column("'signature'"),
+            planned.op("->")(literal_column("'signature'")).op("||")(
+                func.jsonb_build_object(
+                    literal_column("'event_count'"), counts.c.event_count,
+                    literal_column("'last_seen'"), iso_utc(counts.c.last_seen),
+                    literal_column("'jira_key'"), counts.c.jira_key,
+                )
+            ),
+        ]
     stored = (
         pg_insert(reports)
         .from_select(
             [*report_columns, "event_id", "answer"],
-            select(*_bound(reports, "report", report_columns), event.c.id, answer),
+            select(
+                *(bindparam(f"report_{name}", type_=REPORTS[name].type) for name in report_columns),
+                event.c.id,
+                planned.op("||")(func.jsonb_build_object(*composed)),
+            ).select_from(*answered),
             include_defaults=False,
         )
+        .returning(REPORTS.answer)
         .cte("stored")
     )
-    return DirectStatement(select(event.c.id).add_cte(counted, stored))
+    return DirectStatement(select(event.c.id, stored.c.answer).add_cte(counted))
 
 
 @dataclass(frozen=True)
@@ -294,6 +429,16 @@ class IngestContext:
     slots: list[Slot]
     token: dict[str, Any] | None
     pstore_boot_key: str | None = None  # the event a pstore record of this panic opened first
+    versions: RowVersions | None = None  # PostgreSQL, a routed signature's
+
+
+@dataclass(frozen=True)
+class RowVersions:
+    """PostgreSQL: a signature's row and capture slot rows as a read found them (their xmins;
+    `slots` None: no slot rows), for a write planned on that read to check (report_at_once)."""
+
+    signature: str
+    slots: str | None
 
 
 def read_context(
@@ -305,9 +450,9 @@ def read_context(
     panic_window: tuple[datetime, datetime] | None = None,
 ) -> IngestContext:
     """`panic_window`: for a panic's report (crash kernel, DPU), when its pstore record may have
-    been stored first (PSTORE_FIRST)."""
+    been stored first (pstore_first_events)."""
     earliest, latest = panic_window or (None, None)
-    rows = CONTEXT.mappings(
+    rows = CONTEXT[connection.dialect.name].mappings(
         connection,
         {
             "report_id": report_id,
@@ -331,6 +476,9 @@ def read_context(
         slots=slots_in(rows),
         token=TOKEN_COLUMNS.values(first) if first["token_id"] is not None else None,
         pstore_boot_key=first["host_pstore_boot_key"],
+        versions=RowVersions(*(first[label] for label in VERSION_COLUMNS))
+        if known and VERSION_COLUMNS[0] in first
+        else None,
     )
 
 

@@ -6,14 +6,9 @@ statement is a round trip with its share of it: these counts may go down, never 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-
-from sqlalchemy import event
-
 from testkit.reports import crash_report
 from tests.support.http import auth
+from tests.support.statements import counted
 
 # Statements of one report, the caller's token included; SQLite's BEGIN IMMEDIATE is one of
 # them (PostgreSQL's BEGIN and every COMMIT are the driver's own, not statements).
@@ -23,38 +18,18 @@ NEW_BUG = {"sqlite": 10, "postgresql": 9}
 # counter, report; on PostgreSQL the read, then the four writes as one statement, each
 # committing by itself (no BEGIN, no COMMIT).
 KNOWN_BUG_SLOTS_HELD = {"sqlite": 6, "postgresql": 2}
-REPLAY = {"sqlite": 2, "postgresql": 1}  # the read
+# The next report of the bug: on PostgreSQL the one write alone, planned on what the worker's
+# last read found (registry.ingest.last_read), which the write checks.
+KNOWN_BUG_READ_BEFORE = {"sqlite": 6, "postgresql": 1}
+# The read; on PostgreSQL after the write planned on the last read, which found the report_id
+# stored and wrote nothing.
+REPLAY = {"sqlite": 2, "postgresql": 2}
 REJECTED_TOKEN = {"sqlite": 2, "postgresql": 1}  # the read, rolled back
 # Pool checkouts of the first report, the storm's common one and a replay. SQLite: one
 # transaction each. PostgreSQL: the first report checks out the connection ingest keeps in
 # autocommit mode (Database.autocommit) and, a new bug, one for `store`'s transaction; the
 # others reuse the kept connection.
 CHECKOUTS = {"sqlite": (1, 1, 1), "postgresql": (2, 0, 0)}
-
-
-@dataclass
-class Counted:
-    statements: list[str] = field(default_factory=list)
-    checkouts: int = 0
-
-
-@contextmanager
-def counted(database) -> Iterator[Counted]:  # type: ignore[no-untyped-def]
-    seen = Counted()
-
-    def statement(_conn, _cursor, sql, _parameters, _context, _many) -> None:  # type: ignore[no-untyped-def]
-        seen.statements.append(sql)
-
-    def checkout(*_args) -> None:  # type: ignore[no-untyped-def]
-        seen.checkouts += 1
-
-    event.listen(database.engine, "before_cursor_execute", statement)
-    event.listen(database.engine, "checkout", checkout)
-    try:
-        yield seen
-    finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
-        event.remove(database.engine, "checkout", checkout)
 
 
 def post(client, token, body):  # type: ignore[no-untyped-def]
@@ -74,15 +49,21 @@ def test_statements_of_one_report(client, database, make_token) -> None:
     report = crash_report(host={"hostname": "gpu-3"})
     with counted(database) as common:
         assert post(client, token, report).json["capture"]["action"] == "skip"
+    with counted(database) as next_one:
+        next_report = crash_report(host={"hostname": "gpu-4"})
+        assert post(client, token, next_report).json["capture"]["action"] == "skip"
     with counted(database) as replay:
         assert post(client, token, report).status_code == 200
-    assert (len(first.statements), len(common.statements), len(replay.statements)) == (
+    counts = (len(first.statements), len(common.statements), len(next_one.statements), len(replay.statements))
+    assert counts == (
         NEW_BUG[dialect],
         KNOWN_BUG_SLOTS_HELD[dialect],
+        KNOWN_BUG_READ_BEFORE[dialect],
         REPLAY[dialect],
-    ), first.statements + common.statements + replay.statements
+    ), first.statements + common.statements + next_one.statements + replay.statements
     # The token is checked in the ingest transaction's read: no connection of its own.
     assert (first.checkouts, common.checkouts, replay.checkouts) == CHECKOUTS[dialect]
+    assert next_one.checkouts == (0 if dialect == "postgresql" else 1)
 
 
 def test_a_rejected_token_costs_the_read_alone(client, database, make_token) -> None:
