@@ -251,8 +251,9 @@ def report_at_once(
     - the caller's token is live with the scope it was admitted with (`token_hash`,
       `token_scope`; a NULL hash: no caller);
     - the report_id is not stored yet (a resend is answered from the read);
-    - the routed signature's row and its capture slot rows are the versions the answer was
-      planned on (`signature_id`, `signature_version`, `slots_version`; NULL: no signature);
+    - the fingerprint still routes to the signature the answer was planned on, and that
+      signature's row and its capture slot rows are the versions it was planned on
+      (`signature_id`, `signature_version`, `slots_version`; NULL: no signature);
     - no pstore record of the same panic opened an event first (`panic_*`, as in the read).
 
     It writes the host (inserted unless its hostname is known; the event's attributes are what
@@ -284,6 +285,7 @@ def report_at_once(
                 exists().where(live_token(token_hash), TOKENS.scope == bindparam("token_scope")),
             ),
             ~exists().where(REPORTS.report_id == bindparam("report_report_id", type_=REPORTS.report_id.type)),
+            known_signature_id(event_value("fingerprint")).is_not_distinct_from(signature_id),
             select(SIGNATURE_VERSION)
             .where(SIGNATURES.id == signature_id)
             .scalar_subquery()

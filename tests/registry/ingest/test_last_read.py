@@ -11,6 +11,7 @@ from typing import Any
 from registry.auth.models import ApiToken
 from registry.core.jira_links import JiraLink
 from registry.db import utcnow
+from registry.signatures.merging import REBUILD, set_alias
 from testkit.reports import crash_report
 from tests.support.capture import patch_policy, post_capture, report, storm_report
 from tests.support.http import auth
@@ -107,6 +108,20 @@ def test_a_policy_changed_after_the_read_is_answered(client, database, make_toke
     assert ignored.status_code == 200
     after, _ = posted(client, database, token, storm_report("ldr_policy"))
     assert after.json["signature"]["status"] == "ignored" and after.json["capture"]["action"] == "skip"
+
+
+def test_a_fingerprint_routed_elsewhere_after_the_read_goes_there(client, database, make_token) -> None:
+    """A rebuild's or an unmerge's alias can route a fingerprint to another signature without
+    writing to the one it routed to before."""
+    token = make_token("report")
+    before = warmed(client, token, "ldr_route")[0]["signature"]
+    other = report(client, token, storm_report("ldr_elsewhere"))["signature"]
+    with database.session() as session:
+        set_alias(session, before["fingerprint"], int(other["id"]), REBUILD)
+    routed, alone = posted(client, database, token, storm_report("ldr_route"))
+    assert routed.json["signature"]["id"] == other["id"] and not alone
+    again, alone = posted(client, database, token, storm_report("ldr_route"))
+    assert again.json["signature"]["id"] == other["id"]
 
 
 def test_an_inventory_host_fills_in_what_its_report_leaves_out(client, database, make_token) -> None:
