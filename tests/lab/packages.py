@@ -99,18 +99,24 @@ def kernel_abi() -> str:
 
 
 def fetch(package: str) -> Path:
-    """The package's .deb in the cache, downloaded once."""
+    """The package's .deb in the cache, downloaded once. Each download goes into a directory
+    of its own and is renamed into the cache: the suite's workers fetch the same packages at
+    once into an empty cache, and two `apt-get download`s of one file in one directory have
+    left neither's file behind."""
     debs = cache_dir() / "debs"
-    debs.mkdir(exist_ok=True)
+    debs.mkdir(parents=True, exist_ok=True)
     name = package.split("=")[0]
     cached = sorted(debs.glob(f"{name}_*.deb"))
     if cached:
         return cached[-1]
-    run([*APT, "download", package], cwd=debs)
-    cached = sorted(debs.glob(f"{name}_*.deb"))
-    if not cached:
-        raise LabError(f"apt-get download {package} left no .deb in {debs}")
-    return cached[-1]
+    with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=debs) as staging:
+        run([*APT, "download", package], cwd=staging)
+        downloaded = sorted(Path(staging).glob(f"{name}_*.deb"))
+        if not downloaded:
+            raise LabError(f"apt-get download {package} left no .deb in {staging}")
+        target = debs / downloaded[-1].name
+        os.replace(downloaded[-1], target)  # atomic: another worker's rename is of the same file
+    return target
 
 
 def unpack(package: str) -> Path:
