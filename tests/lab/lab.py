@@ -295,6 +295,11 @@ class Disk:
 # --- booting --------------------------------------------------------------------------
 
 
+# A kernel message (`[    2.166895] tsc: ...`, with its newline) that the serial console printed
+# inside a line of the guest's own output, which goes on after it.
+INTERLEAVED_KERNEL_RECORD = re.compile(r"(?<=[^\n])\[\s*\d+\.\d{6}\] [^\n]*\n")
+
+
 @dataclass
 class Boot:
     """What one QEMU run showed: the serial console with host-side times of the markers."""
@@ -307,7 +312,9 @@ class Boot:
     line_times: list[float] = field(default_factory=list)  # seconds since QEMU started, per console line
 
     def marker_line(self, prefix: str) -> str:
-        for line in self.console.splitlines():
+        """The guest's `LAB: <prefix>...` line, without a kernel message the serial console
+        printed in the middle of it."""
+        for line in INTERLEAVED_KERNEL_RECORD.sub("", self.console).splitlines():
             if line.startswith(f"LAB: {prefix}"):
                 return line
         raise AssertionError(f"no 'LAB: {prefix}' line on the console:\n{self.console[-4000:]}")
