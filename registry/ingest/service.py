@@ -246,13 +246,13 @@ def stored_on_postgresql(
         basis = last_read.basis(fingerprint, caller, utcnow() - LAST_USED_RESOLUTION)
         if basis is not None:
             try:
-                answer = stored_at_once(connection, settings, incoming, caller, basis)
+                written = stored_at_once(connection, settings, incoming, caller, basis)
             except IntegrityError:  # another worker stored this report_id meanwhile: the read finds it
-                answer = None
-            if answer is not None:
+                written = None
+            if written is not None:
                 if caller is not None:
                     caller.admit(connection, basis.token)  # the write checked it live: g.token
-                return created(incoming, answer)
+                return outcome(incoming, written)
         try:
             context, replay = checked(connection, incoming, caller)
         except ApiError:
@@ -261,15 +261,23 @@ def stored_on_postgresql(
         last_read.remember(fingerprint, caller, context)
         if replay is not None:
             return IngestResult(replay, created=False)
-        answer = None
+        written = None
         if context.pstore_boot_key is None:  # else the panic's pstore record opened its event first
             at_crash = snapshot(context.host.attributes if context.host else {}, incoming.host)
-            answer = stored_at_once(connection, settings, incoming, caller, WriteBasis.of(context), at_crash)
-    if answer is None:
-        last_read.forget(fingerprint)
-        with db.session() as session:
-            answer = store(session, session.connection(), settings, incoming, context)
-    return created(incoming, answer)
+            written = stored_at_once(connection, settings, incoming, caller, WriteBasis.of(context), at_crash)
+    if written is not None:
+        return outcome(incoming, written)
+    last_read.forget(fingerprint)
+    with db.session() as session:
+        return created(incoming, store(session, session.connection(), settings, incoming, context))
+
+
+def outcome(incoming: IncomingReport, written: ReportAnswer | StoredReport) -> IngestResult:
+    """What report_at_once's row says: the new report's answer, or a resend's first one (a 409
+    if the body differs)."""
+    if isinstance(written, StoredReport):
+        return IngestResult(cast(ReportAnswer, replayed_answer(written, incoming.digest)), created=False)
+    return created(incoming, written)
 
 
 def checked(
@@ -357,7 +365,7 @@ def stored_at_once(
     caller: Caller | None,
     basis: WriteBasis,
     at_crash: dict[str, Any] | None = None,
-) -> ReportAnswer | None:
+) -> ReportAnswer | StoredReport | None:
     """PostgreSQL, the storm's common case in one statement (`report_at_once`): a report of a
     known signature (or of no crash) whose answer needs no claim and whose event writes nothing
     else: no regression to flag, no earlier first sighting, no pstore record to pair. Its answer
@@ -366,7 +374,8 @@ def stored_at_once(
     (None: a resolved signature's regression verdict, which needs the kernel, is left to the
     read). None: nothing was stored, and the report takes the read's or `store`'s steps (a
     new or merged signature, a claim that might win, a second source of a crash joining its
-    event, a host another report created meanwhile, what the basis says no longer holding)."""
+    event, a host another report created meanwhile, what the basis says no longer holding).
+    A StoredReport: the report_id was stored already (a resend), and the token is live."""
     report, signature = incoming.fields, basis.signature
     if incoming.crash is not None and (signature is None or signature.merged_into_id is not None):
         return None
@@ -410,7 +419,10 @@ def stored_at_once(
         (*event_columns, "received_at"), (*REPORT_COLUMNS, "received_at"), signed=signature is not None
     )
     rows = statement.execute(connection, values)
-    return cast(ReportAnswer, rows[0][1]) if rows else None
+    if not rows:
+        return None
+    event_id, answer, replay_sha256 = rows[0]
+    return cast(ReportAnswer, answer) if event_id is not None else StoredReport(replay_sha256, answer)
 
 
 # The answer report_at_once is given: its signature's counts and Jira key are composed by the

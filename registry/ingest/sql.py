@@ -27,6 +27,7 @@ from sqlalchemy import (
     insert,
     literal,
     literal_column,
+    null,
     or_,
     select,
     true,
@@ -250,7 +251,7 @@ def report_at_once(
 
     - the caller's token is live with the scope it was admitted with (`token_hash`,
       `token_scope`; a NULL hash: no caller);
-    - the report_id is not stored yet (a resend is answered from the read);
+    - the report_id is not stored yet (a resend gets its stored answer instead, below);
     - the fingerprint still routes to the signature the answer was planned on, and that
       signature's row and its capture slot rows are the versions it was planned on
       (`signature_id`, `signature_version`, `slots_version`; NULL: no signature);
@@ -263,8 +264,10 @@ def report_at_once(
     before this event plus this event. Its one row is the event's id and that answer; none when
     the guard failed, or the host or the event was stored by another report first (the same
     crash from a second source: joining it takes `store`'s steps), and then nothing was
-    written. Parameters are named `<table>_<column>` (the host's from the event's); every
-    column is given (no Python default is filled in)."""
+    written. Or, for a report_id stored already (a resend) with the token live, the stored
+    answer and its digest (`replay_sha256`) in a row without an event id. Parameters are named
+    `<table>_<column>` (the host's from the event's); every column is given (no Python default
+    is filled in)."""
     hosts, events, reports = Host.__table__, Event.__table__, Report.__table__
 
     def event_value(name: str) -> Any:
@@ -272,6 +275,11 @@ def report_at_once(
 
     signature_id = bindparam("signature_id", type_=SIGNATURES.id.type)
     token_hash = bindparam("token_hash", type_=TOKENS.token_hash.type)
+    token_live = or_(
+        token_hash.is_(None),
+        exists().where(live_token(token_hash), TOKENS.scope == bindparam("token_scope")),
+    )
+    report_id = bindparam("report_report_id", type_=REPORTS.report_id.type)
     known = (
         select(HOSTS.id, *(HOSTS[name] for name in HOST_FIELDS))
         .where(HOSTS.hostname == event_value("hostname"))
@@ -280,11 +288,8 @@ def report_at_once(
     guard = (
         select(literal(1).label("passed"))
         .where(
-            or_(
-                token_hash.is_(None),
-                exists().where(live_token(token_hash), TOKENS.scope == bindparam("token_scope")),
-            ),
-            ~exists().where(REPORTS.report_id == bindparam("report_report_id", type_=REPORTS.report_id.type)),
+            token_live,
+            ~exists().where(REPORTS.report_id == report_id),
             known_signature_id(event_value("fingerprint")).is_not_distinct_from(signature_id),
             select(SIGNATURE_VERSION)
             .where(SIGNATURES.id == signature_id)
@@ -377,7 +382,12 @@ def report_at_once(
         .returning(REPORTS.answer)
         .cte("stored")
     )
-    return DirectStatement(select(event.c.id, stored.c.answer).add_cte(counted))
+    written = select(event.c.id, stored.c.answer, cast(null(), Text).label("replay_sha256"))
+    # A resend with the token live: the stored report's answer and digest instead.
+    replayed = select(cast(null(), EVENTS.id.type), REPORTS.answer, REPORTS.payload_sha256).where(
+        REPORTS.report_id == report_id, token_live
+    )
+    return DirectStatement(written.union_all(replayed).add_cte(counted))
 
 
 @dataclass(frozen=True)

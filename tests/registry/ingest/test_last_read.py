@@ -64,8 +64,11 @@ def test_the_planned_write_answers_what_a_read_would(client, database, make_toke
     assert earlier["signature"]["last_seen"] == "2026-11-30T09:00:00+00:00"
     assert earlier["signature"]["event_count"] == K + 4
     # A resend gets the first answer: the planned write found the report_id and wrote nothing.
-    again = client.post("/api/v1/reports", json=late, headers=auth(token))
+    again, alone = posted(client, database, token, late)
     assert again.status_code == 200 and again.json == answer | {"duplicate": True}
+    assert one_write_on_postgresql(database, alone)
+    changed, alone = posted(client, database, token, late | {"uptime_s": 7})
+    assert changed.status_code == 409 and one_write_on_postgresql(database, alone)
     listed = client.get(f"/api/v1/signatures/{signature_id}", headers=auth(reader)).json
     assert listed["event_count"] == K + 4
 
@@ -73,13 +76,17 @@ def test_the_planned_write_answers_what_a_read_would(client, database, make_toke
 def test_a_token_revoked_after_the_read_is_refused(client, database, make_token) -> None:
     token, reader = make_token("report", name="soon-revoked"), make_token("read")
     signature_id = warmed(client, token, "ldr_revoked")[0]["signature"]["id"]
+    stored = storm_report("ldr_revoked")
+    assert report(client, token, stored)["capture"]["action"] == "skip"
     with database.session() as session:
         session.query(ApiToken).filter_by(name="soon-revoked").one().revoked_at = utcnow()
-    for _ in range(2):  # the planned write refuses it, then the read alone
+    resend, _ = posted(client, database, token, stored)  # the planned write answers no resend
+    assert resend.status_code == 401
+    for _ in range(2):  # nor stores a report, and then the read alone refuses it
         response, _ = posted(client, database, token, storm_report("ldr_revoked"))
         assert response.status_code == 401
     listed = client.get(f"/api/v1/signatures/{signature_id}", headers=auth(reader)).json
-    assert listed["event_count"] == K + 1  # nothing stored
+    assert listed["event_count"] == K + 2  # nothing stored
 
 
 def test_a_slot_freed_after_the_read_is_claimed(client, database, make_token) -> None:
