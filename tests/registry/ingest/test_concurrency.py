@@ -68,3 +68,22 @@ def test_concurrent_first_reports_of_a_new_bug_make_one_signature(live_server, m
         f"{live_server}/api/v1/signatures/{signature_id}", headers=auth(make_token("read")), timeout=30
     ).json()
     assert final["event_count"] == PARALLEL
+
+
+def test_concurrent_resends_of_a_bug_the_worker_has_read_store_one(live_server, make_token, database) -> None:
+    """On PostgreSQL each of these is the write planned on the worker's last read: the first to
+    commit stores the report, the others find it stored (or lose the insert race) and replay."""
+    token = make_token("report")
+    for number in range(4):  # K full captures and a skip: the bug is read, its slots held
+        warm = crash_report(host={"hostname": f"warm-{number}"})
+        assert requests.post(f"{live_server}/api/v1/reports", json=warm, headers=auth(token), timeout=60).ok
+    report = crash_report(host={"hostname": "resent"})
+    responses = release_together(live_server, token, [report] * PARALLEL)
+    assert sorted(r.status_code for r in responses) == [200] * (PARALLEL - 1) + [201]
+    answers = [r.json() for r in responses]
+    assert len({a["event_id"] for a in answers}) == 1
+    assert {a["capture"]["action"] for a in answers} == {"skip"}
+    assert {a["signature"]["event_count"] for a in answers} == {5}
+    with database.session() as session:
+        assert session.scalar(select(func.count()).select_from(Report)) == 5
+        assert session.scalar(select(func.count()).select_from(Event)) == 5
