@@ -12,10 +12,10 @@ wrong answer. PostgreSQL only: row versions are its xmin.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from registry.capture.policy import Slot
@@ -51,21 +51,22 @@ class RoutedSignature:
 
 
 class LastRead:
-    """One database's entries in this worker: signatures by fingerprint, token rows by the
-    token's hash and the check that admitted them."""
+    """One database's entries in this worker: signatures by fingerprint, token rows by caller
+    (registry.ingest.service.Caller: the token's hash and the check that admitted it, a frozen
+    dataclass, so equal callers are one key)."""
 
     def __init__(self) -> None:
         self.signatures: dict[str, RoutedSignature] = {}
-        self.tokens: dict[tuple[str, Hashable], dict[str, Any]] = {}
+        self.tokens: dict[Hashable, dict[str, Any]] = {}
 
     def basis(
-        self, fingerprint: str | None, caller: Caller | None, fresh_after: datetime
+        self, fingerprint: str | None, caller: Hashable | None, fresh_after: datetime
     ) -> WriteBasis | None:
         """What the last reads found for this report, or None when they did not find it all.
         `fresh_after`: a token last used before it is left to the read (which stamps its use)."""
         token = None
         if caller is not None:
-            token = self.tokens.get(caller_key(caller))
+            token = self.tokens.get(caller)
             if token is None or token["last_used_at"] is None or token["last_used_at"] < fresh_after:
                 return None
         if fingerprint is None:
@@ -75,10 +76,10 @@ class LastRead:
             return None
         return WriteBasis(routed.signature, routed.slots, routed.versions, token)
 
-    def remember(self, fingerprint: str | None, caller: Caller | None, context: IngestContext) -> None:
+    def remember(self, fingerprint: str | None, caller: Hashable | None, context: IngestContext) -> None:
         """What a read found, once its caller was admitted."""
         if caller is not None and context.token is not None:
-            keep(self.tokens, caller_key(caller), context.token)
+            keep(self.tokens, caller, context.token)
         if fingerprint is None:
             return
         if context.signature is None or context.versions is None:
@@ -87,27 +88,13 @@ class LastRead:
             routed = RoutedSignature(context.signature, context.slots, context.versions)
             keep(self.signatures, fingerprint, routed)
 
-    def forget(self, fingerprint: str | None = None, caller: Caller | None = None) -> None:
+    def forget(self, fingerprint: str | None = None, caller: Hashable | None = None) -> None:
         """A signature whose report took store's steps (a claim, a merge: its rows changed),
         or a token the read refused."""
         if fingerprint is not None:
             self.signatures.pop(fingerprint, None)
         if caller is not None:
-            self.tokens.pop(caller_key(caller), None)
-
-
-class Caller(Protocol):
-    """A request's presented token and the check that admits it (registry.ingest.service)."""
-
-    @property
-    def token_hash(self) -> str: ...
-
-    @property
-    def admit(self) -> Callable[..., None]: ...
-
-
-def caller_key(caller: Caller) -> tuple[str, Hashable]:
-    return caller.token_hash, caller.admit
+            self.tokens.pop(caller, None)
 
 
 def keep(entries: dict[Any, Any], key: Any, value: Any) -> None:
