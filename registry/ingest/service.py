@@ -40,8 +40,11 @@ from registry.ingest.last_read import WriteBasis, last_read_of
 from registry.ingest.sql import (
     DECIDED,
     EVENTS,
+    HOST_SHARED_BY_PANIC,
+    HOST_TAKEN_BY_RECORD,
     LOCKED_EVENT,
     PANIC_PARTNER,
+    PSTORE_FIRST_OF_HOST,
     PSTORE_JOIN_WINDOW,
     STORE_REPORT,
     IngestContext,
@@ -149,6 +152,7 @@ class IncomingReport:
 class HostAtCrash:
     id: int
     attributes: dict[str, Any]  # what the report says, else what the inventory knows
+    created: bool = False  # by this report's transaction: any other report of it waits for its commit
 
 
 @dataclass(frozen=True)
@@ -325,16 +329,18 @@ def store(
     """A new report's steps after the read; the answer it stored."""
     statements = IngestStatements.of(connection.dialect.name)
     host = host_at_crash(connection, statements, incoming.host, context.host)
+    # A pstore record and its panic's report join one event whichever is stored first. Looked
+    # for before anything else is written, so that the host's row is the first thing taken.
+    paired = paired_boot_key(connection, host, incoming, context)
     routing = route(session, incoming, context)
     regression = regression_of(
         routing.signature, host.attributes["kernel_version"], incoming.fields["crashed_at"]
     )
     # When no claim can win, the answer is stored by the event's insert (no update after it).
     planned = planned_decision(settings, incoming, routing, regression)
-    # A pstore record and its panic's report join one event whichever is stored first.
-    boot_key = pstore_partner(connection, host.id, incoming) or context.pstore_boot_key or incoming.boot_key
     event, created = find_or_open_event(
-        session, connection, statements, host, incoming, boot_key, routing.signature, planned, regression
+        session, connection, statements, host, incoming, paired or incoming.boot_key, routing.signature,
+        planned, regression,
     )
     if created:
         routing = count_new_event(session, routing, event)
@@ -381,7 +387,7 @@ def stored_at_once(
         return None
     if signature is not None and (report["crashed_at"] < signature.first_seen or basis.versions is None):
         return None
-    if report["source"] == "pstore" and not report.get("boot_id") and incoming.crash is not None:
+    if is_pstore_record(incoming):
         return None
     resolved = signature is not None and signature.status == "resolved"
     if resolved and at_crash is None:
@@ -461,12 +467,9 @@ def host_at_crash(
     if known is None:
         values = reported_attributes(reported)
         created_id = statements.insert_host.scalar(connection, values | {"hostname": reported["hostname"]})
-        # None: another report of the same host created it first.
-        known = (
-            KnownHost(created_id, values)
-            if created_id is not None
-            else read_host(connection, reported["hostname"])
-        )
+        if created_id is not None:
+            return HostAtCrash(created_id, snapshot(values, reported), created=True)
+        known = read_host(connection, reported["hostname"])  # another report of it created it first
     return HostAtCrash(known.id, snapshot(known.attributes, reported))
 
 
@@ -630,17 +633,45 @@ def event_values(
     } | process_attributes(report)
 
 
-def pstore_partner(connection: Connection, host_id: int, incoming: IncomingReport) -> str | None:
-    """The boot key of the panic a pstore report without the crashed boot's boot_id is the log
-    of: the host's event from a crash kernel or DPU with the same fingerprint, crashed within
-    PSTORE_JOIN_WINDOW of the panic time the record carries. None: no such event."""
-    report, crash = incoming.fields, incoming.crash
-    if report["source"] != "pstore" or report.get("boot_id") or crash is None:
+def is_pstore_record(incoming: IncomingReport) -> bool:
+    """A pstore report of a crash without the crashed boot's boot_id (read back after the
+    reboot): its panic's event is found by host, fingerprint and time."""
+    report = incoming.fields
+    return report["source"] == "pstore" and not report.get("boot_id") and incoming.crash is not None
+
+
+def paired_boot_key(
+    connection: Connection, host: HostAtCrash, incoming: IncomingReport, context: IngestContext
+) -> str | None:
+    """The boot key of the event the other half of this report's panic opened, if it is half
+    of a pair: for a pstore record, the host's event from a crash kernel or DPU with the same
+    fingerprint, crashed within PSTORE_JOIN_WINDOW of the panic time the record carries
+    (PANIC_PARTNER); for a panic's report, the event its pstore record opened first. None:
+    no such event, or no pair. On PostgreSQL the host's row is taken first and the event looked
+    for in a statement of its own (HOST_TAKEN_BY_RECORD, HOST_SHARED_BY_PANIC), so that of two
+    halves stored at once the second finds the first's event; on SQLite the read ran inside
+    this transaction, which serialises writers, and its answer stands."""
+    crash, host_id = incoming.crash, host.id
+    if crash is None or host.created:  # no other report's event is on a host this one created
         return None
-    earliest, latest = join_window(report["crashed_at"])
+    postgresql = connection.dialect.name == "postgresql"
+    if is_pstore_record(incoming):
+        if postgresql:
+            connection.execute(HOST_TAKEN_BY_RECORD, {"host_id": host_id})
+        earliest, latest = join_window(incoming.fields["crashed_at"])
+        return connection.execute(
+            PANIC_PARTNER,
+            {"host_id": host_id, "fingerprint": crash.fingerprint, "earliest": earliest, "latest": latest},
+        ).scalar()
+    window = panic_window(incoming)
+    if window is None or not postgresql:
+        return context.pstore_boot_key
+    connection.execute(HOST_SHARED_BY_PANIC, {"host_id": host_id})
+    earliest, latest = window
     return connection.execute(
-        PANIC_PARTNER,
-        {"host_id": host_id, "fingerprint": crash.fingerprint, "earliest": earliest, "latest": latest},
+        PSTORE_FIRST_OF_HOST,
+        {"host_id": host_id, "panic_fingerprint": crash.fingerprint, "panic_earliest": earliest,
+         "panic_latest": latest},
     ).scalar()
 
 

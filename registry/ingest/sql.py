@@ -84,6 +84,7 @@ TOKEN_COLUMNS = ColumnGroup("token", {name: TOKENS[name] for name in HOLDER_FIEL
 # which every write to it changes), as text. A report's write planned on what an earlier read
 # found is made only if these are still what that read saw (report_at_once).
 SIGNATURE_VERSION = literal_column("signatures.xmin::text")
+HOST_VERSION = literal_column("hosts.xmin::text")
 SLOTS = CaptureSlot.__table__.c
 
 
@@ -136,9 +137,13 @@ def pstore_first_events(host_id: Any) -> Select[Any]:
     )
 
 
+def latest_pstore_first(host_id: Any) -> Select[Any]:
+    return pstore_first_events(host_id).order_by(EVENTS.crashed_at.desc()).limit(1)
+
+
 # The host with the boot key of such an event, as one row (OFFSET 0, as in `routed`:
 # evaluated once, not once per capture slot row).
-PSTORE_FIRST = pstore_first_events(HOSTS.id).order_by(EVENTS.crashed_at.desc()).limit(1).scalar_subquery()
+PSTORE_FIRST = latest_pstore_first(HOSTS.id).scalar_subquery()
 HOSTED = (
     select(*HOST_COLUMNS.columns, PSTORE_FIRST.label("host_pstore_boot_key"))
     .where(HOSTS.hostname == bindparam("hostname"))
@@ -207,6 +212,17 @@ PANIC_PARTNER = (
     .order_by(EVENTS.crashed_at.desc())
     .limit(1)
 )
+# PostgreSQL: the host's row taken by a report that may be half of a panic's pair (its pstore
+# record, and its crash kernel's or DPU's report) before it looks for the other half, in a
+# statement of its own. A record writes a new version of the row, waiting out the panic
+# reports that share it; a panic's report shares it, waiting out a record that took it. So of
+# two halves stored at once, the second looks after the first has committed and finds its
+# event. The planned write (report_at_once) shares the row too, and compares its version.
+HOST_TAKEN_BY_RECORD = (
+    update(Host.__table__).where(HOSTS.id == bindparam("host_id")).values(hostname=HOSTS.hostname)
+)
+HOST_SHARED_BY_PANIC = select(HOSTS.id).where(HOSTS.id == bindparam("host_id")).with_for_update(read=True)
+PSTORE_FIRST_OF_HOST = latest_pstore_first(bindparam("host_id"))
 DECIDED = (
     update(Event.__table__)
     .where(EVENTS.id == bindparam("event_id"))
@@ -255,7 +271,10 @@ def report_at_once(
     - the fingerprint still routes to the signature the answer was planned on, and that
       signature's row and its capture slot rows are the versions it was planned on
       (`signature_id`, `signature_version`, `slots_version`; NULL: no signature);
-    - no pstore record of the same panic opened an event first (`panic_*`, as in the read).
+    - no pstore record of the same panic opened an event first (`panic_*`, as in the read),
+      nor took the host's row since the snapshot: for a panic's report the row is locked FOR
+      SHARE, which waits for a record's transaction holding it and then gives the row's newest
+      version, and must give the snapshot's (HOST_TAKEN_BY_RECORD).
 
     It writes the host (inserted unless its hostname is known; the event's attributes are what
     the report says, else what the inventory knows, labels merged), the event, its signature's
@@ -280,10 +299,18 @@ def report_at_once(
         exists().where(live_token(token_hash), TOKENS.scope == bindparam("token_scope")),
     )
     report_id = bindparam("report_report_id", type_=REPORTS.report_id.type)
+    hostname = event_value("hostname")
+    panic_fingerprint = bindparam("panic_fingerprint", type_=EVENTS.fingerprint.type)
     known = (
-        select(HOSTS.id, *(HOSTS[name] for name in HOST_FIELDS))
-        .where(HOSTS.hostname == event_value("hostname"))
+        select(HOSTS.id, HOST_VERSION.label("version"), *(HOSTS[name] for name in HOST_FIELDS))
+        .where(HOSTS.hostname == hostname)
         .cte("known")
+    )
+    shared = (
+        select(HOSTS.id, HOST_VERSION.label("version"))
+        .where(HOSTS.hostname == hostname, panic_fingerprint.is_not(None))
+        .with_for_update(read=True)
+        .cte("shared_host")
     )
     guard = (
         select(literal(1).label("passed"))
@@ -297,6 +324,7 @@ def report_at_once(
             .is_not_distinct_from(bindparam("signature_version", type_=Text())),
             slots_version(signature_id).is_not_distinct_from(bindparam("slots_version", type_=Text())),
             ~pstore_first_events(select(known.c.id).scalar_subquery()).exists(),
+            ~exists().where(shared.c.id == known.c.id, shared.c.version != known.c.version),
         )
         .cte("guard")
     )
@@ -305,7 +333,7 @@ def report_at_once(
         .from_select(
             HOST_INSERT_COLUMNS,
             select(
-                event_value("hostname"),
+                hostname,
                 event_value("received_at"),
                 event_value("received_at"),
                 literal(False),

@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import requests
 from sqlalchemy import func, select
 
 from registry.core.events import Event, Report
 from testkit.reports import crash_report
-from tests.support.http import auth
+from tests.support.http import auth, release_together
 
 PARALLEL = 12
-
-
-def release_together(url: str, token: str, bodies: list[dict]) -> list[requests.Response]:
-    barrier = threading.Barrier(len(bodies))
-
-    def send(body: dict) -> requests.Response:
-        with requests.Session() as http:
-            barrier.wait()
-            return http.post(f"{url}/api/v1/reports", json=body, headers=auth(token), timeout=60)
-
-    with ThreadPoolExecutor(len(bodies)) as pool:
-        return list(pool.map(send, bodies))
 
 
 def test_concurrent_identical_reports_store_one(live_server, make_token, database) -> None:
