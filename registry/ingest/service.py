@@ -651,26 +651,23 @@ def paired_boot_key(
     for in a statement of its own (HOST_TAKEN_BY_RECORD, HOST_SHARED_BY_PANIC), so that of two
     halves stored at once the second finds the first's event; on SQLite the read ran inside
     this transaction, which serialises writers, and its answer stands."""
-    crash, host_id = incoming.crash, host.id
+    crash = incoming.crash
     if crash is None or host.created:  # no other report's event is on a host this one created
         return None
     postgresql = connection.dialect.name == "postgresql"
-    if is_pstore_record(incoming):
-        if postgresql:
-            connection.execute(HOST_TAKEN_BY_RECORD, {"host_id": host_id})
-        earliest, latest = join_window(incoming.fields["crashed_at"])
-        return connection.execute(
-            PANIC_PARTNER,
-            {"host_id": host_id, "fingerprint": crash.fingerprint, "earliest": earliest, "latest": latest},
-        ).scalar()
-    window = panic_window(incoming)
-    if window is None or not postgresql:
+    record = is_pstore_record(incoming)
+    window = join_window(incoming.fields["crashed_at"]) if record else panic_window(incoming)
+    if window is None or not (record or postgresql):
         return context.pstore_boot_key
-    connection.execute(HOST_SHARED_BY_PANIC, {"host_id": host_id})
+    taking, other_half = (
+        (HOST_TAKEN_BY_RECORD, PANIC_PARTNER) if record else (HOST_SHARED_BY_PANIC, PSTORE_FIRST_OF_HOST)
+    )
+    if postgresql:
+        connection.execute(taking, {"host_id": host.id})
     earliest, latest = window
     return connection.execute(
-        PSTORE_FIRST_OF_HOST,
-        {"host_id": host_id, "panic_fingerprint": crash.fingerprint, "panic_earliest": earliest,
+        other_half,
+        {"host_id": host.id, "panic_fingerprint": crash.fingerprint, "panic_earliest": earliest,
          "panic_latest": latest},
     ).scalar()
 

@@ -120,30 +120,34 @@ def routed(versions: bool) -> Any:
     )
 
 
-def pstore_first_events(host_id: Any) -> Select[Any]:
-    """A crash kernel's or DPU's report of a panic whose pstore record (read back after the
-    reboot, without the crashed boot's boot_id) was stored first: the events that record may
-    have opened, found by host, fingerprint and time as PANIC_PARTNER finds them the other way
-    round. Its parameters are NULL for any other report, and then no event matches."""
+def paired_events(host_id: Any, *half: ColumnElement[bool]) -> Select[Any]:
+    """The host's events of the same panic as a report, the other half of its pair: the same
+    fingerprint, crashed within the join window (`panic_*` parameters, NULL for a report with
+    no pair: then no event matches), and opened by the `half` that pairs with it."""
     return select(EVENTS.boot_key).where(
         EVENTS.host_id == host_id,
         EVENTS.fingerprint == bindparam("panic_fingerprint", type_=EVENTS.fingerprint.type),
-        EVENTS.first_source == "pstore",
-        EVENTS.boot_id.is_(None),
         EVENTS.crashed_at.between(
             bindparam("panic_earliest", type_=EVENTS.crashed_at.type),
             bindparam("panic_latest", type_=EVENTS.crashed_at.type),
         ),
+        *half,
     )
 
 
-def latest_pstore_first(host_id: Any) -> Select[Any]:
-    return pstore_first_events(host_id).order_by(EVENTS.crashed_at.desc()).limit(1)
+def pstore_first_events(host_id: Any) -> Select[Any]:
+    """For a crash kernel's or DPU's report of a panic: the events its pstore record (read back
+    after the reboot, without the crashed boot's boot_id) may have opened, stored first."""
+    return paired_events(host_id, EVENTS.first_source == "pstore", EVENTS.boot_id.is_(None))
+
+
+def latest(events: Select[Any]) -> Select[Any]:
+    return events.order_by(EVENTS.crashed_at.desc()).limit(1)
 
 
 # The host with the boot key of such an event, as one row (OFFSET 0, as in `routed`:
 # evaluated once, not once per capture slot row).
-PSTORE_FIRST = latest_pstore_first(HOSTS.id).scalar_subquery()
+PSTORE_FIRST = latest(pstore_first_events(HOSTS.id)).scalar_subquery()
 HOSTED = (
     select(*HOST_COLUMNS.columns, PSTORE_FIRST.label("host_pstore_boot_key"))
     .where(HOSTS.hostname == bindparam("hostname"))
@@ -201,17 +205,8 @@ LOCKED_EVENT = (
 # A pstore record carries no boot_id; with the post-boot agent's boot log lost it is matched
 # to the crash kernel's (or DPU's) event of the same host and fingerprint by the panic's time.
 PSTORE_JOIN_WINDOW = timedelta(minutes=15)
-PANIC_PARTNER = (
-    select(EVENTS.boot_key)
-    .where(
-        EVENTS.host_id == bindparam("host_id"),
-        EVENTS.fingerprint == bindparam("fingerprint"),
-        EVENTS.crashed_at.between(bindparam("earliest"), bindparam("latest")),
-        EVENTS.first_source.in_(PANIC_SOURCES),
-    )
-    .order_by(EVENTS.crashed_at.desc())
-    .limit(1)
-)
+# For a pstore record: its panic's event from a crash kernel or DPU.
+PANIC_PARTNER = latest(paired_events(bindparam("host_id"), EVENTS.first_source.in_(PANIC_SOURCES)))
 # PostgreSQL: the host's row taken by a report that may be half of a panic's pair (its pstore
 # record, and its crash kernel's or DPU's report) before it looks for the other half, in a
 # statement of its own. A record writes a new version of the row, waiting out the panic
@@ -222,7 +217,7 @@ HOST_TAKEN_BY_RECORD = (
     update(Host.__table__).where(HOSTS.id == bindparam("host_id")).values(hostname=HOSTS.hostname)
 )
 HOST_SHARED_BY_PANIC = select(HOSTS.id).where(HOSTS.id == bindparam("host_id")).with_for_update(read=True)
-PSTORE_FIRST_OF_HOST = latest_pstore_first(bindparam("host_id"))
+PSTORE_FIRST_OF_HOST = latest(pstore_first_events(bindparam("host_id")))
 DECIDED = (
     update(Event.__table__)
     .where(EVENTS.id == bindparam("event_id"))
