@@ -209,6 +209,10 @@ class Settings:
     max_body_bytes: int = 2 * 1024 * 1024
     full_captures_per_window: int = 3
     capture_window_days: int = 7
+    # Reports stored without a signature (no recognisable crash, or the engine failed on them):
+    # full captures per host and per fleet in the capture window (docs/capture.md)
+    no_signature_full_per_host: int = 1
+    no_signature_full_per_fleet: int = 3
     # epidemiology: the inventory label whose value names the program a host runs (userspace
     # crashes are compared with the hosts running their program); unset: known from crash reports
     epidemiology_program_label: str | None = None
@@ -227,6 +231,10 @@ class Settings:
             "capture_window_days": "CRASHREG_CAPTURE_WINDOW_DAYS",
             "epidemiology_program_label": "CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL",
         })
+        values |= _read(cls, env, {
+            "no_signature_full_per_host": "CRASHREG_CAPTURE_NO_SIGNATURE_PER_HOST",
+            "no_signature_full_per_fleet": "CRASHREG_CAPTURE_NO_SIGNATURE_PER_FLEET",
+        }, non_negative=True)
         settings = cls(
             **values,
             database_url_from_env="database_url" in values,

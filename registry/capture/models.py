@@ -78,3 +78,22 @@ class CaptureSlot(Base):
         CheckConstraint(f"state IN {SLOT_STATES}", name="state"),
         Index("ix_capture_slots_event", "event_id"),
     )
+
+
+class NoSignatureSlot(Base):
+    """One of the full-capture slots of reports without a signature: K per host (budget
+    `host:<id>`) and K per fleet (budget `fleet`), used as a signature's capture slots are
+    (registry.capture.no_signature)."""
+
+    __tablename__ = "no_signature_slots"
+
+    budget: Mapped[str] = mapped_column(String(32), primary_key=True)
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"))
+    state: Mapped[str] = mapped_column(String(16))
+    since: Mapped[datetime] = mapped_column(doc="when granted, or when completed/released")
+
+    __table_args__ = (
+        CheckConstraint(f"state IN {SLOT_STATES}", name="state"),
+        Index("ix_no_signature_slots_event", "event_id"),
+    )
