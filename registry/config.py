@@ -80,6 +80,9 @@ class AlertThresholds:
     new_share_hours: int = 6  # ...within this window: fingerprinting (dedup) has broken
     warning_panic_hours: int = 24  # a signature only live hosts reported before panicking within this window
     jira_outbox_minutes: int = 30  # the oldest change the Jira sync still owes is this old
+    no_crash_share: float = 0.2  # more than this share of recent reports holding no crash...
+    no_crash_min: int = 10  # ...at least this many of them...
+    no_crash_hours: int = 6  # ...within this window: consoles garbled, or crashes the engine misses
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> AlertThresholds:
