@@ -230,3 +230,41 @@ def test_a_storm_of_reports_without_a_crash_stays_within_the_budget(
     assert len(full) == PER_FLEET and len(set(full)) == PER_FLEET
     assert all(capture["reason"].startswith("no recognisable crash in the report") for _, capture in answers)
 
+
+
+def test_the_policy_bundle_says_what_a_report_without_a_crash_gets_offline(
+    client: Any, make_token: Any
+) -> None:
+    """The fleet's budget, and with ?host= that host's; an answer that changes changes the
+    version, so a host holding the old bundle fetches the new one."""
+    reporter, reader = make_token("report"), make_token("read")
+
+    def bundle(query: str = "", etag: str | None = None) -> Any:
+        headers = auth(reader) | ({"If-None-Match": etag} if etag else {})
+        return client.get(f"/api/v1/policy-bundle{query}", headers=headers)
+
+    fresh = bundle()
+    assert fresh.json["no_signature"] == {
+        "action": "full", "dump_level": None,
+        "reason": "no recognisable crash in the report: full capture 1 of 2 for the fleet in the "
+                  "7-day window (this host's own budget not known)"}
+    assert bundle("?host=gpu-f1").json["no_signature"]["reason"].startswith(
+        "no recognisable crash in the report: full capture 1 of 1 for this host and 1 of 2")
+    client.post("/api/v1/reports", json=no_crash_report("gpu-f1"), headers=auth(reporter))
+
+    changed = bundle(etag=fresh.headers["ETag"])
+    assert changed.status_code == 200 and changed.json["version"] != fresh.json["version"]
+    assert changed.json["no_signature"]["reason"].startswith(
+        "no recognisable crash in the report: full capture 2 of 2 for the fleet")
+    spent_host = bundle("?host=gpu-f1&format=text")
+    text = spent_host.get_data(as_text=True)
+    [line] = [line for line in text.splitlines() if line.startswith("#no_signature")]
+    assert line.split("\t")[:4] == ["#no_signature", "skip", "-", "-"]
+    assert line.split("\t")[4].startswith("no recognisable crash in the report: this host has had its 1 ")
+    assert bundle("?host=gpu-f2").json["no_signature"]["action"] == "full"  # a host not seen yet
+
+    client.post("/api/v1/reports", json=no_crash_report("gpu-f2"), headers=auth(reporter))
+    assert bundle().json["no_signature"]["action"] == "skip"  # the fleet's two are taken
+    assert bundle("?host=gpu-f9").json["no_signature"]["reason"].startswith(
+        "no recognisable crash in the report: the fleet has had its 2 ")
+    assert bundle("?host=" + "x" * 256).status_code == 400
