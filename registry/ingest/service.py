@@ -357,6 +357,11 @@ def store(
         routing = count_new_event(session, routing, event)
         if event.capture is None:
             event.capture = claimed_decision(session, connection, settings, incoming, routing, event, host.id)
+    elif event.counted and routing.signature is not None and event.capture and event.capture.action == "skip":
+        # A report with no recognisable crash opened the event and its budget said skip; this
+        # one names the crash, whose own policy decides the dump still to be taken (a new bug
+        # must not go uncaptured because a DPU's garbled log came first).
+        event.capture = claimed_decision(session, connection, settings, incoming, routing, event, host.id)
     answer = answer_of(session, routing, event)
     STORE_REPORT.execute(connection, report_values(incoming) | {"event_id": event.id, "answer": answer})
     return answer

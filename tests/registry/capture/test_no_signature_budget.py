@@ -268,3 +268,21 @@ def test_the_policy_bundle_says_what_a_report_without_a_crash_gets_offline(
     assert bundle("?host=gpu-f9").json["no_signature"]["reason"].startswith(
         "no recognisable crash in the report: the fleet has had its 2 ")
     assert bundle("?host=" + "x" * 256).status_code == 400
+
+
+def test_a_crash_named_by_a_later_source_of_the_event_is_decided_by_its_signature(
+    client: Any, make_token: Any
+) -> None:
+    """The host's budget is spent, so a DPU's garbled report of a crash is told skip; the crash
+    kernel's report of the same crash names a new bug, which gets its full capture."""
+    reporter = make_token("report")
+    client.post("/api/v1/reports", json=no_crash_report("gpu-g1"), headers=auth(reporter))
+    dpu = no_crash_report("gpu-g1") | {"source": "dpu"}
+    told = client.post("/api/v1/reports", json=dpu, headers=auth(reporter)).json
+    assert told["capture"]["action"] == "skip"
+    kernel = crash_report(boot_id=dpu["boot_id"], host=dpu["host"])
+    named = client.post("/api/v1/reports", json=kernel, headers=auth(reporter)).json
+    assert named["event_id"] == told["event_id"] and named["signature"] is not None
+    assert named["capture"]["action"] == "full"
+    assert named["capture"]["reason"].startswith("new signature: full capture 1 of 3")
+    assert client.post("/api/v1/reports", json=dpu, headers=auth(reporter)).json["capture"] == told["capture"]
