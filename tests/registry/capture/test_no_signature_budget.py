@@ -18,12 +18,15 @@ import pytest
 import requests
 from sqlalchemy import select
 
+from registry.app import create_app
 from registry.capture.models import NoSignatureSlot
 from registry.config import Settings
 from registry.core.events import Event
+from registry.domains import wiring
 from registry.signatures.identify import identify
 from testkit.pages import login
 from testkit.reports import crash_report
+from tests.registry.ingest import test_engine_failure as engine_failure
 from tests.support.http import auth
 
 PER_HOST, PER_FLEET = 1, 2
@@ -286,3 +289,23 @@ def test_a_crash_named_by_a_later_source_of_the_event_is_decided_by_its_signatur
     assert named["capture"]["action"] == "full"
     assert named["capture"]["reason"].startswith("new signature: full capture 1 of 3")
     assert client.post("/api/v1/reports", json=dpu, headers=auth(reporter)).json["capture"] == told["capture"]
+
+
+def test_reports_the_engine_fails_on_share_the_budget_and_are_listed_apart(
+    settings: Settings, database: Any, client: Any, make_token: Any
+) -> None:
+    """An engine bug that fails on every report does not dump the whole fleet either."""
+    engine = f"{engine_failure.__name__}:engine_with_a_bug"
+    failing = create_app(settings, database, replace(wiring(), engine=engine))
+    failing.config["TESTING"] = True
+    reporter, reader = make_token("report"), make_token("read")
+    answers = [failing.test_client().post("/api/v1/reports", json=crash_report(host={"hostname": host}),
+                                          headers=auth(reporter)).json["capture"]
+               for host in ("gpu-h1", "gpu-h1", "gpu-h2", "gpu-h3")]
+    assert [answer["action"] for answer in answers] == ["full", "skip", "full", "skip"]
+    cause = "the signature engine failed on this report: "
+    assert all(answer["reason"].startswith(cause) for answer in answers)
+    assert "the fleet has had its 2" in answers[3]["reason"]
+    listed = client.get("/api/v1/unfingerprinted?cause=engine_failed", headers=auth(reader)).json["events"]
+    assert len(listed) == 4 and all(e["fingerprint_error"].startswith("IndexError") for e in listed)
+    assert client.get("/api/v1/unfingerprinted?cause=no_crash", headers=auth(reader)).json["events"] == []
