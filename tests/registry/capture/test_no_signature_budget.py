@@ -18,15 +18,13 @@ import pytest
 import requests
 from sqlalchemy import select
 
-from registry.app import create_app
 from registry.capture.models import NoSignatureSlot
 from registry.config import Settings
 from registry.core.events import Event
-from registry.domains import wiring
 from registry.signatures.identify import identify
 from testkit.pages import login
 from testkit.reports import crash_report
-from tests.registry.ingest import test_engine_failure as engine_failure
+from tests.support.engines import app_with_a_failing_engine
 from tests.support.http import auth
 
 PER_HOST, PER_FLEET = 1, 2
@@ -295,9 +293,7 @@ def test_reports_the_engine_fails_on_share_the_budget_and_are_listed_apart(
     settings: Settings, database: Any, client: Any, make_token: Any
 ) -> None:
     """An engine bug that fails on every report does not dump the whole fleet either."""
-    engine = f"{engine_failure.__name__}:engine_with_a_bug"
-    failing = create_app(settings, database, replace(wiring(), engine=engine))
-    failing.config["TESTING"] = True
+    failing = app_with_a_failing_engine(settings, database)
     reporter, reader = make_token("report"), make_token("read")
     answers = [failing.test_client().post("/api/v1/reports", json=crash_report(host={"hostname": host}),
                                           headers=auth(reporter)).json["capture"]
