@@ -38,7 +38,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 # Imported where they are used, not here: ssl, subprocess, tempfile, uuid and the dump uploader
 # (dumpupload, zipped beside this module) are most of the imports of a core handler, which
@@ -236,12 +236,18 @@ def local_fingerprint(console_log: str | None, stack: dict[str, Any] | None = No
     return signature.fingerprint if signature else None
 
 
+def reporting_hostname(config: Config, params: dict[str, str]) -> str:
+    """The host's name as its reports give it: configured, else the crash kernel's command line,
+    else the system's."""
+    return config.hostname or params.get("hostname") or socket.gethostname() or "unknown"
+
+
 def crash_kernel_report(config: Config, console_log: str) -> dict[str, Any]:
     """The contract's report from a crash kernel, keyed by the crashed boot."""
     import uuid
 
     params = cmdline_values(config.cmdline)
-    hostname = config.hostname or params.get("hostname") or socket.gethostname() or "unknown"
+    hostname = reporting_hostname(config, params)
     boot_id = params.get("boot_id")
     suffix = boot_id or f"{hostname}-{uuid.uuid4()}"
     return {
@@ -707,7 +713,9 @@ def load_bundle(path: str) -> dict[str, Any] | None:
 
 
 def bundle_decision(config: Config, fingerprint: str | None) -> Decision:
-    """The offline answer: the bundle's entry for this fingerprint, else its `unknown` rule."""
+    """The offline answer: the bundle's entry for this fingerprint, else its `unknown` rule; a
+    report the engine finds no crash in (no fingerprint) takes its `no_signature` rule (the
+    budget of reports without a signature; a bundle from before it has none: `unknown`)."""
     bundle = load_bundle(config.bundle_json)
     if bundle is None:
         return Decision(config.fallback_action, "offline and no policy bundle", None, "fallback")
@@ -716,9 +724,9 @@ def bundle_decision(config: Config, fingerprint: str | None) -> Decision:
     if entry is not None:
         reason = f"offline: policy bundle {bundle.get('version')} entry for {fingerprint}"
         return Decision(entry["action"], reason, entry.get("dump_level"), "bundle")
-    unknown = bundle.get("unknown") or {"action": "full", "reason": "a new bug"}
-    return Decision(unknown["action"], f"offline: {unknown.get('reason', '')}", unknown.get("dump_level"),
-                    "bundle")
+    rule = ((bundle.get("no_signature") if fingerprint is None else None) or bundle.get("unknown")
+            or {"action": "full", "reason": "a new bug"})
+    return Decision(rule["action"], f"offline: {rule.get('reason', '')}", rule.get("dump_level"), "bundle")
 
 
 def makedumpfile_args(config: Config, decision: Decision) -> list[str]:
@@ -776,13 +784,16 @@ def decide(config: Config, report: dict[str, Any]) -> Decision:
 def fetch_bundle(config: Config) -> bool:
     """Refresh both bundle files (ETag / If-None-Match); True when either changed."""
     changed = False
-    for target, query in ((config.bundle_json, ""), (config.bundle, "?format=text")):
+    # Made for this host, the no-signature answer counts its own budget too.
+    host = reporting_hostname(config, cmdline_values(config.cmdline))
+    for target, query in ((config.bundle_json, "?format=json"), (config.bundle, "?format=text")):
+        for_host = "&host=" + quote(host, safe="")
         path = Path(target)
         etag_path = path.with_name(path.name + ".etag")
         headers = {}
         if path.exists() and etag_path.exists():
             headers["If-None-Match"] = etag_path.read_text().strip()
-        response = http_request(config, "GET", "/api/v1/policy-bundle" + query, headers=headers)
+        response = http_request(config, "GET", "/api/v1/policy-bundle" + query + for_host, headers=headers)
         if response.status == 304:
             continue
         if response.status != 200:

@@ -256,6 +256,36 @@ def warning_turned_panic(d: Dialect, t: AlertThresholds) -> AlertRule:
     )
 
 
+def reports_without_crash(d: Dialect, t: AlertThresholds) -> AlertRule:
+    window = t.no_crash_hours * HOUR_S
+    return AlertRule(
+        key="reports-without-crash",
+        title="crashreg: reports with no recognisable crash spiking",
+        sql=(
+            "SELECT COUNT(u.event_id) * 1.0 / COUNT(*) AS no_crash_share FROM rpt_events e "
+            "LEFT JOIN rpt_unfingerprinted_events u ON u.event_id = e.event_id AND u.cause = 'no_crash' "
+            f"WHERE {_window(d, 'e.crashed_at', window)} HAVING COUNT(u.event_id) >= {t.no_crash_min}"
+        ),
+        threshold=t.no_crash_share,
+        lookback_s=window,
+        summary=(
+            "{{ humanizePercentage $values.B.Value }} of the crash reports of the last "
+            f"{t.no_crash_hours} h hold no crash the signature engine recognises"
+        ),
+        description=(
+            "Hosts report crashes whose console log or stack the engine finds no crash in: consoles "
+            "garbled or cut short (a serial console, netconsole or the crash kernel's log extraction "
+            "broken), or a new kind of crash the engine does not know. Their dumps are limited to the "
+            "budget of reports without a signature, so the rest are not captured. Read their text on "
+            "the registry's /unfingerprinted page (or GET /api/v1/unfingerprinted?cause=no_crash): fix "
+            "the log path, or teach the engine the new header and run `crashreg signatures rebuild`."
+        ),
+        severity="warning",
+        dashboard_uid=captures.UID,
+        panel_title=captures.NO_SIGNATURE_PANEL,
+    )
+
+
 def jira_sync_behind(d: Dialect, t: AlertThresholds) -> AlertRule:
     return AlertRule(
         key="jira-sync-behind",
@@ -290,6 +320,7 @@ def alert_rules(dialect: Dialect, thresholds: AlertThresholds, jira: bool) -> li
         ingest_silence(dialect, thresholds),
         dedup_collapse(dialect, thresholds),
         warning_turned_panic(dialect, thresholds),
+        reports_without_crash(dialect, thresholds),
     ]
     if jira:
         rules.append(jira_sync_behind(dialect, thresholds))

@@ -8,6 +8,7 @@ from dashboards.dialects import Dialect
 from dashboards.model import Dashboard, Panel, Query, dashboard
 
 UID = "crashreg-captures"
+NO_SIGNATURE_PANEL = "Reports without a signature per day"
 
 
 def build(dialect: Dialect, public_url: str) -> Dashboard:
@@ -119,6 +120,38 @@ def build(dialect: Dialect, public_url: str) -> Dashboard:
             width=16,
             unit="bytes",
             description="What retention's gc deleted (docs/retention.md): old dumps, fixed bugs' dumps.",
+        ),
+        Panel(
+            NO_SIGNATURE_PANEL,
+            "timeseries",
+            (
+                Query(
+                    f"SELECT {d.day('crashed_at')}, cause, COUNT(*) AS reports "
+                    f"FROM rpt_unfingerprinted_events WHERE {d.time_filter('crashed_at')} "
+                    "GROUP BY 1, 2 ORDER BY 1"
+                ),
+            ),
+            width=16,
+            description=(
+                "Crash events whose reports hold no crash the engine recognises (no_crash: garbled, "
+                "truncated, crash-free) or that it failed on (engine_failed). They are captured within "
+                "their own budget (docs/capture.md); their text is on the registry's /unfingerprinted page."
+            ),
+        ),
+        Panel(
+            "Reports without a signature: capture answers",
+            "piechart",
+            (
+                Query(
+                    "SELECT capture_action, COUNT(*) AS reports FROM rpt_unfingerprinted_events "
+                    f"WHERE {d.time_filter('crashed_at')} GROUP BY 1 ORDER BY 1",
+                    table=True,
+                    time_columns=(),
+                ),
+            ),
+            width=8,
+            options=PIE_OPTIONS,
+            description="full: within the budget; skip: past it; none: a live or pstore report.",
         ),
         Panel(
             "Failed captures per day",

@@ -80,6 +80,9 @@ class AlertThresholds:
     new_share_hours: int = 6  # ...within this window: fingerprinting (dedup) has broken
     warning_panic_hours: int = 24  # a signature only live hosts reported before panicking within this window
     jira_outbox_minutes: int = 30  # the oldest change the Jira sync still owes is this old
+    no_crash_share: float = 0.2  # more than this share of recent reports holding no crash...
+    no_crash_min: int = 10  # ...at least this many of them...
+    no_crash_hours: int = 6  # ...within this window: consoles garbled, or crashes the engine misses
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> AlertThresholds:
@@ -209,6 +212,10 @@ class Settings:
     max_body_bytes: int = 2 * 1024 * 1024
     full_captures_per_window: int = 3
     capture_window_days: int = 7
+    # Reports stored without a signature (no recognisable crash, or the engine failed on them):
+    # full captures per host and per fleet in the capture window (docs/capture.md)
+    no_signature_full_per_host: int = 1
+    no_signature_full_per_fleet: int = 3
     # epidemiology: the inventory label whose value names the program a host runs (userspace
     # crashes are compared with the hosts running their program); unset: known from crash reports
     epidemiology_program_label: str | None = None
@@ -227,6 +234,10 @@ class Settings:
             "capture_window_days": "CRASHREG_CAPTURE_WINDOW_DAYS",
             "epidemiology_program_label": "CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL",
         })
+        values |= _read(cls, env, {
+            "no_signature_full_per_host": "CRASHREG_CAPTURE_NO_SIGNATURE_PER_HOST",
+            "no_signature_full_per_fleet": "CRASHREG_CAPTURE_NO_SIGNATURE_PER_FLEET",
+        }, non_negative=True)
         settings = cls(
             **values,
             database_url_from_env="database_url" in values,

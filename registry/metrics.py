@@ -40,6 +40,12 @@ UNFINGERPRINTED = Counter(
     "unknown bug, fingerprinted by the next `crashreg signatures rebuild`",
     ["source"],
 )
+NO_CRASH = Counter(
+    "crashreg_reports_without_crash_total",
+    "New crash reports in which the signature engine found no crash (garbled, truncated or "
+    "crash-free): stored with no signature, captured within their own budget, listed on /unfingerprinted",
+    ["source"],
+)
 CAPTURE_ANSWERS = Counter("crashreg_capture_answers_total", "Capture answers given", ["action"])
 
 log = logging.getLogger("crashreg.metrics")

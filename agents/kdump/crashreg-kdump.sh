@@ -156,12 +156,16 @@ log_kernel_version() {
     sed -n 's/.*Linux version \([^ ]*\).*/\1/p' "$work/console.log" | head -n 1
 }
 
-detect_host() {
+detect_hostname() {
     host=$CRASHREG_HOSTNAME
     [ -n "$host" ] || host=$(cmdline_value hostname)
     [ -n "$host" ] || host=$(hostname 2>/dev/null)
     [ -n "$host" ] || host=$(cat /proc/sys/kernel/hostname 2>/dev/null)
     [ -n "$host" ] || host=unknown
+}
+
+detect_host() {
+    detect_hostname
     boot_id=$(cmdline_value boot_id)
     kernel=$(cmdline_value kernel)
     [ -n "$kernel" ] || kernel=$(log_kernel_version)
@@ -248,10 +252,45 @@ parse_answer() {
     return 1
 }
 
+# The literals the signature engine scans a console log for (registry/fingerprint/patterns.py
+# TRIGGERS; tests/agents/test_kdump_sh.py holds the two equal): every crash header it knows
+# holds one, so a log holding none has no crash the engine would recognise.
+CRASH_TRIGGERS='BUG
+WARNING:
+INFO:
+UBSAN:
+general protection
+Unhandled fault
+nable to handle
+divide
+Internal error
+stack segment
+Alignment trap
+invalid opcode
+Oops
+LOCKUP
+panic
+PANIC
+Hardware Error
+EDAC
+AER:
+NETDEV
+Xid
+VFS:
+unregister_netdevice
+SYZF'
+
+holds_crash_trigger() {
+    printf '%s\n' "$CRASH_TRIGGERS" > "$work/triggers" && grep -F -q -f "$work/triggers" "$1" 2>/dev/null
+}
+
 # The offline bundle in its text form (GET /api/v1/policy-bundle?format=text, baked into the
 # initramfs): "fingerprint<TAB>action<TAB>dump_level|-<TAB>function|-<TAB>title" per known
-# signature. Matched by the local fingerprint when a fingerprinter is configured; otherwise
-# by the guilty function, when every bundle entry for that function agrees on the action.
+# signature, after a "#no_signature<TAB>action<TAB>dump_level|-<TAB>-<TAB>reason" line: the
+# answer for a log with no recognisable crash (the budget of reports without a signature).
+# Matched by the local fingerprint when a fingerprinter is configured; a log with none of the
+# engine's triggers takes the #no_signature line; otherwise the guilty function decides, when
+# every bundle entry for that function agrees on the action.
 bundle_decision() {
     decided_by=fallback
     action=$CRASHREG_FALLBACK_ACTION
@@ -263,6 +302,9 @@ bundle_decision() {
     if [ -n "$fingerprint" ]; then
         row=$(grep "^$fingerprint	" "$CRASHREG_BUNDLE" | head -n 1)
         reason="offline: policy bundle entry for fingerprint $fingerprint"
+    elif ! holds_crash_trigger "$work/console.log"; then
+        row=$(grep "^#no_signature	" "$CRASHREG_BUNDLE" | head -n 1)
+        reason="offline: $(printf '%s\n' "$row" | cut -f 5)"
     else
         function=$(guilty_function "$work/console.log")
         if [ -n "$function" ]; then
@@ -423,7 +465,12 @@ fetch_bundle() {
     if [ -s "$CRASHREG_BUNDLE" ] && [ -r "$CRASHREG_BUNDLE.etag" ]; then
         set -- "$@" --header "If-None-Match: $(cat "$CRASHREG_BUNDLE.etag")"
     fi
-    status=$(curl "$@" --dump-header "$work/response" "${CRASHREG_URL%/}/api/v1/policy-bundle?format=text") || return 1
+    # Made for this host, the #no_signature line counts its own budget too (a hostname is a
+    # DNS name: one with anything else is left out of the URL, and the fleet's budget decides).
+    detect_hostname
+    query="format=text"
+    case "$host" in *[!A-Za-z0-9._-]*) ;; *) query="$query&host=$host" ;; esac
+    status=$(curl "$@" --dump-header "$work/response" "${CRASHREG_URL%/}/api/v1/policy-bundle?$query") || return 1
     case "$status" in
         304) log "policy bundle unchanged" ;;
         200)
@@ -431,7 +478,7 @@ fetch_bundle() {
             mkdir -p "$(dirname "$CRASHREG_BUNDLE")"
             cp "$work/bundle" "$CRASHREG_BUNDLE.tmp" && mv "$CRASHREG_BUNDLE.tmp" "$CRASHREG_BUNDLE" || return 1
             sed -n 's/^[Ee][Tt][Aa][Gg]: *\([^\r]*\).*/\1/p' "$work/response" | tr -d '\r' > "$CRASHREG_BUNDLE.etag"
-            log "policy bundle updated: $(($(wc -l < "$CRASHREG_BUNDLE") - 1)) entries"
+            log "policy bundle updated: $(grep -vc '^#' "$CRASHREG_BUNDLE") entries"
             ;;
         *) log "policy bundle: HTTP $status"; return 1 ;;
     esac

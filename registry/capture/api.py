@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 
 from registry.auth.tokens import require_scope
 from registry.capture.bundle import build_bundle
-from registry.capture.decide import limits_of
 from registry.capture.models import CAPTURE_METHODS, CAPTURE_STATUSES, PROCESSING_STATES
 from registry.capture.savings import MAX_CAPTURE_BYTES, MAX_CAPTURE_SECONDS, totals
 from registry.capture.service import (
@@ -92,6 +91,8 @@ class SavingsSchema(Schema):
 
 class BundleQuery(Schema):
     format = fields.String(load_default="json", validate=validate.OneOf(["json", "text"]))
+    host = fields.String(validate=validate.Length(min=1, max=255), metadata={
+        "description": "the hostname the bundle is for: `no_signature` then counts its own budget too"})
 
 
 class BundleSchema(Schema):
@@ -100,6 +101,7 @@ class BundleSchema(Schema):
     version = fields.String()
     generated_at = fields.AwareDateTime()
     unknown = fields.Dict()
+    no_signature = fields.Dict(metadata={"description": "the answer for a report with no recognisable crash"})
     entries = fields.List(fields.Dict())
 
 
@@ -200,7 +202,7 @@ def get_savings() -> Any:
 def get_policy_bundle() -> Any:
     args = load_query(BundleQuery())
     with current_db().session() as session:
-        bundle = build_bundle(session, limits_of(current_settings()))
+        bundle = build_bundle(session, current_settings(), args.get("host"))
     as_text = args["format"] == "text"
     etag = f"{bundle.version}-text" if as_text else bundle.version
     if request.if_none_match.contains_weak(etag):

@@ -26,13 +26,13 @@ N > 0, so it is no storm-wide hot row either).
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
-from registry.capture.models import CaptureSlot
+from registry.capture.models import CaptureSlot, NoSignatureSlot
 from registry.capture.policy import (
     SLOT_GRANTED,
     CaptureDecision,
@@ -66,7 +66,6 @@ class EventRef(Protocol):
     def regression(self) -> str | None: ...
 
 
-NO_SIGNATURE = CaptureDecision("full", "no crash signature could be computed: capture to learn")
 # The answer of an event opened by a report no dump can follow: a live host's oops or warning
 # (the host runs on), a panic read back from pstore after the reboot.
 NO_DUMP_DECISIONS = {
@@ -94,7 +93,7 @@ def facts_of(signature: AnySignature, is_new: bool = False, regressed: bool = Fa
 
 def decide_capture(
     session: Session,
-    signature: AnySignature | None,
+    signature: AnySignature,
     event: EventRef,
     settings: Settings,
     new_signature: bool = False,
@@ -103,9 +102,8 @@ def decide_capture(
     """The capture answer for a new event; claims a slot or an extra capture when it says full.
 
     `slots`: the signature's slot rows if the caller already read them (see SLOT_READ_COLUMNS);
-    a stale read costs no exactness, since every claim is decided by the database."""
-    if signature is None:
-        return NO_SIGNATURE
+    a stale read costs no exactness, since every claim is decided by the database. A report
+    without a signature is decided by its own budget (registry.capture.no_signature)."""
     facts = facts_of(signature, new_signature, regressed=event.regression == REGRESSED)
     limits = limits_of(settings)
     decision = walk(
@@ -125,9 +123,9 @@ def decision_without_claim(
     """What decide_capture would answer when, given the slots read, no claim can win (a storm's
     common `skip`), known before the event is stored, so it is stored with its answer. None when
     a claim might win (or the slots were not read): then only decide_capture can say. Both walk
-    the one table (policy.walk)."""
+    the one table (policy.walk). A report without a signature always claims from its budget."""
     if signature is None:
-        return NO_SIGNATURE
+        return None
     facts = facts_of(signature, new_signature, regressed)
     return decision_if_no_claim_can_win(facts, limits_of(settings), slots, utcnow())
 
@@ -184,32 +182,44 @@ def claim_slot(
     now = utcnow()
     if seen_slots is None:
         seen_slots = read_slots(session, signature_id)
+    won = claim_free_slot(session, CaptureSlot, {"signature_id": signature_id}, event_id, limits,
+                          window_start(now, limits, facts), seen_slots)
+    return won[0] if won else None
+
+
+def claim_free_slot(
+    session: Session,
+    model: type[CaptureSlot] | type[NoSignatureSlot],
+    key: dict[str, Any],
+    event_id: int,
+    limits: Limits,
+    since: datetime,
+    seen_slots: list[Slot],
+) -> tuple[int, Slot | None] | None:
+    """Win one free slot of the slots `key` names (a signature's, a budget's) for this event:
+    the slot number and the row it replaced (None: a new row), or None when all are held."""
+    now = utcnow()
     slots = {slot.number: slot for slot in seen_slots}
     granted = {"event_id": event_id, "state": SLOT_GRANTED, "since": now}
-    for number in claimable_slots(slots.values(), limits, now, window_start(now, limits, facts)):
+    columns = model.__table__.c
+    for number in claimable_slots(slots.values(), limits, now, since):
         seen = slots.get(number)
         if seen is None:
-            won = insert_ignore(
-                session,
-                CaptureSlot,
-                {"signature_id": signature_id, "slot": number} | granted,
-                ["signature_id", "slot"],
-            )
-            won = won is not None
+            won = insert_ignore(session, model, key | {"slot": number} | granted, [*key, "slot"]) is not None
         else:
             won = session.execute(
-                update(CaptureSlot)
+                update(model)
                 .where(
-                    CaptureSlot.signature_id == signature_id,
-                    CaptureSlot.slot == number,
-                    CaptureSlot.event_id == seen.event_id,
-                    CaptureSlot.state == seen.state,
+                    *(columns[name] == value for name, value in key.items()),
+                    columns.slot == number,
+                    columns.event_id == seen.event_id,
+                    columns.state == seen.state,
                 )
                 .values(**granted)
                 .execution_options(synchronize_session=False)
             ).rowcount == 1
         if won:
-            return number
+            return number, seen
     return None
 
 

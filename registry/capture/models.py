@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -57,24 +58,41 @@ class Capture(Base):
     )
 
 
-class CaptureSlot(Base):
-    """One of a signature's K full-capture slots (see registry.capture.decide for the protocol).
+class SlotColumns:
+    """A full-capture slot's columns beside its key: the slot number (1..K), the event holding
+    it, and whether it still counts (see registry.capture.decide for the protocol). Rows are
+    reused: a slot is (re)claimed by one event at a time."""
 
-    Rows are reused: a slot is (re)claimed by one event at a time, and its state says whether
-    it still counts against K (granted recently, or completed inside the window).
-    """
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"))
+    state: Mapped[str] = mapped_column(String(16))
+    since: Mapped[datetime] = mapped_column(doc="when granted, or when completed/released")
+
+
+def slot_table_args(table: str) -> tuple[Any, ...]:
+    return (CheckConstraint(f"state IN {SLOT_STATES}", name="state"), Index(f"ix_{table}_event", "event_id"))
+
+
+class CaptureSlot(SlotColumns, Base):
+    """One of a signature's K full-capture slots; its state says whether it still counts
+    against K (granted recently, or completed inside the window)."""
 
     __tablename__ = "capture_slots"
 
     signature_id: Mapped[int] = mapped_column(
         ForeignKey("signatures.id", ondelete="CASCADE"), primary_key=True
     )
-    slot: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"))
-    state: Mapped[str] = mapped_column(String(16))
-    since: Mapped[datetime] = mapped_column(doc="when granted, or when completed/released")
 
-    __table_args__ = (
-        CheckConstraint(f"state IN {SLOT_STATES}", name="state"),
-        Index("ix_capture_slots_event", "event_id"),
-    )
+    __table_args__ = slot_table_args(__tablename__)
+
+
+class NoSignatureSlot(SlotColumns, Base):
+    """One of the full-capture slots of reports without a signature: K per host (budget
+    `host:<id>`) and K per fleet (budget `fleet`), used as a signature's capture slots are
+    (registry.capture.no_signature)."""
+
+    __tablename__ = "no_signature_slots"
+
+    budget: Mapped[str] = mapped_column(String(32), primary_key=True)
+
+    __table_args__ = slot_table_args(__tablename__)

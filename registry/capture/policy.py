@@ -212,3 +212,95 @@ def offline_action(facts: SignatureFacts, limits: Limits, free_slots: int) -> Ca
     decision = walk(facts, limits, offline_claims.__getitem__)
     assert decision is not None  # no claim is undecided offline
     return decision
+
+
+# --- reports without a signature ----------------------------------------------------------
+# A report the engine found no crash in (a garbled, truncated or crash-free log) or failed on
+# has no signature whose slots could count its dumps. It is treated like any unknown bug under
+# a budget of its own: at most `per_host` full captures per host and `per_fleet` per fleet in
+# the capture window, each held by a slot as a signature's are; past either, skip.
+
+NO_CRASH, ENGINE_FAILED = "no_crash", "engine_failed"
+# Why a report has no signature -> how its answers say so.
+NO_SIGNATURE_CAUSES: dict[str, str] = {
+    NO_CRASH: "no recognisable crash in the report",
+    ENGINE_FAILED: "the signature engine failed on this report",
+}
+FLEET_BUDGET = "fleet"
+
+
+def host_budget(host_id: int) -> str:
+    """The budget key of one host's slots (the fleet's is FLEET_BUDGET)."""
+    return f"host:{host_id}"
+
+
+@dataclass(frozen=True)
+class NoSignatureBudget:
+    per_host: int
+    per_fleet: int
+    window: timedelta
+
+    def limits(self, budget: str) -> Limits:
+        return Limits(self.per_fleet if budget == FLEET_BUDGET else self.per_host, self.window)
+
+
+# rule -> (action, reason template over cause, budget and the slots won)
+NO_SIGNATURE_RULES: dict[str, tuple[str, str]] = {
+    "within": (
+        "full",
+        "{cause}: full capture {host} of {budget.per_host} for this host and {fleet} of "
+        "{budget.per_fleet} for the fleet in the {budget.window.days}-day window",
+    ),
+    "within-fleet": (
+        "full",
+        "{cause}: full capture {fleet} of {budget.per_fleet} for the fleet in the "
+        "{budget.window.days}-day window (this host's own budget not known)",
+    ),
+    "host-spent": (
+        "skip",
+        "{cause}: this host has had its {budget.per_host} full capture(s) of reports without a "
+        "signature in the {budget.window.days}-day window",
+    ),
+    "fleet-spent": (
+        "skip",
+        "{cause}: the fleet has had its {budget.per_fleet} full capture(s) of reports without a "
+        "signature in the {budget.window.days}-day window",
+    ),
+}
+
+
+def no_signature_decision(
+    cause: str,
+    budget: NoSignatureBudget,
+    host_slot: int | None,
+    fleet_slot: int | None,
+    host_known: bool = True,
+) -> CaptureDecision:
+    """The answer for a report without a signature, given the host's and the fleet's slot it
+    won (None: lost, all held); the fleet is only asked once the host's slot is won."""
+    if host_known and host_slot is None:
+        rule = "host-spent"
+    elif fleet_slot is None:
+        rule = "fleet-spent"
+    else:
+        rule = "within" if host_known else "within-fleet"
+    action, template = NO_SIGNATURE_RULES[rule]
+    reason = template.format(
+        cause=NO_SIGNATURE_CAUSES[cause], budget=budget, host=host_slot, fleet=fleet_slot
+    )
+    return CaptureDecision(action, reason[:255])
+
+
+def offline_no_signature(
+    budget: NoSignatureBudget, free_host: int | None, free_fleet: int
+) -> CaptureDecision:
+    """What a crash kernel with no network should do with a report it finds no crash in: the
+    decision if slots were granted exactly when free. `free_host` None: the bundle was made for
+    no host in particular, so only the fleet's budget is known."""
+    def slot(limit: int, free: int) -> int | None:
+        return limit - free + 1 if free else None
+
+    host = slot(budget.per_host, free_host) if free_host is not None else None
+    return no_signature_decision(
+        NO_CRASH, budget, host, slot(budget.per_fleet, free_fleet), host_known=free_host is not None
+    )

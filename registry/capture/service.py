@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from registry.capture.models import Capture, CaptureSlot
+from registry.capture.models import Capture, CaptureSlot, NoSignatureSlot
 from registry.capture.policy import GRANT_TIMEOUT, SLOT_COMPLETED, SLOT_GRANTED, SLOT_RELEASED
 from registry.capture.savings import FullCapture, SignatureSavings, per_signature
 from registry.core.events import Event
@@ -215,7 +215,8 @@ def check_transition(name: str, current: Any, wanted: Any, table: dict[Any, froz
 
 def settle_slot(session: Session, capture: Capture) -> None:
     """A completed capture keeps its event's slot held for the window; a failed one, or one
-    whose file was removed, frees it (the bug's next crash may be captured in full again)."""
+    whose file was removed, frees it (the bug's next crash may be captured in full again). An
+    event without a signature holds its host's and the fleet's no-signature slots instead."""
     if capture.status in ("failed", "skipped") or capture.processing_state == "failed" or capture.removed_at:
         held_in = (SLOT_GRANTED, SLOT_COMPLETED)
         state = SLOT_RELEASED
@@ -223,12 +224,13 @@ def settle_slot(session: Session, capture: Capture) -> None:
         held_in, state = (SLOT_GRANTED,), SLOT_COMPLETED
     else:
         return
-    session.execute(
-        update(CaptureSlot)
-        .where(CaptureSlot.event_id == capture.event_id, CaptureSlot.state.in_(held_in))
-        .values(state=state, since=utcnow())
-        .execution_options(synchronize_session=False)
-    )
+    for slots in (CaptureSlot, NoSignatureSlot):  # a signature's, or the no-signature budget's
+        session.execute(
+            update(slots)
+            .where(slots.event_id == capture.event_id, slots.state.in_(held_in))
+            .values(state=state, since=utcnow())
+            .execution_options(synchronize_session=False)
+        )
 
 
 def load_savings(session: Session, signature_id: int | None = None) -> list[SignatureSavings]:

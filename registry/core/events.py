@@ -70,6 +70,9 @@ class Event(HostAttributes, Base):
         Index("ix_events_host_crashed", "host_id", "crashed_at"),
         Index("ix_events_unfingerprinted", "id", postgresql_where=text("fingerprint_error IS NOT NULL"),
               sqlite_where=text("fingerprint_error IS NOT NULL")),
+        # Events without a signature, whatever the cause (/unfingerprinted, its API and gauges).
+        Index("ix_events_without_signature", "id", postgresql_where=text("signature_id IS NULL"),
+              sqlite_where=text("signature_id IS NULL")),
         # Covering and partial indexes for Grafana's panels (PostgreSQL only; migration 0011).
         Index(
             "ix_events_signature_crashed_report",

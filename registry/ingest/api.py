@@ -1,4 +1,4 @@
-"""POST /api/v1/reports and GET /api/v1/events/{id}."""
+"""POST /api/v1/reports, GET /api/v1/events/{id} and GET /api/v1/unfingerprinted."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 from typing import Any, TypedDict
 
 from flask import Blueprint, jsonify
-from marshmallow import Schema, fields
+from marshmallow import Schema, fields, validate
 from sqlalchemy import Connection, select
 from werkzeug.exceptions import HTTPException
 
@@ -26,10 +26,19 @@ from registry.ingest.schemas import (
     unknown_field_problems,
 )
 from registry.ingest.service import Caller, ReportAnswer, ingest_report
-from registry.metrics import CAPTURE_ANSWERS, INGEST_LATENCY, REPORTS, UNFINGERPRINTED, UNKNOWN_FIELDS
+from registry.ingest.unfingerprinted import CAUSES, LOG_TAIL_CHARS, STACK_FRAMES, unfingerprinted_events
+from registry.metrics import (
+    CAPTURE_ANSWERS,
+    INGEST_LATENCY,
+    NO_CRASH,
+    REPORTS,
+    UNFINGERPRINTED,
+    UNKNOWN_FIELDS,
+)
 from registry.openapi import documented
-from registry.requests import json_body, load
+from registry.requests import WholeNumber, json_body, load, load_query
 from registry.schema_loader import compiled_loader
+from registry.signatures.api import decode_cursor, encode_cursor
 from registry.signatures.service import SignatureSummary, summary
 from registry.web import current_db, current_settings
 
@@ -116,6 +125,8 @@ def post_report() -> Any:
         CAPTURE_ANSWERS.labels(result.answer["capture"]["action"]).inc()
         if result.unfingerprinted:
             UNFINGERPRINTED.labels(report["source"]).inc()
+        if result.no_crash:
+            NO_CRASH.labels(report["source"]).inc()
         if warnings:
             UNKNOWN_FIELDS.labels(report["source"]).inc()
     body: ReportResponse = {**result.answer, "warnings": warnings}
@@ -198,3 +209,59 @@ def event_detail(session: Any, event: Event) -> EventDetail:
         "captures": [capture_dict(c) for c in captures],
         "explanation": event.explanation,
     }
+
+
+class UnfingerprintedQuery(Schema):
+    cause = fields.String(
+        validate=validate.OneOf(list(CAUSES)),
+        metadata={"description": "no_crash: the engine found no crash in the report; engine_failed: it "
+                  "raised on it"},
+    )
+    limit = WholeNumber(load_default=50, validate=validate.Range(min=1, max=200))
+    cursor = fields.String(validate=validate.Length(max=100))
+
+
+class ReportTextSchema(Schema):
+    source = fields.String()
+    console_log_tail = fields.String(allow_none=True, metadata={
+        "description": f"the console log's last {LOG_TAIL_CHARS} characters"})
+    console_log_chars = fields.Integer(allow_none=True, metadata={"description": "the whole log's length"})
+    stack = fields.Dict(allow_none=True, metadata={
+        "description": f"the report's stack: its first {STACK_FRAMES} frames, no memory mappings"})
+
+
+class UnfingerprintedEventSchema(Schema):
+    id = fields.String()
+    hostname = fields.String()
+    crashed_at = fields.AwareDateTime()
+    received_at = fields.AwareDateTime()
+    source = fields.String()
+    cause = fields.String(metadata={"description": "no_crash | engine_failed"})
+    fingerprint_error = fields.String(allow_none=True)
+    capture = fields.Dict(metadata={"description": "the capture answer the event was given"})
+    text = fields.Nested(ReportTextSchema, allow_none=True, metadata={
+        "description": "what the engine read in the event's first report"})
+
+
+class UnfingerprintedPageSchema(Schema):
+    events = fields.List(fields.Nested(UnfingerprintedEventSchema))
+    next_cursor = fields.String(allow_none=True)
+
+
+@blueprint.get("/unfingerprinted")
+@require_scope("read")
+@documented(
+    "Events stored without a signature (no crash found, or the engine failed), newest first, with "
+    "their text: cursor pagination",
+    query=UnfingerprintedQuery,
+    responses={200: UnfingerprintedPageSchema},
+    errors=(400, 401, 403),
+    tag="events",
+)
+def list_unfingerprinted() -> Any:
+    args = load_query(UnfingerprintedQuery())
+    before = decode_cursor(args["cursor"], "id")[1] if args.get("cursor") else None
+    with current_db().session() as session:
+        events, more = unfingerprinted_events(session, args.get("cause"), before, args["limit"])
+    next_cursor = encode_cursor([None, int(events[-1]["id"])]) if more else None
+    return jsonify({"events": events, "next_cursor": next_cursor})

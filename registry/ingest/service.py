@@ -28,7 +28,8 @@ from sqlalchemy.orm import Session
 
 from registry.auth.tokens import LAST_USED_RESOLUTION
 from registry.capture.decide import NO_DUMP_DECISIONS, CaptureDecision, decide_capture, decision_without_claim
-from registry.capture.policy import Slot
+from registry.capture.no_signature import decide_without_signature
+from registry.capture.policy import ENGINE_FAILED, NO_CRASH, Slot
 from registry.config import Settings
 from registry.core.events import PANIC_SOURCES, CaptureAnswer, Event
 from registry.core.hosts import HOST_ATTRIBUTES
@@ -72,10 +73,8 @@ from registry.signatures.service import (
 log = logging.getLogger("crashreg.ingest")
 # Socorro's rule: the engine never fails a report. One engine bug must not become a 500 that
 # every crashing host retries and spools; the report is stored with no signature and the error,
-# counted, listed (/unfingerprinted) and fingerprinted by the next `crashreg signatures rebuild`.
-ENGINE_FAILED = CaptureDecision(
-    "full", "the signature engine failed on this report: capture as for an unknown bug"
-)
+# counted, listed (/unfingerprinted), captured within the budget of reports without a signature
+# and fingerprinted by the next `crashreg signatures rebuild`.
 
 
 class ReportAnswer(TypedDict):
@@ -93,6 +92,7 @@ class IngestResult:
     answer: ReportAnswer
     created: bool
     unfingerprinted: bool = False  # the engine failed on this report (stored without a signature)
+    no_crash: bool = False  # the engine found no crash in this report (stored without a signature)
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,11 @@ class IncomingReport:
     digest: str
     crash: CrashSignature | None
     engine_error: str | None = None  # the engine raised this on the report (crash is None)
+
+    @property
+    def no_signature_cause(self) -> str:
+        """Why a report with no crash signature has none."""
+        return ENGINE_FAILED if self.engine_error is not None else NO_CRASH
 
     @property
     def report_id(self) -> str:
@@ -302,7 +307,13 @@ def checked(
 
 
 def created(incoming: IncomingReport, answer: ReportAnswer) -> IngestResult:
-    return IngestResult(answer, created=True, unfingerprinted=incoming.engine_error is not None)
+    unsigned = incoming.crash is None
+    return IngestResult(
+        answer,
+        created=True,
+        unfingerprinted=unsigned and incoming.no_signature_cause == ENGINE_FAILED,
+        no_crash=unsigned and incoming.no_signature_cause == NO_CRASH,
+    )
 
 
 def replayed_answer(stored: StoredReport | None, digest: str) -> ReportAnswer | None:
@@ -345,7 +356,12 @@ def store(
     if created:
         routing = count_new_event(session, routing, event)
         if event.capture is None:
-            event.capture = claimed_decision(session, connection, settings, routing, event)
+            event.capture = claimed_decision(session, connection, settings, incoming, routing, event, host.id)
+    elif event.counted and routing.signature is not None and event.capture and event.capture.action == "skip":
+        # A report with no recognisable crash opened the event and its budget said skip; this
+        # one names the crash, whose own policy decides the dump still to be taken (a new bug
+        # must not go uncaptured because a DPU's garbled log came first).
+        event.capture = claimed_decision(session, connection, settings, incoming, routing, event, host.id)
     answer = answer_of(session, routing, event)
     STORE_REPORT.execute(connection, report_values(incoming) | {"event_id": event.id, "answer": answer})
     return answer
@@ -354,10 +370,10 @@ def store(
 def planned_decision(
     settings: Settings, incoming: IncomingReport, routing: Routing, regression: str | None
 ) -> CaptureDecision | None:
-    """The answer known before the event is stored; None when only a claim can say."""
+    """The answer known before the event is stored; None when only a claim can say (always,
+    for a report without a signature: its budget's slots are not read before)."""
     return (
         NO_DUMP_DECISIONS.get(incoming.fields["source"])
-        or (ENGINE_FAILED if incoming.engine_error else None)
         or decision_without_claim(
             routing.signature, regression == REGRESSED, settings, routing.is_new, routing.slots
         )
@@ -723,11 +739,20 @@ def flip_to_regressed(session: Session, signature: SignatureSnapshot, event_id: 
 
 
 def claimed_decision(
-    session: Session, connection: Connection, settings: Settings, routing: Routing, event: OpenEvent
+    session: Session,
+    connection: Connection,
+    settings: Settings,
+    incoming: IncomingReport,
+    routing: Routing,
+    event: OpenEvent,
+    host_id: int,
 ) -> CaptureDecision:
-    """The answer of a new event whose answer needs a claim (a capture slot, an extra capture),
-    written onto the event."""
-    decision = decide_capture(session, routing.signature, event, settings, routing.is_new, routing.slots)
+    """The answer of a new event whose answer needs a claim (a capture slot, an extra capture,
+    a slot of the budget of reports without a signature), written onto the event."""
+    if routing.signature is None:
+        decision = decide_without_signature(session, settings, incoming.no_signature_cause, event.id, host_id)
+    else:
+        decision = decide_capture(session, routing.signature, event, settings, routing.is_new, routing.slots)
     connection.execute(
         DECIDED,
         {

@@ -21,8 +21,8 @@ from registry.core.signatures import SIGNATURE_STATUSES, Signature
 from registry.db import utcnow
 from registry.epidemiology.service import signature_epidemiology
 from registry.errors import ApiError
-from registry.ingest.api import event_detail
-from registry.ingest.unfingerprinted import unfingerprinted_events
+from registry.ingest.api import UnfingerprintedQuery, event_detail
+from registry.ingest.unfingerprinted import CAUSE_NAMES, unfingerprinted_counts, unfingerprinted_events
 from registry.pages import reads
 from registry.pages.charts import chart_start, events_chart, sparkline
 from registry.pages.console import excerpt
@@ -39,9 +39,9 @@ from registry.pages.origins import origins
 from registry.pages.verdict import verdict_statements
 from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
-from registry.requests import load
+from registry.requests import load, load_query
 from registry.retention.pins import pin, standing_pins, unpin
-from registry.signatures.api import SignatureListQuery, signature_page
+from registry.signatures.api import SignatureListQuery, decode_cursor, encode_cursor, signature_page
 from registry.signatures.explanation import explanation_variants
 from registry.signatures.service import detail, signature_or_404
 from registry.storage.api import current_store
@@ -269,11 +269,16 @@ def event(event_id: int) -> str:
 @blueprint.get("/unfingerprinted")
 @login_required
 def unfingerprinted() -> str:
-    """Reports the signature engine failed on: stored, answered as unknown bugs, waiting for
-    `crashreg signatures rebuild` (with a fixed engine) to fingerprint them."""
+    """Reports stored without a signature, with their text: those the engine found no crash in
+    (what it missed) and those it failed on (waiting for `crashreg signatures rebuild`)."""
+    args = load_query(UnfingerprintedQuery())
+    before = decode_cursor(args["cursor"], "id")[1] if args.get("cursor") else None
     with current_db().session() as session:
-        rows = unfingerprinted_events(session)
-    return render_template("pages/unfingerprinted.html", user=g.token, rows=rows)
+        rows, more = unfingerprinted_events(session, args.get("cause"), before, PAGE_EVENTS)
+        counts = unfingerprinted_counts(session)
+    older = encode_cursor([None, int(rows[-1]["id"])]) if more else None
+    return render_template("pages/unfingerprinted.html", user=g.token, rows=rows, counts=counts,
+                           cause=args.get("cause"), older=older, causes=CAUSE_NAMES)
 
 
 @blueprint.get("/events/<id:event_id>/captures/<id:capture_id>/download")

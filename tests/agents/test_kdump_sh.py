@@ -16,6 +16,7 @@ from registry.core.events import Report
 from registry.db import Database
 from registry.fingerprint.console import line_frames
 from registry.fingerprint.frames import canonical_function
+from registry.fingerprint.patterns import TRIGGERS
 from tests.support import golden
 from tests.support.agents import (
     BUSYBOX,
@@ -31,6 +32,8 @@ from tests.support.agents import (
 )
 
 EXIT_SKIP = 10
+# A console log cut short before any crash: the engine finds none in it.
+NO_CRASH_LOG = FIXTURES / "no_crash" / "truncated.log"
 HOOK = KDUMP_SH.with_name("kdump-tools-hook.sh")
 
 
@@ -379,3 +382,42 @@ def test_the_offline_matcher_reads_a_function_the_engine_reads_on_every_golden_l
               if name and name not in names}
     assert strays == {}
     assert sum(bool(name) for name in found) > len(cases) // 2
+
+
+def test_the_sh_reporters_crash_triggers_are_the_engines() -> None:
+    """A log with none of them is one the engine finds no crash in: the sh decides such a log by
+    the bundle's #no_signature line, so its list must be the engine's own."""
+    listed = re.search(r"^CRASH_TRIGGERS='(.*?)'$", KDUMP_SH.read_text(), re.MULTILINE | re.DOTALL)
+    assert listed is not None
+    assert tuple(listed.group(1).split("\n")) == TRIGGERS
+
+
+def test_a_log_without_a_crash_is_decided_by_the_no_signature_budget_online_and_offline(
+    registry: Registry, make_site, run_sh
+) -> None:
+    """Online the registry answers from the budget; the bundle fetched for this host says its
+    budget is spent, so offline the same host skips too (and a bundle for no host would not)."""
+    online = make_site(dmesg=NO_CRASH_LOG)
+    first = run_sh(online)
+    assert (first.returncode, first.args) == (0, "-c -d 0"), first.stderr
+    reason = online.decision()["CRASHREG_REASON"]
+    assert reason.startswith("no recognisable crash in the report: full capture 1"), reason
+    fetched = run_sh(online, "fetch-bundle")
+    assert fetched.returncode == 0, fetched.stderr
+    [line] = [line for line in online.bundle.read_text().splitlines() if line.startswith("#no_signature\t")]
+    assert line.split("\t")[1:4] == ["skip", "-", "-"]
+    assert "this host has had its 1 full capture(s)" in line
+
+    offline = make_site(url=closed_port_url(), dmesg=NO_CRASH_LOG)
+    shutil.copy(online.bundle, offline.bundle)
+    skipped = run_sh(offline)
+    assert (skipped.returncode, skipped.args) == (EXIT_SKIP, ""), skipped.stderr
+    decision = offline.decision()
+    assert decision["CRASHREG_DECIDED_BY"] == "bundle"
+    assert decision["CRASHREG_REASON"].startswith("offline: no recognisable crash in the report: this host")
+
+    # A crash the bundle does not know is still a new bug, whatever the no-signature line says.
+    new_bug = make_site(url=closed_port_url(), dmesg=FIXTURES / "ext4_bug_on.log")
+    shutil.copy(online.bundle, new_bug.bundle)
+    assert run_sh(new_bug).args == "-c -d 0"
+    assert "new bug" in new_bug.decision()["CRASHREG_REASON"]

@@ -26,6 +26,8 @@ from tests.support.agents import (
 )
 
 EXIT_SKIP = 10
+# A console log cut short before any crash: the engine finds none in it.
+NO_CRASH_LOG = FIXTURES / "no_crash" / "truncated.log"
 reporter = load_reporter()
 VECTORS = DATA / "vectors.json"
 ENGINE = REPO / "registry" / "fingerprint"
@@ -253,3 +255,29 @@ def test_collect_records_the_capture_now_or_after_the_reboot(
             ("completed", 31, 2048, str(offline.root / "dump")),
         ]
     )
+
+
+def test_offline_a_log_without_a_crash_takes_the_bundles_no_signature_answer(
+    registry: Registry, make_site
+) -> None:
+    """The pyz finds no crash in the log (the engine's own verdict): the bundle's `no_signature`
+    answer, fetched for this host, decides; a crash it does not know stays a new bug."""
+    online = make_site(dmesg=NO_CRASH_LOG)
+    first = run_reporter(online, "report")
+    assert (first.returncode, first.args) == (0, "-c -d 0"), first.stderr
+    assert run_reporter(online, "fetch-bundle").returncode == 0
+    bundle = json.loads(online.bundle_json.read_text())
+    assert bundle["no_signature"]["action"] == "skip"  # this host's one capture is taken
+    assert bundle["no_signature"]["reason"].startswith("no recognisable crash in the report: this host")
+    assert registry.get("/api/v1/policy-bundle")["no_signature"]["action"] == "full"  # the fleet's: 1 of 3
+
+    down = closed_port_url()
+    offline = make_site(url=down, dmesg=NO_CRASH_LOG)
+    new_bug = make_site(url=down, dmesg=FIXTURES / "ext4_bug_on.log")
+    for site in (offline, new_bug):
+        site.bundle_json.write_bytes(online.bundle_json.read_bytes())
+    skipped = run_reporter(offline, "report")
+    assert (skipped.returncode, skipped.args) == (EXIT_SKIP, ""), skipped.stderr
+    assert offline.decision()["CRASHREG_REASON"].startswith("offline: no recognisable crash in the report")
+    assert run_reporter(new_bug, "report").args == "-c -d 0"
+    assert "a new bug" in new_bug.decision()["CRASHREG_REASON"]

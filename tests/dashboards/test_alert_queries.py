@@ -113,6 +113,8 @@ def test_every_rule_fires_on_the_wave(wave: Wave, read_only: Runner, db_url: str
     assert labels("sku-rollout-crash-rate", "sku") == {WAVE_SKU}
     assert labels("failed-captures", "method") == {"makedumpfile"}
     assert labels("warning-turned-panic", "signature") == {wave.warned_signature}
+    [no_crash_share] = results["reports-without-crash"][1].values()  # 30 cut consoles in the wave
+    assert 0.2 < no_crash_share < 1
     assert next(iter(results["ingest-silence"][1].values())) >= 179  # minutes since the last report
     assert next(iter(results["jira-sync-behind"][1].values())) >= 179
 

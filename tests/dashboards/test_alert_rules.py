@@ -34,6 +34,7 @@ KEYS = [
     "ingest-silence",
     "dedup-collapse",
     "warning-turned-panic",
+    "reports-without-crash",
     "jira-sync-behind",
 ]
 

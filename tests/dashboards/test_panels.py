@@ -33,7 +33,7 @@ from tests.support.grafana import Runner, dialect_of
 
 @pytest.fixture
 def fleet(client: Any, make_token: Callable[..., str], database: Database) -> LoadedFleet:
-    return load_fleet(client, make_token("report"), database, live_every=25)
+    return load_fleet(client, make_token("report"), database, live_every=25, without_crash_every=30)
 
 
 def signature_choice(board: dict[str, Any], run: Runner, time_range: TimeRange, dialect: str) -> Variable:

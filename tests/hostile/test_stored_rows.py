@@ -66,6 +66,11 @@ def hostile_rows(client, database, settings, make_token):  # type: ignore[no-unt
                 "method": "makedumpfile", "status": "completed", "bytes": 2**62, "downtime_s": 1e308,
                 "duration_s": 1e308,
             })
+    for when, host in ((datetime(9999, 12, 31, tzinfo=UTC), "gpu-blank-future"),
+                       (datetime(1, 1, 1, tzinfo=UTC), "gpu-blank-ancient")):  # no crash in the log
+        blank = store_unchecked(database, settings, crashed_at=when, host={"hostname": host},
+                                console_log="[    1.0] \ufffd\x1b[0m\ufffd")
+        assert blank["signature"] is None
     for index in range(3):  # known now: skipped, so the savings multiply the median
         skipped = client.post("/api/v1/reports", json=crash_report(host={"hostname": f"gpu-s{index}"}),
                               headers=auth(reporter))
@@ -92,6 +97,8 @@ def test_reads_answer_valid_json_over_hostile_rows(client, make_token, hostile_r
     savings = strict_json(client.get("/api/v1/captures/savings", headers=reader))
     assert all(math.isfinite(v) for v in savings["totals"].values() if isinstance(v, float))
     strict_json(client.get("/api/v1/policy-bundle", headers=reader))
+    unsigned = strict_json(client.get("/api/v1/unfingerprinted", headers=reader))["events"]
+    assert {event["crashed_at"][:4] for event in unsigned} == {"9999", "0001"}
     metrics = client.get("/metrics")
     assert metrics.status_code == 200
     assert "Inf" not in metrics.get_data(as_text=True) .replace('le="+Inf"', "")
@@ -101,6 +108,7 @@ def test_reads_answer_valid_json_over_hostile_rows(client, make_token, hostile_r
 def test_pages_render_over_hostile_rows(client, make_token, hostile_rows) -> None:
     login(client, make_token("read"))
     assert client.get("/signatures").status_code == 200
+    assert "gpu-blank-ancient" in client.get("/unfingerprinted").get_data(as_text=True)
     page = client.get(f"/signatures/{hostile_rows}")
     assert page.status_code == 200
     html = page.get_data(as_text=True)

@@ -28,6 +28,7 @@ from registry.epidemiology.shapes import (
 from registry.fingerprint import ExplanationRecord
 from registry.fingerprint.frames import ExplainedFrame
 from registry.ingest.api import EventDetail, ReportResponse
+from registry.ingest.unfingerprinted import ReportText, UnfingerprintedEvent
 from registry.inventory.service import UpsertAnswer
 from registry.openapi import build_spec
 from registry.rca.bundle import TriageBundle
@@ -55,6 +56,8 @@ CASES = [
     (ReviewRequest, ("post", "/api/v1/rcas/{rca_id}/review", "request"), [], set()),
     (UpsertAnswer, ("post", "/api/v1/hosts", "200"), [], set()),
     (BundleJson, ("get", "/api/v1/policy-bundle", "200"), [], set()),
+    (UnfingerprintedEvent, ("get", "/api/v1/unfingerprinted", "200"), ["events", "[]"], set()),
+    (ReportText, ("get", "/api/v1/unfingerprinted", "200"), ["events", "[]", "text"], set()),
     (RcaView, ("get", "/api/v1/rcas/{rca_id}", "200"), [], set()),
     (RcaView, ("get", "/api/v1/signatures/{key}/rcas", "200"), ["rcas", "[]"], set()),
     (AgentView, ("get", "/api/v1/rcas/{rca_id}", "200"), ["agent"], set()),

@@ -54,10 +54,13 @@ def load_fleet(
     config: FleetConfig | None = None,
     history: bool = True,
     live_every: int = 0,
+    without_crash_every: int = 0,
 ) -> LoadedFleet:
     """The simulated fleet through the API; `history`: the Jira, RCA and epidemiology records too;
     `live_every`: every so many kernel crashes was also printed on a live host before (a
-    `live_kernel` report of the same log, the first of them with 5 repeats)."""
+    `live_kernel` report of the same log, the first of them with 5 repeats);
+    `without_crash_every`: every so many crashes, another host reported one whose console log
+    was cut short before the crash (no crash the engine recognises)."""
     headers = {"Authorization": f"Bearer {token}"}
     sim = simulate(config or TEST_FLEET)
     for observed_at, snapshot in sim.inventory:
@@ -74,6 +77,8 @@ def load_fleet(
         events.append({**answer.get_json(), "host": report["host"]})
     if live_every:
         events += live_reports(client, headers, sim.reports[::live_every])
+    if without_crash_every:
+        events += reports_without_crash(client, headers, sim.reports[::without_crash_every])
     rng = random.Random(11)
     record_captures(client, headers, events, rng)
     if history:
@@ -99,6 +104,26 @@ def live_reports(client: Any, headers: dict[str, str], crashes: list[dict[str, A
         assert answer.status_code == 201, answer.get_json()
         if "repeat_of" not in body:
             events.append({**answer.get_json(), "host": body["host"]})
+    return events
+
+
+def cut_before_the_crash(report: dict[str, Any]) -> dict[str, Any]:
+    """The report as a host whose console was cut short sends it: the log's first line only, a
+    new crash of its own (its own report and boot)."""
+    first_line = (report.get("console_log") or "").split("\n", 1)[0][:40]
+    return {**report, "report_id": f"cut-{report['report_id']}", "boot_id": f"cut-{report.get('boot_id')}",
+            "console_log": f"{first_line}\n[    0.1] console: colour dummy device \ufffd\ufffd"}
+
+
+def reports_without_crash(
+    client: Any, headers: dict[str, str], crashes: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    events = []
+    for report in crashes:
+        body = cut_before_the_crash(report)
+        answer = client.post("/api/v1/reports", json=body, headers=headers)
+        assert answer.status_code == 201 and answer.get_json()["signature"] is None, answer.get_json()
+        events.append({**answer.get_json(), "host": body["host"]})
     return events
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from registry.capture.decide import NO_SIGNATURE, decision_without_claim
+from registry.capture.decide import decision_without_claim
 from registry.capture.policy import SLOT_COMPLETED, SLOT_GRANTED, Slot
 from registry.config import Settings
 from registry.signatures.service import SignatureSnapshot
@@ -48,4 +48,4 @@ def test_modes_without_a_claim_and_extra_captures() -> None:
     assert plan(replace(SIGNATURE, capture_policy="full"), slots=None).action == "full"  # type: ignore[union-attr]
     assert plan(replace(SIGNATURE, capture_policy="skip"), slots=None).action == "skip"  # type: ignore[union-attr]
     assert plan(replace(SIGNATURE, extra_full_captures=2)) is None  # "N more" is claimed in the database
-    assert plan(None) == NO_SIGNATURE
+    assert plan(None, slots=None) is None  # no signature: its own budget's slots are claimed

@@ -10,16 +10,20 @@ import pytest
 
 from registry.capture.policy import (
     GRANT_TIMEOUT,
+    NO_SIGNATURE_CAUSES,
     SLOT_COMPLETED,
     SLOT_GRANTED,
     SLOT_RELEASED,
     CaptureDecision,
     Limits,
+    NoSignatureBudget,
     SignatureFacts,
     Slot,
     claimable_slots,
     decision_if_no_claim_can_win,
+    no_signature_decision,
     offline_action,
+    offline_no_signature,
     walk,
     window_start,
 )
@@ -174,3 +178,31 @@ def test_the_answer_known_before_the_insert_is_the_one_the_claims_give() -> None
         elif (offline.action, offline.dump_level) != (decided.action, decided.dump_level):
             disagreements.append(f"{f}, {stored}: offline {offline} != {decided}")
     assert disagreements == []
+
+
+NO_SIGNATURE_BUDGET = NoSignatureBudget(per_host=1, per_fleet=3, window=timedelta(days=7))
+
+
+@pytest.mark.parametrize(("host", "fleet", "action", "says"), [
+    (1, 2, "full", "full capture 1 of 1 for this host and 2 of 3 for the fleet in the 7-day window"),
+    (None, None, "skip", "this host has had its 1 full capture(s)"),
+    (1, None, "skip", "the fleet has had its 3 full capture(s)"),
+])
+def test_a_report_without_a_signature_is_full_only_with_a_host_and_a_fleet_slot(
+    host: int | None, fleet: int | None, action: str, says: str
+) -> None:
+    for cause, words in NO_SIGNATURE_CAUSES.items():
+        decision = no_signature_decision(cause, NO_SIGNATURE_BUDGET, host, fleet)
+        assert (decision.action, decision.dump_level) == (action, None)
+        assert decision.reason.startswith(f"{words}: {says}")
+
+
+def test_offline_a_report_without_a_crash_is_full_exactly_when_both_budgets_have_room() -> None:
+    def offline(free_host: int | None, free_fleet: int) -> str:
+        return offline_no_signature(NO_SIGNATURE_BUDGET, free_host, free_fleet).action
+
+    assert [offline(1, 3), offline(1, 1), offline(0, 3), offline(1, 0)] == ["full", "full", "skip", "skip"]
+    assert [offline(None, 1), offline(None, 0)] == ["full", "skip"]  # no host named: the fleet's alone
+    assert "3 of 3 for the fleet" in offline_no_signature(NO_SIGNATURE_BUDGET, None, 1).reason
+    none_per_host = NoSignatureBudget(per_host=0, per_fleet=3, window=timedelta(days=7))
+    assert offline_no_signature(none_per_host, 0, 3).action == "skip"  # a budget of 0: never

@@ -6,38 +6,26 @@ engine fingerprints it. The failing engine is the app's wiring's, the seam inges
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from registry.app import create_app
 from registry.config import Settings
 from registry.core.events import Event, Report
 from registry.db import Database
-from registry.domains import wiring
 from registry.signatures.identify import identify
 from testkit.pages import login
 from testkit.reports import crash_report
 from tests.support.cli import crashreg
+from tests.support.engines import app_with_a_failing_engine
 from tests.support.http import auth
-
-
-def engine_with_a_bug(console_log: str | None, stack: dict[str, Any] | None) -> Any:
-    """The real engine, then a bug of the kind an engine change brings: it reads one frame past
-    the explanation's frames (IndexError)."""
-    crash = identify(console_log, stack)
-    frames = crash.explanation["frames"] if crash else []
-    return frames[len(frames)]
 
 
 @pytest.fixture
 def failing(settings: Settings, database: Database):  # type: ignore[no-untyped-def]
-    """The registry with that engine on its wiring."""
-    app = create_app(settings, database, replace(wiring(), engine=f"{__name__}:engine_with_a_bug"))
-    app.config["TESTING"] = True
-    return app.test_client()
+    """The registry with an engine that fails on every report on its wiring."""
+    return app_with_a_failing_engine(settings, database).test_client()
 
 
 def gauge(client: Any, name: str, labels: str = "") -> float:

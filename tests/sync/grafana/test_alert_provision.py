@@ -22,7 +22,7 @@ from tests.emulators.grafana import RunningGrafana
 from tests.support.grafana import alert_rule as foreign_rule
 from tests.support.grafana import run_cli
 
-RULES = 9  # without a Jira sync configured
+RULES = 10  # without a Jira sync configured
 JIRA = {"jira": JiraSettings(url="http://127.0.0.1:9", token="t", project="CRASH")}
 
 
