@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, current_app, g, jsonify, send_file
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate
 
 from registry.auth.tokens import require_scope
 from registry.errors import ApiError
@@ -47,10 +47,15 @@ def caller_origin() -> Origin:
     return Origin("upload", g.token.name, g.token.id)
 
 
+def _a_build_id(text: str) -> None:
+    if normal_build_id(text) is None:
+        raise ValidationError("not a build-id: an even number of 2 to 128 hex digits")
+
+
 class SymbolUploadRequestSchema(Schema):
-    build_id = fields.String(required=True, validate=validate.Regexp(f"^{BUILD_ID.pattern}$"),
-                             metadata={"description": "the file's GNU build-id, lower-case hex (checked "
-                                                      "against its ELF note)"})
+    build_id = fields.String(required=True, validate=_a_build_id,
+                             metadata={"description": "the file's GNU build-id in hex (checked against its "
+                                                      "ELF note)", "pattern": f"^{BUILD_ID.pattern}$"})
     bytes = WholeNumber(required=True, validate=validate.Range(min=1, max=1 << 40),
                         metadata={"description": "the file's size (the registry's limit: "
                                                  "CRASHREG_SYMBOL_MAX_FILE_MB)"})
@@ -121,6 +126,7 @@ class SymbolFilesSchema(Schema):
 )
 def post_symbol_upload() -> Any:
     values = load(SymbolUploadRequestSchema(), json_body())
+    values["build_id"] = normal_build_id(values["build_id"])
     settings = current_settings()
     limit = settings.symbols.max_file_mb << 20
     if values["bytes"] > limit:

@@ -17,7 +17,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
-BUILD_ID = re.compile(r"[0-9a-f]{2,128}")  # hex, lower case (as debuginfod's URLs carry it)
+BUILD_ID = re.compile(r"[0-9a-fA-F]{2,128}")
 KINDS = ("debuginfo", "executable")
 DWARF_SECTIONS = (".debug_info", ".zdebug_info")
 ELF_MAGIC = b"\x7fELF"
