@@ -154,6 +154,7 @@ class RetentionSettings:
     dump_days: int = 30  # a dump that is not one of its signature's K exemplars goes after this
     resolved_grace_days: int = 14  # a resolved signature's dumps go this long after the resolution
     log_days: int = 30  # beyond this only exemplar events keep their whole console log
+    symbol_days: int = 0  # a symbol file no report names goes after this (0: symbol files are kept)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RetentionSettings:
@@ -161,6 +162,7 @@ class RetentionSettings:
             "dump_days": "CRASHREG_RETENTION_DUMP_DAYS",
             "resolved_grace_days": "CRASHREG_RETENTION_RESOLVED_GRACE_DAYS",
             "log_days": "CRASHREG_RETENTION_LOG_DAYS",
+            "symbol_days": "CRASHREG_RETENTION_SYMBOL_DAYS",
         }, non_negative=True))
 
 

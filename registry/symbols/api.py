@@ -177,13 +177,26 @@ def _served(path: Any, artifact: str) -> Any:
     return response
 
 
+A_FILE = {200: {"application/octet-stream": {"type": "string", "format": "binary"}}}
+
+
 @blueprint.get("/debuginfod/buildid/<build_id>/<any(debuginfo, executable):kind>")
 @require_scope("read", *UPLOAD_SCOPES)
+@documented("debuginfod: a build-id's debug info or executable, from the store or the configured servers "
+            "(DEBUGINFOD_URLS=<registry>/debuginfod/)", responses=A_FILE, errors=(400, 401, 403, 404),
+            tag="symbols")
 def debuginfod_artifact(build_id: str, kind: str) -> Any:
     return _served(current_sources().find(build_id_in_path(build_id), kind, wait=True), kind)
 
 
 @blueprint.get("/debuginfod/buildid/<build_id>/source/<path:source>")
 @require_scope("read", *UPLOAD_SCOPES)
+@documented("debuginfod: a source file of a build-id, from the configured servers", responses=A_FILE,
+            errors=(400, 401, 403, 404), tag="symbols")
 def debuginfod_source(build_id: str, source: str) -> Any:
-    return _served(current_sources().source_file(build_id_in_path(build_id), source), "source file")
+    build_id = build_id_in_path(build_id)
+    try:
+        found = current_sources().source_file(build_id, source)
+    except ValueError as problem:
+        raise ApiError(400, "bad_request", str(problem), fields={"path": [source[:200]]}) from None
+    return _served(found, "source file")

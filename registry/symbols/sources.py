@@ -35,7 +35,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import requests
 from sqlalchemy import select
@@ -131,8 +131,11 @@ class SymbolSources:
         """A source file the servers have for `build_id` (`path` as the DWARF names it), cached
         here; the store holds no sources. Misses are remembered as for debug info."""
         build_id = checked_request(build_id, "debuginfo")
-        artifact = f"source{path if path.startswith('/') else '/' + path}"
-        cached = self.cache / build_id / "sources" / artifact.removeprefix("source/")
+        parts = PurePosixPath("/", path).parts[1:]
+        if not parts or any(part in ("..", ".") for part in parts) or "\0" in path:
+            raise ValueError(f"not an absolute source path: {path[:200]!r}")
+        artifact = "source/" + "/".join(parts)
+        cached = self.cache / build_id / "sources" / Path(*parts)
         if cached.is_file():
             return cached
         if self.misses.known(build_id, artifact):

@@ -171,7 +171,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "auth"}),
     "storage": frozenset({"core", "capture", "auth"}),
     "symbols": frozenset({"core", "storage", "auth"}),
-    "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "auth"}),
+    "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "symbols", "auth"}),
     "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "retention",
                         "ingest", "storage", "auth"}),
     "application": DOMAINS - {"fingerprint"},

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,21 +18,24 @@ from sqlalchemy import select
 
 from registry.config import SymbolSettings
 from registry.db import Database
+from registry.rca.commands import write_bundle
 from registry.storage.store import open_store
 from registry.symbols.keep import Origin, keep_file
 from registry.symbols.models import SymbolFile
+from testkit.reports import crash_report
 from tests.support.cores import core_pattern_problem, crash
 from tests.support.http import auth
 from tests.support.symbols import Debuginfod, Program, headers_file
+from tests.support.userspace import stack
 
 
 @pytest.fixture
 def registry(app: Flask, live_server: str, upstream_debuginfod: Debuginfod, tmp_path: Path) -> str:
-    """The registry on a socket, federating to the upstream debuginfod."""
+    """The registry on a socket (its public URL), federating to the upstream debuginfod."""
     settings = app.extensions["crashreg.settings"]
     symbols = SymbolSettings(debuginfod_urls=(upstream_debuginfod.url,),
                              cache_dir=str(tmp_path / "registry-cache"))
-    app.extensions["crashreg.settings"] = type(settings)(**{**settings.__dict__, "symbols": symbols})
+    app.extensions["crashreg.settings"] = replace(settings, public_url=live_server, symbols=symbols)
     return live_server
 
 
@@ -140,3 +144,42 @@ def test_gdb_names_the_function_of_a_stripped_programs_core_with_symbols_from_th
     named = backtrace("after")
     assert f"in {program.function} (" in named, named
     assert f"{program.name}.c:" in named, named
+
+
+@pytest.mark.parametrize("path", ["..%2f..%2fetc/passwd", "a/../../b", "%00x"])
+def test_source_paths_leaving_their_tree_are_refused(registry: str, make_token: Callable[..., str],
+                                                     path: str) -> None:
+    url = f"{registry}/debuginfod/buildid/{'ab' * 20}/source/{path}"
+    answer = requests.get(url, headers=auth(make_token("read")), timeout=30)
+    assert answer.status_code in (400, 404), answer.text
+    assert answer.status_code == 400 or answer.json()["error"]["code"] == "not_found"
+
+
+def test_the_triage_workspace_reaches_the_registrys_debuginfod(
+    app: Flask, database: Database, registry: str, make_token: Callable[..., str], tmp_path: Path,
+    symbol_programs: dict[str, Program],
+) -> None:
+    program = symbol_programs["uploaded"]
+    uploaded(app, database, program)
+    report = crash_report(source="userspace", console_log=None, stack=stack(build_id=program.build_id))
+    posted = requests.post(f"{registry}/api/v1/reports", json=report, headers=auth(make_token("report")),
+                           timeout=60)
+    assert posted.status_code == 201, posted.text
+    read = make_token("read")
+    bundle = requests.get(f"{registry}/api/v1/signatures/{posted.json()['signature']['id']}/triage-bundle",
+                          headers=auth(read), timeout=60).json()
+    assert bundle["debuginfod"] == {"urls": f"{registry}/debuginfod/", "headers_file": "debuginfod-headers"}
+    assert f"export DEBUGINFOD_URLS={registry}/debuginfod/ " in bundle["agents_md"]
+
+    out = tmp_path / "bundle"
+    write_bundle(bundle, out)
+    env = {"PATH": "/usr/bin:/bin", "CRASHREG_TOKEN": read, "CRASHREG_WORKSPACE_SOURCE": "0"}
+    subprocess.run(["sh", "setup.sh"], cwd=out, env=env, capture_output=True, text=True, timeout=300)
+    headers = out / bundle["debuginfod"]["headers_file"]
+    assert headers.stat().st_mode & 0o077 == 0  # the token is for its owner's eyes
+    found = subprocess.run(
+        ["debuginfod-find", "debuginfo", program.build_id], capture_output=True, text=True, timeout=120,
+        env=env | {"DEBUGINFOD_URLS": bundle["debuginfod"]["urls"], "DEBUGINFOD_HEADERS_FILE": str(headers),
+                   "DEBUGINFOD_CACHE_PATH": str(tmp_path / "client-cache")})
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()).read_bytes() == program.debug.read_bytes()
