@@ -36,10 +36,11 @@ def current_sources() -> SymbolSources:
 
 
 def build_id_in_path(text: str) -> str:
+    """The path's build-id; a path that names none is a 404 (there is nothing at it) saying why."""
     build_id = normal_build_id(text)
     if build_id is None:
-        raise ApiError(400, "bad_request", "not a build-id: an even number of 2 to 128 hex digits",
-                       fields={"build_id": [text[:140]]})
+        raise ApiError(404, "not_found", f"no build-id {text[:140]!r}: a build-id is an even number of 2 "
+                       "to 128 hex digits", fields={"build_id": [text[:140]]})
     return build_id
 
 
@@ -130,9 +131,9 @@ def post_symbol_upload() -> Any:
     settings = current_settings()
     limit = settings.symbols.max_file_mb << 20
     if values["bytes"] > limit:
-        raise ApiError(413, "too_large",
-                       f"a symbol file is at most {limit} bytes (CRASHREG_SYMBOL_MAX_FILE_MB)",
-                       fields={"bytes": [str(values["bytes"])]})
+        raise ApiError(400, "too_large", f"a symbol file is at most {limit} bytes here",
+                       fields={"bytes": [f"more than this registry's limit of {limit} bytes "
+                                         "(CRASHREG_SYMBOL_MAX_FILE_MB)"]})
     with current_db().session() as session:
         return jsonify(start(session, current_store(), settings, values, caller_origin()))
 
@@ -159,7 +160,7 @@ def post_symbol_complete(upload_id: int) -> Any:
 @blueprint.get("/api/v1/symbols/<build_id>")
 @require_scope("read", *UPLOAD_SCOPES)
 @documented("The symbol files the registry holds for a build-id", responses={200: SymbolFilesSchema},
-            errors=(400, 401, 403), tag="symbols")
+            errors=(401, 403, 404), tag="symbols")
 def get_symbol_files(build_id: str) -> Any:
     build_id = build_id_in_path(build_id)
     with current_db().session() as session:

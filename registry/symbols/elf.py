@@ -17,7 +17,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
-BUILD_ID = re.compile(r"[0-9a-fA-F]{2,128}")
+BUILD_ID = re.compile(r"(?:[0-9a-fA-F]{2}){1,64}")  # 1 to 64 bytes in hex
 KINDS = ("debuginfo", "executable")
 DWARF_SECTIONS = (".debug_info", ".zdebug_info")
 ELF_MAGIC = b"\x7fELF"
@@ -40,7 +40,7 @@ class SymbolFileFacts:
 def normal_build_id(text: str) -> str | None:
     """The build-id as the store keys it (lower-case hex), None when it is not one."""
     build_id = text.strip().lower()
-    return build_id if BUILD_ID.fullmatch(build_id) and len(build_id) % 2 == 0 else None
+    return build_id if BUILD_ID.fullmatch(build_id) else None
 
 
 def _build_id_note(elf: ELFFile) -> str | None:

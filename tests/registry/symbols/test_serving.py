@@ -117,8 +117,9 @@ def test_unknown_build_ids_and_bad_paths_are_4xx(registry: str, make_token: Call
     token = auth(make_token("read"))
     base = f"{registry}/debuginfod/buildid"
     assert requests.get(f"{base}/{'ab' * 20}/debuginfo", headers=token, timeout=60).status_code == 404
-    assert requests.get(f"{base}/xyz/debuginfo", headers=token, timeout=30).status_code == 400
-    assert requests.get(f"{base}/abc/executable", headers=token, timeout=30).status_code == 400
+    assert requests.get(f"{base}/xyz/debuginfo", headers=token, timeout=30).status_code == 404
+    assert requests.get(f"{base}/abc/executable", headers=token, timeout=30).json()["error"]["fields"] == {
+        "build_id": ["abc"]}
     assert requests.get(f"{base}/{'ab' * 20}/section/.text", headers=token, timeout=30).status_code == 404
 
 

@@ -168,8 +168,9 @@ def test_bad_upload_requests_are_a_400(pipeline: Pipeline, body: dict[str, Any])
     assert answer.json()["error"]["fields"]
 
 
-def test_a_file_past_the_size_limit_is_a_413(pipeline: Pipeline) -> None:
-    refused(pipeline.start({"build_id": "abcd", "bytes": 1 << 40, "sha256": "0" * 64}), 413, "too_large")
+def test_a_file_past_the_configured_size_limit_is_refused_by_name(pipeline: Pipeline) -> None:
+    answer = pipeline.start({"build_id": "abcd", "bytes": 1 << 40, "sha256": "0" * 64})
+    assert "CRASHREG_SYMBOL_MAX_FILE_MB" in refused(answer, 400, "too_large") + str(answer.json()["error"])
 
 
 def test_part_numbers_past_the_files_are_named(pipeline: Pipeline) -> None:
