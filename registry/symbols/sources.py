@@ -89,6 +89,7 @@ class SymbolSources:
         self._listeners: list[Listener] = []
         self._background = ThreadPoolExecutor(BACKGROUND_FETCHERS, thread_name_prefix="symbol-fetch")
         self._fetching: dict[tuple[str, str], Future[Path | None]] = {}
+        self._known: dict[tuple[str, str], Path] = {}  # the store's local files found so far
         self._lock = threading.Lock()
 
     # --- the interface ------------------------------------------------------------------------
@@ -151,13 +152,20 @@ class SymbolSources:
         return self.cache / build_id / kind
 
     def _at_hand(self, build_id: str, kind: str) -> Path | None:
-        """The cached file, or the store's own when it is a local directory."""
+        """The file found before (still there), the cached one, or the store's own when it is a
+        local directory: one database read per build-id and kind until it is found."""
+        known = self._known.get((build_id, kind))
+        if known is not None and known.is_file():
+            return known
         cached = self._cached(build_id, kind)
         if cached.is_file():
             return cached
         with self.database.lookup() as session:
             row = held(session, build_id).get(kind)
-        return self.store.local_path(row.key) if row is not None else None
+        local = self.store.local_path(row.key) if row is not None else None
+        if local is not None:
+            self._known[(build_id, kind)] = local
+        return local
 
     def _in_background(self, build_id: str, kind: str) -> None:
         if self.misses.known(build_id, kind):

@@ -22,8 +22,8 @@ from sqlalchemy.orm import Session
 from registry.config import Settings
 from registry.db import Database, utcnow
 from registry.errors import ApiError
-from registry.storage.parts import MIB, UploadGone, part_bytes, part_count, part_problems, part_size
-from registry.storage.service import MAX_URLS_PER_REQUEST, PartUrl
+from registry.storage.parts import MIB, UploadGone, part_count, part_problems, part_size
+from registry.storage.service import PartUrl, signed_part_urls
 from registry.storage.store import DumpStore
 from registry.symbols.elf import NotASymbolFile
 from registry.symbols.keep import (
@@ -95,18 +95,9 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
     if upload.bytes != total:
         raise ApiError(409, "conflict", f"this file's open upload is of {upload.bytes} bytes, not {total}",
                        fields={"bytes": [f"the open upload has {upload.bytes}"]})
-    count = part_count(upload.bytes, upload.part_size)
-    wanted = request.get("parts") or list(range(1, min(count, MAX_URLS_PER_REQUEST) + 1))
-    beyond = sorted(n for n in wanted if not 1 <= n <= count)
-    if beyond:
-        raise ApiError(400, "bad_request", f"this file has parts 1 to {count}",
-                       fields={"parts": [str(n) for n in beyond[:20]]})
     ttl = settings.dump_store.upload_ttl_s
-    urls: list[PartUrl] = [
-        {"number": n, "bytes": part_bytes(upload.bytes, upload.part_size, n),
-         "url": store.presign_part(upload.key, upload.upload_id, n, ttl)}
-        for n in sorted(set(wanted))
-    ]
+    urls = signed_part_urls(store, upload.key, upload.upload_id, upload.bytes, upload.part_size,
+                            request.get("parts"), ttl)
     return {"build_id": build_id, "state": "uploading", "upload": upload_dict(upload),
             "expires_at": (utcnow() + timedelta(seconds=ttl)).isoformat(), "part_urls": urls,
             "files": [file_dict(row) for row in held(session, build_id).values()], "new_kinds": []}

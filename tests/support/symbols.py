@@ -6,7 +6,6 @@ directory of them on loopback."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.http import SERVER_POLL_S, auth
+from tests.support.http import SERVER_POLL_S, auth, closed_port
 
 SERVER_START_S = 60  # the longest a debuginfod takes to scan a few files on a busy machine
 POLL_S = 0.05
@@ -86,12 +85,6 @@ def compile_program(directory: Path, name: str, function: str = "parse_header_fi
     return Program(name, function, identity, unstripped, stripped, debug)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @dataclass
 class Debuginfod:
     """elfutils' debuginfod over a directory, on loopback."""
@@ -105,7 +98,7 @@ class Debuginfod:
 
 def start_debuginfod(directory: Path, expect: list[str], log: Path) -> Debuginfod:
     """debuginfod scanning `directory`, once it serves every build-id of `expect`."""
-    port = free_port()
+    port = closed_port()  # free: debuginfod binds it
     with log.open("wb") as out:
         process = subprocess.Popen(
             ["debuginfod", "-F", "-p", str(port), "-d", str(directory.parent / f"{directory.name}.sqlite"),
