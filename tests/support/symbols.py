@@ -5,6 +5,7 @@ directory of them on loopback."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import threading
@@ -13,10 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
+from tests.support.dumps import PART, content_md5, md5_hex, put
 from tests.support.http import SERVER_POLL_S, auth, closed_port
 
 SERVER_START_S = 60  # the longest a debuginfod takes to scan a few files on a busy machine
@@ -195,3 +198,32 @@ def counting_server() -> Iterator[CountingServer]:
     server = CountingServer()
     yield server
     server.stop()
+
+
+class Pipeline:
+    """A build pipeline uploading symbol files with a `symbols` token."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+
+    def start(self, body: dict[str, Any], token: str | None = None) -> requests.Response:
+        return requests.post(f"{self.url}/api/v1/symbols/uploads", json=body,
+                             headers=auth(token or self.token), timeout=30)
+
+    def complete(self, upload_id: str, data: bytes, token: str | None = None) -> requests.Response:
+        parts = [{"number": n + 1, "md5": md5_hex(data[o:o + PART])}
+                 for n, o in enumerate(range(0, max(len(data), 1), PART))]
+        return requests.post(f"{self.url}/api/v1/symbols/uploads/{upload_id}/complete", json={"parts": parts},
+                             headers=auth(token or self.token), timeout=60)
+
+    def upload(self, data: bytes, build_id: str, sha256: str | None = None) -> requests.Response:
+        started = self.start({"build_id": build_id, "bytes": len(data),
+                              "sha256": sha256 or hashlib.sha256(data).hexdigest()})
+        assert started.status_code == 200, started.text
+        answer = started.json()
+        if answer["state"] == "stored":
+            return started
+        for url in answer["part_urls"]:
+            chunk = data[(url["number"] - 1) * PART:url["number"] * PART]
+            assert put(url["url"], chunk, content_md5(chunk)).status_code == 200
+        return self.complete(answer["upload"]["id"], data)
