@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypedDict
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from registry.config import Settings
@@ -106,7 +106,9 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
 def complete(database: Database, store: DumpStore, upload_id: int, md5s: dict[int, str],
              origin: Origin) -> SymbolUploadAnswer:
     """Check the parts, complete the object, check the file; record it for the kinds its
-    build-id lacked (an object that brings nothing is deleted)."""
+    build-id lacked (an object that brings nothing is deleted). The upload's row goes with the
+    recording: a completion interrupted after the store joined the parts is finished by the
+    next request to complete it."""
     with database.session() as session:
         upload = session.get(SymbolUpload, upload_id)
         if upload is None:
@@ -129,12 +131,12 @@ def complete(database: Database, store: DumpStore, upload_id: int, md5s: dict[in
                 raise ApiError(409, "parts_incomplete",
                                "the store no longer has this upload (aborted or expired): start it again, "
                                "every part goes again") from None
-        session.delete(upload)
-    return _checked_and_recorded(database, store, key, build_id, sha256, origin)
+    return _checked_and_recorded(database, store, upload_id, key, build_id, sha256, origin)
 
 
-def _checked_and_recorded(database: Database, store: DumpStore, key: str, build_id: str, sha256: str,
-                          origin: Origin) -> SymbolUploadAnswer:
+def _checked_and_recorded(database: Database, store: DumpStore, upload_id: int, key: str, build_id: str,
+                          sha256: str, origin: Origin) -> SymbolUploadAnswer:
+    closed = delete(SymbolUpload).where(SymbolUpload.id == upload_id)
     with tempfile.TemporaryDirectory(prefix="crashreg-symbol-") as folder:
         local = store.local_path(key)
         if local is None:
@@ -149,12 +151,16 @@ def _checked_and_recorded(database: Database, store: DumpStore, key: str, build_
             size = local.stat().st_size
         except NotASymbolFile as problem:
             store.delete(key)
+            with database.session() as session:
+                session.execute(closed)
             raise ApiError(422, problem.code, str(problem), fields={"file": [str(problem)]}) from None
     with database.session() as session:
+        session.execute(closed)
         new_kinds = record(session, store, key, facts, size, sha256, origin)
-        if not new_kinds:
-            store.delete(key)
-        return stored_answer(session, build_id, new_kinds)
+        answer = stored_answer(session, build_id, new_kinds)
+    if not new_kinds:
+        store.delete(key)
+    return answer
 
 
 def files_of(session: Session, build_id: str) -> list[SymbolFileView]:

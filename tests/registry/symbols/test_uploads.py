@@ -11,7 +11,9 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
+from registry.config import Settings
 from registry.db import Database
+from registry.storage.store import open_store
 from registry.symbols.models import SymbolFile, SymbolUpload
 from tests.support.dumps import content_md5, put
 from tests.support.http import auth
@@ -173,3 +175,20 @@ def test_an_admin_token_may_upload(pipeline: Pipeline, make_token: Callable[...,
 
 def test_completing_an_unknown_upload_is_a_404(pipeline: Pipeline) -> None:
     refused(pipeline.complete("999999", b"x"), 404, "not_found")
+
+
+def test_a_completion_whose_answer_was_lost_is_finished_when_asked_again(
+    pipeline: Pipeline, database: Database, settings: Settings, symbol_programs: dict[str, Program],
+) -> None:
+    program = symbol_programs["uploaded"]
+    data = program.debug.read_bytes()
+    answer = pipeline.start({"build_id": program.build_id, "bytes": len(data),
+                             "sha256": hashlib.sha256(data).hexdigest()}).json()
+    assert put(answer["part_urls"][0]["url"], data, content_md5(data)).status_code == 200
+    store = open_store(settings.dump_store, settings.public_url)
+    with database.session() as session:  # the store joined the parts; the registry's answer was lost
+        upload = session.scalars(select(SymbolUpload)).one()
+        store.complete_upload(upload.key, upload.upload_id, store.list_parts(upload.key, upload.upload_id))
+    finished = pipeline.complete(answer["upload"]["id"], data)
+    assert finished.status_code == 200 and finished.json()["new_kinds"] == ["debuginfo"], finished.text
+    assert open_uploads(database) == 0
