@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.dumps import PART, content_md5, md5_hex, put
+from registry.symbols.client import send
+from tests.support.dumps import PART, md5_hex
 from tests.support.http import SERVER_POLL_S, auth, closed_port
 
 SERVER_START_S = 60  # the longest a debuginfod takes to scan a few files on a busy machine
@@ -203,8 +204,8 @@ def counting_server() -> Iterator[CountingServer]:
 class Pipeline:
     """A build pipeline uploading symbol files with a `symbols` token."""
 
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url, token
+    def __init__(self, url: str, token: str, scratch: Path) -> None:
+        self.url, self.token, self.scratch = url, token, scratch
 
     def start(self, body: dict[str, Any], token: str | None = None) -> requests.Response:
         return requests.post(f"{self.url}/api/v1/symbols/uploads", json=body,
@@ -217,13 +218,7 @@ class Pipeline:
                              headers=auth(token or self.token), timeout=60)
 
     def upload(self, data: bytes, build_id: str, sha256: str | None = None) -> requests.Response:
-        started = self.start({"build_id": build_id, "bytes": len(data),
-                              "sha256": sha256 or hashlib.sha256(data).hexdigest()})
-        assert started.status_code == 200, started.text
-        answer = started.json()
-        if answer["state"] == "stored":
-            return started
-        for url in answer["part_urls"]:
-            chunk = data[(url["number"] - 1) * PART:url["number"] * PART]
-            assert put(url["url"], chunk, content_md5(chunk)).status_code == 200
-        return self.complete(answer["upload"]["id"], data)
+        """The whole upload, by the product's own client (registry/symbols/client.py)."""
+        file = self.scratch / f"upload-{hashlib.sha256(data).hexdigest()}"
+        file.write_bytes(data)
+        return send(self.url, self.token, file, build_id, sha256)

@@ -45,7 +45,7 @@ def test_symbols_on_s3_are_uploaded_served_kept_and_collected(
     uploaded, other = symbol_programs["uploaded"], symbol_programs["upstream"]
     app.extensions["crashreg.settings"] = replace(
         settings, symbols=replace(settings.symbols, cache_dir=str(tmp_path / "registry-cache")))
-    pipeline = Pipeline(live_server, make_token("symbols"))
+    pipeline = Pipeline(live_server, make_token("symbols"), tmp_path)
     answer = pipeline.upload(uploaded.debug.read_bytes(), uploaded.build_id)
     assert answer.status_code == 200 and answer.json()["new_kinds"] == ["debuginfo"], answer.text
 

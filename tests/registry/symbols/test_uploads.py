@@ -5,24 +5,27 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from flask import Flask
 from sqlalchemy import func, select
 
 from registry.config import Settings
 from registry.db import Database
 from registry.storage.store import open_store
 from registry.symbols.models import SymbolFile, SymbolUpload
-from tests.support.dumps import content_md5, put
+from tests.support.dumps import PART, content_md5, put
 from tests.support.http import auth
-from tests.support.symbols import Pipeline, Program
+from tests.support.symbols import Pipeline, Program, compile_program
 
 
 @pytest.fixture
-def pipeline(live_server: str, make_token: Callable[..., str]) -> Pipeline:
-    return Pipeline(live_server, make_token("symbols", name="ci-release"))
+def pipeline(live_server: str, make_token: Callable[..., str], tmp_path: Path) -> Pipeline:
+    return Pipeline(live_server, make_token("symbols", name="ci-release"), tmp_path)
 
 
 def stored(database: Database) -> list[tuple[str, str, str]]:
@@ -169,7 +172,7 @@ def test_uploads_need_a_symbols_token(
 def test_an_admin_token_may_upload(pipeline: Pipeline, make_token: Callable[..., str],
                                    symbol_programs: dict[str, Program]) -> None:
     program = symbol_programs["uploaded"]
-    admin = Pipeline(pipeline.url, make_token("admin"))
+    admin = Pipeline(pipeline.url, make_token("admin"), pipeline.scratch)
     assert admin.upload(program.debug.read_bytes(), program.build_id).json()["new_kinds"] == ["debuginfo"]
 
 
@@ -192,3 +195,21 @@ def test_a_completion_whose_answer_was_lost_is_finished_when_asked_again(
     finished = pipeline.complete(answer["upload"]["id"], data)
     assert finished.status_code == 200 and finished.json()["new_kinds"] == ["debuginfo"], finished.text
     assert open_uploads(database) == 0
+
+
+def test_a_file_of_several_parts_lands_whole(
+    app: Flask, settings: Settings, pipeline: Pipeline, make_token: Callable[..., str], tmp_path: Path,
+) -> None:
+    smallest_parts = replace(settings.dump_store, part_size_mb=5)
+    app.extensions["crashreg.settings"] = replace(settings, dump_store=smallest_parts)
+    # 11 MiB of initialised data: an executable of three 5 MiB parts
+    big = compile_program(tmp_path / "big", "big", "parse_big_header",
+                          extra="static volatile char table[11 << 20] = {1}; h->length = table[7];")
+    data = big.unstripped.read_bytes()
+    assert len(data) > 2 * PART
+    answer = pipeline.upload(data, big.build_id)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["new_kinds"] == ["debuginfo", "executable"]
+    served = requests.get(f"{pipeline.url}/debuginfod/buildid/{big.build_id}/executable",
+                          headers=auth(make_token("read")), timeout=60)
+    assert served.content == data
