@@ -77,3 +77,4 @@ def test_upload_to_a_registry_over_its_api(
     refused = run(settings, *remote, str(uploaded.stripped))
     assert refused.exit_code == 1 and "answered 403" in refused.output
     assert run(settings, "upload", "--registry", live_server, str(uploaded.debug)).exit_code == 2
+
