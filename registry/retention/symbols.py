@@ -35,14 +35,15 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
     """Files deleted (or, dry, that would be) and their bytes."""
     if days <= 0:
         return 0, 0
+    here = SymbolFile.store == store.uri("").rstrip("/")  # a file of another store is left alone
     with database.session() as session:
-        old = select(SymbolFile.build_id).where(SymbolFile.stored_at <= now - timedelta(days=days))
+        old = select(SymbolFile.build_id).where(here, SymbolFile.stored_at <= now - timedelta(days=days))
         candidates = list(session.scalars(old.distinct().order_by(SymbolFile.build_id).limit(BATCH)))
         unneeded = [build_id for build_id in candidates if not named_by_a_report(session, build_id)]
     deleted = freed = 0
     for build_id in unneeded:
         with database.session() as session:
-            aged = (SymbolFile.build_id == build_id, SymbolFile.stored_at <= now - timedelta(days=days))
+            aged = (here, SymbolFile.build_id == build_id, SymbolFile.stored_at <= now - timedelta(days=days))
             rows = list(session.scalars(select(SymbolFile).where(*aged).with_for_update()))
             if named_by_a_report(session, build_id):  # a report arrived meanwhile
                 continue

@@ -97,11 +97,12 @@ class SymbolSources:
     def find(self, build_id: str, kind: str = "debuginfo", *, wait: bool) -> Path | None:
         """A local file holding `kind` for `build_id`, or None (module docstring)."""
         build_id = checked_request(build_id, kind)
-        here = self._at_hand(build_id, kind)
+        here, stored = self._at_hand(build_id, kind)
         if here is not None:
             return here
         if not wait:
-            self._in_background(build_id, kind)
+            if stored or not self.misses.known(build_id, kind):  # the store's copy, or a server's
+                self._in_background(build_id, kind)
             return None
         return self._fetch(build_id, kind)
 
@@ -151,25 +152,24 @@ class SymbolSources:
     def _cached(self, build_id: str, kind: str) -> Path:
         return self.cache / build_id / kind
 
-    def _at_hand(self, build_id: str, kind: str) -> Path | None:
+    def _at_hand(self, build_id: str, kind: str) -> tuple[Path | None, bool]:
         """The file found before (still there), the cached one, or the store's own when it is a
-        local directory: one database read per build-id and kind until it is found."""
+        local directory (one database read per build-id and kind until it is found); and
+        whether the store holds it."""
         known = self._known.get((build_id, kind))
         if known is not None and known.is_file():
-            return known
+            return known, True
         cached = self._cached(build_id, kind)
         if cached.is_file():
-            return cached
+            return cached, True
         with self.database.lookup() as session:
             row = held(session, build_id).get(kind)
         local = self.store.local_path(row.key) if row is not None else None
         if local is not None:
             self._known[(build_id, kind)] = local
-        return local
+        return local, row is not None
 
     def _in_background(self, build_id: str, kind: str) -> None:
-        if self.misses.known(build_id, kind):
-            return
         with self._lock:
             if (build_id, kind) in self._fetching:
                 return

@@ -18,6 +18,7 @@ from registry.db import Database, utcnow
 from registry.retention.gc import collect
 from registry.storage.store import open_store
 from registry.symbols.keep import Origin, keep_file
+from registry.symbols.sources import SymbolSources
 from tests.support.http import auth
 from tests.support.s3 import S3Server, s3_server  # noqa: F401 (the session's S3 server)
 from tests.support.symbols import Pipeline, Program
@@ -61,3 +62,20 @@ def test_symbols_on_s3_are_uploaded_served_kept_and_collected(
     aged = replace(settings, retention=RetentionSettings(symbol_days=1))
     assert collect(database, store, aged, now=utcnow() + timedelta(days=2)).symbols_deleted == 2
     assert bucket_keys(s3_server, settings) == []
+
+
+def test_a_file_in_the_bucket_is_copied_here_in_the_background_even_after_a_miss(
+    database: Database, settings: Settings, symbol_programs: dict[str, Program], tmp_path: Path,
+) -> None:
+    program = symbol_programs["uploaded"]
+    local = replace(settings, symbols=replace(settings.symbols, cache_dir=str(tmp_path / "cache")))
+    sources = SymbolSources(local, database)
+    try:
+        assert sources.find(program.build_id, wait=True) is None  # a miss, remembered
+        keep_file(database, sources.store, program.debug, Origin("upload", "elsewhere"))  # another process
+        assert sources.find(program.build_id, wait=False) is None  # in the bucket only: copied meanwhile
+        sources.settle()
+        found = sources.find(program.build_id, wait=False)
+        assert found is not None and found.read_bytes() == program.debug.read_bytes()
+    finally:
+        sources.close()
