@@ -18,9 +18,10 @@ from sqlalchemy.orm import Session
 from registry.core.events import Report
 from registry.db import Database
 from registry.storage.store import DumpStore
-from registry.symbols.models import SymbolFile
+from registry.symbols.models import SymbolFile, SymbolUpload
 
 BATCH = 200  # build-ids looked at per run: each is one search of the reports
+STALE_UPLOAD = timedelta(days=7)  # a pipeline resumes within minutes; an upload this old was abandoned
 
 
 def named_by_a_report(session: Session, build_id: str) -> bool:
@@ -60,3 +61,21 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
             store.delete(key)
         progress(f"symbols of {build_id}: {len(rows)} file(s) deleted, no report names the build-id")
     return deleted, freed
+
+
+def abort_stale_uploads(database: Database, store: DumpStore, now: datetime, dry_run: bool,
+                        progress: Callable[[str], None]) -> int:
+    """Symbol uploads open for STALE_UPLOAD: their parts dropped from the store, their rows
+    deleted (a pipeline asking again starts afresh). How many (or, dry, would be)."""
+    with database.session() as session:
+        stale = list(session.scalars(select(SymbolUpload).where(SymbolUpload.created_at <= now - STALE_UPLOAD)
+                                     .order_by(SymbolUpload.id).limit(BATCH).with_for_update()))
+        if dry_run:
+            session.rollback()
+            return len(stale)
+        for upload in stale:
+            store.abort_upload(upload.key, upload.upload_id)
+            session.delete(upload)
+            progress(f"symbol upload {upload.id} of {upload.build_id}: open since {upload.created_at}, "
+                     "aborted")
+    return len(stale)
