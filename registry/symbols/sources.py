@@ -11,6 +11,8 @@
   never waits on a slow server);
 - with `wait=True` the store, then each server of CRASHREG_DEBUGINFOD_URLS in order, is asked
   (CRASHREG_DEBUGINFOD_TIMEOUT_S each); None when none has it.
+A build-id is 1 to 64 bytes in hex (either case); a malformed one, or another kind, is a
+ValueError (a reporter's build-id is not to be trusted: catch it).
 A file a server answers is checked against its ELF build-id note and kept in the store (a
 `symbol_files` row, source "debuginfod"), so it is fetched once for every process. A build-id
 no server had (or none could be reached for) is not asked for again for
@@ -70,7 +72,7 @@ def checked_request(build_id: str, kind: str) -> str:
     """The build-id as the store keys it; ValueError for a malformed one or an unknown kind."""
     normal = normal_build_id(build_id)
     if normal is None:
-        raise ValueError(f"not a build-id (an even number of 2 to 128 hex digits): {build_id[:140]!r}")
+        raise ValueError(f"not a build-id (1 to 64 bytes in hex): {build_id[:140]!r}")
     if kind not in KINDS:
         raise ValueError(f"unknown symbol kind {kind!r}; one of {', '.join(KINDS)}")
     return normal
