@@ -5,7 +5,7 @@ pipelines or fetched from debuginfod servers), checked against their ELF build-i
 `symbol_uploads` holds the multipart uploads still open.
 
 Revision ID: 0031_symbol_files
-Revises: 0028_capture_removed
+Revises: 0030_no_signature_budget
 Create Date: 2026-12-04 23:30:00
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0031_symbol_files"
-down_revision: str | Sequence[str] | None = "0028_capture_removed"
+down_revision: str | Sequence[str] | None = "0030_no_signature_budget"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
