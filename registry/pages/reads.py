@@ -116,9 +116,11 @@ def top_hosts(
     return [dict(zip(keys, row[:-1], strict=True)) for row in rows], (int(rows[0][-1]) if rows else 0)
 
 
-def marks(session: Session, signature_ids: Sequence[int], first_seen: datetime) -> list[Mark]:
-    """The signature's first sighting, the days it regressed, and when the kernels it crashed
-    on most were first rolled out in the fleet (from the inventory's attribute history)."""
+def marks(session: Session, signature_ids: Sequence[int], first_seen: datetime,
+          kernel_rollouts: bool = True) -> list[Mark]:
+    """The signature's first sighting, the days it regressed, and (`kernel_rollouts`: a kernel
+    bug's, not a program's) when the kernels it crashed on most were first rolled out in the
+    fleet (from the inventory's attribute history)."""
     found = [Mark(first_seen.date(), "first-seen", f"first sighting, {first_seen:%H:%M} UTC")]
     day = utc_day(session, Event.crashed_at)
     regressed = session.execute(
@@ -130,6 +132,8 @@ def marks(session: Session, signature_ids: Sequence[int], first_seen: datetime) 
         Mark(date.fromisoformat(d), "regression", f"regressed: {n} crashes after the fix")
         for d, n in regressed
     ]
+    if not kernel_rollouts:
+        return found
     kernels = session.scalars(
         select(Event.kernel_version)
         .where(Event.signature_id.in_(signature_ids), Event.kernel_version.is_not(None))

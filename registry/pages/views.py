@@ -220,7 +220,7 @@ def signature(key: str) -> str:
         epidemiology = signature_epidemiology(
             session, found, program_label=current_settings().epidemiology_program_label)
         daily = reads.merged_daily(reads.daily_counts(session, members))
-        marks = reads.marks(session, members, found.first_seen)
+        marks = reads.marks(session, members, found.first_seen, kernel_rollouts=found.kind != "userspace")
         start = chart_start(min([found.first_seen.date(), *daily]), marks)
         hosts, hostnames = reads.top_hosts(session, members)
         from_where = origins(merged_sources(reads.source_counts(session, members)))
@@ -230,6 +230,7 @@ def signature(key: str) -> str:
             "events": [event_summary(e) for e in events],
             "variants": variants,
             "variant_of": {event_id: v["label"] for v in variants for event_id in v["events"]},
+            "variant_by_label": {v["label"]: v for v in variants},
             "hosts": hosts,
             "hostnames": hostnames,
             "captures": [capture_dict(c) for c in captures],
