@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 from registry.auth.tokens import accepted, admit, hash_token, load_caller, presented_token, require_scope
 from registry.capture.models import Capture
 from registry.capture.service import CaptureView, capture_dict
-from registry.core.events import Event, EventSummary, Report, event_summary
+from registry.core.events import Event, EventSummary, Report, event_summary, userspace_stacks
 from registry.core.signatures import Signature
 from registry.core.wiring import app_engine
 from registry.errors import ApiError
@@ -303,13 +303,10 @@ def event_detail(session: Any, event: Event) -> EventDetail:
 
 
 def userspace_detail(session: Any, event: Event, captures: Sequence[Capture]) -> UserspaceDetail:
-    """What the first report with a core reader's stack says, and how to open the event's cores
-    (None and [] for a crash no core reader reported: a kernel's)."""
-    payload = session.scalar(
-        select(Report.payload).where(Report.event_id == event.id, Report.source == "userspace")
-        .order_by(Report.received_at, Report.id).limit(1))
-    stack = (payload or {}).get("stack")
-    if not isinstance(stack, dict):
+    """What the first core reader's report says, and how to open the event's cores (None and
+    [] for a crash no core reader reported: a kernel's)."""
+    stack = userspace_stacks(session, [event.id]).get(event.id)
+    if stack is None:
         return {"userspace": None, "core_commands": []}
     crash = userspace_crash(stack, event.crashed_at, event.program_version, event.explanation)
     stored = {capture_id: dump.encoding

@@ -19,6 +19,7 @@ from registry.fingerprint.userspace import (
     PROOFS,
     SI_KERNEL,
     Evidence,
+    UserCrash,
     explain_user_frames,
     frame_name,
     parse_stack,
@@ -358,18 +359,40 @@ def _threads(stack: dict[str, Any]) -> list[ThreadView]:
             for t in (threads if isinstance(threads, list) else []) if isinstance(t, dict)]
 
 
+def read_frames(stack: dict[str, Any], explanation: dict[str, Any] | None = None,
+                crash: UserCrash | None = None) -> list[UserFrame]:
+    """Every frame of the stack with the engine's decision: the stored explanation's when it is
+    a userspace one, else the engine's now."""
+    if explanation and explanation.get("kind") == "userspace":
+        explained = list(explanation.get("frames") or [])
+    else:
+        crash = crash or parse_stack(stack)
+        explained = explain_user_frames(crash)[0] if crash else []
+    raw_frames = stack.get("frames") if isinstance(stack.get("frames"), list) else []
+    return aligned_frames(raw_frames, explained)
+
+
+def frame_place(frame: UserFrame) -> str:
+    """What a frame is called where no function names it: module+offset (the module alone for
+    one read from the red zone), else its address."""
+    if frame["module"]:
+        module = frame["module"].rsplit("/", 1)[-1]
+        return f"{module}+{frame['offset']}" if frame["offset"] else module
+    return frame["address"] or "?"
+
+
+def frame_called(frame: UserFrame) -> str:
+    """A frame's name in a list of names: its function, else its place."""
+    return frame["function"] or frame_place(frame)
+
+
 def userspace_crash(stack: dict[str, Any], crashed_at: datetime, version: str | None = None,
                     explanation: dict[str, Any] | None = None) -> UserspaceCrash:
     """The whole reading of one report's stack. `explanation` is the event's stored record (how
     its fingerprint was made); without one (or a kernel one) the engine explains the stack now."""
     signal = (_text(stack.get("signal")) or "").upper()
     crash = parse_stack(stack)
-    if explanation and explanation.get("kind") == "userspace":
-        explained = list(explanation.get("frames") or [])
-    else:
-        explained = explain_user_frames(crash)[0] if crash else []
-    raw_frames = stack.get("frames") if isinstance(stack.get("frames"), list) else []
-    frames = aligned_frames(raw_frames, explained)
+    frames = read_frames(stack, explanation, crash)
     registers = stack.get("registers") if isinstance(stack.get("registers"), dict) else {}
     return {
         "signal": signal or None,
@@ -385,13 +408,11 @@ def userspace_crash(stack: dict[str, Any], crashed_at: datetime, version: str | 
 
 
 def frame_text(frame: UserFrame) -> str:
-    """One frame on one line, as a bundle lists it: the function, else module+offset."""
-    where = f"{frame['module'].rsplit('/', 1)[-1]}+{frame['offset']}" if frame["module"] and frame["offset"] \
-        else frame["address"] or "?"
-    name = frame["function"] or where
+    """One frame on one line, as a bundle lists it: the function with its place, else the place;
+    its source line once symbols exist."""
     source = f" at {frame['file']}:{frame['line']}" if frame["file"] and frame["line"] else ""
-    module = f" [{where}]" if frame["function"] else ""
-    return f"{name}{module}{source}"
+    place = f" [{frame_place(frame)}]" if frame["function"] and frame["module"] else ""
+    return f"{frame_called(frame)}{place}{source}"
 
 
 # --- opening the capture --------------------------------------------------------------------
