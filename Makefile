@@ -16,7 +16,8 @@ $(BIN)/crashreg: pyproject.toml
 setup: $(BIN)/crashreg
 
 ## run: set up, migrate, make the quickstart admin token once, serve on http://127.0.0.1:$(PORT) (gunicorn,
-## as in production: gunicorn.conf.py)
+## as in production: gunicorn.conf.py), its links (pages, bundles, Jira) at CRASHREG_PUBLIC_URL, by default
+## that same address
 run: setup
 	$(BIN)/crashreg db upgrade
 	@token=$$($(BIN)/crashreg tokens create --name quickstart --scope admin --if-missing) || exit 1; \
@@ -25,7 +26,8 @@ run: setup
 		echo; echo "    export TOKEN=$$token"; echo; \
 	fi; \
 	echo "Pages: http://127.0.0.1:$(PORT)/login (log in with a token; more: $(BIN)/crashreg tokens create --help)"
-	CRASHREG_BIND=127.0.0.1:$(PORT) exec $(BIN)/gunicorn --config gunicorn.conf.py registry.wsgi:app
+	CRASHREG_BIND=127.0.0.1:$(PORT) CRASHREG_PUBLIC_URL=$${CRASHREG_PUBLIC_URL:-http://127.0.0.1:$(PORT)} \
+		exec $(BIN)/gunicorn --config gunicorn.conf.py registry.wsgi:app
 
 ## test: set up, start what the tests need, lint, run the whole suite on SQLite and PostgreSQL
 ## (--no-loadscope-reorder: the workers take files in collection order, the long ones first as

@@ -8,17 +8,37 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, distinct, func, select
+from sqlalchemy import ColumnElement, case, distinct, func, select
 from sqlalchemy.orm import Session
 
 from registry.bounds import plausible
 from registry.core.events import Event, Report
 from registry.core.hosts import HostAttributeChange
 from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.epidemiology.models import EpidemiologyVerdict
 from registry.pages.charts import Mark
+from registry.signatures.api import CURSOR_VALUES, SORTS, CursorValues, Sorts
 
 TOP_HOSTS = 20
+# The verdicts as the list sorts them, most actionable first when descending (0: not analysed).
+VERDICT_RANKS = {"single-host": 4, "hardware-config": 3, "software": 2, "inconclusive": 1}
+
+
+def _stored(column: Any) -> Any:
+    """The last epidemiology refresh's value for the listed signature (a correlated subquery)."""
+    return select(column).where(EpidemiologyVerdict.signature_id == Signature.id).scalar_subquery()
+
+
+# The list page sorts by what it shows: the API's keys, and the physical hosts and verdict of
+# the last refresh (a signature not yet analysed counts 0 hosts and sorts after every verdict).
+PAGE_SORTS: Sorts = SORTS | {
+    "hosts": lambda stats: func.coalesce(_stored(EpidemiologyVerdict.hosts), 0),
+    "verdict": lambda stats: func.coalesce(
+        _stored(case(VERDICT_RANKS, value=EpidemiologyVerdict.verdict, else_=0)), 0),
+}
+PAGE_CURSOR_VALUES: CursorValues = CURSOR_VALUES | {"hosts": CURSOR_VALUES["events"],
+                                                    "verdict": CURSOR_VALUES["events"]}
 ROLLOUT_KERNELS = 5  # the signature's kernels whose rollouts are marked, most crashes first
 
 # A UTC day as 'YYYY-MM-DD' text. SQLite keeps UTC timestamps as ISO text; PostgreSQL keeps
