@@ -64,6 +64,8 @@ ANY_SI_CODE: dict[int, tuple[str, str]] = {
     -1: ("SI_QUEUE", "sent by sigqueue()"),
     -6: ("SI_TKILL", "sent by tkill()/tgkill(): raise() or abort() in the process"),
 }
+# Registers an engineer reads first (pc, stack, frame), then the rest as the report sent them.
+FIRST_REGISTERS = ("rip", "eip", "pc", "rsp", "esp", "sp", "rbp", "ebp", "fp")
 NULL_PAGE = 4096  # an address in the first page: a NULL pointer, or a small offset from one
 FRAME_KEYS = ("address", "module", "build_id", "offset", "function", "function_offset", "file", "line",
               "inlined", "signal_frame")
@@ -140,6 +142,10 @@ class UserspaceCrash(TypedDict):
     fault: FaultView
     process: ProcessFacts
     threads: list[ThreadView]  # the other threads, when the report carries them
+
+
+def _register_order(name: str) -> int:
+    return FIRST_REGISTERS.index(name) if name in FIRST_REGISTERS else len(FIRST_REGISTERS)
 
 
 def _int(value: Any) -> int | None:
@@ -257,8 +263,7 @@ def _decided(frame: UserFrame, explained: ExplainedFrame) -> UserFrame:
 
 def _from_red_zone(explained: ExplainedFrame) -> UserFrame:
     return _decided(_frame({"function": explained.get("function"), "module": explained.get("module")}, None),
-                    explained) | {"note": "read from the red zone: the function whose `ret` went wrong "
-                                  "(its frame is gone from the stack)"}
+                    explained) | {"note": "from the red zone: the function that returned (its frame is gone)"}
 
 
 def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame]) -> list[UserFrame]:
@@ -400,7 +405,7 @@ def userspace_crash(stack: dict[str, Any], crashed_at: datetime, version: str | 
         "labels": label_proofs(stack, crash.labels if crash else []),
         "frames": frames,
         "guilty": next((i for i, f in enumerate(frames) if f["decision"] == "guilty"), None),
-        "registers": {str(k): str(v) for k, v in registers.items()},
+        "registers": {str(k): str(registers[k]) for k in sorted(registers, key=_register_order)},
         "fault": fault_view(stack, signal),
         "process": process_facts(stack, crashed_at, version),
         "threads": _threads(stack),
