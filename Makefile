@@ -25,7 +25,9 @@ run: setup
 		echo "The quickstart admin token, shown this once. Paste this line into the shell you report from:"; \
 		echo; echo "    export TOKEN=$$token"; echo; \
 	fi; \
-	echo "Pages: http://127.0.0.1:$(PORT)/login (log in with a token; more: $(BIN)/crashreg tokens create --help)"
+	echo "The registry's URL, for the examples in README.md and the demo (paste it too):"; \
+	echo; echo "    export CRASHREG_PUBLIC_URL=$${CRASHREG_PUBLIC_URL:-http://127.0.0.1:$(PORT)}"; echo; \
+	echo "Pages: $${CRASHREG_PUBLIC_URL:-http://127.0.0.1:$(PORT)}/login (log in with a token; more: $(BIN)/crashreg tokens create --help)"
 	CRASHREG_BIND=127.0.0.1:$(PORT) CRASHREG_PUBLIC_URL=$${CRASHREG_PUBLIC_URL:-http://127.0.0.1:$(PORT)} \
 		exec $(BIN)/gunicorn --config gunicorn.conf.py registry.wsgi:app
 
@@ -36,7 +38,9 @@ run: setup
 ## is compiled once first: where PYTHONDONTWRITEBYTECODE is set (this machine's environment)
 ## every process the tests start (`crashreg` runs, gunicorn, agents) would compile the
 ## sources again, 0.4 s of a `crashreg` start's 3 s of CPU.
-test: setup
+test:
+	@bash scripts/test-needs.sh
+	@$(MAKE) --no-print-directory setup
 	@bash scripts/test-services.sh
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -q -j 0 registry sync dashboards agents migrations testkit tests
