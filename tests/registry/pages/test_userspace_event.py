@@ -66,7 +66,11 @@ def test_the_api_gives_a_userspace_event_signal_labels_frames_registers_fault_pr
     assert process["version"] == "3.1.4" and re.fullmatch(r"[0-9a-f]{40}", process["build_id"])
     assert process["args"].split()[1:] == ["ring"] and process["pid"] and process["tid"] != process["pid"]
     assert process["started_at"] == "2026-11-18T08:00:00Z" and process["uptime_s"] == 2 * 86400 + 7200
-    assert crash["threads"] == []
+    # the other thread, as the core holds it: the program's main thread waiting in join()
+    [main] = crash["threads"]
+    assert main["tid"] == process["pid"]
+    called = [f["function"] for f in main["frames"]]
+    assert called[called.index("std::thread::join()"):][:2] == ["std::thread::join()", "main"]
     [commands] = body["core_commands"]
     assert commands["capture_id"] == capture_id and commands["method"] == "core"
     assert commands["download"] == f"{PUBLIC}/api/v1/captures/{capture_id}/download"
@@ -124,6 +128,7 @@ def test_the_event_page_shows_the_userspace_crash_and_no_kernel_card(
     for part in ('id="signal"', 'id="labels"', 'id="frame-table"', 'id="registers"', 'id="process"',
                  'id="fault"', 'id="capture-open"', 'id="threads"'):
         assert part in page
+    assert "<h3>Thread " in page and "<code>std::thread::join()</code>" in page
     assert "return-to-null</span> pc 0; the slot `ret` popped (%rsp-8) held 0" in page
     assert "libc.so.6+0x" in page and "userspace-runtime" in page
     assert f"DEBUGINFOD_URLS={PUBLIC}/debuginfod/ gdb -iex &#39;set debuginfod enabled on&#39; " \

@@ -68,6 +68,8 @@ def test_a_userspace_bundle_lists_every_frame_labels_with_evidence_process_and_c
     commands = with_core["core_commands"][0]
     assert commands["fetch"] in agents and commands["open"] in agents
     assert "## The population: what the program's crashes say" in agents
+    assert re.search(r"^- thread \d+: .*std::thread::join\(\) \[libstdc\+\+\.so\.6\.0\.30\+0x[0-9a-f]+\] <- "
+                     r"main \[ingest-worker\+0x[0-9a-f]+\] <- ", agents, re.M)
 
     example = json.loads(re.search(r"```json\n(.*?)\n```", agents, re.S).group(1))  # type: ignore[union-attr]
     assert example["fix"] == {"commit": "0123456789ab"}
