@@ -147,3 +147,25 @@ def test_a_userspace_signature_page_shows_no_kernel_only_facts(client, make_toke
     page = client.get(f"/signatures/{answer['signature']['id']}").get_data(as_text=True)
     assert "Fixed in kernel" not in page and "rolled out" not in page
     assert 'id="explanation-key"' in page and "guilty <code>ingest::ring_buffer_commit" in page
+
+
+def test_a_bare_userspace_report_reads_without_evidence_registers_or_process(client, make_token) -> None:  # type: ignore[no-untyped-def]
+    """An older reader's report (frames only, odd values kept by the payload) still reads."""
+    sent = core_report("index")
+    sent["stack"] = {"signal": "SIGABRT", "frames": [{"function": "abort", "module": "libc.so.6"},
+                                                     {"function": "store::flush", "module": "store",
+                                                      "line": 0, "inlined": "not a list"}],
+                     "mappings": [{"start": "zz", "end": "0x10"}]}
+    answer = report(client, make_token("report"), sent)
+    body = client.get(f"/api/v1/events/{answer['event_id']}", headers=auth(make_token("read"))).json
+    crash = body["userspace"]
+    assert [label["label"] for label in crash["labels"]] == ["abort"]
+    assert crash["labels"][0]["proof"] == ("the process died of SIGABRT (abort(): the program stopped "
+                                           "itself (an assertion, std::terminate, a detected corruption))")
+    assert [(f["function"], f["decision"], f["line"], f["inlined"]) for f in crash["frames"]] == [
+        ("abort", "skipped", None, None), ("store::flush", "guilty", None, None)]
+    assert crash["registers"] == {} and crash["fault"]["pc"] is None and crash["fault"]["si_addr"] is None
+    assert crash["process"] | {"executable": None} == dict.fromkeys(crash["process"])
+    login(client, make_token("read"))
+    page = client.get(f"/events/{answer['event_id']}")
+    assert page.status_code == 200 and "None reported." in page.get_data(as_text=True)
