@@ -232,6 +232,11 @@ def test_the_demos_userspace_crash_and_the_list_at_1400_px(  # type: ignore[no-u
     assert browser.find_elements(By.ID, "console") == [] and browser.find_elements(By.ID, "stack") == []
     assert "no frames found" not in browser.page_source and "Console log" not in browser.page_source
     assert browser.execute_script("return document.documentElement.scrollWidth") <= DESKTOP["width"]
+    assert "std::thread::join()" in browser.find_element(By.ID, "threads").text  # the main thread
+    whole = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", DESKTOP | {"height": whole})
+    browser.save_screenshot(str(shots / "userspace-event-1400-whole.png"))
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", DESKTOP)
 
     browser.get(f"{live_server}/signatures/{ring.id}")
     wait_for(browser, "#events-chart")
