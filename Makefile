@@ -16,7 +16,8 @@ $(BIN)/crashreg: pyproject.toml
 setup: $(BIN)/crashreg
 
 ## run: set up, migrate, make the quickstart admin token once, serve on http://127.0.0.1:$(PORT) (gunicorn,
-## as in production: gunicorn.conf.py)
+## as in production: gunicorn.conf.py), its links (pages, bundles, Jira) at CRASHREG_PUBLIC_URL, by default
+## that same address
 run: setup
 	$(BIN)/crashreg db upgrade
 	@token=$$($(BIN)/crashreg tokens create --name quickstart --scope admin --if-missing) || exit 1; \
@@ -24,8 +25,11 @@ run: setup
 		echo "The quickstart admin token, shown this once. Paste this line into the shell you report from:"; \
 		echo; echo "    export TOKEN=$$token"; echo; \
 	fi; \
-	echo "Pages: http://127.0.0.1:$(PORT)/login (log in with a token; more: $(BIN)/crashreg tokens create --help)"
-	CRASHREG_BIND=127.0.0.1:$(PORT) exec $(BIN)/gunicorn --config gunicorn.conf.py registry.wsgi:app
+	echo "The registry's URL, for the examples in README.md and the demo (paste it too):"; \
+	echo; echo "    export CRASHREG_PUBLIC_URL=$${CRASHREG_PUBLIC_URL:-http://127.0.0.1:$(PORT)}"; echo; \
+	echo "Pages: $${CRASHREG_PUBLIC_URL:-http://127.0.0.1:$(PORT)}/login (log in with a token; more: $(BIN)/crashreg tokens create --help)"
+	CRASHREG_BIND=127.0.0.1:$(PORT) CRASHREG_PUBLIC_URL=$${CRASHREG_PUBLIC_URL:-http://127.0.0.1:$(PORT)} \
+		exec $(BIN)/gunicorn --config gunicorn.conf.py registry.wsgi:app
 
 ## test: set up, start what the tests need, lint, run the whole suite on SQLite and PostgreSQL
 ## (--no-loadscope-reorder: the workers take files in collection order, the long ones first as
@@ -34,7 +38,9 @@ run: setup
 ## is compiled once first: where PYTHONDONTWRITEBYTECODE is set (this machine's environment)
 ## every process the tests start (`crashreg` runs, gunicorn, agents) would compile the
 ## sources again, 0.4 s of a `crashreg` start's 3 s of CPU.
-test: setup
+test:
+	@bash scripts/test-needs.sh
+	@$(MAKE) --no-print-directory setup
 	@bash scripts/test-services.sh
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -q -j 0 registry sync dashboards agents migrations testkit tests

@@ -23,6 +23,10 @@ FAULT_SIGNALS = frozenset({signals.SIGSEGV, signals.SIGBUS, signals.SIGILL, sign
 RED_ZONE = 128  # System V x86-64: the bytes below %rsp a leaf may use, and what calls leave there
 PC_BYTES = 16  # the longest x86 instruction is 15 bytes
 MAX_REPORTED_MAPPINGS = 4096
+# The other threads reported (NT_PRSTATUS order after the crashing one), each this deep: what
+# they were doing (a lock held, a peer in the same function) at a bounded cost.
+MAX_OTHER_THREADS = 32
+MAX_THREAD_FRAMES = 32
 
 
 def iso(seconds: float) -> str:
@@ -146,6 +150,9 @@ def stack_object(analysis: Analysis) -> dict[str, Any]:
         "mappings": [{"start": hexa(m.start), "end": hexa(m.end), "perms": m.perms, "path": m.path}
                      for m in view.mappings[:MAX_REPORTED_MAPPINGS]],
         "evidence": evidence_object(analysis),
+        "threads": [{"tid": thread.tid, "frames": [frame_object(view, frame) for frame in
+                                                   unwind(view, thread.registers, MAX_THREAD_FRAMES)]}
+                    for thread in analysis.head.threads[1:MAX_OTHER_THREADS + 1]],
     }
     if program is not None and program.build_id:
         stack["build_id"] = program.build_id

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, select, text
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from registry.core.hosts import HostAttributes
 from registry.db import Base, utcnow
@@ -171,3 +172,20 @@ def event_summary(event: Event) -> EventSummary:
         "regression": event.regression,
     }
 
+
+
+def userspace_stacks(session: Session, event_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Per event: the `stack` of its first core reader's report (a userspace crash's frames,
+    registers, evidence, process), kept whole in the report's payload."""
+    stacks: dict[int, dict[str, Any]] = {}
+    if not event_ids:
+        return stacks
+    rows = session.execute(
+        select(Report.event_id, Report.payload)
+        .where(Report.event_id.in_(event_ids), Report.source == "userspace")
+        .order_by(Report.received_at, Report.id))
+    for event_id, payload in rows:
+        stack = (payload or {}).get("stack")
+        if isinstance(stack, dict):
+            stacks.setdefault(event_id, stack)
+    return stacks

@@ -19,6 +19,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 import requests
@@ -79,15 +80,21 @@ def _port_taken(host: str, port: int) -> bool:
     return False
 
 
-def start_registry(settings: Settings, host: str, port: int, probe_token: str | None = None) -> DemoRegistry:
-    """Migrate the database and serve the registry on a real socket in this process. When
-    `port` is taken: by a registry on this database (it accepts `probe_token`), use that
-    one; by anything else, serve on a free port."""
+def start_registry(settings: Settings, host: str, port: int, probe_token: str | None = None,
+                   url: str | None = None) -> DemoRegistry:
+    """Migrate the database and serve the registry on a real socket in this process. `url`: the
+    registry the demo was told about (--url, CRASHREG_PUBLIC_URL): fed when it serves this
+    database, else served there. When `port` is taken: by a registry on this database (it
+    accepts `probe_token`), use that one; by anything else, serve on a free port."""
     upgrade(settings.database_url)
     database = Database(settings.database_url)
-    app = create_app(settings, database)
     for name in ("crashreg.access", "werkzeug"):  # a request log per crash would drown the story
         logging.getLogger(name).setLevel(logging.WARNING)
+    if url is not None:
+        where = urlsplit(url)
+        host, port = where.hostname or host, where.port or (443 if where.scheme == "https" else 80)
+        if probe_token is not None and _serves_this_database(url, probe_token):
+            return DemoRegistry(url, None, None, database, f"{url} serves this database: feeding it")
     how = "serving on port {}"
     if port and _port_taken(host, port):
         taken = f"http://{host}:{port}"
@@ -95,11 +102,14 @@ def start_registry(settings: Settings, host: str, port: int, probe_token: str | 
             how = f"port {port} is taken by a registry on this database: using it"
             return DemoRegistry(taken, None, None, database, how)
         port, how = 0, f"port {port} is taken by another server: serving on the free port {{}} instead"
-    server = make_server(host, port, app, threaded=True)
+    server = make_server(host, port, None, threaded=True)
+    served = f"http://{host}:{server.server_port}"
+    # its links (pages, bundles, core commands) name where it serves
+    server.app = create_app(replace(settings, public_url=served), database)
     how = how.format(server.server_port)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    return DemoRegistry(f"http://{host}:{server.server_port}", server, thread, database, how)
+    return DemoRegistry(served, server, thread, database, how)
 
 
 def summary_lines(database: Database, base_url: str) -> list[str]:
@@ -188,7 +198,8 @@ def mixture_lines(rows: list[Any]) -> list[str]:
     return [*lines, f"  {HOW_TO_READ}"]
 
 
-def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serve: bool) -> dict[str, Any]:
+def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serve: bool,
+             url: str | None = None) -> dict[str, Any]:
     """`settings`: the program label (the environment's, else the database's) defaults to the
     one the simulated fleet carries, and is left stored in the database, so the pages and
     `make run` on it answer as the demo printed."""
@@ -203,7 +214,7 @@ def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serv
             store_program_label(session, label)
     tokens.dispose()
     settings = replace(settings, epidemiology_program_label=label)
-    registry = start_registry(settings, host, port, reader)
+    registry = start_registry(settings, host, port, reader, url)
     click.echo(f"Registry: {registry.url} ({registry.how})")
     cores = read_cores()
     sim = with_real_cores(simulate(config), cores)
@@ -264,11 +275,18 @@ def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serv
     help="fleet size: physical hosts per cluster (12 clusters)",
 )
 @click.option("--serve/--no-serve", default=True, help="keep serving after the summary")
+@click.option(
+    "--url",
+    envvar="CRASHREG_PUBLIC_URL",
+    help="the registry to feed (default: CRASHREG_PUBLIC_URL): fed when it serves this database, "
+    "else the demo serves there; --host and --port are then not used",
+)
 @pass_cli
-def demo(cli: CliContext, seed: int, host: str, port: int, physical_per_cluster: int, serve: bool) -> None:
+def demo(cli: CliContext, seed: int, host: str, port: int, physical_per_cluster: int, serve: bool,
+         url: str | None) -> None:
     """A simulated fleet of the last 90 days, end to end, on the embedded default database."""
     config = confounded(seed, physical_per_cluster=physical_per_cluster, start=today_start())
     try:
-        run_demo(cli.settings, host, port, config, serve)
+        run_demo(cli.settings, host, port, config, serve, url.rstrip("/") if url else None)
     except OSError as error:
         raise click.ClickException(f"cannot serve on {host}:{port}: {error} (try --port 0)") from None

@@ -79,11 +79,37 @@ def post_reports(
     return answers
 
 
+# A core handler's capture per decision (agents/README.md: `full` writes the whole core,
+# `filtered` the bounded one; `skip` writes none).
+CORE_CAPTURES = {"full": "core", "filtered": "core_filtered"}
+
+
+def post_core_captures(http: requests.Session, base_url: str, reports: list[dict[str, Any]],
+                       answers: dict[str, dict[str, Any]]) -> int:
+    """What the core handler records after writing a core it was told to keep: the capture,
+    completed, at the path it wrote (the demo's cores stay on their simulated hosts)."""
+    posted = 0
+    for report in reports:
+        answer = answers[report["report_id"]]
+        method = CORE_CAPTURES.get(answer["capture"]["action"])
+        if report["source"] != "userspace" or method is None:
+            continue
+        _check(http.post(f"{base_url}/api/v1/events/{answer['event_id']}/captures", json={
+            "method": method, "status": "completed", "capture_key": f"{report['report_id']}-{method}",
+            "target": f"/var/lib/crashreg/cores/{report['report_id']}.{method}"}, timeout=120),
+            "POST /api/v1/events/{id}/captures")
+        posted += 1
+    return posted
+
+
 def feed(
     sim: Simulation, base_url: str, token: str, progress: Progress | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Inventory first (the denominators), then the crashes in time order."""
+    """Inventory first (the denominators), then the crashes in time order, then the cores the
+    program's crashes kept."""
     with requests.Session() as http:
         http.headers["Authorization"] = f"Bearer {token}"
         post_inventory(http, base_url, sim)
-    return post_reports(base_url, token, sim.reports, progress)
+        answers = post_reports(base_url, token, sim.reports, progress)
+        post_core_captures(http, base_url, sim.reports, answers)
+    return answers

@@ -54,12 +54,15 @@ def read_cores(archive: Path = ARCHIVE) -> list[LabelledCore]:
 
 
 def core_stack(core: LabelledCore, report: dict[str, Any]) -> dict[str, Any]:
-    """The stack file mode reports for `core` with the simulated crash's facts."""
+    """The stack file mode reports for `core` with the simulated crash's facts and release."""
     process = report["stack"]["process"]
     facts = CrashFacts(hostname=report["host"]["hostname"], crashed_at=report["crashed_at"],
                        boot_id=report["boot_id"], host_uptime_s=report["uptime_s"],
                        process_started_at=process["started_at"], process_uptime_s=process["uptime_s"])
-    return userspace_report(core.analysis, facts, fingerprint=False)["stack"]
+    stack = userspace_report(core.analysis, facts, fingerprint=False)["stack"]
+    # the release, as a handler that knows its program's version sends it (the core has none)
+    stack["process"]["version"] = process["version"]
+    return stack
 
 
 def with_real_cores(sim: Simulation, cores: list[LabelledCore]) -> Simulation:

@@ -250,7 +250,7 @@ def returning_function(evidence: Evidence) -> tuple[str, str | None] | None:
 # --- frames -------------------------------------------------------------------------------
 
 
-def _frame_name(frame: Any) -> tuple[str, str | None] | None:
+def frame_name(frame: Any) -> tuple[str, str | None] | None:
     """(function, module) of a frame; module+offset when it has no symbol; None if unusable."""
     if not isinstance(frame, dict):
         return None
@@ -288,7 +288,7 @@ def _after_signal_delivery(frames: list[Any]) -> int | None:
                if isinstance(frame, dict) and frame.get("signal_frame") is True), None)
     if at is None:
         return None
-    after = [name for name in map(_frame_name, frames[at + 1:]) if name is not None]
+    after = [name for name in map(frame_name, frames[at + 1:]) if name is not None]
     return len(after) if any(not runtime_frame(name) for name in after) else None
 
 
@@ -304,11 +304,11 @@ def parse_stack(stack: Any) -> UserCrash | None:
     crash.labels = failure_labels(evidence)
     if signal in SIGNAL_LABELS:
         crash.labels.append(SIGNAL_LABELS[signal])
-    named = [name for name in map(_frame_name, frames) if name is not None]
+    named = [name for name in map(frame_name, frames) if name is not None]
     interrupted = _after_signal_delivery(frames)
     if evidence is not None and any(label in BAD_RETURNS for label in crash.labels):
         # Frame 0 is the bad pc (0, or data): the guilty frame is the function that returned.
-        if named and frames and isinstance(frames[0], dict) and _frame_name(frames[0]) == named[0]:
+        if named and frames and isinstance(frames[0], dict) and frame_name(frames[0]) == named[0]:
             named = named[1:]
         returned = returning_function(evidence)
         if returned is not None:

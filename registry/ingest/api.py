@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, TypedDict
 
 from flask import Blueprint, jsonify
@@ -13,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 from registry.auth.tokens import accepted, admit, hash_token, load_caller, presented_token, require_scope
 from registry.capture.models import Capture
 from registry.capture.service import CaptureView, capture_dict
-from registry.core.events import Event, EventSummary, Report, event_summary
+from registry.core.events import Event, EventSummary, Report, event_summary, userspace_stacks
 from registry.core.signatures import Signature
 from registry.core.wiring import app_engine
 from registry.errors import ApiError
@@ -40,6 +41,8 @@ from registry.requests import WholeNumber, json_body, load, load_query
 from registry.schema_loader import compiled_loader
 from registry.signatures.api import decode_cursor, encode_cursor
 from registry.signatures.service import SignatureSummary, summary
+from registry.signatures.userspace import CoreCommands, UserspaceCrash, core_commands, userspace_crash
+from registry.storage.service import stored_dumps
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("ingest", __name__, url_prefix="/api/v1")
@@ -67,6 +70,94 @@ class ExplanationSchema(Schema):
     flags = fields.List(fields.String(), metadata={"description": "corrupted, interleaved, truncated"})
 
 
+class LabelProofSchema(Schema):
+    label = fields.String()
+    proof = fields.String(metadata={"description": "what the evidence showed, in words"})
+
+
+class UserFrameSchema(Schema):
+    index = fields.Integer(allow_none=True, metadata={
+        "description": "position in the report's frames; null: read from the red zone"})
+    address = fields.String(allow_none=True)
+    module = fields.String(allow_none=True)
+    build_id = fields.String(allow_none=True)
+    offset = fields.String(allow_none=True, metadata={"description": "in the module (addr2line, debuginfod)"})
+    function = fields.String(allow_none=True)
+    function_offset = fields.String(allow_none=True)
+    file = fields.String(allow_none=True, metadata={"description": "once symbols exist"})
+    line = fields.Integer(allow_none=True)
+    inlined = fields.List(fields.Raw(), allow_none=True, metadata={
+        "description": "functions inlined at this address, innermost first"})
+    signal_frame = fields.Boolean()
+    decision = fields.String(allow_none=True, metadata={
+        "enum": ["guilty", "used", "skipped", None], "description": "null: the engine did not read it"})
+    rule = fields.String(allow_none=True, metadata={"description": "the skip class that skipped it"})
+    note = fields.String(allow_none=True)
+
+
+class MappingViewSchema(Schema):
+    start = fields.String()
+    end = fields.String()
+    perms = fields.String(allow_none=True)
+    path = fields.String(allow_none=True)
+
+
+class FaultSchema(Schema):
+    pc = fields.String(allow_none=True)
+    pc_mapping = fields.Nested(MappingViewSchema, allow_none=True)
+    si_addr = fields.String(allow_none=True)
+    si_code = fields.Integer(allow_none=True)
+    si_code_name = fields.String(allow_none=True, metadata={"description": "SEGV_MAPERR, SI_KERNEL, ..."})
+    si_code_meaning = fields.String(allow_none=True)
+    address_mapping = fields.Nested(MappingViewSchema, allow_none=True, metadata={
+        "description": "the mapping si_addr falls in (null: none)"})
+    address_reading = fields.String(allow_none=True, metadata={"description": "the fault address in words"})
+
+
+class ProcessFactsSchema(Schema):
+    executable = fields.String(allow_none=True)
+    build_id = fields.String(allow_none=True, metadata={"description": "the executable's"})
+    version = fields.String(allow_none=True)
+    pid = fields.Integer(allow_none=True)
+    tid = fields.Integer(allow_none=True)
+    name = fields.String(allow_none=True)
+    args = fields.String(allow_none=True)
+    started_at = fields.String(allow_none=True)
+    uptime_s = fields.Float(allow_none=True)
+
+
+class ThreadViewSchema(Schema):
+    tid = fields.Integer(allow_none=True)
+    frames = fields.List(fields.Nested(UserFrameSchema))
+
+
+class UserspaceCrashSchema(Schema):
+    """What a core reader saw (docs/userspace.md), in an engineer's terms."""
+
+    signal = fields.String(allow_none=True)
+    signal_meaning = fields.String(allow_none=True)
+    labels = fields.List(fields.Nested(LabelProofSchema))
+    frames = fields.List(fields.Nested(UserFrameSchema), metadata={
+        "description": "every frame of the crashing thread, with the engine's decision"})
+    guilty = fields.Integer(allow_none=True, metadata={"description": "index of the guilty frame in frames"})
+    registers = fields.Dict(keys=fields.String(), values=fields.String())
+    fault = fields.Nested(FaultSchema)
+    process = fields.Nested(ProcessFactsSchema)
+    threads = fields.List(fields.Nested(ThreadViewSchema), metadata={
+        "description": "the other threads, when the report carries them"})
+
+
+class CoreCommandsSchema(Schema):
+    capture_id = fields.String()
+    method = fields.String(metadata={"enum": ["core", "core_filtered"]})
+    download = fields.String(allow_none=True, metadata={
+        "description": "GET with a read token: a short-lived link to the stored core (null: not stored)"})
+    file = fields.String()
+    fetch = fields.String(allow_none=True, metadata={"description": "shell lines that download it"})
+    open = fields.String(metadata={"description": "gdb on the core, symbols from the registry's debuginfod"})
+    on_host = fields.String(allow_none=True)
+
+
 class EventSchema(Schema):
     id = fields.String()
     hostname = fields.String()
@@ -92,6 +183,10 @@ class EventSchema(Schema):
     regression = fields.String(allow_none=True)
     reports = fields.List(fields.Dict())
     captures = fields.List(fields.Dict())
+    userspace = fields.Nested(UserspaceCrashSchema, allow_none=True, metadata={
+        "description": "a userspace crash: what its core reader saw (null: a kernel crash)"})
+    core_commands = fields.List(fields.Nested(CoreCommandsSchema), metadata={
+        "description": "how to open each core captured for it"})
 
 
 REPORTER_SCOPES = ("report",)
@@ -182,8 +277,14 @@ class ReportReceipt(TypedDict):
     received_at: str
 
 
-class EventDetail(EventSummary):
-    """GET /api/v1/events/{id}: the summary, then its signature, reports, captures, explanation."""
+class UserspaceDetail(TypedDict):
+    userspace: UserspaceCrash | None
+    core_commands: list[CoreCommands]
+
+
+class EventDetail(EventSummary, UserspaceDetail):
+    """GET /api/v1/events/{id}: the summary, then its signature, reports, captures, explanation,
+    and for a userspace crash what its core reader saw."""
 
     signature: SignatureSummary | None
     reports: list[ReportReceipt]
@@ -208,6 +309,7 @@ def event_detail(session: Any, event: Event) -> EventDetail:
         ],
         "captures": [capture_dict(c) for c in captures],
         "explanation": event.explanation,
+        **userspace_detail(session, event, captures),
     }
 
 
@@ -265,3 +367,16 @@ def list_unfingerprinted() -> Any:
         events, more = unfingerprinted_events(session, args.get("cause"), before, args["limit"])
     next_cursor = encode_cursor([None, int(events[-1]["id"])]) if more else None
     return jsonify({"events": events, "next_cursor": next_cursor})
+
+def userspace_detail(session: Any, event: Event, captures: Sequence[Capture]) -> UserspaceDetail:
+    """What the first core reader's report says, and how to open the event's cores (None and
+    [] for a crash no core reader reported: a kernel's)."""
+    stack = userspace_stacks(session, [event.id]).get(event.id)
+    if stack is None:
+        return {"userspace": None, "core_commands": []}
+    crash = userspace_crash(stack, event.crashed_at, event.program_version, event.explanation)
+    stored = {capture_id: dump.encoding
+              for capture_id, dump in stored_dumps(session, [c.id for c in captures]).items()}
+    commands = core_commands(current_settings().public_url, event.id, crash["process"], event.hostname,
+                             [capture_dict(c) for c in captures], stored)
+    return {"userspace": crash, "core_commands": commands}

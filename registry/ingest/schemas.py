@@ -105,6 +105,20 @@ class ProcessSchema(Schema):
             raise ValidationError(problem)
 
 
+MAX_THREADS = 256
+
+
+class ThreadSchema(Schema):
+    """Another thread of the crashed process: its id and frames, as a core reader unwound them."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    tid = WholeNumber(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
+    frames = fields.List(fields.Nested(FrameSchema), validate=validate.Length(max=MAX_FRAMES),
+                         load_default=list)
+
+
 class StackSchema(Schema):
     class Meta:
         unknown = EXCLUDE
@@ -125,6 +139,9 @@ class StackSchema(Schema):
     )
     evidence = fields.Nested(EvidenceSchema, allow_none=True)
     process = fields.Nested(ProcessSchema, allow_none=True)
+    threads = fields.List(fields.Nested(ThreadSchema), validate=validate.Length(max=MAX_THREADS),
+                          allow_none=True, metadata={"description": "the other threads, the crashing one's "
+                                                     "frames being `frames`"})
 
 
 class ReportSchema(Schema):

@@ -8,17 +8,37 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, distinct, func, select
+from sqlalchemy import ColumnElement, case, distinct, func, select
 from sqlalchemy.orm import Session
 
 from registry.bounds import plausible
 from registry.core.events import Event, Report
 from registry.core.hosts import HostAttributeChange
 from registry.core.jira_links import JiraLink
+from registry.core.signatures import Signature
 from registry.epidemiology.models import EpidemiologyVerdict
 from registry.pages.charts import Mark
+from registry.signatures.api import CURSOR_VALUES, SORTS, CursorValues, Sorts
 
 TOP_HOSTS = 20
+# The verdicts as the list sorts them, most actionable first when descending (0: not analysed).
+VERDICT_RANKS = {"single-host": 4, "hardware-config": 3, "software": 2, "inconclusive": 1}
+
+
+def _stored(column: Any) -> Any:
+    """The last epidemiology refresh's value for the listed signature (a correlated subquery)."""
+    return select(column).where(EpidemiologyVerdict.signature_id == Signature.id).scalar_subquery()
+
+
+# The list page sorts by what it shows: the API's keys, and the physical hosts and verdict of
+# the last refresh (a signature not yet analysed counts 0 hosts and sorts after every verdict).
+PAGE_SORTS: Sorts = SORTS | {
+    "hosts": lambda stats: func.coalesce(_stored(EpidemiologyVerdict.hosts), 0),
+    "verdict": lambda stats: func.coalesce(
+        _stored(case(VERDICT_RANKS, value=EpidemiologyVerdict.verdict, else_=0)), 0),
+}
+PAGE_CURSOR_VALUES: CursorValues = CURSOR_VALUES | {"hosts": CURSOR_VALUES["events"],
+                                                    "verdict": CURSOR_VALUES["events"]}
 ROLLOUT_KERNELS = 5  # the signature's kernels whose rollouts are marked, most crashes first
 
 # A UTC day as 'YYYY-MM-DD' text. SQLite keeps UTC timestamps as ISO text; PostgreSQL keeps
@@ -116,9 +136,11 @@ def top_hosts(
     return [dict(zip(keys, row[:-1], strict=True)) for row in rows], (int(rows[0][-1]) if rows else 0)
 
 
-def marks(session: Session, signature_ids: Sequence[int], first_seen: datetime) -> list[Mark]:
-    """The signature's first sighting, the days it regressed, and when the kernels it crashed
-    on most were first rolled out in the fleet (from the inventory's attribute history)."""
+def marks(session: Session, signature_ids: Sequence[int], first_seen: datetime,
+          kernel_rollouts: bool = True) -> list[Mark]:
+    """The signature's first sighting, the days it regressed, and (`kernel_rollouts`: a kernel
+    bug's, not a program's) when the kernels it crashed on most were first rolled out in the
+    fleet (from the inventory's attribute history)."""
     found = [Mark(first_seen.date(), "first-seen", f"first sighting, {first_seen:%H:%M} UTC")]
     day = utc_day(session, Event.crashed_at)
     regressed = session.execute(
@@ -130,6 +152,8 @@ def marks(session: Session, signature_ids: Sequence[int], first_seen: datetime) 
         Mark(date.fromisoformat(d), "regression", f"regressed: {n} crashes after the fix")
         for d, n in regressed
     ]
+    if not kernel_rollouts:
+        return found
     kernels = session.scalars(
         select(Event.kernel_version)
         .where(Event.signature_id.in_(signature_ids), Event.kernel_version.is_not(None))

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
+from marshmallow import fields, validate
 from sqlalchemy import select
 from werkzeug.wrappers import Response
 
@@ -41,7 +42,7 @@ from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load, load_query
 from registry.retention.pins import pin, standing_pins, unpin
-from registry.signatures.api import SignatureListQuery, decode_cursor, encode_cursor, signature_page
+from registry.signatures.api import SignatureListQuery, decode_cursor, encode_cursor, signature_page, sort_names
 from registry.signatures.explanation import explanation_variants
 from registry.signatures.service import detail, signature_or_404
 from registry.storage.api import current_store
@@ -68,6 +69,37 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 PAGE_CAPTURES = 50
+# The list's sort controls: key, label, and how each direction reads (ascending, descending).
+SORT_CONTROLS: tuple[tuple[str, str, tuple[str, str]], ...] = (
+    ("last_seen", "Last seen", ("oldest first", "newest first")),
+    ("events", "Events", ("fewest first", "most first")),
+    ("hosts", "Physical hosts", ("fewest first", "most first")),
+    ("first_seen", "First seen", ("oldest first", "newest first")),
+    ("verdict", "Verdict", ("not yet analysed, inconclusive, software, hardware-config, then single-host",
+                            "single-host, hardware-config, software, inconclusive, then not yet analysed")),
+)
+
+
+class PageListQuery(SignatureListQuery):
+    """The list page's query: the API's, sortable by what the page shows besides."""
+
+    sort = fields.String(load_default="-last_seen", validate=validate.OneOf(sort_names(reads.PAGE_SORTS)))
+
+
+def sort_controls(params: dict[str, str], sort: str) -> tuple[list[dict[str, Any]], str]:
+    """A link per sort key (the current one turns its direction around) and the sentence that
+    says how the list is sorted."""
+    current, descending = sort.lstrip("-"), sort.startswith("-")
+    controls, said = [], ""
+    for key, label, words in SORT_CONTROLS:
+        active = key == current
+        target = (key if descending else f"-{key}") if active else f"-{key}"
+        query = {k: v for k, v in params.items() if k not in ("sort", "cursor")} | {"sort": target}
+        controls.append({"key": key, "label": label, "active": active, "descending": descending and active,
+                         "url": f"{url_for('pages.signatures')}?{urlencode(query)}"})
+        if active:
+            said = f"Sorted by {label.lower()}, {words[descending]}."
+    return controls, said
 
 
 @blueprint.record_once
@@ -148,8 +180,9 @@ def logout() -> Response:
 @login_required
 def signatures() -> str:
     # A search form sends every field; an empty one means "any", not an invalid value.
-    args = load(SignatureListQuery(), {name: value for name, value in request.args.items() if value})
-    items, next_cursor = signature_page(args)
+    args = load(PageListQuery(), {name: value for name, value in request.args.items() if value})
+    items, next_cursor = signature_page(args, reads.PAGE_SORTS, reads.PAGE_CURSOR_VALUES)
+    controls, sorted_by = sort_controls(dict(request.args), args["sort"])
     next_url = None
     if next_cursor:
         params = {k: v for k, v in request.args.items() if k != "cursor"} | {"cursor": next_cursor}
@@ -182,6 +215,9 @@ def signatures() -> str:
         status=args.get("status", ""),
         statuses=SIGNATURE_STATUSES,
         next_url=next_url,
+        sort=args["sort"],
+        sort_controls=controls,
+        sorted_by=sorted_by,
     )
 
 
@@ -220,7 +256,7 @@ def signature(key: str) -> str:
         epidemiology = signature_epidemiology(
             session, found, program_label=current_settings().epidemiology_program_label)
         daily = reads.merged_daily(reads.daily_counts(session, members))
-        marks = reads.marks(session, members, found.first_seen)
+        marks = reads.marks(session, members, found.first_seen, kernel_rollouts=found.kind != "userspace")
         start = chart_start(min([found.first_seen.date(), *daily]), marks)
         hosts, hostnames = reads.top_hosts(session, members)
         from_where = origins(merged_sources(reads.source_counts(session, members)))
@@ -230,6 +266,7 @@ def signature(key: str) -> str:
             "events": [event_summary(e) for e in events],
             "variants": variants,
             "variant_of": {event_id: v["label"] for v in variants for event_id in v["events"]},
+            "variant_by_label": {v["label"]: v for v in variants},
             "hosts": hosts,
             "hostnames": hostnames,
             "captures": [capture_dict(c) for c in captures],

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from registry.bounds import plausible
 from registry.capture.models import Capture
 from registry.capture.service import CaptureView, capture_dict
-from registry.core.events import Event, EventSummary, Report, event_summary
+from registry.core.events import Event, EventSummary, Report, event_summary, userspace_stacks
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
 from registry.db import utcnow
@@ -33,7 +33,15 @@ from registry.rca.kernels import DebugInfo, debuginfo
 from registry.rca.sampling import diverse_sample, similarity
 from registry.rca.schemas import EVIDENCE_TYPES, FixSchema
 from registry.rca.service import RcaView, event_frames, functions_of, member_signature_ids, signature_rcas
+from registry.signatures.explanation import MARKS
 from registry.signatures.service import SignatureDetail, detail
+from registry.signatures.userspace import (
+    CoreCommands,
+    UserspaceCrash,
+    core_commands,
+    frame_text,
+    userspace_crash,
+)
 from registry.storage.models import Dump
 from registry.storage.service import DownloadLink, stored_dumps
 
@@ -70,10 +78,12 @@ class BundleFacts(TypedDict):
     hosts: int
     first_crash: str | None
     last_crash: str | None
-    # per value: {<kernel_version|region|sku>: value, events, first_seen, last_seen}, most events first
+    # per value: {<kernel_version|region|sku|program_version>: value, events, first_seen, last_seen},
+    # most events first
     kernels: list[dict[str, Any]]
     regions: list[dict[str, Any]]
     skus: list[dict[str, Any]]
+    program_versions: list[dict[str, Any]]  # a userspace signature's program releases
 
 
 class BundleCapture(CaptureView):
@@ -83,8 +93,12 @@ class BundleCapture(CaptureView):
 class SampledEvent(EventSummary):
     console_log: str | None  # its tail, CONSOLE_LOG_TAIL characters at most
     console_log_truncated: bool
-    frames: list[str]
+    frames: list[str]  # every frame; a userspace one without a function as module+offset
     captures: list[BundleCapture]
+    # a userspace crash: what its core reader saw (labels with their proof, every frame with
+    # the engine's decision, registers, fault, process), and how to open its cores
+    userspace: UserspaceCrash | None
+    core_commands: list[CoreCommands]
 
 
 class SimilarSignature(TypedDict):
@@ -214,6 +228,8 @@ def facts(session: Session, members: list[int]) -> BundleFacts:
         "kernels": breakdown(Event.kernel_version, "kernel_version"),
         "regions": breakdown(Event.region, "region"),
         "skus": breakdown(Event.sku, "sku"),
+        "program_versions": [row for row in breakdown(Event.program_version, "program_version")
+                             if row["program_version"] is not None],
     }
 
 
@@ -241,27 +257,36 @@ def console_logs(session: Session, event_ids: list[int]) -> dict[int, str]:
     return logs
 
 
-def sampled_event_entries(session: Session, events: list[Event]) -> list[SampledEvent]:
+def sampled_event_entries(session: Session, events: list[Event], public_url: str) -> list[SampledEvent]:
     ids = [e.id for e in events]
     logs = console_logs(session, ids)
     frames = event_frames(session, ids)
+    stacks = userspace_stacks(session, ids)
     captures: dict[int, list[Capture]] = {i: [] for i in ids}
     for capture in session.scalars(select(Capture).where(Capture.event_id.in_(ids)).order_by(Capture.id)):
         captures[capture.event_id].append(capture)
+    encodings = {capture_id: dump.encoding for capture_id, dump in
+                 stored_dumps(session, [c.id for listed in captures.values() for c in listed]).items()}
     entries: list[SampledEvent] = []
     for event in events:
         log = logs.get(event.id)
-        debug = debuginfo(event.kernel_version) if event.kernel_version else None
+        stack = stacks.get(event.id)
+        # a kernel's debug packages read a vmcore; a core's symbols come from debuginfod
+        debug = debuginfo(event.kernel_version) if event.kernel_version and stack is None else None
+        views = [capture_dict(c) for c in captures[event.id]]
+        crash = userspace_crash(stack, event.crashed_at, event.program_version, event.explanation) \
+            if stack is not None else None
         entries.append(
             {
                 **event_summary(event),
                 "console_log": log[-CONSOLE_LOG_TAIL:] if log else None,
                 "console_log_truncated": bool(log and len(log) > CONSOLE_LOG_TAIL),
                 "frames": frames.get(event.id, []),
-                "captures": [
-                    {**capture_dict(c), "debug_packages": debug["debug_packages"] if debug else []}
-                    for c in captures[event.id]
-                ],
+                "captures": [{**view, "debug_packages": debug["debug_packages"] if debug else []}
+                             for view in views],
+                "userspace": crash,
+                "core_commands": core_commands(public_url, event.id, crash["process"], event.hostname,
+                                               views, encodings) if crash else [],
             }
         )
     return entries
@@ -342,9 +367,11 @@ def evidence_format() -> EvidenceFormat:
 
 
 def example_rca(bundle: TriageBundle) -> dict[str, Any]:
-    """A well-formed RCA body built from this signature's real data."""
+    """A well-formed RCA body built from this signature's real data (a userspace one cites no
+    kernel: its fix is the program's commit)."""
     event = bundle["events"][0] if bundle["events"] else None
-    kernel = event["host"]["kernel_version"] if event else None
+    userspace = bundle["signature"]["kind"] == "userspace"
+    kernel = event["host"]["kernel_version"] if event and not userspace else None
     function = bundle["signature"].get("function") or (
         event["frames"][0] if event and event["frames"] else None
     )
@@ -367,7 +394,8 @@ def example_rca(bundle: TriageBundle) -> dict[str, Any]:
             )
     evidence += [
         {"type": "commit", "commit": "0123456789ab", "subject": "the commit that introduced or fixed it"},
-        {"type": "link", "url": "https://lore.kernel.org/...", "kind": "mailing_list"},
+        {"type": "link", "url": "https://issues.example/the-program/1234", "kind": "bug_tracker"} if userspace
+        else {"type": "link", "url": "https://lore.kernel.org/...", "kind": "mailing_list"},
     ]
     return {
         "summary": "one line: what breaks and why",
@@ -377,7 +405,8 @@ def example_rca(bundle: TriageBundle) -> dict[str, Any]:
         "agent": {"name": "<agent name>", "model": "<model id>"},
         "confidence": 0.6,
         "evidence": evidence,
-        "fix": {"commit": "0123456789ab", "kernel_version": "<first kernel version with the fix>"},
+        "fix": {"commit": "0123456789ab"} if userspace else
+        {"commit": "0123456789ab", "kernel_version": "<first kernel version with the fix>"},
     }
 
 
@@ -417,13 +446,17 @@ def triage_bundle(session: Session, signature: Signature, public_url: str,
                   program_label: str | None = None, link: LinkMaker | None = None) -> TriageBundle:
     members = member_signature_ids(session, signature)
     signature_facts = facts(session, members)
-    versions = [k["kernel_version"] for k in signature_facts["kernels"] if k["kernel_version"]]
+    # a userspace signature's symbols come from debuginfod, its cores open in gdb: no kernel
+    # debug packages, no vmcores for drgn
+    userspace = signature.kind == "userspace"
+    kernels = [] if userspace else signature_facts["kernels"]
+    versions = [k["kernel_version"] for k in kernels if k["kernel_version"]]
     bundle: TriageBundle = {
         "generated_at": utcnow().isoformat(),
         "registry_url": public_url,
         "signature": {**detail(session, signature), "url": f"{public_url}/signatures/{signature.id}"},
         "facts": signature_facts,
-        "events": sampled_event_entries(session, sample_events(session, members)),
+        "events": sampled_event_entries(session, sample_events(session, members), public_url),
         "debuginfo": [debuginfo(v) for v in versions],
         "dumps": [],
         "rcas": signature_rcas(session, signature),
@@ -434,8 +467,9 @@ def triage_bundle(session: Session, signature: Signature, public_url: str,
         "budget": AGENT_BUDGET,
         "debuginfod": {"urls": f"{public_url}/debuginfod/", "headers_file": DEBUGINFOD_HEADERS_FILE},
     }
-    bundle["dumps"] = workspace_dumps(session, bundle["events"], link)
+    bundle["dumps"] = [] if userspace else workspace_dumps(session, bundle["events"], link)
     bundle["agents_md"] = _TEMPLATES.get_template("AGENTS.md").render(
-        bundle=bundle, budget=AGENT_BUDGET, example=example_rca(bundle)
+        bundle=bundle, budget=AGENT_BUDGET, example=example_rca(bundle), userspace=userspace,
+        marks=MARKS, frame_text=frame_text,
     )
     return bundle

@@ -34,6 +34,7 @@ from registry.rca.checks import (
 )
 from registry.rca.models import Rca, RcaReview
 from registry.signatures.identify import identify
+from registry.signatures.userspace import frame_called, read_frames
 from registry.storage.service import lock_dumps
 
 RECENT_EVENTS_FOR_FRAMES = 50
@@ -59,8 +60,12 @@ def functions_of(frames: Iterable[Any]) -> set[str]:
 
 
 def report_frames(report: Report) -> list[str]:
-    """A report's frames: the stack it sent, else what the fingerprint engine reads in its log."""
+    """A report's frames: a core reader's every frame (a frame without a function as
+    module+offset, the function read from the red zone among them), else the stack it sent,
+    else what the fingerprint engine reads in its log."""
     stack = (report.payload or {}).get("stack") or {}
+    if report.source == "userspace" and isinstance(stack, dict):
+        return [frame_called(frame) for frame in read_frames(stack)]
     frames = [f for f in (frame_function(x) for x in stack.get("frames") or []) if f]
     if frames:
         return frames

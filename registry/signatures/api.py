@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -28,12 +29,18 @@ from registry.web import current_db
 blueprint = Blueprint("signatures", __name__, url_prefix="/api/v1")
 
 # sort key -> column expression builder over (Signature, stats subquery)
-SORTS = {
+Sorts = dict[str, Callable[[Any], Any]]
+SORTS: Sorts = {
     "last_seen": lambda stats: func.coalesce(stats.c.last_seen, Signature.first_seen),
     "first_seen": lambda stats: Signature.first_seen,
     "events": lambda stats: func.coalesce(stats.c.event_count, 0),
     "id": lambda stats: Signature.id,
 }
+
+
+def sort_names(sorts: Sorts) -> list[str]:
+    """Each key ascending and, with a leading `-`, descending."""
+    return [*sorts, *(f"-{name}" for name in sorts)]
 
 
 class SignatureListQuery(Schema):
@@ -44,7 +51,7 @@ class SignatureListQuery(Schema):
     )
     kind = fields.String(validate=validate.Length(max=64))
     sort = fields.String(
-        load_default="-last_seen", validate=validate.OneOf([*SORTS, *(f"-{name}" for name in SORTS)])
+        load_default="-last_seen", validate=validate.OneOf(sort_names(SORTS))
     )
     limit = WholeNumber(load_default=50, validate=validate.Range(min=1, max=500))
     cursor = fields.String(validate=validate.Length(max=400))
@@ -121,7 +128,8 @@ def _cursor_none(value: Any) -> None:
 
 # What the first element of a cursor must be, by sort key: the sort column's own type, so a
 # forged cursor never compares a text with a count in SQL.
-CURSOR_VALUES = {
+CursorValues = dict[str, Callable[[Any], Any]]
+CURSOR_VALUES: CursorValues = {
     "last_seen": _cursor_time,
     "first_seen": _cursor_time,
     "events": _cursor_count,
@@ -129,22 +137,25 @@ CURSOR_VALUES = {
 }
 
 
-def decode_cursor(cursor: str, sort: str) -> tuple[Any, int]:
+def decode_cursor(cursor: str, sort: str, cursor_values: CursorValues = CURSOR_VALUES) -> tuple[Any, int]:
     try:
         value, last_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
         if isinstance(last_id, bool) or not isinstance(last_id, int) or not 0 < last_id <= ID_MAX:
             raise TypeError("not an id")
-        return CURSOR_VALUES[sort.lstrip("-")](value), last_id
+        return cursor_values[sort.lstrip("-")](value), last_id
     except (ValueError, TypeError, json.JSONDecodeError, RecursionError):
         raise ApiError(
             400, "invalid", "cursor is not one this server issued", fields={"cursor": ["invalid cursor"]}
         ) from None
 
 
-def signature_query(args: dict[str, Any]) -> tuple[Select[Any], Any, bool]:
+def signature_query(args: dict[str, Any], sorts: Sorts = SORTS,
+                    cursor_values: CursorValues = CURSOR_VALUES) -> tuple[Select[Any], Any, bool]:
+    """The list's query; `sorts` and `cursor_values` may add sort keys (the pages sort by what
+    the epidemiology stored)."""
     stats = stats_subquery()
     descending = args["sort"].startswith("-")
-    key = SORTS[args["sort"].lstrip("-")](stats)
+    key = sorts[args["sort"].lstrip("-")](stats)
     query = (
         select(Signature, stats.c.event_count, stats.c.last_seen, key.label("sort_key"))
         .outerjoin(stats, stats.c.signature_id == Signature.id)
@@ -164,7 +175,7 @@ def signature_query(args: dict[str, Any]) -> tuple[Select[Any], Any, bool]:
             )
         )
     if args.get("cursor"):
-        value, last_id = decode_cursor(args["cursor"], args["sort"])
+        value, last_id = decode_cursor(args["cursor"], args["sort"], cursor_values)
         after = (
             or_(key < value, and_(key == value, Signature.id < last_id))
             if descending
@@ -188,9 +199,10 @@ def list_signatures() -> Any:
     return jsonify({"signatures": items, "next_cursor": next_cursor})
 
 
-def signature_page(args: dict[str, Any]) -> tuple[list[SignatureSummary], str | None]:
+def signature_page(args: dict[str, Any], sorts: Sorts = SORTS,
+                   cursor_values: CursorValues = CURSOR_VALUES) -> tuple[list[SignatureSummary], str | None]:
     """One page of the signature list (summaries) and the cursor of the next, if any."""
-    query, _, _ = signature_query(args)
+    query, _, _ = signature_query(args, sorts, cursor_values)
     with current_db().session() as session:
         rows = session.execute(query.limit(args["limit"] + 1)).all()
         page = rows[: args["limit"]]

@@ -168,7 +168,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "jira": frozenset({"core", "auth"}),
     "epidemiology": frozenset({"core", "signatures", "auth"}),
     "rca": frozenset({"core", "signatures", "capture", "storage", "epidemiology", "jira", "auth"}),
-    "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "auth"}),
+    "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "storage", "auth"}),
     "storage": frozenset({"core", "capture", "auth"}),
     "symbols": frozenset({"core", "storage", "auth"}),
     "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "symbols", "auth"}),

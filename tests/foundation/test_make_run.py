@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def readme_report() -> dict:
     """The body of the README's `curl ... /api/v1/reports` (its `-d '...'`)."""
     readme = (ROOT / "README.md").read_text()
-    body = re.search(r"curl -s -X POST \S+/api/v1/reports .*? -d '(.*?)'", readme, re.DOTALL)
+    # the registry's public URL, from the line `make run` prints: any port works
+    curl = r"curl -s -X POST \$CRASHREG_PUBLIC_URL/api/v1/reports .*? -d '(.*?)'"
+    body = re.search(curl, readme, re.DOTALL)
     assert body, "README.md has no report curl"
     return json.loads(body.group(1))
 
@@ -31,7 +33,8 @@ def test_make_run_serves_with_gunicorn_and_answers_the_readme_s_report(db_url: s
     make = subprocess.Popen(
         # -o: serve from the venv the tests run in, as it is (not remade)
         ["make", "-o", f"{bin_dir}/crashreg", "run", f"BIN={bin_dir}", f"PORT={port}"],
-        cwd=ROOT, env=os.environ | {"CRASHREG_DATABASE_URL": db_url, "CRASHREG_WORKERS": "1"},
+        cwd=ROOT, env={name: value for name, value in os.environ.items() if name != "CRASHREG_PUBLIC_URL"}
+        | {"CRASHREG_DATABASE_URL": db_url, "CRASHREG_WORKERS": "1"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     assert make.stdout is not None
@@ -43,7 +46,9 @@ def test_make_run_serves_with_gunicorn_and_answers_the_readme_s_report(db_url: s
             output.append(line)
         token = re.search(r"^    export TOKEN=(crs_\S+)$", "".join(output), re.MULTILINE)
         assert token, "no token line:\n" + "".join(output)
-        url = f"http://127.0.0.1:{port}/api/v1/reports"
+        public = re.search(r"^    export CRASHREG_PUBLIC_URL=(\S+)$", "".join(output), re.MULTILINE)
+        assert public and public.group(1) == f"http://127.0.0.1:{port}", "".join(output)
+        url = f"{public.group(1)}/api/v1/reports"
         headers = {"Authorization": f"Bearer {token.group(1)}"}
         report = readme_report()
         first = requests.post(url, json=report, headers=headers, timeout=60)

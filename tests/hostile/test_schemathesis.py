@@ -37,6 +37,7 @@ SEMANTIC_RULES = {
     "cursor": "a cursor is opaque: only one this server issued is valid",
     "crashed_at": "a crash time lies between 2000-01-01 and a day from now",
     "console_log": "a report needs console_log or stack.frames",
+    "repeat_of": "only a live_kernel report repeats an earlier report (its description says so)",
     "agent": "an RCA written by an AI names its agent",
     "fix": "fix.url is an http(s) URL (as its pattern and format say)",
     "evidence": "an evidence item carries the fields of its type (listed in the document's description)",

@@ -39,6 +39,17 @@ from registry.signatures.service import CapturePolicyView, SignatureDetail, Sign
 from registry.symbols.keep import SymbolFileView
 from registry.symbols.uploads import SymbolUploadAnswer, UploadView
 
+from registry.signatures.userspace import (
+    CoreCommands,
+    FaultView,
+    LabelProof,
+    MappingView,
+    ProcessFacts,
+    ThreadView,
+    UserFrame,
+    UserspaceCrash,
+)
+
 # (shape, operation, the path to the object inside its body, keys the document leaves out)
 CASES = [
     (ReportResponse, ("post", "/api/v1/reports", "201"), [], set()),
@@ -50,6 +61,14 @@ CASES = [
     (EventDetail, ("get", "/api/v1/events/{event_id}", "200"), [], set()),
     (ExplanationRecord, ("get", "/api/v1/events/{event_id}", "200"), ["explanation"], {"identity"}),
     (ExplainedFrame, ("get", "/api/v1/events/{event_id}", "200"), ["explanation", "frames", "[]"], set()),
+    (UserspaceCrash, ("get", "/api/v1/events/{event_id}", "200"), ["userspace"], set()),
+    (UserFrame, ("get", "/api/v1/events/{event_id}", "200"), ["userspace", "frames", "[]"], set()),
+    (FaultView, ("get", "/api/v1/events/{event_id}", "200"), ["userspace", "fault"], set()),
+    (MappingView, ("get", "/api/v1/events/{event_id}", "200"), ["userspace", "fault", "pc_mapping"], set()),
+    (ProcessFacts, ("get", "/api/v1/events/{event_id}", "200"), ["userspace", "process"], set()),
+    (LabelProof, ("get", "/api/v1/events/{event_id}", "200"), ["userspace", "labels", "[]"], set()),
+    (ThreadView, ("get", "/api/v1/events/{event_id}", "200"), ["userspace", "threads", "[]"], set()),
+    (CoreCommands, ("get", "/api/v1/events/{event_id}", "200"), ["core_commands", "[]"], set()),
     (CaptureView, ("post", "/api/v1/events/{event_id}/captures", "201"), [], set()),
     (CaptureView, ("patch", "/api/v1/captures/{capture_id}", "200"), [], set()),
     (RcaProposal, ("post", "/api/v1/signatures/{key}/rcas", "request"), [], set()),

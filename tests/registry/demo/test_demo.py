@@ -14,6 +14,7 @@ from sqlalchemy import select
 from werkzeug.serving import make_server
 
 from registry.app import create_app
+from registry.capture.models import Capture
 from registry.cli import main
 from registry.config import Settings
 from registry.core.events import Event, Report
@@ -31,6 +32,7 @@ DEMO = ["demo", "--no-serve", "--physical-per-cluster", "10", "--seed", "3"]
 
 def _demo(db_url: str, monkeypatch, port: int) -> str:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
+    monkeypatch.delenv("CRASHREG_PUBLIC_URL", raising=False)  # it would name the registry to feed
     result = CliRunner().invoke(main, [*DEMO, "--port", str(port)])
     assert result.exit_code == 0, result.output
     return result.output
@@ -190,3 +192,26 @@ def test_the_demo_cores_are_made_again_by_their_script_and_read_alike(tmp_path) 
 
     assert signatures(made) == signatures(kept)
     assert len({fingerprint for pair in signatures(kept).values() for fingerprint in pair}) == 2
+
+
+def test_the_demo_feeds_the_registry_its_public_url_names(db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Any port works without --port: the demo feeds the registry CRASHREG_PUBLIC_URL names (as
+    `PORT=N make run` sets it), and that registry's pages hold its crashes and captured cores."""
+    server = make_server("127.0.0.1", 0, create_app(Settings(database_url=db_url)), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
+    monkeypatch.setenv("CRASHREG_PUBLIC_URL", url)
+    try:
+        result = CliRunner().invoke(main, ["demo", "--no-serve", "--physical-per-cluster", "8"])
+    finally:
+        server.shutdown()
+        thread.join()
+    assert result.exit_code == 0, result.output
+    assert f"Registry: {url} ({url} serves this database: feeding it)" in result.output
+    assert f"curl -H \"Authorization: Bearer $TOKEN\" {url}/api/v1/signatures/" in result.output
+    with Database(db_url).session() as session:
+        methods = session.scalars(select(Capture.method).join(Event, Event.id == Capture.event_id)
+                                  .where(Event.first_source == "userspace")).all()
+    assert methods and set(methods) <= {"core", "core_filtered"}

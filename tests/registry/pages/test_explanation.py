@@ -113,11 +113,17 @@ def test_a_merged_signature_shows_each_way_its_events_were_explained(client, dat
     events = re.search(r'<section class="card" id="events">(.*?)</section>', page, re.S).group(1)
     row = (
         r'<tr><td><a href="/events/\d+">(\d+)</a></td>'  # event ids link to the event page
-        r'.*?<td>(?:<a href="#explanation-\w+">)?(\w+)(?:</a>)?</td></tr>'
+        r'.*?<td>(?:<a href="#explanation-\w+">)?(\w+)(?:</a>)?(?: <span class="sub">.*?</span>)?</td></tr>'
     )
     cells = dict(re.findall(row, events, re.S))
     unexplained = stored_before_explanations["event_id"]
     assert cells == {ext4["event_id"]: "A", mlx5["event_id"]: "B", unexplained: "none"}
+    # the letters are explained above the table, and each says in words what it stands for
+    assert 'Explanation: how the event\'s fingerprint was made' in page
+    for letter, signature in (("A", EXT4), ("B", MLX5)):
+        explanation = analyse_console_log(signature).explanation
+        guilty = explanation["frames"][explanation["guilty"]]["function"]
+        assert f'{letter}</a> <span class="sub">guilty <code>{guilty}</code></span>' in events
 
 
 def test_a_signature_without_stored_explanations_says_how_to_fill_them(client, database, make_token) -> None:
