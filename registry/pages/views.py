@@ -42,7 +42,13 @@ from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load, load_query
 from registry.retention.pins import pin, standing_pins, unpin
-from registry.signatures.api import SignatureListQuery, decode_cursor, encode_cursor, signature_page, sort_names
+from registry.signatures.api import (
+    SignatureListQuery,
+    decode_cursor,
+    encode_cursor,
+    signature_page,
+    sort_names,
+)
 from registry.signatures.explanation import explanation_variants
 from registry.signatures.service import detail, signature_or_404
 from registry.storage.api import current_store

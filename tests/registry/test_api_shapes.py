@@ -36,9 +36,6 @@ from registry.rca.checks import CheckResultView
 from registry.rca.service import AgentView, FixView, RcaProposal, RcaView, ReviewRequest, ReviewView
 from registry.retention.pins import PinView
 from registry.signatures.service import CapturePolicyView, SignatureDetail, SignatureSummary
-from registry.symbols.keep import SymbolFileView
-from registry.symbols.uploads import SymbolUploadAnswer, UploadView
-
 from registry.signatures.userspace import (
     CoreCommands,
     FaultView,
@@ -49,6 +46,8 @@ from registry.signatures.userspace import (
     UserFrame,
     UserspaceCrash,
 )
+from registry.symbols.keep import SymbolFileView
+from registry.symbols.uploads import SymbolUploadAnswer, UploadView
 
 # (shape, operation, the path to the object inside its body, keys the document leaves out)
 CASES = [
