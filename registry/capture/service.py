@@ -213,19 +213,37 @@ def check_transition(name: str, current: Any, wanted: Any, table: dict[Any, froz
     )
 
 
+def slot_claim(capture: Capture) -> str:
+    """What a capture says about its event's slot: `kept` (completed, its processing not failed,
+    its file not removed), `under_way` (started), or `let_go` (failed, skipped, removed)."""
+    if capture.removed_at is not None or capture.processing_state == "failed":
+        return "let_go"
+    return {"completed": "kept", "started": "under_way"}.get(capture.status, "let_go")
+
+
 def settle_slot(session: Session, capture: Capture) -> None:
-    """A completed capture keeps its event's slot held for the window; a failed one, or one
-    whose file was removed, frees it (the bug's next crash may be captured in full again)."""
-    if capture.status in ("failed", "skipped") or capture.processing_state == "failed" or capture.removed_at:
-        held_in = (SLOT_GRANTED, SLOT_COMPLETED)
-        state = SLOT_RELEASED
-    elif capture.status == "completed":
-        held_in, state = (SLOT_GRANTED,), SLOT_COMPLETED
-    else:
+    """The event's slot follows what the event keeps, not the last capture recorded. A kept
+    capture holds it for the window (a grant turns completed; a slot the event's earlier failure
+    released, and nobody claimed since, is taken back). A failed, skipped or removed capture
+    frees it only when no other capture of the event is kept or still under way: a DPU's failed
+    drgn attempt after a good makedumpfile changes nothing about what is kept."""
+    claim = slot_claim(capture)
+    slots = CaptureSlot.__table__.c
+    if claim == "under_way":
         return
+    if claim == "kept":  # the grant, or the slot released for this event on its own signature
+        taken_back = (slots.state == SLOT_RELEASED) & (slots.signature_id == capture.signature_id)
+        held, state = (slots.state == SLOT_GRANTED) | taken_back, SLOT_COMPLETED
+    else:
+        others = session.scalars(
+            select(Capture).where(Capture.event_id == capture.event_id, Capture.id != capture.id)
+        )
+        if any(slot_claim(other) != "let_go" for other in others):
+            return
+        held, state = slots.state.in_((SLOT_GRANTED, SLOT_COMPLETED)), SLOT_RELEASED
     session.execute(
         update(CaptureSlot)
-        .where(CaptureSlot.event_id == capture.event_id, CaptureSlot.state.in_(held_in))
+        .where(slots.event_id == capture.event_id, held)
         .values(state=state, since=utcnow())
         .execution_options(synchronize_session=False)
     )
