@@ -16,10 +16,11 @@ from registry.errors import ApiError
 from registry.openapi import documented
 from registry.requests import WholeNumber, json_body, load
 from registry.storage.local import OBJECTS_PREFIX, PARTS_PREFIX, LocalStore, SigningKeyUnsafe
-from registry.storage.models import ENCODINGS
+from registry.storage.models import DUMP_STATES, ENCODINGS
 from registry.storage.parts import MAX_PART_BYTES, MAX_PARTS
 from registry.storage.service import (
     MAX_URLS_PER_REQUEST,
+    capture_dump,
     complete_upload,
     download_link,
     dump_dict,
@@ -107,7 +108,12 @@ class UploadRequestSchema(Schema):
 class DumpSchema(Schema):
     id = fields.String()
     capture_id = fields.String()
-    state = fields.String(metadata={"description": "uploading | stored | deleting | deleted"})
+    state = fields.String(
+        validate=validate.OneOf(DUMP_STATES),
+        metadata={"description": "uploading (parts still coming), stored (complete and verified: the "
+                  "only state handed out), deleting (retention is removing it), deleted (gone from the "
+                  "store; the row stays as history)"},
+    )
     uri = fields.String()
     encoding = fields.String()
     bytes = fields.Integer()
@@ -190,18 +196,26 @@ def post_complete(capture_id: int) -> Any:
 
 @blueprint.get("/api/v1/captures/<id:capture_id>/dump")
 @require_scope("read")
-@documented("A capture's dump in the store", responses={200: DumpSchema}, errors=(401, 403, 404), tag="dumps")
+@documented(
+    "A capture's dump in the store, in every state (uploading, stored, deleting, deleted: `state` "
+    "says which); 404 `no_dump` with error.fields.state ['none'] when the capture has none",
+    responses={200: DumpSchema},
+    errors=(401, 403, 404),
+    tag="dumps",
+)
 def get_dump(capture_id: int) -> Any:
     with current_db().session() as session:
-        return jsonify(dump_dict(stored_dump(session, capture_id)))
+        return jsonify(dump_dict(capture_dump(session, capture_id)))
 
 
 @blueprint.get("/api/v1/captures/<id:capture_id>/download")
 @require_scope("read")
 @documented(
-    "A short-lived download link to a capture's dump (audited: who, when, which object)",
+    "A short-lived download link to a capture's stored dump (audited: who, when, which object); "
+    "409 `dump_not_stored` naming the dump's state in error.fields.state when it is not stored, "
+    "404 `no_dump` when the capture has none",
     responses={200: DownloadSchema},
-    errors=(401, 403, 404),
+    errors=(401, 403, 404, 409),
     tag="dumps",
 )
 def get_download(capture_id: int) -> Any:

@@ -35,6 +35,7 @@ from registry.rca.checks import CheckResultView
 from registry.rca.service import AgentView, FixView, RcaProposal, RcaView, ReviewRequest, ReviewView
 from registry.retention.pins import PinView
 from registry.signatures.service import CapturePolicyView, SignatureDetail, SignatureSummary
+from registry.storage.service import DumpView
 
 # (shape, operation, the path to the object inside its body, keys the document leaves out)
 CASES = [
@@ -70,6 +71,7 @@ CASES = [
     (TimeFinding, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["time_findings", "[]"], set()),
     (PinView, ("put", "/api/v1/captures/{capture_id}/pin", "201"), [], set()),
     (PinView, ("get", "/api/v1/captures/{capture_id}/pins", "200"), ["pins", "[]"], set()),
+    (DumpView, ("get", "/api/v1/captures/{capture_id}/dump", "200"), [], set()),
 ]
 
 
