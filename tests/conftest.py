@@ -24,9 +24,8 @@ from registry.db import Database
 from registry.migrate import upgrade
 from tests.support.databases import (
     BACKENDS,
-    create_postgres_database,
     drop_abandoned_databases,
-    drop_postgres_database,
+    migrated_postgres_database,
     truncate_all,
 )
 from tests.support.http import SERVER_POLL_S
@@ -65,10 +64,8 @@ def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def migrated_postgres() -> Iterator[str]:
-    url = create_postgres_database()
-    upgrade(url)
-    yield url
-    drop_postgres_database(url)
+    with migrated_postgres_database() as url:
+        yield url
 
 
 @pytest.fixture(params=BACKENDS)

@@ -213,21 +213,44 @@ def check_transition(name: str, current: Any, wanted: Any, table: dict[Any, froz
     )
 
 
+def slot_claim(capture: Capture) -> str:
+    """What a capture says about its event's slot: `kept` (completed, its processing not failed,
+    its file not removed), `under_way` (started), or `let_go` (failed, skipped, removed)."""
+    if capture.removed_at is not None or capture.processing_state == "failed":
+        return "let_go"
+    return {"completed": "kept", "started": "under_way"}.get(capture.status, "let_go")
+
+
 def settle_slot(session: Session, capture: Capture) -> None:
-    """A completed capture keeps its event's slot held for the window; a failed one, or one
-    whose file was removed, frees it (the bug's next crash may be captured in full again). An
-    event without a signature holds its host's and the fleet's no-signature slots instead."""
-    if capture.status in ("failed", "skipped") or capture.processing_state == "failed" or capture.removed_at:
-        held_in = (SLOT_GRANTED, SLOT_COMPLETED)
-        state = SLOT_RELEASED
-    elif capture.status == "completed":
-        held_in, state = (SLOT_GRANTED,), SLOT_COMPLETED
-    else:
+    """The event's slot follows what the event keeps, not the last capture recorded. A kept
+    capture holds it for the window (a grant turns completed; a slot the event's earlier failure
+    released, and nobody claimed since, is taken back). A failed, skipped or removed capture
+    frees it only when no other capture of the event is kept or still under way: a DPU's failed
+    drgn attempt after a good makedumpfile changes nothing about what is kept. An event without
+    a signature holds its host's and the fleet's no-signature slots instead, by the same rule
+    (a released one is not taken back: the budget's window has moved on)."""
+    claim = slot_claim(capture)
+    if claim == "under_way":
         return
-    for slots in (CaptureSlot, NoSignatureSlot):  # a signature's, or the no-signature budget's
+    slots, budget = CaptureSlot.__table__.c, NoSignatureSlot.__table__.c
+    if claim == "kept":  # the grant, or the slot released for this event on its own signature
+        taken_back = (slots.state == SLOT_RELEASED) & (slots.signature_id == capture.signature_id)
+        held = {CaptureSlot: (slots.state == SLOT_GRANTED) | taken_back,
+                NoSignatureSlot: budget.state == SLOT_GRANTED}
+        state = SLOT_COMPLETED
+    else:
+        others = session.scalars(
+            select(Capture).where(Capture.event_id == capture.event_id, Capture.id != capture.id)
+        )
+        if any(slot_claim(other) != "let_go" for other in others):
+            return
+        held = {table: table.__table__.c.state.in_((SLOT_GRANTED, SLOT_COMPLETED))
+                for table in (CaptureSlot, NoSignatureSlot)}
+        state = SLOT_RELEASED
+    for table, condition in held.items():
         session.execute(
-            update(slots)
-            .where(slots.event_id == capture.event_id, slots.state.in_(held_in))
+            update(table)
+            .where(table.__table__.c.event_id == capture.event_id, condition)
             .values(state=state, since=utcnow())
             .execution_options(synchronize_session=False)
         )

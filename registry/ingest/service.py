@@ -222,13 +222,7 @@ def stored_or_replayed(
     try:
         if db.engine.dialect.name == "postgresql":
             return stored_on_postgresql(db, settings, incoming, caller)
-        # SQLite: one BEGIN IMMEDIATE transaction from the read on, which serialises its writers.
-        with db.session() as session:
-            connection = session.connection()
-            context, replay = checked(connection, incoming, caller)
-            if replay is not None:
-                return IngestResult(replay, created=False)
-            return created(incoming, store(session, connection, settings, incoming, context))
+        return stored_by_steps(db, settings, incoming, caller)
     except IntegrityError:
         # Another worker stored this report_id between our check and our commit.
         with db.session() as session:
@@ -237,6 +231,20 @@ def stored_or_replayed(
         if replay is None:
             raise
         return IngestResult(replay, created=False)
+
+
+def stored_by_steps(
+    db: Database, settings: Settings, incoming: IncomingReport, caller: Caller | None
+) -> IngestResult:
+    """The one read, then `store`'s steps, in one transaction: SQLite's path (its BEGIN
+    IMMEDIATE from the read on serialises its writers), and the answer every write planned on
+    PostgreSQL must give (tests/registry/ingest/test_writers_agree.py)."""
+    with db.session() as session:
+        connection = session.connection()
+        context, replay = checked(connection, incoming, caller)
+        if replay is not None:
+            return IngestResult(replay, created=False)
+        return created(incoming, store(session, connection, settings, incoming, context))
 
 
 def stored_on_postgresql(

@@ -35,6 +35,7 @@ from registry.retention.policy import (
     DELETE,
     TRIM,
     Ages,
+    Decision,
     Dump,
     EventLog,
     SignatureState,
@@ -53,6 +54,24 @@ STORED, DELETING, DELETED = "stored", "deleting", "deleted"
 
 Progress = Callable[[str], None]
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DoomedDump:
+    """A dump a dry run would delete, and the retention rule that lets it go."""
+
+    dump_id: int
+    capture_id: int
+    event_id: int
+    signature_id: int | None
+    key: str
+    bytes: int
+    state: str  # stored, or deleting (marked by a run that did not finish)
+    rule: str
+    reason: str
+
+
+Doomed = Callable[[DoomedDump], None]
 
 
 @dataclass
@@ -176,12 +195,16 @@ class DumpPlan:
     mark: array[int] = field(default_factory=lambda: array("q"))  # stored, to go
     finish: array[int] = field(default_factory=lambda: array("q"))  # deleting (an earlier run), to go
     restore: array[int] = field(default_factory=lambda: array("q"))  # deleting, kept now
+    why: dict[int, Decision] | None = None  # each going dump's decision, when asked (a dry run)
 
 
-def plan_dumps(session: Session, location: str, now: datetime, ages: Ages, outcome: GcOutcome) -> DumpPlan:
-    """Read the facts one signature at a time (a group is one signature's dumps) and decide."""
+def plan_dumps(
+    session: Session, location: str, now: datetime, ages: Ages, outcome: GcOutcome, explain: bool = False
+) -> DumpPlan:
+    """Read the facts one signature at a time (a group is one signature's dumps) and decide;
+    `explain`: keep each going dump's decision too."""
     states = signature_states(session)
-    plan = DumpPlan()
+    plan = DumpPlan(why={} if explain else None)
     rows = dump_rows(session, location, open_rca_citations(session))
     for signature_id, group in groupby(rows, key=lambda row: row.signature_id):
         members = list(group)
@@ -191,6 +214,8 @@ def plan_dumps(session: Session, location: str, now: datetime, ages: Ages, outco
             decision = decided[row.dump.capture_id]
             if decision.action == DELETE:
                 (plan.mark if row.state == STORED else plan.finish).append(row.dump_id)
+                if plan.why is not None:
+                    plan.why[row.dump_id] = decision
             else:
                 outcome.kept_by_rule[decision.rule] = outcome.kept_by_rule.get(decision.rule, 0) + 1
                 if row.state == DELETING:
@@ -286,6 +311,26 @@ def delete_objects(
     progress(f"deleted {outcome.dumps_deleted} dumps so far ({outcome.bytes_freed} bytes freed)")
 
 
+def report_doomed(database: Database, plan: DumpPlan, outcome: GcOutcome, doomed: Doomed) -> None:
+    """A dry run: each dump the plan lets go, told to `doomed` in id order, and counted."""
+    assert plan.why is not None
+    query = (
+        select(StoredDump.id, StoredDump.capture_id, Capture.event_id, Capture.signature_id,
+               StoredDump.key, StoredDump.bytes, StoredDump.state)
+        .join(Capture, Capture.id == StoredDump.capture_id)
+        .order_by(StoredDump.id)
+    )
+    with database.session() as session:
+        for ids, state in ((plan.mark, STORED), (plan.finish, DELETING)):
+            for chunk in batches(ids, BATCH):
+                for row in session.execute(query.where(StoredDump.id.in_(chunk), StoredDump.state == state)):
+                    decision = plan.why[row.id]
+                    outcome.dumps_deleted += 1
+                    outcome.bytes_freed += row.bytes or 0
+                    doomed(DoomedDump(row.id, row.capture_id, row.event_id, row.signature_id, row.key,
+                                      row.bytes or 0, row.state, decision.rule, decision.reason))
+
+
 def collect_dumps(
     database: Database,
     store: DumpStore,
@@ -295,16 +340,12 @@ def collect_dumps(
     outcome: GcOutcome,
     progress: Progress,
     batch: int,
+    doomed: Doomed,
 ) -> None:
     with database.session() as session:
-        plan = plan_dumps(session, store.uri("").rstrip("/"), now, ages, outcome)
+        plan = plan_dumps(session, store.uri("").rstrip("/"), now, ages, outcome, explain=dry_run)
     if dry_run:
-        with database.session() as session:
-            for ids, state in ((plan.mark, STORED), (plan.finish, DELETING)):
-                for chunk in batches(ids, BATCH):
-                    rows = objects(session, chunk, state)
-                    outcome.dumps_deleted += len(rows)
-                    outcome.bytes_freed += sum(row.bytes or 0 for row in rows)
+        report_doomed(database, plan, outcome, doomed)
         return
     for chunk in batches(plan.restore, batch):
         restore(database, store, chunk, now, outcome)
@@ -435,12 +476,14 @@ def collect(
     now: datetime | None = None,
     progress: Progress = lambda line: None,
     batch: int = BATCH,
+    doomed: Doomed = lambda dump: None,
 ) -> GcOutcome:
-    """One gc run: dumps first (a log follows its event's kept dumps), then console logs."""
+    """One gc run: dumps first (a log follows its event's kept dumps), then console logs. A
+    dry run tells `doomed` each dump it would delete."""
     now = now or utcnow()
     ages = ages_of(settings)
     outcome = GcOutcome(dry_run)
-    collect_dumps(database, store, ages, now, dry_run, outcome, progress, batch)
+    collect_dumps(database, store, ages, now, dry_run, outcome, progress, batch, doomed)
     trim_logs(database, ages, now, dry_run, outcome, progress)
     outcome.symbols_deleted, outcome.symbol_bytes_freed = collect_symbols(
         database, store, settings.retention.symbol_days, now, dry_run, progress)

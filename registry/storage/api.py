@@ -6,25 +6,28 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from flask import Blueprint, current_app, g, jsonify, request, send_file
+from flask.blueprints import BlueprintSetupState
 from marshmallow import Schema, fields, validate
 
 from registry.auth.tokens import require_scope
 from registry.capture.savings import MAX_CAPTURE_BYTES
+from registry.config import Settings
 from registry.errors import ApiError
 from registry.openapi import documented
 from registry.requests import WholeNumber, json_body, load
-from registry.storage.local import OBJECTS_PREFIX, PARTS_PREFIX, LocalStore
-from registry.storage.models import ENCODINGS
+from registry.storage.local import OBJECTS_PREFIX, PARTS_PREFIX, LocalStore, SigningKeyUnsafe
+from registry.storage.models import DUMP_STATES, ENCODINGS
 from registry.storage.parts import MAX_PART_BYTES, MAX_PARTS
 from registry.storage.service import (
     MAX_URLS_PER_REQUEST,
+    capture_dump,
     complete_upload,
     download_link,
     dump_dict,
     start_upload,
     stored_dump,
 )
-from registry.storage.store import DumpStore, open_store
+from registry.storage.store import DumpStore, local_root, open_store
 from registry.web import current_db, current_settings
 
 blueprint = Blueprint("storage", __name__)
@@ -44,6 +47,27 @@ def _store_failed(error: Exception) -> Any:
         f"the dump store is unavailable ({type(error).__name__}); retry shortly",
         headers={"Retry-After": str(STORE_RETRY_AFTER_S)},
     ).to_response()
+
+
+@blueprint.app_errorhandler(SigningKeyUnsafe)
+def _key_unsafe(error: SigningKeyUnsafe) -> Any:
+    """The local store's key became readable by others while the registry ran: nothing is
+    signed or accepted with it until an operator fixes it (a 503 the reporters retry)."""
+    current_app.logger.error("%s", error)
+    return ApiError(
+        503, "unavailable", "the dump store's signing key is unsafe; an operator must rotate it",
+        headers={"Retry-After": str(STORE_RETRY_AFTER_S)},
+    ).to_response()
+
+
+@blueprint.record_once
+def _open_store_at_start(state: BlueprintSetupState) -> None:
+    """A local store opened with the app, so a registry whose signing key others can read
+    refuses to start (registry.storage.local.SigningKey) instead of serving with it. (An S3
+    store opens on first use: boto3 reads its endpoint and credentials then.)"""
+    settings: Settings = state.app.extensions["crashreg.settings"]
+    if local_root(settings.dump_store.url) is not None:
+        state.app.extensions[STORE] = open_store(settings.dump_store, settings.public_url)
 
 
 def current_store() -> DumpStore:
@@ -84,7 +108,12 @@ class UploadRequestSchema(Schema):
 class DumpSchema(Schema):
     id = fields.String()
     capture_id = fields.String()
-    state = fields.String(metadata={"description": "uploading | stored | deleting | deleted"})
+    state = fields.String(
+        validate=validate.OneOf(DUMP_STATES),
+        metadata={"description": "uploading (parts still coming), stored (complete and verified: the "
+                  "only state handed out), deleting (retention is removing it), deleted (gone from the "
+                  "store; the row stays as history)"},
+    )
     uri = fields.String()
     encoding = fields.String()
     bytes = fields.Integer()
@@ -167,18 +196,26 @@ def post_complete(capture_id: int) -> Any:
 
 @blueprint.get("/api/v1/captures/<id:capture_id>/dump")
 @require_scope("read")
-@documented("A capture's dump in the store", responses={200: DumpSchema}, errors=(401, 403, 404), tag="dumps")
+@documented(
+    "A capture's dump in the store, in every state (uploading, stored, deleting, deleted: `state` "
+    "says which); 404 `no_dump` with error.fields.state ['none'] when the capture has none",
+    responses={200: DumpSchema},
+    errors=(401, 403, 404),
+    tag="dumps",
+)
 def get_dump(capture_id: int) -> Any:
     with current_db().session() as session:
-        return jsonify(dump_dict(stored_dump(session, capture_id)))
+        return jsonify(dump_dict(capture_dump(session, capture_id)))
 
 
 @blueprint.get("/api/v1/captures/<id:capture_id>/download")
 @require_scope("read")
 @documented(
-    "A short-lived download link to a capture's dump (audited: who, when, which object)",
+    "A short-lived download link to a capture's stored dump (audited: who, when, which object); "
+    "409 `dump_not_stored` naming the dump's state in error.fields.state when it is not stored, "
+    "404 `no_dump` when the capture has none",
     responses={200: DownloadSchema},
-    errors=(401, 403, 404),
+    errors=(401, 403, 404, 409),
     tag="dumps",
 )
 def get_download(capture_id: int) -> Any:
@@ -195,9 +232,7 @@ def local_store() -> LocalStore:
     store = current_store()
     if not isinstance(store, LocalStore):
         raise ApiError(404, "not_found", "the dump store is not local: its URLs point at the store itself")
-    store.check(
-        request.method, request.path, request.args.get("expires", ""), request.args.get("signature", "")
-    )
+    store.check(request.method, request.path, request.args.to_dict())
     return store
 
 

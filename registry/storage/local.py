@@ -4,7 +4,7 @@ It speaks the same protocol to the hosts as S3 does: the registry hands out its 
 pre-signed-style URLs (HMAC-signed, expiring, scoped to one part or one object) and the
 storage blueprint serves them, so a reporter uploads the same way to either store. Layout:
 `<root>/<key>` the objects, `<root>/.etags/<key>` their ETags, `<root>/.uploads/<id>/` the
-parts of an open upload, `<root>/.signing-key` the URLs' key (made once, mode 0600).
+parts of an open upload, `<root>/.signing-key` the URLs' key (SigningKey).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import hmac
 import os
 import secrets
 import shutil
+import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote, urlencode
@@ -37,49 +38,124 @@ OBJECTS_PREFIX = "/dump-store/objects"
 CHUNK = 1 << 20
 
 
+KEY_FILE = ".signing-key"
+KEY_BYTES = 32
+EXPOSED = 0o077  # any permission for the group or others
+
+
+class SigningKeyUnsafe(RuntimeError):
+    """The local store's signing key may be known to others: the store refuses to run with it."""
+
+
+class SigningKey:
+    """The key the local store signs its URLs with: a file in the store's directory, never in
+    the repository or the image, so each deployment has its own. Made on first use (mode 0600,
+    created with it, never widened); refused when the group or others may read it, since whoever
+    reads it can sign a download URL for any dump. Read again whenever the file changes, so a
+    rotation takes effect in every running worker at its next URL (and a key made readable by
+    others while the registry runs is refused from then on)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._read: tuple[tuple[int, ...], bytes] | None = None
+
+    def check(self) -> None:
+        """Refuse an existing key that is unsafe (a missing one is made on first use)."""
+        with contextlib.suppress(FileNotFoundError):
+            self._load(self.path.stat())
+
+    def value(self) -> bytes:
+        try:
+            found = self.path.stat()
+        except FileNotFoundError:
+            self._create()
+            found = self.path.stat()
+        identity = (found.st_dev, found.st_ino, found.st_mtime_ns, found.st_ctime_ns)  # ctime: a chmod
+        if self._read is None or self._read[0] != identity:
+            self._read = (identity, self._load(found))
+        return self._read[1]
+
+    def rotate(self) -> None:
+        """A new key in place of the old one (atomically): every URL signed before stops working."""
+        os.replace(self._written(), self.path)
+        self._read = None
+
+    def _create(self) -> None:
+        written = self._written()
+        with contextlib.suppress(FileExistsError):  # the first process wins; the others read its key
+            os.link(written, self.path)
+        written.unlink()
+
+    def _written(self) -> Path:
+        """A new key in a file of its own beside the key's place, private from its creation."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f"{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(secrets.token_hex(KEY_BYTES))
+            out.flush()
+            os.fsync(out.fileno())
+        return temporary
+
+    def _load(self, found: os.stat_result) -> bytes:
+        mode = stat.S_IMODE(found.st_mode)
+        if mode & EXPOSED:
+            raise SigningKeyUnsafe(
+                f"the dump store's signing key {self.path} is readable by others than its owner "
+                f"(mode {mode:04o}): whoever reads it can sign a download URL for any dump. "
+                f"If nobody else could have read it, `chmod 600 {self.path}`; otherwise replace it "
+                "with `crashreg storage rotate-key`"
+            )
+        key = self.path.read_text().strip()
+        if len(key) < 2 * KEY_BYTES:
+            raise SigningKeyUnsafe(
+                f"the dump store's signing key {self.path} holds {len(key)} characters, not a key of "
+                f"{KEY_BYTES} random bytes ({2 * KEY_BYTES} hex digits): replace it with "
+                "`crashreg storage rotate-key`"
+            )
+        return key.encode()
+
+
 class LocalStore:
-    def __init__(self, root: Path, base_url: str, key: bytes | None = None) -> None:
+    def __init__(self, root: Path, base_url: str, signing_key: SigningKey | None = None) -> None:
         self.root = root.resolve()
         self.base_url = base_url
-        if key is None:
-            self.root.mkdir(parents=True, exist_ok=True)
-        self.key = key or self._signing_key()
+        self.signing_key = signing_key or SigningKey(self.root / KEY_FILE)
+        if signing_key is None:
+            self.signing_key.check()
 
     def at(self, base_url: str) -> LocalStore:
         """The same store, its URLs naming `base_url`: the registry as the asking host reached it."""
-        return LocalStore(self.root, base_url, self.key)
-
-    def _signing_key(self) -> bytes:
-        path = self.root / ".signing-key"
-        if not path.exists():
-            temporary = path.with_name(f".signing-key.{os.getpid()}.tmp")
-            temporary.write_text(secrets.token_hex(32))
-            temporary.chmod(0o600)
-            with contextlib.suppress(FileExistsError):  # the first process wins; the others read it
-                os.link(temporary, path)
-            temporary.unlink()
-        return path.read_text().strip().encode()
+        return LocalStore(self.root, base_url, self.signing_key)
 
     # --- signed URLs ----------------------------------------------------------------------
 
-    def _signature(self, method: str, resource: str, expires: int) -> str:
-        message = f"{method}\n{resource}\n{expires}".encode()
-        return hmac.new(self.key, message, hashlib.sha256).hexdigest()
+    def _signature(self, method: str, resource: str, query: Mapping[str, str]) -> str:
+        """The HMAC of everything the URL asks: the method, the one object or part it names, its
+        expiry and every other parameter (a download's file name), in a fixed order."""
+        signed = "&".join(
+            f"{name}={quote(value, safe='', errors='replace')}" for name, value in sorted(query.items())
+        )
+        message = f"{method}\n{resource}\n{signed}".encode()
+        return hmac.new(self.signing_key.value(), message, hashlib.sha256).hexdigest()
 
     def _signed(self, method: str, resource: str, ttl_s: int, **extra: str) -> str:
-        expires = int(time.time()) + ttl_s
-        query = {"expires": str(expires), **extra, "signature": self._signature(method, resource, expires)}
+        query = {"expires": str(int(time.time()) + ttl_s), **extra}
+        query["signature"] = self._signature(method, resource, query)
         return f"{self.base_url}{resource}?{urlencode(query)}"
 
-    def check(self, method: str, resource: str, expires: str, signature: str) -> None:
-        """Refuse a request whose URL this store did not sign for it, or whose time is up."""
+    def check(self, method: str, resource: str, query: Mapping[str, str]) -> None:
+        """Refuse a request whose URL this store did not sign, for this object and these
+        parameters, with its current key; or whose time is up."""
+        signed = {name: value for name, value in query.items() if name != "signature"}
         try:
-            deadline = int(expires)
+            deadline = int(signed.get("expires", ""))
         except ValueError:
             raise ApiError(
                 403, "forbidden", "the URL has no valid expiry: not one this registry signed"
             ) from None
-        if not hmac.compare_digest(self._signature(method, resource, deadline), signature):
+        signature = query.get("signature", "").encode(errors="replace")
+        if not hmac.compare_digest(self._signature(method, resource, signed).encode(), signature):
             raise ApiError(
                 403, "forbidden", "the URL's signature does not match: not one this registry signed"
             )

@@ -274,11 +274,38 @@ def record_stored(session: Session, store: DumpStore, dump: Dump, stored: Stored
     )
 
 
-def stored_dump(session: Session, capture_id: int) -> Dump:
+NO_DUMP = "none"  # the state an answer names for a capture with no dump at all
+# Why a dump that is not `stored` cannot be downloaded, by its state (its row's fields as `d`).
+NOT_DOWNLOADABLE = {
+    "uploading": "its upload is under way since {d.created_at:%Y-%m-%d %H:%M} UTC: it can be downloaded "
+    "once the reporter completes it",
+    "deleting": "retention is deleting it (docs/retention.md): it is no longer handed out",
+    "deleted": "retention deleted it from the store; its row stays as history",
+}
+
+
+def capture_dump(session: Session, capture_id: int) -> Dump:
+    """The capture's dump in whatever state it is; a 404 for a capture with none, naming the
+    state `none` and whether one may still come."""
     dump = session.scalar(select(Dump).where(Dump.capture_id == capture_id))
-    if dump is None or dump.state != "stored":
-        state = dump.state if dump else "never uploaded"
-        raise ApiError(404, "not_found", f"capture {capture_id} has no dump in the store ({state})")
+    if dump is not None:
+        return dump
+    capture = session.get(Capture, capture_id)
+    if capture is None:
+        raise ApiError(404, "not_found", f"no capture {capture_id}")
+    coming = ("none will be: the capture is " + capture.status if capture.status in ("failed", "skipped")
+              else "its reporter has not started the upload")
+    raise ApiError(404, "no_dump", f"capture {capture_id} has no dump in the store: {coming}",
+                   fields={"state": [NO_DUMP]})
+
+
+def stored_dump(session: Session, capture_id: int) -> Dump:
+    """The capture's dump if it can be handed out; a 409 naming its state otherwise."""
+    dump = capture_dump(session, capture_id)
+    if dump.state != "stored":
+        why = NOT_DOWNLOADABLE[dump.state].format(d=dump)
+        raise ApiError(409, "dump_not_stored", f"capture {capture_id}'s dump is {dump.state}: {why}",
+                       fields={"state": [dump.state]})
     return dump
 
 

@@ -46,6 +46,7 @@ from registry.signatures.userspace import (
     UserFrame,
     UserspaceCrash,
 )
+from registry.storage.service import DumpView
 from registry.symbols.keep import SymbolFileView
 from registry.symbols.uploads import SymbolUploadAnswer, UploadView
 
@@ -96,6 +97,8 @@ CASES = [
     (SymbolUploadAnswer, ("post", "/api/v1/symbols/uploads", "200"), [], set()),
     (UploadView, ("post", "/api/v1/symbols/uploads", "200"), ["upload"], set()),
     (SymbolFileView, ("get", "/api/v1/symbols/{build_id}", "200"), ["files", "[]"], set()),
+
+    (DumpView, ("get", "/api/v1/captures/{capture_id}/dump", "200"), [], set()),
 ]
 
 

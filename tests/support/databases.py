@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from graphlib import CycleError, TopologicalSorter
 
 import psycopg
+
+from registry.migrate import upgrade
 
 POSTGRES_ADMIN_URL = os.environ.get("CRASHREG_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 BACKENDS = [b for b in os.environ.get("CRASHREG_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
@@ -28,6 +32,18 @@ def create_postgres_database(prefix: str = "crashreg_test") -> str:
     with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return postgres_url(name)
+
+
+@contextmanager
+def migrated_postgres_database() -> Iterator[str]:
+    """A new database at the migration head (through Alembic, the only way the schema is made),
+    dropped after."""
+    url = create_postgres_database()
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        drop_postgres_database(url)
 
 
 def drop_postgres_database(url: str) -> None:

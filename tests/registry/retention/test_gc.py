@@ -7,14 +7,11 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select, update
 
-from registry.config import DumpStoreSettings, Settings
 from registry.core.events import Event, Report
 from registry.core.signatures import Signature
 from registry.db import utcnow
@@ -24,7 +21,6 @@ from registry.retention.gc import collect, mark
 from registry.retention.models import ConsoleTrim
 from registry.signatures.identify import identify
 from registry.storage.models import Dump
-from registry.storage.store import DumpStore, open_store
 from testkit.pages import login
 from testkit.reports import crash_report
 from tests.support.capture import bug_log, post_capture, report
@@ -32,20 +28,10 @@ from tests.support.http import auth
 from tests.support.retention import LATER, Fleet
 
 
-@pytest.fixture
-def store(tmp_path: Path, settings: Settings) -> DumpStore:
-    return open_store(DumpStoreSettings(url=str(tmp_path / "dumps")), settings.public_url)
-
-
 def cited_rca(signature_id: int, *evidence: dict[str, str], status: str = "proposed") -> Rca:
     """A human's RCA of the signature citing `evidence` (checked, as review would leave it)."""
     return Rca(signature_id=signature_id, status=status, summary="s", body="b", author="bob",
                author_kind="human", evidence=list(evidence), token_name="t", checks=[], checks_passed=True)
-
-
-@pytest.fixture
-def gc_settings(settings: Settings, tmp_path: Path) -> Settings:
-    return replace(settings, dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")))
 
 
 def test_keeps_the_k_exemplars_pins_and_open_rca_evidence_and_deletes_the_rest(

@@ -120,7 +120,7 @@ def test_a_skipped_events_dump_and_a_changed_size_are_refused(api: Api) -> None:
     assert api.start(wanted["id"], 100, parts=[2]).status_code == 400
     assert api.start("999999", 100).status_code == 404
     assert api.get("/api/v1/captures/999999/download").status_code == 404
-    assert api.get(f"/api/v1/captures/{wanted['id']}/download").status_code == 404  # not stored yet
+    assert api.get(f"/api/v1/captures/{wanted['id']}/download").status_code == 409  # not stored yet
 
 
 def test_the_local_stores_urls_expire_and_cannot_be_forged(api: Api, store_kind: str, store_url: str) -> None:
