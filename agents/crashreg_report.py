@@ -927,7 +927,7 @@ def command_post_boot(config: Config, args: argparse.Namespace) -> int:
     summary = resend_spooled(config)
     log(f"resent {summary.sent}, kept {summary.kept} for later, rejected {summary.rejected}")
     # pstore's records wait (in pstore) while a crash report is still spooled: see PSTORE_REPORT_PREFIX.
-    unsent = pstore.report_previous_panic(config, hold=summary.reports_kept > 0)
+    unsent = pstore.report_records(config, hold=summary.reports_kept > 0)
     return EXIT_UNSENT if summary.kept or unsent else 0
 
 
