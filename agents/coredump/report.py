@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import signal as signals
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
+
+from agents.reporter.report import report_skeleton
 
 from .core import CoreHead, Memory, Thread
 from .demangle import demangle
@@ -23,11 +24,6 @@ FAULT_SIGNALS = frozenset({signals.SIGSEGV, signals.SIGBUS, signals.SIGILL, sign
 RED_ZONE = 128  # System V x86-64: the bytes below %rsp a leaf may use, and what calls leave there
 PC_BYTES = 16  # the longest x86 instruction is 15 bytes
 MAX_REPORTED_MAPPINGS = 4096
-
-
-def iso(seconds: float) -> str:
-    """A report's time: seconds since the epoch as ISO 8601 UTC."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def hexa(value: int) -> str:
@@ -189,16 +185,7 @@ def userspace_report(analysis: Analysis, facts: CrashFacts, fingerprint: bool = 
         from registry.fingerprint import analyse_report
 
         signature = analyse_report(None, stack)
-    host: dict[str, Any] = {"hostname": facts.hostname}
-    if facts.kernel_version:
-        host["kernel_version"] = facts.kernel_version
-    return {
-        "report_id": f"core-{analysis.head.identity[:48]}",
-        "source": "userspace",
-        "crashed_at": facts.crashed_at,
-        "host": host,
-        "boot_id": facts.boot_id,
-        "uptime_s": facts.host_uptime_s,
-        "stack": stack,
-        "fingerprint": signature.fingerprint if signature else None,
-    }
+    report_id = f"core-{analysis.head.identity[:48]}"
+    return report_skeleton(report_id, "userspace", facts.crashed_at, facts.hostname, facts.kernel_version,
+                           facts.boot_id, uptime_s=facts.host_uptime_s, stack=stack,
+                           fingerprint=signature.fingerprint if signature else None)

@@ -30,15 +30,18 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 import zlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import crashreg_report as reporter
+from agents.reporter.captures import record_capture
+from agents.reporter.config import Config
+from agents.reporter.log import log
+from agents.reporter.postboot import PSTORE_REPORT_PREFIX
+from agents.reporter.report import console_report, hostname_of, iso_time, safe_report_id, tail_text
+from agents.reporter.spool import deliver
 
 RECORD_NAMES = ("dmesg-ramoops-*", "dmesg-efi-*", "dmesg-erst-*")
 PART_HEADER = re.compile(r"^(?P<reason>[A-Za-z]+)#(?P<count>\d+) Part(?P<part>\d+)\n")
@@ -112,12 +115,12 @@ def read_part(path: Path) -> Part | None:
     if path.name.endswith(".enc.z"):
         raw = inflate(raw)
         if raw is None:
-            reporter.log(f"{path.name}: compressed with neither zlib nor deflate: left alone")
+            log(f"{path.name}: compressed with neither zlib nor deflate: left alone")
             return None
     text = raw.decode("utf-8", "replace").replace("\0", "")
     match = PART_HEADER.match(text)
     if match is None:
-        reporter.log(f"{path.name}: no '<Reason>#<n> Part<n>' line: not a kmsg dump")
+        log(f"{path.name}: no '<Reason>#<n> Part<n>' line: not a kmsg dump")
         return None
     return Part(path, match["reason"], int(match["count"]), int(match["part"]), text[match.end():],
                 path.stat().st_mtime)
@@ -150,18 +153,18 @@ def read_dumps(directory: Path) -> tuple[list[Dump], list[Path]]:
 # --- which boot crashed ---------------------------------------------------------------
 
 
-def record_boot(config: reporter.Config) -> str | None:
+def record_boot(config: Config) -> str | None:
     """Append this boot to the boot log (once); its boot_id."""
     try:
         boot_id = Path(config.boot_id_file).read_text().strip()
     except OSError:
         return None
-    log = Path(config.boot_log)
-    known = boots(log)
+    boot_log = Path(config.boot_log)
+    known = boots(boot_log)
     if not known or known[-1][0] != boot_id:
         started = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a") as out:
+        boot_log.parent.mkdir(parents=True, exist_ok=True)
+        with boot_log.open("a") as out:
             out.write(f"{boot_id} {started:.0f}\n")
     return boot_id
 
@@ -191,35 +194,26 @@ def crashed_boot(log: Path, panic_time: float, current: str | None) -> str | Non
 # --- the report -----------------------------------------------------------------------
 
 
-def pstore_report(config: reporter.Config, dump: Dump, boot_id: str | None) -> dict[str, Any]:
+def pstore_report(config: Config, dump: Dump, boot_id: str | None) -> dict[str, Any]:
     """The report made from one dump; its report_id depends on the dump alone (a rerun sends
     the same id, which the registry replays)."""
-    hostname = config.hostname or socket.gethostname() or "unknown"
-    console_log = reporter.tail_text(dump.console_log.encode(), config.max_log_bytes)
+    hostname = hostname_of(config.hostname)
     kind = dump.kind
     suffix = boot_id or f"{hostname}-{int(dump.time)}"
     if not kind.panic:  # one id per dump of a boot: its reason and pstore's oops count
         suffix += f"-{dump.reason.lower()}-{dump.count}"
-    return {
-        "report_id": reporter.safe_report_id(f"{reporter.PSTORE_REPORT_PREFIX}{suffix}"),
-        "source": kind.source,
-        "crashed_at": datetime.fromtimestamp(dump.time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "host": {"hostname": hostname,
-                 "kernel_version": reporter.log_kernel_version(console_log) or None},
-        "boot_id": boot_id,
-        "uptime_s": reporter.log_uptime(console_log),
-        "fingerprint": reporter.local_fingerprint(console_log),
-        "console_log": console_log,
-    }
+    console_log = tail_text(dump.console_log.encode(), config.max_log_bytes)
+    return console_report(f"{PSTORE_REPORT_PREFIX}{suffix}", kind.source, iso_time(dump.time), hostname, None,
+                          boot_id, console_log)
 
 
-def reported_live(config: reporter.Config, report: dict[str, Any]) -> Path | None:
+def reported_live(config: Config, report: dict[str, Any]) -> Path | None:
     """The watcher's own report of this oops, if it made one: a first report of the same boot
     and fingerprint in the spool or its sent/ folder (then the record adds nothing)."""
     if report["source"] != "live_kernel" or not report["boot_id"] or not report["fingerprint"]:
         return None
     spool = Path(config.spool_dir)
-    name = f"live-{reporter.safe_report_id(report['boot_id'])}-*.json"
+    name = f"live-{safe_report_id(report['boot_id'])}-*.json"
     for path in sorted([*spool.glob(name), *(spool / "sent").glob(name)]):
         if ".r" in path.stem.rsplit("-", 1)[-1]:  # a repeat's count, not a first report
             continue
@@ -231,7 +225,7 @@ def reported_live(config: reporter.Config, report: dict[str, Any]) -> Path | Non
     return None
 
 
-def dump_exists(config: reporter.Config, boot_id: str | None, panic_time: float) -> bool:
+def dump_exists(config: Config, boot_id: str | None, panic_time: float) -> bool:
     """A dump of the crashed boot on this host's disk: `<coredir>/<boot_id>/` (the core
     collector's target), or a kdump-tools `<YYYYmmddHHMM>/dump.*` made after the panic."""
     if not config.kdump_coredir:
@@ -250,10 +244,10 @@ def failed_capture(report: dict[str, Any]) -> dict[str, Any]:
     a record of a dump that did happen (sent earlier) is the one that stays."""
     key = f"kdump-{report['boot_id']}" if report["boot_id"] else report["report_id"]
     return {"method": "makedumpfile", "status": "failed", "bytes": None, "target": None,
-            "capture_key": reporter.safe_report_id(f"{key}-makedumpfile")}
+            "capture_key": safe_report_id(f"{key}-makedumpfile")}
 
 
-def report_records(config: reporter.Config, hold: bool = False) -> bool:
+def report_records(config: Config, hold: bool = False) -> bool:
     """Report every dump in pstore and remove each one's files once its report is acknowledged;
     True when one is left unreported (exit 3). `hold`: record this boot, but leave the dumps
     for the next run (a crash report they may belong to is still spooled)."""
@@ -264,10 +258,10 @@ def report_records(config: reporter.Config, hold: bool = False) -> bool:
     dumps, paths = read_dumps(directory)
     unread = sorted(set(paths) - {path for dump in dumps for path in dump.paths})
     for path in unread:
-        reporter.log(f"pstore: {path.name} kept: not a kmsg dump this reader can read")
+        log(f"pstore: {path.name} kept: not a kmsg dump this reader can read")
     if hold:
         if dumps:
-            reporter.log("pstore: left for the next run, after the spooled crash reports")
+            log("pstore: left for the next run, after the spooled crash reports")
         return bool(dumps)
     reports = {id(dump): pstore_report(config, dump, crashed_boot(Path(config.boot_log), dump.time, current))
                for dump in dumps}
@@ -299,13 +293,13 @@ def panics_oopses(dumps: list[Dump], reports: dict[int, dict[str, Any]]) -> dict
             if (panic.reason == "Panic" and (panic.backend, panic.count) == (oops.backend, oops.count)
                     and panic.time >= oops.time
                     and reports[id(panic)]["fingerprint"] == reports[id(oops)]["fingerprint"]):
-                reporter.log(f"pstore: Oops #{oops.count} is the one the Panic after it reports")
+                log(f"pstore: Oops #{oops.count} is the one the Panic after it reports")
                 covered[id(oops)] = panic
                 break
     return covered
 
 
-def report_dump(config: reporter.Config, dump: Dump, report: dict[str, Any]) -> bool:
+def report_dump(config: Config, dump: Dump, report: dict[str, Any]) -> bool:
     """Report one dump; True once the registry acknowledged it (now or, for an oops the
     watcher reported, before)."""
     boot_id = report["boot_id"]
@@ -313,15 +307,15 @@ def report_dump(config: reporter.Config, dump: Dump, report: dict[str, Any]) -> 
     live = reported_live(config, report)
     if live is not None:
         acknowledged = live.parent.name == "sent"
-        reporter.log(f"{described} is the watcher's {live.stem}"
+        log(f"{described} is the watcher's {live.stem}"
                      f"{'' if acknowledged else ', not delivered yet: kept'}")
         return acknowledged
-    answer = reporter.deliver(config, report)
+    answer = deliver(config, report)
     if answer is None:
-        reporter.log(f"{described} kept: its report {report['report_id']} is not acknowledged")
+        log(f"{described} kept: its report {report['report_id']} is not acknowledged")
         return False
-    reporter.log(f"{described} reported as {report['source']}: event {answer['event_id']}")
+    log(f"{described} reported as {report['source']}: event {answer['event_id']}")
     if dump.kind.panic and not dump_exists(config, boot_id, dump.time):
-        reporter.log("pstore: no dump of that boot: its capture is recorded as failed")
-        reporter.record_capture(config, report["report_id"], answer["event_id"], failed_capture(report))
+        log("pstore: no dump of that boot: its capture is recorded as failed")
+        record_capture(config, report["report_id"], answer["event_id"], failed_capture(report))
     return True

@@ -31,18 +31,21 @@ import json
 import os
 import select
 import signal
-import socket
 import stat
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import crashreg_report as reporter
-
-from kernellog.kmsg import Cut, Cutter, Record, records
+from agents.kernellog.kmsg import Cut, Cutter, Record, records
+from agents.reporter import EXIT_UNSENT
+from agents.reporter.client import Unsent, report_body, send_report_body
+from agents.reporter.config import Config
+from agents.reporter.files import write_atomically
+from agents.reporter.log import log
+from agents.reporter.report import hostname_of, iso_time, local_fingerprint, report_skeleton, safe_report_id
+from agents.reporter.spool import keep, kept_path, set_aside
 
 READ_SIZE = 16384  # a kmsg record is at most 8 KiB (CONSOLE_EXT_LOG_MAX)
 FILE_POLL_S = 0.2  # how often a followed regular file is checked for growth
@@ -84,13 +87,7 @@ class State:
 
     def save(self, path: Path) -> None:
         """Atomically: a crash leaves the old state or the new one, never half of either."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.tmp")
-        with open(temporary, "w") as out:
-            json.dump(asdict(self), out)
-            out.flush()
-            os.fsync(out.fileno())
-        temporary.replace(path)
+        write_atomically(path, json.dumps(asdict(self)), durable=True)
 
 
 def boot_time() -> float:
@@ -128,7 +125,7 @@ class Source:
     def failed(self, error: OSError) -> None:
         """Log, close, and wait a doubling delay before the next open."""
         problem = f"{type(error).__name__}: {error}"
-        reporter.log(f"reading {self.path}: {problem}; retrying in {self.retry_delay:g}s")
+        log(f"reading {self.path}: {problem}; retrying in {self.retry_delay:g}s")
         self.close()
         self.retry_at = time.monotonic() + self.retry_delay
         self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY_S)
@@ -164,7 +161,7 @@ class Source:
         except OSError as error:
             if error.errno != errno.EPIPE:
                 raise
-            reporter.log("kmsg records were overwritten before they were read (EPIPE)")
+            log("kmsg records were overwritten before they were read (EPIPE)")
             return []
         if self.device:
             return list(records([data]))
@@ -182,13 +179,13 @@ class Source:
 class Watcher:
     """`clock`: monotonic seconds; the log's clock runs on it while no record arrives."""
 
-    def __init__(self, config: reporter.Config, state_path: Path, interval_s: float,
+    def __init__(self, config: Config, state_path: Path, interval_s: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.state_path = state_path
         self.interval_usec = int(interval_s * 1_000_000)
         self.clock = clock
-        self.hostname = config.hostname or socket.gethostname() or "unknown"
+        self.hostname = hostname_of(config.hostname)
         boot_id = read_boot_id(config)
         saved = State.read(state_path)
         self.unsaved = False
@@ -212,7 +209,7 @@ class Watcher:
             return
         self.last_seen = record.seq
         if self.state.seq >= 0 and record.seq > self.state.seq + 1 and self.cutter.open is None:
-            reporter.log(f"kmsg records {self.state.seq + 1}..{record.seq - 1} were lost unread")
+            log(f"kmsg records {self.state.seq + 1}..{record.seq - 1} were lost unread")
         self.log_usec, self.log_read_at = record.usec, self.clock()
         for cut in self.cutter.feed(record):
             self.finish(cut)
@@ -228,14 +225,14 @@ class Watcher:
 
     def finish(self, cut: Cut) -> None:
         console_log = cut.console_log()
-        key = reporter.local_fingerprint(console_log) or cut.header.message
+        key = local_fingerprint(console_log) or cut.header.message
         seen = self.state.repeats.get(key)
         if seen is not None:
             seen.pending += 1
             seen.last_seq, seen.counted_usec = cut.header.seq, cut.header.usec
             self.unsaved = True  # the count and the cursor past it are saved together
             return
-        report_id = reporter.safe_report_id(f"live-{self.state.boot_id}-{cut.header.seq:010d}")
+        report_id = safe_report_id(f"live-{self.state.boot_id}-{cut.header.seq:010d}")
         if len(self.state.repeats) < MAX_TRACKED:
             header = cut.header.console_lines()[0] + "\n"
             self.state.repeats[key] = Repeats(report_id, cut.header.usec, header, cut.header.seq)
@@ -259,7 +256,7 @@ class Watcher:
         for key, seen in self.state.repeats.items():
             if seen.pending and (now_usec is None or now_usec >= seen.last_usec + self.interval_usec):
                 # `.r`: sorts after the first report's spool file (`.json`), so it is sent after it
-                report_id = reporter.safe_report_id(f"{seen.first}.r{seen.last_seq:010d}")
+                report_id = safe_report_id(f"{seen.first}.r{seen.last_seq:010d}")
                 repeat = Record(0, seen.last_seq, seen.counted_usec or seen.last_usec, "")
                 # The header alone: the event exists (repeat_of), only the count is news.
                 self.spool(self.report(report_id, repeat, console_log=seen.header, fingerprint=key,
@@ -274,15 +271,9 @@ class Watcher:
         self.save()
 
     def report(self, report_id: str, record: Record, **fields: Any) -> dict[str, Any]:
-        crashed_at = datetime.fromtimestamp(self.state.boot_time + record.usec / 1e6, UTC)
-        return {
-            "report_id": report_id,
-            "source": "live_kernel",
-            "crashed_at": crashed_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "host": {"hostname": self.hostname, "kernel_version": os.uname().release},
-            "boot_id": self.state.boot_id,
-            "uptime_s": record.usec // 1_000_000,
-        } | fields
+        return report_skeleton(report_id, "live_kernel", iso_time(self.state.boot_time + record.usec / 1e6),
+                               self.hostname, os.uname().release, self.state.boot_id,
+                               uptime_s=record.usec // 1_000_000, **fields)
 
     # --- spool and delivery ------------------------------------------------------------
 
@@ -290,8 +281,8 @@ class Watcher:
         """Into the spool before the state moves past it; a body kept from before a restart
         is kept as it is (the registry replays it)."""
         report_id = report["report_id"]
-        if not any(reporter.kept_path(self.config, report_id, f).exists() for f in (".", "sent")):
-            reporter.keep(self.config, report_id, reporter.report_body(report))
+        if not any(kept_path(self.config, report_id, f).exists() for f in (".", "sent")):
+            keep(self.config, report_id, report_body(report))
         self.unsaved = True
 
     def save(self) -> None:
@@ -304,16 +295,16 @@ class Watcher:
             return
         for path in sorted(Path(self.config.spool_dir).glob("live-*.json")):
             try:
-                answer = reporter.send_report_body(self.config, path.read_bytes())
-            except reporter.Unsent as error:
-                if reporter.set_aside(path, error) == "kept":
+                answer = send_report_body(self.config, path.read_bytes())
+            except Unsent as error:
+                if set_aside(path, error) == "kept":
                     self.retry_at = time.monotonic() + self.retry_delay
                     self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY_S)
                     return
                 continue
             (path.parent / "sent").mkdir(exist_ok=True)
             path.replace(path.parent / "sent" / path.name)
-            reporter.log(f"sent {path.stem}: event {answer.get('event_id')}"
+            log(f"sent {path.stem}: event {answer.get('event_id')}"
                          f"{' (already registered)' if answer.get('duplicate') else ''}")
         self.retry_delay = max(self.config.retry_delay, 1.0)
 
@@ -321,11 +312,11 @@ class Watcher:
         return any(Path(self.config.spool_dir).glob("live-*.json"))
 
 
-def read_boot_id(config: reporter.Config) -> str:
+def read_boot_id(config: Config) -> str:
     return Path(config.boot_id_file).read_text().strip()
 
 
-def run(config: reporter.Config, once: bool) -> int:
+def run(config: Config, once: bool) -> int:
     """Follow the log until SIGTERM (or, with `once`, to the end of a file); before exit, the
     pending counts are spooled and everything spooled is sent once more."""
     stopping: list[int] = []
@@ -334,7 +325,7 @@ def run(config: reporter.Config, once: bool) -> int:
     watcher = Watcher(config, Path(config.watch_state), config.watch_repeat_interval)
     source = Source(config.kmsg)
     state = watcher.state
-    reporter.log(f"watching {config.kmsg} from kmsg record {state.seq + 1} of boot {state.boot_id}")
+    log(f"watching {config.kmsg} from kmsg record {state.seq + 1} of boot {state.boot_id}")
     quiet_since = saved_at = time.monotonic()
     while not stopping:
         arrived = source.read(timeout=POLL_S)
@@ -354,4 +345,4 @@ def run(config: reporter.Config, once: bool) -> int:
     watcher.stop()
     watcher.deliver()
     source.close()
-    return reporter.EXIT_UNSENT if watcher.pending() else 0
+    return EXIT_UNSENT if watcher.pending() else 0

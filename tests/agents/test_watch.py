@@ -193,6 +193,17 @@ def counted(tmp_path: Path, lines: list[Line]) -> bool:
     return state.get("seq") == len(lines) - 1 and pending == [REPEATS]
 
 
+def stopped_with_a_count_pending(site: Site, tmp_path: Path, stop: signal.Signals) -> tuple[int, Path]:
+    """The watcher fed repeated_warnings(), stopped by `stop` once it has counted the repeats:
+    its exit status and its stderr's file."""
+    lines = repeated_warnings()
+    (tmp_path / "kmsg").write_text(kmsg_records(lines))
+    process, stderr = start_watcher(site, tmp_path)
+    wait_for(lambda: counted(tmp_path, lines), process, "the repeats counted")
+    process.send_signal(stop)
+    return process.wait(timeout=60), stderr
+
+
 def warning_repeats(registry: Registry) -> int:
     [event] = live_events(registry)
     assert event["title"].startswith("WARNING") and event["boot_id"] == BOOT_ID
@@ -201,12 +212,8 @@ def warning_repeats(registry: Registry) -> int:
 
 def test_sigterm_sends_the_pending_count(make_site, registry: Registry, tmp_path: Path) -> None:
     site = watch_site(make_site, tmp_path)
-    lines = repeated_warnings()
-    (tmp_path / "kmsg").write_text(kmsg_records(lines))
-    process, stderr = start_watcher(site, tmp_path)
-    wait_for(lambda: counted(tmp_path, lines), process, "the repeats counted")
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0, stderr.read_text()
+    status, stderr = stopped_with_a_count_pending(site, tmp_path, signal.SIGTERM)
+    assert status == 0, stderr.read_text()
     assert warning_repeats(registry) == REPEATS
     assert not list(site.spool.glob("live-*.json"))
 
@@ -215,12 +222,7 @@ def test_sigkill_leaves_the_count_in_the_state_for_the_next_start(
     make_site, registry: Registry, tmp_path: Path
 ) -> None:
     site = watch_site(make_site, tmp_path)
-    lines = repeated_warnings()
-    (tmp_path / "kmsg").write_text(kmsg_records(lines))
-    process, _ = start_watcher(site, tmp_path)
-    wait_for(lambda: counted(tmp_path, lines), process, "the repeats counted")
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=60)
+    stopped_with_a_count_pending(site, tmp_path, signal.SIGKILL)
     assert warning_repeats(registry) == 0
     restarted = run_reporter(site, "watch", "--once")
     assert restarted.returncode == 0, restarted.stderr
@@ -250,13 +252,7 @@ def test_a_reboot_sends_the_last_boots_pending_count(make_site, registry: Regist
     """The host goes down with a count pending (no chance to send it): the next boot's watcher
     sends it under the crashed boot's id, then follows its own boot."""
     site = watch_site(make_site, tmp_path)
-    lines = repeated_warnings()
-    (tmp_path / "kmsg").write_text(kmsg_records(lines))
-    process, _ = start_watcher(site, tmp_path)
-    wait_for(lambda: counted(tmp_path, lines), process, "the repeats counted")
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=60)
-
+    stopped_with_a_count_pending(site, tmp_path, signal.SIGKILL)
     (tmp_path / "boot_id").write_text("9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f\n")
     (tmp_path / "kmsg").write_text(kmsg_records(WARN[:40]))  # the new boot: nothing to report
     rebooted = run_reporter(site, "watch", "--once")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 
-from agents.dumpupload import Uploader, UploadError, UploadState, prepare
+from agents.reporter.upload import Uploader, UploadError, UploadState, prepare
 from registry.storage.parts import MIB
 from tests.support.agents import Registry, run_reporter
 from tests.support.http import auth

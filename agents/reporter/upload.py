@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agents.reporter.files import write_atomically
+
 STATE_SUFFIX = ".upload"
 URL_BATCH = 200  # URLs asked for at once (each lives a few minutes)
 MAX_ROUNDS = 5  # asks for URLs and completions before the rest waits for the next run
@@ -87,9 +89,7 @@ class UploadState:
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> None:
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(self.text())
-        temporary.replace(path)
+        write_atomically(path, self.text())
 
 
 def is_compressed(path: Path) -> bool:
