@@ -3,7 +3,7 @@
 # CRASHREG_KDUMP_UPLOAD=now. Sourced by crashreg-kdump.sh (installed beside it), which keeps
 # what every crash kernel needs; this adds the multipart upload through the registry's
 # pre-signed URLs (curl, awk, dd, md5sum), resumable: wherever it stops, the post-boot agent
-# finishes from the state file. Uses the reporter's log, post_json and $work.
+# finishes from the state file. Uses the reporter's log, post_json, write_atomically and $work.
 # shellcheck shell=sh
 
 # A hex MD5 as base64 (Content-MD5), in awk: no base64 or xxd needed, no NUL byte in a shell string.
@@ -84,7 +84,7 @@ upload_dump() {
         if [ "${part_size:-0}" -le 0 ]; then
             part_size=$(printf '%s' "$answer" | sed -n 's/.*"part_size": *\([0-9][0-9]*\).*/\1/p')
             [ -n "$part_size" ] || { log "unreadable upload answer"; return 1; }
-            sed "s/^part_size=.*/part_size=$part_size/" "$1" > "$1.tmp" && mv "$1.tmp" "$1" && sync || return 1
+            sed "s/^part_size=.*/part_size=$part_size/" "$1" | write_atomically "$1" && sync || return 1
         fi
         # one part per line (the last one ended too, or read would drop it)
         printf '%s\n' "$answer" | sed -n 's/.*"part_urls": *\[\(.*\)\].*/\1/p' | tr '{' '\n' > "$work/part_urls"

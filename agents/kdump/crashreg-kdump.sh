@@ -29,6 +29,14 @@ EXIT_SKIP=10
 
 log() { printf 'crashreg-kdump: %s\n' "$*" >&2; }
 
+# The one atomic write: stdin into $1 through a hidden file beside it, renamed over it, so a
+# reader (a kdump hook, the post-boot agent) sees the old file or the new one, never half.
+write_atomically() {
+    case "$1" in */*) into=${1%/*} ;; *) into=. ;; esac
+    mkdir -p "$into" 2>/dev/null
+    cat > "$into/.${1##*/}.tmp" && mv "$into/.${1##*/}.tmp" "$1"
+}
+
 load_config() {
     CRASHREG_URL=
     CRASHREG_TOKEN_FILE=/etc/crashreg/token
@@ -337,10 +345,7 @@ function_name() {
 # Keep the exact body in $CRASHREG_SPOOL_DIR/$1 (atomically): "." waits for the post-boot
 # resend, "sent" lets a rerun for the same crash replay what the registry already has.
 keep_report() {
-    dir=$CRASHREG_SPOOL_DIR/$1
-    mkdir -p "$dir" 2>/dev/null
-    cp "$work/report.json" "$dir/.$report_id.tmp" 2>/dev/null \
-        && mv "$dir/.$report_id.tmp" "$dir/$report_id.json"
+    write_atomically "$CRASHREG_SPOOL_DIR/$1/$report_id.json" < "$work/report.json" 2>/dev/null
 }
 
 # --- the answer as makedumpfile arguments ---------------------------------------------
@@ -355,8 +360,6 @@ makedumpfile_args() {
 
 write_decision() {
     args=$(makedumpfile_args)
-    dir=$(dirname "$CRASHREG_DECISION_FILE")
-    mkdir -p "$dir" 2>/dev/null
     {
         printf 'CRASHREG_ACTION=%s\n' "$(sh_quote "$action")"
         printf 'CRASHREG_DUMP_LEVEL=%s\n' "$(sh_quote "$dump_level")"
@@ -367,8 +370,7 @@ write_decision() {
         printf 'CRASHREG_MAKEDUMPFILE_ARGS=%s\n' "$(sh_quote "$args")"
         # kdump-tools (Debian/Ubuntu) reads MAKEDUMP_ARGS.
         printf 'MAKEDUMP_ARGS=%s\n' "$(sh_quote "$args")"
-    } > "$CRASHREG_DECISION_FILE.tmp"
-    mv "$CRASHREG_DECISION_FILE.tmp" "$CRASHREG_DECISION_FILE" || log "could not write $CRASHREG_DECISION_FILE"
+    } | write_atomically "$CRASHREG_DECISION_FILE" || log "could not write $CRASHREG_DECISION_FILE"
     log "decision: $action${dump_level:+ (dump level $dump_level)} by $decided_by: $reason"
     printf '%s\n' "$args"
 }
@@ -428,8 +430,7 @@ fetch_bundle() {
         304) log "policy bundle unchanged" ;;
         200)
             head -n 1 "$work/bundle" | grep -q '^#crashreg-policy-bundle	' || { log "not a policy bundle"; return 1; }
-            mkdir -p "$(dirname "$CRASHREG_BUNDLE")"
-            cp "$work/bundle" "$CRASHREG_BUNDLE.tmp" && mv "$CRASHREG_BUNDLE.tmp" "$CRASHREG_BUNDLE" || return 1
+            write_atomically "$CRASHREG_BUNDLE" < "$work/bundle" || return 1
             sed -n 's/^[Ee][Tt][Aa][Gg]: *\([^\r]*\).*/\1/p' "$work/response" | tr -d '\r' > "$CRASHREG_BUNDLE.etag"
             log "policy bundle updated: $(($(wc -l < "$CRASHREG_BUNDLE") - 1)) entries"
             ;;
@@ -467,11 +468,9 @@ prepare_upload() {
             ;;
     esac
     state=${CRASHREG_SPOOL_DIR%/}/$CRASHREG_REPORT_ID.upload
-    mkdir -p "$CRASHREG_SPOOL_DIR" || return 1
     printf 'capture_id=%s\npath=%s\nfrom_spool=%s\nencoding=%s\nbytes=%s\nraw_bytes=%s\npart_size=0\n' \
         "$1" "$source" "$(relative_to_spool "$source")" "$encoding" "$(wc -c < "$source" | tr -d ' ')" \
-        "$(wc -c < "$2" | tr -d ' ')" > "${CRASHREG_SPOOL_DIR%/}/.$CRASHREG_REPORT_ID.upload.tmp" \
-        && mv "${CRASHREG_SPOOL_DIR%/}/.$CRASHREG_REPORT_ID.upload.tmp" "$state" && sync || return 1
+        "$(wc -c < "$2" | tr -d ' ')" | write_atomically "$state" && sync || return 1
     printf '%s\n' "$state"
 }
 
@@ -531,9 +530,8 @@ collect() {
             upload_capture "$capture_id" "$target"
         fi
     else
-        mkdir -p "$CRASHREG_SPOOL_DIR" 2>/dev/null
         { printf '{"event_id":%s,"capture":' "$(json_value "${CRASHREG_EVENT_ID:-}")"
-          tr -d '\n' < "$work/capture.json"; printf '}\n'; } > "$CRASHREG_SPOOL_DIR/$CRASHREG_REPORT_ID.capture" \
+          tr -d '\n' < "$work/capture.json"; printf '}\n'; } | write_atomically "$CRASHREG_SPOOL_DIR/$CRASHREG_REPORT_ID.capture" \
             && log "capture spooled for the post-boot agent"
     fi
     return $dump_rc

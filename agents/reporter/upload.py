@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agents.reporter.files import write_atomically
+from agents.reporter.files import atomic_file, write_atomically
 
 STATE_SUFFIX = ".upload"
 URL_BATCH = 200  # URLs asked for at once (each lives a few minutes)
@@ -105,10 +105,9 @@ def prepare(spool_dir: Path, report_id: str, capture_id: str, dump: Path) -> Pat
     encoding, source = "identity", dump
     if not is_compressed(dump):
         encoding, source = "gzip", dump.with_name(dump.name + ".crashreg.gz")
-        temporary = source.with_name(f".{source.name}.tmp")
-        with dump.open("rb") as raw, gzip.GzipFile(temporary, "wb", compresslevel=1, mtime=0) as packed:
+        with dump.open("rb") as raw, atomic_file(source) as out, \
+                gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as packed:
             shutil.copyfileobj(raw, packed, 1 << 20)
-        temporary.replace(source)
     state = UploadState(capture_id, str(source), os.path.relpath(source, spool_dir), encoding,
                         source.stat().st_size, raw_bytes)
     path = spool_dir / f"{report_id}{STATE_SUFFIX}"

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 from agents.kernellog.kmsg import Cutter, parse_record, records
+from agents.kernellog.watch import Watcher
+from agents.reporter.config import Config
 from registry.fingerprint import analyse_report
 from tests.support.agents import SYSTEM_PYTHON, Registry, Site, closed_port_url, run_reporter
 from tests.support.golden import golden
@@ -280,3 +282,29 @@ def test_a_failing_read_is_retried_and_logged_not_fatal(
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0, stderr.read_text()
     assert warning_repeats(registry) == REPEATS
+
+
+def test_the_logs_clock_runs_on_while_it_is_quiet(tmp_path: Path) -> None:
+    """The timer alone, on an injected clock: no report of the count before the interval has
+    passed on the log's clock (its last record's time, run on by the clock), one after it, with
+    the count and the time of the last occurrence counted (its body depends on the log alone)."""
+    (tmp_path / "boot_id").write_text(BOOT_ID + "\n")
+    config = Config(spool_dir=str(tmp_path / "spool"), boot_id_file=str(tmp_path / "boot_id"),
+                    hostname="gpu-a017")
+    now = [1000.0]
+    watcher = Watcher(config, tmp_path / "state.json", 12.0, clock=lambda: now[0])
+    for record in records([kmsg_records(repeated_warnings()).encode()]):
+        watcher.take(record)
+    first = sorted(p.name for p in (tmp_path / "spool").glob("live-*.json"))
+    assert len(first) == 1  # the first report; the four repeats are counted
+
+    now[0] += 0.9  # the log's clock: 31.0 + 0.9 s, short of the first report (20 s) + 12 s
+    watcher.tick()
+    assert sorted(p.name for p in (tmp_path / "spool").glob("live-*.json")) == first
+    now[0] += 0.2
+    watcher.tick()
+    [repeat] = [p for p in (tmp_path / "spool").glob("live-*.r*.json")]
+    body = json.loads(repeat.read_text())
+    assert (body["repeat_count"], body["uptime_s"]) == (REPEATS, 20 + REPEATS)
+    watcher.tick()  # sent once: nothing pending
+    assert len(list((tmp_path / "spool").glob("live-*.json"))) == 2

@@ -213,13 +213,13 @@ def run_sh(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Run]
     """Run crashreg-kdump.sh for real under dash or busybox ash."""
     shell = request.param
 
-    def run(site: Site, *args: str, tmpdir: Path = tmp_path) -> Run:
+    def run(site: Site, *args: str, tmpdir: Path = tmp_path, script: Path = KDUMP_SH) -> Run:
         env = {"CRASHREG_CONF": str(site.conf), "TMPDIR": str(tmpdir), "LC_ALL": "C"}
         if shell == "busybox":
-            command = [BUSYBOX, "ash", str(KDUMP_SH), *args]
+            command = [BUSYBOX, "ash", str(script), *args]
             env["PATH"] = busybox_path(tmp_path)
         else:
-            command = ["dash", str(KDUMP_SH), *args]
+            command = ["dash", str(script), *args]
             env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
         done = subprocess.run(
             command, capture_output=True, text=True, env=env, timeout=120, check=False
