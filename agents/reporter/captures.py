@@ -1,5 +1,5 @@
 """Captures: recorded with their event (or spooled for the post-boot agent), their dumps
-uploaded to the dump store (agents/dumpupload), and the removal of cores a cap deleted."""
+uploaded to the dump store (upload.py), and the removal of cores a cap deleted."""
 
 from __future__ import annotations
 
