@@ -6,7 +6,8 @@ core handler (agents/coredump) and the DPU agent (agents/dpu) import. Standard l
     files     the one atomic write    report    skeleton, hostname, time format, console log
     client    HTTP to the registry    spool     bodies kept for a resend or a replay
     bundle    the offline bundle      decide    the capture decision and kdump's view of it
-    captures  captures and uploads    kernel    the crash kernel's report and core collector
+    captures  captures recorded       upload    a dump's upload to the dump store
+    kernel    the crash kernel's report and core collector
     postboot  the post-boot resend
 
 Modules are imported where they are needed: a core handler's time to its answer is mostly
