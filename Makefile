@@ -53,8 +53,8 @@ lint: setup
 REPORTER_PYZ := dist/crashreg-report.pyz
 reporter: $(REPORTER_PYZ)
 
-$(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint agents/kernellog agents/dumpupload agents/coredump -type f -not -path '*/__pycache__/*')
-	$(PYTHON) agents/build_reporter.py --output $@
+$(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint agents/reporter agents/kernellog agents/coredump agents/dpu -type f -not -path '*/__pycache__/*')
+	$(PYTHON) -m agents.build_reporter --output $@
 
 ## demo-cores: crash the demo's program for real and keep its cores (registry/demo/cores/README.md)
 demo-cores: setup

@@ -3,12 +3,14 @@
 
 The reporter runs on crashing machines with nothing but python3, yet must compute exactly
 the registry's fingerprints (offline decisions match the policy bundle by fingerprint). So
-it imports the engine package itself, and this build zips the reporter's main module with
-`registry/__init__.py` and `registry/fingerprint/` (both standard library only; tests/
-foundation/test_architecture.py holds them to that) into a zipapp. The archive is
-reproducible: same sources, same bytes, so a fleet's copies can be compared by checksum.
+it imports the engine package itself, and this build zips the agents' tree as it is in the
+repository (agents/crashreg_report.py, the commands, and the packages AGENT_PACKAGES names,
+under the same `agents.` names the tests import) with `registry/__init__.py` and
+`registry/fingerprint/` (all standard library only; tests/foundation/test_architecture.py
+holds them to that) into a zipapp. The archive is reproducible: same sources, same bytes, so
+a fleet's copies can be compared by checksum.
 
-    python3 agents/build_reporter.py [--output dist/crashreg-report.pyz]   # or: make reporter
+    python3 -m agents.build_reporter [--output dist/crashreg-report.pyz]   # or: make reporter
 """
 
 from __future__ import annotations
@@ -21,22 +23,24 @@ import sys
 import zipfile
 from pathlib import Path
 
+from agents.reporter.files import write_atomically
+
 REPO = Path(__file__).resolve().parent.parent
 OUTPUT = REPO / "dist" / "crashreg-report.pyz"
 SHEBANG = b"#!/usr/bin/env python3\n"
-MAIN = b"import sys\n\nfrom crashreg_report import main\n\nsys.exit(main())\n"
+MAIN = b"import sys\n\nfrom agents.crashreg_report import main\n\nsys.exit(main())\n"
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: no build time in the archive
-# stdlib-only packages under agents/ the reporter imports
-AGENT_PACKAGES = ("kernellog", "dumpupload", "coredump")
+# stdlib-only packages under agents/ the reporter imports (the toolkit, and what uses it)
+AGENT_PACKAGES = ("reporter", "kernellog", "coredump", "dpu")
 
 
 def members() -> dict[str, bytes]:
     """Archive name -> content: the reporter, the package marker, the engine and the agent
     packages, no caches."""
-    files = {"crashreg_report.py": REPO / "agents" / "crashreg_report.py",
+    files = {"agents/crashreg_report.py": REPO / "agents" / "crashreg_report.py",
              "registry/__init__.py": REPO / "registry" / "__init__.py"}
     packages = {"registry/fingerprint": REPO / "registry" / "fingerprint"}
-    packages |= {name: REPO / "agents" / name for name in AGENT_PACKAGES}
+    packages |= {f"agents/{name}": REPO / "agents" / name for name in AGENT_PACKAGES}
     for name, directory in packages.items():
         files |= {f"{name}/{path.relative_to(directory).as_posix()}": path
                   for path in sorted(directory.rglob("*"))
@@ -73,17 +77,20 @@ def build(output: Path = OUTPUT) -> Path:
     buffer.write(SHEBANG)
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         files = members()
+        # Directory entries: zipimport finds a namespace package (agents/ has no __init__.py)
+        # only by its directory's own entry.
+        for directory in sorted({f"{parent.as_posix()}/" for name in files for parent in Path(name).parents
+                                 if parent != Path(".")}):
+            info = zipfile.ZipInfo(directory, FIXED_TIME)
+            info.external_attr = (0o40755 << 16) | 0x10
+            archive.writestr(info, b"")
         for name, content in (files | bytecode(files)).items():
             info = zipfile.ZipInfo(name, FIXED_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, content)
     output.parent.mkdir(parents=True, exist_ok=True)
-    temporary = output.with_name(f".{output.name}.tmp")
-    temporary.write_bytes(buffer.getvalue())
-    temporary.chmod(0o755)
-    temporary.replace(output)
-    return output
+    return write_atomically(output, buffer.getvalue(), mode=0o755)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@
 
 One dump file of --gib GiB (makedumpfile-like: uploaded as it is) goes to moto's standalone
 server twice in the same run: directly with boto3 (upload_file, the same part size and
-concurrency), and as a host sends it: the reporter's uploader (agents/dumpupload, plain HTTP
+concurrency), and as a host sends it: the reporter's uploader (agents/reporter/upload.py, plain HTTP
 PUTs to pre-signed URLs) driven by a registry under gunicorn (S3 store, SQLite). Printed:
 each throughput, their ratio (goal >= 0.8), and the registry's own CPU per GiB uploaded: the
 CPU time of gunicorn (master and workers, from wait4 after it stops) minus the same for a run
@@ -39,10 +39,9 @@ import boto3.s3.transfer
 import requests
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "agents")]
+sys.path.insert(0, str(ROOT))
 
-from dumpupload import Uploader, prepare  # noqa: E402  (the reporter's package, as the pyz holds it)
-
+from agents.reporter.upload import Uploader, prepare  # noqa: E402  (the reporter's uploader)
 from registry.auth.tokens import create_token  # noqa: E402
 from registry.db import Database  # noqa: E402
 from registry.migrate import upgrade  # noqa: E402

@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
+from agents.reporter.report import iso_time
+
 from .core import CoreHead, CoreMemory, read_core_file
 from .modules import file_opener
-from .report import AT_ENTRY, Analysis, CrashFacts, analyse, close, iso, userspace_report
+from .report import AT_ENTRY, Analysis, CrashFacts, analyse, close, userspace_report
 
 
 def program_path(head: CoreHead) -> str | None:
@@ -148,7 +150,7 @@ def core_file_report(path: str, hostname: str, executable: str | None = None, cr
     give (the module's docstring); what none gives is left out."""
     crashed, started = crash_times(path, crashed_at, started_at)
     analysis = core_file_analysis(path, executable)
-    facts = CrashFacts(hostname=hostname, crashed_at=iso(crashed.timestamp()),
-                       process_started_at=iso(started.timestamp()) if started else None,
+    facts = CrashFacts(hostname=hostname, crashed_at=iso_time(crashed.timestamp()),
+                       process_started_at=iso_time(started.timestamp()) if started else None,
                        process_uptime_s=(crashed - started).total_seconds() if started else None)
     return userspace_report(analysis, facts)

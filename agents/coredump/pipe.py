@@ -30,14 +30,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from agents.reporter.log import log
+from agents.reporter.report import hostname_of, iso_time
+
 from .core import CoreHead, ProcMemory, read_core_head
 from .modules import proc_opener
-from .report import CrashFacts, analyse, close, iso, userspace_report
+from .report import CrashFacts, analyse, close, userspace_report
 
 # What acts on the answer (the writers, a chained handler's subprocess) is imported after it:
 # the handler's imports are most of its time to the answer (bench/README.md, core handler).
 if TYPE_CHECKING:
     import subprocess
+
+    from agents.reporter.config import Config
 
     from .writers import Limits, Sink
 
@@ -135,11 +140,11 @@ def crash_facts(dumping: Dumping, hostname: str) -> CrashFacts:
     boot_id = (_read("/proc/sys/kernel/random/boot_id") or "").strip() or None
     return CrashFacts(
         hostname=hostname,
-        crashed_at=iso(dumping.number("t")),
+        crashed_at=iso_time(dumping.number("t")),
         kernel_version=os.uname().release,
         boot_id=boot_id,
         host_uptime_s=int(now),
-        process_started_at=iso(booted_at + started) if started is not None else None,
+        process_started_at=iso_time(booted_at + started) if started is not None else None,
         process_uptime_s=now - started if started is not None else None,
     )
 
@@ -170,28 +175,15 @@ def standard_streams(log_device: str) -> None:
 # --- the handler ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What pipe mode reads from the reporter's config (agents/README.md, `CRASHREG_CORE_*`)."""
+def core_limits(config: Config) -> Limits:
+    """The writers' caps from the config's CRASHREG_CORE_* (imported once there is something to write)."""
+    from .writers import COMPRESSORS, Limits
 
-    directory: str
-    max_bytes: int  # one core, stored
-    keep_free: int  # bytes left free on the directory's filesystem
-    compression: str
-    range_bytes: int
-    directory_max_bytes: int = 0  # all of the handler's cores in the directory; 0: no cap
-    chain: str = ""
-    log_device: str = "/dev/kmsg"
-
-    def limits(self) -> Limits:
-        """The writers' caps (imported once there is something to write)."""
-        from .writers import COMPRESSORS, Limits
-
-        compression = self.compression
-        if compression not in COMPRESSORS:
-            log(f"CRASHREG_CORE_COMPRESSION={compression!r} is none of {', '.join(COMPRESSORS)}: gzip")
-            compression = "gzip"
-        return Limits(self.max_bytes, self.keep_free, compression, self.directory_max_bytes)
+    compression = config.core_compression
+    if compression not in COMPRESSORS:
+        log(f"CRASHREG_CORE_COMPRESSION={compression!r} is none of {', '.join(COMPRESSORS)}: gzip")
+        compression = "gzip"
+    return Limits(config.core_max_bytes, config.core_keep_free, compression, config.core_dir_max_bytes)
 
 
 # The handler's time to the answer, in stages: (name, what ends it).
@@ -248,8 +240,8 @@ class Figures:
 class PipeHandler:
     """One dumping process: its head from stdin, its memory from /proc, then the action."""
 
-    def __init__(self, dumping: Dumping, stdin: IO[bytes], settings: Settings) -> None:
-        self.dumping, self.stdin, self.settings = dumping, stdin, settings
+    def __init__(self, dumping: Dumping, stdin: IO[bytes], config: Config) -> None:
+        self.dumping, self.stdin, self.config = dumping, stdin, config
         self.figures = Figures(started_after_boot_s())
         self.recording = Recording(stdin)
         self.head: CoreHead | None = None
@@ -278,12 +270,12 @@ class PipeHandler:
 
     def start_chain(self) -> None:
         """The chained handler, fed what was read so far; the rest follows as it is read."""
-        if not self.settings.chain:
+        if not self.config.core_chain:
             return
         import shlex
         import subprocess
 
-        words = [self.dumping.expand(word) for word in shlex.split(self.settings.chain)]
+        words = [self.dumping.expand(word) for word in shlex.split(self.config.core_chain)]
         try:
             self.chain = subprocess.Popen(words, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         except OSError as error:
@@ -302,7 +294,7 @@ class PipeHandler:
         from .writers import DirectorySink
 
         name = f"{self.report_id}.{kind}" if kind != "full" else self.report_id
-        return DirectorySink(self.settings.directory, name, self.settings.limits())
+        return DirectorySink(self.config.core_dir, name, core_limits(self.config))
 
     def act(self, action: str, report_id: str) -> list[dict[str, Any]]:
         """Do what was decided; the captures to record. stdin is read no further than the
@@ -332,7 +324,7 @@ class PipeHandler:
             stored = sink.commit()
             for name, size in stored.removed:
                 log(f"{name} ({size} bytes, the oldest of the handler's cores) deleted: the cores in "
-                    f"{self.settings.directory} may take {self.settings.directory_max_bytes} bytes")
+                    f"{self.config.core_dir} may take {self.config.core_dir_max_bytes} bytes")
                 if key := capture_key_of(name):
                     self.removed_keys.append(key)
         except (OverLimit, OSError) as error:
@@ -345,7 +337,7 @@ class PipeHandler:
             "bytes": stored.stored_bytes if stored else None,
             "duration_s": round(time.monotonic() - started, 3),
             "downtime_s": round(self.elapsed() or 0.0, 3),
-            "target": stored.target if stored else self.settings.directory,
+            "target": stored.target if stored else self.config.core_dir,
             "capture_key": f"{self.report_id}-{method}",
         }
 
@@ -366,7 +358,7 @@ class PipeHandler:
         memory = ProcMemory(self.dumping.number("P"), budget=FILTERED_MEMORY_BUDGET)
         try:
             head_bytes = bytes(self.recording.kept)
-            return write_bounded_core(self.head, head_bytes, memory, self.settings.range_bytes, sink)
+            return write_bounded_core(self.head, head_bytes, memory, self.config.core_range_bytes, sink)
         finally:
             memory.close()
 
@@ -394,8 +386,7 @@ class Decided(Protocol):
 
 def handle(
     words: list[str],
-    settings: Settings,
-    hostname: str,
+    config: Config,
     decide: Callable[[dict[str, Any]], Decided],
     record: Callable[[str, str | None, dict[str, Any]], None],
     removed: Callable[[list[str]], None],
@@ -403,12 +394,12 @@ def handle(
     """The whole pipe mode: report, decide (the registry, else the bundle: `decide`), act,
     record the captures (`record`: sent, or spooled for the post-boot agent), and say which
     older cores the directory's cap deleted (`removed`: their capture keys, sent or spooled)."""
-    standard_streams(settings.log_device)
+    standard_streams(config.core_log)
     dumping = Dumping.from_argv(words)
-    handler = PipeHandler(dumping, sys.stdin.buffer, settings)
+    handler = PipeHandler(dumping, sys.stdin.buffer, config)
     handler.figures.mark("start-up")
     try:
-        report = handler.report(hostname)
+        report = handler.report(hostname_of(config.hostname))
         handler.figures.mark("reading")
     except (OSError, ValueError) as error:  # not a core we can read: nothing to report
         log(f"core of pid {dumping.values['P']} unreadable: {type(error).__name__}: {error}")
@@ -435,7 +426,3 @@ def handle(
         + handler.figures.line()
     )
     return 0
-
-
-def log(message: str) -> None:
-    print(f"crashreg-report: {message}", file=sys.stderr)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import signal as signals
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
+
+from agents.reporter.report import report_skeleton
 
 from .core import CoreHead, Memory, Thread
 from .demangle import demangle
@@ -27,11 +28,6 @@ MAX_REPORTED_MAPPINGS = 4096
 # they were doing (a lock held, a peer in the same function) at a bounded cost.
 MAX_OTHER_THREADS = 32
 MAX_THREAD_FRAMES = 32
-
-
-def iso(seconds: float) -> str:
-    """A report's time: seconds since the epoch as ISO 8601 UTC."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def hexa(value: int) -> str:
@@ -196,16 +192,7 @@ def userspace_report(analysis: Analysis, facts: CrashFacts, fingerprint: bool = 
         from registry.fingerprint import analyse_report
 
         signature = analyse_report(None, stack)
-    host: dict[str, Any] = {"hostname": facts.hostname}
-    if facts.kernel_version:
-        host["kernel_version"] = facts.kernel_version
-    return {
-        "report_id": f"core-{analysis.head.identity[:48]}",
-        "source": "userspace",
-        "crashed_at": facts.crashed_at,
-        "host": host,
-        "boot_id": facts.boot_id,
-        "uptime_s": facts.host_uptime_s,
-        "stack": stack,
-        "fingerprint": signature.fingerprint if signature else None,
-    }
+    report_id = f"core-{analysis.head.identity[:48]}"
+    return report_skeleton(report_id, "userspace", facts.crashed_at, facts.hostname, facts.kernel_version,
+                           facts.boot_id, uptime_s=facts.host_uptime_s, stack=stack,
+                           fingerprint=signature.fingerprint if signature else None)

@@ -5,7 +5,7 @@ Both go through a Sink: bytes in order, zero pages as holes (uncompressed) or co
 (gzip, xz), under a cap on the bytes stored (systemd-coredump's ExternalSizeMax) and a
 free-space floor on the target's filesystem (its KeepFree); a core that would pass either is
 not kept at all (no half core is ever left behind). DirectorySink writes a local directory;
-from there the capture's recording uploads the core to the dump store (agents/dumpupload).
+from there the capture's recording uploads the core to the dump store (agents/reporter/upload.py).
 The directory as a whole has a cap too (ABRT's MaxCrashReportsSize, systemd-coredump's
 MaxUse): once a core is in, the oldest of the handler's cores there are deleted until its
 cores fit under it; the new core is never the one deleted, and one core alone may not pass it.

@@ -202,7 +202,7 @@ def test_the_registrys_answers_full_filtered_skip_are_each_done_before_the_rest_
     [capture] = registry.get(f"/api/v1/events/{answer['event_id']}")["captures"]
     assert (capture["method"], capture["status"], capture["target"]) == ("core", "completed", str(full))
     assert capture["downtime_s"] > 0
-    # Recorded, the core goes on to the dump store (agents/dumpupload), which counts its raw bytes.
+    # Recorded, the core goes on to the dump store (agents/reporter/upload.py), which counts its raw bytes.
     assert capture["uri"].startswith("file://") and capture["bytes"] == first.core.stat().st_size
 
     # Filtered: a bounded core from the head and /proc, that gdb and eu-stack read; the rest

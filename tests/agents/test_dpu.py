@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import uuid
 from pathlib import Path
 
+from agents.dpu import report as dpu_agent
 from tests.support.agents import (
-    DPU_AGENT,
     FIXTURES,
     Registry,
     Run,
     Site,
     closed_port_url,
-    load_reporter,
     run_reporter,
 )
 
@@ -22,8 +20,8 @@ SESSION = FIXTURES / "dpu_session.json"
 
 
 def run_dpu(site: Site, *args: str) -> Run:
-    """The DPU agent as installed: dpu/crashreg_dpu.py beside crashreg-report.pyz."""
-    return run_reporter(site, *args, script=site.install / "dpu" / DPU_AGENT.name)
+    """The DPU agent as installed: the pyz's `dpu` command."""
+    return run_reporter(site, "dpu", *args)
 
 
 def test_dpu_report_then_crash_kernel_report_is_one_event(registry: Registry, make_site, run_sh) -> None:
@@ -74,22 +72,11 @@ def test_dpu_report_spools_when_the_registry_is_down_and_post_boot_delivers_it(
     assert signature["event_count"] == 1
 
 
-def load_dpu_agent():  # type: ignore[no-untyped-def]
-    """agents/dpu/crashreg_dpu.py as a module (it imports crashreg_report from its parent)."""
-    load_reporter()
-    spec = importlib.util.spec_from_file_location("crashreg_dpu", DPU_AGENT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_an_all_zero_boot_id_is_no_identity_and_is_not_sent(registry: Registry, make_site) -> None:
     """The kernel makes its boot_id on first read: a host that never read it has all zeros."""
-    agent = load_dpu_agent()
-    assert agent.boot_id_text(bytes(16)) is None
+    assert dpu_agent.boot_id_text(bytes(16)) is None
     raw = uuid.UUID("0f6a1c5e-3b7d-4a2e-9c1f-2d4e6f8a0b1c").bytes
-    assert agent.boot_id_text(raw) == "0f6a1c5e-3b7d-4a2e-9c1f-2d4e6f8a0b1c"
+    assert dpu_agent.boot_id_text(raw) == "0f6a1c5e-3b7d-4a2e-9c1f-2d4e6f8a0b1c"
 
     session = json.loads(SESSION.read_text()) | {"boot_id": str(uuid.UUID(int=0))}
     site = make_site(hostname=session["hostname"], boot_id=session["boot_id"])
@@ -105,7 +92,6 @@ def test_an_all_zero_boot_id_is_no_identity_and_is_not_sent(registry: Registry, 
 
 def test_debug_info_is_found_per_kernel_release(tmp_path: Path) -> None:
     """DIR/<release>/ holds the release's ELF files; the release comes from the core's VMCOREINFO."""
-    agent = load_dpu_agent()
     release = tmp_path / "debug" / "6.1.0-57-cloud-amd64"
     (release / "modules").mkdir(parents=True)
     (release / "vmlinux").write_bytes(b"\x7fELF" + bytes(60))
@@ -113,15 +99,15 @@ def test_debug_info_is_found_per_kernel_release(tmp_path: Path) -> None:
     (release / "README").write_text("not an ELF file\n")
     (tmp_path / "debug" / "6.1.0-13-amd64").mkdir()
     (tmp_path / "debug" / "6.1.0-13-amd64" / "vmlinux").write_bytes(b"\x7fELF" + bytes(60))
-    assert agent.debug_files(str(tmp_path / "debug"), "6.1.0-57-cloud-amd64") == [
+    assert dpu_agent.debug_files(str(tmp_path / "debug"), "6.1.0-57-cloud-amd64") == [
         str(release / "modules" / "mlx5_core.ko"),
         str(release / "vmlinux"),
     ]
-    assert agent.debug_files(str(tmp_path / "debug"), "5.10.0-1-amd64") == []
+    assert dpu_agent.debug_files(str(tmp_path / "debug"), "5.10.0-1-amd64") == []
 
     core = tmp_path / "vmcore"
     core.write_bytes(b"KDUMP   " + bytes(4096) + b"OSRELEASE=6.1.0-57-cloud-amd64\nPAGESIZE=4096\n")
-    assert agent.core_release(str(core)) == "6.1.0-57-cloud-amd64"
+    assert dpu_agent.core_release(str(core)) == "6.1.0-57-cloud-amd64"
     core.write_bytes(b"KDUMP   " + bytes(4096))
-    assert agent.core_release(str(core)) is None
-    assert agent.core_release(str(tmp_path / "missing")) is None
+    assert dpu_agent.core_release(str(core)) is None
+    assert dpu_agent.core_release(str(tmp_path / "missing")) is None

@@ -20,23 +20,28 @@ from tests.support.golden import golden
 CRASHED_BOOT, THIS_BOOT = "5d1f0c2a-8e3b-4a6c-9f7d-1b2c3d4e5f60", "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"
 PANIC_AT = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC).timestamp()
 PANIC_LOG = "".join(line + "\n" for line in golden("lab/null_deref_1").splitlines() if line.startswith("["))
+LIVE_OOPS_LOG = "".join(line + "\n" for line in golden("lab/gpf_1").splitlines() if line.startswith("["))
+UNKNOWN_LOG = "".join(line + "\n" for line in golden("lab/bug_on_1").splitlines() if line.startswith("["))
 PARTS = 3
 
 
-def write_dump(directory: Path, name: str, reason: str = "Panic", compress=None) -> None:  # type: ignore[no-untyped-def]
-    """PANIC_LOG as fs/pstore/platform.c writes it: syslog prefixes, Part1 the newest piece,
-    file names not in part order."""
+def write_dump(  # type: ignore[no-untyped-def]
+    directory: Path, name: str, reason: str = "Panic", compress=None, log: str = PANIC_LOG,
+    slots: tuple[int, ...] = (2, 0, 1), count: int = 1, at: float = PANIC_AT,
+) -> None:
+    """A log as fs/pstore/platform.c writes it: syslog prefixes, Part1 the newest piece, file
+    names not in part order."""
     directory.mkdir(exist_ok=True)
-    lines = ["<4>" + line for line in PANIC_LOG.splitlines(keepends=True)]
+    lines = ["<4>" + line for line in log.splitlines(keepends=True)]
     size = len(lines) // PARTS + 1
     pieces = [lines[i : i + size] for i in range(0, len(lines), size)]
-    for slot, part in zip((2, 0, 1), range(len(pieces), 0, -1), strict=True):
-        body = f"{reason}#1 Part{part}\n{''.join(pieces[len(pieces) - part])}".encode()
+    for slot, part in zip(slots, range(len(pieces), 0, -1), strict=True):
+        body = f"{reason}#{count} Part{part}\n{''.join(pieces[len(pieces) - part])}".encode()
         path = directory / f"{name}-{slot}"
         if compress is not None:
             body, path = compress(body), path.with_name(path.name + ".enc.z")
         path.write_bytes(body)
-        os.utime(path, (PANIC_AT, PANIC_AT))
+        os.utime(path, (at, at))
 
 
 def deflate(data: bytes) -> bytes:
@@ -184,3 +189,94 @@ def test_a_spooled_pstore_report_waits_for_a_crash_report_kept_before_it(
     [signature] = registry.get("/api/v1/signatures")["signatures"]
     [summary] = registry.get(f"/api/v1/signatures/{signature['id']}/events")["events"]
     assert registry.get(f"/api/v1/events/{summary['id']}")["sources"] == ["crash_kernel", "pstore"]
+
+
+def a_boot_of_oopses(pstore: Path) -> None:
+    """What a boot with panic_on_oops=0 leaves: a general protection fault it lived through (Oops
+    #1), an hour later a NULL dereference in interrupt context dumped as Oops #2 and then as the
+    panic it caused (Panic #2), and a record whose reason this reader does not know."""
+    write_dump(pstore, "dmesg-ramoops", "Oops", log=LIVE_OOPS_LOG, slots=(9, 10, 11), at=PANIC_AT - 3600)
+    write_dump(pstore, "dmesg-ramoops", "Oops", slots=(3, 4, 5), count=2, at=PANIC_AT - 1)
+    write_dump(pstore, "dmesg-ramoops", "Panic", count=2)
+    write_dump(pstore, "dmesg-efi", "Unknown", log=UNKNOWN_LOG, slots=(6, 7, 8), count=2, at=PANIC_AT - 60)
+    (pstore / "console-ramoops-0").write_text("not a kmsg dump\n")
+
+
+def all_events(registry: Registry) -> list[dict]:
+    found = []
+    for signature in registry.get("/api/v1/signatures")["signatures"]:
+        found += registry.get(f"/api/v1/signatures/{signature['id']}/events")["events"]
+    return [registry.get(f"/api/v1/events/{e['id']}") for e in found]
+
+
+def test_every_record_is_reported_once_and_removed_only_after_its_acknowledgement(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    """Registry down, then answering 401 (a wrong token), then up: no record file goes before the
+    report made from it is acknowledged; each dump is reported once, under an id that does not
+    change between runs; the oops a panic followed is part of the panic's report."""
+    pstore = tmp_path / "pstore"
+    a_boot_of_oopses(pstore)
+    files = sorted(p.name for p in pstore.iterdir())
+    site = pstore_site(make_site, tmp_path, CRASHREG_URL=closed_port_url())
+    down = run_reporter(site, "post-boot")
+    assert down.returncode == 3, down.stderr
+    assert sorted(p.name for p in pstore.iterdir()) == files
+    ids = [f"pstore-{CRASHED_BOOT}", f"pstore-{CRASHED_BOOT}-oops-1", f"pstore-{CRASHED_BOOT}-unknown-2"]
+    assert sorted(p.stem for p in site.spool.glob("*.json")) == ids
+
+    (tmp_path / "wrong-token").write_text("not-a-token\n")
+    site.extra = (site.extra or {}) | {"CRASHREG_URL": registry.url,
+                                       "CRASHREG_TOKEN_FILE": str(tmp_path / "wrong-token")}
+    site.write()
+    for _ in range(2):  # the spooled reports are kept, and so are the records
+        refused = run_reporter(site, "post-boot")
+        assert refused.returncode == 3 and "HTTP 401" in refused.stderr, refused.stderr
+        assert sorted(p.name for p in pstore.iterdir()) == files
+    assert all_events(registry) == []
+
+    site.extra = (site.extra or {}) | {"CRASHREG_TOKEN_FILE": str(site.token_file)}
+    site.write()
+    up = run_reporter(site, "post-boot")
+    assert up.returncode == 0, up.stderr
+    assert [p.name for p in pstore.iterdir()] == ["console-ramoops-0"]  # not a dump: never removed
+    assert run_reporter(site, "post-boot").returncode == 0
+
+    events = {e["reports"][0]["report_id"]: e for e in all_events(registry)}
+    assert sorted(events) == ids
+    assert sum(len(e["reports"]) for e in events.values()) == 3  # each once
+    panic, live_oops, unknown = (events[report_id] for report_id in ids)
+    assert panic["sources"] == ["pstore"] and panic["boot_id"] == CRASHED_BOOT
+    assert panic["fingerprint"] == analyse_report(PANIC_LOG, None).fingerprint
+    assert [c["status"] for c in panic["captures"]] == ["failed"]
+    assert live_oops["sources"] == ["live_kernel"]  # the host lived through it: not a panic
+    assert live_oops["fingerprint"] == analyse_report(LIVE_OOPS_LOG, None).fingerprint
+    assert live_oops["crashed_at"].startswith("2026-11-30T09:00:00")
+    assert unknown["sources"] == ["live_kernel"]
+    assert unknown["fingerprint"] == analyse_report(UNKNOWN_LOG, None).fingerprint
+
+
+def test_an_oops_the_watcher_reported_is_not_reported_again(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    """The watcher sent the oops live; its pstore record adds nothing and goes once that report is
+    known acknowledged (in sent/); while the watcher's report waits in the spool, the record stays."""
+    pstore = tmp_path / "pstore"
+    write_dump(pstore, "dmesg-ramoops", "Oops", log=LIVE_OOPS_LOG, at=PANIC_AT - 3600)
+    site = pstore_site(make_site, tmp_path, CRASHREG_URL=closed_port_url())
+    live = {"report_id": f"live-{CRASHED_BOOT}-0000000120", "source": "live_kernel",
+            "crashed_at": "2026-11-30T09:00:00Z", "host": {"hostname": "gpu-a017"}, "boot_id": CRASHED_BOOT,
+            "console_log": LIVE_OOPS_LOG, "fingerprint": analyse_report(LIVE_OOPS_LOG, None).fingerprint}
+    site.spool.mkdir(parents=True, exist_ok=True)
+    (site.spool / f"{live['report_id']}.json").write_text(json.dumps(live))
+    waiting = run_reporter(site, "post-boot")
+    assert waiting.returncode == 3, waiting.stderr
+    assert len(list(pstore.iterdir())) == PARTS
+
+    site.extra = (site.extra or {}) | {"CRASHREG_URL": registry.url}
+    site.write()
+    done = run_reporter(site, "post-boot")
+    assert done.returncode == 0, done.stderr
+    assert list(pstore.iterdir()) == []
+    [event] = all_events(registry)
+    assert [r["report_id"] for r in event["reports"]] == [live["report_id"]]

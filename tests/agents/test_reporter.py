@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from agents import build_reporter
+from agents.reporter.config import Config, parse_conf
+from agents.reporter.decide import Decision, makedumpfile_args
+from agents.reporter.report import tail_text
 from registry.signatures.identify import identify
 from tests.support import DATA
 from tests.support.agents import (
@@ -21,14 +24,12 @@ from tests.support.agents import (
     FlakyFront,
     Registry,
     closed_port_url,
-    load_reporter,
     run_reporter,
 )
 
 EXIT_SKIP = 10
 # A console log cut short before any crash: the engine finds none in it.
 NO_CRASH_LOG = FIXTURES / "no_crash" / "truncated.log"
-reporter = load_reporter()
 VECTORS = DATA / "vectors.json"
 ENGINE = REPO / "registry" / "fingerprint"
 FIXTURE_LOGS = sorted(FIXTURES.glob("*.log"))
@@ -79,17 +80,17 @@ def test_the_pyz_holds_the_reporter_and_the_engine_only_and_builds_reproducibly(
     engine = {f"registry/fingerprint/{p.relative_to(ENGINE).as_posix()}" for p in ENGINE.rglob("*.py")
               if "__pycache__" not in p.parts}
     assert engine <= names
-    agents = {f"{name}/{p.relative_to(REPO / 'agents' / name).as_posix()}"
+    agents = {f"agents/{name}/{p.relative_to(REPO / 'agents' / name).as_posix()}"
               for name in build_reporter.AGENT_PACKAGES for p in (REPO / "agents" / name).rglob("*.py")}
     assert agents and agents <= names
-    sources = {n for n in names if not n.endswith(".pyc")}
+    sources = {n for n in names if not n.endswith((".pyc", "/"))}
     assert {n for n in sources if not n.startswith("registry/fingerprint/")} - agents == {
-        "__main__.py", "crashreg_report.py", "registry/__init__.py"}
+        "__main__.py", "agents/crashreg_report.py", "registry/__init__.py"}
     # Every module but __main__ has unchecked-hash bytecode beside it, for the Python that built it.
     assert {n for n in names if n.endswith(".pyc")} == {f"{n}c" for n in sources if n.endswith(".py")} - {
         "__main__.pyc"}
     with zipfile.ZipFile(again) as archive:
-        header = archive.read("crashreg_report.pyc")[:8]
+        header = archive.read("agents/crashreg_report.pyc")[:8]
     assert header == importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little")  # hash-based, unchecked
     assert not any("__pycache__" in n for n in names)
 
@@ -182,7 +183,7 @@ def test_post_boot_sets_aside_reports_the_registry_refuses(registry: Registry, m
 
 
 def test_config_file_is_read_like_a_shell_would() -> None:
-    values = reporter.parse_conf(
+    values = parse_conf(
         "# comment\nCRASHREG_URL='https://crashreg.example:8443'\nexport CRASHREG_RETRIES=5\n"
         'CRASHREG_COMPRESSION="-l --message-level 1"  # lzo\nnot a setting\nCRASHREG_HOSTNAME=\n'
         "CRASHREG_CA_FILE='unbalanced\n"
@@ -193,17 +194,17 @@ def test_config_file_is_read_like_a_shell_would() -> None:
         "CRASHREG_COMPRESSION": "-l --message-level 1",
         "CRASHREG_HOSTNAME": "",
     }
-    config = reporter.Config.from_values(values)
+    config = Config.from_values(values)
     assert (config.retries, config.connect_timeout) == (5, 5.0)
-    decision = reporter.Decision("filtered", "", None, "registry")
-    assert reporter.makedumpfile_args(config, decision) == ["-l", "--message-level", "1", "-d", "31"]
+    decision = Decision("filtered", "", None, "registry")
+    assert makedumpfile_args(config, decision) == ["-l", "--message-level", "1", "-d", "31"]
 
 
 def test_kernel_log_tail_starts_on_a_whole_line() -> None:
     raw = b"[ 1.0] first line\n[ 2.0] second\x00 line\n[ 3.0] third \xff line\n"
     whole = "[ 1.0] first line\n[ 2.0] second line\n[ 3.0] third \ufffd line\n"
-    assert reporter.tail_text(raw, 1000) == whole
-    assert reporter.tail_text(raw, 30) == "[ 3.0] third \ufffd line\n"
+    assert tail_text(raw, 1000) == whole
+    assert tail_text(raw, 30) == "[ 3.0] third \ufffd line\n"
 
 
 def test_nothing_that_breaks_stops_the_dump(make_site, tmp_path: Path) -> None:

@@ -10,9 +10,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.support.agents import load_reporter
-
-reporter = load_reporter()
+from agents.reporter import client
+from agents.reporter.config import Config
 
 
 @contextmanager
@@ -46,8 +45,8 @@ def raw_server(answer: bytes) -> Iterator[tuple[str, list[bytes]]]:
 
 
 def call(url: str, method: str = "POST", body: bytes | None = b'{"a": 1}') -> object:
-    config = reporter.Config(url=url, token_file="/nonexistent", max_time=10)
-    return reporter.http_request(config, method, "/api/v1/reports?x=1", body)
+    config = Config(url=url, token_file="/nonexistent", max_time=10)
+    return client.http_request(config, method, "/api/v1/reports?x=1", body)
 
 
 @pytest.mark.parametrize(("answer", "body"), [
@@ -81,7 +80,7 @@ def test_bodies_framed_every_way_http_allows_arrive_whole(answer: bytes, body: b
 def test_a_broken_answer_is_a_network_error_the_reporter_retries(answer: bytes, problem: str) -> None:
     """BadResponse is an OSError: the send loop retries and spools it like a dropped connection,
     never takes it for the registry's answer."""
-    with raw_server(answer) as (url, _), pytest.raises(reporter.BadResponse) as error:
+    with raw_server(answer) as (url, _), pytest.raises(client.BadResponse) as error:
         call(url)
     assert isinstance(error.value, OSError)
     assert problem in str(error.value)

@@ -5,6 +5,7 @@ middle of a report and a registry outage neither lose nor double anything."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 from agents.kernellog.kmsg import Cutter, parse_record, records
+from agents.kernellog.watch import Watcher
+from agents.reporter.config import Config
 from registry.fingerprint import analyse_report
 from tests.support.agents import SYSTEM_PYTHON, Registry, Site, closed_port_url, run_reporter
 from tests.support.golden import golden
@@ -147,3 +150,161 @@ def test_a_registry_outage_spools_and_nothing_is_sent_twice(
     events = live_events(registry)
     assert sorted(e["repeats"] for e in events) == [0, REPEATS]
     assert sum(len(e["reports"]) for e in events) == 3
+
+
+# --- stopped every way: the registry's repeat count is the repeats printed ------------------
+
+
+def repeated_warnings() -> list[Line]:
+    """A boot, the warning printed 1 + REPEATS times a second apart, then ordinary lines that
+    close the last one: the count is pending (the log never reaches the first report + 60 s)."""
+    lines = WARN[:40]
+    for n in range(1 + REPEATS):
+        lines += shifted(WARNING, (20 + n) * 1_000_000)
+    return lines + shifted(WARN[40:45], 31_000_000)
+
+
+def start_watcher(site: Site, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    env = {"CRASHREG_CONF": str(site.conf), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    stderr = tmp_path / f"watch-{time.monotonic_ns()}.err"
+    process = subprocess.Popen([SYSTEM_PYTHON, "-I", str(site.reporter), "watch"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=stderr.open("w"))
+    return process, stderr
+
+
+def wait_for(condition, process: subprocess.Popen, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Until `condition()` holds (the watcher's own files say it is there), or the watcher ended."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert process.poll() is None, f"the watcher ended before {what}"
+        assert time.monotonic() < deadline, f"no {what} within a minute"
+        time.sleep(0.05)
+
+
+def saved_state(tmp_path: Path) -> dict:
+    try:
+        return json.loads((tmp_path / "watch-state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def counted(tmp_path: Path, lines: list[Line]) -> bool:
+    """The state file holds every record handled and the repeats counted, not yet reported."""
+    state = saved_state(tmp_path)
+    pending = [r["pending"] for r in state.get("repeats", {}).values()]
+    return state.get("seq") == len(lines) - 1 and pending == [REPEATS]
+
+
+def stopped_with_a_count_pending(site: Site, tmp_path: Path, stop: signal.Signals) -> tuple[int, Path]:
+    """The watcher fed repeated_warnings(), stopped by `stop` once it has counted the repeats:
+    its exit status and its stderr's file."""
+    lines = repeated_warnings()
+    (tmp_path / "kmsg").write_text(kmsg_records(lines))
+    process, stderr = start_watcher(site, tmp_path)
+    wait_for(lambda: counted(tmp_path, lines), process, "the repeats counted")
+    process.send_signal(stop)
+    return process.wait(timeout=60), stderr
+
+
+def warning_repeats(registry: Registry) -> int:
+    [event] = live_events(registry)
+    assert event["title"].startswith("WARNING") and event["boot_id"] == BOOT_ID
+    return event["repeats"]
+
+
+def test_sigterm_sends_the_pending_count(make_site, registry: Registry, tmp_path: Path) -> None:
+    site = watch_site(make_site, tmp_path)
+    status, stderr = stopped_with_a_count_pending(site, tmp_path, signal.SIGTERM)
+    assert status == 0, stderr.read_text()
+    assert warning_repeats(registry) == REPEATS
+    assert not list(site.spool.glob("live-*.json"))
+
+
+def test_sigkill_leaves_the_count_in_the_state_for_the_next_start(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    site = watch_site(make_site, tmp_path)
+    stopped_with_a_count_pending(site, tmp_path, signal.SIGKILL)
+    assert warning_repeats(registry) == 0
+    restarted = run_reporter(site, "watch", "--once")
+    assert restarted.returncode == 0, restarted.stderr
+    assert warning_repeats(registry) == REPEATS
+    again = run_reporter(site, "watch", "--once")  # nothing counted twice
+    assert again.returncode == 0 and warning_repeats(registry) == REPEATS, again.stderr
+
+
+def test_a_quiet_log_sends_the_count_once_its_interval_has_passed(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    """No record after the repeats: the poll timeout runs the log's clock on, and the count goes
+    when it is the interval past the first report; the SIGKILL after it could not have sent it.
+    The log's last record is 11 s after the first report: 1 s short of the interval."""
+    site = watch_site(make_site, tmp_path, CRASHREG_WATCH_REPEAT_INTERVAL="12")
+    lines = repeated_warnings()
+    (tmp_path / "kmsg").write_text(kmsg_records(lines))
+    process, stderr = start_watcher(site, tmp_path)
+    repeats = site.spool / "sent"
+    wait_for(lambda: any(repeats.glob("live-*.r*.json")), process, "the repeats' report sent")
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert warning_repeats(registry) == REPEATS, stderr.read_text()
+
+
+def test_a_reboot_sends_the_last_boots_pending_count(make_site, registry: Registry, tmp_path: Path) -> None:
+    """The host goes down with a count pending (no chance to send it): the next boot's watcher
+    sends it under the crashed boot's id, then follows its own boot."""
+    site = watch_site(make_site, tmp_path)
+    stopped_with_a_count_pending(site, tmp_path, signal.SIGKILL)
+    (tmp_path / "boot_id").write_text("9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f\n")
+    (tmp_path / "kmsg").write_text(kmsg_records(WARN[:40]))  # the new boot: nothing to report
+    rebooted = run_reporter(site, "watch", "--once")
+    assert rebooted.returncode == 0, rebooted.stderr
+    assert warning_repeats(registry) == REPEATS
+    state = saved_state(tmp_path)
+    assert state["boot_id"].startswith("9c0d1e2f") and state["repeats"] == {}
+
+
+def test_a_failing_read_is_retried_and_logged_not_fatal(
+    make_site, registry: Registry, tmp_path: Path
+) -> None:
+    """The source cannot be read (a directory: EISDIR on every read): the watcher logs it and
+    retries with doubling delays, then reads the records once the source is readable."""
+    site = watch_site(make_site, tmp_path)
+    kmsg = tmp_path / "kmsg"
+    kmsg.mkdir()
+    process, stderr = start_watcher(site, tmp_path)
+    wait_for(lambda: "retrying in 2s" in stderr.read_text(), process, "a second retry")
+    assert "IsADirectoryError" in stderr.read_text()
+    kmsg.rmdir()
+    lines = repeated_warnings()
+    kmsg.write_text(kmsg_records(lines))
+    wait_for(lambda: counted(tmp_path, lines), process, "the records read")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0, stderr.read_text()
+    assert warning_repeats(registry) == REPEATS
+
+
+def test_the_logs_clock_runs_on_while_it_is_quiet(tmp_path: Path) -> None:
+    """The timer alone, on an injected clock: no report of the count before the interval has
+    passed on the log's clock (its last record's time, run on by the clock), one after it, with
+    the count and the time of the last occurrence counted (its body depends on the log alone)."""
+    (tmp_path / "boot_id").write_text(BOOT_ID + "\n")
+    config = Config(spool_dir=str(tmp_path / "spool"), boot_id_file=str(tmp_path / "boot_id"),
+                    hostname="gpu-a017")
+    now = [1000.0]
+    watcher = Watcher(config, tmp_path / "state.json", 12.0, clock=lambda: now[0])
+    for record in records([kmsg_records(repeated_warnings()).encode()]):
+        watcher.take(record)
+    first = sorted(p.name for p in (tmp_path / "spool").glob("live-*.json"))
+    assert len(first) == 1  # the first report; the four repeats are counted
+
+    now[0] += 0.9  # the log's clock: 31.0 + 0.9 s, short of the first report (20 s) + 12 s
+    watcher.tick()
+    assert sorted(p.name for p in (tmp_path / "spool").glob("live-*.json")) == first
+    now[0] += 0.2
+    watcher.tick()
+    [repeat] = [p for p in (tmp_path / "spool").glob("live-*.r*.json")]
+    body = json.loads(repeat.read_text())
+    assert (body["repeat_count"], body["uptime_s"]) == (REPEATS, 20 + REPEATS)
+    watcher.tick()  # sent once: nothing pending
+    assert len(list((tmp_path / "spool").glob("live-*.json"))) == 2

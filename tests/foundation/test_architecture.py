@@ -7,6 +7,7 @@ the table itself has no cycle."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,21 +119,57 @@ def test_the_engine_imports_only_the_standard_library_and_itself() -> None:
     assert offenders == {}
 
 
+def agent_files() -> list[tuple[Path, str]]:
+    """The files the pyz carries from agents/, each with its package as the pyz names it."""
+    files = [(ROOT / "agents" / "crashreg_report.py", "agents")]
+    for name in build_reporter.AGENT_PACKAGES:
+        files += [(path, ".".join(path.parent.relative_to(ROOT).parts))
+                  for path in sorted((ROOT / "agents" / name).rglob("*.py"))]
+    return files
+
+
+# What one agent imports beyond the standard library, where it runs (inside the functions that
+# need it): the DPU agent's drgn, on the DPU.
+OPTIONAL = {"agents.dpu": ("drgn",)}
+
+
 def test_the_reporter_imports_the_standard_library_and_the_engine_only() -> None:
     """The reporter and the agent packages zipped with it: the standard library, the engine,
     each other (build_reporter.AGENT_PACKAGES) and nothing else."""
-    ours = {"registry.fingerprint", "crashreg_report", *build_reporter.AGENT_PACKAGES}
-    files = [(ROOT / "agents" / "crashreg_report.py", "")]
-    for name in build_reporter.AGENT_PACKAGES:  # relative imports resolve as the pyz names them
-        files += [(path, ".".join(path.parent.relative_to(ROOT / "agents").parts))
-                  for path in sorted((ROOT / "agents" / name).rglob("*.py"))]
+    ours = ("registry.fingerprint", "agents.crashreg_report",
+            *(f"agents.{name}" for name in build_reporter.AGENT_PACKAGES))
     offenders = {}
-    for path, package in files:
+    for path, package in agent_files():
+        allowed = (*ours, *OPTIONAL.get(package, ()))
         found = [m for m in foreign(absolute_imports(path, package), "registry.fingerprint")
-                 if m.split(".")[0] not in ours]
+                 if not any(m == own or m.startswith(own + ".") for own in allowed)]
         if found:
             offenders[str(path.relative_to(ROOT))] = found
     assert offenders == {}
+
+
+# The agents' packages in import order: each imports only those before it (the toolkit first,
+# the commands last), so there is no circle, and nothing imports the command file.
+AGENT_LAYERS = ("reporter", ("kernellog", "coredump", "dpu"), "crashreg_report")
+
+
+def test_the_agents_import_the_toolkit_and_never_the_commands() -> None:
+    layer_of = {}
+    for number, layer in enumerate(AGENT_LAYERS):
+        for name in (layer,) if isinstance(layer, str) else layer:
+            layer_of[name] = number
+    assert set(layer_of) - {"crashreg_report"} == set(build_reporter.AGENT_PACKAGES)
+    offenders = {}
+    for path, package in agent_files():
+        own = package.split(".")[1] if "." in package else "crashreg_report"
+        edges = {m.split(".")[1] for m in absolute_imports(path, package) if m.startswith("agents.")}
+        wrong = sorted(e for e in edges - {own} if layer_of.get(e, len(AGENT_LAYERS)) >= layer_of[own])
+        if wrong:
+            offenders[str(path.relative_to(ROOT))] = wrong
+    assert offenders == {}
+    surgery = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "agents").rglob("*.py"))
+               if re.search(r"sys\.path *(\[|=|\.(insert|append|extend))", path.read_text())]
+    assert surgery == []
 
 
 def test_the_registry_package_marker_imports_nothing() -> None:

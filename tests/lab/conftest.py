@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,12 +40,11 @@ def lab_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def installed(lab_out: Path) -> Path:
-    """/usr/lib/crashreg as agents/README.md installs it: the pyz `make reporter` builds, and
-    the DPU agent in dpu/ beside it (the post-boot and DPU agents run from here)."""
+    """/usr/lib/crashreg as agents/README.md installs it: the pyz `make reporter` builds (the
+    post-boot agent, and the DPU agent as its `dpu` command, run from here)."""
     root = lab_out / "usr-lib-crashreg"
-    (root / "dpu").mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
     build_reporter.build(root / "crashreg-report.pyz")
-    shutil.copy(lab.REPO / "agents" / "dpu" / "crashreg_dpu.py", root / "dpu" / "crashreg_dpu.py")
     return root
 
 

@@ -109,6 +109,8 @@ def configure(base: Path, work: Path, registry_url: str, token: str) -> Path:
             str(root / "usr" / "sbin" / "crashreg-kdump"),
         ]
     )
+    run(["install", "-m", "0644", str(REPO / "agents" / "kdump" / "crashreg-kdump-upload.sh"),
+         str(root / "usr" / "sbin" / "crashreg-kdump-upload.sh")])  # fmt: skip
     # make reporter && install -D -m 0755 dist/crashreg-report.pyz /usr/lib/crashreg/crashreg-report.pyz
     build_reporter.build(work / "crashreg-report.pyz")
     run(["install", "-D", "-m", "0755", str(work / "crashreg-report.pyz"),

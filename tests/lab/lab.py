@@ -42,6 +42,7 @@ from tests.lab.packages import Kit, LabError, built_aside, cache_dir, run
 REPO = Path(__file__).resolve().parents[2]
 LAB = Path(__file__).resolve().parent
 KDUMP_SH = REPO / "agents" / "kdump" / "crashreg-kdump.sh"
+KDUMP_UPLOAD_SH = REPO / "agents" / "kdump" / "crashreg-kdump-upload.sh"  # sourced from beside it
 GUEST_HOST_ALIAS = "10.0.2.2"  # QEMU user networking: the host's 127.0.0.1
 MEMORY_MB = int(os.environ.get("CRASHREG_LAB_MEMORY_MB", "384"))
 CRASHKERNEL = os.environ.get("CRASHREG_LAB_CRASHKERNEL", "128M")
@@ -205,6 +206,7 @@ def crash_initramfs(kit: Kit, out: Path, conf: str, token: str, bundle: str | No
         tree.add_binary(kit.tool(source), target)
     tree.add_binary(Path(shutil.which("curl") or "/usr/bin/curl"), "usr/bin/curl")
     tree.add(KDUMP_SH, "usr/sbin/crashreg-kdump")
+    tree.add(KDUMP_UPLOAD_SH, "usr/sbin/crashreg-kdump-upload.sh", 0o644)
     tree.add(LAB / "guest" / "crash-init.sh", "init")
     tree.add(LAB / "guest" / "network.sh", "lib/lab/network.sh", 0o644)
     tree.write("etc/crashreg/reporter.conf", conf, 0o600)

@@ -249,7 +249,7 @@ def test_dpu_reads_the_vmcore_with_drgn_and_joins_the_crash_kernels_event(
     )
     record = capture_lab.out / "dpu-record.json"
     dpu = subprocess.run(
-        [drgn_python(), str(installed / "dpu" / "crashreg_dpu.py"), "--config", str(conf), "report",
+        [drgn_python(), str(installed / "crashreg-report.pyz"), "--config", str(conf), "dpu", "report",
          "--core", str(vmcore), "--save-record", str(record)],
         capture_output=True,
         text=True,

@@ -7,18 +7,15 @@ what a crash kernel with its network down sees).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -30,8 +27,6 @@ from tests.support.http import SERVER_POLL_S, auth, closed_port
 
 REPO = Path(__file__).resolve().parents[2]
 KDUMP_SH = REPO / "agents" / "kdump" / "crashreg-kdump.sh"
-REPORTER = REPO / "agents" / "crashreg_report.py"
-DPU_AGENT = REPO / "agents" / "dpu" / "crashreg_dpu.py"
 # The hosts' python3, not the venv's: a reporter that needed anything beyond the standard
 # library would fail here. -I: no user site, no PYTHON* variables, no script dir on sys.path.
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
@@ -43,18 +38,6 @@ BUSYBOX_APPLETS = (
     "rm", "mkdir", "mktemp", "dirname", "date", "sleep", "hostname", "uname",
     "dd", "md5sum", "od", "sync", "gzip",  # the dump upload's
 )
-
-
-def load_reporter() -> ModuleType:
-    """agents/crashreg_report.py as a module, for its pure helpers (hosts run the built pyz)."""
-    if str(REPORTER.parent) not in sys.path:  # its packages (agents/dumpupload), as the pyz holds them
-        sys.path.insert(0, str(REPORTER.parent))
-    spec = importlib.util.spec_from_file_location("crashreg_report", REPORTER)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["crashreg_report"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def closed_port_url() -> str:
@@ -96,11 +79,9 @@ def registry(live_server: str, make_token: Callable[..., str]) -> Registry:
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """/usr/lib/crashreg as agents/README.md installs it: the pyz built by the same code as
-    `make reporter`, and the DPU agent in dpu/ beside it."""
+    `make reporter` (the DPU agent is its `dpu` command)."""
     root = tmp_path_factory.mktemp("usr-lib-crashreg")
     build_reporter.build(root / "crashreg-report.pyz")
-    (root / "dpu").mkdir()
-    shutil.copy(DPU_AGENT, root / "dpu" / DPU_AGENT.name)
     return root
 
 
@@ -232,13 +213,13 @@ def run_sh(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Run]
     """Run crashreg-kdump.sh for real under dash or busybox ash."""
     shell = request.param
 
-    def run(site: Site, *args: str, tmpdir: Path = tmp_path) -> Run:
+    def run(site: Site, *args: str, tmpdir: Path = tmp_path, script: Path = KDUMP_SH) -> Run:
         env = {"CRASHREG_CONF": str(site.conf), "TMPDIR": str(tmpdir), "LC_ALL": "C"}
         if shell == "busybox":
-            command = [BUSYBOX, "ash", str(KDUMP_SH), *args]
+            command = [BUSYBOX, "ash", str(script), *args]
             env["PATH"] = busybox_path(tmp_path)
         else:
-            command = ["dash", str(KDUMP_SH), *args]
+            command = ["dash", str(script), *args]
             env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
         done = subprocess.run(
             command, capture_output=True, text=True, env=env, timeout=120, check=False

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import requests
 
-from agents.dumpupload import Uploader, UploadError, UploadState, prepare
+from agents.reporter.upload import Uploader, UploadError, UploadState, prepare
 from registry.storage.parts import MIB
-from tests.support.agents import Registry, run_reporter
+from tests.support.agents import KDUMP_SH, Registry, run_reporter
 from tests.support.http import auth
 from tests.support.s3 import S3_ENV
 
@@ -97,6 +97,28 @@ def test_the_crash_kernel_reporters_upload_now_or_spool_for_the_post_boot_agent(
     assert download(registry, capture["id"]) == data
     assert list(site.spool.glob("*.upload")) == []
     no_credentials(site.root)
+
+
+def test_the_sh_reporter_without_its_uploader_spools_the_upload(
+    registry: Registry, make_site, run_sh, tmp_path: Path
+) -> None:
+    """The sh reporter installed alone (its uploader, crashreg-kdump-upload.sh, left out of the
+    initramfs): `now` spools the upload, and the post-boot agent sends it."""
+    dumper, data = fake_makedumpfile(tmp_path)
+    alone = tmp_path / "sbin" / "crashreg-kdump"
+    alone.parent.mkdir()
+    alone.write_bytes(KDUMP_SH.read_bytes())
+    site = make_site(extra={"CRASHREG_MAKEDUMPFILE": str(dumper), "CRASHREG_KDUMP_UPLOAD": "now"})
+    assert run_sh(site, "report", script=alone).returncode == 0
+    (site.root / "crash").mkdir()
+    target = str(site.root / "crash" / "vmcore")
+    collected = run_sh(site, "collect", "-l", "/proc/vmcore", target, script=alone)
+    assert collected.returncode == 0, collected.stderr
+    assert "crashreg-kdump-upload.sh: upload of" in collected.stderr
+    assert len(list(site.spool.glob("*.upload"))) == 1
+    assert run_reporter(site, "post-boot").returncode == 0
+    capture = capture_of(registry, site.boot_id)
+    assert capture["status"] == "completed" and download(registry, capture["id"]) == data
 
 
 def test_an_upload_cut_by_a_reboot_is_finished_by_the_post_boot_agent(

@@ -13,7 +13,7 @@ import pytest
 import requests
 from sqlalchemy import select
 
-from agents.dumpupload import Uploader, UploadError, prepare
+from agents.reporter.upload import Uploader, UploadError, prepare
 from registry.config import Settings
 from registry.db import Database
 from registry.storage.api import STORE_RETRY_AFTER_S

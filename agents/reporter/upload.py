@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agents.reporter.files import atomic_file, write_atomically
+
 STATE_SUFFIX = ".upload"
 URL_BATCH = 200  # URLs asked for at once (each lives a few minutes)
 MAX_ROUNDS = 5  # asks for URLs and completions before the rest waits for the next run
@@ -87,9 +89,7 @@ class UploadState:
         return "\n".join(lines) + "\n"
 
     def write(self, path: Path) -> None:
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(self.text())
-        temporary.replace(path)
+        write_atomically(path, self.text())
 
 
 def is_compressed(path: Path) -> bool:
@@ -105,10 +105,9 @@ def prepare(spool_dir: Path, report_id: str, capture_id: str, dump: Path) -> Pat
     encoding, source = "identity", dump
     if not is_compressed(dump):
         encoding, source = "gzip", dump.with_name(dump.name + ".crashreg.gz")
-        temporary = source.with_name(f".{source.name}.tmp")
-        with dump.open("rb") as raw, gzip.GzipFile(temporary, "wb", compresslevel=1, mtime=0) as packed:
+        with dump.open("rb") as raw, atomic_file(source) as out, \
+                gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as packed:
             shutil.copyfileobj(raw, packed, 1 << 20)
-        temporary.replace(source)
     state = UploadState(capture_id, str(source), os.path.relpath(source, spool_dir), encoding,
                         source.stat().st_size, raw_bytes)
     path = spool_dir / f"{report_id}{STATE_SUFFIX}"

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """DPU agent reporter: report a host's panic from the DPU, before its crash kernel is up.
 
 A DPU with access to the host's memory runs a drgn session against it and reads what the
@@ -10,7 +9,8 @@ kernel's report later carries the same hostname and boot_id and joins the same e
 drgn is optional: `read_host(prog)` needs it, and `--save-record` keeps what it read as
 JSON; `report --record FILE` reports from such a recording (how the unit tests drive it;
 tests/lab drives it on real vmcores). Sending, spooling and the capture decision are the
-reporter's (crashreg-report.pyz), imported.
+reporter's toolkit (agents/reporter), imported as a package: the agent is the reporter's
+`dpu` command, run by a python3 that has drgn.
 
 A DPU holds no debug info for its hosts' kernels, and drgn's default search paths are the
 DPU's own: `--debug-dir DIR` (or CRASHREG_DPU_DEBUG_DIR in reporter.conf) names a directory
@@ -18,26 +18,25 @@ with one subdirectory per kernel release, `DIR/<release>/`, whose ELF files (the
 vmlinux, and any module .ko with debug info) are loaded for the core's release (read from
 its VMCOREINFO). Written for drgn 0.0.22 (Debian 12) and later.
 
-    crashreg_dpu.py report --core /dev/host-memory [--debug-dir D] [--save-record F]
-    crashreg_dpu.py report --record F                                 report a recording
+    crashreg-report.pyz dpu report --core /dev/host-memory [--debug-dir D] [--save-record F]
+    crashreg-report.pyz dpu report --record F                                 report a recording
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import socket
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-# Installed, the reporter is crashreg-report.pyz beside this directory; in a checkout, agents/.
-_HOME = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(_HOME / "crashreg-report.pyz"), str(_HOME)]
-import crashreg_report as reporter  # noqa: E402
+from agents.reporter import EXIT_DUMP, EXIT_SKIP
+from agents.reporter.config import Config
+from agents.reporter.decide import decide
+from agents.reporter.log import log
+from agents.reporter.report import console_report, tail_text, utc_now
 
 MAX_FRAMES = 64
 # The crashed kernel writes VMCOREINFO (with OSRELEASE=) into the core's notes or, for
@@ -119,31 +118,19 @@ def _frame(prog: Any, frame: Any) -> dict[str, Any]:
     }
 
 
-def dpu_report(record: dict[str, Any], config: reporter.Config) -> dict[str, Any]:
+def dpu_report(record: dict[str, Any], config: Config) -> dict[str, Any]:
     """The contract's report for what the DPU read; keyed by the crashed boot like kdump's."""
-    console_log = reporter.tail_text(record.get("dmesg", "").encode(), config.max_log_bytes)
+    console_log = tail_text(record.get("dmesg", "").encode(), config.max_log_bytes)
     boot_id = record.get("boot_id")
     if boot_id == str(NO_BOOT_ID):  # a recording from before the check in boot_id_text
         boot_id = None
     suffix = boot_id or f"{record['hostname']}-{uuid.uuid4()}"
-    return {
-        "report_id": reporter.safe_report_id(f"dpu-{suffix}"),
-        "source": "dpu",
-        "crashed_at": record.get("read_at") or reporter.utc_now(),
-        "host": {"hostname": record["hostname"], "kernel_version": record.get("kernel_release")},
-        "boot_id": boot_id,
-        "uptime_s": reporter.log_uptime(console_log),
-        "fingerprint": reporter.local_fingerprint(console_log),
-        "console_log": console_log,
-        # Kernel frames stay out of `stack` (the contract's userspace stack) but are kept
-        # with the stored report for triage.
-        "dpu": {
-            "agent": socket.gethostname(),
-            "panic_cpu": record.get("panic_cpu"),
-            "tainted_mask": record.get("tainted_mask"),
-            "crashed_thread": record.get("crashed_thread"),
-        },
-    }
+    # Kernel frames stay out of `stack` (the contract's userspace stack) but are kept with the
+    # stored report for triage.
+    dpu = {"agent": socket.gethostname(), "panic_cpu": record.get("panic_cpu"),
+           "tainted_mask": record.get("tainted_mask"), "crashed_thread": record.get("crashed_thread")}
+    return console_report(f"dpu-{suffix}", "dpu", record.get("read_at") or utc_now(), record["hostname"],
+                          record.get("kernel_release"), boot_id, console_log, dpu=dpu)
 
 
 def core_release(core: str) -> str | None:
@@ -179,59 +166,29 @@ def open_host(core: str, debug_dir: str) -> Any:
     release = core_release(core) if debug_dir else None
     files = debug_files(debug_dir, release) if release else []
     if debug_dir and not files:
-        reporter.log(f"no debug info for release {release or '?'} under {debug_dir}: drgn's default paths")
+        log(f"no debug info for release {release or '?'} under {debug_dir}: drgn's default paths")
     try:
         if files:
             prog.load_debug_info(files, default=False)
         else:
             prog.load_default_debug_info()
     except drgn.MissingDebugInfoError as error:
-        reporter.log(f"drgn: {error}")  # vmlinux found, some modules not: go on with what there is
+        log(f"drgn: {error}")  # vmlinux found, some modules not: go on with what there is
     return prog
 
 
-def dpu_debug_dir(args: argparse.Namespace) -> str:
-    """--debug-dir, else CRASHREG_DPU_DEBUG_DIR from the reporter's config file."""
-    if args.debug_dir:
-        return args.debug_dir
-    path = args.config or os.environ.get("CRASHREG_CONF") or "/etc/crashreg/reporter.conf"
-    try:
-        values = reporter.parse_conf(Path(path).read_text())
-    except OSError:
-        return ""
-    return values.get("CRASHREG_DPU_DEBUG_DIR", "")
-
-
-def command_report(config: reporter.Config, args: argparse.Namespace) -> int:
+def command_report(config: Config, args: argparse.Namespace) -> int:
+    """Read the host (or a recording), report it, print the decision as JSON."""
     if args.record:
         record = json.loads(Path(args.record).read_text())
     else:
-        record = read_host(open_host(args.core, dpu_debug_dir(args)))
-        record["read_at"] = reporter.utc_now()
+        record = read_host(open_host(args.core, args.debug_dir or config.dpu_debug_dir))
+        record["read_at"] = utc_now()
     if args.save_record:
         Path(args.save_record).write_text(json.dumps(record, indent=1))
     report = dpu_report(record, config)
-    decision = reporter.decide(config, report)
+    decision = decide(config, report)
     print(json.dumps({"report_id": report["report_id"], "event_id": decision.event_id,
                       "action": decision.action, "dump_level": decision.dump_level,
                       "reason": decision.reason, "decided_by": decision.decided_by}))
-    return reporter.EXIT_SKIP if decision.action == "skip" else reporter.EXIT_DUMP
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", help="default: $CRASHREG_CONF, else /etc/crashreg/reporter.conf")
-    sub = parser.add_subparsers(dest="command", required=True)
-    report = sub.add_parser("report", help="report the host's crash as source dpu")
-    source = report.add_mutually_exclusive_group(required=True)
-    source.add_argument("--core", help="host memory as drgn opens it (core dump or memory device)")
-    source.add_argument("--record", help="a recorded drgn session (JSON from --save-record)")
-    report.add_argument("--debug-dir", help="DIR/<release>/ holds each kernel release's vmlinux "
-                        "(default: CRASHREG_DPU_DEBUG_DIR, else drgn's own search paths)")
-    report.add_argument("--save-record", help="write what was read to this JSON file")
-    args = parser.parse_args(argv)
-    return command_report(reporter.Config.load(args.config), args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return EXIT_SKIP if decision.action == "skip" else EXIT_DUMP

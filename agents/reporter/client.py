@@ -1,0 +1,178 @@
+"""The registry over HTTP: one HTTP/1.1 request per connection, retries with backoff.
+
+Not http.client: its imports (the email package, ssl with OpenSSL's start) were a third of a
+core handler's instructions to its answer (bench/README.md, core handler)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from agents.reporter.config import Config
+from agents.reporter.log import log
+
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class BadResponse(OSError):
+    """What came back is not an HTTP/1.x response."""
+
+
+MAX_HEADER_LINES = 200
+
+
+MAX_LINE = 65536
+
+
+def http_request(
+    config: Config, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+) -> Response:
+    """One request, one connection (`Connection: close`): connect within connect_timeout, all
+    of it within max_time; TLS (ca_file, else the system's CAs) for an https URL."""
+    parts = urlsplit(config.url.rstrip("/") + path)
+    https = parts.scheme == "https"
+    host = parts.hostname or ""
+    deadline = time.monotonic() + config.max_time
+    all_headers = {"Host": parts.netloc, "Accept": "application/json", "Accept-Encoding": "identity",
+                   "Connection": "close"} | (headers or {})
+    token = config.token()
+    if token:
+        all_headers["Authorization"] = f"Bearer {token}"
+    if body is not None:
+        all_headers |= {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    address = (host, parts.port or (443 if https else 80))
+    sock = socket.create_connection(address, timeout=config.connect_timeout)
+    try:
+        if https:
+            import ssl
+
+            context = ssl.create_default_context(cafile=config.ca_file or None)
+            sock = context.wrap_socket(sock, server_hostname=host)
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        lines = [f"{method} {target} HTTP/1.1", *(f"{key}: {value}" for key, value in all_headers.items())]
+        sock.sendall("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (body or b""))
+        with sock.makefile("rb") as stream:
+            response = read_response(stream, method)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{method} {path} took longer than {config.max_time}s")
+        return response
+    finally:
+        sock.close()
+
+
+def _line(stream: Any) -> bytes:
+    line = stream.readline(MAX_LINE + 1)
+    if len(line) > MAX_LINE:
+        raise BadResponse("a response line longer than 64 KiB")
+    return line
+
+
+def read_response(stream: Any, method: str) -> Response:
+    """Status line, headers, then the body: chunked, Content-Length, or up to the close."""
+    status_line = _line(stream).decode("latin-1").split(None, 2)
+    if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit():
+        raise BadResponse(f"not an HTTP/1.x status line: {' '.join(status_line)[:100]!r}")
+    status = int(status_line[1])
+    headers: dict[str, str] = {}
+    for _ in range(MAX_HEADER_LINES):
+        line = _line(stream).decode("latin-1").rstrip("\r\n")
+        if not line:
+            break
+        key, _, value = line.partition(":")
+        headers[key.strip().lower()] = value.strip()
+    else:
+        raise BadResponse(f"more than {MAX_HEADER_LINES} header lines")
+    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        return Response(status, headers, b"")
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        return Response(status, headers, _chunked(stream))
+    length = headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise BadResponse(f"Content-Length {length[:40]!r}")
+        data = stream.read(int(length))
+        if len(data) != int(length):
+            raise BadResponse(f"the body ended after {len(data)} of {length} bytes")
+        return Response(status, headers, data)
+    return Response(status, headers, stream.read())
+
+
+def _chunked(stream: Any) -> bytes:
+    data = bytearray()
+    while True:
+        size_text = _line(stream).split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise BadResponse(f"a chunk size {size_text[:40]!r}") from None
+        if size == 0:
+            while _line(stream).strip():  # trailers
+                pass
+            return bytes(data)
+        chunk = stream.read(size)
+        if len(chunk) != size or _line(stream).strip():
+            raise BadResponse("a chunk ended early")
+        data += chunk
+
+
+class Unsent(Exception):
+    """The registry did not take the report: unreachable (status None), or it answered `status`."""
+
+    def __init__(self, problem: str, status: int | None = None) -> None:
+        super().__init__(problem)
+        self.status = status
+
+    @property
+    def refused(self) -> bool:
+        """A verdict on the report itself (bad body, reused report_id): resending cannot help.
+        Auth failures are not: a fixed token on the host makes the same resend succeed."""
+        status = self.status or 0
+        return 400 <= status < 500 and status not in RETRYABLE_STATUSES | {401, 403}
+
+
+def post_with_retries(config: Config, path: str, body: bytes) -> Response:
+    """POST with retries and exponential backoff on network errors, 408, 429 and 5xx."""
+    delay = config.retry_delay
+    for attempt in range(config.retries + 1):
+        status = None
+        try:
+            response = http_request(config, "POST", path, body)
+        except OSError as error:
+            problem = f"{type(error).__name__}: {error}"
+        else:
+            if 200 <= response.status < 300:
+                return response
+            status, problem = response.status, f"HTTP {response.status} {response.body[:300]!r}"
+            if status not in RETRYABLE_STATUSES:
+                raise Unsent(problem, status)
+        log(f"attempt {attempt + 1}: {problem}")
+        if attempt < config.retries:
+            time.sleep(delay)
+            delay *= 2
+    raise Unsent(problem, status)
+
+
+def report_body(report: dict[str, Any]) -> bytes:
+    return json.dumps(report, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def send_report_body(config: Config, body: bytes) -> dict[str, Any]:
+    """POST /api/v1/reports; the registry's answer, or Unsent."""
+    if not config.url:
+        raise Unsent("no registry URL configured")
+    return post_with_retries(config, "/api/v1/reports", body).json()

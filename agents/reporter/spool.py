@@ -1,0 +1,81 @@
+"""The spool (CRASHREG_SPOOL_DIR): report bodies kept byte for byte for a resend or a replay
+(unsent in the spool, delivered in sent/, refused in rejected/), and what waits there for the
+post-boot agent."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from agents.reporter.client import Unsent, report_body, send_report_body
+from agents.reporter.config import Config
+from agents.reporter.files import write_atomically
+from agents.reporter.log import log
+from agents.reporter.report import safe_report_id
+
+SENT_RETENTION_S = 7 * 86400
+
+
+def kept_path(config: Config, report_id: str, folder: str = ".") -> Path:
+    """Where a report body is kept: the spool itself (unsent) or its sent/ folder."""
+    return Path(config.spool_dir) / folder / f"{safe_report_id(report_id)}.json"
+
+
+def keep(config: Config, report_id: str, body: bytes, folder: str = ".") -> Path:
+    """Keep the exact body (written atomically) for a resend or a replay."""
+    return write_atomically(kept_path(config, report_id, folder), body)
+
+
+def deliver(config: Config, report: dict[str, Any]) -> dict[str, Any] | None:
+    """Send a report and keep its body: in sent/ when delivered (a rerun for the same crash
+    replays it instead of clashing with it), in the spool for the post-boot resend when not."""
+    report_id = report["report_id"]
+    unsent, sent = kept_path(config, report_id), kept_path(config, report_id, "sent")
+    kept = next((path for path in (unsent, sent) if path.exists()), None)
+    body = kept.read_bytes() if kept else report_body(report)
+    try:
+        answer = send_report_body(config, body)
+    except Unsent as error:
+        log(f"report not delivered: {error}")
+        try:
+            keep(config, report_id, body)
+            log(f"spooled {report_id} for the post-boot resend")
+        except OSError as spool_error:
+            log(f"could not spool the report to {config.spool_dir}: {spool_error}")
+        return None
+    try:
+        keep(config, report_id, body, "sent")
+    except OSError as error:
+        log(f"could not keep the sent report: {error}")
+    unsent.unlink(missing_ok=True)
+    return answer
+
+
+def set_aside(path: Path, error: Unsent) -> str:
+    """An undelivered spool file: kept for the next run, or moved to rejected/ if refused."""
+    log(f"{path.name}: {error}")
+    if not error.refused:
+        return "kept"
+    (path.parent / "rejected").mkdir(exist_ok=True)
+    path.replace(path.parent / "rejected" / path.name)
+    return "rejected"
+
+
+def spool_for_post_boot(path: Path, spooled: dict[str, Any], what: str) -> None:
+    """Leave `spooled` in the spool for the post-boot agent (resend_spooled)."""
+    try:
+        write_atomically(path, json.dumps(spooled))
+        log(f"{what} spooled for the post-boot agent")
+    except OSError as error:
+        log(f"could not spool the {what}: {error}")
+
+
+def prune_sent(folder: Path) -> None:
+    """Sent copies only serve reruns for a recent crash; drop them after a week."""
+    cutoff = time.time() - SENT_RETENTION_S
+    for path in folder.glob("*.json"):
+        if path.stat().st_mtime < cutoff:
+            path.unlink()
+            path.with_suffix(".examined").unlink(missing_ok=True)
