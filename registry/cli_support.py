@@ -16,6 +16,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from registry.config import Settings
 from registry.db import Database
+from registry.errors import first_line
 
 UPGRADE_HINT = "run `crashreg db upgrade`"
 
@@ -73,11 +74,6 @@ def _known_revisions() -> set[str]:
     return {script.revision for script in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
 
 
-def first_line(error: SQLAlchemyError) -> str:
-    original = getattr(error, "orig", None) or error
-    return (str(original).strip().splitlines() or [type(original).__name__])[0]
-
-
 def open_database(settings: Settings, migrated: bool = True) -> Database:
     """The database of CRASHREG_DATABASE_URL, checked before any command touches it; `migrated`
     False accepts any schema (for `db current`)."""
@@ -95,7 +91,7 @@ def open_database(settings: Settings, migrated: bool = True) -> Database:
             f"no database at {label}: {UPGRADE_HINT} to create it, or point CRASHREG_DATABASE_URL at yours"
         )
     try:
-        database = Database(url)
+        database = Database(url, settings.read_replica)
         current = current_revisions(database.engine)
     except SQLAlchemyError as error:
         raise click.ClickException(f"cannot open database {label}: {first_line(error)}") from None

@@ -46,7 +46,7 @@ from registry.signatures.explanation import explanation_variants
 from registry.signatures.service import detail, signature_or_404
 from registry.storage.api import current_store
 from registry.storage.service import download_link, stored_dump, stored_dumps
-from registry.web import current_db, current_settings
+from registry.web import current_db, current_reads, current_settings, primary_reads, replica_fallback
 
 blueprint = Blueprint(
     PAGES_BLUEPRINT,
@@ -146,23 +146,24 @@ def logout() -> Response:
 
 @blueprint.get("/signatures")
 @login_required
+@replica_fallback
 def signatures() -> str:
     # A search form sends every field; an empty one means "any", not an invalid value.
     args = load(SignatureListQuery(), {name: value for name, value in request.args.items() if value})
-    items, next_cursor = signature_page(args)
-    next_url = None
-    if next_cursor:
-        params = {k: v for k, v in request.args.items() if k != "cursor"} | {"cursor": next_cursor}
-        next_url = f"{url_for('pages.signatures')}?{urlencode(params)}"
-    ids = [int(s["id"]) for s in items]
     today = utcnow().date()
-    with current_db().session() as session:
+    with current_reads() as session:
+        items, next_cursor = signature_page(session, args)
+        ids = [int(s["id"]) for s in items]
         daily = reads.daily_counts(session, ids, since=utcnow() - timedelta(days=31))
         verdicts = reads.stored_verdicts(session, ids)
         counted = [sid for sid in ids if sid not in verdicts]
         hosts = {sid: v.hosts for sid, v in verdicts.items()} | reads.physical_host_counts(session, counted)
         jira_urls = reads.jira_urls(session, ids)
         sources = reads.source_counts(session, ids)
+    next_url = None
+    if next_cursor:
+        params = {k: v for k, v in request.args.items() if k != "cursor"} | {"cursor": next_cursor}
+        next_url = f"{url_for('pages.signatures')}?{urlencode(params)}"
     rows = [
         {
             "signature": s,
@@ -205,8 +206,9 @@ def grafana_link(signature_id: int) -> str | None:
 
 @blueprint.get("/signatures/<key>")
 @login_required
+@replica_fallback
 def signature(key: str) -> str:
-    with current_db().session() as session:
+    with current_reads() as session:
         found = signature_or_404(session, key)
         members = member_signature_ids(session, found)
         events = reads.latest_events(session, members, PAGE_EVENTS)
@@ -217,8 +219,10 @@ def signature(key: str) -> str:
             .order_by(Capture.id.desc())
             .limit(PAGE_CAPTURES)
         ).all()
-        epidemiology = signature_epidemiology(
-            session, found, program_label=current_settings().epidemiology_program_label)
+        with primary_reads(session) as primary:  # a temporary table: the primary's (see the API's)
+            epidemiology = signature_epidemiology(
+                primary, primary.get_one(Signature, found.id),
+                program_label=current_settings().epidemiology_program_label)
         daily = reads.merged_daily(reads.daily_counts(session, members))
         marks = reads.marks(session, members, found.first_seen)
         start = chart_start(min([found.first_seen.date(), *daily]), marks)
@@ -247,8 +251,9 @@ def signature(key: str) -> str:
 
 @blueprint.get("/events/<id:event_id>")
 @login_required
+@replica_fallback
 def event(event_id: int) -> str:
-    with current_db().session() as session:
+    with current_reads() as session:
         found = session.get(Event, event_id)
         if found is None:
             raise ApiError(404, "not_found", f"no event {event_id}")
@@ -268,10 +273,11 @@ def event(event_id: int) -> str:
 
 @blueprint.get("/unfingerprinted")
 @login_required
+@replica_fallback
 def unfingerprinted() -> str:
     """Reports the signature engine failed on: stored, answered as unknown bugs, waiting for
     `crashreg signatures rebuild` (with a fixed engine) to fingerprint them."""
-    with current_db().session() as session:
+    with current_reads() as session:
         rows = unfingerprinted_events(session)
     return render_template("pages/unfingerprinted.html", user=g.token, rows=rows)
 
@@ -307,9 +313,10 @@ def capture_pin(capture_id: int) -> Response:
 
 @blueprint.get("/events/<id:event_id>/console.txt")
 @login_required
+@replica_fallback
 def event_console(event_id: int) -> Response:
     """The whole stored console log, as text (the event page shows the part around the oops)."""
-    with current_db().session() as session:
+    with current_reads() as session:
         logged = reads.console_log(session, event_id)
     if logged is None:
         raise ApiError(404, "not_found", f"no console log stored for event {event_id}")
