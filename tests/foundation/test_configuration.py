@@ -168,7 +168,7 @@ def test_a_read_replica_needs_postgresql_on_both_sides() -> None:
     settings = Settings.from_env({"CRASHREG_DATABASE_URL": "postgresql://db/crashreg",
                                   "CRASHREG_READ_DATABASE_URL": "postgresql://replica/crashreg"})
     assert settings.read_replica.url == "postgresql://replica/crashreg"
-    assert "replica" not in repr(settings)  # the URL may hold a password
+    assert "//replica/" not in repr(settings)  # the URL may hold a password
 
 
 def test_other_docs_state_the_same_defaults() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -71,3 +72,16 @@ def parts_of(data: bytes) -> dict[int, bytes]:
 def put(url: str, data: bytes, md5: str | None = None) -> requests.Response:
     headers = {"Content-MD5": md5} if md5 else {}
     return requests.put(url, data=data, headers=headers, timeout=60)
+
+
+def stored_dump(api: Api) -> tuple[dict, dict, bytes]:
+    """An event with a capture whose dump is in the store: (report answer, capture, bytes)."""
+    data = b"KDUMP   " + os.urandom(PART + 999)
+    event = api.event("download_me_function")
+    capture = api.capture(event["event_id"])
+    for url in api.start(capture["id"], len(data)).json()["part_urls"]:
+        part = parts_of(data)[url["number"]]
+        assert put(url["url"], part, content_md5(part)).status_code == 200
+    completed = api.complete(capture["id"], {n: md5_hex(p) for n, p in parts_of(data).items()})
+    assert completed.status_code == 200, completed.text
+    return event, capture, data

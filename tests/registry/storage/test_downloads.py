@@ -4,7 +4,6 @@ the triage bundle, and the triage workspace's setup.sh fetching through the bund
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -15,20 +14,8 @@ from registry.db import Database
 from registry.rca.commands import write_bundle
 from registry.storage.models import DumpDownload
 from testkit.pages import csrf_from
-from tests.support.dumps import PART, Api, content_md5, md5_hex, parts_of, put
+from tests.support.dumps import Api, stored_dump
 from tests.support.http import auth
-
-
-def stored_dump(api: Api) -> tuple[dict, dict, bytes]:
-    """An event with a capture whose dump is in the store: (report answer, capture, bytes)."""
-    data = b"KDUMP   " + os.urandom(PART + 999)
-    event = api.event("download_me_function")
-    capture = api.capture(event["event_id"])
-    for url in api.start(capture["id"], len(data)).json()["part_urls"]:
-        part = parts_of(data)[url["number"]]
-        assert put(url["url"], part, content_md5(part)).status_code == 200
-    assert api.complete(capture["id"], {n: md5_hex(p) for n, p in parts_of(data).items()}).status_code == 200
-    return event, capture, data
 
 
 def audits(database: Database) -> list[tuple[str, str]]:
