@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import click
 
-from registry.cli_support import CliContext, database_label, pass_cli
+from registry.cli_support import CliContext, database_label, first_line, pass_cli
 from registry.core.wiring import CLI_WIRING, load
 from registry.domains import wiring
-from registry.errors import first_line
 
 
 class Main(click.Group):

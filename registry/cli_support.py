@@ -16,7 +16,6 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from registry.config import Settings
 from registry.db import Database
-from registry.errors import first_line
 
 UPGRADE_HINT = "run `crashreg db upgrade`"
 
@@ -72,6 +71,11 @@ def _known_revisions() -> set[str]:
     from registry.migrate import alembic_config
 
     return {script.revision for script in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
+
+
+def first_line(error: SQLAlchemyError) -> str:
+    original = getattr(error, "orig", None) or error
+    return (str(original).strip().splitlines() or [type(original).__name__])[0]
 
 
 def open_database(settings: Settings, migrated: bool = True) -> Database:

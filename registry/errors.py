@@ -33,12 +33,6 @@ class ApiError(Exception):
         return response
 
 
-def first_line(error: BaseException) -> str:
-    """A database error's first line (the driver's message), for one-line reports."""
-    original = getattr(error, "orig", None) or error
-    return (str(original).strip().splitlines() or [type(original).__name__])[0]
-
-
 DATABASE_RETRY_AFTER_S = 5
 HTTP_CODES = {
     400: "bad_request",

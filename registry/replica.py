@@ -27,7 +27,6 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from registry.config import ReadReplicaSettings
-from registry.errors import first_line
 
 # A WAL position as bytes since 0/0 (PostgreSQL's pg_lsn arithmetic gives numeric).
 PRIMARY_POSITION = text("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
@@ -104,7 +103,8 @@ class ReadReplica:
             with self.engine.connect() as connection:
                 in_recovery, replayed = connection.execute(REPLICA_POSITION).one()
         except DBAPIError as error:
-            return ReplicaHealth("unreachable", f"cannot connect: {first_line(error)}")
+            # the error's class only: /readyz is public, the driver's message names hosts
+            return ReplicaHealth("unreachable", f"cannot connect: {type(error.orig).__name__}")
         if not in_recovery:
             return ReplicaHealth("not-a-standby", "the read database is not in recovery (promoted?)")
         if not self._samples:
