@@ -144,6 +144,11 @@ def replica_engine(url: str) -> Engine:
     return make_engine(url, connect_args=connect_args)
 
 
+def on_replica(session: Session) -> bool:
+    """Whether `session` reads the read replica (a hot standby: no writes, no temporary tables)."""
+    return bool(session.info.get("replica"))
+
+
 class Database:
     """One engine and its session factory; the Flask app and the CLI each hold one. With a read
     replica (`read.url`), `reads()` may serve from it (registry/replica.py says when)."""

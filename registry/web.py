@@ -47,17 +47,6 @@ def current_reads() -> Iterator[Session]:
         yield reading
 
 
-@contextmanager
-def primary_reads(reading: Session) -> Iterator[Session]:
-    """For a part of a read view the replica cannot serve: `reading` itself when it is on the
-    primary (one session: SQLite has one writer), else a session on the primary."""
-    if not reading.info.get("replica"):
-        yield reading
-        return
-    with current_db().session() as primary:
-        yield primary
-
-
 def replica_fallback(view: Callable[..., Any]) -> Callable[..., Any]:
     """A read-only view served again on the primary when a read on the replica fails during it
     (the replica stopped, or cancelled a query in conflict with its replay): no 5xx."""

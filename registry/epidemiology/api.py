@@ -13,7 +13,7 @@ from registry.core.schemas import SignatureSummarySchema
 from registry.openapi import documented
 from registry.requests import WholeNumber, load_query
 from registry.signatures.service import signature_or_404
-from registry.web import current_db, current_reads, current_settings, replica_fallback
+from registry.web import current_reads, current_settings, replica_fallback
 
 from .models import EpidemiologySuspectHost, EpidemiologyVerdict
 from .service import signature_epidemiology, suspects
@@ -129,13 +129,12 @@ class SuspectsSchema(Schema):
     errors=(400, 401, 403, 404),
     tag="epidemiology",
 )
+@replica_fallback
 def get_signature_epidemiology(key: str) -> Any:
     """The main view (fleet inventory where known) is always computed now; the case-control
     view comes from the last refresh unless asked for live."""
     args = load_query(EpidemiologyQuery())
-    # The primary's: the analysis groups the signature's events in a temporary table, which a
-    # hot standby refuses (docs/operations.md#a-read-replica).
-    with current_db().session() as session:
+    with current_reads() as session:
         signature = signature_or_404(session, key)
         stored = session.get(EpidemiologyVerdict, signature.id)
         stored_view = stored.analysis.get("views", {}).get("crashes") if stored else None

@@ -46,7 +46,7 @@ from registry.signatures.explanation import explanation_variants
 from registry.signatures.service import detail, signature_or_404
 from registry.storage.api import current_store
 from registry.storage.service import download_link, stored_dump, stored_dumps
-from registry.web import current_db, current_reads, current_settings, primary_reads, replica_fallback
+from registry.web import current_db, current_reads, current_settings, replica_fallback
 
 blueprint = Blueprint(
     PAGES_BLUEPRINT,
@@ -219,10 +219,8 @@ def signature(key: str) -> str:
             .order_by(Capture.id.desc())
             .limit(PAGE_CAPTURES)
         ).all()
-        with primary_reads(session) as primary:  # a temporary table: the primary's (see the API's)
-            epidemiology = signature_epidemiology(
-                primary, primary.get_one(Signature, found.id),
-                program_label=current_settings().epidemiology_program_label)
+        epidemiology = signature_epidemiology(
+            session, found, program_label=current_settings().epidemiology_program_label)
         daily = reads.merged_daily(reads.daily_counts(session, members))
         marks = reads.marks(session, members, found.first_seen)
         start = chart_start(min([found.first_seen.date(), *daily]), marks)

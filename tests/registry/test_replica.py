@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +20,20 @@ import psycopg
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy import select
 
 from dashboards import build_dashboards
 from registry.app import create_app
 from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, ReadReplicaSettings, Settings
-from registry.db import REPLICA_APPLICATION_NAME, Database
+from registry.db import REPLICA_APPLICATION_NAME, Database, utcnow
+from registry.epidemiology.models import EpidemiologyVerdict
+from registry.epidemiology.service import store_samples
 from registry.migrate import upgrade
+from sync.epidemiology.jobs import epidemiology_refresh
 from sync.grafana.datasource import datasource_spec, grafana_db_url
 from sync.grafana.role import ensure_readonly_role
+from sync.scheduler import JobContext
 from testkit.grafana_sql import TimeRange, Variable, expand_target
 from testkit.pages import csrf_from, login
 from tests.support.capture import post_capture, storm_report
@@ -243,23 +249,34 @@ def test_grafana_reads_the_replica_through_its_read_only_role(registry: Registry
             grafana.execute("SELECT * FROM api_tokens")
 
 
-def test_suspect_hosts_read_the_replica_and_a_signature_s_epidemiology_the_primary(
-    registry: Registry,
-) -> None:
+def test_epidemiology_reads_the_replica_and_the_refresh_writes_the_primary(registry: Registry) -> None:
     client, read, report = registry.client(), registry.token("read"), registry.token("report")
     seeded = seed(client, registry.database, report, "ext4_evict_inode", CRASHES)
+    with registry.database.session() as session:  # its events so far kept as a stored sample
+        assert store_samples(session, utcnow(), settle=timedelta(0), least=1) == [int(seeded.signature_id)]
     login(client, read)
     registry.caught_up()
     registry.pair.pause_replay()
     seed(client, registry.database, report, "ext4_evict_inode", [("gpu-b3", "6.8.0-52", "us-east")])
     logged = registry.pair.replica.log_size()
-    suspects = client.get("/api/v1/epidemiology/hosts", headers=auth(read))
-    assert suspects.status_code == 200
+    path = f"/api/v1/signatures/{seeded.signature_id}/epidemiology"
+    assert client.get(path, headers=auth(read)).json["events"] == 2  # the replica's, before the third
+    assert client.get("/api/v1/epidemiology/hosts", headers=auth(read)).status_code == 200
+    page = client.get(f"/signatures/{seeded.signature_id}")  # its verdict part too
+    assert page.status_code == 200 and "gpu-b3" not in page.text
     ran = registry.pair.replica.statements_since(logged, REPLICA_APPLICATION_NAME)
     assert any("epidemiology_suspect_hosts" in statement for statement in ran), ran
-    # its analysis needs a temporary table, which a hot standby refuses: the primary's three events
-    path = f"/api/v1/signatures/{seeded.signature_id}/epidemiology"
-    assert client.get(path, headers=auth(read)).json["events"] == 3
-    page = client.get(f"/signatures/{seeded.signature_id}")
-    assert page.status_code == 200 and "gpu-b3" not in page.text  # the rest of the page: the replica's
     assert registry.state()["in_use"] is True  # no read failed on the replica
+
+    epidemiology_refresh(JobContext(registry.settings, registry.database))
+    with registry.database.session() as session:
+        stored = session.scalars(select(EpidemiologyVerdict)).all()
+    assert [str(v.signature_id) for v in stored] == [seeded.signature_id]  # written on the primary...
+    assert stored[0].analysis["events"] == 2  # ...analysed from the replica's two events
+
+    registry.clock.past_the_bound()  # lagging: the primary's three
+    on_primary = client.get(path, headers=auth(read)).json
+    assert on_primary["events"] == 3
+    registry.pair.resume_replay()
+    registry.caught_up()  # the replica's analysis (no temporary table) is the primary's
+    assert client.get(path, headers=auth(read)).json == on_primary
