@@ -193,7 +193,7 @@ class Database:
         """Reads that may be up to the replica's lag bound stale: a session on the replica when
         there is one in use (and, given `replayed`, it has replayed that WAL position), else on
         the primary: `primary` when given (a job's writing session: one SQLite writer), else a
-        new one. The replica's session says so in `session.info["replica"]`; nothing it does is
+        new one. A session on the replica says so (`on_replica`); nothing it does is
         committed. Reads that must see a write just made use `session()`."""
         connection = None if on_primary else self._replica_connection(replayed)
         if connection is None and primary is not None:

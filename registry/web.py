@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from registry.config import Settings
-from registry.db import Database
+from registry.db import Database, on_replica
 
 # Requests that write nothing: only their reads may go to the replica.
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -40,7 +40,7 @@ def current_reads() -> Iterator[Session]:
     on_primary = request.method not in READ_METHODS or g.get("reads_on_primary", False)
     replayed = session.get(WROTE_AT)
     with database.reads(on_primary, replayed) as reading:
-        if reading.info.get("replica"):
+        if on_replica(reading):
             g.read_on_replica = True
             if replayed is not None:
                 session.pop(WROTE_AT)  # replayed: the replica shows this browser its writes now
