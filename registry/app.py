@@ -20,6 +20,7 @@ from registry.metrics import REQUESTS
 from registry.migrate import head_revisions
 from registry.operations import blueprint as operations_blueprint
 from registry.requests import IdConverter, refuse_nul_in_request
+from registry.web import remember_writes
 
 access_log = logging.getLogger("crashreg.access")
 
@@ -65,7 +66,7 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["CRASHREG_MIGRATION_HEADS"] = head_revisions()
     app.extensions["crashreg.settings"] = settings
-    app.extensions["crashreg.db"] = database or Database(settings.database_url)
+    app.extensions["crashreg.db"] = database or Database(settings.database_url, settings.read_replica)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     configure_logging()
     app.url_map.converters["id"] = IdConverter
@@ -80,6 +81,8 @@ def create_app(
     app.before_request(_start_request)
     app.before_request(refuse_nul_in_request)
     app.after_request(_log_request)
+    if app.extensions["crashreg.db"].replica is not None:
+        app.after_request(remember_writes)
     return app
 
 

@@ -95,7 +95,7 @@ def open_database(settings: Settings, migrated: bool = True) -> Database:
             f"no database at {label}: {UPGRADE_HINT} to create it, or point CRASHREG_DATABASE_URL at yours"
         )
     try:
-        database = Database(url)
+        database = Database(url, settings.read_replica)
         current = current_revisions(database.engine)
     except SQLAlchemyError as error:
         raise click.ClickException(f"cannot open database {label}: {first_line(error)}") from None

@@ -169,6 +169,24 @@ class RetentionSettings:
         }, non_negative=True))
 
 
+@dataclass(frozen=True)
+class ReadReplicaSettings:
+    """Reads sent to a PostgreSQL streaming replica (CRASHREG_READ_*, docs/operations.md#a-read-replica):
+    on when the URL is set. A read goes to the replica while it has replayed everything the
+    primary had written `max_lag_s` before its last check; otherwise to the primary."""
+
+    url: str | None = field(default=None, repr=False)
+    max_lag_s: float = 30.0  # how stale a page, panel or epidemiology read may be
+    check_interval_s: float = 2.0  # how often a process looks at the replica's replay position
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ReadReplicaSettings:
+        return cls(**_read(cls, env, {"url": "CRASHREG_READ_DATABASE_URL"}), **_read(cls, env, {
+            "max_lag_s": "CRASHREG_READ_MAX_LAG_S",
+            "check_interval_s": "CRASHREG_READ_CHECK_INTERVAL_S",
+        }, non_negative=True))
+
+
 DEFAULT_DUMP_DIR = "crashreg-dumps"
 
 
@@ -252,6 +270,7 @@ class Settings:
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     dump_store: DumpStoreSettings = field(default_factory=DumpStoreSettings)
     symbols: SymbolSettings = field(default_factory=SymbolSettings)
+    read_replica: ReadReplicaSettings = field(default_factory=ReadReplicaSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -277,5 +296,12 @@ class Settings:
             retention=RetentionSettings.from_env(env),
             dump_store=DumpStoreSettings.from_env(env),
             symbols=SymbolSettings.from_env(env),
+            read_replica=ReadReplicaSettings.from_env(env),
         )
+        urls = (settings.database_url, settings.read_replica.url)
+        if settings.read_replica.url and not all(url.startswith("postgresql") for url in urls if url):
+            raise ValueError(
+                "CRASHREG_READ_DATABASE_URL is a PostgreSQL streaming replica of CRASHREG_DATABASE_URL: "
+                "both must be postgresql:// URLs"
+            )
         return replace(settings, public_url=settings.public_url.rstrip("/"))

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Connection, DateTime, MetaData, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.types import TypeDecorator
+
+from registry.config import ReadReplicaSettings
+from registry.replica import ReadReplica, wal_position
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -128,13 +131,41 @@ def is_postgresql(engine_or_session: Engine | Session) -> bool:
     return dialect_name(engine_or_session) == "postgresql"
 
 
-class Database:
-    """One engine and its session factory; the Flask app and the CLI each hold one."""
+# How the replica's connections show in pg_stat_activity (unless its URL names another), and
+# how long a connection attempt may take before its reads go to the primary.
+REPLICA_APPLICATION_NAME = "crashreg-reads"
+REPLICA_CONNECT_TIMEOUT_S = 3
 
-    def __init__(self, url: str, **engine_kwargs: Any) -> None:
+
+def replica_engine(url: str) -> Engine:
+    connect_args: dict[str, Any] = {"connect_timeout": REPLICA_CONNECT_TIMEOUT_S}
+    if "application_name" not in make_url(url).query:
+        connect_args["application_name"] = REPLICA_APPLICATION_NAME
+    return make_engine(url, connect_args=connect_args)
+
+
+def on_replica(session: Session) -> bool:
+    """Whether `session` reads the read replica (a hot standby: no writes, no temporary tables)."""
+    return bool(session.info.get("replica"))
+
+
+class Database:
+    """One engine and its session factory; the Flask app and the CLI each hold one. With a read
+    replica (`read.url`), `reads()` may serve from it (registry/replica.py says when)."""
+
+    def __init__(
+        self,
+        url: str,
+        read: ReadReplicaSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        **engine_kwargs: Any,
+    ) -> None:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.replica = (
+            ReadReplica(replica_engine(read.url), self.engine, read, clock) if read and read.url else None
+        )
         # Idle autocommit connections and when each was last used (`autocommit`): fewer than
         # the pool holds, so that sessions always find one (a report needing `store`'s
         # transaction takes a session after its autocommit connection is kept).
@@ -154,6 +185,51 @@ class Database:
             raise
         finally:
             session.close()
+
+    @contextmanager
+    def reads(
+        self, on_primary: bool = False, replayed: int | None = None, primary: Session | None = None
+    ) -> Iterator[Session]:
+        """Reads that may be up to the replica's lag bound stale: a session on the replica when
+        there is one in use (and, given `replayed`, it has replayed that WAL position), else on
+        the primary: `primary` when given (a job's writing session: one SQLite writer), else a
+        new one. A session on the replica says so (`on_replica`); nothing it does is
+        committed. Reads that must see a write just made use `session()`."""
+        connection = None if on_primary else self._replica_connection(replayed)
+        if connection is None and primary is not None:
+            yield primary
+            return
+        if connection is None:
+            with self.session() as session:
+                yield session
+            return
+        session = Session(bind=connection, expire_on_commit=False, info={"replica": True})
+        try:
+            yield session
+        finally:
+            session.close()
+            connection.close()
+
+    def _replica_connection(self, replayed: int | None) -> Connection | None:
+        if self.replica is None or not self.replica.health().in_use:
+            return None
+        try:
+            connection = self.replica.engine.connect()
+        except DBAPIError as error:
+            self.replica.failed(error)
+            return None
+        try:
+            if replayed is None or self.replica.replayed(connection, replayed):
+                return connection
+        except DBAPIError as error:
+            self.replica.failed(error)
+        connection.close()
+        return None
+
+    def wal_position(self) -> int:
+        """PostgreSQL: the primary's WAL position now (what a replica must replay to show it)."""
+        with self.engine.connect() as connection:
+            return wal_position(connection)
 
     @contextmanager
     def lookup(self) -> Iterator[Session]:
@@ -211,3 +287,5 @@ class Database:
         while self._autocommit_idle:
             self._autocommit_idle.pop()[0].close()
         self.engine.dispose()
+        if self.replica is not None:
+            self.replica.engine.dispose()

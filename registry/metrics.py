@@ -22,6 +22,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy.orm import Session
 
+from registry.replica import STATES, ReadReplica
+
 REQUESTS = Counter("crashreg_http_requests_total", "HTTP requests", ["endpoint", "method", "status"])
 INGEST_LATENCY = Histogram(
     "crashreg_ingest_seconds",
@@ -89,6 +91,29 @@ def database_metrics(session: Session, collectors: Iterable[DatabaseCollector]) 
         )
     )
     return collected
+
+
+def replica_metrics(replica: ReadReplica) -> DatabaseCollector:
+    """The read replica's state as this process last found it (docs/operations.md)."""
+
+    def collect(_session: Session) -> Iterable[Metric]:
+        health = replica.health()
+        state = GaugeMetricFamily(
+            "crashreg_read_replica_state",
+            "1 for the read replica's current state: replica (reads served there), lagging, "
+            "unreachable, not-a-standby (reads on the primary), unchecked",
+            labels=["state"],
+        )
+        for name in STATES:
+            state.add_metric([name], 1 if health.state == name else 0)
+        lag = GaugeMetricFamily(
+            "crashreg_read_replica_lag_bytes",
+            "WAL bytes the primary had written at the last check that the replica had not replayed",
+            value=health.lag_bytes if health.lag_bytes is not None else float("nan"),
+        )
+        return [state, lag]
+
+    return collect
 
 
 class _Collected:

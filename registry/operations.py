@@ -8,7 +8,7 @@ from flask import Blueprint, Response, current_app, jsonify
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from registry.metrics import render
+from registry.metrics import render, replica_metrics
 from registry.migrate import current_revisions
 from registry.openapi import build_spec
 from registry.web import current_db
@@ -40,13 +40,20 @@ def readyz() -> Any:
                 "hint": "run: crashreg db upgrade",
             }
         ), 503
-    return jsonify({"status": "ready", "database": "reachable", "migrations": sorted(current)})
+    body: dict[str, Any] = {"status": "ready", "database": "reachable", "migrations": sorted(current)}
+    if db.replica is not None:  # a replica out of use sends reads to the primary: ready still
+        body["read_replica"] = db.replica.health().describe()
+    return jsonify(body)
 
 
 @blueprint.get("/metrics")
 def metrics() -> Any:
-    with current_db().session() as session:
-        body, content_type = render(session, current_app.extensions["crashreg.collectors"])
+    db = current_db()
+    collectors = current_app.extensions["crashreg.collectors"]
+    if db.replica is not None:
+        collectors = [*collectors, replica_metrics(db.replica)]
+    with db.session() as session:
+        body, content_type = render(session, collectors)
     return Response(body, content_type=content_type)
 
 

@@ -13,7 +13,7 @@ from registry.core.schemas import SignatureSummarySchema
 from registry.openapi import documented
 from registry.requests import WholeNumber, load_query
 from registry.signatures.service import signature_or_404
-from registry.web import current_db, current_settings
+from registry.web import current_reads, current_settings, replica_fallback
 
 from .models import EpidemiologySuspectHost, EpidemiologyVerdict
 from .service import signature_epidemiology, suspects
@@ -129,11 +129,12 @@ class SuspectsSchema(Schema):
     errors=(400, 401, 403, 404),
     tag="epidemiology",
 )
+@replica_fallback
 def get_signature_epidemiology(key: str) -> Any:
     """The main view (fleet inventory where known) is always computed now; the case-control
     view comes from the last refresh unless asked for live."""
     args = load_query(EpidemiologyQuery())
-    with current_db().session() as session:
+    with current_reads() as session:
         signature = signature_or_404(session, key)
         stored = session.get(EpidemiologyVerdict, signature.id)
         stored_view = stored.analysis.get("views", {}).get("crashes") if stored else None
@@ -155,9 +156,10 @@ def get_signature_epidemiology(key: str) -> Any:
     errors=(400, 401, 403),
     tag="epidemiology",
 )
+@replica_fallback
 def get_suspect_hosts() -> Any:
     args = load_query(SuspectsQuery())
-    with current_db().session() as session:
+    with current_reads() as session:
         ranked = suspects(session, args["limit"])
         stored_at = session.scalar(select(func.max(EpidemiologySuspectHost.computed_at)))
     return jsonify({"hosts": ranked, "stored_at": stored_at.isoformat() if stored_at else None})

@@ -23,6 +23,7 @@ def refresh_command(cli: CliContext) -> None:
     database = cli.database()
     with (
         database.session() as session,
+        database.reads(primary=session) as reads,
         click.progressbar(length=0, label="Analysing signatures", show_pos=True) as bar,
     ):
 
@@ -30,7 +31,7 @@ def refresh_command(cli: CliContext) -> None:
             bar.length = total
             bar.update(1)
 
-        outcome = refresh(session, progress, cli.settings.epidemiology_program_label)
+        outcome = refresh(session, progress, cli.settings.epidemiology_program_label, reads)
     click.echo(
         json.dumps(
             {"signatures": outcome.signatures, "suspects": outcome.suspects, "verdicts": outcome.verdicts}

@@ -20,6 +20,7 @@ from registry.bounds import EARLIEST_CRASH, latest_crash, plausible
 from registry.core.events import Event
 from registry.core.hosts import Host
 from registry.core.signatures import Signature
+from registry.db import on_replica
 
 from .analysis import SignatureSample, crash_baseline
 from .attributes import CHANGING_SCALARS, HOST_ATTRIBUTES, AttributeValue
@@ -250,13 +251,29 @@ def store_sample(session: Session, ids: Sequence[int], watermark: int, when: dat
     )
 
 
+@dataclass(frozen=True)
+class Snapshots:
+    """Where a signature's events grouped by host snapshot are read: the temporary table, or on
+    a hot standby (which refuses temporary tables) the grouping query itself, run again by each
+    read (a large signature's stored groups keep it short)."""
+
+    source: str
+    params: dict[str, Any]
+    expanding: tuple[str, ...]
+
+    def filtered(self, sql: str = "1 = 1", params: dict[str, Any] | None = None) -> EventFilter:
+        return EventFilter(sql, self.params | (params or {}), self.expanding, table=self.source, weight="n")
+
+
 def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
     """The signature's events grouped by host snapshot (same host, same attribute values); the
     per-value aggregates scan those groups (a few per host) instead of every event. A large
     signature's stored sample (PostgreSQL, kept by the refresh) stands for its events up to its
     watermark: only the events since are read."""
-    session.execute(text(f"DROP TABLE IF EXISTS {SIGNATURE_SNAPSHOTS}"))
     d = dialect_of(session)
+    replica = on_replica(session)
+    if not replica:
+        session.execute(text(f"DROP TABLE IF EXISTS {SIGNATURE_SNAPSHOTS}"))
     stored = stored_sample(session, ids) if d.stored_samples else None
     read, kept = EventFilter.signature(ids), ""
     if stored is not None:
@@ -266,18 +283,21 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         kept = (
             f"SELECT {SNAPSHOT}, n FROM epidemiology_sample_groups WHERE signature_id = :sample_id UNION ALL "
         )
-    for setting in d.one_worker:
-        session.execute(text(setting))
-    session.execute(
-        read.statement(
-            f"CREATE TEMPORARY TABLE {SIGNATURE_SNAPSHOTS} AS {kept}SELECT {SNAPSHOT}, count(*) AS n "
-            f"FROM ({signature_events_sql(session, read)}) AS signature_events GROUP BY {SNAPSHOT}"
-        ),
-        read.params | {"sample_id": ids[0]},
-    )
-    for setting in d.any_workers:
-        session.execute(text(setting))
-    grouped = EventFilter("1 = 1", {}, table=SIGNATURE_SNAPSHOTS, weight="n")
+    grouping = (f"{kept}SELECT {SNAPSHOT}, count(*) AS n "
+                f"FROM ({signature_events_sql(session, read)}) AS signature_events GROUP BY {SNAPSHOT}")
+    if replica:
+        snapshots = Snapshots(f"({grouping})", read.params | {"sample_id": ids[0]}, read.expanding)
+    else:
+        for setting in d.one_worker:
+            session.execute(text(setting))
+        session.execute(
+            read.statement(f"CREATE TEMPORARY TABLE {SIGNATURE_SNAPSHOTS} AS {grouping}"),
+            read.params | {"sample_id": ids[0]},
+        )
+        for setting in d.any_workers:
+            session.execute(text(setting))
+        snapshots = Snapshots(SIGNATURE_SNAPSHOTS, {}, ())
+    grouped = snapshots.filtered()
     daily, uptimes = _daily_and_uptimes(session, read)
     if stored is not None:
         for day, n in stored.daily.items():
@@ -292,7 +312,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         grouped.params,
     )
     events = sum(daily.values())
-    unrecorded = session.scalar(text(_unrecorded_sql(session)))
+    unrecorded = session.scalar(grouped.statement(_unrecorded_sql(session, snapshots.source)), grouped.params)
     # In a large signature, values seen once or twice, and hosts with no more than twice an
     # average host's share, can never be findings: not worth counting (nor asking the fleet).
     least, least_per_host = 1, 1
@@ -309,17 +329,17 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         uptimes_s=sorted(map(float, uptimes)),
         inventory_events=int(known or 0),
         unrecorded_changes=int(unrecorded or 0),
-        split=_splitter(session, ids, ()),
+        split=_splitter(session, ids, (), snapshots),
     )
 
 
-def _unrecorded_sql(session: Session) -> str:
+def _unrecorded_sql(session: Session, snapshots: str) -> str:
     """Events of the grouped signature whose inventory host (without attribute history) now
     shows other changing values than the event carried (see `analysis.unrecorded_changes`)."""
     distinct = dialect_of(session).is_distinct_from
     differs = " OR ".join(f"s.{name} {distinct} h.{name}" for name in CHANGING_SCALARS)
     return (
-        f"SELECT coalesce(sum(s.n), 0) FROM {SIGNATURE_SNAPSHOTS} s JOIN hosts h ON h.id = s.host_id "
+        f"SELECT coalesce(sum(s.n), 0) FROM {snapshots} s JOIN hosts h ON h.id = s.host_id "
         "WHERE h.in_inventory AND NOT EXISTS (SELECT 1 FROM host_attribute_changes c WHERE c.host_id = h.id) "
         f"AND ({differs})"
     )
@@ -339,17 +359,19 @@ def _per_host(session: Session, grouped: EventFilter) -> Any:
 Part = tuple[AttributeValue, bool]  # a value, and whether the part's events carry it
 
 
-def _splitter(session: Session, ids: Sequence[int], parts: Sequence[Part]) -> Any:
+def _splitter(session: Session, ids: Sequence[int], parts: Sequence[Part], snapshots: Snapshots) -> Any:
     def split(key: AttributeValue) -> tuple[SignatureSample, SignatureSample]:
         return (
-            sample_part(session, ids, [*parts, (key, True)]),
-            sample_part(session, ids, [*parts, (key, False)]),
+            sample_part(session, ids, [*parts, (key, True)], snapshots),
+            sample_part(session, ids, [*parts, (key, False)], snapshots),
         )
 
     return split
 
 
-def sample_part(session: Session, ids: Sequence[int], parts: Sequence[Part]) -> SignatureSample:
+def sample_part(
+    session: Session, ids: Sequence[int], parts: Sequence[Part], snapshots: Snapshots
+) -> SignatureSample:
     """The part of the signature's events that carries (or not) each value of `parts`: a
     mixture's concentrated component and what remains. Counts from the signature's grouped
     events (the temporary table `signature_sample` made), days and uptimes from its events."""
@@ -359,7 +381,7 @@ def sample_part(session: Session, ids: Sequence[int], parts: Sequence[Part]) -> 
         conditions.append(f"(CASE WHEN {sql} THEN 1 ELSE 0 END) = {1 if inside else 0}")
         params |= values
     where = " AND ".join(conditions)
-    grouped = EventFilter(where, params, table=SIGNATURE_SNAPSHOTS, weight="n")
+    grouped = snapshots.filtered(where, params)
     signature = EventFilter.signature(ids)
     events = EventFilter(f"{signature.sql} AND {where}", signature.params | params, signature.expanding)
     daily, uptimes = _daily_and_uptimes(session, events)
@@ -372,7 +394,7 @@ def sample_part(session: Session, ids: Sequence[int], parts: Sequence[Part]) -> 
         daily=daily,
         joint=joint_counts(session, grouped),
         uptimes_s=sorted(map(float, uptimes)),
-        split=_splitter(session, ids, parts),
+        split=_splitter(session, ids, parts, snapshots),
     )
 
 

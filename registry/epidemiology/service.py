@@ -362,23 +362,29 @@ class RefreshOutcome:
 
 
 def refresh(
-    session: Session, progress: Callable[[int, int], None] | None = None, program_label: str | None = None
+    session: Session,
+    progress: Callable[[int, int], None] | None = None,
+    program_label: str | None = None,
+    reads: Session | None = None,
 ) -> RefreshOutcome:
-    """Recompute and store every signature's epidemiology and the fleet-wide suspects."""
+    """Recompute and store every signature's epidemiology and the fleet-wide suspects. The
+    analysis reads `reads` (the read replica's session, when there is one); the results are
+    written through `session`."""
+    reads = reads or session
     when = utcnow()
     outcome = RefreshOutcome(verdicts={})
-    fleet = load_fleet(session, program_label)
-    ids = session.scalars(
+    fleet = load_fleet(reads, program_label)
+    ids = reads.scalars(
         select(Signature.id).where(Signature.merged_into_id.is_(None)).order_by(Signature.id)
     ).all()
     for done, signature_id in enumerate(ids, start=1):
-        body = analyse(session, session.get_one(Signature, signature_id), fleet)
+        body = analyse(reads, reads.get_one(Signature, signature_id), fleet)
         store(session, signature_id, body, when)
         outcome.signatures += 1
         outcome.verdicts[body["verdict"]] = outcome.verdicts.get(body["verdict"], 0) + 1
         if progress:
             progress(done, len(ids))
-    ranked = suspects(session, SUSPECTS_STORED)
+    ranked = suspects(reads, SUSPECTS_STORED)
     store_suspects(session, ranked, when)
     outcome.suspects = len(ranked)
     store_samples(session, when)

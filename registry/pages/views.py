@@ -53,7 +53,7 @@ from registry.signatures.explanation import explanation_variants
 from registry.signatures.service import detail, signature_or_404
 from registry.storage.api import current_store
 from registry.storage.service import download_link, stored_dump, stored_dumps
-from registry.web import current_db, current_settings
+from registry.web import current_db, current_reads, current_settings, replica_fallback
 
 blueprint = Blueprint(
     PAGES_BLUEPRINT,
@@ -184,24 +184,25 @@ def logout() -> Response:
 
 @blueprint.get("/signatures")
 @login_required
+@replica_fallback
 def signatures() -> str:
     # A search form sends every field; an empty one means "any", not an invalid value.
     args = load(PageListQuery(), {name: value for name, value in request.args.items() if value})
-    items, next_cursor = signature_page(args, reads.PAGE_SORTS, reads.PAGE_CURSOR_VALUES)
     controls, sorted_by = sort_controls(dict(request.args), args["sort"])
-    next_url = None
-    if next_cursor:
-        params = {k: v for k, v in request.args.items() if k != "cursor"} | {"cursor": next_cursor}
-        next_url = f"{url_for('pages.signatures')}?{urlencode(params)}"
-    ids = [int(s["id"]) for s in items]
     today = utcnow().date()
-    with current_db().session() as session:
+    with current_reads() as session:
+        items, next_cursor = signature_page(session, args, reads.PAGE_SORTS, reads.PAGE_CURSOR_VALUES)
+        ids = [int(s["id"]) for s in items]
         daily = reads.daily_counts(session, ids, since=utcnow() - timedelta(days=31))
         verdicts = reads.stored_verdicts(session, ids)
         counted = [sid for sid in ids if sid not in verdicts]
         hosts = {sid: v.hosts for sid, v in verdicts.items()} | reads.physical_host_counts(session, counted)
         jira_urls = reads.jira_urls(session, ids)
         sources = reads.source_counts(session, ids)
+    next_url = None
+    if next_cursor:
+        params = {k: v for k, v in request.args.items() if k != "cursor"} | {"cursor": next_cursor}
+        next_url = f"{url_for('pages.signatures')}?{urlencode(params)}"
     rows = [
         {
             "signature": s,
@@ -247,8 +248,9 @@ def grafana_link(signature_id: int) -> str | None:
 
 @blueprint.get("/signatures/<key>")
 @login_required
+@replica_fallback
 def signature(key: str) -> str:
-    with current_db().session() as session:
+    with current_reads() as session:
         found = signature_or_404(session, key)
         members = member_signature_ids(session, found)
         events = reads.latest_events(session, members, PAGE_EVENTS)
@@ -290,8 +292,9 @@ def signature(key: str) -> str:
 
 @blueprint.get("/events/<id:event_id>")
 @login_required
+@replica_fallback
 def event(event_id: int) -> str:
-    with current_db().session() as session:
+    with current_reads() as session:
         found = session.get(Event, event_id)
         if found is None:
             raise ApiError(404, "not_found", f"no event {event_id}")
@@ -311,18 +314,18 @@ def event(event_id: int) -> str:
 
 @blueprint.get("/unfingerprinted")
 @login_required
+@replica_fallback
 def unfingerprinted() -> str:
     """Reports stored without a signature, with their text: those the engine found no crash in
     (what it missed) and those it failed on (waiting for `crashreg signatures rebuild`)."""
     args = load_query(UnfingerprintedQuery())
     before = decode_cursor(args["cursor"], "id")[1] if args.get("cursor") else None
-    with current_db().session() as session:
+    with current_reads() as session:
         rows, more = unfingerprinted_events(session, args.get("cause"), before, PAGE_EVENTS)
         counts = unfingerprinted_counts(session)
     older = encode_cursor([None, int(rows[-1]["id"])]) if more else None
     return render_template("pages/unfingerprinted.html", user=g.token, rows=rows, counts=counts,
                            cause=args.get("cause"), older=older, causes=CAUSE_NAMES)
-
 
 @blueprint.get("/events/<id:event_id>/captures/<id:capture_id>/download")
 @login_required
@@ -355,9 +358,10 @@ def capture_pin(capture_id: int) -> Response:
 
 @blueprint.get("/events/<id:event_id>/console.txt")
 @login_required
+@replica_fallback
 def event_console(event_id: int) -> Response:
     """The whole stored console log, as text (the event page shows the part around the oops)."""
-    with current_db().session() as session:
+    with current_reads() as session:
         logged = reads.console_log(session, event_id)
     if logged is None:
         raise ApiError(404, "not_found", f"no console log stored for event {event_id}")

@@ -11,6 +11,7 @@ from typing import Any
 from flask import Blueprint, g, jsonify
 from marshmallow import Schema, fields, validate
 from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy.orm import Session
 
 from registry.auth.tokens import require_scope
 from registry.core.events import Event, event_summary
@@ -195,27 +196,28 @@ def signature_query(args: dict[str, Any], sorts: Sorts = SORTS,
     tag="signatures",
 )
 def list_signatures() -> Any:
-    items, next_cursor = signature_page(load_query(SignatureListQuery()))
+    args = load_query(SignatureListQuery())
+    with current_db().session() as session:
+        items, next_cursor = signature_page(session, args)
     return jsonify({"signatures": items, "next_cursor": next_cursor})
 
 
-def signature_page(args: dict[str, Any], sorts: Sorts = SORTS,
+def signature_page(session: Session, args: dict[str, Any], sorts: Sorts = SORTS,
                    cursor_values: CursorValues = CURSOR_VALUES) -> tuple[list[SignatureSummary], str | None]:
     """One page of the signature list (summaries) and the cursor of the next, if any."""
     query, _, _ = signature_query(args, sorts, cursor_values)
-    with current_db().session() as session:
-        rows = session.execute(query.limit(args["limit"] + 1)).all()
-        page = rows[: args["limit"]]
-        keys = dict(
-            session.execute(
-                select(JiraLink.signature_id, JiraLink.issue_key).where(
-                    JiraLink.signature_id.in_([r[0].id for r in page])
-                )
-            ).all()
-        )
-        items = [
-            summary(session, row[0], (int(row[1] or 0), row[2]), jira_key=keys.get(row[0].id)) for row in page
-        ]
+    rows = session.execute(query.limit(args["limit"] + 1)).all()
+    page = rows[: args["limit"]]
+    keys = dict(
+        session.execute(
+            select(JiraLink.signature_id, JiraLink.issue_key).where(
+                JiraLink.signature_id.in_([r[0].id for r in page])
+            )
+        ).all()
+    )
+    items = [
+        summary(session, row[0], (int(row[1] or 0), row[2]), jira_key=keys.get(row[0].id)) for row in page
+    ]
     next_cursor = encode_cursor([page[-1].sort_key, page[-1][0].id]) if len(rows) > len(page) else None
     return items, next_cursor
 

@@ -45,7 +45,7 @@ def dialect_name(settings: Settings) -> str:
 
 
 def grafana_db_url(settings: Settings) -> str:
-    return settings.grafana.db_url or derived_grafana_db_url(settings.database_url)
+    return settings.grafana.db_url or derived_grafana_db_url(settings.database_url, settings.read_replica.url)
 
 
 def datasource_spec(settings: Settings) -> DataSourceSpec:

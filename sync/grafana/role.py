@@ -38,13 +38,15 @@ class RoleReport:
         return not self.problems
 
 
-def derived_grafana_db_url(database_url: str) -> str:
-    """CRASHREG_GRAFANA_DB_URL's default: the registry's database as `crashreg_grafana`.
+def derived_grafana_db_url(database_url: str, read_database_url: str | None = None) -> str:
+    """CRASHREG_GRAFANA_DB_URL's default: the registry's database as `crashreg_grafana`, on the
+    read replica when there is one (CRASHREG_READ_DATABASE_URL: the role, made on the primary,
+    is replicated with everything else).
 
     The password is derived (HMAC) from the registry's own URL, so it is stable across runs
     and never stored; set CRASHREG_GRAFANA_DB_URL to choose one.
     """
-    url = make_url(database_url)
+    url = make_url(read_database_url or database_url)
     password = hmac.new(database_url.encode(), b"crashreg-grafana-readonly", hashlib.sha256).hexdigest()[:32]
     return url.set(drivername="postgresql", username=DEFAULT_ROLE, password=password).render_as_string(
         hide_password=False

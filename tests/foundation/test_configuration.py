@@ -159,6 +159,18 @@ def test_database_default_is_a_file_in_the_working_directory(monkeypatch, tmp_pa
     assert documented()["CRASHREG_DATABASE_URL"][1] == "`crashreg.db` in the working directory"
 
 
+def test_a_read_replica_needs_postgresql_on_both_sides() -> None:
+    with pytest.raises(ValueError, match="both must be postgresql"):
+        Settings.from_env({"CRASHREG_READ_DATABASE_URL": "postgresql://replica/crashreg"})  # SQLite primary
+    with pytest.raises(ValueError, match="both must be postgresql"):
+        Settings.from_env({"CRASHREG_DATABASE_URL": "postgresql://db/crashreg",
+                           "CRASHREG_READ_DATABASE_URL": "sqlite:///copy.db"})
+    settings = Settings.from_env({"CRASHREG_DATABASE_URL": "postgresql://db/crashreg",
+                                  "CRASHREG_READ_DATABASE_URL": "postgresql://replica/crashreg"})
+    assert settings.read_replica.url == "postgresql://replica/crashreg"
+    assert "//replica/" not in repr(settings)  # the URL may hold a password
+
+
 def test_other_docs_state_the_same_defaults() -> None:
     """Tables elsewhere in docs/ (jira.md's, contract.md's) repeat some variables: a
     default written as a value there is the same value (words may differ)."""

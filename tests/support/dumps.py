@@ -82,5 +82,6 @@ def stored_dump(api: Api, bug: str = "download_me_function") -> tuple[dict, dict
     for url in api.start(capture["id"], len(data)).json()["part_urls"]:
         part = parts_of(data)[url["number"]]
         assert put(url["url"], part, content_md5(part)).status_code == 200
-    assert api.complete(capture["id"], {n: md5_hex(p) for n, p in parts_of(data).items()}).status_code == 200
+    completed = api.complete(capture["id"], {n: md5_hex(p) for n, p in parts_of(data).items()})
+    assert completed.status_code == 200, completed.text
     return event, capture, data

@@ -112,6 +112,15 @@ def test_derived_url_is_stable_and_not_the_registry_password() -> None:
     assert derived_grafana_db_url(registry_url) == derived_grafana_db_url(registry_url)
 
 
+def test_derived_url_names_the_read_replica_with_the_primary_s_role_password() -> None:
+    """The role is made on the primary and replicated: same name and password, the replica's door."""
+    registry_url = "postgresql+psycopg://crashreg:registry-pw@db:5432/crashreg"
+    on_replica = make_url(derived_grafana_db_url(registry_url, "postgresql://crashreg@replica:6432/crashreg"))
+    on_primary = make_url(derived_grafana_db_url(registry_url))
+    assert (on_replica.host, on_replica.port, on_replica.database) == ("replica", 6432, "crashreg")
+    assert (on_replica.username, on_replica.password) == (on_primary.username, on_primary.password)
+
+
 def test_sqlite_data_source_reads_a_copy_of_the_views_only(db_url: str, database: Database) -> None:
     if not db_url.startswith("sqlite"):
         pytest.skip("the SQLite data source")
