@@ -37,6 +37,7 @@ from tests.emulators.jira import JiraEmulator
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
 from tests.support.http import auth, closed_port
 from tests.support.image import image_files, read_dockerfile
+from tests.support.processes import stopped, until
 from tests.support.readme import readme_report
 from tests.support.roles import drop_role
 
@@ -49,7 +50,6 @@ UNPRIVILEGED = "nobody"
 # The commands docs/operations.md gives for a deployment, each run below.
 DEPLOYMENT_COMMANDS = ["--help", "db upgrade", "tokens create", "scheduler", "grafana provision",
                        "jira check", "demo"]
-STOP_S = 300  # a signalled gunicorn or scheduler ends well within it, even on a loaded machine
 GROUPS = {command.split()[0] for command in DEPLOYMENT_COMMANDS if " " in command}
 
 
@@ -141,28 +141,6 @@ def deployment(request: pytest.FixtureRequest, installed: Installed) -> Iterator
     yield Deployment(installed, home, url)
     if url:
         drop_postgres_database(url)
-
-
-def until(process: subprocess.Popen[str], text: str) -> str:
-    """The process's stderr up to the line holding `text` (its end: a failure, with what it said)."""
-    assert process.stderr is not None
-    lines = []
-    for line in process.stderr:
-        lines.append(line)
-        if text in line:
-            return "".join(lines)
-    process.wait(timeout=60)
-    raise AssertionError(f"{text!r} never came, exit {process.returncode}:\n{''.join(lines)}")
-
-
-def stopped(process: subprocess.Popen[str]) -> str:
-    """The rest of a process's stderr once it has ended (signalled); killed if it does not end
-    in STOP_S, its stderr then in the failure."""
-    try:
-        return process.communicate(timeout=STOP_S)[1]
-    except subprocess.TimeoutExpired:
-        process.kill()
-        raise AssertionError(f"still running {STOP_S} s after SIGTERM:\n{process.communicate()[1]}") from None
 
 
 def test_the_user_works_in_its_home_on_a_read_only_install(deployment: Deployment) -> None:

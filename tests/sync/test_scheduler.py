@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.processes import stopped, until
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -22,20 +24,15 @@ def test_only_the_main_thread_takes_the_stop_signals(db_url: str) -> None:
     so the kernel hands them to the main thread, which stops at once."""
     process = subprocess.Popen([sys.executable, "-m", "registry", "scheduler"], stderr=subprocess.PIPE,
                                text=True, env=os.environ | {"CRASHREG_DATABASE_URL": db_url})
-    assert process.stderr is not None
     try:
-        lines = []
-        for line in process.stderr:
-            lines.append(line)
-            if "scheduler started" in line:
-                break
+        said = until(process, "scheduler started")
         tasks = Path(f"/proc/{process.pid}/task")
         masks = {int(task.name): blocked((task / "status").read_text()) for task in tasks.iterdir()}
     finally:
         process.send_signal(signal.SIGTERM)
-        rest = process.communicate(timeout=120)[1]
+        rest = stopped(process)
     stop_bits = sum(1 << (number - 1) for number in STOP_SIGNALS)
     threads = {tid: mask & stop_bits for tid, mask in masks.items()}
     del threads[process.pid]  # the main thread: it takes them (it stopped, below)
-    assert threads and set(threads.values()) == {stop_bits}, "".join(lines)
+    assert threads and set(threads.values()) == {stop_bits}, said
     assert process.returncode == 0 and "scheduler stopped" in rest
