@@ -50,7 +50,7 @@ reporter: $(REPORTER_PYZ)
 $(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint agents/kernellog agents/dumpupload agents/coredump -type f -not -path '*/__pycache__/*')
 	$(PYTHON) agents/build_reporter.py --output $@
 
-## demo-cores: crash the demo's program for real and keep its cores (registry/demo/cores/README.md)
+## demo-cores: crash the demo's program for real, keep its cores and the stacks read from them (registry/demo/cores/README.md)
 demo-cores: setup
 	$(BIN)/python -m scripts.demo_cores
 
