@@ -56,7 +56,7 @@ reporter: $(REPORTER_PYZ)
 $(REPORTER_PYZ): agents/build_reporter.py agents/crashreg_report.py registry/__init__.py $(shell find registry/fingerprint agents/reporter agents/kernellog agents/coredump agents/dpu -type f -not -path '*/__pycache__/*')
 	$(PYTHON) -m agents.build_reporter --output $@
 
-## demo-cores: crash the demo's program for real and keep its cores (registry/demo/cores/README.md)
+## demo-cores: crash the demo's program for real, keep its cores and the stacks read from them (registry/demo/cores/README.md)
 demo-cores: setup
 	$(BIN)/python -m scripts.demo_cores
 

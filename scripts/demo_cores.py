@@ -1,6 +1,8 @@
-"""Make registry/demo/cores/ingest-worker.tar.xz: real cores of the demo's program.
+"""Make registry/demo/cores/ingest-worker.tar.xz (real cores of the demo's program) and the
+stacks the demo reads from them, registry/demo/cores/stacks.json.
 
     make demo-cores        (or: .venv/bin/python -m scripts.demo_cores [--output FILE])
+    .venv/bin/python -m scripts.demo_cores --stacks-only     (the stacks again, from the archive)
 
 Compiles registry/demo/cores/ingest_worker.cc once per release of the demo fleet, installs each
 release in turn at one path (/tmp/crashreg-demo-cores/bin/ingest-worker: the cores name it, and
@@ -8,7 +10,9 @@ the registry tells a program's crashes by it), runs it in directories of its own
 `ulimit -c unlimited` until it dumps core, each crash RUNS times, and packs the programs, the
 cores and a manifest (what was run, by which compiler, on which kernel and C library) into one
 reproducible, xz-compressed tar. Needs g++ and a core_pattern that writes plain files (the host's own
-setting, read, never changed); it stops and says why otherwise.
+setting, read, never changed); it stops and says why otherwise. Then it reads every core of the
+archive with the core handler's file mode (`--exe` the release's program) and stores the stack
+each gives beside the archive: the registry never imports an agent, so the demo reads those.
 """
 
 from __future__ import annotations
@@ -24,9 +28,12 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
+from typing import Any
 
-from registry.demo.labelled_cores import ARCHIVE, CRASHES, MANIFEST, PROGRAM, RELEASES
+from agents.coredump import CrashFacts, core_file_analysis, userspace_report
+from registry.demo.labelled_cores import ARCHIVE, CRASHES, MANIFEST, PROGRAM, RELEASES, STACKS
 
 SOURCE = ARCHIVE.parent / "ingest_worker.cc"
 WORK = Path("/tmp/crashreg-demo-cores")
@@ -83,10 +90,40 @@ def first_line(command: list[str]) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()[0]
 
 
+def read_stacks(archive: Path) -> dict[str, Any]:
+    """What stacks.json holds: each core of `archive` read by file mode, its stack as
+    `userspace_report` gives it without a crash's facts (labelled_cores.core_stack adds them)."""
+    no_facts = CrashFacts(hostname="", crashed_at="")
+    with tempfile.TemporaryDirectory(prefix="crashreg-demo-cores-") as directory, \
+            tarfile.open(archive, "r:xz") as tar:
+        tar.extractall(directory, filter="data")
+        root = Path(directory)
+        manifest = json.loads((root / MANIFEST).read_text())
+        cores = [entry | {"stack": userspace_report(core_file_analysis(str(root / entry["core"]),
+                                                                       str(root / entry["program"])),
+                                                    no_facts, fingerprint=False)["stack"]}
+                 for entry in manifest["cores"]]
+    return {"made_by": "scripts/demo_cores.py, the core handler's file mode over each core",
+            "archive": archive.name, "cores": cores}
+
+
+def write_stacks(archive: Path, stacks: Path) -> None:
+    stacks.write_text(json.dumps(read_stacks(archive), indent=1) + "\n")
+    print(f"{stacks}: the stacks of {archive.name}'s cores")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, default=ARCHIVE, help=f"default: {ARCHIVE}")
-    output = parser.parse_args(argv).output
+    parser.add_argument("--stacks", type=Path, help=f"default: {STACKS.name} beside the archive")
+    parser.add_argument("--stacks-only", action="store_true",
+                        help="read the archive's cores again, crash nothing")
+    args = parser.parse_args(argv)
+    output = args.output
+    stacks = args.stacks or output.with_name(STACKS.name)
+    if args.stacks_only:
+        write_stacks(output, stacks)
+        return 0
     why = problem()
     if why:
         print(f"cannot make the demo's cores: {why}", file=sys.stderr)
@@ -121,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             archive.addfile(info, io.BytesIO(content))
     output.write_bytes(lzma.compress(buffer.getvalue(), preset=9 | lzma.PRESET_EXTREME))
     print(f"{output}: {len(cores)} cores, {output.stat().st_size} bytes")
+    write_stacks(output, stacks)
     return 0
 
 

@@ -116,6 +116,9 @@ class Scheduler:
         log.info("scheduler stopped")
 
 
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
 def run_until_signalled(scheduler: Scheduler) -> None:
     stop = threading.Event()
 
@@ -123,9 +126,17 @@ def run_until_signalled(scheduler: Scheduler) -> None:
         log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
         stop.set()
 
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    scheduler.start()
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, request_stop)
+    # The scheduler's threads (and the job threads they start) inherit a mask blocking the stop
+    # signals, so the kernel hands them to this thread: its wait below returns at once. Sent to
+    # a job thread, a signal only flags Python's handler, which runs when this thread wakes
+    # (after the hour: a `docker stop` ends in SIGKILL).
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        scheduler.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         while not stop.wait(3600):
             pass

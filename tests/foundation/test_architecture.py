@@ -2,7 +2,9 @@
 
 ALLOWED states which domains each domain imports; every import between registry's domain
 packages, sync/ and dashboards/ must be in it, every edge in it must be used by an import, and
-the table itself has no cycle."""
+the table itself has no cycle. An import is any way a module is reached: at the top, in a
+function, by importlib, or named in a string (a wiring Target). The server (registry/, sync/,
+dashboards/) imports no agent."""
 
 from __future__ import annotations
 
@@ -88,7 +90,11 @@ def test_pure_logic_imports_no_framework() -> None:
 
 def absolute_imports(path: Path, package: str) -> set[str]:
     """Every module a file imports, relative imports resolved against its package."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    return module_imports(ast.parse(path.read_text(), filename=str(path)), package)
+
+
+def module_imports(tree: ast.AST, package: str) -> set[str]:
+    """Every module a module of `package` imports, at any depth, relative imports resolved."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -221,7 +227,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 def unit(module: str) -> str | None:
     """The row of ALLOWED a module belongs to (None: not ours: the standard library, a package)."""
     parts = module.split(".")
-    if parts[0] in ("sync", "dashboards"):
+    if parts[0] in ("sync", "dashboards", "agents"):
         return parts[0]
     if parts[0] != "registry":
         return None
@@ -235,15 +241,52 @@ def unit(module: str) -> str | None:
     return f"unclassified: registry.{name}"
 
 
+# A module named in a string: a wiring Target ("package.module:attribute") or a module the
+# wiring lists, importlib.import_module or __import__ loads ("registry.auth.models").
+NAMED_MODULE = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.\w+)+|[A-Za-z_]\w*(?=:))(?::[\w.]+)?")
+
+
+def ours(module: str) -> bool:
+    """A module of this tree (a package or a file of it)."""
+    path = ROOT.joinpath(*module.split("."))
+    return path.is_dir() or path.with_suffix(".py").is_file()
+
+
+IMPORTERS = ("import_module", "__import__")  # importlib's and the builtin: any string they take
+
+
+def named_modules(tree: ast.AST) -> set[str]:
+    """Modules of this tree a string names (imported when the string is loaded: an arrow like
+    any import), and whatever importlib.import_module or __import__ is given."""
+    nodes = list(ast.walk(tree))
+    strings = {node.value for node in nodes if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    loaded = {node.args[0].value for node in nodes
+              if isinstance(node, ast.Call) and called(node) in IMPORTERS and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)}
+    return loaded | {match["module"] for text in strings
+                     if (match := NAMED_MODULE.fullmatch(text)) and ours(match["module"])}
+
+
+def called(call: ast.Call) -> str:
+    """The name a call calls: `f(...)` and `x.f(...)` both call f."""
+    return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+
+
 def imported_units(path: Path) -> set[str]:
-    """The ALLOWED rows a file imports from (`from registry import x` counts as registry.x)."""
+    """The ALLOWED rows a file imports from."""
     package = ".".join(path.parent.relative_to(ROOT).parts)
-    tree = ast.parse(path.read_text(), filename=str(path))
-    modules = absolute_imports(path, package)
+    return units_of(ast.parse(path.read_text(), filename=str(path)), package)
+
+
+def units_of(tree: ast.AST, package: str) -> set[str]:
+    """The ALLOWED rows a module of `package` imports from: its imports at any depth (a
+    function's too), `from registry import x` as registry.x, and the modules its strings name
+    (named_modules)."""
+    modules = module_imports(tree, package) | named_modules(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "registry":
-            here = ROOT / "registry"
-            modules |= {f"registry.{a.name}" for a in node.names
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in ("registry", "agents"):
+            here = ROOT / node.module
+            modules |= {f"{node.module}.{a.name}" for a in node.names
                         if (here / a.name).is_dir() or (here / f"{a.name}.py").exists()}
     return {u for m in modules if (u := unit(m)) is not None}
 
@@ -292,3 +335,41 @@ def test_the_allowed_imports_have_no_cycle() -> None:
 
     for node in sorted(ALLOWED):
         visit(node, ())
+
+
+def test_the_server_never_imports_an_agent() -> None:
+    """registry/, sync/ and dashboards/ are the server (its wheel, its image: they carry no
+    agent). An agent is a program of the hosts: the server runs it, never imports it (the demo
+    reads the stacks the core reader stored, registry/demo/labelled_cores.py)."""
+    assert sorted(path for path, _, imported in rows_imported() if "agents" in imported) == []
+
+
+@pytest.mark.parametrize("source", [
+    "import agents.coredump",
+    "from agents.coredump.report import userspace_report",
+    "from agents import coredump",
+    "def read():\n    from agents.coredump import core_file_analysis\n",
+    "class Demo:\n    def read(self):\n        import agents\n",
+    "import importlib\nimportlib.import_module('agents.coredump')",
+    "from importlib import import_module\nimport_module('agents')",
+    "__import__('agents.coredump.report')",
+    "TARGET = 'agents.coredump.report:userspace_report'  # a wiring Target",
+    "MODULES = ['agents.coredump.report']  # a module the wiring lists",
+])
+def test_every_form_of_an_import_is_an_arrow(source: str) -> None:
+    """The table sees an arrow however the module is reached: at the top, in a function, by
+    importlib or __import__, or named in a string the wiring loads."""
+    assert "agents" in units_of(ast.parse(source), "registry.demo")
+
+
+def test_the_architecture_doc_draws_the_table() -> None:
+    """docs/architecture.md's table of domains is ALLOWED: every domain (but the core and the
+    engine, layers of their own there) in one row, with the domains it may import."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    table = doc[doc.index("| domain | may import |"):].split("\n\n")[0].splitlines()[2:]
+    drawn = {}
+    for row in table:
+        domains, imports = (cell.strip() for cell in row.strip("|").split("|"))
+        may = frozenset(name.strip() for name in imports.split(","))
+        drawn |= {domain.strip(): may for domain in domains.split(",")}
+    assert drawn == {domain: ALLOWED[domain] for domain in DOMAINS - {"core", "fingerprint"}}

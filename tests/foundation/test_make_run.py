@@ -3,7 +3,6 @@ server), the token line, and the README's report answered full, then duplicate, 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -14,18 +13,9 @@ from pathlib import Path
 import requests
 
 from tests.support.http import closed_port
+from tests.support.readme import readme_report
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def readme_report() -> dict:
-    """The body of the README's `curl ... /api/v1/reports` (its `-d '...'`)."""
-    readme = (ROOT / "README.md").read_text()
-    # the registry's public URL, from the line `make run` prints: any port works
-    curl = r"curl -s -X POST \$CRASHREG_PUBLIC_URL/api/v1/reports .*? -d '(.*?)'"
-    body = re.search(curl, readme, re.DOTALL)
-    assert body, "README.md has no report curl"
-    return json.loads(body.group(1))
 
 
 def test_make_run_serves_with_gunicorn_and_answers_the_readme_s_report(db_url: str) -> None:

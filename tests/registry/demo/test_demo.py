@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 import socket
 import threading
@@ -20,7 +21,7 @@ from registry.config import Settings
 from registry.core.events import Event, Report
 from registry.core.signatures import Signature
 from registry.db import Database
-from registry.demo.labelled_cores import read_cores
+from registry.demo.labelled_cores import ARCHIVE, STACKS, read_cores
 from registry.epidemiology.models import EpidemiologyVerdict
 from registry.fingerprint import analyse_report
 from scripts import demo_cores
@@ -127,7 +128,7 @@ def _the_mixed_signature_is_read_from_real_cores(db_url: str, out: str) -> None:
     assert f"read from {len(cores)} real cores of it" in out
     read = {core.crash: [] for core in cores}
     for core in cores:
-        read[core.crash].append(core.analysis.stack)
+        read[core.crash].append(core.stack)
     mixed = out[out.index("== A mixed signature, and how to read it ==") :].splitlines()
     signature_id = int(re.match(r"\s+#(\d+) ", mixed[1]).group(1))
     database = Database(db_url)
@@ -181,13 +182,13 @@ def test_the_demo_cores_are_made_again_by_their_script_and_read_alike(tmp_path) 
         pytest.skip(problem)
     archive = tmp_path / "ingest-worker.tar.xz"
     assert demo_cores.main(["--output", str(archive)]) == 0
-    made, kept = read_cores(archive), read_cores()
+    made, kept = read_cores(tmp_path / STACKS.name), read_cores()
 
     def signatures(cores: list) -> dict:
         found: dict = {}
         for core in cores:
-            found.setdefault((core.crash, core.release), set()).add(
-                analyse_report(None, core.analysis.stack).fingerprint)
+            fingerprint = analyse_report(None, core.stack).fingerprint
+            found.setdefault((core.crash, core.release), set()).add(fingerprint)
         return found
 
     assert signatures(made) == signatures(kept)
@@ -215,3 +216,22 @@ def test_the_demo_feeds_the_registry_its_public_url_names(db_url, monkeypatch) -
         methods = session.scalars(select(Capture.method).join(Event, Event.id == Capture.event_id)
                                   .where(Event.first_source == "userspace")).all()
     assert methods and set(methods) <= {"core", "core_filtered"}
+
+
+def test_the_stored_stacks_are_what_the_core_reader_reads_from_the_archive() -> None:
+    """The demo reads cores/stacks.json (the registry imports no agent): what file mode reads
+    from the archive's cores, with the same fingerprints. Frames in the C and C++ libraries are
+    left out of the comparison: the archive carries only the program, and file mode reads a
+    library from the machine it runs on when the build-ids match, else from the core."""
+
+    def the_archives(stack: dict) -> dict:
+        program = stack["executable"]
+        return stack | {"frames": [frame for frame in stack["frames"]
+                                   if frame.get("module", program) == program]}
+
+    read = demo_cores.read_stacks(ARCHIVE)["cores"]
+    stored = json.loads(STACKS.read_text())["cores"]
+    assert [entry["core"] for entry in stored] == [entry["core"] for entry in read]
+    for kept, now in zip(stored, read, strict=True):
+        assert the_archives(kept["stack"]) == the_archives(now["stack"]), kept["core"]
+        assert analyse_report(None, kept["stack"]) == analyse_report(None, now["stack"]), kept["core"]
