@@ -32,6 +32,7 @@ MAX_FRAMES = 256  # frames examined; a runaway recursion is still one bug
 MAX_SLOTS = 32
 FRAMES_KEPT = 3
 MAX_NAME = 200
+MAX_PATH = 512
 SI_KERNEL = 0x80  # si_code of a general protection fault: what a misaligned SSE access raises
 
 _SKIP = skip_matcher(USERSPACE_SKIP)
@@ -51,6 +52,10 @@ class UserCrash:
     frames: list[str] = field(default_factory=list)
     named: list[tuple[str, str | None]] = field(default_factory=list)  # every frame read
     guilty: int | None = None  # position of the guilty frame in `named`
+    sources: list[SourceLine | None] = field(default_factory=list)  # of each frame in `named`
+
+
+SourceLine = tuple[str, int]  # file, line: where the debug info puts a frame
 
 
 def _as_int(value: Any) -> int | None:
@@ -166,14 +171,26 @@ def _popped(evidence: Evidence) -> int | None:
 def returned_to_null(evidence: Evidence) -> bool:
     """pc 0, reached by a `ret` that popped 0. A call through a NULL pointer also lands on 0,
     but leaves its return address on top of the stack instead."""
+    return evidence.pc == 0 and _popped(evidence) == 0 and not called_through_a_pointer(evidence)
+
+
+def called_through_a_pointer(evidence: Evidence) -> bool:
+    """The pc was reached by a `call` (through a garbage function pointer: the caller's bug),
+    not by a `ret`: the top of the stack holds the return address the call pushed, into the
+    caller, and nothing below it names another function. After a bad `ret`, the slots below
+    name the function that returned (its own calls' return addresses), which is not the one
+    the top slot returns into (its caller's, when the frame was unbalanced)."""
     top = evidence.slot(0)
-    return evidence.pc == 0 and _popped(evidence) == 0 and not (top and top.call)
+    if not (top and top.call):
+        return False
+    returned = returning_function(evidence)
+    return returned is None or returned == (top.function, top.module)
 
 
 def returned_to_non_code(evidence: Evidence) -> bool:
     """pc in memory that is not executable (or not mapped), reached by a `ret` that popped it."""
     return (bool(evidence.pc) and evidence.pc_perms is not None and "x" not in evidence.pc_perms
-            and _popped(evidence) == evidence.pc)
+            and _popped(evidence) == evidence.pc and not called_through_a_pointer(evidence))
 
 
 # SSE/AVX moves that fault on a misaligned memory operand (movaps/movapd, movdqa, movntdq,
@@ -264,6 +281,14 @@ def _frame_name(frame: Any) -> tuple[str, str | None] | None:
     return None
 
 
+def _source_line(frame: Any) -> SourceLine | None:
+    """The file and line a symbolicated frame carries (registry/symbolication), if any."""
+    if not isinstance(frame, dict) or not isinstance(frame.get("file"), str):
+        return None
+    line = _as_int(frame.get("line"))
+    return (frame["file"][:MAX_PATH], line) if line is not None and line > 0 else None
+
+
 def runtime_frame(name: tuple[str, str | None]) -> bool:
     """A frame of the runtime, not of the program: by function (signal delivery, abort,
     unwinding, thread start) or by module (the C library, the C++ runtime, the loader)."""
@@ -274,19 +299,28 @@ def runtime_frame(name: tuple[str, str | None]) -> bool:
 def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | None]:
     """The frames read, each guilty, used (real code) or skipped as runtime machinery."""
     decisions, guilty = frame_decisions(crash.named, crash.guilty, _RULES, None)
-    for decision in decisions:
+    first = crash.guilty - guilty if crash.guilty is not None and guilty is not None else 0
+    for at, decision in enumerate(decisions, first):
         if decision["decision"] == "used" and runtime_frame((decision["function"], decision["module"])):
             decision["decision"], decision["rule"] = "skipped", "userspace-runtime"
+        source = crash.sources[at] if at < len(crash.sources) else None
+        if source is not None:
+            decision["file"], decision["line"] = source
     return decisions, guilty
 
 
 def _after_signal_delivery(frames: list[Any]) -> int | None:
-    """How many named frames follow the first signal trampoline (None: no trampoline, or no
-    program code after it). A fault the program's own handler caught and then died of (abort,
-    _exit) is the interrupted code's bug: the handler is crash-reporting machinery."""
+    """How many named frames follow the first signal trampoline, when the code the signal
+    interrupted is guilty (None: it is not). A fault the program's own handler caught and then
+    died of (abort, raise) is the interrupted code's bug: the handler is crash-reporting
+    machinery, and the crash's innermost frame is the runtime's. A handler that faults in its
+    own code is the handler's bug."""
     at = next((i for i, frame in enumerate(frames)
                if isinstance(frame, dict) and frame.get("signal_frame") is True), None)
     if at is None:
+        return None
+    handler = [name for name in map(_frame_name, frames[:at]) if name is not None]
+    if handler and not runtime_frame(handler[0]):
         return None
     after = [name for name in map(_frame_name, frames[at + 1:]) if name is not None]
     return len(after) if any(not runtime_frame(name) for name in after) else None
@@ -304,16 +338,17 @@ def parse_stack(stack: Any) -> UserCrash | None:
     crash.labels = failure_labels(evidence)
     if signal in SIGNAL_LABELS:
         crash.labels.append(SIGNAL_LABELS[signal])
-    named = [name for name in map(_frame_name, frames) if name is not None]
+    read = [(name, _source_line(frame)) for frame in frames if (name := _frame_name(frame)) is not None]
     interrupted = _after_signal_delivery(frames)
     if evidence is not None and any(label in BAD_RETURNS for label in crash.labels):
         # Frame 0 is the bad pc (0, or data): the guilty frame is the function that returned.
-        if named and frames and isinstance(frames[0], dict) and _frame_name(frames[0]) == named[0]:
-            named = named[1:]
+        if read and frames and isinstance(frames[0], dict) and _frame_name(frames[0]) == read[0][0]:
+            read = read[1:]
         returned = returning_function(evidence)
         if returned is not None:
-            named = [returned, *named]
-    crash.named = named
+            read = [(returned, None), *read]
+    named = crash.named = [name for name, _ in read]
+    crash.sources = [source for _, source in read]
     first = len(named) - interrupted if interrupted is not None and interrupted < len(named) else 0
     crash.guilty = next((i for i, name in enumerate(named) if i >= first and not runtime_frame(name)),
                         None)
