@@ -154,6 +154,7 @@ class RetentionSettings:
     dump_days: int = 30  # a dump that is not one of its signature's K exemplars goes after this
     resolved_grace_days: int = 14  # a resolved signature's dumps go this long after the resolution
     log_days: int = 30  # beyond this only exemplar events keep their whole console log
+    symbol_days: int = 0  # a symbol file no report names goes after this (0: symbol files are kept)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RetentionSettings:
@@ -161,6 +162,7 @@ class RetentionSettings:
             "dump_days": "CRASHREG_RETENTION_DUMP_DAYS",
             "resolved_grace_days": "CRASHREG_RETENTION_RESOLVED_GRACE_DAYS",
             "log_days": "CRASHREG_RETENTION_LOG_DAYS",
+            "symbol_days": "CRASHREG_RETENTION_SYMBOL_DAYS",
         }, non_negative=True))
 
 
@@ -192,6 +194,33 @@ class DumpStoreSettings:
         }, non_negative=True))
 
 
+DEFAULT_SYMBOL_CACHE_DIR = "crashreg-symbols"
+
+
+@dataclass(frozen=True)
+class SymbolSettings:
+    """Where debug info comes from and where it is kept near the registry (CRASHREG_DEBUGINFOD_*,
+    CRASHREG_SYMBOL_*, docs/symbols.md). The durable copies are in the dump store's backend."""
+
+    # debuginfod servers, tried in order (space-separated, as elfutils' DEBUGINFOD_URLS)
+    debuginfod_urls: tuple[str, ...] = ()
+    timeout_s: float = 10.0  # one server's connect and read timeout (each read, not the whole file)
+    negative_ttl_s: int = 600  # how long a build-id no server had is not asked for again
+    cache_dir: str = field(default_factory=lambda: str(Path.cwd() / DEFAULT_SYMBOL_CACHE_DIR))
+    max_file_mb: int = 16384  # the largest symbol file accepted (uploaded or fetched)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SymbolSettings:
+        values = _read(cls, env, {"cache_dir": "CRASHREG_SYMBOL_CACHE_DIR"})
+        values |= _read(cls, env, {
+            "timeout_s": "CRASHREG_DEBUGINFOD_TIMEOUT_S",
+            "negative_ttl_s": "CRASHREG_DEBUGINFOD_NEGATIVE_TTL_S",
+            "max_file_mb": "CRASHREG_SYMBOL_MAX_FILE_MB",
+        }, non_negative=True)
+        urls = tuple(url.rstrip("/") for url in env.get("CRASHREG_DEBUGINFOD_URLS", "").split())
+        return cls(debuginfod_urls=urls, **values)
+
+
 def default_database_url() -> str:
     """A SQLite file in the working directory: the embedded default."""
     return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
@@ -215,6 +244,7 @@ class Settings:
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     dump_store: DumpStoreSettings = field(default_factory=DumpStoreSettings)
+    symbols: SymbolSettings = field(default_factory=SymbolSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -235,5 +265,6 @@ class Settings:
             alerts=AlertThresholds.from_env(env),
             retention=RetentionSettings.from_env(env),
             dump_store=DumpStoreSettings.from_env(env),
+            symbols=SymbolSettings.from_env(env),
         )
         return replace(settings, public_url=settings.public_url.rstrip("/"))

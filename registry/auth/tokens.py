@@ -18,13 +18,15 @@ from registry.db import utcnow
 from registry.errors import ApiError
 from registry.web import current_db
 
-SCOPES = ("report", "read", "triage", "admin")
+SCOPES = ("report", "read", "triage", "symbols", "admin")
 TOKEN_KINDS = ("human", "agent")
-# What each scope may also do: admin implies all, triage implies read.
+# What each scope may also do: admin implies all, triage implies read; symbols (a build
+# pipeline's) uploads symbol files and reads what the symbol store holds, nothing else.
 IMPLIED_SCOPES: dict[str, frozenset[str]] = {
     "report": frozenset({"report"}),
     "read": frozenset({"read"}),
     "triage": frozenset({"triage", "read"}),
+    "symbols": frozenset({"symbols"}),
     "admin": frozenset(SCOPES),
 }
 LAST_USED_RESOLUTION = timedelta(minutes=5)

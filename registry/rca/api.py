@@ -43,6 +43,10 @@ class TriageBundleSchema(Schema):
     generated_at = fields.AwareDateTime()
     registry_url = fields.String()
     budget = fields.Dict(metadata={"description": "what an agent may spend on this bundle"})
+    debuginfod = fields.Dict(metadata={
+        "description": "the registry's debuginfod for userspace symbols by build-id: `urls` "
+                       "(DEBUGINFOD_URLS) and `headers_file` (DEBUGINFOD_HEADERS_FILE, written by setup.sh "
+                       "from $CRASHREG_TOKEN)"})
 
 
 def rca_or_404(session: Session, rca_id: int, lock: bool = False) -> Rca:

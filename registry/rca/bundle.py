@@ -145,6 +145,18 @@ class WorkspaceDump(TypedDict):
 LinkMaker = Callable[[Dump], DownloadLink]
 
 
+# Where setup.sh writes the `Authorization` header elfutils' clients send to the registry's
+# debuginfod (DEBUGINFOD_HEADERS_FILE), from $CRASHREG_TOKEN.
+DEBUGINFOD_HEADERS_FILE = "debuginfod-headers"
+
+
+class DebuginfodAccess(TypedDict):
+    """How gdb, eu-stack, drgn and debuginfod-find get symbols by build-id from the registry."""
+
+    urls: str  # DEBUGINFOD_URLS
+    headers_file: str  # DEBUGINFOD_HEADERS_FILE, relative to the workspace
+
+
 class BundleSignature(SignatureDetail):
     url: str  # its page
 
@@ -165,6 +177,7 @@ class TriageBundle(TypedDict):
     epidemiology: EpidemiologyBody
     evidence_format: EvidenceFormat
     budget: dict[str, int]
+    debuginfod: DebuginfodAccess
     agents_md: NotRequired[str]  # rendered from the rest of the bundle, then added to it
 
 
@@ -419,6 +432,7 @@ def triage_bundle(session: Session, signature: Signature, public_url: str,
         "epidemiology": signature_epidemiology(session, signature, program_label=program_label),
         "evidence_format": evidence_format(),
         "budget": AGENT_BUDGET,
+        "debuginfod": {"urls": f"{public_url}/debuginfod/", "headers_file": DEBUGINFOD_HEADERS_FILE},
     }
     bundle["dumps"] = workspace_dumps(session, bundle["events"], link)
     bundle["agents_md"] = _TEMPLATES.get_template("AGENTS.md").render(

@@ -41,6 +41,7 @@ from registry.retention.policy import (
     decide_dumps,
     decide_log,
 )
+from registry.retention.symbols import collect_symbols
 from registry.retention.trim import trim_log
 from registry.storage.models import Dump as StoredDump
 from registry.storage.store import DumpStore
@@ -66,6 +67,8 @@ class GcOutcome:
     logs_trimmed: int = 0
     log_bytes_freed: int = 0
     logs_kept_by_rule: dict[str, int] = field(default_factory=dict)
+    symbols_deleted: int = 0
+    symbol_bytes_freed: int = 0
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
@@ -74,7 +77,8 @@ class GcOutcome:
         return (
             f"dumps: {verb} {self.dumps_deleted} ({self.bytes_freed} bytes), restored {self.dumps_restored}, "
             f"kept by rule: {kept}\nconsole logs: {'would trim' if self.dry_run else 'trimmed'} "
-            f"{self.logs_trimmed} ({self.log_bytes_freed} bytes), kept whole by rule: {logs}"
+            f"{self.logs_trimmed} ({self.log_bytes_freed} bytes), kept whole by rule: {logs}\n"
+            f"symbol files: {verb} {self.symbols_deleted} ({self.symbol_bytes_freed} bytes)"
         )
 
 
@@ -436,4 +440,6 @@ def collect(
     outcome = GcOutcome(dry_run)
     collect_dumps(database, store, ages, now, dry_run, outcome, progress, batch)
     trim_logs(database, ages, now, dry_run, outcome, progress)
+    outcome.symbols_deleted, outcome.symbol_bytes_freed = collect_symbols(
+        database, store, settings.retention.symbol_days, now, dry_run, progress)
     return outcome

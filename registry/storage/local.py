@@ -165,6 +165,30 @@ class LocalStore:
     def presign_get(self, key: str, ttl_s: int, filename: str) -> str:
         return self._signed("GET", f"{OBJECTS_PREFIX}/{quote(key)}", ttl_s, filename=filename)
 
+    def put_file(self, key: str, source: Path) -> StoredObject:
+        target = self._object(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        digest = hashlib.md5(usedforsecurity=False)
+        with source.open("rb") as read, temporary.open("wb") as out:
+            while chunk := read.read(CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+        etag_path = self._etag_path(key)
+        etag_path.parent.mkdir(parents=True, exist_ok=True)
+        etag_path.write_text(digest.hexdigest())
+        temporary.replace(target)
+        return StoredObject(target.stat().st_size, digest.hexdigest())
+
+    def local_path(self, key: str) -> Path | None:
+        path = self._object(key)
+        return path if path.is_file() else None
+
+    def fetch_file(self, key: str, destination: Path) -> None:
+        temporary = destination.with_name(f".{destination.name}.{secrets.token_hex(4)}.tmp")
+        shutil.copyfile(self.object_path(key), temporary)
+        temporary.replace(destination)
+
     # --- what the blueprint serves ------------------------------------------------------------
 
     def receive_part(

@@ -9,8 +9,10 @@ host name the URL carries).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import boto3
@@ -123,3 +125,21 @@ class S3Store:
             "ResponseContentDisposition": f'attachment; filename="{filename}"',
         }
         return str(self.signer.generate_presigned_url("get_object", Params=params, ExpiresIn=ttl_s))
+
+    def put_file(self, key: str, source: Path) -> StoredObject:
+        self.client.upload_file(str(source), self.bucket, self._key(key))  # multipart past 8 MiB
+        stored = self.head(key)
+        if stored is None:
+            raise RuntimeError(f"{self.uri(key)} missing right after it was stored")
+        return stored
+
+    def local_path(self, key: str) -> Path | None:
+        return None
+
+    def fetch_file(self, key: str, destination: Path) -> None:
+        temporary = destination.with_name(f".{destination.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            self.client.download_file(self.bucket, self._key(key), str(temporary))
+            temporary.replace(destination)
+        finally:
+            temporary.unlink(missing_ok=True)

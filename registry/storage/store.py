@@ -50,6 +50,15 @@ class DumpStore(Protocol):
     def uri(self, key: str) -> str:
         """Where the object is, as a URI (s3://bucket/prefix/key, file:///dir/key)."""
 
+    def put_file(self, key: str, source: Path) -> StoredObject:
+        """Store a file the registry itself holds (a symbol file) as `key`, whole or not at all."""
+
+    def local_path(self, key: str) -> Path | None:
+        """The object as a file on this machine, when the store is a local directory (None: fetch it)."""
+
+    def fetch_file(self, key: str, destination: Path) -> None:
+        """Copy the object into `destination` (written whole, or not at all)."""
+
 
 def local_root(url: str) -> Path | None:
     """The directory of a local store URL (`file:///path` or a plain path); None for s3://."""

@@ -34,6 +34,8 @@ PURE = [
     "registry/demo/simulator.py",
     "registry/capture/policy.py",
     "registry/storage/parts.py",
+    "registry/symbols/elf.py",
+    "registry/symbols/misses.py",
     "registry/rca/checks.py",
     "registry/retention/policy.py",
     "registry/retention/trim.py",
@@ -149,7 +151,7 @@ PLATFORM = frozenset({
 APPLICATION = frozenset({"__main__", "app", "cli", "demo", "domains", "models", "wsgi"})
 DOMAINS = frozenset({
     "auth", "capture", "core", "epidemiology", "fingerprint", "grafana", "ingest", "inventory",
-    "jira", "pages", "rca", "retention", "signatures", "storage",
+    "jira", "pages", "rca", "retention", "signatures", "storage", "symbols",
 })
 # domain -> the domains it imports (the platform: always). core holds the records every domain
 # shares; cross-domain writes go through listeners the wiring gives (registry/core/wiring.py).
@@ -168,7 +170,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "rca": frozenset({"core", "signatures", "capture", "storage", "epidemiology", "jira", "auth"}),
     "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "auth"}),
     "storage": frozenset({"core", "capture", "auth"}),
-    "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "auth"}),
+    "symbols": frozenset({"core", "storage", "auth"}),
+    "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "symbols", "auth"}),
     "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "retention",
                         "ingest", "storage", "auth"}),
     "application": DOMAINS - {"fingerprint"},

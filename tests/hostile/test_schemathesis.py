@@ -41,6 +41,8 @@ SEMANTIC_RULES = {
     "fix": "fix.url is an http(s) URL (as its pattern and format say)",
     "evidence": "an evidence item carries the fields of its type (listed in the document's description)",
     "note": "a rejection, or a confirmation overriding failed checks, gives a note",
+    "parts": "a symbol file's part numbers lie within its part count (its size over the part size)",
+    "bytes": "a symbol file is at most CRASHREG_SYMBOL_MAX_FILE_MB (configured, so not in the document)",
 }
 
 

@@ -35,6 +35,8 @@ from registry.rca.checks import CheckResultView
 from registry.rca.service import AgentView, FixView, RcaProposal, RcaView, ReviewRequest, ReviewView
 from registry.retention.pins import PinView
 from registry.signatures.service import CapturePolicyView, SignatureDetail, SignatureSummary
+from registry.symbols.keep import SymbolFileView
+from registry.symbols.uploads import SymbolUploadAnswer, UploadView
 
 # (shape, operation, the path to the object inside its body, keys the document leaves out)
 CASES = [
@@ -70,6 +72,9 @@ CASES = [
     (TimeFinding, ("get", "/api/v1/signatures/{key}/epidemiology", "200"), ["time_findings", "[]"], set()),
     (PinView, ("put", "/api/v1/captures/{capture_id}/pin", "201"), [], set()),
     (PinView, ("get", "/api/v1/captures/{capture_id}/pins", "200"), ["pins", "[]"], set()),
+    (SymbolUploadAnswer, ("post", "/api/v1/symbols/uploads", "200"), [], set()),
+    (UploadView, ("post", "/api/v1/symbols/uploads", "200"), ["upload"], set()),
+    (SymbolFileView, ("get", "/api/v1/symbols/{build_id}", "200"), ["files", "[]"], set()),
 ]
 
 

@@ -18,13 +18,19 @@
 #
 # Environment: CRASHREG_WORKSPACE_DEBS (where .deb files are kept; default debug/debs),
 # CRASHREG_DUMP_ROOT, CRASHREG_WORKSPACE_SOURCE=0 to skip the source (140 MB download,
-# 1.3 GB unpacked). Exit status 1 when a dump, its debug info or its source is still missing.
+# 1.3 GB unpacked), CRASHREG_TOKEN (a read token: written to debuginfod-headers for the
+# registry's debuginfod). Exit status 1 when a dump, its debug info or its source is still missing.
 set -u
 cd "$(dirname "$0")" || exit 1
 debs=${CRASHREG_WORKSPACE_DEBS:-debug/debs}
 dump_root=${CRASHREG_DUMP_ROOT:-/}
 mkdir -p "$debs" dumps debug
 missing=0
+
+# The registry's debuginfod (AGENTS.md): elfutils' clients send the header this file holds.
+if [ -n "${CRASHREG_TOKEN:-}" ]; then
+    (umask 077 && printf 'Authorization: Bearer %s\n' "$CRASHREG_TOKEN" > debuginfod-headers)
+fi
 
 # One line per dump: event, capture, kernel, dump file, vmlinux, target, uri, download link,
 # encoding, debug packages.

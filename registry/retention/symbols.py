@@ -1,0 +1,61 @@
+"""Retention of symbol files: only those no stored event needs, and only past their age.
+
+Events are never deleted, so a build-id any report ever named (its stack's `build_id`, a
+frame's, a mapping's) is needed for good: its files stay. A file goes when
+CRASHREG_RETENTION_SYMBOL_DAYS is set, it was stored that long ago, and no report names its
+build-id (a build that never crashed). The row goes first, then the object once no row uses
+it: an interrupted run leaves an object without a row (space), never a row without its file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from sqlalchemy import String, cast, delete, exists, select
+from sqlalchemy.orm import Session
+
+from registry.core.events import Report
+from registry.db import Database
+from registry.storage.store import DumpStore
+from registry.symbols.models import SymbolFile
+
+BATCH = 200  # build-ids looked at per run: each is one search of the reports
+
+
+def named_by_a_report(session: Session, build_id: str) -> bool:
+    """Whether any report mentions the build-id (a search of the payloads' text: a stray
+    match only keeps a file longer)."""
+    mentions = cast(Report.payload, String).contains(build_id, autoescape=True)
+    return bool(session.scalar(select(exists().where(mentions))))
+
+
+def collect_symbols(database: Database, store: DumpStore, days: int, now: datetime, dry_run: bool,
+                    progress: Callable[[str], None]) -> tuple[int, int]:
+    """Files deleted (or, dry, that would be) and their bytes."""
+    if days <= 0:
+        return 0, 0
+    with database.session() as session:
+        old = select(SymbolFile.build_id).where(SymbolFile.stored_at <= now - timedelta(days=days))
+        candidates = list(session.scalars(old.distinct().order_by(SymbolFile.build_id).limit(BATCH)))
+        unneeded = [build_id for build_id in candidates if not named_by_a_report(session, build_id)]
+    deleted = freed = 0
+    for build_id in unneeded:
+        with database.session() as session:
+            aged = (SymbolFile.build_id == build_id, SymbolFile.stored_at <= now - timedelta(days=days))
+            rows = list(session.scalars(select(SymbolFile).where(*aged).with_for_update()))
+            if named_by_a_report(session, build_id):  # a report arrived meanwhile
+                continue
+            sizes = {row.key: row.bytes for row in rows}  # one object may serve both kinds
+            keys = set(sizes)
+            deleted, freed = deleted + len(rows), freed + sum(sizes.values())
+            if dry_run:
+                session.rollback()
+                continue
+            session.execute(delete(SymbolFile).where(SymbolFile.id.in_([row.id for row in rows])))
+        with database.session() as session:
+            still_used = set(session.scalars(select(SymbolFile.key).where(SymbolFile.key.in_(keys))))
+        for key in keys - still_used:
+            store.delete(key)
+        progress(f"symbols of {build_id}: {len(rows)} file(s) deleted, no report names the build-id")
+    return deleted, freed

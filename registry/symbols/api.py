@@ -1,0 +1,203 @@
+"""The symbol store over HTTP: uploads for build pipelines (scope `symbols`), what a build-id
+holds (scope `read`), and the debuginfod protocol at /debuginfod/ (scope `read`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, g, jsonify, send_file
+from marshmallow import Schema, ValidationError, fields, validate
+
+from registry.auth.tokens import require_scope
+from registry.errors import ApiError
+from registry.openapi import documented
+from registry.requests import WholeNumber, json_body, load
+from registry.storage.api import PartUrlSchema, current_store
+from registry.storage.parts import MAX_PARTS
+from registry.storage.service import MAX_URLS_PER_REQUEST
+from registry.symbols.elf import BUILD_ID, normal_build_id
+from registry.symbols.keep import Origin
+from registry.symbols.sources import SymbolsArrived, SymbolSources
+from registry.symbols.uploads import complete, files_of, start
+from registry.web import current_db, current_settings
+
+blueprint = Blueprint("symbols", __name__)
+SOURCES = "crashreg.symbol_sources"
+UPLOAD_SCOPES = ("symbols",)  # admin implies every scope
+
+
+def current_sources() -> SymbolSources:
+    """The app's symbol sources, made on first use (their negative cache and fetches are the
+    process's)."""
+    if SOURCES not in current_app.extensions:
+        current_app.extensions[SOURCES] = SymbolSources(current_settings(), current_db())
+    sources: SymbolSources = current_app.extensions[SOURCES]
+    return sources
+
+
+def build_id_in_path(text: str) -> str:
+    """The path's build-id; a path that names none is a 404 (there is nothing at it) saying why."""
+    build_id = normal_build_id(text)
+    if build_id is None:
+        raise ApiError(404, "not_found", f"no build-id {text[:140]!r}: a build-id is an even number of 2 "
+                       "to 128 hex digits", fields={"build_id": [text[:140]]})
+    return build_id
+
+
+def caller_origin() -> Origin:
+    return Origin("upload", g.token.name, g.token.id)
+
+
+def _a_build_id(text: str) -> None:
+    if normal_build_id(text) is None:
+        raise ValidationError("not a build-id: an even number of 2 to 128 hex digits")
+
+
+class SymbolUploadRequestSchema(Schema):
+    build_id = fields.String(required=True, validate=_a_build_id,
+                             metadata={"description": "the file's GNU build-id in hex (checked against its "
+                                                      "ELF note)", "pattern": f"^{BUILD_ID.pattern}$"})
+    bytes = WholeNumber(required=True, validate=validate.Range(min=1, max=1 << 40),
+                        metadata={"description": "the file's size (the registry's limit: "
+                                                 "CRASHREG_SYMBOL_MAX_FILE_MB)"})
+    sha256 = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{64}$"),
+                           metadata={"description": "hex SHA-256 of the whole file"})
+    parts = fields.List(WholeNumber(validate=validate.Range(min=1, max=MAX_PARTS)),
+                        validate=validate.Length(max=MAX_URLS_PER_REQUEST),
+                        metadata={"description": "the part numbers to sign URLs for (default: the first "
+                                                 f"{MAX_URLS_PER_REQUEST}); a resumed upload asks for the "
+                                                 "missing ones"})
+
+
+class SymbolFileSchema(Schema):
+    build_id = fields.String()
+    kind = fields.String(metadata={"description": "debuginfo | executable"})
+    bytes = fields.Integer()
+    sha256 = fields.String()
+    source = fields.String(metadata={"description": "upload | debuginfod"})
+    origin = fields.String(metadata={"description": "the uploading token's name, or the server"})
+    stored_at = fields.AwareDateTime()
+
+
+class SymbolUploadSchema(Schema):
+    id = fields.String()
+    build_id = fields.String()
+    bytes = fields.Integer()
+    sha256 = fields.String()
+    part_size = fields.Integer()
+    parts = fields.Integer()
+    created_at = fields.AwareDateTime()
+
+
+class SymbolUploadAnswerSchema(Schema):
+    build_id = fields.String()
+    state = fields.String(metadata={"description": "uploading | stored (this file is held: send nothing)"})
+    upload = fields.Nested(SymbolUploadSchema, allow_none=True)
+    expires_at = fields.AwareDateTime(allow_none=True)
+    part_urls = fields.List(fields.Nested(PartUrlSchema))
+    files = fields.List(fields.Nested(SymbolFileSchema), metadata={"description": "what the build-id holds"})
+    new_kinds = fields.List(fields.String(), metadata={"description": "the kinds this upload brought"})
+
+
+class SymbolPartSchema(Schema):
+    number = WholeNumber(required=True, validate=validate.Range(min=1, max=MAX_PARTS))
+    md5 = fields.String(required=True, validate=validate.Regexp(r"^[0-9a-f]{32}$"),
+                        metadata={"description": "hex MD5 of the part as sent"})
+
+
+class SymbolCompleteSchema(Schema):
+    parts = fields.List(fields.Nested(SymbolPartSchema), required=True,
+                        validate=validate.Length(min=1, max=MAX_PARTS))
+
+
+class SymbolFilesSchema(Schema):
+    build_id = fields.String()
+    files = fields.List(fields.Nested(SymbolFileSchema))
+
+
+@blueprint.post("/api/v1/symbols/uploads")
+@require_scope(*UPLOAD_SCOPES)
+@documented(
+    "Start or resume the upload of a symbol file (debug info or an executable, by build-id): "
+    "pre-signed URLs for its parts, or `stored` when the registry holds this file already",
+    request=SymbolUploadRequestSchema,
+    responses={200: SymbolUploadAnswerSchema},
+    errors=(400, 401, 403, 409),
+    tag="symbols",
+)
+def post_symbol_upload() -> Any:
+    values = load(SymbolUploadRequestSchema(), json_body())
+    values["build_id"] = normal_build_id(values["build_id"])
+    settings = current_settings()
+    limit = settings.symbols.max_file_mb << 20
+    if values["bytes"] > limit:
+        raise ApiError(400, "too_large", f"a symbol file is at most {limit} bytes here",
+                       fields={"bytes": [f"more than this registry's limit of {limit} bytes "
+                                         "(CRASHREG_SYMBOL_MAX_FILE_MB)"]})
+    with current_db().session() as session:
+        return jsonify(start(session, current_store(), settings, values, caller_origin()))
+
+
+@blueprint.post("/api/v1/symbols/uploads/<id:upload_id>/complete")
+@require_scope(*UPLOAD_SCOPES)
+@documented(
+    "Complete a symbol file's upload: its parts checked, then the file's SHA-256 and its own ELF "
+    "build-id note (422 names the problem, and the file is dropped)",
+    request=SymbolCompleteSchema,
+    responses={200: SymbolUploadAnswerSchema},
+    errors=(400, 401, 403, 404, 409, 422),
+    tag="symbols",
+)
+def post_symbol_complete(upload_id: int) -> Any:
+    values = load(SymbolCompleteSchema(), json_body())
+    md5s = {part["number"]: part["md5"] for part in values["parts"]}
+    sources = current_sources()
+    answer = complete(current_db(), current_store(), upload_id, md5s, caller_origin())
+    sources.arrived(SymbolsArrived(answer["build_id"], tuple(answer["new_kinds"]), "upload"))
+    return jsonify(answer)
+
+
+@blueprint.get("/api/v1/symbols/<build_id>")
+@require_scope("read", *UPLOAD_SCOPES)
+@documented("The symbol files the registry holds for a build-id", responses={200: SymbolFilesSchema},
+            errors=(401, 403, 404), tag="symbols")
+def get_symbol_files(build_id: str) -> Any:
+    build_id = build_id_in_path(build_id)
+    with current_db().session() as session:
+        return jsonify({"build_id": build_id, "files": files_of(session, build_id)})
+
+
+# --- debuginfod (elfutils' protocol; DEBUGINFOD_URLS=<public URL>/debuginfod/) ---------------
+
+
+def _served(path: Any, artifact: str) -> Any:
+    if path is None:
+        raise ApiError(404, "not_found", f"no {artifact} for this build-id here or on the configured servers")
+    response = send_file(path, mimetype="application/octet-stream", conditional=True)
+    response.headers["X-DEBUGINFOD-SIZE"] = str(path.stat().st_size)
+    return response
+
+
+A_FILE = {200: {"application/octet-stream": {"type": "string", "format": "binary"}}}
+
+
+@blueprint.get("/debuginfod/buildid/<build_id>/<any(debuginfo, executable):kind>")
+@require_scope("read", *UPLOAD_SCOPES)
+@documented("debuginfod: a build-id's debug info or executable, from the store or the configured servers "
+            "(DEBUGINFOD_URLS=<registry>/debuginfod/)", responses=A_FILE, errors=(400, 401, 403, 404),
+            tag="symbols")
+def debuginfod_artifact(build_id: str, kind: str) -> Any:
+    return _served(current_sources().find(build_id_in_path(build_id), kind, wait=True), kind)
+
+
+@blueprint.get("/debuginfod/buildid/<build_id>/source/<path:source>")
+@require_scope("read", *UPLOAD_SCOPES)
+@documented("debuginfod: a source file of a build-id, from the configured servers", responses=A_FILE,
+            errors=(400, 401, 403, 404), tag="symbols")
+def debuginfod_source(build_id: str, source: str) -> Any:
+    build_id = build_id_in_path(build_id)
+    try:
+        found = current_sources().source_file(build_id, source)
+    except ValueError as problem:
+        raise ApiError(400, "bad_request", str(problem), fields={"path": [source[:200]]}) from None
+    return _served(found, "source file")

@@ -1,0 +1,89 @@
+"""What a symbol file is, read from the file itself: its GNU build-id note and what it can serve.
+
+A file is accepted under a build-id only when its own NT_GNU_BUILD_ID note says so: a debug
+file for another build would name the wrong functions for every frame. What it serves follows
+its sections, as debuginfod decides: `debuginfo` when it carries DWARF (`.debug_info` with
+contents), `executable` when it carries code (an executable section with contents, which
+`objcopy --only-keep-debug` leaves empty). An unstripped program serves both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.elffile import ELFFile
+
+BUILD_ID = re.compile(r"(?:[0-9a-fA-F]{2}){1,64}")  # 1 to 64 bytes in hex
+KINDS = ("debuginfo", "executable")
+DWARF_SECTIONS = (".debug_info", ".zdebug_info")
+ELF_MAGIC = b"\x7fELF"
+
+
+class NotASymbolFile(Exception):
+    """Why a file cannot be kept as symbols: `code` for the API's answer, the message for people."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class SymbolFileFacts:
+    build_id: str
+    kinds: tuple[str, ...]  # of KINDS
+
+
+def normal_build_id(text: str) -> str | None:
+    """The build-id as the store keys it (lower-case hex), None when it is not one."""
+    build_id = text.strip().lower()
+    return build_id if BUILD_ID.fullmatch(build_id) else None
+
+
+def _build_id_note(elf: ELFFile) -> str | None:
+    for section in elf.iter_sections():
+        if section["sh_type"] != "SHT_NOTE":
+            continue
+        for note in section.iter_notes():
+            if note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU":
+                return str(note["n_desc"]).lower()
+    return None
+
+
+def _kinds(elf: ELFFile) -> tuple[str, ...]:
+    sections = list(elf.iter_sections())
+    dwarf = any(s.name in DWARF_SECTIONS and s["sh_type"] != "SHT_NOBITS" for s in sections)
+    code = any(s["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and s["sh_type"] == "SHT_PROGBITS" and s["sh_size"]
+               for s in sections)
+    return tuple(kind for kind, has in zip(KINDS, (dwarf, code), strict=True) if has)
+
+
+def read_facts(path: Path) -> SymbolFileFacts:
+    """The file's build-id and kinds; NotASymbolFile when it is not ELF, has no build-id note,
+    or serves nothing."""
+    with path.open("rb") as file:
+        if file.read(4) != ELF_MAGIC:
+            raise NotASymbolFile("not_elf", "the file is not ELF (no \\x7fELF magic)")
+        file.seek(0)
+        try:
+            elf = ELFFile(file)
+            build_id = _build_id_note(elf)
+            kinds = _kinds(elf)
+        except (ELFError, ValueError, KeyError, IndexError, OverflowError, EOFError) as error:
+            raise NotASymbolFile("bad_elf", f"the ELF file is damaged: {error}") from None
+        except Exception as error:  # pyelftools raises construct's own errors on truncated headers
+            if type(error).__module__.split(".")[0] != "elftools":
+                raise
+            raise NotASymbolFile("bad_elf", f"the ELF file is damaged: {error}") from None
+    if build_id is None or normal_build_id(build_id) is None:
+        raise NotASymbolFile(
+            "no_build_id", "the ELF file has no GNU build-id note (NT_GNU_BUILD_ID): link with --build-id"
+        )
+    if not kinds:
+        raise NotASymbolFile(
+            "no_symbols", "the ELF file has neither DWARF debug info nor code: nothing to serve"
+        )
+    return SymbolFileFacts(build_id, kinds)

@@ -1,0 +1,232 @@
+"""Symbol sources by build-id: the registry's own store first, then debuginfod servers.
+
+    sources = SymbolSources(settings)            # one per process (the app keeps one: current_sources)
+    path = sources.find(build_id, "debuginfo", wait=False)
+
+`find(build_id, kind, *, wait)` answers a local file (`kind` "debuginfo" or "executable"):
+- the local cache (CRASHREG_SYMBOL_CACHE_DIR), or the store's own file when the store is a
+  local directory, is answered at once;
+- with `wait=False` nothing else is waited on: a file the store holds in S3, or one that only a
+  debuginfod server may have, is fetched by a background thread and the answer is None (ingest
+  never waits on a slow server);
+- with `wait=True` the store, then each server of CRASHREG_DEBUGINFOD_URLS in order, is asked
+  (CRASHREG_DEBUGINFOD_TIMEOUT_S each); None when none has it.
+A file a server answers is checked against its ELF build-id note and kept in the store (a
+`symbol_files` row, source "debuginfod"), so it is fetched once for every process. A build-id
+no server had (or none could be reached for) is not asked for again for
+CRASHREG_DEBUGINFOD_NEGATIVE_TTL_S, in this process; an upload clears that.
+
+Being told when symbols arrive, two ways:
+- in this process: `sources.on_symbols_arrived(callback)`; `callback(SymbolsArrived)` is
+  called after the files' rows are committed, for uploads through this process's API or CLI
+  and for files its fetches kept (from the thread that kept them: a callback must be quick or
+  hand the work on);
+- across processes: the `symbol_files` table (registry.symbols.models.SymbolFile): one row per
+  (build_id, kind), inserted once the file is stored and checked; ids grow with arrival, so a
+  job that remembers the last id it handled finds the build-ids that arrived since
+  (`arrived_since`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import requests
+from sqlalchemy import select
+
+from registry.config import Settings
+from registry.db import Database
+from registry.storage.store import DumpStore, open_store
+from registry.symbols.debuginfod import DebuginfodServer, TooLarge
+from registry.symbols.elf import KINDS, NotASymbolFile, normal_build_id
+from registry.symbols.keep import Origin, held, keep_file
+from registry.symbols.misses import Misses
+from registry.symbols.models import SymbolFile
+
+log = logging.getLogger(__name__)
+BACKGROUND_FETCHERS = 2
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class SymbolsArrived:
+    """Files for a build-id were stored: `kinds` the kinds they brought."""
+
+    build_id: str
+    kinds: tuple[str, ...]
+    source: str  # upload | debuginfod
+
+
+Listener = Callable[[SymbolsArrived], None]
+
+
+def checked_request(build_id: str, kind: str) -> str:
+    """The build-id as the store keys it; ValueError for a malformed one or an unknown kind."""
+    normal = normal_build_id(build_id)
+    if normal is None:
+        raise ValueError(f"not a build-id (an even number of 2 to 128 hex digits): {build_id[:140]!r}")
+    if kind not in KINDS:
+        raise ValueError(f"unknown symbol kind {kind!r}; one of {', '.join(KINDS)}")
+    return normal
+
+
+class SymbolSources:
+    def __init__(self, settings: Settings, database: Database | None = None,
+                 store: DumpStore | None = None) -> None:
+        symbols = settings.symbols
+        self.database = database or Database(settings.database_url)
+        self.store = store or open_store(settings.dump_store, settings.public_url)
+        self.cache = Path(symbols.cache_dir)
+        self.servers = [DebuginfodServer(url, symbols.timeout_s) for url in symbols.debuginfod_urls]
+        self.max_bytes = symbols.max_file_mb * MIB
+        self.misses = Misses(symbols.negative_ttl_s)
+        self._listeners: list[Listener] = []
+        self._background = ThreadPoolExecutor(BACKGROUND_FETCHERS, thread_name_prefix="symbol-fetch")
+        self._fetching: dict[tuple[str, str], Future[Path | None]] = {}
+        self._lock = threading.Lock()
+
+    # --- the interface ------------------------------------------------------------------------
+
+    def find(self, build_id: str, kind: str = "debuginfo", *, wait: bool) -> Path | None:
+        """A local file holding `kind` for `build_id`, or None (module docstring)."""
+        build_id = checked_request(build_id, kind)
+        here = self._at_hand(build_id, kind)
+        if here is not None:
+            return here
+        if not wait:
+            self._in_background(build_id, kind)
+            return None
+        return self._fetch(build_id, kind)
+
+    def on_symbols_arrived(self, callback: Listener) -> None:
+        self._listeners.append(callback)
+
+    def arrived(self, arrival: SymbolsArrived) -> None:
+        """Tell the listeners (called once the files' rows are committed)."""
+        if not arrival.kinds:
+            return
+        self.misses.forget(arrival.build_id)
+        for listener in list(self._listeners):
+            try:
+                listener(arrival)
+            except Exception:  # one listener's failure must not cost the others their news
+                log.exception("a symbols-arrived listener failed for %s", arrival.build_id)
+
+    def settle(self, timeout_s: float | None = None) -> None:
+        """Wait for the background fetches under way (tests, shutdown)."""
+        with self._lock:
+            running = list(self._fetching.values())
+        wait_for(running, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._background.shutdown(wait=True, cancel_futures=True)
+
+    def source_file(self, build_id: str, path: str) -> Path | None:
+        """A source file the servers have for `build_id` (`path` as the DWARF names it), cached
+        here; the store holds no sources. Misses are remembered as for debug info."""
+        build_id = checked_request(build_id, "debuginfo")
+        parts = PurePosixPath("/", path).parts[1:]
+        if not parts or any(part in ("..", ".") for part in parts) or "\0" in path:
+            raise ValueError(f"not an absolute source path: {path[:200]!r}")
+        artifact = "source/" + "/".join(parts)
+        cached = self.cache / build_id / "sources" / Path(*parts)
+        if cached.is_file():
+            return cached
+        if self.misses.known(build_id, artifact):
+            return None
+        found = self._from_servers(build_id, artifact, cached)
+        if found is None:
+            self.misses.remember(build_id, artifact)
+        return found
+
+    # --- where a file is found ------------------------------------------------------------------
+
+    def _cached(self, build_id: str, kind: str) -> Path:
+        return self.cache / build_id / kind
+
+    def _at_hand(self, build_id: str, kind: str) -> Path | None:
+        """The cached file, or the store's own when it is a local directory."""
+        cached = self._cached(build_id, kind)
+        if cached.is_file():
+            return cached
+        with self.database.lookup() as session:
+            row = held(session, build_id).get(kind)
+        return self.store.local_path(row.key) if row is not None else None
+
+    def _in_background(self, build_id: str, kind: str) -> None:
+        if self.misses.known(build_id, kind):
+            return
+        with self._lock:
+            if (build_id, kind) in self._fetching:
+                return
+            future = self._background.submit(self._fetch, build_id, kind)
+            self._fetching[(build_id, kind)] = future
+        future.add_done_callback(lambda _: self._done(build_id, kind))
+
+    def _done(self, build_id: str, kind: str) -> None:
+        with self._lock:
+            self._fetching.pop((build_id, kind), None)
+
+    def _fetch(self, build_id: str, kind: str) -> Path | None:
+        """The store's file copied here, else the first server's (kept in the store), else None."""
+        cached = self._cached(build_id, kind)
+        with self.database.lookup() as session:
+            row = held(session, build_id).get(kind)
+        if row is not None:
+            local = self.store.local_path(row.key)
+            if local is not None:
+                return local
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            self.store.fetch_file(row.key, cached)
+            return cached
+        if self.misses.known(build_id, kind):
+            return None
+        for server in self.servers:
+            found = self._from_server(server, build_id, kind, cached)
+            if found is not None:
+                return found
+        self.misses.remember(build_id, kind)
+        return None
+
+    def _from_server(self, server: DebuginfodServer, build_id: str, kind: str, cached: Path) -> Path | None:
+        """One server's file, checked and kept in the store; None when it has none (or a wrong one)."""
+        if self._from_servers(build_id, kind, cached, [server]) is None:
+            return None
+        try:
+            kept = keep_file(self.database, self.store, cached, Origin("debuginfod", server.url), build_id)
+        except NotASymbolFile as problem:
+            log.warning("%s answered %s/%s with a file refused: %s", server.url, build_id, kind, problem)
+            cached.unlink(missing_ok=True)
+            return None
+        if kind not in kept.facts.kinds:
+            log.warning("%s answered %s/%s with a file that has no %s", server.url, build_id, kind, kind)
+            cached.unlink(missing_ok=True)
+            return None
+        self.arrived(SymbolsArrived(build_id, kept.new_kinds, "debuginfod"))
+        return cached
+
+    def _from_servers(self, build_id: str, artifact: str, destination: Path,
+                      servers: list[DebuginfodServer] | None = None) -> Path | None:
+        """The first of `servers` (default: all) that has the artifact, written to `destination`."""
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        for server in self.servers if servers is None else servers:
+            try:
+                if server.fetch(build_id, artifact, destination, self.max_bytes):
+                    return destination
+            except (requests.RequestException, TooLarge, OSError) as error:
+                log.warning("debuginfod %s failed for %s/%s: %s", server.url, build_id, artifact, error)
+        return None
+
+
+def arrived_since(database: Database, last_id: int, limit: int = 1000) -> list[SymbolFile]:
+    """The symbol files stored after the one with id `last_id`, oldest first."""
+    with database.lookup() as session:
+        query = select(SymbolFile).where(SymbolFile.id > last_id).order_by(SymbolFile.id).limit(limit)
+        return list(session.scalars(query))
+

@@ -1,0 +1,172 @@
+"""Symbol uploads from build pipelines: in parts through pre-signed URLs, resumable, checked.
+
+The same protocol as a dump's (registry/storage/service.py): the pipeline declares the file's
+build-id, size and SHA-256; a build-id already holding that very file answers `stored` and no
+byte moves. Otherwise the registry opens a multipart upload in the store and signs URLs for
+the parts; asking again (after a failure) rejoins the same upload. Completion checks the parts,
+then reads the stored object: its SHA-256 must be the declared one and its own ELF build-id
+note the declared build-id, or the object is deleted and the answer (422) names the problem.
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypedDict
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.config import Settings
+from registry.db import Database, utcnow
+from registry.errors import ApiError
+from registry.storage.parts import MIB, UploadGone, part_bytes, part_count, part_problems, part_size
+from registry.storage.service import MAX_URLS_PER_REQUEST, PartUrl
+from registry.storage.store import DumpStore
+from registry.symbols.elf import NotASymbolFile
+from registry.symbols.keep import (
+    Origin,
+    SymbolFileView,
+    checked_facts,
+    file_dict,
+    held,
+    object_key,
+    record,
+    sha256_of,
+)
+from registry.symbols.models import SymbolFile, SymbolUpload
+from registry.upsert import insert_ignore
+
+
+class UploadView(TypedDict):
+    id: str
+    build_id: str
+    bytes: int
+    sha256: str
+    part_size: int
+    parts: int
+    created_at: str
+
+
+class SymbolUploadAnswer(TypedDict):
+    build_id: str
+    state: str  # uploading | stored
+    upload: UploadView | None
+    expires_at: str | None
+    part_urls: list[PartUrl]
+    files: list[SymbolFileView]
+    new_kinds: list[str]
+
+
+def upload_dict(upload: SymbolUpload) -> UploadView:
+    return {"id": str(upload.id), "build_id": upload.build_id, "bytes": upload.bytes, "sha256": upload.sha256,
+            "part_size": upload.part_size, "parts": part_count(upload.bytes, upload.part_size),
+            "created_at": upload.created_at.isoformat()}
+
+
+def stored_answer(session: Session, build_id: str, new_kinds: tuple[str, ...] = ()) -> SymbolUploadAnswer:
+    files = [file_dict(row) for row in held(session, build_id).values()]
+    return {"build_id": build_id, "state": "stored", "upload": None, "expires_at": None, "part_urls": [],
+            "files": files, "new_kinds": list(new_kinds)}
+
+
+def start(session: Session, store: DumpStore, settings: Settings, request: dict[str, Any],
+          origin: Origin) -> SymbolUploadAnswer:
+    """Open (or rejoin) the upload of one symbol file; URLs for the parts asked for."""
+    build_id, total, sha256 = request["build_id"], request["bytes"], request["sha256"]
+    if any(row.sha256 == sha256 for row in held(session, build_id).values()):
+        return stored_answer(session, build_id)
+    same_file = (SymbolUpload.build_id == build_id, SymbolUpload.sha256 == sha256)
+    upload = session.scalar(select(SymbolUpload).where(*same_file))
+    if upload is None:
+        key = f"{object_key(build_id, sha256)}.{secrets.token_hex(4)}"
+        upload_id = store.create_upload(key)
+        row = {"build_id": build_id, "sha256": sha256, "key": key, "upload_id": upload_id, "bytes": total,
+               "part_size": part_size(total, settings.dump_store.part_size_mb * MIB),
+               "token_id": origin.token_id, "origin": origin.name[:255], "created_at": utcnow()}
+        if insert_ignore(session, SymbolUpload, row, ["build_id", "sha256"]) is None:
+            store.abort_upload(key, upload_id)  # a concurrent request opened it first
+        upload = session.scalar(select(SymbolUpload).where(*same_file))
+        assert upload is not None
+    elif not store.upload_exists(upload.key, upload.upload_id):  # expired by the bucket's lifecycle
+        upload.upload_id = store.create_upload(upload.key)
+    if upload.bytes != total:
+        raise ApiError(409, "conflict", f"this file's open upload is of {upload.bytes} bytes, not {total}",
+                       fields={"bytes": [f"the open upload has {upload.bytes}"]})
+    count = part_count(upload.bytes, upload.part_size)
+    wanted = request.get("parts") or list(range(1, min(count, MAX_URLS_PER_REQUEST) + 1))
+    beyond = sorted(n for n in wanted if not 1 <= n <= count)
+    if beyond:
+        raise ApiError(400, "bad_request", f"this file has parts 1 to {count}",
+                       fields={"parts": [str(n) for n in beyond[:20]]})
+    ttl = settings.dump_store.upload_ttl_s
+    urls: list[PartUrl] = [
+        {"number": n, "bytes": part_bytes(upload.bytes, upload.part_size, n),
+         "url": store.presign_part(upload.key, upload.upload_id, n, ttl)}
+        for n in sorted(set(wanted))
+    ]
+    return {"build_id": build_id, "state": "uploading", "upload": upload_dict(upload),
+            "expires_at": (utcnow() + timedelta(seconds=ttl)).isoformat(), "part_urls": urls,
+            "files": [file_dict(row) for row in held(session, build_id).values()], "new_kinds": []}
+
+
+def complete(database: Database, store: DumpStore, upload_id: int, md5s: dict[int, str],
+             origin: Origin) -> SymbolUploadAnswer:
+    """Check the parts, complete the object, check the file; record it for the kinds its
+    build-id lacked (an object that brings nothing is deleted)."""
+    with database.session() as session:
+        upload = session.get(SymbolUpload, upload_id)
+        if upload is None:
+            raise ApiError(404, "not_found",
+                           f"no open symbol upload {upload_id}: completed, or never started")
+        key, build_id, sha256, total = upload.key, upload.build_id, upload.sha256, upload.bytes
+        try:
+            stored_parts = store.list_parts(key, upload.upload_id)
+            problems = part_problems(total, upload.part_size, md5s, stored_parts)
+            if problems:
+                raise ApiError(409, "parts_incomplete",
+                               f"{len(problems)} part(s) missing or not as sent: upload them again, "
+                               "then complete",
+                               fields={"parts": [f"{n}: {p}" for n, p in problems.items()]})
+            count = part_count(total, upload.part_size)
+            parts = sorted((p for p in stored_parts if p.number <= count), key=lambda p: p.number)
+            store.complete_upload(key, upload.upload_id, parts)
+        except UploadGone:
+            if store.head(key) is None:  # else a completion whose answer was lost went through
+                raise ApiError(409, "parts_incomplete",
+                               "the store no longer has this upload (aborted or expired): start it again, "
+                               "every part goes again") from None
+        session.delete(upload)
+    return _checked_and_recorded(database, store, key, build_id, sha256, origin)
+
+
+def _checked_and_recorded(database: Database, store: DumpStore, key: str, build_id: str, sha256: str,
+                          origin: Origin) -> SymbolUploadAnswer:
+    with tempfile.TemporaryDirectory(prefix="crashreg-symbol-") as folder:
+        local = store.local_path(key)
+        if local is None:
+            local = Path(folder) / "file"
+            store.fetch_file(key, local)
+        try:
+            actual = sha256_of(local)
+            if actual != sha256:
+                raise NotASymbolFile("sha256_mismatch",
+                                     f"the stored file's SHA-256 is {actual}, not the declared {sha256}")
+            facts = checked_facts(local, build_id)
+            size = local.stat().st_size
+        except NotASymbolFile as problem:
+            store.delete(key)
+            raise ApiError(422, problem.code, str(problem), fields={"file": [str(problem)]}) from None
+    with database.session() as session:
+        new_kinds = record(session, store, key, facts, size, sha256, origin)
+        if not new_kinds:
+            store.delete(key)
+        return stored_answer(session, build_id, new_kinds)
+
+
+def files_of(session: Session, build_id: str) -> list[SymbolFileView]:
+    query = select(SymbolFile).where(SymbolFile.build_id == build_id).order_by(SymbolFile.kind)
+    rows = session.scalars(query)
+    return [file_dict(row) for row in rows]

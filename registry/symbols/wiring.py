@@ -1,0 +1,12 @@
+"""The symbols domain's place in the application: the symbol store's API, the registry's
+debuginfod, `crashreg symbols`, their tables."""
+
+from __future__ import annotations
+
+from registry.core.wiring import Wiring
+
+
+def register(wiring: Wiring) -> None:
+    wiring.blueprints.append("registry.symbols.api:blueprint")
+    wiring.commands["symbols"] = "registry.symbols.commands:symbols"
+    wiring.table_modules.append("registry.symbols.models")

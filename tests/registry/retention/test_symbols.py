@@ -1,0 +1,62 @@
+"""Retention of symbol files: a build-id a stored report names keeps its files for good; a
+file of a build that never crashed goes after CRASHREG_RETENTION_SYMBOL_DAYS, if set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import select
+
+from registry.config import RetentionSettings, Settings
+from registry.db import Database, utcnow
+from registry.retention.gc import collect
+from registry.storage.store import DumpStore, local_root, open_store
+from registry.symbols.keep import Origin, keep_file
+from registry.symbols.models import SymbolFile
+from testkit.reports import crash_report
+from tests.support.http import auth
+from tests.support.symbols import Program, symbol_programs  # noqa: F401 (fixture)
+from tests.support.userspace import stack
+
+
+@pytest.fixture
+def store(settings: Settings) -> DumpStore:
+    return open_store(settings.dump_store, settings.public_url)
+
+
+def kept_build_ids(database: Database) -> set[str]:
+    with database.session() as session:
+        return set(session.scalars(select(SymbolFile.build_id)))
+
+
+def test_only_files_no_report_names_go_and_only_past_their_age(
+    client: FlaskClient, database: Database, settings: Settings, store: DumpStore,
+    make_token: Callable[..., str], symbol_programs: dict[str, Program],  # noqa: F811
+) -> None:
+    crashed, never = symbol_programs["uploaded"], symbol_programs["upstream"]
+    for program in (crashed, never):
+        keep_file(database, store, program.unstripped, Origin("upload", "ci"))
+    report = crash_report(source="userspace", console_log=None, stack=stack(build_id=crashed.build_id))
+    assert client.post("/api/v1/reports", json=report, headers=auth(make_token("report"))).status_code == 201
+    later = utcnow() + timedelta(days=91)
+
+    assert collect(database, store, settings, now=later).symbols_deleted == 0  # kept unless asked
+    aged = replace(settings, retention=RetentionSettings(symbol_days=90))
+    assert collect(database, store, aged, now=utcnow() + timedelta(days=89)).symbols_deleted == 0
+    dry = collect(database, store, aged, dry_run=True, now=later)
+    assert (dry.symbols_deleted, kept_build_ids(database)) == (2, {crashed.build_id, never.build_id})
+
+    outcome = collect(database, store, aged, now=later)
+    # its two kinds were one object: its bytes count once
+    assert (outcome.symbols_deleted, outcome.symbol_bytes_freed) == (2, never.unstripped.stat().st_size)
+    assert kept_build_ids(database) == {crashed.build_id}
+    root = local_root(settings.dump_store.url)
+    assert isinstance(root, Path)
+    assert list((root / "symbols" / never.build_id).glob("*")) == []
+    assert len(list((root / "symbols" / crashed.build_id).glob("*"))) == 1
+    assert "symbol files: deleted 2" in outcome.summary()

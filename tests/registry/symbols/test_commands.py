@@ -1,0 +1,54 @@
+"""`crashreg symbols upload FILE...` and `crashreg symbols list` on the registry's machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from sqlalchemy import select
+
+from registry.cli import main
+from registry.cli_support import CliContext
+from registry.config import Settings
+from registry.db import Database
+from registry.storage.store import local_root
+from registry.symbols.models import SymbolFile
+from tests.support.symbols import Program
+
+
+def run(settings: Settings, *args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(main, ["symbols", *args], obj=CliContext(settings))
+
+
+def test_upload_keeps_each_file_under_its_own_build_id_and_refuses_the_rest(
+    settings: Settings, database: Database, symbol_programs: dict[str, Program], tmp_path: Path,
+) -> None:
+    uploaded, upstream = symbol_programs["uploaded"], symbol_programs["upstream"]
+    text = tmp_path / "notes.txt"
+    text.write_text("not a program")
+    done = run(settings, "upload", str(uploaded.debug), str(upstream.unstripped), str(text),
+               str(symbol_programs["no_build_id"].unstripped))
+    assert done.exit_code == 1, done.output
+    assert f"{uploaded.build_id} {uploaded.debug}: stored as debuginfo" in done.output
+    assert f"{upstream.build_id} {upstream.unstripped}: stored as debuginfo, executable" in done.output
+    assert f"{text}: refused: the file is not ELF" in done.output
+    assert "no GNU build-id note" in done.output
+    with database.session() as session:
+        rows = session.scalars(select(SymbolFile).order_by(SymbolFile.build_id, SymbolFile.kind)).all()
+        kept = {(r.build_id, r.kind): r.key for r in rows}
+    assert set(kept) == {(uploaded.build_id, "debuginfo"), (upstream.build_id, "debuginfo"),
+                         (upstream.build_id, "executable")}
+    root = local_root(settings.dump_store.url)
+    assert root is not None
+    assert (root / kept[(uploaded.build_id, "debuginfo")]).read_bytes() == uploaded.debug.read_bytes()
+
+    again = run(settings, "upload", str(uploaded.debug), str(uploaded.stripped))
+    assert again.exit_code == 0, again.output
+    assert f"{uploaded.build_id} {uploaded.debug}: already held" in again.output
+    assert f"{uploaded.build_id} {uploaded.stripped}: stored as executable" in again.output
+
+    listed = run(settings, "list", "--build-id", uploaded.build_id.upper())
+    assert listed.exit_code == 0, listed.output
+    assert [line.split()[:2] for line in listed.output.splitlines() if not line.startswith("database")] == [
+        [uploaded.build_id, "executable"], [uploaded.build_id, "debuginfo"]]
+    assert run(settings, "list", "--build-id", "xyz").exit_code == 2

@@ -1,0 +1,40 @@
+"""A symbol file's facts come from the file: its build-id note and what it can serve; anything
+else (damaged, truncated, not ELF) is NotASymbolFile, never another exception."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from registry.symbols.elf import NotASymbolFile, normal_build_id, read_facts
+from tests.support.symbols import Program
+
+
+def test_the_kinds_follow_the_sections(symbol_programs: dict[str, Program]) -> None:
+    program = symbol_programs["uploaded"]
+    assert read_facts(program.debug).kinds == ("debuginfo",)
+    assert read_facts(program.stripped).kinds == ("executable",)
+    assert read_facts(program.unstripped).kinds == ("debuginfo", "executable")
+    assert {read_facts(p).build_id for p in (program.debug, program.stripped, program.unstripped)} == {
+        program.build_id}
+
+
+def test_every_truncation_of_a_real_file_is_refused_by_name(symbol_programs: dict[str, Program],
+                                                             tmp_path: Path) -> None:
+    data = symbol_programs["uploaded"].unstripped.read_bytes()
+    cut = tmp_path / "cut"
+    for length in [*range(0, 256, 7), *range(256, len(data), max(1, len(data) // 200))]:
+        cut.write_bytes(data[:length])
+        try:
+            facts = read_facts(cut)
+        except NotASymbolFile as problem:
+            assert problem.code in ("not_elf", "bad_elf", "no_build_id", "no_symbols")
+        else:  # the note and a section with contents survived the cut
+            assert facts.build_id == symbol_programs["uploaded"].build_id
+
+
+@pytest.mark.parametrize(("text", "normal"), [("ABcd", "abcd"), (" abcd ", "abcd"), ("abc", None), ("", None),
+                                              ("zz", None), ("ab" * 64, "ab" * 64), ("ab" * 65, None)])
+def test_build_ids_are_even_hex_up_to_64_bytes(text: str, normal: str | None) -> None:
+    assert normal_build_id(text) == normal

@@ -1,0 +1,186 @@
+"""The registry speaks debuginfod at /debuginfod/: elfutils' own client and gdb, given
+DEBUGINFOD_URLS=<registry>/debuginfod/ and a read token in DEBUGINFOD_HEADERS_FILE, get what
+the store holds and what the configured servers have (kept for next time); without a token,
+nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import requests
+from flask import Flask
+from sqlalchemy import select
+
+from registry.config import SymbolSettings
+from registry.db import Database
+from registry.rca.commands import write_bundle
+from registry.storage.store import open_store
+from registry.symbols.keep import Origin, keep_file
+from registry.symbols.models import SymbolFile
+from testkit.reports import crash_report
+from tests.support.cores import core_pattern_problem, crash
+from tests.support.http import auth
+from tests.support.symbols import Debuginfod, Program, headers_file
+from tests.support.userspace import stack
+
+
+@pytest.fixture
+def registry(app: Flask, live_server: str, upstream_debuginfod: Debuginfod, tmp_path: Path) -> str:
+    """The registry on a socket (its public URL), federating to the upstream debuginfod."""
+    settings = app.extensions["crashreg.settings"]
+    symbols = SymbolSettings(debuginfod_urls=(upstream_debuginfod.url,),
+                             cache_dir=str(tmp_path / "registry-cache"))
+    app.extensions["crashreg.settings"] = replace(settings, public_url=live_server, symbols=symbols)
+    return live_server
+
+
+def uploaded(app: Flask, database: Database, program: Program) -> None:
+    settings = app.extensions["crashreg.settings"]
+    store = open_store(settings.dump_store, settings.public_url)
+    assert keep_file(database, store, program.debug, Origin("upload", "ci")).new_kinds == ("debuginfo",)
+
+
+def client_env(tmp_path: Path, registry: str, token: str | None) -> dict[str, str]:
+    """elfutils' client environment: the registry as the only server, a cache of the test's own."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DEBUGINFOD_")}
+    env |= {"DEBUGINFOD_URLS": f"{registry}/debuginfod/", "DEBUGINFOD_TIMEOUT": "60",
+            "DEBUGINFOD_CACHE_PATH": str(tmp_path / "client-cache"), "HOME": str(tmp_path)}
+    if token:
+        env["DEBUGINFOD_HEADERS_FILE"] = str(headers_file(tmp_path, token))
+    return env
+
+
+def debuginfod_find(tmp_path: Path, registry: str, token: str | None,
+                    *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["debuginfod-find", *args], env=client_env(tmp_path, registry, token),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_debuginfod_find_gets_the_uploaded_file_byte_identical(
+    app: Flask, database: Database, registry: str, make_token: Callable[..., str], tmp_path: Path,
+    symbol_programs: dict[str, Program],
+) -> None:
+    program = symbol_programs["uploaded"]
+    uploaded(app, database, program)
+    found = debuginfod_find(tmp_path, registry, make_token("read"), "debuginfo", program.build_id)
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()).read_bytes() == program.debug.read_bytes()
+
+
+def test_without_a_token_debuginfod_find_is_refused(
+    app: Flask, database: Database, registry: str, tmp_path: Path, symbol_programs: dict[str, Program],
+    make_token: Callable[..., str],
+) -> None:
+    program = symbol_programs["uploaded"]
+    uploaded(app, database, program)
+    refused = debuginfod_find(tmp_path, registry, None, "debuginfo", program.build_id)
+    assert refused.returncode != 0 and refused.stdout == ""
+    url = f"{registry}/debuginfod/buildid/{program.build_id}/debuginfo"
+    assert requests.get(url, timeout=30).status_code == 401
+    assert requests.get(url, headers=auth("crs_not_a_token"), timeout=30).status_code == 401
+    assert requests.get(url, headers=auth(make_token("report")), timeout=30).status_code == 403
+
+
+def test_what_the_upstream_server_has_is_federated_and_kept(
+    registry: str, database: Database, make_token: Callable[..., str], tmp_path: Path,
+    symbol_programs: dict[str, Program], upstream_debuginfod: Debuginfod,
+) -> None:
+    program = symbol_programs["upstream"]
+    token = make_token("read")
+    for kind, expected in (("debuginfo", program.debug), ("executable", program.stripped)):
+        found = debuginfod_find(tmp_path, registry, token, kind, program.build_id)
+        assert found.returncode == 0, found.stderr
+        assert Path(found.stdout.strip()).read_bytes() == expected.read_bytes()
+    with database.session() as session:
+        query = select(SymbolFile).order_by(SymbolFile.kind)
+        kept = [(r.kind, r.source, r.origin) for r in session.scalars(query)]
+    assert kept == [("debuginfo", "debuginfod", upstream_debuginfod.url),
+                    ("executable", "debuginfod", upstream_debuginfod.url)]
+
+
+def test_sources_come_from_the_upstream_server(
+    registry: str, make_token: Callable[..., str], tmp_path: Path, symbol_programs: dict[str, Program],
+) -> None:
+    program = symbol_programs["upstream"]
+    source = program.unstripped.parent / f"{program.name}.c"
+    found = debuginfod_find(tmp_path, registry, make_token("read"), "source", program.build_id, str(source))
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()).read_text() == source.read_text()
+
+
+def test_unknown_build_ids_and_bad_paths_are_4xx(registry: str, make_token: Callable[..., str]) -> None:
+    token = auth(make_token("read"))
+    base = f"{registry}/debuginfod/buildid"
+    assert requests.get(f"{base}/{'ab' * 20}/debuginfo", headers=token, timeout=60).status_code == 404
+    assert requests.get(f"{base}/xyz/debuginfo", headers=token, timeout=30).status_code == 404
+    assert requests.get(f"{base}/abc/executable", headers=token, timeout=30).json()["error"]["fields"] == {
+        "build_id": ["abc"]}
+    assert requests.get(f"{base}/{'ab' * 20}/section/.text", headers=token, timeout=30).status_code == 404
+
+
+def test_gdb_names_the_function_of_a_stripped_programs_core_with_symbols_from_the_registry(
+    app: Flask, database: Database, registry: str, make_token: Callable[..., str], tmp_path: Path,
+    symbol_programs: dict[str, Program],
+) -> None:
+    if problem := core_pattern_problem():
+        pytest.skip(problem)
+    program = symbol_programs["uploaded"]
+    core = crash(program.stripped, None, tmp_path / "crash")
+    gdb = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled on", "-ex", "bt", str(program.stripped),
+           str(core)]
+
+    def backtrace(attempt: str) -> str:
+        (tmp_path / attempt).mkdir()
+        done = subprocess.run(gdb, env=client_env(tmp_path / attempt, registry, make_token("read")),
+                              capture_output=True, text=True, timeout=300, check=False)
+        return done.stdout + done.stderr
+
+    assert program.function not in backtrace("before")  # the store has nothing yet
+    uploaded(app, database, program)
+    named = backtrace("after")
+    assert f"in {program.function} (" in named, named
+    assert f"{program.name}.c:" in named, named
+
+
+@pytest.mark.parametrize("path", ["..%2f..%2fetc/passwd", "a/../../b", "%00x"])
+def test_source_paths_leaving_their_tree_are_refused(registry: str, make_token: Callable[..., str],
+                                                     path: str) -> None:
+    url = f"{registry}/debuginfod/buildid/{'ab' * 20}/source/{path}"
+    answer = requests.get(url, headers=auth(make_token("read")), timeout=30)
+    assert answer.status_code in (400, 404), answer.text
+    assert answer.status_code == 400 or answer.json()["error"]["code"] == "not_found"
+
+
+def test_the_triage_workspace_reaches_the_registrys_debuginfod(
+    app: Flask, database: Database, registry: str, make_token: Callable[..., str], tmp_path: Path,
+    symbol_programs: dict[str, Program],
+) -> None:
+    program = symbol_programs["uploaded"]
+    uploaded(app, database, program)
+    report = crash_report(source="userspace", console_log=None, stack=stack(build_id=program.build_id))
+    posted = requests.post(f"{registry}/api/v1/reports", json=report, headers=auth(make_token("report")),
+                           timeout=60)
+    assert posted.status_code == 201, posted.text
+    read = make_token("read")
+    bundle = requests.get(f"{registry}/api/v1/signatures/{posted.json()['signature']['id']}/triage-bundle",
+                          headers=auth(read), timeout=60).json()
+    assert bundle["debuginfod"] == {"urls": f"{registry}/debuginfod/", "headers_file": "debuginfod-headers"}
+    assert f"export DEBUGINFOD_URLS={registry}/debuginfod/ " in bundle["agents_md"]
+
+    out = tmp_path / "bundle"
+    write_bundle(bundle, out)
+    env = {"PATH": "/usr/bin:/bin", "CRASHREG_TOKEN": read, "CRASHREG_WORKSPACE_SOURCE": "0"}
+    subprocess.run(["sh", "setup.sh"], cwd=out, env=env, capture_output=True, text=True, timeout=300)
+    headers = out / bundle["debuginfod"]["headers_file"]
+    assert headers.stat().st_mode & 0o077 == 0  # the token is for its owner's eyes
+    found = subprocess.run(
+        ["debuginfod-find", "debuginfo", program.build_id], capture_output=True, text=True, timeout=120,
+        env=env | {"DEBUGINFOD_URLS": bundle["debuginfod"]["urls"], "DEBUGINFOD_HEADERS_FILE": str(headers),
+                   "DEBUGINFOD_CACHE_PATH": str(tmp_path / "client-cache")})
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()).read_bytes() == program.debug.read_bytes()

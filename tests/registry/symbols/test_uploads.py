@@ -1,0 +1,204 @@
+"""Symbol uploads over real HTTP: in parts through pre-signed URLs, resumable, deduplicated by
+build-id, checked against the file's own ELF build-id note; hostile input gets a 4xx naming it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import requests
+from sqlalchemy import func, select
+
+from registry.db import Database
+from registry.symbols.models import SymbolFile, SymbolUpload
+from tests.support.dumps import PART, content_md5, md5_hex, put
+from tests.support.http import auth
+from tests.support.symbols import Program
+
+
+class Pipeline:
+    """A build pipeline uploading symbol files with a `symbols` token."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+
+    def start(self, body: dict[str, Any], token: str | None = None) -> requests.Response:
+        return requests.post(f"{self.url}/api/v1/symbols/uploads", json=body,
+                             headers=auth(token or self.token), timeout=30)
+
+    def complete(self, upload_id: str, data: bytes, token: str | None = None) -> requests.Response:
+        parts = [{"number": n + 1, "md5": md5_hex(data[o:o + PART])}
+                 for n, o in enumerate(range(0, max(len(data), 1), PART))]
+        return requests.post(f"{self.url}/api/v1/symbols/uploads/{upload_id}/complete", json={"parts": parts},
+                             headers=auth(token or self.token), timeout=60)
+
+    def upload(self, data: bytes, build_id: str, sha256: str | None = None) -> requests.Response:
+        started = self.start({"build_id": build_id, "bytes": len(data),
+                              "sha256": sha256 or hashlib.sha256(data).hexdigest()})
+        assert started.status_code == 200, started.text
+        answer = started.json()
+        if answer["state"] == "stored":
+            return started
+        for url in answer["part_urls"]:
+            chunk = data[(url["number"] - 1) * PART:url["number"] * PART]
+            assert put(url["url"], chunk, content_md5(chunk)).status_code == 200
+        return self.complete(answer["upload"]["id"], data)
+
+
+@pytest.fixture
+def pipeline(live_server: str, make_token: Callable[..., str]) -> Pipeline:
+    return Pipeline(live_server, make_token("symbols", name="ci-release"))
+
+
+def stored(database: Database) -> list[tuple[str, str, str]]:
+    with database.session() as session:
+        query = select(SymbolFile).order_by(SymbolFile.id)
+        return [(r.build_id, r.kind, r.origin) for r in session.scalars(query)]
+
+
+def open_uploads(database: Database) -> int:
+    with database.session() as session:
+        return session.scalar(select(func.count()).select_from(SymbolUpload)) or 0
+
+
+def test_a_debug_file_lands_once_per_build_id_and_kind(
+    pipeline: Pipeline, database: Database, symbol_programs: dict[str, Program],
+    make_token: Callable[..., str],
+) -> None:
+    program = symbol_programs["uploaded"]
+    data = program.debug.read_bytes()
+    answer = pipeline.upload(data, program.build_id)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["new_kinds"] == ["debuginfo"]
+    assert stored(database) == [(program.build_id, "debuginfo", "ci-release")]
+    # the same file again: nothing is sent
+    again = pipeline.start({"build_id": program.build_id, "bytes": len(data),
+                            "sha256": hashlib.sha256(data).hexdigest()})
+    assert again.json()["state"] == "stored" and again.json()["part_urls"] == []
+    # the unstripped program: it adds the executable, its debug info stays the first file's
+    both = pipeline.upload(program.unstripped.read_bytes(), program.build_id)
+    assert both.json()["new_kinds"] == ["executable"]
+    # the stripped program adds nothing: the build-id holds both kinds
+    nothing = pipeline.upload(program.stripped.read_bytes(), program.build_id)
+    assert nothing.json()["new_kinds"] == []
+    assert [kind for _, kind, _ in stored(database)] == ["debuginfo", "executable"]
+    assert open_uploads(database) == 0
+    listed = requests.get(f"{pipeline.url}/api/v1/symbols/{program.build_id}",
+                          headers=auth(make_token("read")), timeout=30).json()
+    assert [(f["kind"], f["sha256"]) for f in listed["files"]] == [
+        ("debuginfo", hashlib.sha256(data).hexdigest()),
+        ("executable", hashlib.sha256(program.unstripped.read_bytes()).hexdigest()),
+    ]
+
+
+def test_an_interrupted_upload_is_resumed_in_the_same_upload(
+    pipeline: Pipeline, database: Database, symbol_programs: dict[str, Program],
+) -> None:
+    program = symbol_programs["uploaded"]
+    data = program.debug.read_bytes()
+    body = {"build_id": program.build_id, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    first = pipeline.start(body).json()
+    early = pipeline.complete(first["upload"]["id"], data)
+    assert early.status_code == 409 and early.json()["error"]["code"] == "parts_incomplete"
+    second = pipeline.start(body).json()
+    assert second["upload"]["id"] == first["upload"]["id"]
+    url = second["part_urls"][0]["url"]
+    assert put(url, data, content_md5(data)).status_code == 200
+    assert pipeline.complete(second["upload"]["id"], data).json()["new_kinds"] == ["debuginfo"]
+
+
+def refused(answer: requests.Response, status: int, code: str) -> str:
+    assert answer.status_code == status, answer.text
+    assert answer.json()["error"]["code"] == code, answer.text
+    return str(answer.json()["error"]["message"])
+
+
+def test_a_file_whose_build_id_note_is_another_is_refused_and_dropped(
+    pipeline: Pipeline, database: Database, symbol_programs: dict[str, Program],
+) -> None:
+    data = symbol_programs["uploaded"].debug.read_bytes()
+    other = symbol_programs["upstream"].build_id
+    message = refused(pipeline.upload(data, other), 422, "build_id_mismatch")
+    assert symbol_programs["uploaded"].build_id in message and other in message
+    assert stored(database) == [] and open_uploads(database) == 0
+
+
+@pytest.mark.parametrize(("what", "code"), [("text", "not_elf"), ("no_build_id", "no_build_id"),
+                                            ("truncated", "bad_elf"), ("empty_elf", "bad_elf")])
+def test_files_that_are_not_symbols_are_refused(
+    pipeline: Pipeline, database: Database, symbol_programs: dict[str, Program], what: str, code: str,
+) -> None:
+    data = {
+        "text": b"#!/bin/sh\necho not a program\n",
+        "no_build_id": symbol_programs["no_build_id"].debug.read_bytes(),
+        "truncated": symbol_programs["uploaded"].debug.read_bytes()[:100],
+        "empty_elf": b"\x7fELF",
+    }[what]
+    refused(pipeline.upload(data, "ab" * 20), 422, code)
+    assert stored(database) == []
+
+
+def test_a_file_that_is_not_the_declared_sha256_is_refused(
+    pipeline: Pipeline, database: Database, symbol_programs: dict[str, Program],
+) -> None:
+    program = symbol_programs["uploaded"]
+    answer = pipeline.upload(program.debug.read_bytes(), program.build_id, sha256="0" * 64)
+    refused(answer, 422, "sha256_mismatch")
+    assert stored(database) == []
+
+
+@pytest.mark.parametrize("body", [
+    {"build_id": "xyz", "bytes": 10, "sha256": "0" * 64},
+    {"build_id": "abc", "bytes": 10, "sha256": "0" * 64},
+    {"build_id": "ab" * 65, "bytes": 10, "sha256": "0" * 64},
+    {"build_id": "ab\u0000cd", "bytes": 10, "sha256": "0" * 64},
+    {"build_id": "\ud800", "bytes": 10, "sha256": "0" * 64},
+    {"build_id": "abcd", "bytes": 10**30, "sha256": "0" * 64},
+    {"build_id": "abcd", "bytes": -1, "sha256": "0" * 64},
+    {"build_id": "abcd", "bytes": 0, "sha256": "0" * 64},
+    {"build_id": "abcd", "bytes": 10, "sha256": "nope"},
+    {"build_id": "abcd", "bytes": 10, "sha256": "0" * 64, "parts": [10**12]},
+    {"bytes": 10},
+])
+def test_bad_upload_requests_are_a_400(pipeline: Pipeline, body: dict[str, Any]) -> None:
+    answer = pipeline.start(body)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["fields"]
+
+
+def test_a_file_past_the_configured_size_limit_is_refused_by_name(pipeline: Pipeline) -> None:
+    answer = pipeline.start({"build_id": "abcd", "bytes": 1 << 40, "sha256": "0" * 64})
+    assert "CRASHREG_SYMBOL_MAX_FILE_MB" in refused(answer, 400, "too_large") + str(answer.json()["error"])
+
+
+def test_part_numbers_past_the_files_are_named(pipeline: Pipeline) -> None:
+    answer = pipeline.start({"build_id": "abcd", "bytes": 10, "sha256": "0" * 64, "parts": [2]})
+    assert refused(answer, 400, "bad_request") and answer.json()["error"]["fields"] == {"parts": ["2"]}
+
+
+@pytest.mark.parametrize(("scope", "status"), [(None, 401), ("bogus", 401), ("read", 403), ("report", 403),
+                                               ("triage", 403)])
+def test_uploads_need_a_symbols_token(
+    pipeline: Pipeline, make_token: Callable[..., str], scope: str | None, status: int,
+) -> None:
+    body = {"build_id": "abcd", "bytes": 10, "sha256": "0" * 64}
+    token = {None: "", "bogus": "crs_nope_nope"}.get(scope) if scope in (None, "bogus") else make_token(scope)
+    headers = auth(token) if token else {}
+    answer = requests.post(f"{pipeline.url}/api/v1/symbols/uploads", json=body, headers=headers, timeout=30)
+    assert answer.status_code == status, answer.text
+    completion = requests.post(f"{pipeline.url}/api/v1/symbols/uploads/1/complete",
+                               json={"parts": [{"number": 1, "md5": "0" * 32}]}, headers=headers, timeout=30)
+    assert completion.status_code == status
+
+
+def test_an_admin_token_may_upload(pipeline: Pipeline, make_token: Callable[..., str],
+                                   symbol_programs: dict[str, Program]) -> None:
+    program = symbol_programs["uploaded"]
+    admin = Pipeline(pipeline.url, make_token("admin"))
+    assert admin.upload(program.debug.read_bytes(), program.build_id).json()["new_kinds"] == ["debuginfo"]
+
+
+def test_completing_an_unknown_upload_is_a_404(pipeline: Pipeline) -> None:
+    refused(pipeline.complete("999999", b"x"), 404, "not_found")

@@ -1,0 +1,204 @@
+"""Real symbol files and a real debuginfod: C programs compiled with gcc (-g, a GNU build-id),
+split as distributions ship them (`objcopy --only-keep-debug` for the debug file, `strip
+--strip-debug --strip-unneeded` for what is deployed), and elfutils' debuginfod serving a
+directory of them on loopback."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.support.http import SERVER_POLL_S, auth
+
+SERVER_START_S = 60  # the longest a debuginfod takes to scan a few files on a busy machine
+POLL_S = 0.05
+
+# A program that crashes in a function of its own (a NULL write), called from main: the
+# function's name is what symbols must bring back. `release` changes code before the bug.
+PROGRAM = r"""
+#include <stdio.h>
+#include <string.h>
+
+struct header { char name[16]; int length; };
+
+__attribute__((noinline)) int %(function)s(struct header *h, const char *text)
+{
+    %(extra)s
+    strncpy(h->name, text, sizeof h->name - 1);
+    h->length = (int)strlen(text);
+    return h->length;
+}
+
+int main(int argc, char **argv)
+{
+    struct header *h = argc > 5 ? (struct header *)argv : NULL;
+    printf("%%d\n", %(function)s(h, argc > 1 ? argv[1] : "crash"));
+    return 0;
+}
+"""
+
+
+@dataclass(frozen=True)
+class Program:
+    """One build: the program as linked (unstripped), stripped, and its debug file."""
+
+    name: str
+    function: str
+    build_id: str
+    unstripped: Path
+    stripped: Path
+    debug: Path
+
+
+def build_id_of(path: Path) -> str:
+    """The build-id as binutils reads it (readelf -n), not as the registry does."""
+    notes = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True, check=True).stdout
+    for line in notes.splitlines():
+        if "Build ID:" in line:
+            return line.split("Build ID:")[1].strip()
+    raise AssertionError(f"{path} has no build-id note:\n{notes}")
+
+
+def compile_program(directory: Path, name: str, function: str = "parse_header_field", extra: str = "",
+                    build_id: str = "--build-id") -> Program:
+    """gcc -g -O0 with a build-id (`build_id="--build-id=none"`: without), then split."""
+    directory.mkdir(parents=True, exist_ok=True)
+    source = directory / f"{name}.c"
+    source.write_text(PROGRAM % {"function": function, "extra": extra})
+    unstripped = directory / name
+    subprocess.run(["gcc", "-g", "-O0", "-fno-omit-frame-pointer", f"-Wl,{build_id}", "-o", str(unstripped),
+                    str(source)], check=True, capture_output=True, timeout=120)
+    debug, stripped = directory / f"{name}.debug", directory / f"{name}.stripped"
+    subprocess.run(["objcopy", "--only-keep-debug", str(unstripped), str(debug)], check=True, timeout=60)
+    subprocess.run(["strip", "--strip-debug", "--strip-unneeded", "-o", str(stripped), str(unstripped)],
+                   check=True, timeout=60)
+    identity = build_id_of(unstripped) if build_id == "--build-id" else ""
+    return Program(name, function, identity, unstripped, stripped, debug)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class Debuginfod:
+    """elfutils' debuginfod over a directory, on loopback."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def has(self, build_id: str, kind: str = "debuginfo") -> bool:
+        return requests.get(f"{self.url}/buildid/{build_id}/{kind}", timeout=30).status_code == 200
+
+
+def start_debuginfod(directory: Path, expect: list[str], log: Path) -> Debuginfod:
+    """debuginfod scanning `directory`, once it serves every build-id of `expect`."""
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            ["debuginfod", "-F", "-p", str(port), "-d", str(directory.parent / f"{directory.name}.sqlite"),
+             "-t", "0", "-g", "0", "-c", "1", str(directory)],
+            stdout=out, stderr=subprocess.STDOUT, cwd=directory.parent)
+    server = Debuginfod(f"http://127.0.0.1:{port}", process)
+    deadline = time.monotonic() + SERVER_START_S
+    while True:
+        assert process.poll() is None, log.read_text()
+        try:
+            if all(server.has(build_id) for build_id in expect):
+                return server
+        except requests.ConnectionError:
+            pass
+        assert time.monotonic() < deadline, f"debuginfod did not serve {expect}:\n{log.read_text()}"
+        time.sleep(POLL_S)
+
+
+@pytest.fixture(scope="session")
+def symbol_programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Program]:
+    """`uploaded`: a program whose debug file tests upload; `upstream`: one only the upstream
+    debuginfod has; `no_build_id`: linked without a build-id note."""
+    if shutil.which("debuginfod") is None:
+        pytest.skip("elfutils' debuginfod is not installed (scripts/test-services.sh installs it)")
+    root = tmp_path_factory.mktemp("symbol-programs")
+    return {
+        "uploaded": compile_program(root / "uploaded", "uploaded", "parse_uploaded_header"),
+        "upstream": compile_program(root / "upstream", "upstream", "parse_upstream_header", "h->length = 1;"),
+        "no_build_id": compile_program(root / "no-build-id", "nobuildid", build_id="--build-id=none"),
+    }
+
+
+@pytest.fixture(scope="session")
+def upstream_debuginfod(symbol_programs: dict[str, Program],
+                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Debuginfod]:
+    """A real debuginfod holding the `upstream` program's debug file and stripped executable."""
+    served = tmp_path_factory.mktemp("debuginfod") / "files"
+    served.mkdir()
+    program = symbol_programs["upstream"]
+    shutil.copy(program.debug, served / program.debug.name)
+    shutil.copy(program.stripped, served / program.name)
+    server = start_debuginfod(served, [program.build_id], served.parent / "debuginfod.log")
+    yield server
+    server.process.terminate()
+    server.process.wait(timeout=30)
+
+
+def headers_file(directory: Path, token: str) -> Path:
+    """An elfutils DEBUGINFOD_HEADERS_FILE carrying the token."""
+    path = directory / "debuginfod-headers"
+    path.write_text("".join(f"{name}: {value}\n" for name, value in auth(token).items()))
+    path.chmod(0o600)
+    return path
+
+
+class CountingServer:
+    """A debuginfod stand-in for what a real one cannot be made to do on cue: answer every
+    request with `body` (None: 404) and count the requests, over real HTTP on loopback."""
+
+    def __init__(self, body: bytes | None = None) -> None:
+        self.body = body
+        self.requests: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests.append(self.path)
+                if outer.body is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(outer.body)))
+                self.end_headers()
+                self.wfile.write(outer.body)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(SERVER_POLL_S,), daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def counting_server() -> Iterator[CountingServer]:
+    server = CountingServer()
+    yield server
+    server.stop()
