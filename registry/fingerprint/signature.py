@@ -29,6 +29,7 @@ class ExplanationRecord(TypedDict, total=False):
     guilty: int | None  # index of the guilty frame in frames
     flags: list[str]
     identity: list[str | None]  # the parts hashed, in order
+    unsymbolicated: list[str]  # build-ids the registry had no symbols for (registry/symbolication)
 
 
 @dataclass(frozen=True)

@@ -289,11 +289,16 @@ def _source_line(frame: Any) -> SourceLine | None:
     return (frame["file"][:MAX_PATH], line) if line is not None and line > 0 else None
 
 
+def runtime_module(module: str | None) -> bool:
+    """A module of the runtime (the C library, the C++ runtime, the loader), by file name."""
+    return isinstance(module, str) and bool(_SKIP_MODULE.search(module.rsplit("/", 1)[-1]))
+
+
 def runtime_frame(name: tuple[str, str | None]) -> bool:
     """A frame of the runtime, not of the program: by function (signal delivery, abort,
-    unwinding, thread start) or by module (the C library, the C++ runtime, the loader)."""
+    unwinding, thread start) or by module."""
     function, module = name
-    return bool(_SKIP.match(function)) or bool(module and _SKIP_MODULE.search(module))
+    return bool(_SKIP.match(function)) or runtime_module(module)
 
 
 def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | None]:

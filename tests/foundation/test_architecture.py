@@ -35,6 +35,7 @@ PURE = [
     "registry/capture/policy.py",
     "registry/storage/parts.py",
     "registry/symbols/elf.py",
+    "registry/symbolication/stack.py",
     "registry/symbols/misses.py",
     "registry/rca/checks.py",
     "registry/retention/policy.py",
@@ -151,7 +152,7 @@ PLATFORM = frozenset({
 APPLICATION = frozenset({"__main__", "app", "cli", "demo", "domains", "models", "wsgi"})
 DOMAINS = frozenset({
     "auth", "capture", "core", "epidemiology", "fingerprint", "grafana", "ingest", "inventory",
-    "jira", "pages", "rca", "retention", "signatures", "storage", "symbols",
+    "jira", "pages", "rca", "retention", "signatures", "storage", "symbols", "symbolication",
 })
 # domain -> the domains it imports (the platform: always). core holds the records every domain
 # shares; cross-domain writes go through listeners the wiring gives (registry/core/wiring.py).
@@ -168,9 +169,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "jira": frozenset({"core", "auth"}),
     "epidemiology": frozenset({"core", "signatures", "auth"}),
     "rca": frozenset({"core", "signatures", "capture", "storage", "epidemiology", "jira", "auth"}),
-    "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "auth"}),
+    "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "symbolication", "auth"}),
     "storage": frozenset({"core", "capture", "auth"}),
     "symbols": frozenset({"core", "storage", "auth"}),
+    "symbolication": frozenset({"core", "fingerprint", "signatures", "symbols"}),
     "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "symbols", "auth"}),
     "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "retention",
                         "ingest", "storage", "auth"}),

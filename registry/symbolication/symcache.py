@@ -1,0 +1,127 @@
+"""Symcaches: a debug file's functions, inlined calls and source lines, looked up by address.
+
+Made with Sentry's `symbolic` (chosen by measurement, bench/README.md "Symbolication"): a
+symcache is built once per build-id from the ELF/DWARF debug file (seconds for 100 MB of
+DWARF) and then opened by mmap, so a lookup costs microseconds and a process holds no parsed
+DWARF. Each symcache is a file of its own under the registry's symbol cache, written
+atomically; beside it, the image base its addresses are relative to (symbolic counts from the
+ELF's first PT_LOAD, the link-time offsets in a report count from 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import symbolic
+
+BUILD_ID = re.compile(r"[0-9a-f]{8,128}")
+PT_LOAD = 1
+PAGE = 0x1000
+
+
+@dataclass(frozen=True)
+class SourceFrame:
+    """One function at an address: the innermost inlined call first, the real function last."""
+
+    symbol: str  # as the debug info names it (mangled for C++ and Rust)
+    file: str | None
+    line: int | None
+    inlined: bool  # called inline: the next SourceFrame is its caller, at the same address
+
+
+def image_base(path: Path) -> int:
+    """The lowest PT_LOAD address of an ELF file (0 for a PIE or a shared object), page-aligned:
+    what symbolic's addresses are relative to."""
+    with path.open("rb") as elf:
+        head = elf.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:  # ELFCLASS64
+            raise ValueError(f"{path} is not a 64-bit ELF file")
+        order = "<" if head[5] == 1 else ">"
+        phoff, = struct.unpack_from(order + "Q", head, 32)
+        phentsize, phnum = struct.unpack_from(order + "HH", head, 54)
+        elf.seek(phoff)
+        table = elf.read(phentsize * phnum)
+    loads = [struct.unpack_from(order + "IIQQ", table, at * phentsize)
+             for at in range(phnum)]
+    addresses = [vaddr for kind, _, _, vaddr in loads if kind == PT_LOAD]
+    return (min(addresses) & ~(PAGE - 1)) if addresses else 0
+
+
+class Symcaches:
+    """The symcaches under `directory`, one per build-id, and the few most used held open."""
+
+    def __init__(self, directory: Path, held: int = 128) -> None:
+        self.directory = directory
+        self.held = held
+        self._open: OrderedDict[str, tuple[symbolic.SymCache, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def path(self, build_id: str) -> Path:
+        if not BUILD_ID.fullmatch(build_id):
+            raise ValueError(f"not a build-id: {build_id[:140]!r}")
+        return self.directory / build_id[:2] / f"{build_id}.symc"
+
+    def has(self, build_id: str) -> bool:
+        return self.path(build_id).is_file()
+
+    def build(self, build_id: str, debug_file: Path) -> bool:
+        """Make the build-id's symcache from its debug file (atomically: a reader sees all of
+        it or none); False when the file holds no function of that build-id."""
+        target = self.path(build_id)
+        archive = symbolic.Archive.open(str(debug_file))
+        objects = [obj for obj in archive.iter_objects() if (obj.code_id or "") == build_id]
+        if not objects:
+            return False
+        cache = objects[0].make_symcache()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"image_base": image_base(debug_file), "arch": cache.arch}
+        for suffix, write in ((".json", lambda f: f.write(json.dumps(meta).encode())),
+                              ("", cache.dump_into)):
+            final = target.with_name(target.name + suffix)
+            partial = final.with_name(f".{final.name}.{os.getpid()}.{threading.get_ident()}")
+            with partial.open("wb") as out:
+                write(out)
+            partial.replace(final)
+        with self._lock:
+            self._open.pop(build_id, None)
+        return True
+
+    def opened(self, build_id: str) -> tuple[symbolic.SymCache, int] | None:
+        """The build-id's symcache and image base, opened (mmap) once and kept while used."""
+        with self._lock:
+            found = self._open.get(build_id)
+            if found is not None:
+                self._open.move_to_end(build_id)
+                return found
+        path = self.path(build_id)
+        try:
+            meta = json.loads(path.with_name(path.name + ".json").read_text())
+            found = (symbolic.SymCache.open(str(path)), int(meta["image_base"]))
+        except (OSError, ValueError, KeyError, symbolic.SymbolicError):
+            return None
+        with self._lock:
+            self._open[build_id] = found
+            while len(self._open) > self.held:
+                self._open.popitem(last=False)
+        return found
+
+    def lookup(self, build_id: str, address: int) -> list[SourceFrame] | None:
+        """What the debug info says is at `address` (link-time, as a report's `offset`):
+        None when there is no symcache for the build-id, [] when no function is there."""
+        found = self.opened(build_id)
+        if found is None:
+            return None
+        cache, base = found
+        if address < base:
+            return []
+        locations = cache.lookup(address - base)
+        return [SourceFrame(symbol=location.symbol, file=location.full_path,
+                            line=location.line or None, inlined=at < len(locations) - 1)
+                for at, location in enumerate(locations)]
