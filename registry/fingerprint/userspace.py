@@ -32,6 +32,7 @@ MAX_FRAMES = 256  # frames examined; a runaway recursion is still one bug
 MAX_SLOTS = 32
 FRAMES_KEPT = 3
 MAX_NAME = 200
+MAX_SYMBOL = 4096  # what a name is read from (the demangler's bound)
 MAX_PATH = 512
 SI_KERNEL = 0x80  # si_code of a general protection fault: what a misaligned SSE access raises
 
@@ -75,6 +76,14 @@ def _as_int(value: Any) -> int | None:
 
 def _text(value: Any) -> str:
     return value[:MAX_NAME] if isinstance(value, str) else ""
+
+
+def _function(value: Any) -> str:
+    """A frame's function as the engine names it: named from the whole of what was sent (a
+    demangled C++ name runs past MAX_NAME before its parameters), then cut to MAX_NAME."""
+    if not isinstance(value, str):
+        return ""
+    return canonical_function(value[:MAX_SYMBOL].strip(), kernel=False)[:MAX_NAME]
 
 
 def _register(registers: Any, names: tuple[str, ...]) -> tuple[str, int] | None:
@@ -125,7 +134,7 @@ def _slots(raw: Any) -> dict[int, Slot]:
         offset, value = _as_int(item.get("offset")), _as_int(item.get("value"))
         if offset is None or value is None:
             continue
-        function = canonical_function(_text(item.get("function")).strip(), kernel=False) or None
+        function = _function(item.get("function")) or None
         module = _text(item.get("module")).rsplit("/", 1)[-1] or None
         slots[offset] = Slot(offset, value, function, module, item.get("call") is True)
     return slots
@@ -272,9 +281,9 @@ def _frame_name(frame: Any) -> tuple[str, str | None] | None:
     if not isinstance(frame, dict):
         return None
     module = _text(frame.get("module")).rsplit("/", 1)[-1] or None
-    function = _text(frame.get("function")).strip()
+    function = _function(frame.get("function"))
     if function and function != "??":
-        return canonical_function(function, kernel=False), module
+        return function, module
     offset = _text(frame.get("offset"))
     if module and offset:
         return f"{module}+{offset.lower()}", module
