@@ -775,6 +775,48 @@ class RustV0(Parser):
         if tag == "B":
             self.at += 1
             return self.backref(self.type)
-        if tag in ("F", "D"):
-            raise Unsupported("rust fn/dyn type")
+        if tag == "F":
+            self.at += 1
+            return self.fn_type()
+        if tag == "D":
+            self.at += 1
+            return self.dyn_type()
         return self.path()
+
+    def binder(self) -> None:
+        """`for<'a>` lifetimes: counted, not printed (a name's identity does not hold them)."""
+        if self.take("G"):
+            self.base62()
+
+    def fn_type(self) -> str:
+        self.binder()
+        unsafe = "unsafe " if self.take("U") else ""
+        abi = ""
+        if self.take("K"):
+            abi = 'extern "C" ' if self.take("C") else f'extern "{self.identifier().replace("_", "-")}" '
+        params = []
+        while not self.take("E"):
+            params.append(self.type())
+        returned = self.type()
+        return f"{unsafe}{abi}fn({', '.join(params)})" + ("" if returned == "()" else f" -> {returned}")
+
+    def dyn_type(self) -> str:
+        self.binder()
+        traits = []
+        while not self.take("E"):
+            trait = self.path()
+            bindings = []
+            while self.take("p"):
+                name = self.identifier()
+                bindings.append(f"{name} = {self.type()}")
+            if bindings:
+                joined = ", ".join(bindings)
+                trait = f"{trait[:-1]}, {joined}>" if trait.endswith(">") else f"{trait}<{joined}>"
+            traits.append(trait)
+        self.expect_lifetime()
+        return "dyn " + " + ".join(traits)
+
+    def expect_lifetime(self) -> None:
+        if not self.take("L"):
+            raise Unsupported("rust dyn lifetime")
+        self.base62()

@@ -799,6 +799,7 @@ USERSPACE_SKIP: tuple[str, ...] = (
     "__rustc::", "std::process::abort", "core::ops::function::", "core::option::unwrap_failed",
     "core::option::expect_failed", "core::result::unwrap_failed",
     r"<?core::option::Option<.*>>?::(?:unwrap|expect)", r"<?core::result::Result<.*>>?::(?:unwrap|expect)",
+    r"<.* as core::ops::function::Fn",  # a closure or fn called through the Fn traits (v0 names)
 )
 
 # Modules of the runtime: a frame in them is never the program's own code, named or not

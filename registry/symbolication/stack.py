@@ -56,7 +56,7 @@ def lookup_address(frames: list[Any], at: int) -> int | None:
     faulting pc itself."""
     frame = frames[at]
     offset = _int(frame.get("offset"))
-    if offset is None or offset < 0:
+    if offset is None or not 0 <= offset < 1 << 64:
         return None
     interrupted = at == 0 or (isinstance(frames[at - 1], dict) and frames[at - 1].get("signal_frame") is True)
     return offset if interrupted else max(offset - 1, 0)

@@ -121,7 +121,10 @@ class Symcaches:
         cache, base = found
         if address < base:
             return []
-        locations = cache.lookup(address - base)
+        try:
+            locations = cache.lookup(address - base)
+        except symbolic.SymbolicError:  # a damaged symcache names nothing rather than fail a report
+            return []
         return [SourceFrame(symbol=location.symbol, file=location.full_path,
                             line=location.line or None, inlined=at < len(locations) - 1)
                 for at, location in enumerate(locations)]
