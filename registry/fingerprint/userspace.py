@@ -59,7 +59,7 @@ class UserCrash:
 SourceLine = tuple[str, int]  # file, line: where the debug info puts a frame
 
 
-def _as_int(value: Any) -> int | None:
+def as_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -90,7 +90,7 @@ def _register(registers: Any, names: tuple[str, ...]) -> tuple[str, int] | None:
     if not isinstance(registers, dict):
         return None
     for name in names:
-        value = _as_int(registers.get(name))
+        value = as_int(registers.get(name))
         if value is not None:
             return name, value
     return None
@@ -131,7 +131,7 @@ def _slots(raw: Any) -> dict[int, Slot]:
     for item in raw[:MAX_SLOTS] if isinstance(raw, list) else ():
         if not isinstance(item, dict):
             continue
-        offset, value = _as_int(item.get("offset")), _as_int(item.get("value"))
+        offset, value = as_int(item.get("offset")), as_int(item.get("value"))
         if offset is None or value is None:
             continue
         function = _function(item.get("function")) or None
@@ -160,11 +160,11 @@ def read_evidence(stack: dict[str, Any]) -> Evidence | None:
     perms = raw.get("pc_perms")
     return Evidence(
         pc=ip[1] if ip else None, sp=sp[1] if sp else None, sp_register=sp[0] if sp else None,
-        si_code=_as_int(raw.get("si_code")),
+        si_code=as_int(raw.get("si_code")),
         pc_perms=perms[:8] if isinstance(perms, str) else None,
         pc_bytes=_bytes(raw.get("pc_bytes")),
         pc_entry=raw.get("pc_entry") if isinstance(raw.get("pc_entry"), bool) else None,
-        cfa=_as_int(raw.get("cfa")), slots=_slots(raw.get("slots")),
+        cfa=as_int(raw.get("cfa")), slots=_slots(raw.get("slots")),
         frame_modules=(modules[0], modules[1]))
 
 
@@ -294,7 +294,7 @@ def _source_line(frame: Any) -> SourceLine | None:
     """The file and line a symbolicated frame carries (registry/symbolication), if any."""
     if not isinstance(frame, dict) or not isinstance(frame.get("file"), str):
         return None
-    line = _as_int(frame.get("line"))
+    line = as_int(frame.get("line"))
     return (frame["file"][:MAX_PATH], line) if line is not None and line > 0 else None
 
 

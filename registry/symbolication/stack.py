@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry.fingerprint.demangle import demangle
-from registry.fingerprint.userspace import runtime_module
+from registry.fingerprint.userspace import as_int, runtime_module
 
 from .symcache import BUILD_ID, SourceFrame
 
@@ -39,23 +39,12 @@ class Symbolicated:
     named: int = 0  # frames named from debug info
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value.strip()[:40], 0)
-        except ValueError:
-            return None
-    return None
-
-
 def lookup_address(frames: list[Any], at: int) -> int | None:
     """The address to look a frame up at: its offset, less one for a return address (the
     call is the instruction before it). Frame 0 and the frame a signal interrupted hold the
     faulting pc itself."""
     frame = frames[at]
-    offset = _int(frame.get("offset"))
+    offset = as_int(frame.get("offset"))
     if offset is None or not 0 <= offset < 1 << 64:
         return None
     interrupted = at == 0 or (isinstance(frames[at - 1], dict) and frames[at - 1].get("signal_frame") is True)
