@@ -98,17 +98,17 @@ class Symbolicator:
         return found
 
     def request(self, build_id: str) -> None:
-        """Ask the sources for a build-id's debug file without waiting: one already cached is
-        made into a symcache in the background; otherwise the sources fetch it and call
-        `arrived` when it is there. Asked at most once a minute per build-id."""
+        """Ask the sources for a build-id's debug file, on the worker (even their look at their
+        own cache is a statement): one they hold is made into a symcache and the reports that
+        missed it run again (`arrived`); otherwise they fetch it and call `arrived` when it is
+        there. Asked at most once a minute per build-id."""
         now = time.monotonic()
         with self._lock:
             asked = self._asked.get(build_id)
             if build_id in self._pending or (asked is not None and now - asked < ASKED_AGAIN_AFTER_S):
                 return
             self._asked[build_id] = now
-        if self.sources.find(build_id, wait=False) is not None:
-            self.in_background(build_id)
+        self.in_background(build_id)
 
     # --- arrival ------------------------------------------------------------------------
 
@@ -138,7 +138,6 @@ class Symbolicator:
         finally:
             with self._lock:
                 self._pending.pop(build_id, None)
-                self._asked.pop(build_id, None)
                 again = build_id in self._again
                 self._again.discard(build_id)
             if again:
@@ -173,6 +172,10 @@ class Symbolicator:
     def with_cached_symbols(self, console_log: str | None, stack: dict[str, Any] | None) -> Any:
         """A background rebuild's engine: every symcache on disk, no budget, nothing waited for."""
         return self.identify(console_log, stack, self.symcaches.lookup, None)
+
+    def close(self) -> None:
+        """Stop the worker; what it has not started is dropped (the misses stay noted)."""
+        self._worker.shutdown(wait=True, cancel_futures=True)
 
     def drain(self) -> None:
         """Wait for the background work under way (tests, shutdown)."""

@@ -70,9 +70,10 @@ def post(client: Any, token: str, release: Release, report_id: str | None = None
 
 
 def settle(app: Flask) -> None:
-    """Wait for the background fetches, then for what their arrival started."""
-    app.extensions[SOURCES].settle()
+    """Wait for the asks the misses queued, the fetches they started, what their arrival started."""
     symbolicator: Symbolicator = app.extensions[APP_SYMBOLICATOR]
+    symbolicator.drain()
+    app.extensions[SOURCES].settle()
     symbolicator.drain()
 
 
