@@ -231,13 +231,29 @@ def symbolicator_for(settings: Settings, database: Database, listeners: Signatur
 
 
 def install(app: Flask, inner: Engine) -> Engine:
-    """create_app's step (Wiring.symbolication): the app's Symbolicator over the app's symbol
-    sources; ingest's engine symbolicates first."""
-    with app.app_context():
-        sources, settings, database = current_sources(), current_settings(), current_db()
-    symbolicator = symbolicator_for(settings, database, app.extensions[APP_LISTENERS], inner, sources)
-    app.extensions[APP_SYMBOLICATOR] = symbolicator
-    return symbolicator.engine
+    """create_app's step (Wiring.symbolication): ingest's engine symbolicates first. The app's
+    Symbolicator is made at its first request, over the app's symbol sources as the settings
+    then are (registry.symbols makes them on first use too), before any request can upload
+    symbols: it hears of every arrival."""
+    making = threading.Lock()
+
+    def made() -> Symbolicator:
+        symbolicator: Symbolicator | None = app.extensions.get(APP_SYMBOLICATOR)
+        if symbolicator is None:
+            with making, app.app_context():
+                symbolicator = app.extensions.get(APP_SYMBOLICATOR) or symbolicator_for(
+                    current_settings(), current_db(), app.extensions[APP_LISTENERS], inner, current_sources())
+                app.extensions[APP_SYMBOLICATOR] = symbolicator
+        return symbolicator
+
+    def before_request() -> None:
+        made()
+
+    def engine(console_log: str | None, stack: dict[str, Any] | None) -> Any:
+        return made().engine(console_log, stack)
+
+    app.before_request(before_request)
+    return engine
 
 
 def on_demand(settings: Settings, database: Database, listeners: SignatureListeners, inner: Engine) -> Engine:
