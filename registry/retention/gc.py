@@ -41,7 +41,7 @@ from registry.retention.policy import (
     decide_dumps,
     decide_log,
 )
-from registry.retention.symbols import collect_symbols
+from registry.retention.symbols import abort_stale_uploads, collect_symbols
 from registry.retention.trim import trim_log
 from registry.storage.models import Dump as StoredDump
 from registry.storage.store import DumpStore
@@ -69,6 +69,7 @@ class GcOutcome:
     logs_kept_by_rule: dict[str, int] = field(default_factory=dict)
     symbols_deleted: int = 0
     symbol_bytes_freed: int = 0
+    symbol_uploads_aborted: int = 0
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
@@ -78,7 +79,8 @@ class GcOutcome:
             f"dumps: {verb} {self.dumps_deleted} ({self.bytes_freed} bytes), restored {self.dumps_restored}, "
             f"kept by rule: {kept}\nconsole logs: {'would trim' if self.dry_run else 'trimmed'} "
             f"{self.logs_trimmed} ({self.log_bytes_freed} bytes), kept whole by rule: {logs}\n"
-            f"symbol files: {verb} {self.symbols_deleted} ({self.symbol_bytes_freed} bytes)"
+            f"symbol files: {verb} {self.symbols_deleted} ({self.symbol_bytes_freed} bytes), "
+            f"abandoned uploads {'would abort' if self.dry_run else 'aborted'}: {self.symbol_uploads_aborted}"
         )
 
 
@@ -442,4 +444,5 @@ def collect(
     trim_logs(database, ages, now, dry_run, outcome, progress)
     outcome.symbols_deleted, outcome.symbol_bytes_freed = collect_symbols(
         database, store, settings.retention.symbol_days, now, dry_run, progress)
+    outcome.symbol_uploads_aborted = abort_stale_uploads(database, store, now, dry_run, progress)
     return outcome

@@ -18,9 +18,10 @@ from sqlalchemy.orm import Session
 from registry.core.events import Report
 from registry.db import Database
 from registry.storage.store import DumpStore
-from registry.symbols.models import SymbolFile
+from registry.symbols.models import SymbolFile, SymbolUpload
 
 BATCH = 200  # build-ids looked at per run: each is one search of the reports
+STALE_UPLOAD = timedelta(days=7)  # a pipeline resumes within minutes; an upload this old was abandoned
 
 
 def named_by_a_report(session: Session, build_id: str) -> bool:
@@ -35,14 +36,15 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
     """Files deleted (or, dry, that would be) and their bytes."""
     if days <= 0:
         return 0, 0
+    here = SymbolFile.store == store.uri("").rstrip("/")  # a file of another store is left alone
     with database.session() as session:
-        old = select(SymbolFile.build_id).where(SymbolFile.stored_at <= now - timedelta(days=days))
+        old = select(SymbolFile.build_id).where(here, SymbolFile.stored_at <= now - timedelta(days=days))
         candidates = list(session.scalars(old.distinct().order_by(SymbolFile.build_id).limit(BATCH)))
         unneeded = [build_id for build_id in candidates if not named_by_a_report(session, build_id)]
     deleted = freed = 0
     for build_id in unneeded:
         with database.session() as session:
-            aged = (SymbolFile.build_id == build_id, SymbolFile.stored_at <= now - timedelta(days=days))
+            aged = (here, SymbolFile.build_id == build_id, SymbolFile.stored_at <= now - timedelta(days=days))
             rows = list(session.scalars(select(SymbolFile).where(*aged).with_for_update()))
             if named_by_a_report(session, build_id):  # a report arrived meanwhile
                 continue
@@ -59,3 +61,21 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
             store.delete(key)
         progress(f"symbols of {build_id}: {len(rows)} file(s) deleted, no report names the build-id")
     return deleted, freed
+
+
+def abort_stale_uploads(database: Database, store: DumpStore, now: datetime, dry_run: bool,
+                        progress: Callable[[str], None]) -> int:
+    """Symbol uploads open for STALE_UPLOAD: their parts dropped from the store, their rows
+    deleted (a pipeline asking again starts afresh). How many (or, dry, would be)."""
+    with database.session() as session:
+        stale = list(session.scalars(select(SymbolUpload).where(SymbolUpload.created_at <= now - STALE_UPLOAD)
+                                     .order_by(SymbolUpload.id).limit(BATCH).with_for_update()))
+        if dry_run:
+            session.rollback()
+            return len(stale)
+        for upload in stale:
+            store.abort_upload(upload.key, upload.upload_id)
+            session.delete(upload)
+            progress(f"symbol upload {upload.id} of {upload.build_id}: open since {upload.created_at}, "
+                     "aborted")
+    return len(stale)

@@ -163,30 +163,35 @@ def start_upload(
     if dump.state != "uploading":
         return {"dump": dump_dict(dump), "upload_id": None, "expires_at": None, "part_urls": []}
     assert dump.upload_id is not None
-    count = part_count(dump.bytes, dump.part_size)
-    wanted = request.get("parts") or list(range(1, min(count, MAX_URLS_PER_REQUEST) + 1))
-    beyond = sorted(n for n in wanted if not 1 <= n <= count)
-    if beyond or len(wanted) > MAX_URLS_PER_REQUEST:
-        raise ApiError(
-            400,
-            "bad_request",
-            f"this dump has parts 1 to {count}; at most {MAX_URLS_PER_REQUEST} URLs per request",
-            fields={"parts": [str(n) for n in beyond[:20]]},
-        )
     ttl = settings.upload_ttl_s
     return {
         "dump": dump_dict(dump),
         "upload_id": dump.upload_id,
         "expires_at": (utcnow() + timedelta(seconds=ttl)).isoformat(),
-        "part_urls": [
-            {
-                "number": n,
-                "bytes": part_bytes(dump.bytes, dump.part_size, n),
-                "url": store.presign_part(dump.key, dump.upload_id, n, ttl),
-            }
-            for n in sorted(set(wanted))
-        ],
+        "part_urls": signed_part_urls(store, dump.key, dump.upload_id, dump.bytes, dump.part_size,
+                                      request.get("parts"), ttl),
     }
+
+
+def signed_part_urls(store: DumpStore, key: str, upload_id: str, total: int, size: int,
+                     asked: list[int] | None, ttl_s: int) -> list[PartUrl]:
+    """URLs for the parts asked for (default: the first MAX_URLS_PER_REQUEST); a 400 naming the
+    part numbers past the object's."""
+    count = part_count(total, size)
+    wanted = asked or list(range(1, min(count, MAX_URLS_PER_REQUEST) + 1))
+    beyond = sorted(n for n in wanted if not 1 <= n <= count)
+    if beyond or len(wanted) > MAX_URLS_PER_REQUEST:
+        raise ApiError(
+            400,
+            "bad_request",
+            f"this upload has parts 1 to {count}; at most {MAX_URLS_PER_REQUEST} URLs per request",
+            fields={"parts": [str(n) for n in beyond[:20]]},
+        )
+    return [
+        {"number": n, "bytes": part_bytes(total, size, n),
+         "url": store.presign_part(key, upload_id, n, ttl_s)}
+        for n in sorted(set(wanted))
+    ]
 
 
 def complete_upload(session: Session, store: DumpStore, capture_id: int, md5s: dict[int, str]) -> DumpView:

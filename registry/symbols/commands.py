@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import getpass
+from collections.abc import Callable
 from pathlib import Path
 
 import click
+import requests
 from sqlalchemy import select
 
 from registry.cli_support import CliContext, pass_cli
 from registry.storage.store import open_store
-from registry.symbols.elf import NotASymbolFile, normal_build_id
+from registry.symbols.client import send
+from registry.symbols.elf import NotASymbolFile, normal_build_id, read_facts
 from registry.symbols.keep import Origin, keep_file
 from registry.symbols.models import SymbolFile
 
@@ -23,29 +26,74 @@ def symbols() -> None:
 @symbols.command("upload")
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--registry", "registry_url", metavar="URL",
+              help="send the files to this registry over its API (a build pipeline's way); "
+                   "default: into this machine's store and database")
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="with --registry: a file holding a token of scope symbols")
 @pass_cli
-def upload(cli: CliContext, files: tuple[Path, ...]) -> None:
+def upload(cli: CliContext, files: tuple[Path, ...], registry_url: str | None,
+           token_file: Path | None) -> None:
     """Keep FILES (debug files, executables) in the symbol store, each under its own ELF
     build-id note; a file without one is refused (exit status 1 when any was)."""
+    if registry_url and token_file is None:
+        raise click.UsageError("--registry needs --token-file (a token of scope symbols)")
+    keep = (_sender(registry_url, token_file.read_text().strip()) if registry_url and token_file
+            else _keeper(cli))
+    refused = 0
+    for path in files:
+        try:
+            build_id, new_kinds = keep(path)
+        except NotASymbolFile as problem:
+            click.echo(f"{path}: refused: {problem}", err=True)
+            refused += 1
+            continue
+        what = f"stored as {', '.join(new_kinds)}" if new_kinds else "already held"
+        click.echo(f"{build_id} {path}: {what}")
+    if refused:
+        raise SystemExit(1)
+
+
+Keep = Callable[[Path], tuple[str, tuple[str, ...]]]  # a file -> its build-id and the kinds it brought
+
+
+def _keeper(cli: CliContext) -> Keep:
+    """Into this machine's store and database."""
     settings = cli.settings
     database = cli.database()
     store = open_store(settings.dump_store, settings.public_url)
     limit = settings.symbols.max_file_mb << 20
     origin = Origin("upload", f"cli:{getpass.getuser()}")
-    refused = 0
-    for path in files:
+
+    def keep(path: Path) -> tuple[str, tuple[str, ...]]:
+        if path.stat().st_size > limit:
+            raise NotASymbolFile("too_large", f"larger than {limit} bytes (CRASHREG_SYMBOL_MAX_FILE_MB)")
+        kept = keep_file(database, store, path, origin)
+        return kept.facts.build_id, kept.new_kinds
+
+    return keep
+
+
+def _sender(registry_url: str, token: str) -> Keep:
+    """To a registry over its API; checked here first, so a refused file sends nothing."""
+
+    def keep(path: Path) -> tuple[str, tuple[str, ...]]:
+        build_id = read_facts(path).build_id
         try:
-            if path.stat().st_size > limit:
-                raise NotASymbolFile("too_large", f"larger than {limit} bytes (CRASHREG_SYMBOL_MAX_FILE_MB)")
-            kept = keep_file(database, store, path, origin)
-        except NotASymbolFile as problem:
-            click.echo(f"{path}: refused: {problem}", err=True)
-            refused += 1
-            continue
-        what = f"stored as {', '.join(kept.new_kinds)}" if kept.new_kinds else "already held"
-        click.echo(f"{kept.facts.build_id} {path}: {what}")
-    if refused:
-        raise SystemExit(1)
+            answer = send(registry_url, token, path, build_id)
+        except requests.RequestException as error:
+            raise click.ClickException(f"{registry_url}: {error}") from None
+        if answer.status_code != 200:
+            try:
+                problem = answer.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                problem = answer.text[:300]
+            if answer.status_code == 422:
+                raise NotASymbolFile(answer.json()["error"]["code"], problem)
+            raise click.ClickException(f"{registry_url} answered {answer.status_code}: {problem}")
+        return build_id, tuple(answer.json()["new_kinds"])
+
+    return keep
 
 
 @symbols.command("list")

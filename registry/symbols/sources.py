@@ -11,6 +11,8 @@
   never waits on a slow server);
 - with `wait=True` the store, then each server of CRASHREG_DEBUGINFOD_URLS in order, is asked
   (CRASHREG_DEBUGINFOD_TIMEOUT_S each); None when none has it.
+A build-id is 1 to 64 bytes in hex (either case); a malformed one, or another kind, is a
+ValueError (a reporter's build-id is not to be trusted: catch it).
 A file a server answers is checked against its ELF build-id note and kept in the store (a
 `symbol_files` row, source "debuginfod"), so it is fetched once for every process. A build-id
 no server had (or none could be reached for) is not asked for again for
@@ -70,7 +72,7 @@ def checked_request(build_id: str, kind: str) -> str:
     """The build-id as the store keys it; ValueError for a malformed one or an unknown kind."""
     normal = normal_build_id(build_id)
     if normal is None:
-        raise ValueError(f"not a build-id (an even number of 2 to 128 hex digits): {build_id[:140]!r}")
+        raise ValueError(f"not a build-id (1 to 64 bytes in hex): {build_id[:140]!r}")
     if kind not in KINDS:
         raise ValueError(f"unknown symbol kind {kind!r}; one of {', '.join(KINDS)}")
     return normal
@@ -89,6 +91,7 @@ class SymbolSources:
         self._listeners: list[Listener] = []
         self._background = ThreadPoolExecutor(BACKGROUND_FETCHERS, thread_name_prefix="symbol-fetch")
         self._fetching: dict[tuple[str, str], Future[Path | None]] = {}
+        self._known: dict[tuple[str, str], Path] = {}  # the store's local files found so far
         self._lock = threading.Lock()
 
     # --- the interface ------------------------------------------------------------------------
@@ -96,11 +99,12 @@ class SymbolSources:
     def find(self, build_id: str, kind: str = "debuginfo", *, wait: bool) -> Path | None:
         """A local file holding `kind` for `build_id`, or None (module docstring)."""
         build_id = checked_request(build_id, kind)
-        here = self._at_hand(build_id, kind)
+        here, stored = self._at_hand(build_id, kind)
         if here is not None:
             return here
         if not wait:
-            self._in_background(build_id, kind)
+            if stored or not self.misses.known(build_id, kind):  # the store's copy, or a server's
+                self._in_background(build_id, kind)
             return None
         return self._fetch(build_id, kind)
 
@@ -150,18 +154,24 @@ class SymbolSources:
     def _cached(self, build_id: str, kind: str) -> Path:
         return self.cache / build_id / kind
 
-    def _at_hand(self, build_id: str, kind: str) -> Path | None:
-        """The cached file, or the store's own when it is a local directory."""
+    def _at_hand(self, build_id: str, kind: str) -> tuple[Path | None, bool]:
+        """The file found before (still there), the cached one, or the store's own when it is a
+        local directory (one database read per build-id and kind until it is found); and
+        whether the store holds it."""
+        known = self._known.get((build_id, kind))
+        if known is not None and known.is_file():
+            return known, True
         cached = self._cached(build_id, kind)
         if cached.is_file():
-            return cached
+            return cached, True
         with self.database.lookup() as session:
             row = held(session, build_id).get(kind)
-        return self.store.local_path(row.key) if row is not None else None
+        local = self.store.local_path(row.key) if row is not None else None
+        if local is not None:
+            self._known[(build_id, kind)] = local
+        return local, row is not None
 
     def _in_background(self, build_id: str, kind: str) -> None:
-        if self.misses.known(build_id, kind):
-            return
         with self._lock:
             if (build_id, kind) in self._fetching:
                 return

@@ -16,14 +16,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypedDict
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from registry.config import Settings
 from registry.db import Database, utcnow
 from registry.errors import ApiError
-from registry.storage.parts import MIB, UploadGone, part_bytes, part_count, part_problems, part_size
-from registry.storage.service import MAX_URLS_PER_REQUEST, PartUrl
+from registry.storage.parts import MIB, UploadGone, part_count, part_problems, part_size
+from registry.storage.service import PartUrl, signed_part_urls
 from registry.storage.store import DumpStore
 from registry.symbols.elf import NotASymbolFile
 from registry.symbols.keep import (
@@ -95,18 +95,9 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
     if upload.bytes != total:
         raise ApiError(409, "conflict", f"this file's open upload is of {upload.bytes} bytes, not {total}",
                        fields={"bytes": [f"the open upload has {upload.bytes}"]})
-    count = part_count(upload.bytes, upload.part_size)
-    wanted = request.get("parts") or list(range(1, min(count, MAX_URLS_PER_REQUEST) + 1))
-    beyond = sorted(n for n in wanted if not 1 <= n <= count)
-    if beyond:
-        raise ApiError(400, "bad_request", f"this file has parts 1 to {count}",
-                       fields={"parts": [str(n) for n in beyond[:20]]})
     ttl = settings.dump_store.upload_ttl_s
-    urls: list[PartUrl] = [
-        {"number": n, "bytes": part_bytes(upload.bytes, upload.part_size, n),
-         "url": store.presign_part(upload.key, upload.upload_id, n, ttl)}
-        for n in sorted(set(wanted))
-    ]
+    urls = signed_part_urls(store, upload.key, upload.upload_id, upload.bytes, upload.part_size,
+                            request.get("parts"), ttl)
     return {"build_id": build_id, "state": "uploading", "upload": upload_dict(upload),
             "expires_at": (utcnow() + timedelta(seconds=ttl)).isoformat(), "part_urls": urls,
             "files": [file_dict(row) for row in held(session, build_id).values()], "new_kinds": []}
@@ -115,7 +106,9 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
 def complete(database: Database, store: DumpStore, upload_id: int, md5s: dict[int, str],
              origin: Origin) -> SymbolUploadAnswer:
     """Check the parts, complete the object, check the file; record it for the kinds its
-    build-id lacked (an object that brings nothing is deleted)."""
+    build-id lacked (an object that brings nothing is deleted). The upload's row goes with the
+    recording: a completion interrupted after the store joined the parts is finished by the
+    next request to complete it."""
     with database.session() as session:
         upload = session.get(SymbolUpload, upload_id)
         if upload is None:
@@ -138,12 +131,12 @@ def complete(database: Database, store: DumpStore, upload_id: int, md5s: dict[in
                 raise ApiError(409, "parts_incomplete",
                                "the store no longer has this upload (aborted or expired): start it again, "
                                "every part goes again") from None
-        session.delete(upload)
-    return _checked_and_recorded(database, store, key, build_id, sha256, origin)
+    return _checked_and_recorded(database, store, upload_id, key, build_id, sha256, origin)
 
 
-def _checked_and_recorded(database: Database, store: DumpStore, key: str, build_id: str, sha256: str,
-                          origin: Origin) -> SymbolUploadAnswer:
+def _checked_and_recorded(database: Database, store: DumpStore, upload_id: int, key: str, build_id: str,
+                          sha256: str, origin: Origin) -> SymbolUploadAnswer:
+    closed = delete(SymbolUpload).where(SymbolUpload.id == upload_id)
     with tempfile.TemporaryDirectory(prefix="crashreg-symbol-") as folder:
         local = store.local_path(key)
         if local is None:
@@ -158,12 +151,16 @@ def _checked_and_recorded(database: Database, store: DumpStore, key: str, build_
             size = local.stat().st_size
         except NotASymbolFile as problem:
             store.delete(key)
+            with database.session() as session:
+                session.execute(closed)
             raise ApiError(422, problem.code, str(problem), fields={"file": [str(problem)]}) from None
     with database.session() as session:
+        session.execute(closed)
         new_kinds = record(session, store, key, facts, size, sha256, origin)
-        if not new_kinds:
-            store.delete(key)
-        return stored_answer(session, build_id, new_kinds)
+        answer = stored_answer(session, build_id, new_kinds)
+    if not new_kinds:
+        store.delete(key)
+    return answer
 
 
 def files_of(session: Session, build_id: str) -> list[SymbolFileView]:

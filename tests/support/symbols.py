@@ -5,8 +5,8 @@ directory of them on loopback."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -14,11 +14,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
-from tests.support.http import SERVER_POLL_S, auth
+from registry.symbols.client import send
+from tests.support.dumps import PART, md5_hex
+from tests.support.http import SERVER_POLL_S, auth, closed_port
 
 SERVER_START_S = 60  # the longest a debuginfod takes to scan a few files on a busy machine
 POLL_S = 0.05
@@ -86,12 +89,6 @@ def compile_program(directory: Path, name: str, function: str = "parse_header_fi
     return Program(name, function, identity, unstripped, stripped, debug)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @dataclass
 class Debuginfod:
     """elfutils' debuginfod over a directory, on loopback."""
@@ -105,7 +102,7 @@ class Debuginfod:
 
 def start_debuginfod(directory: Path, expect: list[str], log: Path) -> Debuginfod:
     """debuginfod scanning `directory`, once it serves every build-id of `expect`."""
-    port = free_port()
+    port = closed_port()  # free: debuginfod binds it
     with log.open("wb") as out:
         process = subprocess.Popen(
             ["debuginfod", "-F", "-p", str(port), "-d", str(directory.parent / f"{directory.name}.sqlite"),
@@ -202,3 +199,26 @@ def counting_server() -> Iterator[CountingServer]:
     server = CountingServer()
     yield server
     server.stop()
+
+
+class Pipeline:
+    """A build pipeline uploading symbol files with a `symbols` token."""
+
+    def __init__(self, url: str, token: str, scratch: Path) -> None:
+        self.url, self.token, self.scratch = url, token, scratch
+
+    def start(self, body: dict[str, Any], token: str | None = None) -> requests.Response:
+        return requests.post(f"{self.url}/api/v1/symbols/uploads", json=body,
+                             headers=auth(token or self.token), timeout=30)
+
+    def complete(self, upload_id: str, data: bytes, token: str | None = None) -> requests.Response:
+        parts = [{"number": n + 1, "md5": md5_hex(data[o:o + PART])}
+                 for n, o in enumerate(range(0, max(len(data), 1), PART))]
+        return requests.post(f"{self.url}/api/v1/symbols/uploads/{upload_id}/complete", json={"parts": parts},
+                             headers=auth(token or self.token), timeout=60)
+
+    def upload(self, data: bytes, build_id: str, sha256: str | None = None) -> requests.Response:
+        """The whole upload, by the product's own client (registry/symbols/client.py)."""
+        file = self.scratch / f"upload-{hashlib.sha256(data).hexdigest()}"
+        file.write_bytes(data)
+        return send(self.url, self.token, file, build_id, sha256)

@@ -17,7 +17,7 @@ from registry.db import Database, utcnow
 from registry.retention.gc import collect
 from registry.storage.store import DumpStore, local_root, open_store
 from registry.symbols.keep import Origin, keep_file
-from registry.symbols.models import SymbolFile
+from registry.symbols.models import SymbolFile, SymbolUpload
 from testkit.reports import crash_report
 from tests.support.http import auth
 from tests.support.symbols import Program, symbol_programs  # noqa: F401 (fixture)
@@ -60,3 +60,24 @@ def test_only_files_no_report_names_go_and_only_past_their_age(
     assert list((root / "symbols" / never.build_id).glob("*")) == []
     assert len(list((root / "symbols" / crashed.build_id).glob("*"))) == 1
     assert "symbol files: deleted 2" in outcome.summary()
+
+
+def test_an_abandoned_symbol_upload_is_aborted_after_a_week(
+    client: FlaskClient, database: Database, settings: Settings, store: DumpStore,
+    make_token: Callable[..., str],
+) -> None:
+    body = {"build_id": "ab" * 20, "bytes": 10, "sha256": "0" * 64}
+    started = client.post("/api/v1/symbols/uploads", json=body, headers=auth(make_token("symbols"))).json
+    upload_id = started["part_urls"][0]["url"].split("/uploads/")[1].split("/")[0]
+    open_parts = Path(str(local_root(settings.dump_store.url))) / ".uploads" / upload_id
+    assert open_parts.is_dir()
+
+    assert collect(database, store, settings, now=utcnow() + timedelta(days=6)).symbol_uploads_aborted == 0
+    later = utcnow() + timedelta(days=8)
+    assert collect(database, store, settings, dry_run=True, now=later).symbol_uploads_aborted == 1
+    assert open_parts.is_dir()
+    outcome = collect(database, store, settings, now=later)
+    assert outcome.symbol_uploads_aborted == 1 and "abandoned uploads aborted: 1" in outcome.summary()
+    assert not open_parts.exists()
+    with database.session() as session:
+        assert session.scalars(select(SymbolUpload)).all() == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -52,3 +53,28 @@ def test_upload_keeps_each_file_under_its_own_build_id_and_refuses_the_rest(
     assert [line.split()[:2] for line in listed.output.splitlines() if not line.startswith("database")] == [
         [uploaded.build_id, "executable"], [uploaded.build_id, "debuginfo"]]
     assert run(settings, "list", "--build-id", "xyz").exit_code == 2
+
+
+def test_upload_to_a_registry_over_its_api(
+    settings: Settings, database: Database, live_server: str, make_token: Callable[..., str],
+    symbol_programs: dict[str, Program], tmp_path: Path,
+) -> None:
+    uploaded = symbol_programs["uploaded"]
+    token_file = tmp_path / "token"
+    token_file.write_text(make_token("symbols", name="ci-nightly") + "\n")
+    remote = ("upload", "--registry", live_server, "--token-file", str(token_file))
+    done = run(settings, *remote, str(uploaded.debug), str(symbol_programs["no_build_id"].debug))
+    assert done.exit_code == 1, done.output
+    assert f"{uploaded.build_id} {uploaded.debug}: stored as debuginfo" in done.output
+    assert "no GNU build-id note" in done.output
+    with database.session() as session:
+        assert [(r.build_id, r.origin) for r in session.scalars(select(SymbolFile))] == [
+            (uploaded.build_id, "ci-nightly")]
+    again = run(settings, *remote, str(uploaded.debug))
+    held = f"{uploaded.build_id} {uploaded.debug}: already held"
+    assert (again.exit_code, again.output.strip()) == (0, held)
+    token_file.write_text(make_token("read"))
+    refused = run(settings, *remote, str(uploaded.stripped))
+    assert refused.exit_code == 1 and "answered 403" in refused.output
+    assert run(settings, "upload", "--registry", live_server, str(uploaded.debug)).exit_code == 2
+

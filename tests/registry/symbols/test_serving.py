@@ -147,13 +147,11 @@ def test_gdb_names_the_function_of_a_stripped_programs_core_with_symbols_from_th
     assert f"{program.name}.c:" in named, named
 
 
-@pytest.mark.parametrize("path", ["..%2f..%2fetc/passwd", "a/../../b", "%00x"])
-def test_source_paths_leaving_their_tree_are_refused(registry: str, make_token: Callable[..., str],
-                                                     path: str) -> None:
-    url = f"{registry}/debuginfod/buildid/{'ab' * 20}/source/{path}"
+def test_a_source_path_leaving_its_tree_is_a_400(registry: str, make_token: Callable[..., str]) -> None:
+    url = f"{registry}/debuginfod/buildid/{'ab' * 20}/source/..%2f..%2fetc/passwd"
     answer = requests.get(url, headers=auth(make_token("read")), timeout=30)
-    assert answer.status_code in (400, 404), answer.text
-    assert answer.status_code == 400 or answer.json()["error"]["code"] == "not_found"
+    assert answer.status_code == 400, answer.text
+    assert "not an absolute source path" in answer.json()["error"]["message"]
 
 
 def test_the_triage_workspace_reaches_the_registrys_debuginfod(

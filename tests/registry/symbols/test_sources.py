@@ -143,3 +143,9 @@ def test_unreachable_servers_are_a_miss_not_an_error(sources_for) -> None:
 def test_a_malformed_request_is_refused(sources_for, build_id: str, kind: str) -> None:
     with pytest.raises(ValueError):
         sources_for().find(build_id, kind, wait=False)
+
+
+@pytest.mark.parametrize("path", ["../etc/passwd", "/usr/src/../../etc/passwd", "/a/../b", "/", "x\0y"])
+def test_a_source_path_that_could_leave_the_cache_is_refused(sources_for, path: str) -> None:
+    with pytest.raises(ValueError, match="not an absolute source path"):
+        sources_for().source_file(UNKNOWN, path)

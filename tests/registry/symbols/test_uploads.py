@@ -5,51 +5,27 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from flask import Flask
 from sqlalchemy import func, select
 
+from registry.config import Settings
 from registry.db import Database
+from registry.storage.store import open_store
 from registry.symbols.models import SymbolFile, SymbolUpload
-from tests.support.dumps import PART, content_md5, md5_hex, put
+from tests.support.dumps import PART, content_md5, put
 from tests.support.http import auth
-from tests.support.symbols import Program
-
-
-class Pipeline:
-    """A build pipeline uploading symbol files with a `symbols` token."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url, token
-
-    def start(self, body: dict[str, Any], token: str | None = None) -> requests.Response:
-        return requests.post(f"{self.url}/api/v1/symbols/uploads", json=body,
-                             headers=auth(token or self.token), timeout=30)
-
-    def complete(self, upload_id: str, data: bytes, token: str | None = None) -> requests.Response:
-        parts = [{"number": n + 1, "md5": md5_hex(data[o:o + PART])}
-                 for n, o in enumerate(range(0, max(len(data), 1), PART))]
-        return requests.post(f"{self.url}/api/v1/symbols/uploads/{upload_id}/complete", json={"parts": parts},
-                             headers=auth(token or self.token), timeout=60)
-
-    def upload(self, data: bytes, build_id: str, sha256: str | None = None) -> requests.Response:
-        started = self.start({"build_id": build_id, "bytes": len(data),
-                              "sha256": sha256 or hashlib.sha256(data).hexdigest()})
-        assert started.status_code == 200, started.text
-        answer = started.json()
-        if answer["state"] == "stored":
-            return started
-        for url in answer["part_urls"]:
-            chunk = data[(url["number"] - 1) * PART:url["number"] * PART]
-            assert put(url["url"], chunk, content_md5(chunk)).status_code == 200
-        return self.complete(answer["upload"]["id"], data)
+from tests.support.symbols import Pipeline, Program, compile_program
 
 
 @pytest.fixture
-def pipeline(live_server: str, make_token: Callable[..., str]) -> Pipeline:
-    return Pipeline(live_server, make_token("symbols", name="ci-release"))
+def pipeline(live_server: str, make_token: Callable[..., str], tmp_path: Path) -> Pipeline:
+    return Pipeline(live_server, make_token("symbols", name="ci-release"), tmp_path)
 
 
 def stored(database: Database) -> list[tuple[str, str, str]]:
@@ -196,9 +172,44 @@ def test_uploads_need_a_symbols_token(
 def test_an_admin_token_may_upload(pipeline: Pipeline, make_token: Callable[..., str],
                                    symbol_programs: dict[str, Program]) -> None:
     program = symbol_programs["uploaded"]
-    admin = Pipeline(pipeline.url, make_token("admin"))
+    admin = Pipeline(pipeline.url, make_token("admin"), pipeline.scratch)
     assert admin.upload(program.debug.read_bytes(), program.build_id).json()["new_kinds"] == ["debuginfo"]
 
 
 def test_completing_an_unknown_upload_is_a_404(pipeline: Pipeline) -> None:
     refused(pipeline.complete("999999", b"x"), 404, "not_found")
+
+
+def test_a_completion_whose_answer_was_lost_is_finished_when_asked_again(
+    pipeline: Pipeline, database: Database, settings: Settings, symbol_programs: dict[str, Program],
+) -> None:
+    program = symbol_programs["uploaded"]
+    data = program.debug.read_bytes()
+    answer = pipeline.start({"build_id": program.build_id, "bytes": len(data),
+                             "sha256": hashlib.sha256(data).hexdigest()}).json()
+    assert put(answer["part_urls"][0]["url"], data, content_md5(data)).status_code == 200
+    store = open_store(settings.dump_store, settings.public_url)
+    with database.session() as session:  # the store joined the parts; the registry's answer was lost
+        upload = session.scalars(select(SymbolUpload)).one()
+        store.complete_upload(upload.key, upload.upload_id, store.list_parts(upload.key, upload.upload_id))
+    finished = pipeline.complete(answer["upload"]["id"], data)
+    assert finished.status_code == 200 and finished.json()["new_kinds"] == ["debuginfo"], finished.text
+    assert open_uploads(database) == 0
+
+
+def test_a_file_of_several_parts_lands_whole(
+    app: Flask, settings: Settings, pipeline: Pipeline, make_token: Callable[..., str], tmp_path: Path,
+) -> None:
+    smallest_parts = replace(settings.dump_store, part_size_mb=5)
+    app.extensions["crashreg.settings"] = replace(settings, dump_store=smallest_parts)
+    # 11 MiB of initialised data: an executable of three 5 MiB parts
+    big = compile_program(tmp_path / "big", "big", "parse_big_header",
+                          extra="static volatile char table[11 << 20] = {1}; h->length = table[7];")
+    data = big.unstripped.read_bytes()
+    assert len(data) > 2 * PART
+    answer = pipeline.upload(data, big.build_id)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["new_kinds"] == ["debuginfo", "executable"]
+    served = requests.get(f"{pipeline.url}/debuginfod/buildid/{big.build_id}/executable",
+                          headers=auth(make_token("read")), timeout=60)
+    assert served.content == data
