@@ -67,6 +67,9 @@ class Symbolicator:
 
     def __post_init__(self) -> None:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashreg-symbols")
+        # Its thread started now, not by a report's first miss (Thread.start waits until the
+        # new thread runs: on a loaded host, longer than the budget).
+        self._worker.submit(int)
         self._pending: dict[str, Future[Any]] = {}
         self._again: set[str] = set()
         self._asked: dict[str, float] = {}
