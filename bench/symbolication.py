@@ -331,17 +331,6 @@ def measure_ingest(work: Path, reports: int) -> None:
         settings = replace(Settings(database_url=url), symbols=SymbolSettings(
             debuginfod_urls=(silent.url,), cache_dir=f"{folder}/symbols", timeout_s=2))
         database = Database(url)
-        cold = symbolicator_for(settings, database, SignatureListeners(), identify)
-        identify(None, report["stack"])  # the engine's first use imports its parts: not a miss's cost
-        cold_s, cold_cpu = [], []
-        for n in range(100):  # cold: no symcache, the only server silent
-            stack = report["stack"] | {"build_id": f"{n:040x}"}
-            stack["frames"] = [f | {"build_id": f"{n:040x}"} if "build_id" in f and f["build_id"] == build_id
-                               else f for f in stack["frames"]]
-            cpu_start = time.thread_time()
-            elapsed, _ = timed(lambda stack=stack: cold.engine(None, stack))
-            cold_s.append(elapsed)
-            cold_cpu.append(time.thread_time() - cpu_start)
         warm = symbolicator_for(settings, database, SignatureListeners(), identify)
         warm.symcaches.build(build_id, debug)
         warm.engine(None, report["stack"])  # opened once, as a live process holds it
@@ -365,6 +354,16 @@ def measure_ingest(work: Path, reports: int) -> None:
             symbolicate(report["stack"], warm.symcaches.lookup, None)
             steps.append(time.thread_time() - start)
         steps.sort()
+        cold = symbolicator_for(settings, database, SignatureListeners(), identify)
+        cold_s, cold_cpu = [], []
+        for n in range(100):  # cold: no symcache, the only server silent
+            stack = report["stack"] | {"build_id": f"{n:040x}"}
+            stack["frames"] = [f | {"build_id": f"{n:040x}"} if "build_id" in f and f["build_id"] == build_id
+                               else f for f in stack["frames"]]
+            cpu_start = time.thread_time()
+            elapsed, _ = timed(lambda stack=stack: cold.engine(None, stack))
+            cold_s.append(elapsed)
+            cold_cpu.append(time.thread_time() - cpu_start)
         for symbolicator in (cold, warm):
             symbolicator.close()
             symbolicator.sources.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TypeVar
 
 MAX_SYMBOL = 4096
@@ -46,9 +47,10 @@ class Parser:
             self.depth -= 1
 
 
+@lru_cache(maxsize=8192)
 def demangle(symbol: str) -> str:
     """The readable name of `symbol`, or `symbol` itself (without clone suffixes) when it is
-    not a mangled name this module reads."""
+    not a mangled name this module reads. Cached: a crash storm names the same few symbols."""
     name = CLONE_SUFFIX.sub("", symbol)
     if len(name) > MAX_SYMBOL:
         return name

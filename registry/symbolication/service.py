@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +94,7 @@ class Symbolicator:
         """Ingest's engine: symbolicated within the budget from the symcaches on disk."""
         return self.identify(console_log, stack, self.cached, time.monotonic() + self.budget_s)
 
-    def cached(self, build_id: str, address: int) -> list[SourceFrame] | None:
+    def cached(self, build_id: str, address: int) -> Sequence[SourceFrame] | None:
         """The symcache's answer, or None after asking for the symbols without waiting."""
         found = self.symcaches.lookup(build_id, address)
         if found is None:

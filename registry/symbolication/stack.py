@@ -17,7 +17,7 @@ symcaches with a time budget, tests and the bench whatever they measure.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from registry.fingerprint.userspace import as_int, runtime_module
 from .symcache import BUILD_ID, SourceFrame
 
 MAX_FRAMES = 256  # as the engine reads (registry/fingerprint/userspace.py)
-Lookup = Callable[[str, int], list[SourceFrame] | None]
+Lookup = Callable[[str, int], Sequence[SourceFrame] | None]
 
 
 @dataclass
@@ -66,7 +66,7 @@ def frame_build_id(stack: dict[str, Any], frame: Any) -> str | None:
     return None
 
 
-def named_frames(frame: dict[str, Any], found: list[SourceFrame]) -> list[dict[str, Any]]:
+def named_frames(frame: dict[str, Any], found: Sequence[SourceFrame]) -> list[dict[str, Any]]:
     """The frame as the debug info names it: its inlined calls first, each a frame of its own."""
     out = []
     for source in found:

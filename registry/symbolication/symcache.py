@@ -57,10 +57,13 @@ def image_base(path: Path) -> int:
 class Symcaches:
     """The symcaches under `directory`, one per build-id, and the few most used held open."""
 
-    def __init__(self, directory: Path, held: int = 128) -> None:
+    def __init__(self, directory: Path, held: int = 128, answers: int = 65536) -> None:
         self.directory = directory
         self.held = held
         self._open: OrderedDict[str, tuple[symbolic.SymCache, int]] = OrderedDict()
+        # A crash storm asks the same few addresses again and again: their answers are kept.
+        self._answers: OrderedDict[tuple[str, int], tuple[SourceFrame, ...]] = OrderedDict()
+        self._answers_kept = answers
         self._lock = threading.Lock()
 
     def path(self, build_id: str) -> Path:
@@ -91,6 +94,8 @@ class Symcaches:
             partial.replace(final)
         with self._lock:
             self._open.pop(build_id, None)
+            for key in [key for key in self._answers if key[0] == build_id]:
+                del self._answers[key]
         return True
 
     def opened(self, build_id: str) -> tuple[symbolic.SymCache, int] | None:
@@ -112,19 +117,34 @@ class Symcaches:
                 self._open.popitem(last=False)
         return found
 
-    def lookup(self, build_id: str, address: int) -> list[SourceFrame] | None:
+    def lookup(self, build_id: str, address: int) -> tuple[SourceFrame, ...] | None:
         """What the debug info says is at `address` (link-time, as a report's `offset`):
-        None when there is no symcache for the build-id, [] when no function is there."""
+        None when there is no symcache for the build-id, () when no function is there."""
+        key = (build_id, address)
+        with self._lock:
+            answer = self._answers.get(key)
+            if answer is not None:
+                self._answers.move_to_end(key)
+                return answer
+        answer = self._looked_up(build_id, address)
+        if answer is not None:
+            with self._lock:
+                self._answers[key] = answer
+                while len(self._answers) > self._answers_kept:
+                    self._answers.popitem(last=False)
+        return answer
+
+    def _looked_up(self, build_id: str, address: int) -> tuple[SourceFrame, ...] | None:
         found = self.opened(build_id)
         if found is None:
             return None
         cache, base = found
         if address < base:
-            return []
+            return ()
         try:
             locations = cache.lookup(address - base)
         except symbolic.SymbolicError:  # a damaged symcache names nothing rather than fail a report
-            return []
-        return [SourceFrame(symbol=location.symbol, file=location.full_path,
-                            line=location.line or None, inlined=at < len(locations) - 1)
-                for at, location in enumerate(locations)]
+            return ()
+        return tuple(SourceFrame(symbol=location.symbol, file=location.full_path,
+                                 line=location.line or None, inlined=at < len(locations) - 1)
+                     for at, location in enumerate(locations))
