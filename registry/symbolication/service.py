@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from flask import Flask
 from sqlalchemy import delete, select
 
 from registry.config import Settings
@@ -32,14 +31,15 @@ from registry.core.wiring import APP_LISTENERS, Engine, SignatureListeners
 from registry.db import Database
 from registry.fingerprint.userspace import runtime_module
 from registry.signatures.rebuild import CHUNK, RebuildSummary, rebuild
-from registry.symbols.api import current_sources
 from registry.symbols.sources import SymbolSources
-from registry.web import current_db, current_settings
 
 from .misses import RECHECKS, UNSYMBOLICATED
 from .models import SymbolMiss
 from .stack import MAX_FRAMES, Lookup, frame_build_id, symbolicate
 from .symcache import BUILD_ID, SourceFrame, Symcaches
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 log = logging.getLogger("crashreg.symbolication")
 INGEST_BUDGET_S = 0.02  # what symbolication may add to a report's answer, cold or warm
@@ -239,6 +239,9 @@ def install(app: Flask, inner: Engine) -> Engine:
     Symbolicator is made at its first request, over the app's symbol sources as the settings
     then are (registry.symbols makes them on first use too), before any request can upload
     symbols: it hears of every arrival."""
+    from registry.symbols.api import current_sources  # the app's: a command needs no Flask
+    from registry.web import current_db, current_settings
+
     making = threading.Lock()
 
     def made() -> Symbolicator:
