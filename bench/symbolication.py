@@ -59,8 +59,8 @@ RUST_PROGRAM = r"""
 fn pick(workers: &[u32], wanted: usize) -> u32 { *workers.iter().find(|w| **w as usize == wanted).unwrap() }
 fn main() { println!("{}", pick(&[1, 2, 3], 7 + std::env::args().count())); }
 """
-BIG_UNITS = 2
-BIG_NAMESPACES = 380  # per unit: two units give ~100 MB of DWARF
+BIG_UNITS = 8  # units small enough to compile in under 2 GB each
+BIG_NAMESPACES = 95  # per unit: 760 in all give ~100 MB of DWARF
 
 
 def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
