@@ -16,14 +16,18 @@ import re
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import symbolic
 
 BUILD_ID = re.compile(r"[0-9a-f]{8,128}")
 PT_LOAD = 1
 PAGE = 0x1000
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -54,17 +58,42 @@ def image_base(path: Path) -> int:
     return (min(addresses) & ~(PAGE - 1)) if addresses else 0
 
 
+class Recent(Generic[K, V]):
+    """The `size` most recently used values by key, shared by threads."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def forget(self, which: Callable[[K], bool]) -> None:
+        with self._lock:
+            for key in [key for key in self._items if which(key)]:
+                del self._items[key]
+
+
 class Symcaches:
-    """The symcaches under `directory`, one per build-id, and the few most used held open."""
+    """The symcaches under `directory`, one per build-id: the few most used held open, and the
+    answers to the addresses most asked (a crash storm asks the same few, report after report)."""
 
     def __init__(self, directory: Path, held: int = 128, answers: int = 65536) -> None:
         self.directory = directory
-        self.held = held
-        self._open: OrderedDict[str, tuple[symbolic.SymCache, int]] = OrderedDict()
-        # A crash storm asks the same few addresses again and again: their answers are kept.
-        self._answers: OrderedDict[tuple[str, int], tuple[SourceFrame, ...]] = OrderedDict()
-        self._answers_kept = answers
-        self._lock = threading.Lock()
+        self._open: Recent[str, tuple[symbolic.SymCache, int]] = Recent(held)
+        self._answers: Recent[tuple[str, int], tuple[SourceFrame, ...]] = Recent(answers)
 
     def path(self, build_id: str) -> Path:
         if not BUILD_ID.fullmatch(build_id):
@@ -92,46 +121,32 @@ class Symcaches:
             with partial.open("wb") as out:
                 write(out)
             partial.replace(final)
-        with self._lock:
-            self._open.pop(build_id, None)
-            for key in [key for key in self._answers if key[0] == build_id]:
-                del self._answers[key]
+        self._open.forget(lambda key: key == build_id)
+        self._answers.forget(lambda key: key[0] == build_id)
         return True
 
     def opened(self, build_id: str) -> tuple[symbolic.SymCache, int] | None:
         """The build-id's symcache and image base, opened (mmap) once and kept while used."""
-        with self._lock:
-            found = self._open.get(build_id)
-            if found is not None:
-                self._open.move_to_end(build_id)
-                return found
+        found = self._open.get(build_id)
+        if found is not None:
+            return found
         path = self.path(build_id)
         try:
             meta = json.loads(path.with_name(path.name + ".json").read_text())
             found = (symbolic.SymCache.open(str(path)), int(meta["image_base"]))
         except (OSError, ValueError, KeyError, symbolic.SymbolicError):
             return None
-        with self._lock:
-            self._open[build_id] = found
-            while len(self._open) > self.held:
-                self._open.popitem(last=False)
+        self._open.put(build_id, found)
         return found
 
     def lookup(self, build_id: str, address: int) -> tuple[SourceFrame, ...] | None:
         """What the debug info says is at `address` (link-time, as a report's `offset`):
         None when there is no symcache for the build-id, () when no function is there."""
-        key = (build_id, address)
-        with self._lock:
-            answer = self._answers.get(key)
+        answer = self._answers.get((build_id, address))
+        if answer is None:
+            answer = self._looked_up(build_id, address)
             if answer is not None:
-                self._answers.move_to_end(key)
-                return answer
-        answer = self._looked_up(build_id, address)
-        if answer is not None:
-            with self._lock:
-                self._answers[key] = answer
-                while len(self._answers) > self._answers_kept:
-                    self._answers.popitem(last=False)
+                self._answers.put((build_id, address), answer)
         return answer
 
     def _looked_up(self, build_id: str, address: int) -> tuple[SourceFrame, ...] | None:

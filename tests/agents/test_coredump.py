@@ -57,7 +57,8 @@ EXPECTED = {
     "thread-O2": (["segfault"], "parse_record", "crashy-O2", ["worker_loop"]),
     "abort-O2": (["abort"], "check_invariant", "crashy-O2", ["main"]),
     # named as the engine keys them: the qualified name, without parameters (demangle.function_name)
-    CPP_MODE: (["abort"], f"{JOURNAL}::replay", "crashy-cc", ["storage::(anonymous namespace)::recover", "main"]),
+    CPP_MODE: (["abort"], f"{JOURNAL}::replay", "crashy-cc",
+               ["storage::(anonymous namespace)::recover", "main"]),
 }
 
 
