@@ -31,6 +31,7 @@ from registry.core.wiring import APP_LISTENERS, Engine, SignatureListeners
 from registry.db import Database
 from registry.fingerprint.userspace import runtime_module
 from registry.signatures.rebuild import CHUNK, RebuildSummary, rebuild
+from registry.symbols.models import SymbolFile
 from registry.symbols.sources import SymbolSources
 
 from .misses import RECHECKS, UNSYMBOLICATED
@@ -204,6 +205,13 @@ class Symbolicator:
             debug_file = self.sources.find(build_id, wait=True)
             built += debug_file is not None and self.symcaches.build(build_id, debug_file)
         return built
+
+
+def awaited(database: Database) -> set[str]:
+    """The build-ids reports missed whose symbols the store now holds."""
+    with database.session() as session:
+        return set(session.scalars(select(SymbolMiss.build_id).distinct().where(
+            SymbolMiss.build_id.in_(select(SymbolFile.build_id)))))
 
 
 def stack_build_ids(database: Database) -> set[str]:

@@ -179,7 +179,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "application": DOMAINS - {"fingerprint"},
     "dashboards": frozenset(),
     "sync": frozenset({"application", "dashboards", "core", "signatures", "capture", "epidemiology", "rca",
-                       "jira", "grafana", "retention", "storage"}),
+                       "jira", "grafana", "retention", "storage", "symbolication"}),
 }
 
 

@@ -167,3 +167,36 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
     late = post(client, token, first, report_id=f"{first.report['report_id']}-late")
     assert late["signature"]["title"].endswith(f"in {function} [service] of service")
     assert late["signature"]["event_count"] == 3
+
+
+@pytest.mark.parametrize("language", ["c"])
+def test_symbols_uploaded_by_another_process_are_picked_up_by_the_scheduler(
+    language: str, settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
+    releases: dict[str, tuple[Release, Release]],  # noqa: F811
+) -> None:
+    """`crashreg symbols upload` in a process of its own: the app does not hear of it; the
+    symbols-arrived job finds the build-ids reports missed that the store now holds, and their
+    events move without a rebuild of everything."""
+    from registry.app import create_app
+    from sync.scheduler import JobContext
+    from sync.symbolication.jobs import symbols_arrived
+
+    settings = with_symbols(settings, tmp_path)
+    app = create_app(settings, database)
+    client, token = app.test_client(), make_token("report")
+    first, second = releases[language]
+    function = LANGUAGES[language][2]
+    post(client, token, first)
+    post(client, token, second)
+    settle(app)
+    assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0}
+
+    uploaded = crashreg(settings, "symbols", "upload", str(first.debug), str(second.debug))
+    assert uploaded.returncode == 0, uploaded.stderr
+    ran = symbols_arrived(JobContext(settings, database))
+
+    assert ran["build_ids"] == 2 and ran["refingerprinted"] == 2
+    assert list(signatures_of(database).values()) == [(function, 2)]
+    with database.session() as session:
+        assert session.scalar(select(func.count()).select_from(SymbolMiss)) == 0
+    assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0}
