@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
 
@@ -49,12 +49,6 @@ SYMCACHE_DIR = "symcache"  # under the symbol cache directory (CRASHREG_SYMBOL_C
 APP_SYMBOLICATOR = "crashreg.symbolicator"  # where install keeps the app's Symbolicator
 
 
-class SymbolFinder(Protocol):
-    """Where debug files come from, by build-id (registry/symbols: the store, debuginfod)."""
-
-    def find(self, build_id: str, kind: str = "debuginfo", *, wait: bool) -> Path | None: ...
-
-
 @dataclass
 class Symbolicator:
     """One registry process's symbolication: its symcaches, its sources, one background worker,
@@ -62,7 +56,7 @@ class Symbolicator:
 
     inner: Engine
     symcaches: Symcaches
-    sources: SymbolFinder
+    sources: SymbolSources  # registry/symbols: the store, then the debuginfod servers
     database: Database
     listeners: SignatureListeners
     budget_s: float = INGEST_BUDGET_S
