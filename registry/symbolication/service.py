@@ -8,6 +8,8 @@ it, and what happens when symbols arrive after the crashes that needed them.
   from a debuginfod server): its symcache is built, and the events of the reports that missed
   it are fingerprinted again by the rebuild, which moves them to their named signature through
   its move/merge/alias rules (captures, Jira links and RCAs follow; counts are recounted).
+- Arrival in another process (a CLI upload, another worker): the scheduler's symbols-arrived
+  job (sync/symbolication) runs `arrived` for the build-ids missed that the store now holds.
 - `crashreg signatures rebuild` (`on_demand`): every event, with every symbol the sources can
   give for the stored stacks, fetched first, waiting for them (an operator's command).
 """
