@@ -1,0 +1,47 @@
+"""Symbols uploaded through the API by a build pipeline after the crashes: the registry that
+received them moves the events that needed them to the named signature by itself (the
+symbols domain tells it of the arrival), without a rebuild; both databases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from flask import Flask
+
+from registry.config import DumpStoreSettings, Settings, SymbolSettings
+from registry.db import Database
+from tests.registry.symbolication.test_stripped_releases import post, settle, signatures_of
+from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
+from tests.support.symbols import Pipeline
+
+
+@pytest.fixture
+def settings(db_url: str, tmp_path: Path) -> Settings:
+    """The test's registry with a symbol cache of its own and no debuginfod server."""
+    return Settings(database_url=db_url, public_url="http://crashreg.test",
+                    dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")),
+                    symbols=SymbolSettings(cache_dir=str(tmp_path / "symbols")))
+
+
+@pytest.mark.parametrize("language", ["c++"])
+def test_an_upload_after_the_crashes_moves_their_events_to_the_named_signature(
+    language: str, app: Flask, live_server: str, database: Database, make_token: Callable[..., str],
+    tmp_path: Path, releases: dict[str, tuple[Release, Release]],  # noqa: F811
+) -> None:
+    client, token = app.test_client(), make_token("report")
+    first, second = releases[language]
+    function = LANGUAGES[language][2]
+    post(client, token, first)
+    post(client, token, second)
+    settle(app)
+    assert len(signatures_of(database)) == 2
+
+    pipeline = Pipeline(live_server, make_token("symbols", name="ci-release"), tmp_path)
+    for release in (first, second):
+        answer = pipeline.upload(release.debug.read_bytes(), release.build_id)
+        assert answer.status_code == 200, answer.text
+    settle(app)
+
+    assert list(signatures_of(database).values()) == [(function, 2)]
