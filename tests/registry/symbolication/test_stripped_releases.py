@@ -77,6 +77,18 @@ def settle(app: Flask) -> None:
     symbolicator.drain()
 
 
+def reported_without_symbols(app: Flask, database: Database, token: str,
+                             pair: tuple[Release, Release]) -> Any:
+    """Both releases reported to a registry that has none of their symbols: a signature each,
+    named by offsets. The app's test client."""
+    client = app.test_client()
+    for release in pair:
+        assert "+0x" in post(client, token, release)["signature"]["title"]
+    settle(app)
+    assert len(signatures_of(database)) == 2
+    return client
+
+
 def signatures_of(database: Database) -> dict[str, tuple[str | None, int]]:
     """Standing signatures (not merged away) with events: title -> (function, events)."""
     with database.session() as session:
@@ -142,15 +154,9 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
     from registry.app import create_app
 
     settings = with_symbols(settings, tmp_path)  # no debuginfod server: nothing to fetch
-    app = create_app(settings, database)
-    client, token = app.test_client(), make_token("report")
-    first, second = releases[language]
+    token, (first, second) = make_token("report"), releases[language]
     function = LANGUAGES[language][2]
-    post(client, token, first)
-    post(client, token, second)
-    settle(app)
-    before = signatures_of(database)
-    assert len(before) == 2 and all(named is None or "+0x" in named for named, _ in before.values())
+    client = reported_without_symbols(create_app(settings, database), database, token, (first, second))
     with database.session() as session:
         noted = set(session.execute(select(SymbolMiss.build_id, SymbolMiss.report_id)).all())
     assert noted == {(release.build_id, release.report["report_id"]) for release in (first, second)}
@@ -182,13 +188,9 @@ def test_symbols_uploaded_by_another_process_are_picked_up_by_the_scheduler(
     from sync.symbolication.jobs import symbols_arrived
 
     settings = with_symbols(settings, tmp_path)
-    app = create_app(settings, database)
-    client, token = app.test_client(), make_token("report")
     first, second = releases[language]
     function = LANGUAGES[language][2]
-    post(client, token, first)
-    post(client, token, second)
-    settle(app)
+    reported_without_symbols(create_app(settings, database), database, make_token("report"), (first, second))
     assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0}
 
     uploaded = crashreg(settings, "symbols", "upload", str(first.debug), str(second.debug))

@@ -12,7 +12,11 @@ from flask import Flask
 
 from registry.config import DumpStoreSettings, Settings, SymbolSettings
 from registry.db import Database
-from tests.registry.symbolication.test_stripped_releases import post, settle, signatures_of
+from tests.registry.symbolication.test_stripped_releases import (
+    reported_without_symbols,
+    settle,
+    signatures_of,
+)
 from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
 from tests.support.symbols import Pipeline
 
@@ -30,13 +34,9 @@ def test_an_upload_after_the_crashes_moves_their_events_to_the_named_signature(
     language: str, app: Flask, live_server: str, database: Database, make_token: Callable[..., str],
     tmp_path: Path, releases: dict[str, tuple[Release, Release]],  # noqa: F811
 ) -> None:
-    client, token = app.test_client(), make_token("report")
     first, second = releases[language]
     function = LANGUAGES[language][2]
-    post(client, token, first)
-    post(client, token, second)
-    settle(app)
-    assert len(signatures_of(database)) == 2
+    reported_without_symbols(app, database, make_token("report"), (first, second))
 
     pipeline = Pipeline(live_server, make_token("symbols", name="ci-release"), tmp_path)
     for release in (first, second):
