@@ -1,6 +1,7 @@
 """Symbols uploaded through the API by a build pipeline after the crashes: the registry that
-received them moves the events that needed them to the named signature by itself (the
-symbols domain tells it of the arrival), without a rebuild; both databases."""
+received them (no debuginfod server configured) moves the events that needed them to the
+named signature by itself (the symbols domain tells it of the arrival), without a rebuild;
+both databases."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from registry.config import DumpStoreSettings, Settings, SymbolSettings
 from registry.db import Database
 from tests.registry.symbolication.test_stripped_releases import (
     reported_without_symbols,
@@ -19,14 +19,6 @@ from tests.registry.symbolication.test_stripped_releases import (
 )
 from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
 from tests.support.symbols import Pipeline
-
-
-@pytest.fixture
-def settings(db_url: str, tmp_path: Path) -> Settings:
-    """The test's registry with a symbol cache of its own and no debuginfod server."""
-    return Settings(database_url=db_url, public_url="http://crashreg.test",
-                    dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")),
-                    symbols=SymbolSettings(cache_dir=str(tmp_path / "symbols")))
 
 
 @pytest.mark.parametrize("language", ["c++"])
