@@ -74,7 +74,8 @@ def create_app(
     wired = wired or wiring()
     app.extensions["crashreg.collectors"] = [load(collector) for collector in wired.collectors]
     app.extensions[APP_LISTENERS] = wired.signatures
-    app.extensions[APP_ENGINE] = load(wired.engine)
+    engine = load(wired.engine)
+    app.extensions[APP_ENGINE] = load(wired.symbolication)(app, engine) if wired.symbolication else engine
     app.register_blueprint(operations_blueprint)
     for blueprint in wired.blueprints:
         app.register_blueprint(load(blueprint))

@@ -24,12 +24,13 @@ from registry.rca import wiring as rca
 from registry.retention import wiring as retention
 from registry.signatures import wiring as signatures
 from registry.storage import wiring as storage
+from registry.symbolication import wiring as symbolication
 from registry.symbols import wiring as symbols
 
 # In the order their blueprints mount (after operations'); jira before rca: a rebuild's summary
 # names a carried Jira link before carried RCAs.
-DOMAINS = (auth, ingest, inventory, signatures, epidemiology, capture, storage, symbols, jira, rca, retention,
-           pages, grafana)
+DOMAINS = (auth, ingest, inventory, signatures, epidemiology, capture, storage, symbols, symbolication, jira,
+           rca, retention, pages, grafana)
 # The shared records (registry/core) and the outbox are every domain's tables.
 CORE_TABLES = (
     "registry.core.events",

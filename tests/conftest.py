@@ -19,7 +19,7 @@ from werkzeug.serving import make_server
 
 from registry.app import create_app
 from registry.auth.tokens import create_token
-from registry.config import DumpStoreSettings, Settings
+from registry.config import DumpStoreSettings, Settings, SymbolSettings
 from registry.db import Database
 from registry.migrate import upgrade
 from tests.support.databases import (
@@ -83,9 +83,10 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def settings(db_url: str, tmp_path: Path) -> Settings:
-    """The test's registry; its dump store a directory of the test's own."""
+    """The test's registry; its dump store and symbol cache directories of the test's own."""
     return Settings(database_url=db_url, public_url="http://crashreg.test",
-                    dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")))
+                    dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")),
+                    symbols=SymbolSettings(cache_dir=str(tmp_path / "symbols")))
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.reporter.report import report_skeleton
+from registry.fingerprint.demangle import demangle
 
 from .core import CoreHead, Memory, Thread
-from .demangle import demangle
 from .modules import Module, Opener, load_modules
 from .unwind import Frame, ProcessView, unwind
 

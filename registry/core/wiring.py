@@ -86,6 +86,11 @@ class Wiring:
     job_modules: list[str] = field(default_factory=list)
     signatures: SignatureListeners = field(default_factory=SignatureListeners)
     engine: Target = ""  # the signatures domain sets it (registry.signatures.identify:identify)
+    # The step before the engine (registry.symbolication sets it): a target called as
+    # (app, engine) by create_app, giving ingest's engine; and as (settings, database, listeners,
+    # engine) by `crashreg signatures rebuild`, giving the rebuild's.
+    symbolication: Target = ""
+    symbolication_on_demand: Target = ""
 
 
 def app_listeners() -> SignatureListeners:

@@ -6,9 +6,10 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
-from .patterns import CLONE_SUFFIX, SYSCALL_PREFIXES, VOLATILE_TEXT
+from .demangle import function_name
+from .patterns import SYSCALL_PREFIXES, VOLATILE_TEXT
 
 _VOLATILE = tuple((re.compile(pattern), replacement) for pattern, replacement in VOLATILE_TEXT)
 _SPACES = re.compile(r"\s++")
@@ -27,19 +28,19 @@ def canonical_function(name: str, kernel: bool = True) -> str:
     the event page (through the stored explanation) and the kdump sh fallback (held to this by
     tests/agents/test_kdump_sh.py on the golden logs).
 
-    - Compiler clone suffixes go (.isra.N, .constprop.N, .cold, .part.N, .llvm.N, .lto_priv.N):
-      a kernel symbol ends at its first "." (kernel C identifiers have none); a userspace name
-      loses only the known suffixes (C++ operators and Go package paths hold dots).
-    - An Itanium-mangled name (C++, legacy Rust) is demangled to its qualified name.
+    - A userspace name is demangle.function_name's: the qualified name, from a raw symbol or
+      any demangled spelling of it, without parameters or compiler clone suffixes.
+    - A kernel symbol ends at its first "." (kernel C identifiers have none); an Itanium-mangled
+      one (Rust in the kernel) is read by `kernel_symbol`, as the kdump sh's awk port reads it.
     - A kernel syscall is named without its per-architecture wrapper prefix (the shortest name
       one prefix removal gives): __x64_sys_ioctl is sys_ioctl, __do_sys_bpf is bpf.
 
     Cached: a crash storm names the same few dozen functions in every report."""
-    name = name.split(".", 1)[0] if kernel else CLONE_SUFFIX.sub("", name)
-    if name[:2] == "_Z":
-        name = demangle(name)
     if not kernel:
-        return name
+        return function_name(name)
+    name = name.split(".", 1)[0]
+    if name[:2] == "_Z":
+        name = kernel_symbol(name)
     best = name
     for prefix in SYSCALL_PREFIXES:
         if name.startswith(prefix) and len(name) - len(prefix) < len(best):
@@ -51,10 +52,11 @@ _MANGLED_PART = re.compile(r"(\d++)")
 _RUST_HASH = re.compile(r"h[0-9a-f]{16}")
 
 
-def demangle(name: str) -> str:
-    """The function name of an Itanium-mangled symbol (C++ and legacy Rust in the kernel):
-    "_Z8fakeNameiii" is fakeName, "_ZN4core3ptr5write17h0123456789abcdefE" is core::ptr::write.
-    Parameters and Rust's hash suffix are not part of the name; anything else is left as is."""
+def kernel_symbol(name: str) -> str:
+    """The path of an Itanium-mangled kernel symbol (legacy Rust in the kernel): its length-
+    prefixed parts joined by "::", without Rust's hash part, read leniently as the kdump sh's
+    awk port does (a console line may cut a symbol short): "_ZN4core3ptr5write17h0123456789abcdefE"
+    is core::ptr::write. Userspace names go through demangle.function_name."""
     nested = name.startswith("_ZN")
     at, parts = 3 if nested else 2, []
     while at < len(name):
@@ -108,6 +110,8 @@ class ExplainedFrame(TypedDict):
     module: str | None
     decision: str  # guilty | used | skipped
     rule: str | None  # the skip class that skipped it
+    file: NotRequired[str]  # where the debug info puts it (a symbolicated userspace frame)
+    line: NotRequired[int]
 
 
 def frame_decisions(frames: Sequence[tuple[str, str | None]], index: int | None,

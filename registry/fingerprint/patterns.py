@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 5
+ALGORITHM_VERSION = 6
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash
@@ -777,10 +777,6 @@ VOLATILE_TEXT: tuple[tuple[str, str], ...] = (
     (r"(?<=[a-zA-Z_.-])\d++(?!\w)", "N"),  # task names: syz-executor.3, cpu7
 )
 
-# Function-name suffixes compilers add to clones; one function, one name.
-CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|llvm|localalias|specialized)"
-                          r"(?:\.\d++)?+|\.\d++)++$")
-
 # --- userspace ----------------------------------------------------------------------------
 
 # Frames of the runtime rather than the program: signal delivery, abort, assertions,
@@ -798,6 +794,12 @@ USERSPACE_SKIP: tuple[str, ...] = (
     "runtime.dieFromSignal", "runtime.fatalpanic", "runtime.gopanic", "core::panicking::",
     "std::panicking::", "std::rt::lang_start", "std::sys::", "rust_panic", "__rust_start_panic",
     "__rust_begin_short_backtrace", "__rust_end_short_backtrace",
+    # Rust's runtime between a panic and the abort: the panic machinery (std's own symbols are
+    # __rustc:: since 1.90), the abort, and the unwrap/expect failures that start a panic.
+    "__rustc::", "std::process::abort", "core::ops::function::", "core::option::unwrap_failed",
+    "core::option::expect_failed", "core::result::unwrap_failed",
+    r"<?core::option::Option<.*>>?::(?:unwrap|expect)", r"<?core::result::Result<.*>>?::(?:unwrap|expect)",
+    r"<.* as core::ops::function::Fn",  # a closure or fn called through the Fn traits (v0 names)
 )
 
 # Modules of the runtime: a frame in them is never the program's own code, named or not

@@ -32,6 +32,8 @@ MAX_FRAMES = 256  # frames examined; a runaway recursion is still one bug
 MAX_SLOTS = 32
 FRAMES_KEPT = 3
 MAX_NAME = 200
+MAX_SYMBOL = 4096  # what a name is read from (the demangler's bound)
+MAX_PATH = 512
 SI_KERNEL = 0x80  # si_code of a general protection fault: what a misaligned SSE access raises
 
 _SKIP = skip_matcher(USERSPACE_SKIP)
@@ -51,9 +53,13 @@ class UserCrash:
     frames: list[str] = field(default_factory=list)
     named: list[tuple[str, str | None]] = field(default_factory=list)  # every frame read
     guilty: int | None = None  # position of the guilty frame in `named`
+    sources: list[SourceLine | None] = field(default_factory=list)  # of each frame in `named`
 
 
-def _as_int(value: Any) -> int | None:
+SourceLine = tuple[str, int]  # file, line: where the debug info puts a frame
+
+
+def as_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -72,11 +78,19 @@ def _text(value: Any) -> str:
     return value[:MAX_NAME] if isinstance(value, str) else ""
 
 
+def _function(value: Any) -> str:
+    """A frame's function as the engine names it: named from the whole of what was sent (a
+    demangled C++ name runs past MAX_NAME before its parameters), then cut to MAX_NAME."""
+    if not isinstance(value, str):
+        return ""
+    return canonical_function(value[:MAX_SYMBOL].strip(), kernel=False)[:MAX_NAME]
+
+
 def _register(registers: Any, names: tuple[str, ...]) -> tuple[str, int] | None:
     if not isinstance(registers, dict):
         return None
     for name in names:
-        value = _as_int(registers.get(name))
+        value = as_int(registers.get(name))
         if value is not None:
             return name, value
     return None
@@ -117,10 +131,10 @@ def _slots(raw: Any) -> dict[int, Slot]:
     for item in raw[:MAX_SLOTS] if isinstance(raw, list) else ():
         if not isinstance(item, dict):
             continue
-        offset, value = _as_int(item.get("offset")), _as_int(item.get("value"))
+        offset, value = as_int(item.get("offset")), as_int(item.get("value"))
         if offset is None or value is None:
             continue
-        function = canonical_function(_text(item.get("function")).strip(), kernel=False) or None
+        function = _function(item.get("function")) or None
         module = _text(item.get("module")).rsplit("/", 1)[-1] or None
         slots[offset] = Slot(offset, value, function, module, item.get("call") is True)
     return slots
@@ -146,11 +160,11 @@ def read_evidence(stack: dict[str, Any]) -> Evidence | None:
     perms = raw.get("pc_perms")
     return Evidence(
         pc=ip[1] if ip else None, sp=sp[1] if sp else None, sp_register=sp[0] if sp else None,
-        si_code=_as_int(raw.get("si_code")),
+        si_code=as_int(raw.get("si_code")),
         pc_perms=perms[:8] if isinstance(perms, str) else None,
         pc_bytes=_bytes(raw.get("pc_bytes")),
         pc_entry=raw.get("pc_entry") if isinstance(raw.get("pc_entry"), bool) else None,
-        cfa=_as_int(raw.get("cfa")), slots=_slots(raw.get("slots")),
+        cfa=as_int(raw.get("cfa")), slots=_slots(raw.get("slots")),
         frame_modules=(modules[0], modules[1]))
 
 
@@ -166,14 +180,26 @@ def _popped(evidence: Evidence) -> int | None:
 def returned_to_null(evidence: Evidence) -> bool:
     """pc 0, reached by a `ret` that popped 0. A call through a NULL pointer also lands on 0,
     but leaves its return address on top of the stack instead."""
+    return evidence.pc == 0 and _popped(evidence) == 0 and not called_through_a_pointer(evidence)
+
+
+def called_through_a_pointer(evidence: Evidence) -> bool:
+    """The pc was reached by a `call` (through a garbage function pointer: the caller's bug),
+    not by a `ret`: the top of the stack holds the return address the call pushed, into the
+    caller, and nothing below it names another function. After a bad `ret`, the slots below
+    name the function that returned (its own calls' return addresses), which is not the one
+    the top slot returns into (its caller's, when the frame was unbalanced)."""
     top = evidence.slot(0)
-    return evidence.pc == 0 and _popped(evidence) == 0 and not (top and top.call)
+    if not (top and top.call):
+        return False
+    returned = returning_function(evidence)
+    return returned is None or returned == (top.function, top.module)
 
 
 def returned_to_non_code(evidence: Evidence) -> bool:
     """pc in memory that is not executable (or not mapped), reached by a `ret` that popped it."""
     return (bool(evidence.pc) and evidence.pc_perms is not None and "x" not in evidence.pc_perms
-            and _popped(evidence) == evidence.pc)
+            and _popped(evidence) == evidence.pc and not called_through_a_pointer(evidence))
 
 
 # SSE/AVX moves that fault on a misaligned memory operand (movaps/movapd, movdqa, movntdq,
@@ -255,38 +281,60 @@ def frame_name(frame: Any) -> tuple[str, str | None] | None:
     if not isinstance(frame, dict):
         return None
     module = _text(frame.get("module")).rsplit("/", 1)[-1] or None
-    function = _text(frame.get("function")).strip()
+    function = _function(frame.get("function"))
     if function and function != "??":
-        return canonical_function(function, kernel=False), module
+        return function, module
     offset = _text(frame.get("offset"))
     if module and offset:
         return f"{module}+{offset.lower()}", module
     return None
 
 
+def _source_line(frame: Any) -> SourceLine | None:
+    """The file and line a symbolicated frame carries (registry/symbolication), if any."""
+    if not isinstance(frame, dict) or not isinstance(frame.get("file"), str):
+        return None
+    line = as_int(frame.get("line"))
+    return (frame["file"][:MAX_PATH], line) if line is not None and line > 0 else None
+
+
+def runtime_module(module: str | None) -> bool:
+    """A module of the runtime (the C library, the C++ runtime, the loader), by file name."""
+    return isinstance(module, str) and bool(_SKIP_MODULE.search(module.rsplit("/", 1)[-1]))
+
+
 def runtime_frame(name: tuple[str, str | None]) -> bool:
     """A frame of the runtime, not of the program: by function (signal delivery, abort,
-    unwinding, thread start) or by module (the C library, the C++ runtime, the loader)."""
+    unwinding, thread start) or by module."""
     function, module = name
-    return bool(_SKIP.match(function)) or bool(module and _SKIP_MODULE.search(module))
+    return bool(_SKIP.match(function)) or runtime_module(module)
 
 
 def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | None]:
     """The frames read, each guilty, used (real code) or skipped as runtime machinery."""
     decisions, guilty = frame_decisions(crash.named, crash.guilty, _RULES, None)
-    for decision in decisions:
+    first = crash.guilty - guilty if crash.guilty is not None and guilty is not None else 0
+    for at, decision in enumerate(decisions, first):
         if decision["decision"] == "used" and runtime_frame((decision["function"], decision["module"])):
             decision["decision"], decision["rule"] = "skipped", "userspace-runtime"
+        source = crash.sources[at] if at < len(crash.sources) else None
+        if source is not None:
+            decision["file"], decision["line"] = source
     return decisions, guilty
 
 
 def _after_signal_delivery(frames: list[Any]) -> int | None:
-    """How many named frames follow the first signal trampoline (None: no trampoline, or no
-    program code after it). A fault the program's own handler caught and then died of (abort,
-    _exit) is the interrupted code's bug: the handler is crash-reporting machinery."""
+    """How many named frames follow the first signal trampoline, when the code the signal
+    interrupted is guilty (None: it is not). A fault the program's own handler caught and then
+    died of (abort, raise) is the interrupted code's bug: the handler is crash-reporting
+    machinery, and the crash's innermost frame is the runtime's. A handler that faults in its
+    own code is the handler's bug."""
     at = next((i for i, frame in enumerate(frames)
                if isinstance(frame, dict) and frame.get("signal_frame") is True), None)
     if at is None:
+        return None
+    handler = [name for name in map(frame_name, frames[:at]) if name is not None]
+    if handler and not runtime_frame(handler[0]):
         return None
     after = [name for name in map(frame_name, frames[at + 1:]) if name is not None]
     return len(after) if any(not runtime_frame(name) for name in after) else None
@@ -304,16 +352,17 @@ def parse_stack(stack: Any) -> UserCrash | None:
     crash.labels = failure_labels(evidence)
     if signal in SIGNAL_LABELS:
         crash.labels.append(SIGNAL_LABELS[signal])
-    named = [name for name in map(frame_name, frames) if name is not None]
+    read = [(name, _source_line(frame)) for frame in frames if (name := frame_name(frame)) is not None]
     interrupted = _after_signal_delivery(frames)
     if evidence is not None and any(label in BAD_RETURNS for label in crash.labels):
         # Frame 0 is the bad pc (0, or data): the guilty frame is the function that returned.
-        if named and frames and isinstance(frames[0], dict) and frame_name(frames[0]) == named[0]:
-            named = named[1:]
+        if read and frames and isinstance(frames[0], dict) and frame_name(frames[0]) == read[0][0]:
+            read = read[1:]
         returned = returning_function(evidence)
         if returned is not None:
-            named = [returned, *named]
-    crash.named = named
+            read = [(returned, None), *read]
+    named = crash.named = [name for name, _ in read]
+    crash.sources = [source for _, source in read]
     first = len(named) - interrupted if interrupted is not None and interrupted < len(named) else 0
     crash.guilty = next((i for i, name in enumerate(named) if i >= first and not runtime_frame(name)),
                         None)

@@ -55,6 +55,9 @@ class ExplainedFrameSchema(Schema):
     module = fields.String(allow_none=True)
     decision = fields.String(metadata={"enum": ["guilty", "used", "skipped"]})
     rule = fields.String(allow_none=True, metadata={"description": "the skip class that skipped it"})
+    file = fields.String(metadata={"description": "the source file the debug info puts it in (a userspace "
+                                                  "frame symbolicated by the registry)"})
+    line = fields.Integer(metadata={"description": "its line in that file"})
 
 
 class ExplanationSchema(Schema):
@@ -68,6 +71,9 @@ class ExplanationSchema(Schema):
     frames = fields.List(fields.Nested(ExplainedFrameSchema))
     guilty = fields.Integer(allow_none=True, metadata={"description": "index of the guilty frame in frames"})
     flags = fields.List(fields.String(), metadata={"description": "corrupted, interleaved, truncated"})
+    unsymbolicated = fields.List(fields.String(), metadata={
+        "description": "build-ids of the stack's modules the registry had no symbols for when it "
+                       "fingerprinted it: symbolicated again when they arrive"})
 
 
 class LabelProofSchema(Schema):

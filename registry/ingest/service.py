@@ -69,6 +69,7 @@ from registry.signatures.service import (
     seen_at,
     summary,
 )
+from registry.symbolication.misses import committed, note_misses, unsymbolicated
 
 log = logging.getLogger("crashreg.ingest")
 # Socorro's rule: the engine never fails a report. One engine bug must not become a 500 that
@@ -195,15 +196,21 @@ def ingest_report(
     engine: Engine = identify,
 ) -> IngestResult:
     incoming = IncomingReport(report, raw, payload_digest(raw), *fingerprinted(engine, report))
+    missing = unsymbolicated(incoming.crash)
+    if missing:  # before the report's transaction: an acknowledged report never lacks its note
+        note_misses(db, incoming.report_id, missing)
     try:
-        return stored_or_replayed(db, settings, incoming, caller)
+        result = stored_or_replayed(db, settings, incoming, caller)
     except DBAPIError as error:
         if not error.connection_invalidated:
             raise
         # The pooled connection died with its server (a restart, a failover; registry.db pings
         # only idle ones) and the pool has dropped the rest: nothing of this transaction was
         # stored, or if its commit got through, the report_id makes the second try a replay.
-        return stored_or_replayed(db, settings, incoming, caller)
+        result = stored_or_replayed(db, settings, incoming, caller)
+    if missing:
+        committed(db, missing)
+    return result
 
 
 def fingerprinted(engine: Engine, report: dict[str, Any]) -> tuple[CrashSignature | None, str | None]:

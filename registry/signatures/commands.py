@@ -9,7 +9,7 @@ from typing import Any, NotRequired, TypedDict
 import click
 
 from registry.cli_support import CliContext, pass_cli
-from registry.core.wiring import cli_wiring
+from registry.core.wiring import cli_wiring, load
 from registry.fingerprint import CrashSignature, ExplanationRecord, analyse_report
 from registry.signatures.explanation import explanation_lines
 from registry.signatures.rebuild import event_count, rebuild
@@ -88,12 +88,17 @@ def signatures() -> None:
 @click.option("--dry-run", is_flag=True, help="show what would change, change nothing")
 @pass_cli
 def rebuild_command(cli: CliContext, dry_run: bool) -> None:
-    """Re-fingerprint all history from the stored raw reports with the current engine."""
+    """Re-fingerprint all history from the stored raw reports with the current engine, userspace
+    stacks symbolicated with every symbol the registry's sources can give."""
     database = cli.database()
     with database.session() as session:
         total = event_count(session)
+    wired = cli_wiring()
+    engine = load(wired.engine)
+    if wired.symbolication_on_demand:  # symbols the sources have, waited for
+        engine = load(wired.symbolication_on_demand)(cli.settings, database, wired.signatures, engine)
     with click.progressbar(length=total, label="re-fingerprinting events", file=None) as bar:
-        summary = rebuild(database, cli_wiring().signatures, bar.update, dry_run)
+        summary = rebuild(database, wired.signatures, bar.update, dry_run, engine)
     for line in summary.lines():
         click.echo(line)
     if dry_run:

@@ -35,12 +35,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import Select, func, select, text, update
 from sqlalchemy.orm import Session
 
 from registry.core.events import Event, Report
 from registry.core.signatures import Signature, SignatureAlias
-from registry.core.wiring import SignatureListeners
+from registry.core.wiring import Engine, SignatureListeners
 from registry.db import Database
 from registry.fingerprint import CrashSignature
 from registry.signatures.dialect import dialect_of
@@ -82,11 +82,13 @@ class RebuildSummary:
 
 
 def _reports_by_event(
-    session: Session, after_event: int, events: int | None = None
+    session: Session, after_event: int, events: int | None = None, events_of: Select | None = None
 ) -> Iterator[tuple[int, list[tuple[str | None, dict]]]]:
     """The raw reports, in arrival order, of the events after `after_event` (of the next
-    `events` of them if given), streamed."""
+    `events` of them if given; only those `events_of` selects if given), streamed."""
     later = select(Event.id).where(Event.id > after_event).order_by(Event.id)
+    if events_of is not None:
+        later = later.where(Event.id.in_(events_of))
     if events is not None:
         later = later.limit(events)
     rows = session.execute(
@@ -109,10 +111,10 @@ class EngineFailed(Exception):
     """The engine raised on one of the event's reports: it stays unfingerprinted."""
 
 
-def _crash(reports: list[tuple[str | None, dict]]) -> CrashSignature | None:
+def _crash(reports: list[tuple[str | None, dict]], engine: Engine) -> CrashSignature | None:
     for console_log, payload in reports:
         try:
-            crash = identify(console_log, payload.get("stack"))
+            crash = engine(console_log, payload.get("stack"))
         except Exception as error:
             raise EngineFailed(f"{type(error).__name__}: {error}") from error
         if crash is not None:
@@ -124,10 +126,13 @@ class Rebuild:
     """One rebuild, in steps: fingerprint in short transactions (no lock held), then in the
     applying transaction: hold, catch up, read placement, apply."""
 
-    def __init__(self, summary: RebuildSummary, listeners: SignatureListeners, dry_run: bool = False) -> None:
+    def __init__(self, summary: RebuildSummary, listeners: SignatureListeners, dry_run: bool = False,
+                 engine: Engine = identify, events_of: Select | None = None) -> None:
         self.summary = summary
         self.listeners = listeners
         self.dry_run = dry_run
+        self.engine = engine
+        self.events_of = events_of
         self.session: Session
         self.crashes: dict[str, CrashSignature] = {}
         self.new_fp: dict[int, str] = {}  # event id -> new fingerprint
@@ -151,12 +156,12 @@ class Rebuild:
         read = 0
         explained: dict[int, dict] = {}
         no_crash: list[int] = []
-        for event_id, reports in _reports_by_event(session, self.last_event, events):
+        for event_id, reports in _reports_by_event(session, self.last_event, events, self.events_of):
             read += 1
             self.summary.events += 1
             self.last_event = max(self.last_event, event_id)
             try:
-                crash = _crash(reports)
+                crash = _crash(reports, self.engine)
             except EngineFailed:
                 self.summary.engine_failed += 1
                 progress(1)
@@ -360,11 +365,15 @@ def rebuild(
     listeners: SignatureListeners,
     progress: Callable[[int], None] = lambda _: None,
     dry_run: bool = False,
+    engine: Engine = identify,
+    events_of: Select | None = None,
 ) -> RebuildSummary:
-    """Re-fingerprint every event; the changes commit together (or not at all: dry_run). The
-    listeners carry other domains' rows (captures, Jira links, RCAs) in the same transaction."""
+    """Re-fingerprint every event (those `events_of` selects, if given: the events whose
+    symbols arrived) with `engine` (the wired one: symbolicating first); the changes commit
+    together (or not at all: dry_run). The listeners carry other domains' rows (captures, Jira
+    links, RCAs) in the same transaction."""
     summary = RebuildSummary()
-    job = Rebuild(summary, listeners, dry_run)
+    job = Rebuild(summary, listeners, dry_run, engine, events_of)
     while True:  # a transaction per chunk: on SQLite a transaction holds the write lock
         with database.session() as session:
             if not job.fingerprint_history(session, progress, CHUNK):

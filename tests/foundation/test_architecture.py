@@ -38,6 +38,7 @@ PURE = [
     "registry/capture/policy.py",
     "registry/storage/parts.py",
     "registry/symbols/elf.py",
+    "registry/symbolication/stack.py",
     "registry/symbols/misses.py",
     "registry/rca/checks.py",
     "registry/retention/policy.py",
@@ -194,7 +195,7 @@ PLATFORM = frozenset({
 APPLICATION = frozenset({"__main__", "app", "cli", "demo", "domains", "models", "wsgi"})
 DOMAINS = frozenset({
     "auth", "capture", "core", "epidemiology", "fingerprint", "grafana", "ingest", "inventory",
-    "jira", "pages", "rca", "retention", "signatures", "storage", "symbols",
+    "jira", "pages", "rca", "retention", "signatures", "storage", "symbols", "symbolication",
 })
 # domain -> the domains it imports (the platform: always). core holds the records every domain
 # shares; cross-domain writes go through listeners the wiring gives (registry/core/wiring.py).
@@ -211,16 +212,17 @@ ALLOWED: dict[str, frozenset[str]] = {
     "jira": frozenset({"core", "auth"}),
     "epidemiology": frozenset({"core", "signatures", "auth"}),
     "rca": frozenset({"core", "signatures", "capture", "storage", "epidemiology", "jira", "auth"}),
-    "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "storage", "auth"}),
+    "ingest": frozenset({"core", "fingerprint", "signatures", "capture", "storage", "symbolication", "auth"}),
     "storage": frozenset({"core", "capture", "auth"}),
     "symbols": frozenset({"core", "storage", "auth"}),
+    "symbolication": frozenset({"core", "fingerprint", "signatures", "symbols"}),
     "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "symbols", "auth"}),
     "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "retention",
                         "ingest", "storage", "auth"}),
     "application": DOMAINS - {"fingerprint"},
     "dashboards": frozenset(),
     "sync": frozenset({"application", "dashboards", "core", "signatures", "capture", "epidemiology", "rca",
-                       "jira", "grafana", "retention", "storage"}),
+                       "jira", "grafana", "retention", "storage", "symbolication"}),
 }
 
 

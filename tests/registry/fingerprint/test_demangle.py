@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from agents.coredump.demangle import demangle
+from registry.fingerprint.demangle import demangle
 from tests.support.cores import CPP_MODE, Crash
 
 # Real symbols: rustc 1.x, a crate `r` with `mod engine { struct Ring<T> ... fn first }` and a

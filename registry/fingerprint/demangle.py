@@ -1,21 +1,30 @@
-"""Readable names for C++ (Itanium C++ ABI mangling, as c++filt prints them) and Rust (legacy
-`_ZN..17h<hash>E` with the hash dropped, and v0 `_R`) symbols.
+"""One name for one symbol, wherever it is read: a JSON stack's frames, a core read on the
+host (the core reader imports this module), a core or a debug file read by the registry.
 
-What is not understood falls back to the raw symbol: a wrong name is worse than a mangled one.
-Compiler clone suffixes (`.cold`, `.isra.0`, `.constprop.1`) are dropped: one function, one name.
+`demangle` gives readable names for C++ (Itanium C++ ABI mangling, as c++filt prints them) and
+Rust (legacy `_ZN..17h<hash>E` with the hash dropped, and v0 `_R`) symbols. What is not
+understood falls back to the raw symbol: a wrong name is worse than a mangled one. Compiler
+clone suffixes (`.cold`, `.isra.0`, `.constprop.1`, `.clone.3`) are dropped: one function, one
+name.
+
+`function_name` is what a fingerprint keys on: the qualified name alone (no return type,
+parameters, cv- or ref-qualifiers, clone suffix or Rust hash). It reads a raw symbol and any
+demangled spelling of it (this module's, c++filt's, gdb's) to the same name: overloads of one
+function are one frame, as a console or a stripped report without types would name them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TypeVar
 
 MAX_SYMBOL = 4096
 MAX_DEPTH = 64
 T = TypeVar("T")
 CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|llvm|localalias|clone|specialized)"
-                          r"(?:\.\d+)?|\.\d+)+$")
+                          r"(?:\.\d++)?+|\.\d++)++$")
 
 
 class Unsupported(ValueError):
@@ -38,9 +47,10 @@ class Parser:
             self.depth -= 1
 
 
+@lru_cache(maxsize=8192)
 def demangle(symbol: str) -> str:
     """The readable name of `symbol`, or `symbol` itself (without clone suffixes) when it is
-    not a mangled name this module reads."""
+    not a mangled name this module reads. Cached: a crash storm names the same few symbols."""
     name = CLONE_SUFFIX.sub("", symbol)
     if len(name) > MAX_SYMBOL:
         return name
@@ -53,6 +63,67 @@ def demangle(symbol: str) -> str:
     except (Unsupported, IndexError, ValueError, RecursionError):
         return name
     return name
+
+
+# --- the name a fingerprint keys on -------------------------------------------------------
+
+# What c++filt and gdb print after a function's parameters.
+TRAILING_QUALIFIERS = re.compile(r"(?:\s*+(?:const|volatile|restrict|&&|&|noexcept|\[clone [^\]]*+\]))++$")
+OPERATOR_SYMBOL = re.compile(r"operator(?:\(\)|\[\]|->\*?|\"\"\s*+\w++|[<>=!+\-*/%^&|~,]++)")
+OPENING, CLOSING = "<([{", ">)]}"
+# What c++filt adds to a Rust name: a v0 crate's hash (core[c1f1a4ba060b9bfa]), a legacy hash part.
+RUST_CRATE_HASH = re.compile(r"(?<=\w)\[[0-9a-f]{16}\]|::h[0-9a-f]{16}$")
+
+
+def function_name(name: str) -> str:
+    """The qualified function name of a symbol or of a demangled name: `_ZNK3Foo3getEv`,
+    `Foo::get() const` and `Foo::get() const [clone .cold]` are all `Foo::get`; `int
+    twice<int>(int)` is `twice<int>`; `_ZN1r4main17h0123456789abcdefE` is `r::main`."""
+    name = CLONE_SUFFIX.sub("", name.strip())
+    if name[:2] in ("_Z", "_R"):
+        name = demangle(name)
+    name = RUST_CRATE_HASH.sub("", name)
+    if name.startswith(SPECIAL_LABELS):
+        return name
+    name = TRAILING_QUALIFIERS.sub("", name)
+    if name.endswith(")"):
+        opened = _opening_parenthesis(name)
+        if opened > 0:
+            name = TRAILING_QUALIFIERS.sub("", name[:opened])
+    return name[_after_return_type(name):]
+
+
+def _opening_parenthesis(name: str) -> int:
+    """Where the parameter list that closes `name` opens (-1: unbalanced)."""
+    depth = 0
+    for at in range(len(name) - 1, -1, -1):
+        if name[at] == ")":
+            depth += 1
+        elif name[at] == "(":
+            depth -= 1
+            if depth == 0:
+                return at
+    return -1
+
+
+def _after_return_type(name: str) -> int:
+    """Where the name starts after a template function's return type: past the last space
+    outside brackets that is not part of an operator's name (`operator new`, `operator int`)."""
+    depth, start, at, operator_end = 0, 0, 0, -1
+    while at < len(name):
+        operator = OPERATOR_SYMBOL.match(name, at) if name.startswith("operator", at) else None
+        if operator is not None and (at == 0 or not (name[at - 1].isalnum() or name[at - 1] == "_")):
+            at = operator_end = operator.end()
+            continue
+        char = name[at]
+        if char in OPENING:
+            depth += 1
+        elif char in CLOSING:
+            depth = max(depth - 1, 0)
+        elif char == " " and depth == 0 and at != operator_end and not name.endswith("operator", 0, at):
+            start = at + 1
+        at += 1
+    return start
 
 
 # --- C++ (Itanium C++ ABI, section 5.1) ---------------------------------------------------
@@ -85,6 +156,7 @@ STD_SUBSTITUTIONS = {
     "Sd": "std::basic_iostream<char, std::char_traits<char> >",
 }
 SPECIAL_NAMES = {"TV": "vtable for ", "TT": "VTT for ", "TI": "typeinfo for ", "TS": "typeinfo name for "}
+SPECIAL_LABELS = (*SPECIAL_NAMES.values(), "guard variable for ")
 INTEGER_LITERALS = {"i": "", "j": "u", "l": "l", "m": "ul", "x": "ll", "y": "ull"}
 
 # A type: ("name", text) | ("pointer", inner, "*"|"&"|"&&"|" const"...) | ("function", ret, params, quals)
@@ -126,6 +198,11 @@ def base_name(qualified: str) -> str:
         elif char == ":" and depth == 0 and qualified[at + 1:at + 2] == ":":
             start, end = at + 2, len(qualified)
     return qualified[start:end].split("[abi:", 1)[0]
+
+
+def after_operator(name: str) -> str:
+    """A name before its template arguments: `operator<< <T>` keeps its space, as c++filt does."""
+    return name + " " if name.endswith("<") else name
 
 
 def close_template(args: list[str]) -> str:
@@ -223,7 +300,7 @@ class Itanium(Parser):
             prefix = part
         if self.peek() == "I":
             self.substitutions.append(("name", prefix))
-            return prefix + self.template_arguments(), True, "", kind
+            return after_operator(prefix) + self.template_arguments(), True, "", kind
         return prefix, False, "", kind
 
     def cv_qualifiers(self) -> str:
@@ -246,7 +323,7 @@ class Itanium(Parser):
             if self.peek() == "I":
                 if not parts:
                     raise Unsupported("template arguments without a name")
-                parts[-1] += self.template_arguments()
+                parts[-1] = after_operator(parts[-1]) + self.template_arguments()
                 is_template = True
             elif self.peek() == "S" and self.peek(2) != "St":
                 node = self.substitution()
@@ -621,8 +698,8 @@ class RustV0(Parser):
             parent = self.path(value)
             disambiguator = self.disambiguator() if self.peek() == "s" else 0
             name = self.identifier() if self.peek() != "" else ""
-            if namespace in RUST_NAMESPACES:
-                label = RUST_NAMESPACES[namespace]
+            if namespace.isupper():  # a special namespace: closure, shim, or one rustc adds
+                label = RUST_NAMESPACES.get(namespace, namespace)
                 return f"{parent}::{{{label}{':' + name if name else ''}#{disambiguator}}}"
             return f"{parent}::{name}"
         if tag == "M":
@@ -700,6 +777,48 @@ class RustV0(Parser):
         if tag == "B":
             self.at += 1
             return self.backref(self.type)
-        if tag in ("F", "D"):
-            raise Unsupported("rust fn/dyn type")
+        if tag == "F":
+            self.at += 1
+            return self.fn_type()
+        if tag == "D":
+            self.at += 1
+            return self.dyn_type()
         return self.path()
+
+    def binder(self) -> None:
+        """`for<'a>` lifetimes: counted, not printed (a name's identity does not hold them)."""
+        if self.take("G"):
+            self.base62()
+
+    def fn_type(self) -> str:
+        self.binder()
+        unsafe = "unsafe " if self.take("U") else ""
+        abi = ""
+        if self.take("K"):
+            abi = 'extern "C" ' if self.take("C") else f'extern "{self.identifier().replace("_", "-")}" '
+        params = []
+        while not self.take("E"):
+            params.append(self.type())
+        returned = self.type()
+        return f"{unsafe}{abi}fn({', '.join(params)})" + ("" if returned == "()" else f" -> {returned}")
+
+    def dyn_type(self) -> str:
+        self.binder()
+        traits = []
+        while not self.take("E"):
+            trait = self.path()
+            bindings = []
+            while self.take("p"):
+                name = self.identifier()
+                bindings.append(f"{name} = {self.type()}")
+            if bindings:
+                joined = ", ".join(bindings)
+                trait = f"{trait[:-1]}, {joined}>" if trait.endswith(">") else f"{trait}<{joined}>"
+            traits.append(trait)
+        self.expect_lifetime()
+        return "dyn " + " + ".join(traits)
+
+    def expect_lifetime(self) -> None:
+        if not self.take("L"):
+            raise Unsupported("rust dyn lifetime")
+        self.base62()

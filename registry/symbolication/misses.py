@@ -1,0 +1,41 @@
+"""The build-ids a report lacked symbols for: in its signature's explanation, and noted by
+report (SymbolMiss) for the re-run when they arrive."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from registry.db import Database
+from registry.upsert import insert_ignore
+
+from .models import SymbolMiss
+
+UNSYMBOLICATED = "unsymbolicated"  # the explanation's list of build-ids that lacked symbols
+# The process's Symbolicator of each database: what to tell once a report that missed symbols is
+# committed (service.Symbolicator.recheck).
+RECHECKS: weakref.WeakKeyDictionary[Database, Callable[[list[str]], None]] = weakref.WeakKeyDictionary()
+
+
+def unsymbolicated(crash: Any) -> list[str]:
+    """The build-ids a crash signature's stack lacked symbols for."""
+    explanation = getattr(crash, "explanation", None) or {}
+    missing = explanation.get(UNSYMBOLICATED) if isinstance(explanation, dict) else None
+    return [b for b in missing if isinstance(b, str)] if isinstance(missing, list) else []
+
+
+def note_misses(database: Database, report_id: str, build_ids: list[str]) -> None:
+    """Note, in a transaction of its own, the build-ids a report lacked symbols for."""
+    with database.session() as session:
+        for build_id in build_ids:
+            insert_ignore(session, SymbolMiss, {"build_id": build_id, "report_id": report_id},
+                          ["build_id", "report_id"])
+
+
+def committed(database: Database, build_ids: list[str]) -> None:
+    """A report that missed these build-ids is committed: the Symbolicator runs again those
+    whose symbols arrived while it was in flight."""
+    recheck = RECHECKS.get(database)
+    if recheck is not None:
+        recheck(build_ids)

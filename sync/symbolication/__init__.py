@@ -1,0 +1,1 @@
+"""Symbols that arrived in another process, picked up by the scheduler."""

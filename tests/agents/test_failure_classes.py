@@ -1,0 +1,92 @@
+"""Failure classes from real cores (issue 40, item 5), read by the core reader and labelled by
+the engine: programs of tests/support/data/cores/classes.{c,rs} built here (gcc -O0 and -O2,
+rustc with panic=abort) and crashed in directories of the test's own.
+
+- A call through a garbage function pointer (unmapped, or data) is not a bad return: the
+  caller is guilty, no corruption label.
+- A signal handler that faults in its own code is guilty (not the code the signal interrupted);
+  one that catches a fault and aborts blames the interrupted code (crashy.c's `handler` in
+  test_coredump.py).
+- Rust's runtime between a panic and the abort is never guilty: the program's function is.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import replace
+
+import pytest
+
+from agents.coredump import core_file_report
+from registry.fingerprint import analyse_stack
+from registry.fingerprint.userspace import Evidence, called_through_a_pointer, read_evidence
+from tests.support import DATA
+from tests.support.cores import core_pattern_problem, crash
+from tests.support.releases import RUSTC
+
+SOURCES = DATA / "cores"
+# (program, argument) -> (labels, guilty function, the frame after it)
+EXPECTED = {
+    ("classes", "garbage-call"): (["segfault"], "dispatch", "main"),
+    ("classes", "data-call"): (["segfault"], "dispatch", "main"),
+    ("classes", "handler-bug"): (["segfault"], "on_reload", "serve_requests"),
+    ("classes-O2", "garbage-call"): (["segfault"], "dispatch", "main"),
+    ("classes-O2", "data-call"): (["segfault"], "dispatch", "main"),
+    ("classes-O2", "handler-bug"): (["segfault"], "on_reload", "main"),  # serve_requests tail-calls raise
+    ("classes-rs", "option-unwrap"): (["abort"], "classes::pick_worker", "classes::main"),
+    ("classes-rs", "result-unwrap"): (["abort"], "classes::parse_port", "classes::main"),
+    ("classes-rs", "index"): (["abort"], "classes::read_slot", "classes::main"),
+    ("classes-rs", "abort"): (["abort"], "classes::give_up", "classes::main"),
+}
+
+
+@pytest.fixture(scope="module")
+def class_cores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], dict]:
+    """(program, argument) -> the core reader's report of its real core."""
+    problem = core_pattern_problem()
+    if problem:
+        pytest.skip(problem)
+    if not RUSTC.exists():
+        pytest.skip("rustc is not installed")
+    root = tmp_path_factory.mktemp("classes")
+    builds = {
+        "classes": ["gcc", "-g", "-O0", "-fno-omit-frame-pointer", str(SOURCES / "classes.c")],
+        "classes-O2": ["gcc", "-g", "-O2", str(SOURCES / "classes.c")],
+        "classes-rs": [str(RUSTC), "-g", "-C", "panic=abort", str(SOURCES / "classes.rs")],
+    }
+    for name, command in builds.items():
+        subprocess.run([*command, "-o", str(root / name)], check=True, capture_output=True, timeout=300)
+    return {(program, argument): core_file_report(str(crash(root / program, argument,
+                                                              root / f"{program}-{argument}")), "app-3")
+            for program, argument in EXPECTED}
+
+
+@pytest.mark.parametrize(("program", "argument"), list(EXPECTED))
+def test_each_class_keeps_its_labels_exact_and_its_guilty_frame_the_programs_own(
+        class_cores: dict[tuple[str, str], dict], program: str, argument: str) -> None:
+    labels, function, caller = EXPECTED[program, argument]
+    signature = analyse_stack(class_cores[program, argument]["stack"])
+    assert signature is not None
+    assert (signature.labels, signature.function, signature.module) == (labels, function, program)
+    assert signature.frames[:2] == [f"{function} [{program}]", f"{caller} [{program}]"]
+
+
+def test_a_garbage_call_is_not_a_bad_return_even_when_the_popped_slot_holds_the_pc(
+        class_cores: dict[tuple[str, str], dict]) -> None:
+    """What separates a call from a `ret` is the top slot (the return address the call pushed,
+    into the caller) and what the slots below name, not the chance value below %rsp: the real
+    core's stack with the slot under %rsp set to the pc stays a call; crashy.c's unbalanced
+    return (its own calls' addresses below, the caller's on top) stays a bad return."""
+    stack = class_cores["classes", "data-call"]["stack"]
+    evidence = read_evidence(stack)
+    assert isinstance(evidence, Evidence) and evidence.pc_perms == "rw-p"
+    assert called_through_a_pointer(evidence)
+    pc = stack["registers"]["rip"]
+    slots = [slot | {"value": pc} if slot["offset"] == -8 else slot for slot in stack["evidence"]["slots"]]
+    coincidence = analyse_stack(stack | {"evidence": stack["evidence"] | {"slots": slots}})
+    assert coincidence is not None
+    assert (coincidence.labels, coincidence.function) == (["segfault"], "dispatch")
+    own_call = replace(evidence.slots[0], offset=-16, function="unbalanced")
+    returned = replace(evidence, slots={**evidence.slots, -16: own_call})
+    assert not called_through_a_pointer(returned)
+

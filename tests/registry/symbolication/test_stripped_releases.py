@@ -1,0 +1,204 @@
+"""The judged scenario of issue 40: one bug, two stripped releases (the second moves every
+offset), C, C++ and Rust, crashed for real and read by the core reader as a host would.
+
+- With a real debuginfod in CRASHREG_DEBUGINFOD_URLS: both releases end in ONE signature named
+  by the function, with file:line in the event's frames; the next crash lands there at once.
+- Reported before any symbols exist: one signature per release, named by offsets; then the
+  debug files are uploaded (`crashreg symbols upload`) and `crashreg signatures rebuild` runs:
+  the events end in one named signature, counted once, the old fingerprints aliased to it.
+Both databases."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from sqlalchemy import func, select
+
+from registry.config import Settings, SymbolSettings
+from registry.core.events import Event
+from registry.core.signatures import Signature
+from registry.db import Database
+from registry.symbolication.models import SymbolMiss
+from registry.symbolication.service import APP_SYMBOLICATOR, Symbolicator
+from registry.symbols.api import SOURCES
+from tests.support.http import auth
+from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
+from tests.support.symbols import Debuginfod, start_debuginfod
+
+LANGUAGE_IDS = list(LANGUAGES)
+
+
+@pytest.fixture(scope="module")
+def release_debuginfod(releases: dict[str, tuple[Release, Release]],  # noqa: F811
+                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[Debuginfod]:
+    """elfutils' debuginfod serving every release's debug file (as a distribution's would)."""
+    if shutil.which("debuginfod") is None:
+        pytest.skip("elfutils' debuginfod is not installed (scripts/test-services.sh installs it)")
+    served = tmp_path_factory.mktemp("release-debuginfod") / "files"
+    served.mkdir()
+    for pair in releases.values():
+        for release in pair:
+            shutil.copy(release.debug, served / f"{release.language}-{release.number}.debug")
+    server = start_debuginfod(served, [r.build_id for pair in releases.values() for r in pair],
+                              served.parent / "debuginfod.log")
+    yield server
+    server.process.terminate()
+    server.process.wait(timeout=30)
+
+
+def with_symbols(settings: Settings, tmp_path: Path, *servers: str) -> Settings:
+    symbols = SymbolSettings(debuginfod_urls=servers, cache_dir=str(tmp_path / "symbols"), timeout_s=30)
+    return replace(settings, symbols=symbols)
+
+
+def post(client: Any, token: str, release: Release, report_id: str | None = None) -> dict[str, Any]:
+    body = dict(release.report)
+    if report_id:
+        body["report_id"] = report_id
+    response = client.post("/api/v1/reports", json=body, headers=auth(token))
+    assert response.status_code == 201, response.json
+    return response.json
+
+
+def settle(app: Flask) -> None:
+    """Wait for the asks the misses queued, the fetches they started, what their arrival started."""
+    symbolicator: Symbolicator = app.extensions[APP_SYMBOLICATOR]
+    symbolicator.drain()
+    app.extensions[SOURCES].settle()
+    symbolicator.drain()
+
+
+def reported_without_symbols(app: Flask, database: Database, token: str,
+                             pair: tuple[Release, Release]) -> Any:
+    """Both releases reported to a registry that has none of their symbols: a signature each,
+    named by offsets. The app's test client."""
+    client = app.test_client()
+    for release in pair:
+        assert "+0x" in post(client, token, release)["signature"]["title"]
+    settle(app)
+    assert len(signatures_of(database)) == 2
+    return client
+
+
+def signatures_of(database: Database) -> dict[str, tuple[str | None, int]]:
+    """Standing signatures (not merged away) with events: title -> (function, events)."""
+    with database.session() as session:
+        rows = session.execute(
+            select(Signature.title, Signature.function, func.count(Event.id))
+            .join(Event, Event.signature_id == Signature.id)
+            .where(Signature.merged_into_id.is_(None)).group_by(Signature.id)).all()
+    return {title: (function, count) for title, function, count in rows}
+
+
+def guilty_frame(client: Any, token: str, event_id: str) -> dict[str, Any]:
+    event = client.get(f"/api/v1/events/{event_id}", headers=auth(token)).json
+    explanation = event["explanation"]
+    return explanation["frames"][explanation["guilty"]]
+
+
+@pytest.mark.parametrize("language", LANGUAGE_IDS)
+def test_two_stripped_releases_give_one_named_signature_from_a_debuginfod(
+    language: str, settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
+    releases: dict[str, tuple[Release, Release]], release_debuginfod: Debuginfod,  # noqa: F811
+) -> None:
+    from registry.app import create_app
+
+    app = create_app(with_symbols(settings, tmp_path, release_debuginfod.url), database)
+    client, token, reader = app.test_client(), make_token("report"), make_token("read")
+    first, second = releases[language]
+    function = LANGUAGES[language][2]
+    answered = post(client, token, first)
+    assert "+0x" in answered["signature"]["title"]  # answered before the symbols were fetched
+    post(client, token, second)
+    settle(app)
+
+    assert signatures_of(database) == {f"{first.report['stack']['signal']} ({labels(first)}) in {function} "
+                                       f"[service] of service": (function, 2)}
+    with database.session() as session:
+        assert session.scalar(select(func.count()).select_from(SymbolMiss)) == 0
+    # the next crash of either release is named at once, in that signature, with file:line
+    answer = post(client, token, second, report_id=f"{second.report['report_id']}-again")
+    assert answer["known"] and answer["signature"]["title"].endswith(f"in {function} [service] of service")
+    guilty = guilty_frame(client, reader, answer["event_id"])
+    assert guilty["function"] == function and guilty["line"] > 0
+    assert Path(guilty["file"]).name == second.source.name
+
+
+def labels(release: Release) -> str:
+    return "segfault" if release.report["stack"]["signal"] == "SIGSEGV" else "abort"
+
+
+def crashreg(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """The crashreg command as a real process on the test's registry."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CRASHREG_")}
+    env |= {"CRASHREG_DATABASE_URL": settings.database_url, "CRASHREG_DUMP_STORE": settings.dump_store.url,
+            "CRASHREG_SYMBOL_CACHE_DIR": settings.symbols.cache_dir}
+    return subprocess.run([sys.executable, "-m", "registry", *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+@pytest.mark.parametrize("language", LANGUAGE_IDS)
+def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_on_rebuild(
+    language: str, settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
+    releases: dict[str, tuple[Release, Release]],  # noqa: F811
+) -> None:
+    from registry.app import create_app
+
+    settings = with_symbols(settings, tmp_path)  # no debuginfod server: nothing to fetch
+    token, (first, second) = make_token("report"), releases[language]
+    function = LANGUAGES[language][2]
+    client = reported_without_symbols(create_app(settings, database), database, token, (first, second))
+    with database.session() as session:
+        noted = set(session.execute(select(SymbolMiss.build_id, SymbolMiss.report_id)).all())
+    assert noted == {(release.build_id, release.report["report_id"]) for release in (first, second)}
+
+    uploaded = crashreg(settings, "symbols", "upload", str(first.debug), str(second.debug))
+    assert uploaded.returncode == 0, uploaded.stderr
+    rebuilt = crashreg(settings, "signatures", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "engine failed on (left unfingerprinted): 0" in rebuilt.stdout
+
+    after = signatures_of(database)
+    assert list(after.values()) == [(function, 2)]  # one signature, each event counted once
+    # a late report of the first release joins it (this registry now has the symcache)
+    late = post(client, token, first, report_id=f"{first.report['report_id']}-late")
+    assert late["signature"]["title"].endswith(f"in {function} [service] of service")
+    assert late["signature"]["event_count"] == 3
+
+
+@pytest.mark.parametrize("language", ["c"])
+def test_symbols_uploaded_by_another_process_are_picked_up_by_the_scheduler(
+    language: str, settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
+    releases: dict[str, tuple[Release, Release]],  # noqa: F811
+) -> None:
+    """`crashreg symbols upload` in a process of its own: the app does not hear of it; the
+    symbols-arrived job finds the build-ids reports missed that the store now holds, and their
+    events move without a rebuild of everything."""
+    from registry.app import create_app
+    from sync.scheduler import JobContext
+    from sync.symbolication.jobs import symbols_arrived
+
+    settings = with_symbols(settings, tmp_path)
+    first, second = releases[language]
+    function = LANGUAGES[language][2]
+    reported_without_symbols(create_app(settings, database), database, make_token("report"), (first, second))
+    assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0}
+
+    uploaded = crashreg(settings, "symbols", "upload", str(first.debug), str(second.debug))
+    assert uploaded.returncode == 0, uploaded.stderr
+    ran = symbols_arrived(JobContext(settings, database))
+
+    assert ran["build_ids"] == 2 and ran["refingerprinted"] == 2
+    assert list(signatures_of(database).values()) == [(function, 2)]
+    with database.session() as session:
+        assert session.scalar(select(func.count()).select_from(SymbolMiss)) == 0
+    assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0}

@@ -1,0 +1,46 @@
+/* Failure classes beside crashy.c's (issue 40): a call through a garbage function pointer, and
+ * a signal handler that crashes in its own code. Argument: the class to crash as. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int (*handler_fn)(int);
+
+struct plugin { char name[16]; handler_fn run; };
+
+/* The pointer is not code: unmapped memory, or the plugin's own (writable, not executable) data. */
+__attribute__((noinline)) int dispatch(struct plugin *plugin, int value) {
+    return plugin->run(value) + 1;
+}
+
+static volatile int *registry_slot;
+
+/* The handler itself dereferences NULL: its own bug, whatever the signal interrupted. */
+__attribute__((noinline)) void on_reload(int signo) {
+    *registry_slot = signo;
+}
+
+__attribute__((noinline)) void serve_requests(void) {
+    raise(SIGUSR1);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "";
+    struct plugin plugin;
+    memset(&plugin, 0, sizeof plugin);
+    if (!strcmp(mode, "garbage-call")) {
+        plugin.run = (handler_fn)(argc > 9 ? (long)main : 0x5a5a5a5a000L);
+        return dispatch(&plugin, argc);
+    }
+    if (!strcmp(mode, "data-call")) {
+        plugin.run = (handler_fn)(void *)plugin.name;
+        return dispatch(&plugin, argc);
+    }
+    if (!strcmp(mode, "handler-bug")) {
+        signal(SIGUSR1, on_reload);
+        serve_requests();
+        return 0;
+    }
+    return 2;
+}

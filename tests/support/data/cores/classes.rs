@@ -1,0 +1,38 @@
+// Rust's runtime between a panic and the abort (built with -C panic=abort): the program's own
+// function is guilty, never std::panicking, core::option's unwrap failure or the abort.
+use std::env;
+
+#[inline(never)]
+fn pick_worker(workers: &[u32], wanted: usize) -> u32 {
+    let found: Option<&u32> = workers.iter().find(|w| **w as usize == wanted);
+    *found.unwrap()
+}
+
+#[inline(never)]
+fn parse_port(text: &str) -> u16 {
+    text.parse::<u16>().unwrap()
+}
+
+#[inline(never)]
+fn give_up(reason: &str) -> ! {
+    eprintln!("giving up: {reason}");
+    std::process::abort()
+}
+
+#[inline(never)]
+fn read_slot(slots: &[u64], at: usize) -> u64 {
+    slots[at]
+}
+
+fn main() {
+    let mode = env::args().nth(1).unwrap_or_default();
+    let workers = vec![1u32, 2, 3];
+    let count = env::args().count();
+    match mode.as_str() {
+        "option-unwrap" => println!("{}", pick_worker(&workers, 7 + count)),
+        "result-unwrap" => println!("{}", parse_port(if count > 9 { "80" } else { "eighty" })),
+        "abort" => give_up("no workers"),
+        "index" => println!("{}", read_slot(&[1, 2, 3], 5 + count)),
+        _ => std::process::exit(2),
+    }
+}

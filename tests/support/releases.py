@@ -1,0 +1,158 @@
+"""One bug shipped in two releases, stripped as distributions ship programs: C (gcc), C++
+(g++ -O2, the bug in an inlined function) and Rust (rustc, an unwrap that panics and aborts).
+The second release adds code before the bug, so every offset moves. Each release is built
+with -g, split (`objcopy --only-keep-debug`, `strip --strip-debug --strip-unneeded`), and the
+stripped program crashed for real in a directory of its own; its core read by the core reader
+as a host would (agents/coredump) gives the report."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agents.coredump.filemode import core_file_report
+from tests.support.cores import core_pattern_problem, crash
+from tests.support.symbols import build_id_of
+
+RUSTC = Path("/root/.cargo/bin/rustc")
+
+C_SOURCE = r"""
+#include <stdio.h>
+#include <string.h>
+struct header { char name[16]; int length; };
+%(before)s
+__attribute__((noinline)) int parse_header_field(struct header *h, const char *text)
+{
+    strncpy(h->name, text, sizeof h->name - 1);
+    h->length = (int)strlen(text);
+    return h->length;
+}
+int main(int argc, char **argv)
+{
+    struct header *h = argc > 5 ? (struct header *)argv : NULL;
+    %(call)s
+    printf("%%d\n", parse_header_field(h, argc > 1 ? argv[1] : "crash"));
+    return 0;
+}
+"""
+C_RELEASE_2 = {
+    "before": "__attribute__((noinline)) int checksum(const char *t) { int s = 0; "
+              "while (*t) s = s * 31 + *t++; return s; }",
+    "call": 'if (argc > 7) printf("%d\\n", checksum(argv[0]));',
+}
+
+CPP_SOURCE = r"""
+#include <cstdio>
+#include <map>
+#include <string>
+namespace store {
+%(before)s
+struct Slot { int *value; };
+class Journal {
+public:
+    explicit Journal(int n) : size_(n) {}
+    inline int read(const Slot &slot) const { return *slot.value + size_; }
+    __attribute__((noinline)) int replay(const Slot &slot) const;
+private:
+    int size_;
+};
+int Journal::replay(const Slot &slot) const { return read(slot) * 2; }
+}
+int main(int argc, char **argv)
+{
+    store::Journal journal(argc);
+    store::Slot slot{argc > 5 ? &argc : nullptr};
+    %(call)s
+    std::printf("%%d\n", journal.replay(slot));
+    return 0;
+}
+"""
+CPP_RELEASE_2 = {
+    "before": "__attribute__((noinline)) int tally(const std::map<std::string, int> &m) { int s = 0; "
+              "for (auto &kv : m) s += kv.second * (int)kv.first.size(); return s; }",
+    "call": 'if (argc > 7) { std::map<std::string, int> m{{"a", 1}}; '
+            'std::printf("%d\\n", store::tally(m)); }',
+}
+
+RUST_SOURCE = r"""
+use std::env;
+%(before)s
+#[inline(never)]
+fn pick_worker(workers: &[u32], wanted: usize) -> u32 {
+    let found = workers.iter().find(|w| **w as usize == wanted);
+    *found.unwrap()
+}
+fn main() {
+    let count = env::args().count();
+    %(call)s
+    println!("{}", pick_worker(&[1, 2, 3], 7 + count));
+}
+"""
+RUST_RELEASE_2 = {
+    "before": "#[inline(never)] fn checksum(t: &str) -> u64 { t.bytes().fold(7, |s, b| s * 31 + b as u64) }",
+    "call": 'if count > 7 { println!("{}", checksum("x")); }',
+}
+
+# language -> (source, file suffix, the function the bug is in as the engine names it, release 2's edits)
+LANGUAGES = {
+    "c": (C_SOURCE, "c", "parse_header_field", C_RELEASE_2),
+    "c++": (CPP_SOURCE, "cc", "store::Journal::read", CPP_RELEASE_2),
+    "rust": (RUST_SOURCE, "rs", "releases::pick_worker", RUST_RELEASE_2),
+}
+
+
+@dataclass(frozen=True)
+class Release:
+    """One build of a program: as linked, stripped, its debug file, and a crash of the stripped one."""
+
+    language: str
+    number: int
+    build_id: str
+    unstripped: Path
+    stripped: Path
+    debug: Path
+    source: Path
+    report: dict
+
+
+def compiler(language: str, source: Path, output: Path) -> list[str]:
+    if language == "c":
+        return ["gcc", "-g", "-O2", "-o", str(output), str(source)]
+    if language == "c++":
+        return ["g++", "-g", "-O2", "-o", str(output), str(source)]
+    return [str(RUSTC), "-g", "-C", "panic=abort", "-C", "opt-level=1", "--crate-name", "releases",
+            "-o", str(output), str(source)]
+
+
+def build_release(root: Path, language: str, number: int, hostname: str = "app-17") -> Release:
+    template, suffix, _, edits = LANGUAGES[language]
+    directory = root / f"{language}-{number}"
+    directory.mkdir(parents=True)
+    source = directory / f"service.{suffix}"
+    source.write_text(template % (edits if number == 2 else {"before": "", "call": ""}))
+    unstripped = directory / "service.full"
+    subprocess.run(compiler(language, source, unstripped), check=True, capture_output=True, timeout=300)
+    debug, stripped = directory / "service.debug", directory / "service"
+    subprocess.run(["objcopy", "--only-keep-debug", str(unstripped), str(debug)], check=True, timeout=60)
+    subprocess.run(["strip", "--strip-debug", "--strip-unneeded", "-o", str(stripped), str(unstripped)],
+                   check=True, timeout=60)
+    core = crash(stripped, None, directory / "run")
+    report = core_file_report(str(core), hostname, executable=str(stripped))
+    return Release(language, number, build_id_of(unstripped), unstripped, stripped, debug, source, report)
+
+
+@pytest.fixture(scope="session")
+def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Release, Release]]:
+    """language -> its two releases, each crashed once (stripped)."""
+    problem = core_pattern_problem()
+    if problem:
+        pytest.skip(problem)
+    if not RUSTC.exists() or shutil.which("objcopy") is None:
+        pytest.skip("rustc or binutils missing")
+    root = tmp_path_factory.mktemp("releases")
+    return {language: (build_release(root, language, 1), build_release(root, language, 2))
+            for language in LANGUAGES}
