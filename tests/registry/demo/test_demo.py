@@ -135,7 +135,7 @@ def _the_mixed_signature_is_read_from_real_cores(db_url: str, out: str) -> None:
     with database.session() as session:
         signature = session.get(Signature, signature_id)
         assert signature.labels == ["return-to-null", "segfault"]
-        assert (signature.function, signature.module) == ("ingest::ring_buffer_commit(ingest::Ring&, long)",
+        assert (signature.function, signature.module) == ("ingest::ring_buffer_commit",
                                                           "ingest-worker")
         verdict = session.scalar(select(EpidemiologyVerdict)
                                  .where(EpidemiologyVerdict.signature_id == signature_id))

@@ -17,7 +17,7 @@ from tests.support.rca import post_rca
 from tests.support.retention import store_dump
 
 PUBLIC = "http://crashreg.test"
-RING = "ingest::ring_buffer_commit(ingest::Ring&, long)"
+RING = "ingest::ring_buffer_commit"
 CRASHES = [("3.1.4", "vm-a1", 0), ("3.1.4", "vm-a2", 1), ("3.2.0", "vm-b1", 0), ("3.2.0", "vm-b2", 1)]
 
 

@@ -60,7 +60,7 @@ def test_the_dry_run_lists_each_dump_it_would_delete_with_its_rule(
     runner = CliRunner()
     dry = runner.invoke(main, ["storage", "gc", "--dry-run"], obj=CliContext(aged))
     assert dry.exit_code == 0, dry.output
-    heading, *rows, dumps_line, _logs_line = dry.stdout.splitlines()
+    heading, *rows, dumps_line, _logs_line, _symbols_line = dry.stdout.splitlines()
     assert heading.split() == ["DUMP", "CAPTURE", "EVENT", "SIGNATURE", "BYTES", "RULE", "KEY"]
     columns = ("dump_id", "capture_id", "event_id", "signature_id", "bytes", "rule", "key")
     assert [row.split() for row in rows] == [[str(d[name]) for name in columns] for d in expected]
