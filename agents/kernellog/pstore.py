@@ -282,15 +282,16 @@ def report_records(config: Config, hold: bool = False) -> bool:
 
 def panics_oopses(dumps: list[Dump], reports: dict[int, dict[str, Any]]) -> dict[int, Dump]:
     """Oops dumps that are a panic's first half (panic_on_oops: the kernel dumps the oops, then
-    the panic it causes): the Panic dump after it, of the same backend and oops count (pstore
-    counts oopses per boot), whose log has the oops's fingerprint. Such an oops is in the
-    panic's report and goes with it. {id(oops): its panic}."""
+    the panic it causes): the Panic dump after it, the backend's next dump (pstore_dump counts
+    every dump of a boot, whatever its reason: Oops#N, then Panic#N+1), whose log has the
+    oops's fingerprint. Such an oops is in the panic's report and goes with it.
+    {id(oops): its panic}."""
     covered = {}
     for oops in dumps:
         if oops.reason != "Oops" or not reports[id(oops)]["fingerprint"]:
             continue
         for panic in dumps:
-            if (panic.reason == "Panic" and (panic.backend, panic.count) == (oops.backend, oops.count)
+            if (panic.reason == "Panic" and (panic.backend, panic.count) == (oops.backend, oops.count + 1)
                     and panic.time >= oops.time
                     and reports[id(panic)]["fingerprint"] == reports[id(oops)]["fingerprint"]):
                 log(f"pstore: Oops #{oops.count} is the one the Panic after it reports")
