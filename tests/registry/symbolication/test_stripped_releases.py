@@ -20,18 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flask import Flask
 from sqlalchemy import func, select
 
 from registry.config import Settings, SymbolSettings
-from registry.core.events import Event
-from registry.core.signatures import Signature
 from registry.db import Database
 from registry.symbolication.models import SymbolMiss
-from registry.symbolication.service import APP_SYMBOLICATOR, Symbolicator
-from registry.symbols.api import SOURCES
 from tests.support.http import auth
 from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
+from tests.support.reported_releases import post, reported_without_symbols, settle, signatures_of
 from tests.support.symbols import Debuginfod, start_debuginfod
 
 LANGUAGE_IDS = list(LANGUAGES)
@@ -58,45 +54,6 @@ def release_debuginfod(releases: dict[str, tuple[Release, Release]],  # noqa: F8
 def with_symbols(settings: Settings, tmp_path: Path, *servers: str) -> Settings:
     symbols = SymbolSettings(debuginfod_urls=servers, cache_dir=str(tmp_path / "symbols"), timeout_s=30)
     return replace(settings, symbols=symbols)
-
-
-def post(client: Any, token: str, release: Release, report_id: str | None = None) -> dict[str, Any]:
-    body = dict(release.report)
-    if report_id:
-        body["report_id"] = report_id
-    response = client.post("/api/v1/reports", json=body, headers=auth(token))
-    assert response.status_code == 201, response.json
-    return response.json
-
-
-def settle(app: Flask) -> None:
-    """Wait for the asks the misses queued, the fetches they started, what their arrival started."""
-    symbolicator: Symbolicator = app.extensions[APP_SYMBOLICATOR]
-    symbolicator.drain()
-    app.extensions[SOURCES].settle()
-    symbolicator.drain()
-
-
-def reported_without_symbols(app: Flask, database: Database, token: str,
-                             pair: tuple[Release, Release]) -> Any:
-    """Both releases reported to a registry that has none of their symbols: a signature each,
-    named by offsets. The app's test client."""
-    client = app.test_client()
-    for release in pair:
-        assert "+0x" in post(client, token, release)["signature"]["title"]
-    settle(app)
-    assert len(signatures_of(database)) == 2
-    return client
-
-
-def signatures_of(database: Database) -> dict[str, tuple[str | None, int]]:
-    """Standing signatures (not merged away) with events: title -> (function, events)."""
-    with database.session() as session:
-        rows = session.execute(
-            select(Signature.title, Signature.function, func.count(Event.id))
-            .join(Event, Event.signature_id == Signature.id)
-            .where(Signature.merged_into_id.is_(None)).group_by(Signature.id)).all()
-    return {title: (function, count) for title, function, count in rows}
 
 
 def guilty_frame(client: Any, token: str, event_id: str) -> dict[str, Any]:

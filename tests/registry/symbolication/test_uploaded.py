@@ -12,12 +12,12 @@ import pytest
 from flask import Flask
 
 from registry.db import Database
-from tests.registry.symbolication.test_stripped_releases import (
+from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
+from tests.support.reported_releases import (
     reported_without_symbols,
     settle,
     signatures_of,
 )
-from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
 from tests.support.symbols import Pipeline
 
 
