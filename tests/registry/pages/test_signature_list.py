@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
+from sqlalchemy import update
+
+from registry.core.signatures import Signature
 from registry.db import utcnow
 from registry.epidemiology.models import EpidemiologyVerdict
 from testkit.pages import login
@@ -34,6 +38,11 @@ def test_the_list_sorts_by_each_control_says_how_and_badges_a_mixed_signature(
                 signature_id=ids[bug], verdict=verdict, reason="stored by the test", baseline="fleet",
                 events=BUGS[bug], hosts=hosts, concentrated=concentrated, computed_at=utcnow(),
                 analysis={"components": [MIXED_PART, {"kind": "spread"}] if concentrated else []}))
+        # first seen in an order that is neither the ids' nor the events' (a sort that fell back
+        # on ids would not pass): mlx5 the oldest, then ext4, then tcp
+        for days, bug in ((30, "mlx5e_poll_rx_cq"), (20, "ext4_evict_inode"), (10, "tcp_sendmsg_locked")):
+            session.execute(update(Signature).where(Signature.id == ids[bug])
+                            .values(first_seen=utcnow() - timedelta(days=days)))
     login(client, make_token("read"))
 
     default = client.get("/signatures").get_data(as_text=True)
@@ -48,7 +57,8 @@ def test_the_list_sorts_by_each_control_says_how_and_badges_a_mixed_signature(
         "-hosts": ([tcp, mlx5, ext4], "physical hosts, most first"),
         "-verdict": ([mlx5, tcp, ext4],
                      "verdict, single-host, hardware-config, software, inconclusive, then not yet analysed"),
-        "first_seen": ([ext4, tcp, mlx5], "first seen, oldest first"),
+        "first_seen": ([mlx5, ext4, tcp], "first seen, oldest first"),
+        "-first_seen": ([tcp, ext4, mlx5], "first seen, newest first"),
     }
     for sort, (order, words) in cases.items():
         page = client.get(f"/signatures?sort={sort}").get_data(as_text=True)
