@@ -54,6 +54,7 @@ from registry.symbols.models import SymbolFile
 log = logging.getLogger(__name__)
 BACKGROUND_FETCHERS = 2
 MIB = 1 << 20
+NAME_MAX, PATH_MAX = 255, 4096  # Linux's limits on one path component and a whole path, in bytes
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,8 @@ class SymbolSources:
         parts = PurePosixPath("/", path).parts[1:]
         if not parts or any(part in ("..", ".") for part in parts) or "\0" in path:
             raise ValueError(f"not an absolute source path: {path[:200]!r}")
+        if any(len(part.encode()) > NAME_MAX for part in parts) or len(path.encode()) > PATH_MAX:
+            raise ValueError(f"a source path longer than a file system allows: {path[:200]!r}")
         artifact = "source/" + "/".join(parts)
         cached = self.cache / build_id / "sources" / Path(*parts)
         if cached.is_file():

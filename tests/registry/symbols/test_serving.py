@@ -154,6 +154,18 @@ def test_a_source_path_leaving_its_tree_is_a_400(registry: str, make_token: Call
     assert "not an absolute source path" in answer.json()["error"]["message"]
 
 
+def test_a_source_path_no_file_system_could_hold_is_a_400(
+    registry: str, make_token: Callable[..., str]
+) -> None:
+    """A name past NAME_MAX, or a path past PATH_MAX, names no file anywhere: a 400, never the
+    cache's OSError (ENAMETOOLONG) as a 500."""
+    for path in ("src/" + "a" * 5000 + ".c", "/".join(["src"] * 1500)):
+        url = f"{registry}/debuginfod/buildid/{'ab' * 20}/source/{path}"
+        answer = requests.get(url, headers=auth(make_token("read")), timeout=30)
+        assert answer.status_code == 400, answer.text
+        assert "longer than a file system allows" in answer.json()["error"]["message"]
+
+
 def test_the_triage_workspace_reaches_the_registrys_debuginfod(
     app: Flask, database: Database, registry: str, make_token: Callable[..., str], tmp_path: Path,
     symbol_programs: dict[str, Program],
