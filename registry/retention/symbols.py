@@ -40,13 +40,12 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
     with database.session() as session:
         old = select(SymbolFile.build_id).where(here, SymbolFile.stored_at <= now - timedelta(days=days))
         candidates = list(session.scalars(old.distinct().order_by(SymbolFile.build_id).limit(BATCH)))
-        unneeded = [build_id for build_id in candidates if not named_by_a_report(session, build_id)]
     deleted = freed = 0
-    for build_id in unneeded:
+    for build_id in candidates:
         with database.session() as session:
             aged = (here, SymbolFile.build_id == build_id, SymbolFile.stored_at <= now - timedelta(days=days))
             rows = list(session.scalars(select(SymbolFile).where(*aged).with_for_update()))
-            if named_by_a_report(session, build_id):  # a report arrived meanwhile
+            if named_by_a_report(session, build_id):  # looked at once, under the rows' lock
                 continue
             sizes = {row.key: row.bytes for row in rows}  # one object may serve both kinds
             keys = set(sizes)

@@ -66,8 +66,10 @@ def upload_dict(upload: SymbolUpload) -> UploadView:
             "created_at": upload.created_at.isoformat()}
 
 
-def stored_answer(session: Session, build_id: str, new_kinds: tuple[str, ...] = ()) -> SymbolUploadAnswer:
-    files = [file_dict(row) for row in held(session, build_id).values()]
+def stored_answer(session: Session, build_id: str, new_kinds: tuple[str, ...] = (),
+                  holding: dict[str, SymbolFile] | None = None) -> SymbolUploadAnswer:
+    """`holding`: the build-id's files as the caller read them already (else read here)."""
+    files = [file_dict(row) for row in (holding if holding is not None else held(session, build_id)).values()]
     return {"build_id": build_id, "state": "stored", "upload": None, "expires_at": None, "part_urls": [],
             "files": files, "new_kinds": list(new_kinds)}
 
@@ -76,8 +78,9 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
           origin: Origin) -> SymbolUploadAnswer:
     """Open (or rejoin) the upload of one symbol file; URLs for the parts asked for."""
     build_id, total, sha256 = request["build_id"], request["bytes"], request["sha256"]
-    if any(row.sha256 == sha256 for row in held(session, build_id).values()):
-        return stored_answer(session, build_id)
+    holding = held(session, build_id)  # read once: the answer lists the same files
+    if any(row.sha256 == sha256 for row in holding.values()):
+        return stored_answer(session, build_id, holding=holding)
     same_file = (SymbolUpload.build_id == build_id, SymbolUpload.sha256 == sha256)
     upload = session.scalar(select(SymbolUpload).where(*same_file))
     if upload is None:
@@ -100,7 +103,7 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
                             request.get("parts"), ttl)
     return {"build_id": build_id, "state": "uploading", "upload": upload_dict(upload),
             "expires_at": (utcnow() + timedelta(seconds=ttl)).isoformat(), "part_urls": urls,
-            "files": [file_dict(row) for row in held(session, build_id).values()], "new_kinds": []}
+            "files": [file_dict(row) for row in holding.values()], "new_kinds": []}
 
 
 def complete(database: Database, store: DumpStore, upload_id: int, md5s: dict[int, str],
