@@ -20,6 +20,7 @@ from registry.fingerprint.userspace import (
     SI_KERNEL,
     Evidence,
     UserCrash,
+    as_int,
     explain_user_frames,
     frame_name,
     parse_stack,
@@ -148,19 +149,6 @@ def _register_order(name: str) -> int:
     return FIRST_REGISTERS.index(name) if name in FIRST_REGISTERS else len(FIRST_REGISTERS)
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value, 0)
-        except ValueError:
-            return None
-    return None
-
-
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -221,7 +209,7 @@ def label_proofs(stack: dict[str, Any], labels: Sequence[str]) -> list[LabelProo
             proofs.append({"label": label, "proof": PROOF_WORDS[label](evidence)})
         elif SIGNAL_LABELS.get(signal) == label:
             meaning = SIGNAL_MEANINGS.get(signal, "")
-            code = si_code_reading(signal, _int((stack.get("evidence") or {}).get("si_code")))
+            code = si_code_reading(signal, as_int((stack.get("evidence") or {}).get("si_code")))
             proofs.append({"label": label, "proof": f"the process died of {signal} ({meaning})"
                            + (f"; si_code {code[0]}: {code[1]}" if code else "")})
         else:
@@ -240,7 +228,7 @@ def si_code_reading(signal: str, code: int | None) -> tuple[str, str] | None:
 
 
 def _frame(raw: dict[str, Any], index: int | None) -> UserFrame:
-    line = _int(raw.get("line"))
+    line = as_int(raw.get("line"))
     inlined = raw.get("inlined")
     return {
         "index": index, "address": _text(raw.get("address")), "module": _text(raw.get("module")),
@@ -300,7 +288,7 @@ def _mapping_at(mappings: Any, address: int | None) -> MappingView | None:
     for mapping in mappings:
         if not isinstance(mapping, dict):
             continue
-        start, end = _int(mapping.get("start")), _int(mapping.get("end"))
+        start, end = as_int(mapping.get("start")), as_int(mapping.get("end"))
         if start is not None and end is not None and start <= address < end:
             return {"start": str(mapping.get("start")), "end": str(mapping.get("end")),
                     "perms": _text(mapping.get("perms")), "path": _text(mapping.get("path"))}
@@ -312,7 +300,7 @@ def _address_reading(address: int | None, mapping: MappingView | None) -> str | 
         return None
     if mapping is not None:
         where = mapping["path"] or "an anonymous mapping (heap, a thread's stack)"
-        offset = address - (_int(mapping["start"]) or 0)
+        offset = address - (as_int(mapping["start"]) or 0)
         return f"{where} +{offset:#x} ({mapping['perms'] or 'no permissions recorded'})"
     if address < NULL_PAGE:
         return f"in no mapping: the first page, a NULL pointer{'' if address == 0 else ' plus an offset'}"
@@ -322,9 +310,9 @@ def _address_reading(address: int | None, mapping: MappingView | None) -> str | 
 def fault_view(stack: dict[str, Any], signal: str) -> FaultView:
     evidence = stack.get("evidence") if isinstance(stack.get("evidence"), dict) else {}
     registers = stack.get("registers") if isinstance(stack.get("registers"), dict) else {}
-    pc = next((_int(registers[name]) for name in IP_REGISTERS if name in registers), None)
-    si_addr = _int(evidence.get("si_addr"))
-    si_code = _int(evidence.get("si_code"))
+    pc = next((as_int(registers[name]) for name in IP_REGISTERS if name in registers), None)
+    si_addr = as_int(evidence.get("si_addr"))
+    si_code = as_int(evidence.get("si_code"))
     reading = si_code_reading(signal, si_code)
     mappings = stack.get("mappings")
     address_mapping = _mapping_at(mappings, si_addr)
@@ -350,8 +338,8 @@ def process_facts(stack: dict[str, Any], crashed_at: datetime, version: str | No
             uptime = None
     return {
         "executable": _text(stack.get("executable")), "build_id": _text(stack.get("build_id")),
-        "version": _text(process.get("version")) or version, "pid": _int(process.get("pid")),
-        "tid": _int(process.get("tid")), "name": _text(process.get("name")),
+        "version": _text(process.get("version")) or version, "pid": as_int(process.get("pid")),
+        "tid": as_int(process.get("tid")), "name": _text(process.get("name")),
         "args": _text(process.get("args")),
         "started_at": started, "uptime_s": uptime,
     }
@@ -359,7 +347,7 @@ def process_facts(stack: dict[str, Any], crashed_at: datetime, version: str | No
 
 def _threads(stack: dict[str, Any]) -> list[ThreadView]:
     threads = stack.get("threads")
-    return [{"tid": _int(t.get("tid")),
+    return [{"tid": as_int(t.get("tid")),
              "frames": [_frame(f, i) for i, f in enumerate(t.get("frames") or []) if isinstance(f, dict)]}
             for t in (threads if isinstance(threads, list) else []) if isinstance(t, dict)]
 
