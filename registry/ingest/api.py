@@ -377,7 +377,7 @@ def list_unfingerprinted() -> Any:
 def userspace_detail(session: Any, event: Event, captures: Sequence[Capture]) -> UserspaceDetail:
     """What the first core reader's report says, and how to open the event's cores (None and
     [] for a crash no core reader reported: a kernel's)."""
-    stack = userspace_stacks(session, [event.id]).get(event.id)
+    stack = userspace_stacks(session, [event.id]).get(event.id) if "userspace" in event.sources else None
     if stack is None:
         return {"userspace": None, "core_commands": []}
     crash = userspace_crash(stack, event.crashed_at, event.program_version, event.explanation)
