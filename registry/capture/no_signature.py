@@ -66,7 +66,13 @@ def decide_without_signature(
     budget = budget_of(settings)
     host = host_budget(host_id)
     seen = read_budget_slots(session, [host, FLEET_BUDGET])
-    since = utcnow() - budget.window
+    now = utcnow()
+    since = now - budget.window
+    host_free = claimable_slots(seen[host], budget.limits(host), now, since)
+    if host_free and not claimable_slots(seen[FLEET_BUDGET], budget.limits(FLEET_BUDGET), now, since):
+        # the fleet's slots, as read, are all held: no claim of them can win, so none is made
+        # (nor the host's, which would only be given back)
+        return no_signature_decision(cause, budget, host_free[0], None)
     host_won = claim_free_slot(
         session, NoSignatureSlot, {"budget": host}, event_id, budget.limits(host), since, seen[host]
     )
