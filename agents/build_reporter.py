@@ -89,7 +89,6 @@ def build(output: Path = OUTPUT) -> Path:
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, content)
-    output.parent.mkdir(parents=True, exist_ok=True)
     return write_atomically(output, buffer.getvalue(), mode=0o755)
 
 

@@ -43,6 +43,8 @@ def http_request(
 ) -> Response:
     """One request, one connection (`Connection: close`): connect within connect_timeout, all
     of it within max_time; TLS (ca_file, else the system's CAs) for an https URL."""
+    if not config.url:
+        raise Unsent("no registry URL configured")
     parts = urlsplit(config.url.rstrip("/") + path)
     https = parts.scheme == "https"
     host = parts.hostname or ""
@@ -173,6 +175,4 @@ def report_body(report: dict[str, Any]) -> bytes:
 
 def send_report_body(config: Config, body: bytes) -> dict[str, Any]:
     """POST /api/v1/reports; the registry's answer, or Unsent."""
-    if not config.url:
-        raise Unsent("no registry URL configured")
     return post_with_retries(config, "/api/v1/reports", body).json()
