@@ -40,12 +40,12 @@ from typing import Any
 
 from agents.kernellog.kmsg import Cut, Cutter, Record, records
 from agents.reporter import EXIT_UNSENT
-from agents.reporter.client import Unsent, report_body, send_report_body
+from agents.reporter.client import report_body
 from agents.reporter.config import Config
 from agents.reporter.files import write_atomically
 from agents.reporter.log import log
 from agents.reporter.report import hostname_of, iso_time, local_fingerprint, report_skeleton, safe_report_id
-from agents.reporter.spool import keep, kept_path, set_aside
+from agents.reporter.spool import keep, kept_path, replayed, resend
 
 READ_SIZE = 16384  # a kmsg record is at most 8 KiB (CONSOLE_EXT_LOG_MAX)
 FILE_POLL_S = 0.2  # how often a followed regular file is checked for growth
@@ -294,18 +294,13 @@ class Watcher:
         if time.monotonic() < self.retry_at:
             return
         for path in sorted(Path(self.config.spool_dir).glob("live-*.json")):
-            try:
-                answer = send_report_body(self.config, path.read_bytes())
-            except Unsent as error:
-                if set_aside(path, error) == "kept":
-                    self.retry_at = time.monotonic() + self.retry_delay
-                    self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY_S)
-                    return
-                continue
-            (path.parent / "sent").mkdir(exist_ok=True)
-            path.replace(path.parent / "sent" / path.name)
-            log(f"sent {path.stem}: event {answer.get('event_id')}"
-                         f"{' (already registered)' if answer.get('duplicate') else ''}")
+            outcome, answer = resend(self.config, path)
+            if outcome == "kept":
+                self.retry_at = time.monotonic() + self.retry_delay
+                self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY_S)
+                return
+            if answer is not None:
+                log(f"sent {path.stem}: event {answer.get('event_id')}{replayed(answer)}")
         self.retry_delay = max(self.config.retry_delay, 1.0)
 
     def pending(self) -> bool:

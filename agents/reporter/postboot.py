@@ -14,7 +14,7 @@ from agents.reporter.captures import resend_capture, resend_removed, send_captur
 from agents.reporter.client import Unsent, send_report_body
 from agents.reporter.config import Config
 from agents.reporter.log import log
-from agents.reporter.spool import prune_sent, set_aside
+from agents.reporter.spool import prune_sent, replayed, resend
 
 
 @dataclass(frozen=True)
@@ -53,19 +53,13 @@ def resend_spooled(config: Config) -> ResendSummary:
             log(f"{path.name}: kept until the spooled crash reports before it are delivered")
             outcomes.append("kept")
             continue
-        try:
-            answer = send_report_body(config, path.read_bytes())
-        except Unsent as error:
-            outcome = set_aside(path, error)
+        outcome, answer = resend(config, path)
+        outcomes.append(outcome)
+        if answer is None:
             reports_kept += outcome == "kept"
-            outcomes.append(outcome)
             continue
         events[path.stem] = answer["event_id"]
-        (spool_dir / "sent").mkdir(exist_ok=True)
-        path.replace(spool_dir / "sent" / path.name)
-        outcomes.append("sent")
-        replay = " (already registered)" if answer.get("duplicate") else ""
-        log(f"{path.name}: event {answer['event_id']}{replay}")
+        log(f"{path.name}: event {answer['event_id']}{replayed(answer)}")
     for path in sorted(spool_dir.glob("*.capture")):
         outcomes.append(resend_capture(config, path, events))
     for path in sorted(spool_dir.glob("*.removed")):

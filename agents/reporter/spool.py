@@ -53,6 +53,22 @@ def deliver(config: Config, report: dict[str, Any]) -> dict[str, Any] | None:
     return answer
 
 
+def resend(config: Config, path: Path) -> tuple[str, dict[str, Any] | None]:
+    """Send a spooled report's exact body: ("sent", the answer) once delivered, the file moved
+    to sent/; else set_aside's outcome and None."""
+    try:
+        answer = send_report_body(config, path.read_bytes())
+    except Unsent as error:
+        return set_aside(path, error), None
+    (path.parent / "sent").mkdir(exist_ok=True)
+    path.replace(path.parent / "sent" / path.name)
+    return "sent", answer
+
+
+def replayed(answer: dict[str, Any]) -> str:
+    return " (already registered)" if answer.get("duplicate") else ""
+
+
 def set_aside(path: Path, error: Unsent) -> str:
     """An undelivered spool file: kept for the next run, or moved to rejected/ if refused."""
     log(f"{path.name}: {error}")
