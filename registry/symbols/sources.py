@@ -24,9 +24,9 @@ Being told when symbols arrive, two ways:
   and for files its fetches kept (from the thread that kept them: a callback must be quick or
   hand the work on);
 - across processes: the `symbol_files` table (registry.symbols.models.SymbolFile): one row per
-  (build_id, kind), inserted once the file is stored and checked; ids grow with arrival, so a
-  job that remembers the last id it handled finds the build-ids that arrived since
-  (`arrived_since`).
+  (build_id, kind), inserted once the file is stored and checked; the scheduler's
+  symbols-arrived job compares it with the build-ids reports missed
+  (registry.symbolication.service.awaited).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import requests
-from sqlalchemy import select
 
 from registry.config import Settings
 from registry.db import Database
@@ -49,7 +48,6 @@ from registry.symbols.debuginfod import DebuginfodServer, TooLarge
 from registry.symbols.elf import KINDS, NotASymbolFile, normal_build_id
 from registry.symbols.keep import Origin, held, keep_file
 from registry.symbols.misses import Misses
-from registry.symbols.models import SymbolFile
 
 log = logging.getLogger(__name__)
 BACKGROUND_FETCHERS = 2
@@ -235,11 +233,3 @@ class SymbolSources:
             except (requests.RequestException, TooLarge, OSError) as error:
                 log.warning("debuginfod %s failed for %s/%s: %s", server.url, build_id, artifact, error)
         return None
-
-
-def arrived_since(database: Database, last_id: int, limit: int = 1000) -> list[SymbolFile]:
-    """The symbol files stored after the one with id `last_id`, oldest first."""
-    with database.lookup() as session:
-        query = select(SymbolFile).where(SymbolFile.id > last_id).order_by(SymbolFile.id).limit(limit)
-        return list(session.scalars(query))
-
