@@ -173,6 +173,25 @@ def start_upload(
     }
 
 
+def joined_parts(store: DumpStore, key: str, upload_id: str, total: int, size: int,
+                 md5s: dict[int, str]) -> StoredObject:
+    """Check the stored parts against the ones sent (a 409 naming each part missing or not as
+    sent) and join them into the object, for a dump or a symbol file; UploadGone when the store
+    no longer has the upload (the caller knows whether a lost completion went through)."""
+    stored_parts = store.list_parts(key, upload_id)
+    problems = part_problems(total, size, md5s, stored_parts)
+    if problems:
+        raise ApiError(
+            409,
+            "parts_incomplete",
+            f"{len(problems)} part(s) missing or not as sent: upload them again, then complete",
+            fields={"parts": [f"{n}: {p}" for n, p in problems.items()]},
+        )
+    count = part_count(total, size)
+    parts = sorted((p for p in stored_parts if p.number <= count), key=lambda p: p.number)
+    return store.complete_upload(key, upload_id, parts)
+
+
 def signed_part_urls(store: DumpStore, key: str, upload_id: str, total: int, size: int,
                      asked: list[int] | None, ttl_s: int) -> list[PartUrl]:
     """URLs for the parts asked for (default: the first MAX_URLS_PER_REQUEST); a 400 naming the
@@ -209,17 +228,7 @@ def complete_upload(session: Session, store: DumpStore, capture_id: int, md5s: d
         )
     count = part_count(dump.bytes, dump.part_size)
     try:
-        stored_parts = store.list_parts(dump.key, dump.upload_id)
-        problems = part_problems(dump.bytes, dump.part_size, md5s, stored_parts)
-        if problems:
-            raise ApiError(
-                409,
-                "parts_incomplete",
-                f"{len(problems)} part(s) missing or not as sent: upload them again, then complete",
-                fields={"parts": [f"{n}: {p}" for n, p in problems.items()]},
-            )
-        parts = sorted((p for p in stored_parts if p.number <= count), key=lambda p: p.number)
-        stored = store.complete_upload(dump.key, dump.upload_id, parts)
+        stored = joined_parts(store, dump.key, dump.upload_id, dump.bytes, dump.part_size, md5s)
     except UploadGone:
         # A completion whose answer was lost (a timeout, a killed worker) went through, or the
         # upload was aborted or expired: then every part goes again, into a new upload that

@@ -22,8 +22,8 @@ from sqlalchemy.orm import Session
 from registry.config import Settings
 from registry.db import Database, utcnow
 from registry.errors import ApiError
-from registry.storage.parts import MIB, UploadGone, part_count, part_problems, part_size
-from registry.storage.service import PartUrl, signed_part_urls
+from registry.storage.parts import MIB, UploadGone, part_count, part_size
+from registry.storage.service import PartUrl, joined_parts, signed_part_urls
 from registry.storage.store import DumpStore
 from registry.symbols.elf import NotASymbolFile
 from registry.symbols.keep import (
@@ -119,16 +119,7 @@ def complete(database: Database, store: DumpStore, upload_id: int, md5s: dict[in
                            f"no open symbol upload {upload_id}: completed, or never started")
         key, build_id, sha256, total = upload.key, upload.build_id, upload.sha256, upload.bytes
         try:
-            stored_parts = store.list_parts(key, upload.upload_id)
-            problems = part_problems(total, upload.part_size, md5s, stored_parts)
-            if problems:
-                raise ApiError(409, "parts_incomplete",
-                               f"{len(problems)} part(s) missing or not as sent: upload them again, "
-                               "then complete",
-                               fields={"parts": [f"{n}: {p}" for n, p in problems.items()]})
-            count = part_count(total, upload.part_size)
-            parts = sorted((p for p in stored_parts if p.number <= count), key=lambda p: p.number)
-            store.complete_upload(key, upload.upload_id, parts)
+            joined_parts(store, key, upload.upload_id, total, upload.part_size, md5s)
         except UploadGone:
             if store.head(key) is None:  # else a completion whose answer was lost went through
                 raise ApiError(409, "parts_incomplete",
