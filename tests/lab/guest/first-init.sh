@@ -16,7 +16,7 @@ hostname "$(arg hostname)"
 boot_id=$(cat /proc/sys/kernel/random/boot_id)
 CRASHREG_PARAMS="crashreg.boot_id=$boot_id crashreg.hostname=$(hostname) crashreg.kernel=$(uname -r)"
 if ! kexec -p -i /boot/vmlinuz --initrd=/boot/crash.img \
-        --append="console=ttyS0 reset_devices irqpoll nr_cpus=1 panic=1 loglevel=4 cryptomgr.notests=1 $(arg crash_cmdline) $CRASHREG_PARAMS"; then
+        --append="console=ttyS0 reset_devices irqpoll nr_cpus=1 panic=1 loglevel=4 cryptomgr.notests=1 no_timer_check $(arg crash_cmdline) $CRASHREG_PARAMS"; then
     echo "LAB: kexec -p failed"
     reboot -f
 fi
