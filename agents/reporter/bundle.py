@@ -10,8 +10,7 @@ from urllib.parse import quote
 from agents.reporter.client import Unsent, http_request
 from agents.reporter.config import Config
 from agents.reporter.files import write_atomically
-from agents.reporter.kernel import cmdline_values
-from agents.reporter.report import hostname_of
+from agents.reporter.report import cmdline_values, hostname_of
 
 
 def load_bundle(path: str) -> dict[str, Any] | None:

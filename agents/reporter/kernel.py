@@ -12,20 +12,14 @@ from typing import Any
 from agents.reporter.captures import record_capture
 from agents.reporter.config import Config, parse_conf
 from agents.reporter.log import log
-from agents.reporter.report import console_report, hostname_of, log_kernel_version, tail_text, utc_now
-
-
-def cmdline_values(path: str) -> dict[str, str]:
-    """crashreg.<name>=value parameters the kexec load put on the crash kernel's command line."""
-    try:
-        words = Path(path).read_text().split()
-    except OSError:
-        return {}
-    return {
-        key.removeprefix("crashreg."): value
-        for key, _, value in (word.partition("=") for word in words)
-        if key.startswith("crashreg.")
-    }
+from agents.reporter.report import (
+    cmdline_values,
+    console_report,
+    hostname_of,
+    log_kernel_version,
+    tail_text,
+    utc_now,
+)
 
 
 def read_kernel_log(config: Config) -> str:

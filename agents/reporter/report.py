@@ -7,6 +7,7 @@ import json
 import re
 import socket
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 
@@ -65,6 +66,19 @@ def fingerprint_input(raw: bytes, limit: int) -> tuple[str | None, dict[str, Any
 def iso_time(seconds: float) -> str:
     """The reports' one time format: seconds since the epoch as ISO 8601 UTC, to the second."""
     return datetime.fromtimestamp(seconds, UTC).strftime(TIME_FORMAT)
+
+
+def cmdline_values(path: str) -> dict[str, str]:
+    """crashreg.<name>=value parameters the kexec load put on the crash kernel's command line."""
+    try:
+        words = Path(path).read_text().split()
+    except OSError:
+        return {}
+    return {
+        key.removeprefix("crashreg."): value
+        for key, _, value in (word.partition("=") for word in words)
+        if key.startswith("crashreg.")
+    }
 
 
 def hostname_of(*named: str | None) -> str:
