@@ -230,6 +230,10 @@ class SymbolSettings:
     cache_dir: str = field(default_factory=lambda: str(Path.cwd() / DEFAULT_SYMBOL_CACHE_DIR))
     max_file_mb: int = 16384  # the largest symbol file accepted (uploaded or fetched)
 
+    @property
+    def max_file_bytes(self) -> int:
+        return self.max_file_mb << 20
+
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SymbolSettings:
         values = _read(cls, env, {"cache_dir": "CRASHREG_SYMBOL_CACHE_DIR"})

@@ -129,7 +129,7 @@ def post_symbol_upload() -> Any:
     values = load(SymbolUploadRequestSchema(), json_body())
     values["build_id"] = normal_build_id(values["build_id"])
     settings = current_settings()
-    limit = settings.symbols.max_file_mb << 20
+    limit = settings.symbols.max_file_bytes
     if values["bytes"] > limit:
         raise ApiError(400, "too_large", f"a symbol file is at most {limit} bytes here",
                        fields={"bytes": [f"more than this registry's limit of {limit} bytes "

@@ -62,7 +62,7 @@ def _keeper(cli: CliContext) -> Keep:
     settings = cli.settings
     database = cli.database()
     store = open_store(settings.dump_store, settings.public_url)
-    limit = settings.symbols.max_file_mb << 20
+    limit = settings.symbols.max_file_bytes
     origin = Origin("upload", f"cli:{getpass.getuser()}")
 
     def keep(path: Path) -> tuple[str, tuple[str, ...]]:

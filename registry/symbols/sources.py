@@ -51,7 +51,6 @@ from registry.symbols.misses import Misses
 
 log = logging.getLogger(__name__)
 BACKGROUND_FETCHERS = 2
-MIB = 1 << 20
 NAME_MAX, PATH_MAX = 255, 4096  # Linux's limits on one path component and a whole path, in bytes
 
 
@@ -85,7 +84,7 @@ class SymbolSources:
         self.store = store or open_store(settings.dump_store, settings.public_url)
         self.cache = Path(symbols.cache_dir)
         self.servers = [DebuginfodServer(url, symbols.timeout_s) for url in symbols.debuginfod_urls]
-        self.max_bytes = symbols.max_file_mb * MIB
+        self.max_bytes = symbols.max_file_bytes
         self.misses = Misses(symbols.negative_ttl_s)
         self._listeners: list[Listener] = []
         self._background = ThreadPoolExecutor(BACKGROUND_FETCHERS, thread_name_prefix="symbol-fetch")
