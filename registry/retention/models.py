@@ -55,3 +55,25 @@ class ConsoleTrim(Base):
     kept_bytes: Mapped[int] = mapped_column(BigInteger)
 
     __table_args__ = (Index("ix_console_trims_event", "event_id"),)
+
+
+class NamedBuildId(Base):
+    """A build-id some stored report names (its stack's, a frame's, a mapping's, a module's):
+    its symbols are needed for good. Filled by retention's scan of the reports
+    (registry.retention.symbols), so that keeping a symbol file never searches every payload."""
+
+    __tablename__ = "named_build_ids"
+
+    build_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    first_report_id: Mapped[int] = mapped_column(
+        BigInteger, doc="the first report that named it (not a key: reports may be archived)")
+
+
+class ScanMark(Base):
+    """Where a resumable scan of an append-only table stopped: the next run starts after it."""
+
+    __tablename__ = "scan_marks"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    position: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,34 +1,93 @@
 """Retention of symbol files: only those no stored event needs, and only past their age.
 
-Events are never deleted, so a build-id any report ever named (its stack's `build_id`, a
-frame's, a mapping's) is needed for good: its files stay. A file goes when
-CRASHREG_RETENTION_SYMBOL_DAYS is set, it was stored that long ago, and no report names its
-build-id (a build that never crashed). The row goes first, then the object once no row uses
-it: an interrupted run leaves an object without a row (space), never a row without its file.
+A build-id any report ever named (its stack's `build_id`, a frame's, a mapping's, a kernel
+module's) is needed for good: its files stay, even once old events are archived. A file goes
+when CRASHREG_RETENTION_SYMBOL_DAYS is set, it was stored that long ago, and no report names
+its build-id (a build that never crashed). The row goes first, then the object once no row
+uses it: an interrupted run leaves an object without a row (space), never a row without its file.
+
+Which build-ids reports name is kept in `named_build_ids`, filled by a scan of the reports
+that resumes where it stopped (its ScanMark) and stops short of the last SETTLED minutes, so
+that a report still in its transaction is never passed over; the reports past the mark are
+searched directly. A run so costs the new reports once, not every payload per build-id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import String, cast, delete, exists, select
+from sqlalchemy import String, cast, delete, exists, or_, select
 from sqlalchemy.orm import Session
 
 from registry.core.events import Report
-from registry.db import Database
+from registry.db import Database, utcnow
+from registry.retention.models import NamedBuildId, ScanMark
 from registry.storage.store import DumpStore
+from registry.symbols.elf import BUILD_ID
 from registry.symbols.models import SymbolFile, SymbolUpload
+from registry.upsert import insert_ignore
 
-BATCH = 200  # build-ids looked at per run: each is one search of the reports
+BATCH = 200  # build-ids looked at per run
 STALE_UPLOAD = timedelta(days=7)  # a pipeline resumes within minutes; an upload this old was abandoned
+NAMED_SCAN = "reports:named_build_ids"
+SCAN_BATCH = 1000  # reports read per transaction of the scan
+SCAN_PROGRESS = 100  # batches between progress lines
+SETTLED = timedelta(minutes=10)  # far longer than any ingest transaction
 
 
-def named_by_a_report(session: Session, build_id: str) -> bool:
-    """Whether any report mentions the build-id (a search of the payloads' text: a stray
-    match only keeps a file longer)."""
-    mentions = cast(Report.payload, String).contains(build_id, autoescape=True)
-    return bool(session.scalar(select(exists().where(mentions))))
+def build_ids_named(payload: Any) -> set[str]:
+    """Every build-id a report names: the values of its keys ending in `build_id`, at any depth."""
+    found: set[str] = set()
+    pending = [payload] if isinstance(payload, (dict, list)) else []
+    while pending:
+        value = pending.pop()
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            if isinstance(item, (dict, list)):
+                pending.append(item)
+            elif isinstance(item, str) and str(key).endswith("build_id") and BUILD_ID.fullmatch(item):
+                found.add(item.lower())
+    return found
+
+
+def scan_named_build_ids(database: Database, now: datetime, progress: Callable[[str], None]) -> int:
+    """Note the build-ids of the reports past the scan's mark, up to SETTLED before `now`; the
+    new mark (every report at or below it is in `named_build_ids`)."""
+    horizon, batches = now - SETTLED, 0
+    with database.session() as session:
+        mark = session.get(ScanMark, NAMED_SCAN)
+        position = mark.position if mark is not None else 0
+    while True:
+        with database.session() as session:
+            settled = (Report.received_at < horizon).label("settled")
+            rows = session.execute(select(Report.id, Report.payload, settled).where(Report.id > position)
+                                   .order_by(Report.id).limit(SCAN_BATCH)).all()
+            named: dict[str, int] = {}
+            for row in rows:
+                if not row.settled:
+                    break
+                for build_id in build_ids_named(row.payload):
+                    named.setdefault(build_id, row.id)
+                position = row.id
+            for build_id, report_id in named.items():
+                insert_ignore(session, NamedBuildId, {"build_id": build_id, "first_report_id": report_id},
+                              ["build_id"])
+            session.merge(ScanMark(name=NAMED_SCAN, position=position, updated_at=utcnow()))
+        batches += 1
+        if batches % SCAN_PROGRESS == 0:
+            progress(f"build-ids named by reports: scanned up to report {position}")
+        if len(rows) < SCAN_BATCH or not rows[-1].settled:
+            return position
+
+
+def named_by_a_report(session: Session, build_id: str, scanned_to: int) -> bool:
+    """Whether a report names the build-id: one scanned, or one past the scan (a search of
+    the payloads' text: a stray match only keeps a file longer)."""
+    scanned = exists().where(NamedBuildId.build_id == build_id.lower())
+    recent = exists().where(Report.id > scanned_to,
+                            cast(Report.payload, String).contains(build_id, autoescape=True))
+    return bool(session.scalar(select(or_(scanned, recent))))
 
 
 def collect_symbols(database: Database, store: DumpStore, days: int, now: datetime, dry_run: bool,
@@ -37,6 +96,7 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
     if days <= 0:
         return 0, 0
     here = SymbolFile.store == store.uri("").rstrip("/")  # a file of another store is left alone
+    scanned_to = scan_named_build_ids(database, now, progress)
     with database.session() as session:
         old = select(SymbolFile.build_id).where(here, SymbolFile.stored_at <= now - timedelta(days=days))
         candidates = list(session.scalars(old.distinct().order_by(SymbolFile.build_id).limit(BATCH)))
@@ -45,7 +105,7 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
         with database.session() as session:
             aged = (here, SymbolFile.build_id == build_id, SymbolFile.stored_at <= now - timedelta(days=days))
             rows = list(session.scalars(select(SymbolFile).where(*aged).with_for_update()))
-            if named_by_a_report(session, build_id):  # looked at once, under the rows' lock
+            if named_by_a_report(session, build_id, scanned_to):  # looked at once, under the rows' lock
                 continue
             sizes = {row.key: row.bytes for row in rows}  # one object may serve both kinds
             keys = set(sizes)

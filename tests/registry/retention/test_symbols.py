@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from registry.config import RetentionSettings, Settings
+from registry.core.events import Report
 from registry.db import Database, utcnow
 from registry.retention.gc import collect
+from registry.retention.models import NamedBuildId, ScanMark
+from registry.retention.symbols import NAMED_SCAN, build_ids_named, scan_named_build_ids
 from registry.storage.store import DumpStore, local_root, open_store
 from registry.symbols.keep import Origin, keep_file
 from registry.symbols.models import SymbolFile, SymbolUpload
@@ -81,3 +84,65 @@ def test_an_abandoned_symbol_upload_is_aborted_after_a_week(
     assert not open_parts.exists()
     with database.session() as session:
         assert session.scalars(select(SymbolUpload)).all() == []
+
+
+def test_the_build_ids_a_report_names_are_its_build_id_keys_at_any_depth() -> None:
+    payload = {"stack": {"build_id": "AB12" * 5, "frames": [{"build_id": "cd34" * 5}, {"offset": "0x10"}],
+                         "mappings": [{"path": "/usr/lib/libc.so.6", "build_id": "ef56" * 5}]},
+               "dpu": {"modules": [{"name": "nvidia", "build_id": "0a0b" * 5}]},
+               "kernel_build_id": "1122" * 5,
+               "console_log": "RIP: 0010:ffffffff81234567", "host": {"build_id": "not hex"}}
+    assert build_ids_named(payload) == {"ab12" * 5, "cd34" * 5, "ef56" * 5, "0a0b" * 5, "1122" * 5}
+    assert build_ids_named(None) == set() and build_ids_named(["ab" * 20]) == set()
+
+
+def named_rows(database: Database) -> dict[str, int]:
+    with database.session() as session:
+        return {row.build_id: row.first_report_id for row in session.scalars(select(NamedBuildId))}
+
+
+def scan_mark(database: Database) -> int | None:
+    with database.session() as session:
+        mark = session.get(ScanMark, NAMED_SCAN)
+        return None if mark is None else mark.position
+
+
+def post_naming(client: FlaskClient, database: Database, token: str, build_id: str) -> int:
+    """The stored report's primary key."""
+    report = crash_report(source="userspace", console_log=None, stack=stack(build_id=build_id))
+    assert client.post("/api/v1/reports", json=report, headers=auth(token)).status_code == 201
+    with database.session() as session:
+        return session.scalars(select(Report.id).where(Report.report_id == report["report_id"])).one()
+
+
+def test_the_scan_of_named_build_ids_resumes_at_its_mark_and_never_passes_a_fresh_report(
+    client: FlaskClient, database: Database, make_token: Callable[..., str],
+) -> None:
+    token, first, second = make_token("report"), "ab" * 20, "cd" * 20
+    one = post_naming(client, database, token, first)
+    assert scan_named_build_ids(database, utcnow(), print) == 0  # received now: maybe not committed
+    assert (named_rows(database), scan_mark(database)) == ({}, 0)
+
+    assert scan_named_build_ids(database, utcnow() + timedelta(hours=1), print) == one
+    assert named_rows(database) == {first: one}
+    two = post_naming(client, database, token, second)
+    again = post_naming(client, database, token, first)
+    assert scan_named_build_ids(database, utcnow() + timedelta(hours=1), print) == again > two > one
+    assert named_rows(database) == {first: one, second: two}  # the first report to name each
+
+
+def test_a_fresh_report_past_the_scan_still_keeps_its_build_ids_files(
+    client: FlaskClient, database: Database, settings: Settings, store: DumpStore,
+    make_token: Callable[..., str], symbol_programs: dict[str, Program],  # noqa: F811
+) -> None:
+    crashed = symbol_programs["uploaded"]
+    keep_file(database, store, crashed.unstripped, Origin("upload", "ci"))
+    with database.session() as session:  # stored long ago
+        session.execute(update(SymbolFile).values(stored_at=utcnow() - timedelta(days=100)))
+    post_naming(client, database, make_token("report"), crashed.build_id)
+    aged = replace(settings, retention=RetentionSettings(symbol_days=90))
+
+    assert collect(database, store, aged, now=utcnow()).symbols_deleted == 0
+    assert (named_rows(database), kept_build_ids(database)) == ({}, {crashed.build_id})
+    assert collect(database, store, aged, now=utcnow() + timedelta(hours=1)).symbols_deleted == 0
+    assert set(named_rows(database)) == {crashed.build_id}
