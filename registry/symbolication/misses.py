@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import delete, exists
+
+from registry.core.events import Report
 from registry.db import Database
 from registry.upsert import insert_ignore
 
 from .models import SymbolMiss
 
 UNSYMBOLICATED = "unsymbolicated"  # the explanation's list of build-ids that lacked symbols
+UNSTORED_AFTER = timedelta(days=1)  # a report's own transaction ends within seconds of its note
 # The process's Symbolicator of each database: what to tell once a report that missed symbols is
 # committed (service.Symbolicator.recheck).
 RECHECKS: weakref.WeakKeyDictionary[Database, Callable[[list[str]], None]] = weakref.WeakKeyDictionary()
@@ -39,3 +44,12 @@ def committed(database: Database, build_ids: list[str]) -> None:
     recheck = RECHECKS.get(database)
     if recheck is not None:
         recheck(build_ids)
+
+
+def forget_unstored(database: Database, now: datetime) -> int:
+    """Drop the notes of reports that were never stored (refused, or failed after the note was
+    written) once UNSTORED_AFTER has passed: they match nothing and would be kept for good. How many."""
+    stored = exists().where(Report.report_id == SymbolMiss.report_id)
+    with database.session() as session:
+        gone = session.execute(delete(SymbolMiss).where(SymbolMiss.noted_at < now - UNSTORED_AFTER, ~stored))
+        return int(gone.rowcount or 0)

@@ -148,7 +148,7 @@ def test_symbols_uploaded_by_another_process_are_picked_up_by_the_scheduler(
     first, second = releases[language]
     function = LANGUAGES[language][2]
     reported_without_symbols(create_app(settings, database), database, make_token("report"), (first, second))
-    assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0}
+    assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0, "notes_forgotten": 0}
 
     uploaded = crashreg(settings, "symbols", "upload", str(first.debug), str(second.debug))
     assert uploaded.returncode == 0, uploaded.stderr
@@ -158,4 +158,4 @@ def test_symbols_uploaded_by_another_process_are_picked_up_by_the_scheduler(
     assert list(signatures_of(database).values()) == [(function, 2)]
     with database.session() as session:
         assert session.scalar(select(func.count()).select_from(SymbolMiss)) == 0
-    assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0}
+    assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0, "notes_forgotten": 0}
