@@ -228,11 +228,16 @@ class SymbolSettings:
     timeout_s: float = 10.0  # one server's connect and read timeout (each read, not the whole file)
     negative_ttl_s: int = 600  # how long a build-id no server had is not asked for again
     cache_dir: str = field(default_factory=lambda: str(Path.cwd() / DEFAULT_SYMBOL_CACHE_DIR))
+    cache_max_mb: int = 32768  # the cache's cap: past it, the least recently used files go (0: none)
     max_file_mb: int = 16384  # the largest symbol file accepted (uploaded or fetched)
 
     @property
     def max_file_bytes(self) -> int:
         return self.max_file_mb << 20
+
+    @property
+    def cache_max_bytes(self) -> int:
+        return self.cache_max_mb << 20
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SymbolSettings:
@@ -241,6 +246,7 @@ class SymbolSettings:
             "timeout_s": "CRASHREG_DEBUGINFOD_TIMEOUT_S",
             "negative_ttl_s": "CRASHREG_DEBUGINFOD_NEGATIVE_TTL_S",
             "max_file_mb": "CRASHREG_SYMBOL_MAX_FILE_MB",
+            "cache_max_mb": "CRASHREG_SYMBOL_CACHE_MAX_MB",
         }, non_negative=True)
         urls = tuple(url.rstrip("/") for url in env.get("CRASHREG_DEBUGINFOD_URLS", "").split())
         return cls(debuginfod_urls=urls, **values)

@@ -231,8 +231,8 @@ def symbolicator_for(settings: Settings, database: Database, listeners: Signatur
     """A Symbolicator over the symbol sources (its symcaches in their cache directory), told by
     them when symbols arrive."""
     sources = sources or SymbolSources(settings, database)
-    symbolicator = Symbolicator(inner, Symcaches(Path(settings.symbols.cache_dir) / SYMCACHE_DIR), sources,
-                                database, listeners)
+    symcaches = Symcaches(Path(settings.symbols.cache_dir) / SYMCACHE_DIR, made=sources.make_room)
+    symbolicator = Symbolicator(inner, symcaches, sources, database, listeners)
     sources.on_symbols_arrived(lambda arrival: symbolicator.in_background(arrival.build_id))
     RECHECKS[database] = symbolicator.recheck
     return symbolicator

@@ -23,6 +23,8 @@ from typing import Generic, TypeVar
 
 import symbolic
 
+from registry.symbols.cache import used
+
 BUILD_ID = re.compile(r"[0-9a-f]{8,128}")
 PT_LOAD = 1
 PAGE = 0x1000
@@ -58,6 +60,11 @@ def image_base(path: Path) -> int:
     return (min(addresses) & ~(PAGE - 1)) if addresses else 0
 
 
+def meta_path(symcache: Path) -> Path:
+    """The file beside a symcache holding its image base and architecture."""
+    return symcache.with_name(symcache.name + ".json")
+
+
 class Recent(Generic[K, V]):
     """The `size` most recently used values by key, shared by threads."""
 
@@ -90,8 +97,10 @@ class Symcaches:
     """The symcaches under `directory`, one per build-id: the few most used held open, and the
     answers to the addresses most asked (a crash storm asks the same few, report after report)."""
 
-    def __init__(self, directory: Path, held: int = 128, answers: int = 65536) -> None:
+    def __init__(self, directory: Path, held: int = 128, answers: int = 65536,
+                 made: Callable[[], object] = lambda: None) -> None:
         self.directory = directory
+        self.made = made  # told after a symcache is written (the cache makes room)
         self._open: Recent[str, tuple[symbolic.SymCache, int]] = Recent(held)
         self._answers: Recent[tuple[str, int], tuple[SourceFrame, ...]] = Recent(answers)
 
@@ -101,7 +110,8 @@ class Symcaches:
         return self.directory / build_id[:2] / f"{build_id}.symc"
 
     def has(self, build_id: str) -> bool:
-        return self.path(build_id).is_file()
+        path = self.path(build_id)
+        return path.is_file() and meta_path(path).is_file()
 
     def build(self, build_id: str, debug_file: Path) -> bool:
         """Make the build-id's symcache from its debug file (atomically: a reader sees all of
@@ -114,15 +124,15 @@ class Symcaches:
         cache = objects[0].make_symcache()
         target.parent.mkdir(parents=True, exist_ok=True)
         meta = {"image_base": image_base(debug_file), "arch": cache.arch}
-        for suffix, write in ((".json", lambda f: f.write(json.dumps(meta).encode())),
-                              ("", cache.dump_into)):
-            final = target.with_name(target.name + suffix)
+        for final, write in ((meta_path(target), lambda f: f.write(json.dumps(meta).encode())),
+                             (target, cache.dump_into)):
             partial = final.with_name(f".{final.name}.{os.getpid()}.{threading.get_ident()}")
             with partial.open("wb") as out:
                 write(out)
             partial.replace(final)
         self._open.forget(lambda key: key == build_id)
         self._answers.forget(lambda key: key[0] == build_id)
+        self.made()
         return True
 
     def opened(self, build_id: str) -> tuple[symbolic.SymCache, int] | None:
@@ -132,10 +142,11 @@ class Symcaches:
             return found
         path = self.path(build_id)
         try:
-            meta = json.loads(path.with_name(path.name + ".json").read_text())
+            meta = json.loads(meta_path(path).read_text())
             found = (symbolic.SymCache.open(str(path)), int(meta["image_base"]))
         except (OSError, ValueError, KeyError, symbolic.SymbolicError):
             return None
+        used(path, meta_path(path))
         self._open.put(build_id, found)
         return found
 

@@ -44,6 +44,7 @@ import requests
 from registry.config import Settings
 from registry.db import Database
 from registry.storage.store import DumpStore, open_store
+from registry.symbols.cache import make_room, used
 from registry.symbols.debuginfod import DebuginfodServer, TooLarge
 from registry.symbols.elf import KINDS, NotASymbolFile, normal_build_id
 from registry.symbols.keep import Origin, held, keep_file
@@ -85,6 +86,7 @@ class SymbolSources:
         self.cache = Path(symbols.cache_dir)
         self.servers = [DebuginfodServer(url, symbols.timeout_s) for url in symbols.debuginfod_urls]
         self.max_bytes = symbols.max_file_bytes
+        self.cache_max_bytes = symbols.cache_max_bytes
         self.misses = Misses(symbols.negative_ttl_s)
         self._listeners: list[Listener] = []
         self._background = ThreadPoolExecutor(BACKGROUND_FETCHERS, thread_name_prefix="symbol-fetch")
@@ -141,6 +143,7 @@ class SymbolSources:
         artifact = "source/" + "/".join(parts)
         cached = self.cache / build_id / "sources" / Path(*parts)
         if cached.is_file():
+            used(cached)
             return cached
         if self.misses.known(build_id, artifact):
             return None
@@ -148,6 +151,10 @@ class SymbolSources:
         if found is None:
             self.misses.remember(build_id, artifact)
         return found
+
+    def make_room(self) -> None:
+        """Keep the cache within its cap (registry.symbols.cache), after a file was added."""
+        make_room(self.cache, self.cache_max_bytes)
 
     # --- where a file is found ------------------------------------------------------------------
 
@@ -163,6 +170,7 @@ class SymbolSources:
             return known, True
         cached = self._cached(build_id, kind)
         if cached.is_file():
+            used(cached)
             return cached, True
         with self.database.lookup() as session:
             row = held(session, build_id).get(kind)
@@ -194,6 +202,7 @@ class SymbolSources:
                 return local
             cached.parent.mkdir(parents=True, exist_ok=True)
             self.store.fetch_file(row.key, cached)
+            self.make_room()
             return cached
         if self.misses.known(build_id, kind):
             return None
@@ -228,6 +237,7 @@ class SymbolSources:
         for server in self.servers if servers is None else servers:
             try:
                 if server.fetch(build_id, artifact, destination, self.max_bytes):
+                    self.make_room()
                     return destination
             except (requests.RequestException, TooLarge, OSError) as error:
                 log.warning("debuginfod %s failed for %s/%s: %s", server.url, build_id, artifact, error)
