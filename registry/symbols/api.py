@@ -89,12 +89,21 @@ class SymbolUploadSchema(Schema):
     created_at = fields.AwareDateTime()
 
 
+class StoredPartSchema(Schema):
+    number = fields.Integer()
+    bytes = fields.Integer()
+    md5 = fields.String(allow_none=True,
+                        metadata={"description": "hex MD5 (null: the store's ETag is not one)"})
+
+
 class SymbolUploadAnswerSchema(Schema):
     build_id = fields.String()
     state = fields.String(metadata={"description": "uploading | stored (this file is held: send nothing)"})
     upload = fields.Nested(SymbolUploadSchema, allow_none=True)
     expires_at = fields.AwareDateTime(allow_none=True)
     part_urls = fields.List(fields.Nested(PartUrlSchema))
+    stored_parts = fields.List(fields.Nested(StoredPartSchema), metadata={
+        "description": "a rejoined upload's parts the store holds already: send only the others"})
     files = fields.List(fields.Nested(SymbolFileSchema), metadata={"description": "what the build-id holds"})
     new_kinds = fields.List(fields.String(), metadata={"description": "the kinds this upload brought"})
 

@@ -4,7 +4,8 @@
 The file's build-id is read from its own note first (a file the registry would refuse is
 refused here, before a byte is sent); then the upload is started (or rejoined), each part is
 PUT to its pre-signed URL with its Content-MD5, and the upload is completed with the parts'
-MD5s. Run again after a failure, it rejoins the same upload.
+MD5s. Run again after a failure, it rejoins the same upload and sends only the parts the store
+does not hold as they are here.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def send(registry: str, token: str, path: Path, build_id: str,
     if started.status_code != 200 or started.json()["state"] == "stored":
         return started
     upload = started.json()["upload"]
+    held = {part["number"]: part["md5"] for part in started.json().get("stored_parts", []) if part["md5"]}
     md5s: dict[int, str] = {}
     numbers = list(range(1, upload["parts"] + 1))
     for first in range(0, len(numbers), MAX_URLS_PER_REQUEST):
@@ -57,11 +59,13 @@ def send(registry: str, token: str, path: Path, build_id: str,
         urls = {url["number"]: url["url"] for url in signed.json()["part_urls"]}
         for number, data in _parts(path, upload["part_size"], batch):
             digest = hashlib.md5(data, usedforsecurity=False)
+            md5s[number] = digest.hexdigest()
+            if held.get(number) == md5s[number]:  # sent by an earlier run
+                continue
             put = http.put(urls[number], data=data, timeout=TIMEOUT_S,
                            headers={"Content-MD5": base64.b64encode(digest.digest()).decode()})
             if put.status_code != 200:
                 return put
-            md5s[number] = digest.hexdigest()
     parts = [{"number": number, "md5": md5} for number, md5 in sorted(md5s.items())]
     return http.post(f"{start_url}/{upload['id']}/complete", json={"parts": parts}, headers=_headers(token),
                      timeout=TIMEOUT_S)

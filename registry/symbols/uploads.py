@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from registry.config import Settings
 from registry.db import Database, utcnow
 from registry.errors import ApiError
-from registry.storage.parts import MIB, UploadGone, part_count, part_size
+from registry.storage.parts import MD5_HEX, MIB, StoredPart, UploadGone, clean_etag, part_count, part_size
 from registry.storage.service import PartUrl, joined_parts, signed_part_urls
 from registry.storage.store import DumpStore
 from registry.symbols.elf import NotASymbolFile
@@ -50,12 +50,19 @@ class UploadView(TypedDict):
     created_at: str
 
 
+class StoredPartView(TypedDict):
+    number: int
+    bytes: int
+    md5: str | None  # None: the store's ETag is not an MD5 (SSE-KMS)
+
+
 class SymbolUploadAnswer(TypedDict):
     build_id: str
     state: str  # uploading | stored
     upload: UploadView | None
     expires_at: str | None
     part_urls: list[PartUrl]
+    stored_parts: list[StoredPartView]  # a rejoined upload's parts the store holds already
     files: list[SymbolFileView]
     new_kinds: list[str]
 
@@ -66,12 +73,17 @@ def upload_dict(upload: SymbolUpload) -> UploadView:
             "created_at": upload.created_at.isoformat()}
 
 
+def stored_part(part: StoredPart) -> StoredPartView:
+    etag = clean_etag(part.etag)
+    return {"number": part.number, "bytes": part.bytes, "md5": etag if MD5_HEX.fullmatch(etag) else None}
+
+
 def stored_answer(session: Session, build_id: str, new_kinds: tuple[str, ...] = (),
                   holding: dict[str, SymbolFile] | None = None) -> SymbolUploadAnswer:
     """`holding`: the build-id's files as the caller read them already (else read here)."""
     files = [file_dict(row) for row in (holding if holding is not None else held(session, build_id)).values()]
     return {"build_id": build_id, "state": "stored", "upload": None, "expires_at": None, "part_urls": [],
-            "files": files, "new_kinds": list(new_kinds)}
+            "stored_parts": [], "files": files, "new_kinds": list(new_kinds)}
 
 
 def start(session: Session, store: DumpStore, settings: Settings, request: dict[str, Any],
@@ -83,6 +95,7 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
         return stored_answer(session, build_id, holding=holding)
     same_file = (SymbolUpload.build_id == build_id, SymbolUpload.sha256 == sha256)
     upload = session.scalar(select(SymbolUpload).where(*same_file))
+    rejoined = upload is not None
     if upload is None:
         key = f"{object_key(build_id, sha256)}.{secrets.token_hex(4)}"
         upload_id = store.create_upload(key)
@@ -95,14 +108,17 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
         assert upload is not None
     elif not store.upload_exists(upload.key, upload.upload_id):  # expired by the bucket's lifecycle
         upload.upload_id = store.create_upload(upload.key)
+        rejoined = False
     if upload.bytes != total:
         raise ApiError(409, "conflict", f"this file's open upload is of {upload.bytes} bytes, not {total}",
                        fields={"bytes": [f"the open upload has {upload.bytes}"]})
     ttl = settings.dump_store.upload_ttl_s
     urls = signed_part_urls(store, upload.key, upload.upload_id, upload.bytes, upload.part_size,
                             request.get("parts"), ttl)
+    stored = store.list_parts(upload.key, upload.upload_id) if rejoined else []
     return {"build_id": build_id, "state": "uploading", "upload": upload_dict(upload),
             "expires_at": (utcnow() + timedelta(seconds=ttl)).isoformat(), "part_urls": urls,
+            "stored_parts": [stored_part(part) for part in sorted(stored, key=lambda part: part.number)],
             "files": [file_dict(row) for row in holding.values()], "new_kinds": []}
 
 

@@ -4,6 +4,7 @@ build-id, checked against the file's own ELF build-id note; hostile input gets a
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -213,3 +214,29 @@ def test_a_file_of_several_parts_lands_whole(
     served = requests.get(f"{pipeline.url}/debuginfod/buildid/{big.build_id}/executable",
                           headers=auth(make_token("read")), timeout=60)
     assert served.content == data
+
+
+def test_a_resumed_upload_sends_only_the_parts_the_store_lacks(
+    app: Flask, settings: Settings, pipeline: Pipeline, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    smallest_parts = replace(settings.dump_store, part_size_mb=5)
+    app.extensions["crashreg.settings"] = replace(settings, dump_store=smallest_parts)
+    big = compile_program(tmp_path / "big", "big", "parse_big_header",
+                          extra="static volatile char table[11 << 20] = {1}; h->length = table[7];")
+    data = big.unstripped.read_bytes()
+    body = {"build_id": big.build_id, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    first = pipeline.start(body).json()
+    assert first["stored_parts"] == []
+    assert put(first["part_urls"][0]["url"], data[:PART], content_md5(data[:PART])).status_code == 200
+    rejoined = pipeline.start(body).json()  # the pipeline failed; its rerun rejoins
+    held = {"number": 1, "bytes": PART, "md5": hashlib.md5(data[:PART]).hexdigest()}
+    assert rejoined["stored_parts"] == [held]
+
+    caplog.set_level(logging.INFO, logger="werkzeug")  # the live server's own request log
+    caplog.clear()
+    answer = pipeline.upload(data, big.build_id)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["new_kinds"] == ["debuginfo", "executable"]
+    sent = sorted(int(line.split("/parts/")[1].split("?")[0]) for line in caplog.messages
+                  if '"PUT ' in line and "/parts/" in line)
+    assert sent == [2, 3]
