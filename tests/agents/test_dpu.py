@@ -91,7 +91,7 @@ def test_an_all_zero_boot_id_is_no_identity_and_is_not_sent(registry: Registry, 
 
 
 def test_debug_info_is_found_per_kernel_release(tmp_path: Path) -> None:
-    """DIR/<release>/ holds the release's ELF files; the release comes from the core's VMCOREINFO."""
+    """DIR/<release>/ holds the release's ELF files (the release is the core's VMCOREINFO OSRELEASE=)."""
     release = tmp_path / "debug" / "6.1.0-57-cloud-amd64"
     (release / "modules").mkdir(parents=True)
     (release / "vmlinux").write_bytes(b"\x7fELF" + bytes(60))
@@ -104,10 +104,3 @@ def test_debug_info_is_found_per_kernel_release(tmp_path: Path) -> None:
         str(release / "vmlinux"),
     ]
     assert dpu_agent.debug_files(str(tmp_path / "debug"), "5.10.0-1-amd64") == []
-
-    core = tmp_path / "vmcore"
-    core.write_bytes(b"KDUMP   " + bytes(4096) + b"OSRELEASE=6.1.0-57-cloud-amd64\nPAGESIZE=4096\n")
-    assert dpu_agent.core_release(str(core)) == "6.1.0-57-cloud-amd64"
-    core.write_bytes(b"KDUMP   " + bytes(4096))
-    assert dpu_agent.core_release(str(core)) is None
-    assert dpu_agent.core_release(str(tmp_path / "missing")) is None
