@@ -172,14 +172,15 @@ class ReportSchema(Schema):
     kernel_build_id = fields.String(
         allow_none=True,
         validate=validate.Regexp(KERNEL_BUILD_ID, error="a GNU build-id: 1 to 64 bytes in hex"),
-        metadata={"description": "kernel sources: the crashed kernel's GNU build-id (VMCOREINFO's BUILD-ID=), "
-                  "the key of its vmlinux in the symbol store and /debuginfod/; optional"},
+        metadata={"description": "kernel sources: the crashed kernel's GNU build-id (VMCOREINFO's "
+                  "BUILD-ID=), the key of its vmlinux in the symbol store and /debuginfod/; optional"},
     )
     dpu = fields.Dict(
         allow_none=True,
         metadata={"description": "dpu: what the DPU agent read besides the log (panic_cpu, tainted_mask, "
-                  "crashed_thread with its frames, debug_info: the kernel's and each loaded module's build-id "
-                  "and where its debug info came from); kept with the report for triage, not fingerprinted"},
+                  "crashed_thread with its frames, debug_info: the kernel's and each loaded module's "
+                  "build-id and where its debug info came from); kept with the report for triage, not "
+                  "fingerprinted"},
     )
     repeat_of = short_text(
         128,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import subprocess
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +26,7 @@ from registry.storage.store import open_store
 from registry.symbols.keep import Origin, keep_file
 from tests.support.agents import Registry, run_reporter
 from tests.support.http import auth
-from tests.support.symbols import CountingServer, build_id_of, start_debuginfod
+from tests.support.symbols import CountingServer, build_id_of, kernel_like_files, start_debuginfod
 from tests.support.symbols import counting_server as counting_server
 
 BUILD_ID = "01d2640d3a13145ee314eb05b155f141b7b7058b"
@@ -133,26 +132,11 @@ def test_the_registry_checks_the_kernel_build_id_and_keeps_the_dpu_object(regist
 # --- the debuginfod client -------------------------------------------------------------------
 
 
-def kernel_files(directory: Path) -> dict[str, Path]:
-    """A module-like relocatable object (ld -r --build-id, as kbuild links a .ko) and a
-    vmlinux-like non-PIE executable, both with DWARF and a build-id note."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "driver.c").write_text("int driver_probe(int *p) { return *p + 1; }\n")
-    (directory / "kernel.c").write_text("int start_kernel(void) { return 0; }\n"
-                                        "int main(void) { return start_kernel(); }\n")
-    run = [["gcc", "-c", "-g", "-O1", "driver.c", "-o", "driver.o"],
-           ["ld", "-r", "--build-id=sha1", "driver.o", "-o", "driver.ko"],
-           ["gcc", "-g", "-no-pie", "-Wl,--build-id", "kernel.c", "-o", "vmlinux"]]
-    for command in run:
-        subprocess.run(command, cwd=directory, check=True, capture_output=True, timeout=120)
-    return {"module": directory / "driver.ko", "vmlinux": directory / "vmlinux"}
-
-
 @pytest.fixture
 def uploaded(app: Flask, database: Database, live_server: str, tmp_path: Path) -> dict[str, Path]:
     """The kernel-like files kept in the live registry's store, as `crashreg symbols upload` keeps
     them: the store takes an ET_REL module and an ET_EXEC vmlinux by their build-id notes."""
-    files = kernel_files(tmp_path / "build")
+    files = kernel_like_files(tmp_path / "build")
     settings = app.extensions["crashreg.settings"]
     app.extensions["crashreg.settings"] = replace(settings, public_url=live_server)
     store = open_store(settings.dump_store, live_server)
@@ -223,7 +207,7 @@ def test_the_report_token_is_never_a_debuginfod_credential(
 def test_elfutils_debuginfod_serves_the_client_and_a_miss_is_asked_once(
     tmp_path: Path, counting_server: CountingServer
 ) -> None:
-    files = kernel_files(tmp_path / "build")
+    files = kernel_like_files(tmp_path / "build")
     served = tmp_path / "served"
     served.mkdir()
     (served / "driver.ko").write_bytes(files["module"].read_bytes())
@@ -246,7 +230,7 @@ def test_elfutils_debuginfod_serves_the_client_and_a_miss_is_asked_once(
 def test_a_file_of_another_build_is_not_kept_and_a_silent_server_times_out(
     tmp_path: Path, counting_server: CountingServer
 ) -> None:
-    files = kernel_files(tmp_path / "build")
+    files = kernel_like_files(tmp_path / "build")
     counting_server.body = files["vmlinux"].read_bytes()  # whatever is asked, the vmlinux
     module_id = build_id_of(files["module"])
     with socket.socket() as silent:
