@@ -162,21 +162,31 @@ def loaded_modules(prog: Any) -> list[tuple[str, str | None]]:
     from drgn import FaultError
     from drgn.helpers.linux.list import list_for_each_entry
 
-    modules = []
-    for module in list_for_each_entry("struct module", prog["modules"].address_of_(), "list"):
-        if len(modules) == MAX_MODULES:
-            break
-        build_id = None
-        try:
-            attrs = module.notes_attrs
-            for index in range(attrs.notes.value_() if attrs.value_() else 0):
-                note = attrs.attrs[index]
-                raw = prog.read(note.private.value_(), min(note.size.value_(), MAX_NOTES_BYTES))
-                build_id = build_id or build_id_of(iter_notes(raw))
-        except (AttributeError, LookupError, FaultError):  # a kernel without module notes in sysfs
-            pass
-        modules.append((_text(module.name), build_id))
+    modules: list[tuple[str, str | None]] = []
+    try:
+        for module in list_for_each_entry("struct module", prog["modules"].address_of_(), "list"):
+            if len(modules) == MAX_MODULES:
+                break
+            modules.append((_text(module.name), _module_build_id(prog, module)))
+    except (LookupError, FaultError) as error:  # no kernel types loaded, or a damaged list
+        log(f"loaded modules: {type(error).__name__}: {error}")
     return modules
+
+
+def _module_build_id(prog: Any, module: Any) -> str | None:
+    from drgn import FaultError
+
+    try:
+        attrs = module.notes_attrs
+        for index in range(attrs.notes.value_() if attrs.value_() else 0):
+            note = attrs.attrs[index]
+            raw = prog.read(note.private.value_(), min(note.size.value_(), MAX_NOTES_BYTES))
+            found = build_id_of(iter_notes(raw))
+            if found:
+                return found
+    except (AttributeError, LookupError, FaultError):  # a kernel without module notes in sysfs
+        pass
+    return None
 
 
 def _load(prog: Any, files: list[str]) -> None:
