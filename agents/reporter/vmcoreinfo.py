@@ -5,7 +5,8 @@ The crashed kernel wrote VMCOREINFO (`KEY=VALUE` lines: `OSRELEASE=`, `BUILD-ID=
 `makedumpfile -E`) holds it as a `VMCOREINFO` note in its PT_NOTE segment; makedumpfile's
 kdump-compressed format at the sub header's `offset_vmcoreinfo`/`size_vmcoreinfo`. Only those
 bytes are read (the headers, then the notes or the block named): never the memory a 2 TB
-host's /proc/vmcore holds after them.
+host's /proc/vmcore holds after them. Another format drgn may open (libkdumpfile reads several)
+is searched for the VMCOREINFO text in its first 16 MiB, as the DPU agent always did.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import re
 import struct
 from typing import BinaryIO
 
-from agents.reporter.elf import PT_NOTE, NotElf, file_reader, iter_notes, parse_header, read_segments
+from agents.reporter.elf import (
+    ELF_MAGIC,
+    PT_NOTE,
+    NotElf,
+    file_reader,
+    iter_notes,
+    parse_header,
+    read_segments,
+)
 
 KDUMP_SIGNATURE = b"KDUMP   "
 MAX_NOTES_BYTES = 16 << 20  # a vmcore's notes (every CPU's registers, VMCOREINFO) are far less
@@ -23,6 +32,7 @@ MAX_NOTES_BYTES = 16 << 20  # a vmcore's notes (every CPU's registers, VMCOREINF
 # end_pfn, offset_vmcoreinfo, size_vmcoreinfo (makedumpfile's diskdump_mod.h, 64-bit).
 KDUMP_BLOCK_SIZE_AT = 428
 KDUMP_VMCOREINFO_AT = 32
+SCAN_BYTES = 16 << 20  # another format: its head, where VMCOREINFO is written
 HEX = re.compile(r"(?:[0-9a-f]{2}){1,64}")
 
 
@@ -62,6 +72,11 @@ def _vmcoreinfo_bytes(handle: BinaryIO) -> bytes | None:
         handle.seek(offset)
         return handle.read(size)
 
+    if head[:4] != ELF_MAGIC:
+        handle.seek(0)
+        text = handle.read(SCAN_BYTES)
+        start = text.find(b"OSRELEASE=")
+        return text[start:text.find(b"\0", start)] if start >= 0 else None
     read = file_reader(handle)
     for segment in read_segments(read, parse_header(head)):
         if segment.kind == PT_NOTE and segment.filesz <= MAX_NOTES_BYTES:

@@ -72,7 +72,13 @@ def kdump_vmcore(path: Path, vmcoreinfo: bytes = VMCOREINFO) -> Path:
     return path
 
 
-@pytest.mark.parametrize("make", [elf_vmcore, kdump_vmcore], ids=["elf", "kdump"])
+def other_format(path: Path, vmcoreinfo: bytes = VMCOREINFO) -> Path:
+    """A format of its own (say, one libkdumpfile reads) with VMCOREINFO in its head."""
+    path.write_bytes(b"LKCD" + bytes(8192) + vmcoreinfo + b"\0" + b"\x5a" * 4096)
+    return path
+
+
+@pytest.mark.parametrize("make", [elf_vmcore, kdump_vmcore, other_format], ids=["elf", "kdump", "other"])
 def test_vmcoreinfo_is_read_from_the_head_of_a_vmcore(tmp_path: Path, make: Callable[..., Path]) -> None:
     info = read_vmcoreinfo(str(make(tmp_path / "vmcore")))
     assert (info["OSRELEASE"], info["KERNELOFFSET"]) == ("6.1.0-57-cloud-amd64", "35000000")
@@ -82,7 +88,7 @@ def test_vmcoreinfo_is_read_from_the_head_of_a_vmcore(tmp_path: Path, make: Call
 def test_a_vmcore_without_a_usable_build_id_gives_none(tmp_path: Path) -> None:
     assert read_vmcoreinfo(str(tmp_path / "missing")) == {}
     (tmp_path / "text").write_text("BUILD-ID=" + BUILD_ID)
-    assert read_vmcoreinfo(str(tmp_path / "text")) == {}  # no vmcore, however it reads
+    assert read_vmcoreinfo(str(tmp_path / "text")) == {}  # no VMCOREINFO block (it starts at OSRELEASE=)
     (tmp_path / "cut").write_bytes(b"KDUMP   " + bytes(100))
     assert read_vmcoreinfo(str(tmp_path / "cut")) == {}
     assert read_vmcoreinfo(str(elf_vmcore(tmp_path / "no-note", None))) == {}
