@@ -189,11 +189,15 @@ def _module_build_id(prog: Any, module: Any) -> str | None:
     return None
 
 
-def _load(prog: Any, files: list[str]) -> None:
+def _load(prog: Any, files: list[str] | None) -> None:
+    """Load these ELF files' debug info (None: drgn's default paths)."""
     import drgn
 
     try:
-        prog.load_debug_info(files, default=False)
+        if files is None:
+            prog.load_default_debug_info()
+        else:
+            prog.load_debug_info(files, default=False)
     except drgn.MissingDebugInfoError as error:
         log(f"drgn: {error}")  # vmlinux found, some modules not: go on with what there is
 
@@ -211,19 +215,14 @@ def open_host(core: str, config: Config, debug_dir: str) -> tuple[Any, dict[str,
         log(f"no debug info for release {release or '?'} under {debug_dir}")
     debuginfod = Debuginfod.from_config(config)
     vmlinux = None if files or not build_id else debuginfod.find(build_id)
-    used: dict[str, Any] = {"kernel": {"build_id": build_id, "from": "debug_dir" if files else
-                                       "debuginfod" if vmlinux else "default"}, "modules": []}
     if not files and not vmlinux:
         log(f"no debug info for kernel build-id {build_id or '?'}: drgn's default paths")
-        try:
-            prog.load_default_debug_info()
-        except drgn.MissingDebugInfoError as error:
-            log(f"drgn: {error}")
-        return prog, used, vmcoreinfo
-    _load(prog, files or [str(vmlinux)])
+    _load(prog, files or ([str(vmlinux)] if vmlinux else None))
+    kernel_from = "debug_dir" if files else "debuginfod" if vmlinux else "default"
+    used: dict[str, Any] = {"kernel": {"build_id": build_id, "from": kernel_from}, "modules": []}
     named = {Path(path).stem.replace("-", "_") for path in files}
     fetched = []
-    for name, module_build_id in loaded_modules(prog):
+    for name, module_build_id in loaded_modules(prog):  # none without the kernel's types
         found = None if name in named or not module_build_id else debuginfod.find(module_build_id)
         fetched += [str(found)] if found else []
         used["modules"].append({"name": name, "build_id": module_build_id,
