@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
-from .elf import (
+from agents.reporter.elf import (
     EHDR,
     ET_CORE,
     PN_XNUM,

@@ -19,9 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from .cfi import EhFrame
-from .core import CoreHead, FileMapping, Memory
-from .elf import (
+from agents.reporter.elf import (
     EHDR,
     PT_DYNAMIC,
     PT_GNU_EH_FRAME,
@@ -37,11 +35,15 @@ from .elf import (
     Section,
     Segment,
     build_id_of,
+    file_reader,
     iter_notes,
     parse_header,
     read_sections,
     read_segments,
 )
+
+from .cfi import EhFrame
+from .core import CoreHead, FileMapping, Memory
 
 AT_SYSINFO_EHDR = 33
 VDSO_PATH = "[vdso]"
@@ -284,20 +286,6 @@ class MemoryImage:
         return contents()
 
 
-def _file_reader(handle: BinaryIO) -> Reader:
-    descriptor = handle.fileno()
-
-    def read(offset: int, size: int) -> bytes | None:
-        if size <= 0 or offset < 0:
-            return None
-        try:
-            data = os.pread(descriptor, size, offset)
-        except (OSError, OverflowError):
-            return None
-        return data if len(data) == size else None
-    return read
-
-
 def _text_reader(read: Reader, segments: list[Segment]) -> Reader:
     """Link-time addresses of a file's PT_LOAD segments read from the file."""
     loads = [s for s in segments if s.kind == PT_LOAD]
@@ -343,7 +331,7 @@ def _load_module(path: str, base: int, start: int, end: int, memory: Memory, ope
     memory_build_id = image.build_id() if image else None
     handle = opener(path, base)
     if handle is not None:
-        read = _file_reader(handle)
+        read = file_reader(handle)
         try:
             build_id, segments, contents = load_from_file(read)
             usable = memory_build_id is None or build_id == memory_build_id

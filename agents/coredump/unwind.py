@@ -11,9 +11,10 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from agents.reporter.elf import PF_R, PF_W, PF_X
+
 from .cfi import DWARF_REGISTERS, RA, RBP, RSP, CfiError, caller_registers, rules_at
 from .core import CoreHead, Memory
-from .elf import PF_R, PF_W, PF_X
 from .modules import Module, module_at
 
 MAX_FRAMES = 128

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from agents.reporter.elf import EHDR, ELF_MAGIC, PF_W, PHDR, PT_LOAD, PT_NOTE
+
 from .core import CoreHead, Memory, Thread
-from .elf import EHDR, ELF_MAGIC, PF_W, PHDR, PT_LOAD, PT_NOTE
 
 PAGE = 4096
 ZERO_PAGE = bytes(PAGE)

@@ -13,10 +13,15 @@ reporter's toolkit (agents/reporter), imported as a package: the agent is the re
 `dpu` command, run by a python3 that has drgn.
 
 A DPU holds no debug info for its hosts' kernels, and drgn's default search paths are the
-DPU's own: `--debug-dir DIR` (or CRASHREG_DPU_DEBUG_DIR in reporter.conf) names a directory
-with one subdirectory per kernel release, `DIR/<release>/`, whose ELF files (the release's
-vmlinux, and any module .ko with debug info) are loaded for the core's release (read from
-its VMCOREINFO). Written for drgn 0.0.22 (Debian 12) and later.
+DPU's own. The kernel's debug info is found, in this order: `--debug-dir DIR` (or
+CRASHREG_DPU_DEBUG_DIR) when it has `DIR/<release>/` for the core's release (read from its
+VMCOREINFO), whose ELF files (the release's vmlinux, and any module .ko with debug info) are
+loaded; else the vmlinux fetched by the core's kernel build-id (VMCOREINFO's BUILD-ID=) from
+debuginfod (agents/reporter/debuginfod.py: the registry's /debuginfod/ by default, with a read
+credential of the DPU's own); else drgn's defaults. Once a vmlinux is loaded, each loaded
+module's build-id is read from its notes in host memory and its debug info fetched the same
+way. The report's `dpu.debug_info` says what was used, so triage can fetch the same files.
+Written for drgn 0.0.22 (Debian 12) and later.
 
     crashreg-report.pyz dpu report --core /dev/host-memory [--debug-dir D] [--save-record F]
     crashreg-report.pyz dpu report --record F                                 report a recording
@@ -26,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import socket
 import uuid
 from pathlib import Path
@@ -34,14 +38,16 @@ from typing import Any
 
 from agents.reporter import EXIT_DUMP, EXIT_SKIP
 from agents.reporter.config import Config
+from agents.reporter.debuginfod import Debuginfod
 from agents.reporter.decide import decide
+from agents.reporter.elf import build_id_of, iter_notes
 from agents.reporter.log import log
 from agents.reporter.report import console_report, tail_text, utc_now
+from agents.reporter.vmcoreinfo import kernel_build_id, read_vmcoreinfo
 
 MAX_FRAMES = 64
-# The crashed kernel writes VMCOREINFO (with OSRELEASE=) into the core's notes or, for
-# makedumpfile's kdump format, into its header: both near the start of the file.
-VMCOREINFO_SCAN_BYTES = 16 << 20
+MAX_MODULES = 1024  # the modules list of a damaged core could loop
+MAX_NOTES_BYTES = 1 << 16  # a module's note sections
 NO_BOOT_ID = uuid.UUID(int=0)
 
 
@@ -128,20 +134,12 @@ def dpu_report(record: dict[str, Any], config: Config) -> dict[str, Any]:
     # Kernel frames stay out of `stack` (the contract's userspace stack) but are kept with the
     # stored report for triage.
     dpu = {"agent": socket.gethostname(), "panic_cpu": record.get("panic_cpu"),
-           "tainted_mask": record.get("tainted_mask"), "crashed_thread": record.get("crashed_thread")}
+           "tainted_mask": record.get("tainted_mask"), "crashed_thread": record.get("crashed_thread"),
+           "debug_info": record.get("debug_info")}
+    build_id = record.get("kernel_build_id")
     return console_report(f"dpu-{suffix}", "dpu", record.get("read_at") or utc_now(), record["hostname"],
-                          record.get("kernel_release"), boot_id, console_log, dpu=dpu)
-
-
-def core_release(core: str) -> str | None:
-    """OSRELEASE from the core's VMCOREINFO, read before any debug info is loaded."""
-    try:
-        with open(core, "rb") as handle:
-            head = handle.read(VMCOREINFO_SCAN_BYTES)
-    except OSError:
-        return None
-    found = re.search(rb"OSRELEASE=([\x21-\x7e]+)", head)
-    return found.group(1).decode() if found else None
+                          record.get("kernel_release"), boot_id, console_log, dpu=dpu,
+                          **({"kernel_build_id": build_id} if build_id else {}))
 
 
 def debug_files(debug_dir: str, release: str) -> list[str]:
@@ -158,23 +156,80 @@ def debug_files(debug_dir: str, release: str) -> list[str]:
     return found
 
 
-def open_host(core: str, debug_dir: str) -> Any:
-    """A drgn program over the host's memory, with the debug info of its kernel release."""
+def loaded_modules(prog: Any) -> list[tuple[str, str | None]]:
+    """(name, build-id) of each module the host had loaded: the build-id from the module's note
+    sections in host memory (`mod->notes_attrs`, what /sys/module/<name>/notes/ shows)."""
+    from drgn import FaultError
+    from drgn.helpers.linux.list import list_for_each_entry
+
+    modules: list[tuple[str, str | None]] = []
+    try:
+        for module in list_for_each_entry("struct module", prog["modules"].address_of_(), "list"):
+            if len(modules) == MAX_MODULES:
+                break
+            modules.append((_text(module.name), _module_build_id(prog, module)))
+    except (LookupError, FaultError) as error:  # no kernel types loaded, or a damaged list
+        log(f"loaded modules: {type(error).__name__}: {error}")
+    return modules
+
+
+def _module_build_id(prog: Any, module: Any) -> str | None:
+    from drgn import FaultError
+
+    try:
+        attrs = module.notes_attrs
+        for index in range(attrs.notes.value_() if attrs.value_() else 0):
+            note = attrs.attrs[index]
+            raw = prog.read(note.private.value_(), min(note.size.value_(), MAX_NOTES_BYTES))
+            found = build_id_of(iter_notes(raw))
+            if found:
+                return found
+    except (AttributeError, LookupError, FaultError):  # a kernel without module notes in sysfs
+        pass
+    return None
+
+
+def _load(prog: Any, files: list[str] | None) -> None:
+    """Load these ELF files' debug info (None: drgn's default paths)."""
+    import drgn
+
+    try:
+        if files is None:
+            prog.load_default_debug_info()
+        else:
+            prog.load_debug_info(files, default=False)
+    except drgn.MissingDebugInfoError as error:
+        log(f"drgn: {error}")  # vmlinux found, some modules not: go on with what there is
+
+
+def open_host(core: str, config: Config, debug_dir: str) -> tuple[Any, dict[str, Any], dict[str, str]]:
+    """A drgn program over the host's memory with its kernel's debug info; what debug info was
+    used (`dpu.debug_info`); the core's VMCOREINFO."""
     import drgn
 
     prog = drgn.program_from_core_dump(core)
-    release = core_release(core) if debug_dir else None
-    files = debug_files(debug_dir, release) if release else []
+    vmcoreinfo = read_vmcoreinfo(core)
+    release, build_id = vmcoreinfo.get("OSRELEASE"), kernel_build_id(vmcoreinfo)
+    files = debug_files(debug_dir, release) if debug_dir and release else []
     if debug_dir and not files:
-        log(f"no debug info for release {release or '?'} under {debug_dir}: drgn's default paths")
-    try:
-        if files:
-            prog.load_debug_info(files, default=False)
-        else:
-            prog.load_default_debug_info()
-    except drgn.MissingDebugInfoError as error:
-        log(f"drgn: {error}")  # vmlinux found, some modules not: go on with what there is
-    return prog
+        log(f"no debug info for release {release or '?'} under {debug_dir}")
+    debuginfod = Debuginfod.from_config(config)
+    vmlinux = None if files or not build_id else debuginfod.find(build_id)
+    if not files and not vmlinux:
+        log(f"no debug info for kernel build-id {build_id or '?'}: drgn's default paths")
+    _load(prog, files or ([str(vmlinux)] if vmlinux else None))
+    kernel_from = "debug_dir" if files else "debuginfod" if vmlinux else "default"
+    used: dict[str, Any] = {"kernel": {"build_id": build_id, "from": kernel_from}, "modules": []}
+    named = {Path(path).stem.replace("-", "_") for path in files}
+    fetched = []
+    for name, module_build_id in loaded_modules(prog):  # none without the kernel's types
+        found = None if name in named or not module_build_id else debuginfod.find(module_build_id)
+        fetched += [str(found)] if found else []
+        used["modules"].append({"name": name, "build_id": module_build_id,
+                                "from": "debug_dir" if name in named else "debuginfod" if found else None})
+    if fetched:
+        _load(prog, fetched)
+    return prog, used, vmcoreinfo
 
 
 def command_report(config: Config, args: argparse.Namespace) -> int:
@@ -182,8 +237,9 @@ def command_report(config: Config, args: argparse.Namespace) -> int:
     if args.record:
         record = json.loads(Path(args.record).read_text())
     else:
-        record = read_host(open_host(args.core, args.debug_dir or config.dpu_debug_dir))
-        record["read_at"] = utc_now()
+        prog, debug_info, vmcoreinfo = open_host(args.core, config, args.debug_dir or config.dpu_debug_dir)
+        record = read_host(prog) | {"read_at": utc_now(), "kernel_build_id": kernel_build_id(vmcoreinfo),
+                                    "debug_info": debug_info}
     if args.save_record:
         Path(args.save_record).write_text(json.dumps(record, indent=1))
     report = dpu_report(record, config)

@@ -172,8 +172,18 @@ detect_hostname() {
     [ -n "$host" ] || host=unknown
 }
 
+# The crashed kernel's build-id: VMCOREINFO's BUILD-ID= (Linux 5.9+), in the notes at the head
+# of the vmcore (after its ELF and program headers), so only its first MiB is read, never the
+# memory after it. Empty when there is no vmcore or no such line.
+VMCOREINFO_HEAD_KIB=1024
+vmcore_build_id() {
+    dd if="$CRASHREG_VMCORE" bs=1024 count=$VMCOREINFO_HEAD_KIB 2>/dev/null \
+        | tr -c '0-9A-Za-z=-' '\n' | sed -n 's/^BUILD-ID=\([0-9a-f][0-9a-f]*\)$/\1/p' | head -n 1
+}
+
 detect_host() {
     detect_hostname
+    kernel_build_id=$(vmcore_build_id)
     boot_id=$(cmdline_value boot_id)
     kernel=$(cmdline_value kernel)
     [ -n "$kernel" ] || kernel=$(log_kernel_version)
@@ -202,8 +212,10 @@ build_report() {
         printf '{"report_id":%s,"source":"crash_kernel","crashed_at":"%s",' \
             "$(json_value "$report_id")" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
         printf '"host":{"hostname":%s,"kernel_version":%s},' "$(json_value "$host")" "$(json_value "$kernel")"
-        printf '"boot_id":%s,"uptime_s":%s,"fingerprint":%s,"console_log":' \
+        printf '"boot_id":%s,"uptime_s":%s,"fingerprint":%s,' \
             "$(json_value "$boot_id")" "${uptime:-null}" "$(json_value "$fingerprint")"
+        [ -z "$kernel_build_id" ] || printf '"kernel_build_id":"%s",' "$kernel_build_id"
+        printf '"console_log":'
         json_string lines < "$work/console.log"
         printf '}\n'
     } > "$work/report.json"

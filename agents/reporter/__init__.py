@@ -9,6 +9,8 @@ core handler (agents/coredump) and the DPU agent (agents/dpu) import. Standard l
     captures  captures recorded       upload    a dump's upload to the dump store
     kernel    the crash kernel's report and core collector
     postboot  the post-boot resend
+    elf       ELF64 headers and notes   vmcoreinfo  a vmcore's VMCOREINFO (release, build-id)
+    debuginfod  debug info by build-id from debuginfod servers
 
 Modules are imported where they are needed: a core handler's time to its answer is mostly
 imports (bench/README.md, core handler).

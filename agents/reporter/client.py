@@ -5,11 +5,12 @@ core handler's instructions to its answer (bench/README.md, core handler)."""
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from agents.reporter.config import Config
@@ -36,42 +37,51 @@ MAX_HEADER_LINES = 200
 
 
 MAX_LINE = 65536
+COPY_PIECE = 1 << 20
 
 
 def http_request(
     config: Config, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
 ) -> Response:
-    """One request, one connection (`Connection: close`): connect within connect_timeout, all
-    of it within max_time; TLS (ca_file, else the system's CAs) for an https URL."""
+    """One request to the registry with the config's token: connect within connect_timeout,
+    all of it within max_time."""
     if not config.url:
         raise Unsent("no registry URL configured")
-    parts = urlsplit(config.url.rstrip("/") + path)
+    token = config.token()
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    if body is not None:
+        auth |= {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    return http_exchange(config.url.rstrip("/") + path, method, auth | (headers or {}), body,
+                         config.connect_timeout, config.max_time, config.ca_file)
+
+
+def http_exchange(url: str, method: str, headers: dict[str, str], body: bytes | None, connect_timeout: float,
+                  max_time: float, ca_file: str, sink: BinaryIO | None = None) -> Response:
+    """One request, one connection (`Connection: close`); TLS (ca_file, else the system's CAs)
+    for an https URL. With `sink` the body is written there as it arrives (a debug file of
+    hundreds of MB), and max_time bounds each read instead of the whole exchange."""
+    parts = urlsplit(url)
     https = parts.scheme == "https"
     host = parts.hostname or ""
-    deadline = time.monotonic() + config.max_time
+    deadline = time.monotonic() + max_time
     all_headers = {"Host": parts.netloc, "Accept": "application/json", "Accept-Encoding": "identity",
-                   "Connection": "close"} | (headers or {})
-    token = config.token()
-    if token:
-        all_headers["Authorization"] = f"Bearer {token}"
-    if body is not None:
-        all_headers |= {"Content-Type": "application/json", "Content-Length": str(len(body))}
+                   "Connection": "close"} | headers
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     address = (host, parts.port or (443 if https else 80))
-    sock = socket.create_connection(address, timeout=config.connect_timeout)
+    sock = socket.create_connection(address, timeout=connect_timeout)
     try:
         if https:
             import ssl
 
-            context = ssl.create_default_context(cafile=config.ca_file or None)
+            context = ssl.create_default_context(cafile=ca_file or None)
             sock = context.wrap_socket(sock, server_hostname=host)
-        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        sock.settimeout(max_time if sink else max(0.1, deadline - time.monotonic()))
         lines = [f"{method} {target} HTTP/1.1", *(f"{key}: {value}" for key, value in all_headers.items())]
         sock.sendall("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (body or b""))
         with sock.makefile("rb") as stream:
-            response = read_response(stream, method)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{method} {path} took longer than {config.max_time}s")
+            response = read_response(stream, method, sink)
+        if sink is None and time.monotonic() > deadline:
+            raise TimeoutError(f"{method} {parts.path} took longer than {max_time}s")
         return response
     finally:
         sock.close()
@@ -84,8 +94,9 @@ def _line(stream: Any) -> bytes:
     return line
 
 
-def read_response(stream: Any, method: str) -> Response:
-    """Status line, headers, then the body: chunked, Content-Length, or up to the close."""
+def read_response(stream: Any, method: str, sink: BinaryIO | None = None) -> Response:
+    """Status line, headers, then the body: chunked, Content-Length, or up to the close; into
+    `sink` when one is given (the Response's body is then empty)."""
     status_line = _line(stream).decode("latin-1").split(None, 2)
     if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit():
         raise BadResponse(f"not an HTTP/1.x status line: {' '.join(status_line)[:100]!r}")
@@ -101,21 +112,32 @@ def read_response(stream: Any, method: str) -> Response:
         raise BadResponse(f"more than {MAX_HEADER_LINES} header lines")
     if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
         return Response(status, headers, b"")
+    out = sink if sink is not None and status == 200 else io.BytesIO()
     if headers.get("transfer-encoding", "").lower() == "chunked":
-        return Response(status, headers, _chunked(stream))
-    length = headers.get("content-length")
-    if length is not None:
+        _chunked(stream, out)
+    elif (length := headers.get("content-length")) is not None:
         if not length.isdigit():
             raise BadResponse(f"Content-Length {length[:40]!r}")
-        data = stream.read(int(length))
-        if len(data) != int(length):
-            raise BadResponse(f"the body ended after {len(data)} of {length} bytes")
-        return Response(status, headers, data)
-    return Response(status, headers, stream.read())
+        if (copied := _copy(stream, out, int(length))) != int(length):
+            raise BadResponse(f"the body ended after {copied} of {length} bytes")
+    else:
+        _copy(stream, out, None)
+    return Response(status, headers, out.getvalue() if isinstance(out, io.BytesIO) else b"")
 
 
-def _chunked(stream: Any) -> bytes:
-    data = bytearray()
+def _copy(stream: Any, out: BinaryIO, size: int | None) -> int:
+    """Up to `size` bytes (None: to the end) from stream to out, in pieces; how many came."""
+    copied = 0
+    while size is None or copied < size:
+        piece = stream.read(COPY_PIECE if size is None else min(COPY_PIECE, size - copied))
+        if not piece:
+            break
+        out.write(piece)
+        copied += len(piece)
+    return copied
+
+
+def _chunked(stream: Any, out: BinaryIO) -> None:
     while True:
         size_text = _line(stream).split(b";", 1)[0].strip()
         try:
@@ -125,11 +147,9 @@ def _chunked(stream: Any) -> bytes:
         if size == 0:
             while _line(stream).strip():  # trailers
                 pass
-            return bytes(data)
-        chunk = stream.read(size)
-        if len(chunk) != size or _line(stream).strip():
+            return
+        if _copy(stream, out, size) != size or _line(stream).strip():
             raise BadResponse("a chunk ended early")
-        data += chunk
 
 
 class Unsent(Exception):

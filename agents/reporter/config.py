@@ -60,6 +60,13 @@ class Config:
     kdump_upload: str = "spool"  # collect: "spool" for the post-boot agent (no downtime), or "now"
     upload_threads: int = 4  # parts in flight at once
     dpu_debug_dir: str = ""  # the DPU agent: DIR/<release>/ holds each kernel release's debug info
+    # The DPU agent's debuginfod client (agents/reporter/debuginfod.py): servers (space-separated;
+    # none: the registry's <url>/debuginfod/), a read credential of its own, timeouts, cache.
+    debuginfod_urls: str = ""
+    debuginfod_token_file: str = ""  # a `read` token for the registry's /debuginfod/, never the report token
+    debuginfod_headers_file: str = ""  # elfutils' DEBUGINFOD_HEADERS_FILE: `Name: value` lines, every server
+    debuginfod_timeout: float = 30.0  # seconds to connect, and for each read of a file
+    debuginfod_cache: str = "/var/cache/crashreg/debuginfod"  # <cache>/<build-id>/debuginfo, as elfutils'
 
     @classmethod
     def load(cls, path: str | None = None) -> Config:

@@ -20,6 +20,7 @@ from agents.reporter.report import (
     tail_text,
     utc_now,
 )
+from agents.reporter.vmcoreinfo import kernel_build_id, read_vmcoreinfo
 
 
 def read_kernel_log(config: Config) -> str:
@@ -60,8 +61,9 @@ def crash_kernel_report(config: Config, console_log: str) -> dict[str, Any]:
     boot_id = params.get("boot_id")
     kernel_version = params.get("kernel") or log_kernel_version(console_log) or os.uname().release
     report_id = f"kdump-{boot_id or f'{hostname}-{uuid.uuid4()}'}"
+    build_id = kernel_build_id(read_vmcoreinfo(config.vmcore))
     return console_report(report_id, "crash_kernel", utc_now(), hostname, kernel_version, boot_id,
-                          console_log)
+                          console_log, **({"kernel_build_id": build_id} if build_id else {}))
 
 
 def crash_kernel_uptime() -> float | None:

@@ -20,6 +20,7 @@ MAX_MAPPINGS = 4096
 MAX_UPTIME_S = 2**31 - 1  # 68 years
 NOTHING_TO_FINGERPRINT = "nothing to fingerprint: a report needs console_log or stack.frames"
 MAX_WARNINGS = 20
+KERNEL_BUILD_ID = r"^(?:[0-9a-fA-F]{2}){1,64}$"
 MAX_REPEAT_COUNT = 2**40  # a hot WARN_ON prints ~10^5 times a second: years of it
 
 
@@ -168,6 +169,19 @@ class ReportSchema(Schema):
         "optional, computed by the reporter (what it matched the offline policy bundle with); "
         "kept with the report, not used: the registry fingerprints console_log or stack itself, "
         "so it is not something to fingerprint")})
+    kernel_build_id = fields.String(
+        allow_none=True,
+        validate=validate.Regexp(KERNEL_BUILD_ID, error="a GNU build-id: 1 to 64 bytes in hex"),
+        metadata={"description": "kernel sources: the crashed kernel's GNU build-id (VMCOREINFO's "
+                  "BUILD-ID=), the key of its vmlinux in the symbol store and /debuginfod/; optional"},
+    )
+    dpu = fields.Dict(
+        allow_none=True,
+        metadata={"description": "dpu: what the DPU agent read besides the log (panic_cpu, tainted_mask, "
+                  "crashed_thread with its frames, debug_info: the kernel's and each loaded module's "
+                  "build-id and where its debug info came from); kept with the report for triage, not "
+                  "fingerprinted"},
+    )
     repeat_of = short_text(
         128,
         metadata={"description": "live_kernel: the report_id of the first report of this warning or "

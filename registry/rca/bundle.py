@@ -29,7 +29,7 @@ from registry.epidemiology.service import signature_epidemiology
 from registry.epidemiology.shapes import EpidemiologyBody
 from registry.jira.state import JiraComment
 from registry.rca.checks import CHECKS, REQUIRED_EVIDENCE
-from registry.rca.kernels import DebugInfo, debuginfo
+from registry.rca.kernels import DebugInfo, KernelBuild, debuginfo, kernel_build
 from registry.rca.sampling import diverse_sample, similarity
 from registry.rca.schemas import EVIDENCE_TYPES, FixSchema
 from registry.rca.service import RcaView, event_frames, functions_of, member_signature_ids, signature_rcas
@@ -139,6 +139,12 @@ class EvidenceFormat(TypedDict):
     checks: list[CheckDoc]
 
 
+class WorkspaceModule(TypedDict):
+    name: str
+    build_id: str
+    debug: str  # where setup.sh puts its debug info: debug/<kernel_version>/modules/<name>.ko
+
+
 class WorkspaceDump(TypedDict):
     event_id: str
     capture_id: str
@@ -147,6 +153,10 @@ class WorkspaceDump(TypedDict):
     uri: str | None
     dump: str
     vmlinux: str
+    # the crashed kernel's build-id: setup.sh fetches the vmlinux from the registry's
+    # /debuginfod/ by it (None: no report carried it; the debug package instead)
+    kernel_build_id: str | None
+    modules: list[WorkspaceModule]  # loaded modules a DPU report named, fetched the same way
     drgn: str
     # a short-lived link to the dump in the dump store (None: not stored), and how it is encoded
     download_url: str | None
@@ -410,6 +420,17 @@ def example_rca(bundle: TriageBundle) -> dict[str, Any]:
     }
 
 
+def kernel_builds(session: Session, event_ids: list[int]) -> dict[int, KernelBuild]:
+    """Each event's kernel build-id and module build-ids, from its kernel reports' payloads."""
+    payloads: dict[int, list[dict[str, Any]]] = {}
+    query = (select(Report.event_id, Report.payload)
+             .where(Report.event_id.in_(event_ids), Report.source.in_(("crash_kernel", "dpu")))
+             .order_by(Report.received_at, Report.id))
+    for event_id, payload in session.execute(query):
+        payloads.setdefault(event_id, []).append(payload if isinstance(payload, dict) else {})
+    return {event_id: kernel_build(found) for event_id, found in payloads.items()}
+
+
 def workspace_dumps(
     session: Session, events: list[SampledEvent], link: LinkMaker | None
 ) -> list[WorkspaceDump]:
@@ -417,9 +438,11 @@ def workspace_dumps(
     each beside its kernel's vmlinux (fetched through its download link when the dump store
     holds it), and AGENTS.md gives the drgn command for each."""
     stored = stored_dumps(session, [int(c["id"]) for e in events for c in e["captures"]])
+    builds = kernel_builds(session, [int(e["id"]) for e in events if e["captures"]])
     dumps: list[WorkspaceDump] = []
     for event in events:
         version = event["host"].get("kernel_version")
+        build = builds.get(int(event["id"]), {"build_id": None, "modules": []})
         for capture in event["captures"]:
             if not version or capture["status"] != "completed" or not (capture["target"] or capture["uri"]):
                 continue
@@ -434,6 +457,9 @@ def workspace_dumps(
                 "uri": capture["uri"],
                 "dump": dump,
                 "vmlinux": vmlinux,
+                "kernel_build_id": build["build_id"],
+                "modules": [{**module, "debug": f"debug/{version}/modules/{module['name']}.ko"}
+                            for module in build["modules"]],
                 "drgn": f"drgn -q -c {dump} -s {vmlinux} inspect-dump.py",
                 "download_url": given["url"] if given else None,
                 "download_expires_at": given["expires_at"] if given else None,

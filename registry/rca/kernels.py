@@ -1,4 +1,5 @@
-"""Kernel version strings -> the debug packages each needs and where its exact source is.
+"""Kernel version strings -> the debug packages each needs and where its exact source is; a
+crashed kernel's build-ids (its own and its modules') from its reports.
 
 A table of build families (rules as data); ordering versions is regression.py's job.
 """
@@ -6,8 +7,9 @@ A table of build families (rules as data); ordering versions is regression.py's 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
 _UPSTREAM_DOT_ZERO = re.compile(r"^(\d+\.\d+)\.0(?=$|-rc)")
 
@@ -113,3 +115,46 @@ def debuginfo(version: str) -> DebugInfo:
         "source_ref": None,
         "source_repository": None,
     }
+
+
+BUILD_ID = re.compile(r"(?:[0-9a-f]{2}){1,64}")
+MODULE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the kernel's MODULE_NAME_LEN is 56
+
+
+class ModuleBuild(TypedDict):
+    name: str
+    build_id: str
+
+
+class KernelBuild(TypedDict):
+    """What a vmcore's debug info is fetched by: the crashed kernel's build-id and each loaded
+    module's, from the event's reports (the crash kernel's or DPU's `kernel_build_id`, the DPU's
+    `dpu.debug_info.modules`)."""
+
+    build_id: str | None
+    modules: list[ModuleBuild]
+
+
+def _build_id(value: Any) -> str | None:
+    text = value.lower() if isinstance(value, str) else ""
+    return text if BUILD_ID.fullmatch(text) else None
+
+
+def kernel_build(payloads: Iterable[dict[str, Any]]) -> KernelBuild:
+    """From an event's stored report payloads, oldest first. A stored payload is read as
+    untrusted (a report from before the field existed kept whatever it sent): malformed values
+    are skipped, never raised."""
+    found: KernelBuild = {"build_id": None, "modules": []}
+    for payload in payloads:
+        found["build_id"] = found["build_id"] or _build_id(payload.get("kernel_build_id"))
+        dpu = payload.get("dpu")
+        debug = dpu.get("debug_info") if isinstance(dpu, dict) else None
+        modules = debug.get("modules") if isinstance(debug, dict) else None
+        if found["modules"] or not isinstance(modules, list):
+            continue
+        for module in modules:
+            name = module.get("name") if isinstance(module, dict) else None
+            build_id = _build_id(module.get("build_id")) if isinstance(module, dict) else None
+            if isinstance(name, str) and MODULE_NAME.fullmatch(name) and build_id:
+                found["modules"].append({"name": name, "build_id": build_id})
+    return found

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from agents.coredump.core import CoreHead, FileMapping, Thread
-from agents.coredump.elf import PF_R, PF_W, PT_LOAD, Segment
 from agents.coredump.pipe import CORE_PATTERN, SPECIFIERS, Dumping
 from agents.coredump.writers import PAGE, DirectorySink, Limits, OverLimit, capture_key_of, pieces
+from agents.reporter.elf import PF_R, PF_W, PT_LOAD, Segment
 
 UNCAPPED = 1 << 40
 

@@ -6,7 +6,11 @@ import json
 import uuid
 from pathlib import Path
 
+from sqlalchemy import select
+
 from agents.dpu import report as dpu_agent
+from registry.core.events import Report
+from registry.db import Database
 from tests.support.agents import (
     FIXTURES,
     Registry,
@@ -91,7 +95,7 @@ def test_an_all_zero_boot_id_is_no_identity_and_is_not_sent(registry: Registry, 
 
 
 def test_debug_info_is_found_per_kernel_release(tmp_path: Path) -> None:
-    """DIR/<release>/ holds the release's ELF files; the release comes from the core's VMCOREINFO."""
+    """DIR/<release>/ holds the release's ELF files (the release is the core's VMCOREINFO OSRELEASE=)."""
     release = tmp_path / "debug" / "6.1.0-57-cloud-amd64"
     (release / "modules").mkdir(parents=True)
     (release / "vmlinux").write_bytes(b"\x7fELF" + bytes(60))
@@ -105,9 +109,32 @@ def test_debug_info_is_found_per_kernel_release(tmp_path: Path) -> None:
     ]
     assert dpu_agent.debug_files(str(tmp_path / "debug"), "5.10.0-1-amd64") == []
 
-    core = tmp_path / "vmcore"
-    core.write_bytes(b"KDUMP   " + bytes(4096) + b"OSRELEASE=6.1.0-57-cloud-amd64\nPAGESIZE=4096\n")
-    assert dpu_agent.core_release(str(core)) == "6.1.0-57-cloud-amd64"
-    core.write_bytes(b"KDUMP   " + bytes(4096))
-    assert dpu_agent.core_release(str(core)) is None
-    assert dpu_agent.core_release(str(tmp_path / "missing")) is None
+
+def test_the_report_carries_the_kernels_build_id_and_the_debug_info_used(
+    registry: Registry, make_site, database: Database
+) -> None:
+    """What the agent read from VMCOREINFO and which debug files it used travel with the report
+    (the triage bundle reads them back); a recording from before them reports as before."""
+    build_id = "01d2640d3a13145ee314eb05b155f141b7b7058b"
+    debug_info = {"kernel": {"build_id": build_id, "from": "debuginfod"},
+                  "modules": [{"name": "mlx5_core", "build_id": "ab" * 20, "from": None}]}
+    session = json.loads(SESSION.read_text()) | {"kernel_build_id": build_id, "debug_info": debug_info}
+    site = make_site(hostname=session["hostname"], boot_id=session["boot_id"])
+    recording = site.root / "with-build-id.json"
+    recording.write_text(json.dumps(session))
+    dpu = run_dpu(site, "report", "--record", str(recording))
+    assert dpu.returncode == 0, dpu.stderr
+    with database.session() as session_:
+        payload = session_.scalars(select(Report.payload).where(
+            Report.report_id == json.loads(dpu.stdout)["report_id"])).one()
+    assert (payload["kernel_build_id"], payload["dpu"]["debug_info"]) == (build_id, debug_info)
+
+    earlier = json.loads(SESSION.read_text()) | {"boot_id": str(uuid.uuid4())}
+    old = make_site(hostname=earlier["hostname"], boot_id=earlier["boot_id"])
+    (old.root / "earlier.json").write_text(json.dumps(earlier))
+    older = run_dpu(old, "report", "--record", str(old.root / "earlier.json"))
+    assert older.returncode == 0, older.stderr
+    with database.session() as session_:
+        payload = session_.scalars(select(Report.payload).where(
+            Report.report_id == json.loads(older.stdout)["report_id"])).one()
+    assert "kernel_build_id" not in payload and payload["dpu"]["debug_info"] is None

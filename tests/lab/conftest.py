@@ -109,14 +109,14 @@ class Lab:
         return booted
 
     def stored_report(self, report_id: str) -> dict[str, Any]:
-        """The report row as the registry stored it (console log included)."""
+        """The report row as the registry stored it (console log and payload included)."""
+        columns = ("report_id", "source", "event_id", "console_log", "payload")
         with psycopg.connect(self.registry.database_url) as conn:
             row = conn.execute(
-                "SELECT report_id, source, event_id, console_log FROM reports WHERE report_id = %s",
-                (report_id,),
+                f"SELECT {', '.join(columns)} FROM reports WHERE report_id = %s", (report_id,)
             ).fetchone()
         assert row is not None, f"the registry holds no report {report_id}"
-        return dict(zip(("report_id", "source", "event_id", "console_log"), row, strict=True))
+        return dict(zip(columns, row, strict=True))
 
     def event_of(self, report_id: str) -> dict[str, Any]:
         return self.registry.get(f"/api/v1/events/{self.stored_report(report_id)['event_id']}")

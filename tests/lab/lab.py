@@ -479,6 +479,7 @@ class Registry:
                 ("read", "human"),
                 ("triage", "human"),
                 ("admin", "human"),
+                ("symbols", "agent"),
             ):
                 with database.session() as session:
                     self.tokens[scope], _ = create_token(

@@ -6,7 +6,10 @@ makedumpfile writes what it was told to the host's disk, and the capture records
 follow. A second host crashes with the registry unreachable: the offline bundle baked into its
 crash kernel decides, the report waits in the spool on its disk, and the post-boot agent
 delivers it with the same report_id. The DPU agent reads the first crash's vmcore with drgn
-and its report joins the crash kernel's event.
+and its report joins the crash kernel's event; it reads the second crash's with no debug
+directory, its kernel's and module's debug info fetched from the registry's /debuginfod/ by
+build-id (the -dbg vmlinux and the module uploaded with `crashreg symbols upload`), and the
+triage workspace fetches the same files.
 """
 
 from __future__ import annotations
@@ -62,8 +65,8 @@ def savings(capture_lab: Lab, signature_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def capture_lab(make_lab) -> Lab:
-    return make_lab("capture")
+def capture_lab(make_lab, lab_out: Path) -> Lab:
+    return make_lab("capture", CRASHREG_DUMP_STORE=str(lab_out / "capture" / "store"))
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +271,8 @@ def test_dpu_reads_the_vmcore_with_drgn_and_joins_the_crash_kernels_event(
     functions = [frame["function"] for frame in thread["frames"]]
     assert FUNCTION in functions, functions
     assert "BUG: kernel NULL pointer dereference" in read["dmesg"]
+    assert read["debug_info"]["kernel"]["from"] == "debug_dir"
+    assert [(m["name"], m["from"]) for m in read["debug_info"]["modules"]] == [("crashlab", "debug_dir")]
 
     crash_kernel_event = capture_lab.event_of(boot_report_id(first))
     assert (answer["report_id"], answer["event_id"]) == (f"dpu-{first.boot_id}", crash_kernel_event["id"])
@@ -280,6 +285,94 @@ def test_dpu_reads_the_vmcore_with_drgn_and_joins_the_crash_kernels_event(
     )
 
 
+def build_id_of(path: Path) -> str:
+    notes = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True, check=True).stdout
+    return re.search(r"Build ID: ([0-9a-f]+)", notes).group(1)
+
+
+@pytest.fixture(scope="module")
+def kernel_symbols(capture_lab: Lab) -> dict[str, str]:
+    """The -dbg package's vmlinux and the module (with its debug info) uploaded as a build
+    pipeline does, `crashreg symbols upload` with a symbols token; their build-ids."""
+    vmlinux, module = debug_vmlinux(capture_lab.kit.release), capture_lab.module
+    token = capture_lab.out / "symbols-token"
+    token.write_text(capture_lab.registry.tokens["symbols"])
+    upload = subprocess.run(
+        [str(Path(sys.executable).with_name("crashreg")), "symbols", "upload", "--registry",
+         capture_lab.registry.url, "--token-file", str(token), str(vmlinux), str(module)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert upload.returncode == 0, upload.stdout + upload.stderr
+    ids = {"vmlinux": build_id_of(vmlinux), "module": build_id_of(module)}
+    for build_id, path in ((ids["vmlinux"], vmlinux), (ids["module"], module)):
+        assert f"{build_id} {path}: stored as debuginfo, executable" in upload.stdout, upload.stdout
+    return ids
+
+
+@pytest.fixture(scope="module")
+def dpu_by_build_id(
+    capture_lab: Lab, series, installed: Path, kernel_symbols: dict[str, str]
+) -> dict[str, Any]:
+    """The DPU agent on the second crash's vmcore with no debug directory: a read token of its
+    own for the registry's debuginfod, its report token never sent there."""
+    second = series["host"].boots[1]
+    vmcore = series["host"].disk.extract(f"/crash/{second.boot_id}/vmcore", capture_lab.out / "second.vmcore")
+    out = capture_lab.out / "dpu-debuginfod"
+    out.mkdir(exist_ok=True)
+    (out / "report-token").write_text(capture_lab.registry.tokens["report"])
+    (out / "read-token").write_text(capture_lab.registry.tokens["read"])
+    conf = out / "dpu.conf"
+    conf.write_text(
+        f'CRASHREG_URL="{capture_lab.registry.url}"\nCRASHREG_TOKEN_FILE="{out / "report-token"}"\n'
+        f'CRASHREG_SPOOL_DIR="{out / "spool"}"\nCRASHREG_DEBUGINFOD_TOKEN_FILE="{out / "read-token"}"\n'
+        f'CRASHREG_DEBUGINFOD_CACHE="{out / "cache"}"\n'
+    )
+    record = out / "record.json"
+    dpu = subprocess.run(
+        [drgn_python(), str(installed / "crashreg-report.pyz"), "--config", str(conf), "dpu", "report",
+         "--core", str(vmcore), "--save-record", str(record)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert dpu.returncode in (0, 10), dpu.stderr
+    return {"boot": second, "answer": json.loads(dpu.stdout), "record": json.loads(record.read_text()),
+            "stderr": dpu.stderr, "cache": out / "cache"}
+
+
+def test_dpu_without_debug_files_fetches_the_kernels_and_modules_debug_info_by_build_id(
+    capture_lab: Lab, series, kernel_symbols: dict[str, str], dpu_by_build_id: dict[str, Any]
+) -> None:
+    read, second = dpu_by_build_id["record"], dpu_by_build_id["boot"]
+    vmlinux_id, module_id = kernel_symbols["vmlinux"], kernel_symbols["module"]
+    # The kernel's build-id from the vmcore's VMCOREINFO is the -dbg vmlinux's, and what drgn
+    # read needed it: the host's identity and log from the kernel's symbols and types.
+    assert read["kernel_build_id"] == vmlinux_id
+    assert read["debug_info"] == {
+        "kernel": {"build_id": vmlinux_id, "from": "debuginfod"},
+        "modules": [{"name": "crashlab", "build_id": module_id, "from": "debuginfod"}],
+    }
+    assert (read["hostname"], read["boot_id"], read["kernel_release"]) == (
+        series["host"].name, second.boot_id, capture_lab.kit.release)
+    assert "BUG: kernel NULL pointer dereference" in read["dmesg"]
+    # The module's frame is named from its debug info, fetched by the build-id read from the
+    # module's notes in host memory (without it drgn shows a bare address).
+    frames = read["crashed_thread"]["frames"]
+    assert frames[0]["function"] == FUNCTION, frames
+    vmlinux = debug_vmlinux(capture_lab.kit.release)
+    for build_id, uploaded in ((vmlinux_id, vmlinux), (module_id, capture_lab.module)):
+        cached = dpu_by_build_id["cache"] / build_id / "debuginfo"
+        assert cached.stat().st_size == uploaded.stat().st_size
+    assert "HTTP 40" not in dpu_by_build_id["stderr"]
+
+    # The report carries the build-id and what was used; so does the crash kernel's (the sh
+    # reporter read it from the head of the crash kernel's /proc/vmcore), and they join.
+    dpu_report = capture_lab.stored_report(dpu_by_build_id["answer"]["report_id"])
+    assert dpu_report["payload"]["kernel_build_id"] == vmlinux_id
+    assert dpu_report["payload"]["dpu"]["debug_info"] == read["debug_info"]
+    crash_kernel = capture_lab.stored_report(boot_report_id(second))
+    assert crash_kernel["payload"]["kernel_build_id"] == vmlinux_id
+    assert dpu_report["event_id"] == crash_kernel["event_id"]
+
+
 def agents_md_commands(agents_md: str) -> list[str]:
     """The shell commands AGENTS.md gives for the dumps (its ```sh block)."""
     section = agents_md.split("## The dumps: debug info and drgn", 1)[1]
@@ -287,13 +380,14 @@ def agents_md_commands(agents_md: str) -> list[str]:
     return [line for line in block.splitlines() if line.strip()]
 
 
-def test_triage_workspace_opens_the_labs_dump_with_the_debug_package_the_bundle_names(
-    capture_lab: Lab, series, tmp_path: Path
+def test_triage_workspace_fetches_the_kernels_debug_info_from_the_registry_and_opens_the_labs_dump(
+    capture_lab: Lab, series, kernel_symbols: dict[str, str], dpu_by_build_id: dict[str, Any], tmp_path: Path
 ) -> None:
     host: Host = series["host"]
     release = capture_lab.kit.release
     out = tmp_path / "bundle"
-    env = dict(os.environ, CRASHREG_DATABASE_URL=capture_lab.registry.database_url)
+    env = dict(os.environ, CRASHREG_DATABASE_URL=capture_lab.registry.database_url,
+               CRASHREG_PUBLIC_URL=capture_lab.registry.url)
     made = subprocess.run(
         [
             str(Path(sys.executable).with_name("crashreg")),
@@ -320,9 +414,13 @@ def test_triage_workspace_opens_the_labs_dump_with_the_debug_package_the_bundle_
         target = root / "var" / "crash" / booted.boot_id / "vmcore"
         target.parent.mkdir(parents=True)
         host.disk.extract(f"/crash/{booted.boot_id}/vmcore", target)
-    modules = out / "debug" / release / "modules"
-    modules.mkdir(parents=True)
-    (modules / "crashlab.ko").symlink_to(capture_lab.module)  # an out-of-tree module's debug info
+    # Every crash kernel's report carried the kernel's build-id; the DPU's reports, the module's.
+    assert {dump["kernel_build_id"] for dump in bundle["dumps"]} == {kernel_symbols["vmlinux"]}
+    module = {"name": "crashlab", "build_id": kernel_symbols["module"],
+              "debug": f"debug/{release}/modules/crashlab.ko"}
+    dpu_event = str(capture_lab.stored_report(dpu_by_build_id["answer"]["report_id"])["event_id"])
+    assert [d["modules"] for d in bundle["dumps"] if d["event_id"] == dpu_event] == [[module]]
+    assert all(d["modules"] in ([], [module]) for d in bundle["dumps"])
 
     commands = agents_md_commands((out / "AGENTS.md").read_text())
     assert commands[0] == "sh setup.sh"
@@ -330,17 +428,29 @@ def test_triage_workspace_opens_the_labs_dump_with_the_debug_package_the_bundle_
     env = dict(
         os.environ,
         CRASHREG_DUMP_ROOT=str(root),
-        CRASHREG_WORKSPACE_DEBS=str(cache_dir() / "debs"),
+        CRASHREG_WORKSPACE_DEBS=str(cache_dir() / "debs"),  # the kernel's source package
+        CRASHREG_TOKEN=capture_lab.registry.tokens["read"],
         PATH=f"/usr/bin:/bin:{os.environ['PATH']}",
     )
     # setup.sh, then the first dump's drgn command (each drgn run loads the 590 MB vmlinux:
     # one shows the workspace works; the others differ only in the dump file setup.sh linked).
+    runs = []
     for command in commands[:2]:
         done = subprocess.run(
             command, shell=True, cwd=out, capture_output=True, text=True, env=env, timeout=900
         )
         assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+        runs.append(done)
+    setup_done = runs[0]
     assert all((out / dump["dump"]).resolve().is_file() for dump in bundle["dumps"])
+    # The vmlinux and the module's debug info came from the registry's /debuginfod/, not the
+    # -dbg package, and are the files uploaded.
+    setup = setup_done.stderr
+    fetched = f"debug/{release}/vmlinux from the registry's debuginfod (build-id {kernel_symbols['vmlinux']})"
+    assert fetched in setup, setup
+    assert f"debug/{release}/modules/crashlab.ko from the registry's debuginfod" in setup
+    assert (out / "debug" / release / "vmlinux").stat().st_size == debug_vmlinux(release).stat().st_size
+    assert (out / module["debug"]).read_bytes() == capture_lab.module.read_bytes()
     # The exact source: the tree of the very build that crashed (its oops names the build,
     # `#1 SMP ... Debian 6.1.192-3`; gcc's `Debian 12.2.0-14+deb12u1` is not it), with the
     # files a frame's file:line would name.
@@ -353,7 +463,7 @@ def test_triage_workspace_opens_the_labs_dump_with_the_debug_package_the_bundle_
     assert f"kernel release: {release}" in done.stdout
     assert "panicking task: pid" in done.stdout and "(insmod)" in done.stdout
     stack, tail = done.stdout.split("kernel log, last", 1)
-    # The faulting frame, named from the module's debug info (its init frames stay bare
-    # addresses: drgn 0.0.22 maps no .init.text of a module still in its init function).
+    # The faulting frame, named from the module's debug info setup.sh fetched (its init frames
+    # stay bare addresses: drgn 0.0.22 maps no .init.text of a module still in its init function).
     assert f"#0  {FUNCTION} (" in stack, stack
     assert "BUG: kernel NULL pointer dereference" in tail and f"RIP: 0010:{FUNCTION}+" in tail, tail

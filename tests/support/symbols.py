@@ -89,6 +89,22 @@ def compile_program(directory: Path, name: str, function: str = "parse_header_fi
     return Program(name, function, identity, unstripped, stripped, debug)
 
 
+def kernel_like_files(directory: Path, release: int = 1) -> dict[str, Path]:
+    """A module-like relocatable object (ld -r --build-id, as kbuild links a .ko) and a
+    vmlinux-like non-PIE executable, both with DWARF and a build-id note; another `release`
+    gives other build-ids."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "driver.c").write_text(f"int driver_probe(int *p) {{ return *p + {release}; }}\n")
+    (directory / "kernel.c").write_text(f"int start_kernel(void) {{ return {release}; }}\n"
+                                        "int main(void) { return start_kernel(); }\n")
+    run = [["gcc", "-c", "-g", "-O1", "driver.c", "-o", "driver.o"],
+           ["ld", "-r", "--build-id=sha1", "driver.o", "-o", "driver.ko"],
+           ["gcc", "-g", "-no-pie", "-Wl,--build-id", "kernel.c", "-o", "vmlinux"]]
+    for command in run:
+        subprocess.run(command, cwd=directory, check=True, capture_output=True, timeout=120)
+    return {"module": directory / "driver.ko", "vmlinux": directory / "vmlinux"}
+
+
 @dataclass
 class Debuginfod:
     """elfutils' debuginfod over a directory, on loopback."""

@@ -3,8 +3,9 @@
     drgn -q -c dumps/<event>-<capture>.vmcore -s debug/<kernel_version>/vmlinux inspect-dump.py [LINES]
 
 Prints the kernel release, the panicking task and its stack, and the last LINES (default 100)
-lines of the kernel log. Debug info of out-of-tree modules (their .ko files, not stripped) in
-debug/<kernel_version>/modules/ is loaded too, so their frames have names.
+lines of the kernel log. Debug info of modules in debug/<kernel_version>/modules/ (what setup.sh
+fetched from the registry's debuginfod by the build-ids a DPU report named, or .ko files with
+debug info put there by hand) is loaded too, so their frames have names.
 """
 
 import sys

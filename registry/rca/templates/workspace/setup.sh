@@ -6,9 +6,14 @@
 #
 #   sh setup.sh
 #
-# For every kernel in bundle.json's `dumps`: `apt-get download` its debug package (the first
-# of `debuginfo[].debug_packages` that apt knows), and unpack only the vmlinux to
-# debug/<kernel_version>/vmlinux, and unpack the kernel's exact source to src/<kernel_version>/
+# For every kernel in bundle.json's `dumps`: its vmlinux at debug/<kernel_version>/vmlinux,
+# fetched from the registry's debuginfod (bundle.json's `debuginfod`) by the crashed kernel's
+# build-id (`kernel_build_id`, from its reports' VMCOREINFO) with curl and the headers file
+# below; when no build-id is known or the registry has no such file, `apt-get download` its
+# debug package (the first of `debuginfo[].debug_packages` that apt knows) and unpack only the
+# vmlinux. Each loaded module a DPU report named (`modules`, with its build-id) is fetched the
+# same way to debug/<kernel_version>/modules/<name>.ko (inspect-dump.py loads them). And the
+# kernel's exact source is unpacked to src/<kernel_version>/
 # (Debian and Ubuntu ship it as linux-source-<major.minor> of the very version of the kernel's
 # image package). For every dump: a capture target readable under
 # $CRASHREG_DUMP_ROOT (default /: the crashed host's filesystem, or a copy of it) is linked as
@@ -33,22 +38,49 @@ if [ -n "${CRASHREG_TOKEN:-}" ]; then
 fi
 
 # One line per dump: event, capture, kernel, dump file, vmlinux, target, uri, download link,
-# encoding, debug packages.
+# encoding, kernel build-id, modules (name=build-id,...), debug packages. Dumps whose kernel
+# build-id is known first: another dump of the same kernel then finds its vmlinux in place.
 plan=$(python3 -c '
 import json
 bundle = json.load(open("bundle.json"))
 packages = {d["kernel_version"]: d["debug_packages"] for d in bundle["debuginfo"]}
-for d in bundle["dumps"]:
+for d in sorted(bundle["dumps"], key=lambda d: d.get("kernel_build_id") is None):
+    modules = ",".join(m["name"] + "=" + m["build_id"] for m in d.get("modules") or [])
     print("\t".join([d["event_id"], d["capture_id"], d["kernel_version"], d["dump"], d["vmlinux"],
                      d["target"] or "-", d["uri"] or "-", d.get("download_url") or "-", d.get("encoding") or "-",
+                     d.get("kernel_build_id") or "-", modules or "-",
                      " ".join(packages.get(d["kernel_version"], []))]))
 ') || { echo "setup.sh: cannot read bundle.json" >&2; exit 1; }
+debuginfod=$(python3 -c 'import json; print(json.load(open("bundle.json"))["debuginfod"]["urls"].split()[0])') || debuginfod=
+
+from_debuginfod() {  # $1 build-id, $2 file: the registry's debuginfo for the build-id, or status 1
+    [ -n "$debuginfod" ] && [ "$1" != - ] || return 1
+    mkdir -p "$(dirname "$2")"
+    set -- "$1" "$2" "${debuginfod%/}/buildid/$1/debuginfo"
+    if [ -s debuginfod-headers ]; then
+        curl -fsSL --connect-timeout 10 -H @debuginfod-headers -o "$2.tmp" "$3"
+    else
+        curl -fsSL --connect-timeout 10 -o "$2.tmp" "$3"
+    fi || { rm -f "$2.tmp"; echo "setup.sh: $3 failed (a read token in \$CRASHREG_TOKEN?)" >&2; return 1; }
+    mv "$2.tmp" "$2"
+    echo "setup.sh: $2 from the registry's debuginfod (build-id $1)" >&2
+}
+
+module_debug_info() {  # $1 kernel version, $2 name=build-id,...: each module's debug info, when held
+    [ "$2" != - ] || return 0
+    for module in $(printf '%s' "$2" | tr ',' ' '); do
+        ko=debug/$1/modules/${module%%=*}.ko
+        [ -s "$ko" ] || from_debuginfod "${module#*=}" "$ko" \
+            || echo "setup.sh: no debug info for module ${module%%=*}: its frames stay addresses" >&2
+    done
+}
 [ -n "$plan" ] || echo "setup.sh: this bundle names no completed capture: nothing to inspect" >&2
 
-debug_info() {  # $1 kernel version, $2 vmlinux path, $3... candidate packages
+debug_info() {  # $1 kernel version, $2 vmlinux path, $3 build-id, $4... candidate packages
     version=$1 vmlinux=$2
-    shift 2
     [ -s "$vmlinux" ] && return 0
+    from_debuginfod "$3" "$vmlinux" && return 0
+    shift 3
     for package in "$@"; do
         deb=$(ls "$debs/${package}"_*.deb 2>/dev/null | tail -n 1)
         if [ -z "$deb" ]; then
@@ -102,10 +134,11 @@ source_tree() {  # $1 kernel version: its image package's source, unpacked to sr
 }
 
 tab=$(printf '\t')
-printf '%s\n' "$plan" | while IFS=$tab read -r event capture version dump vmlinux target uri link encoding packages; do
+printf '%s\n' "$plan" | while IFS=$tab read -r event capture version dump vmlinux target uri link encoding build_id modules packages; do
     [ -n "$event" ] || continue
     # shellcheck disable=SC2086
-    debug_info "$version" "$vmlinux" $packages || missing=1
+    debug_info "$version" "$vmlinux" "$build_id" $packages || missing=1
+    module_debug_info "$version" "$modules"
     source_tree "$version" || missing=1
     if [ ! -e "$dump" ]; then
         if [ "$target" != - ] && [ -r "$dump_root/$target" ]; then

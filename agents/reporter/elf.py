@@ -1,4 +1,5 @@
-"""ELF64 little-endian structures (x86-64) shared by the core reader and the module reader.
+"""ELF64 little-endian structures (x86-64): the core reader's and module reader's, and the notes
+of a vmcore and of a kernel module.
 
 Everything reads through a `read(offset, size) -> bytes | None` function, so the same code
 parses a file on disk, a core's memory or a live process's memory, and a short or failed
@@ -7,9 +8,11 @@ read is a missing piece, never an exception.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 Reader = Callable[[int, int], "bytes | None"]
 
@@ -156,4 +159,35 @@ def build_id_of(notes: Iterator[Note]) -> str | None:
     for note in notes:
         if note.name == "GNU" and note.kind == NT_GNU_BUILD_ID and note.desc:
             return note.desc[:64].hex()
+    return None
+
+
+def file_reader(handle: BinaryIO) -> Reader:
+    """Reads of an open file by offset; a short or failed read is None."""
+    descriptor = handle.fileno()
+
+    def read(offset: int, size: int) -> bytes | None:
+        if size <= 0 or offset < 0:
+            return None
+        try:
+            data = os.pread(descriptor, size, offset)
+        except (OSError, OverflowError):
+            return None
+        return data if len(data) == size else None
+    return read
+
+
+def file_build_id(read: Reader) -> str | None:
+    """An ELF file's GNU build-id from its note sections (a vmlinux's `.notes`, a module's
+    `.note.gnu.build-id`), else its PT_NOTE segments; None when it has none or is not ELF64."""
+    try:
+        header = parse_header(read(0, EHDR.size))
+    except NotElf:
+        return None
+    notes = [(s.offset, s.size) for s in read_sections(read, header) if s.kind == SHT_NOTE]
+    notes += [(s.offset, s.filesz) for s in read_segments(read, header) if s.kind == PT_NOTE]
+    for offset, size in notes:
+        found = build_id_of(iter_notes(read(offset, min(size, 1 << 20)) or b""))
+        if found:
+            return found
     return None

@@ -1,0 +1,119 @@
+"""Debug info by build-id from debuginfod servers (elfutils' protocol), standard library only.
+
+`GET <server>/buildid/<build-id>/debuginfo` (or `/executable`): 200 with the file, 404 when the
+server has none. The servers are CRASHREG_DEBUGINFOD_URLS (space-separated, tried in order, as
+elfutils' DEBUGINFOD_URLS), by default the registry's own `<CRASHREG_URL>/debuginfod/`.
+
+Credentials: the registry's /debuginfod/ wants a `read` token, and a host's report token must
+never be one (report tokens are fleet-wide; debug info and sources can be proprietary), so the
+client never sends CRASHREG_TOKEN_FILE's token. It sends CRASHREG_DEBUGINFOD_TOKEN_FILE's token
+to the servers under CRASHREG_URL only, and CRASHREG_DEBUGINFOD_HEADERS_FILE's `Name: value`
+lines (elfutils' DEBUGINFOD_HEADERS_FILE) to every server, as elfutils does.
+
+Files are kept as elfutils' client keeps them, `<cache>/<build-id>/debuginfo`, written whole or
+not at all, and believed only when their own build-id note is the one asked for. A build-id no
+server had is not asked for again by the same client (one agent run).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agents.reporter.client import http_exchange
+from agents.reporter.config import Config
+from agents.reporter.elf import file_build_id, file_reader
+from agents.reporter.log import log
+
+KINDS = ("debuginfo", "executable")
+REFUSED = {401: "no credential", 403: "a credential without read access"}
+
+
+@dataclass
+class Debuginfod:
+    servers: tuple[str, ...]  # base URLs, without the trailing slash
+    cache: Path
+    timeout: float
+    ca_file: str = ""
+    token_prefix: str = ""  # servers under this URL get the read token
+    token: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    misses: set[tuple[str, str]] = field(default_factory=set)
+
+    @classmethod
+    def from_config(cls, config: Config) -> Debuginfod:
+        registry = config.url.rstrip("/")
+        urls = config.debuginfod_urls.split() or ([f"{registry}/debuginfod/"] if registry else [])
+        return cls(tuple(url.rstrip("/") for url in urls), Path(config.debuginfod_cache),
+                   config.debuginfod_timeout, config.ca_file, f"{registry}/" if registry else "",
+                   read_secret(config.debuginfod_token_file), headers_file(config.debuginfod_headers_file))
+
+    def headers_for(self, server: str) -> dict[str, str]:
+        auth = {"Authorization": f"Bearer {self.token}"} if self.token and self.token_prefix and (
+            server + "/").startswith(self.token_prefix) else {}
+        return {"Accept": "*/*"} | self.headers | auth
+
+    def find(self, build_id: str, kind: str = "debuginfo") -> Path | None:
+        """The file for a build-id: the cache's, else the first server's (then cached), else None."""
+        build_id = build_id.lower()
+        cached = self.cache / build_id / kind
+        if cached.is_file() and cached.stat().st_size:
+            return cached
+        if (build_id, kind) in self.misses:
+            return None
+        for server in self.servers:
+            if self._fetch(server, build_id, kind, cached):
+                return cached
+        self.misses.add((build_id, kind))
+        return None
+
+    def _fetch(self, server: str, build_id: str, kind: str, target: Path) -> bool:
+        url = f"{server}/buildid/{build_id}/{kind}"
+        partial = target.with_name(f".{kind}.{os.getpid()}.part")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with partial.open("wb") as sink:
+                answer = http_exchange(url, "GET", self.headers_for(server), None, self.timeout, self.timeout,
+                                       self.ca_file, sink)
+            if answer.status != 200:
+                why = REFUSED.get(answer.status)
+                log(f"debuginfod {url}: HTTP {answer.status}"
+                    + (f" ({why}: CRASHREG_DEBUGINFOD_TOKEN_FILE names a read token)" if why else ""))
+                return False
+            with partial.open("rb") as handle:
+                found = file_build_id(file_reader(handle))
+            if found != build_id:
+                log(f"debuginfod {url}: the file's build-id is {found or 'missing'}: not used")
+                return False
+            os.replace(partial, target)
+            log(f"debuginfod {url}: {target.stat().st_size} bytes")
+            return True
+        except OSError as error:
+            log(f"debuginfod {url}: {type(error).__name__}: {error}")
+            return False
+        finally:
+            partial.unlink(missing_ok=True)
+
+
+def read_secret(path: str) -> str | None:
+    if not path:
+        return None
+    try:
+        return Path(path).read_text().strip() or None
+    except OSError:
+        log(f"debuginfod token file {path} unreadable")
+        return None
+
+
+def headers_file(path: str) -> dict[str, str]:
+    """elfutils' DEBUGINFOD_HEADERS_FILE: one `Name: value` header per line."""
+    if not path:
+        return {}
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        log(f"debuginfod headers file {path} unreadable")
+        return {}
+    return {name.strip(): value.strip() for name, colon, value in (line.partition(":") for line in lines)
+            if colon and name.strip()}
