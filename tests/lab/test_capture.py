@@ -9,7 +9,9 @@ delivers it with the same report_id. The DPU agent reads the first crash's vmcor
 and its report joins the crash kernel's event; it reads the second crash's with no debug
 directory, its kernel's and module's debug info fetched from the registry's /debuginfod/ by
 build-id (the -dbg vmlinux and the module uploaded with `crashreg symbols upload`), and the
-triage workspace fetches the same files.
+triage workspace fetches the same files. A third host crashes through sysrq, a stack all
+vmlinux's: the DPU agent names its frames from the vmlinux fetched by build-id, and names
+nothing when the registry refuses it the vmlinux.
 """
 
 from __future__ import annotations
@@ -236,31 +238,39 @@ def debug_dir(capture_lab: Lab) -> Path:
     return root
 
 
+def run_dpu(capture_lab: Lab, installed: Path, vmcore: Path, out: Path, **settings: str) -> dict[str, Any]:
+    """The DPU agent (`crashreg-report.pyz dpu report`, under drgn's python) on a vmcore: a report
+    token of its own, its spool under OUT, these reporter.conf settings besides. Its exit status,
+    answer, stderr and what it read (saved as OUT/record.json; None when it read nothing). No
+    DEBUGINFOD_URLS reaches drgn: it gets debug info only from what the agent loads."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report-token").write_text(capture_lab.registry.tokens["report"])
+    settings = {"CRASHREG_URL": capture_lab.registry.url, "CRASHREG_TOKEN_FILE": str(out / "report-token"),
+                "CRASHREG_SPOOL_DIR": str(out / "spool")} | settings
+    conf = out / "dpu.conf"
+    conf.write_text("".join(f'{name}="{value}"\n' for name, value in settings.items()))
+    record = out / "record.json"
+    env = {name: value for name, value in os.environ.items() if name != "DEBUGINFOD_URLS"}
+    dpu = subprocess.run(
+        [drgn_python(), str(installed / "crashreg-report.pyz"), "--config", str(conf), "dpu", "report",
+         "--core", str(vmcore), "--save-record", str(record)],
+        capture_output=True, text=True, timeout=900, env=env,
+    )  # fmt: skip
+    return {"returncode": dpu.returncode, "stderr": dpu.stderr,
+            "answer": json.loads(dpu.stdout) if dpu.returncode in (0, 10) else None,
+            "record": json.loads(record.read_text()) if record.exists() else None}
+
+
 def test_dpu_reads_the_vmcore_with_drgn_and_joins_the_crash_kernels_event(
     capture_lab: Lab, series, installed: Path
 ) -> None:
     host: Host = series["host"]
     first = host.boots[0]
     vmcore = host.disk.extract(f"/crash/{first.boot_id}/vmcore", capture_lab.out / "lab-host-1.vmcore")
-    token = capture_lab.out / "dpu-token"
-    token.write_text(capture_lab.registry.tokens["report"])
-    conf = capture_lab.out / "dpu.conf"
-    conf.write_text(
-        f'CRASHREG_URL="{capture_lab.registry.url}"\nCRASHREG_TOKEN_FILE="{token}"\n'
-        f'CRASHREG_SPOOL_DIR="{capture_lab.out / "dpu-spool"}"\n'
-        f'CRASHREG_DPU_DEBUG_DIR="{debug_dir(capture_lab)}"\n'
-    )
-    record = capture_lab.out / "dpu-record.json"
-    dpu = subprocess.run(
-        [drgn_python(), str(installed / "crashreg-report.pyz"), "--config", str(conf), "dpu", "report",
-         "--core", str(vmcore), "--save-record", str(record)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )  # fmt: skip
-    assert dpu.returncode in (0, 10), dpu.stderr
-    answer = json.loads(dpu.stdout)
-    read = json.loads(record.read_text())
+    dpu = run_dpu(capture_lab, installed, vmcore, capture_lab.out / "dpu-debug-dir",
+                  CRASHREG_DPU_DEBUG_DIR=str(debug_dir(capture_lab)))
+    assert dpu["returncode"] in (0, 10), dpu["stderr"]
+    answer, read = dpu["answer"], dpu["record"]
     assert (read["hostname"], read["boot_id"], read["kernel_release"]) == (
         host.name,
         first.boot_id,
@@ -309,33 +319,31 @@ def kernel_symbols(capture_lab: Lab) -> dict[str, str]:
     return ids
 
 
+def dpu_by_debuginfod(
+    capture_lab: Lab, installed: Path, vmcore: Path, out: Path, cache: Path, read_token: bool = True
+) -> dict[str, Any]:
+    """The DPU agent on a vmcore with no debug directory: its debug info from the registry's
+    /debuginfod/ into CACHE, with a read token of its own (its report token is never sent there),
+    or with none (the registry refuses it)."""
+    settings = {"CRASHREG_DEBUGINFOD_CACHE": str(cache)}
+    if read_token:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "read-token").write_text(capture_lab.registry.tokens["read"])
+        settings["CRASHREG_DEBUGINFOD_TOKEN_FILE"] = str(out / "read-token")
+    return run_dpu(capture_lab, installed, vmcore, out, **settings)
+
+
 @pytest.fixture(scope="module")
 def dpu_by_build_id(
     capture_lab: Lab, series, installed: Path, kernel_symbols: dict[str, str]
 ) -> dict[str, Any]:
-    """The DPU agent on the second crash's vmcore with no debug directory: a read token of its
-    own for the registry's debuginfod, its report token never sent there."""
+    """The DPU agent on the second crash's vmcore, its debug info fetched by build-id."""
     second = series["host"].boots[1]
     vmcore = series["host"].disk.extract(f"/crash/{second.boot_id}/vmcore", capture_lab.out / "second.vmcore")
     out = capture_lab.out / "dpu-debuginfod"
-    out.mkdir(exist_ok=True)
-    (out / "report-token").write_text(capture_lab.registry.tokens["report"])
-    (out / "read-token").write_text(capture_lab.registry.tokens["read"])
-    conf = out / "dpu.conf"
-    conf.write_text(
-        f'CRASHREG_URL="{capture_lab.registry.url}"\nCRASHREG_TOKEN_FILE="{out / "report-token"}"\n'
-        f'CRASHREG_SPOOL_DIR="{out / "spool"}"\nCRASHREG_DEBUGINFOD_TOKEN_FILE="{out / "read-token"}"\n'
-        f'CRASHREG_DEBUGINFOD_CACHE="{out / "cache"}"\n'
-    )
-    record = out / "record.json"
-    dpu = subprocess.run(
-        [drgn_python(), str(installed / "crashreg-report.pyz"), "--config", str(conf), "dpu", "report",
-         "--core", str(vmcore), "--save-record", str(record)],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert dpu.returncode in (0, 10), dpu.stderr
-    return {"boot": second, "answer": json.loads(dpu.stdout), "record": json.loads(record.read_text()),
-            "stderr": dpu.stderr, "cache": out / "cache"}
+    dpu = dpu_by_debuginfod(capture_lab, installed, vmcore, out, out / "cache")
+    assert dpu["returncode"] in (0, 10), dpu["stderr"]
+    return dpu | {"boot": second, "cache": out / "cache"}
 
 
 def test_dpu_without_debug_files_fetches_the_kernels_and_modules_debug_info_by_build_id(
@@ -467,3 +475,55 @@ def test_triage_workspace_fetches_the_kernels_debug_info_from_the_registry_and_o
     # stay bare addresses: drgn 0.0.22 maps no .init.text of a module still in its init function).
     assert f"#0  {FUNCTION} (" in stack, stack
     assert "BUG: kernel NULL pointer dereference" in tail and f"RIP: 0010:{FUNCTION}+" in tail, tail
+
+
+# The panic of `echo c > /proc/sysrq-trigger` and its callers, innermost first, all vmlinux's
+# (the names its symbol table gives, as the console's Call Trace does: `__handle_sysrq.cold`).
+SYSRQ_STACK = ["panic", "sysrq_handle_crash", "__handle_sysrq.cold", "write_sysrq_trigger",
+               "proc_reg_write", "vfs_write", "ksys_write", "do_syscall_64"]
+
+
+@pytest.fixture(scope="module")
+def sysrq_crash(capture_lab: Lab) -> dict[str, Any]:
+    """lab-host-3 (a host of its own: the series' counts stay) crashes through sysrq; a new
+    signature, so its crash kernel dumps it whole."""
+    host = capture_lab.host("lab-host-3")
+    booted = capture_lab.crash(host, "sysrq")
+    vmcore = host.disk.extract(f"/crash/{booted.boot_id}/vmcore", capture_lab.out / "sysrq.vmcore")
+    return {"host": host, "boot": booted, "vmcore": vmcore}
+
+
+def test_dpu_names_the_vmlinux_frames_of_a_sysrq_crash_from_the_fetched_vmlinux(
+    capture_lab: Lab, installed: Path, kernel_symbols: dict[str, str], dpu_by_build_id: dict[str, Any],
+    sysrq_crash: dict[str, Any],
+) -> None:
+    booted = sysrq_crash["boot"]
+    assert decided_args(booted) == (0, "-l -d 0")
+    event = capture_lab.event_of(boot_report_id(booted))
+    assert event["capture"]["action"] == "full" and event["capture"]["reason"].startswith("new signature")
+    assert "sysrq_handle_crash" in capture_lab.stored_report(boot_report_id(booted))["console_log"]
+
+    # The vmlinux uploaded for the first series, fetched by the second crash's DPU run: its cache.
+    out = capture_lab.out / "dpu-sysrq"
+    named = dpu_by_debuginfod(capture_lab, installed, sysrq_crash["vmcore"], out, dpu_by_build_id["cache"])
+    assert named["returncode"] in (0, 10), named["stderr"]
+    read = named["record"]
+    assert read["debug_info"]["kernel"] == {"build_id": kernel_symbols["vmlinux"], "from": "debuginfod"}
+    assert (read["hostname"], read["boot_id"]) == (sysrq_crash["host"].name, booted.boot_id)
+    thread = read["crashed_thread"]
+    assert thread["comm"] == "init", thread  # first-init.sh's shell wrote to /proc/sysrq-trigger
+    # One name per function (drgn gives an inlined call's frame its caller's symbol too).
+    functions = list(dict.fromkeys(frame["function"] for frame in thread["frames"]))
+    assert "panic" in functions, thread
+    start = functions.index("panic")
+    assert functions[start : start + len(SYSRQ_STACK)] == SYSRQ_STACK, functions
+    assert named["answer"]["event_id"] == event["id"]
+
+    # The same vmcore, the registry refusing the DPU (no read token), an empty cache: drgn finds
+    # no vmlinux anywhere else, and without it the agent reads nothing at all, no frame named.
+    refused = dpu_by_debuginfod(capture_lab, installed, sysrq_crash["vmcore"], out / "refused",
+                                out / "refused" / "cache", read_token=False)
+    build_id = kernel_symbols["vmlinux"]
+    assert f"debuginfod/buildid/{build_id}/debuginfo: HTTP 401" in refused["stderr"], refused["stderr"]
+    assert f"could not find vmlinux for {capture_lab.kit.release}" in refused["stderr"], refused["stderr"]
+    assert refused["returncode"] not in (0, 10) and refused["record"] is None, refused["stderr"]
