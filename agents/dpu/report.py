@@ -21,6 +21,9 @@ debuginfod (agents/reporter/debuginfod.py: the registry's /debuginfod/ by defaul
 credential of the DPU's own); else drgn's defaults. Once a vmlinux is loaded, each loaded
 module's build-id is read from its notes in host memory and its debug info fetched the same
 way. The report's `dpu.debug_info` says what was used, so triage can fetch the same files.
+Found nowhere, drgn can read nothing, not even the hostname and boot_id: the agent reports
+nothing (such a report would open a second event for the crash the crash kernel reports) and
+exits EXIT_NO_DEBUG_INFO after one line saying where it looked and what each place answered.
 Written for drgn 0.0.22 (Debian 12) and later.
 
     crashreg-report.pyz dpu report --core /dev/host-memory [--debug-dir D] [--save-record F]
@@ -36,7 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agents.reporter import EXIT_DUMP, EXIT_SKIP
+from agents.reporter import EXIT_DUMP, EXIT_NO_DEBUG_INFO, EXIT_SKIP
 from agents.reporter.config import Config
 from agents.reporter.debuginfod import Debuginfod
 from agents.reporter.decide import decide
@@ -189,8 +192,8 @@ def _module_build_id(prog: Any, module: Any) -> str | None:
     return None
 
 
-def _load(prog: Any, files: list[str] | None) -> None:
-    """Load these ELF files' debug info (None: drgn's default paths)."""
+def _load(prog: Any, files: list[str] | None) -> str | None:
+    """Load these ELF files' debug info (None: drgn's default paths); drgn's complaint, if any."""
     import drgn
 
     try:
@@ -200,11 +203,50 @@ def _load(prog: Any, files: list[str] | None) -> None:
             prog.load_debug_info(files, default=False)
     except drgn.MissingDebugInfoError as error:
         log(f"drgn: {error}")  # vmlinux found, some modules not: go on with what there is
+        return str(error)
+    return None
+
+
+class NoKernelDebugInfo(Exception):
+    """No debug info for the host's kernel anywhere: drgn can read neither its hostname nor its
+    boot_id (the message says where the agent looked and what each place answered)."""
+
+
+def _has_kernel_types(prog: Any) -> bool:
+    try:
+        prog.variable("init_uts_ns")
+    except LookupError:
+        return False
+    return True
+
+
+def _where_looked(debug_dir: str, release: str | None, files: list[str], build_id: str | None,
+                  debuginfod: Debuginfod, complaint: str | None) -> str:
+    """Where the kernel's debug info was looked for and what each place answered, on one line."""
+    if not debug_dir:
+        places = ["no debug dir (--debug-dir, CRASHREG_DPU_DEBUG_DIR)"]
+    else:
+        found = f"{len(files)} ELF files, none the kernel's" if files else "no ELF file"
+        places = [f"debug dir {Path(debug_dir) / (release or '?')}: {found}"]
+    if files:  # what the debug dir held was all that was loaded
+        return "; ".join(places)
+    if not build_id:
+        places.append("debuginfod not asked (no BUILD-ID= in VMCOREINFO)")
+    elif not debuginfod.servers:
+        places.append("no debuginfod server (CRASHREG_DEBUGINFOD_URLS, CRASHREG_URL)")
+    else:
+        places += [f"debuginfod {asked}" for asked in debuginfod.asked(build_id)]
+    # drgn's complaint has a line per part: "kernel (could not find vmlinux for <release>)".
+    kernel = [line[len("kernel ("):].removesuffix(")") for line in (complaint or "").splitlines()
+              if line.startswith("kernel (")]
+    places.append(f"drgn: {(kernel or [complaint or 'no kernel types in what it loaded'])[0]}")
+    return "; ".join(places)
 
 
 def open_host(core: str, config: Config, debug_dir: str) -> tuple[Any, dict[str, Any], dict[str, str]]:
     """A drgn program over the host's memory with its kernel's debug info; what debug info was
-    used (`dpu.debug_info`); the core's VMCOREINFO."""
+    used (`dpu.debug_info`); the core's VMCOREINFO. Raises NoKernelDebugInfo when the kernel's
+    debug info is nowhere to be found."""
     import drgn
 
     prog = drgn.program_from_core_dump(core)
@@ -217,7 +259,11 @@ def open_host(core: str, config: Config, debug_dir: str) -> tuple[Any, dict[str,
     vmlinux = None if files or not build_id else debuginfod.find(build_id)
     if not files and not vmlinux:
         log(f"no debug info for kernel build-id {build_id or '?'}: drgn's default paths")
-    _load(prog, files or ([str(vmlinux)] if vmlinux else None))
+    complaint = _load(prog, files or ([str(vmlinux)] if vmlinux else None))
+    if not _has_kernel_types(prog):
+        raise NoKernelDebugInfo(
+            f"no debug info for the host's kernel {release or '?'} (build-id {build_id or '?'}): "
+            + _where_looked(debug_dir, release, files, build_id, debuginfod, complaint))
     kernel_from = "debug_dir" if files else "debuginfod" if vmlinux else "default"
     used: dict[str, Any] = {"kernel": {"build_id": build_id, "from": kernel_from}, "modules": []}
     named = {Path(path).stem.replace("-", "_") for path in files}
@@ -233,11 +279,19 @@ def open_host(core: str, config: Config, debug_dir: str) -> tuple[Any, dict[str,
 
 
 def command_report(config: Config, args: argparse.Namespace) -> int:
-    """Read the host (or a recording), report it, print the decision as JSON."""
+    """Read the host (or a recording), report it, print the decision as JSON. Without the host
+    kernel's debug info nothing can be read, not even its hostname and boot_id, and a report
+    without them would open a second event for the crash the crash kernel reports later: then
+    one line says where the agent looked, and it exits EXIT_NO_DEBUG_INFO, reporting nothing."""
+    debug_dir = args.debug_dir or config.dpu_debug_dir
     if args.record:
         record = json.loads(Path(args.record).read_text())
     else:
-        prog, debug_info, vmcoreinfo = open_host(args.core, config, args.debug_dir or config.dpu_debug_dir)
+        try:
+            prog, debug_info, vmcoreinfo = open_host(args.core, config, debug_dir)
+        except NoKernelDebugInfo as error:
+            log(f"{error}; nothing reported (the crash kernel reports this crash)")
+            return EXIT_NO_DEBUG_INFO
         record = read_host(prog) | {"read_at": utc_now(), "kernel_build_id": kernel_build_id(vmcoreinfo),
                                     "debug_info": debug_info}
     if args.save_record:

@@ -19,3 +19,4 @@ imports (bench/README.md, core handler).
 EXIT_DUMP = 0
 EXIT_SKIP = 10
 EXIT_UNSENT = 3
+EXIT_NO_DEBUG_INFO = 4  # the DPU agent: no debug info for the host's kernel, nothing reported

@@ -40,6 +40,7 @@ class Debuginfod:
     token: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     misses: set[tuple[str, str]] = field(default_factory=set)
+    answers: dict[str, str] = field(default_factory=dict)  # each URL asked in this run: its answer
 
     @classmethod
     def from_config(cls, config: Config) -> Debuginfod:
@@ -78,22 +79,28 @@ class Debuginfod:
                                        self.ca_file, sink)
             if answer.status != 200:
                 why = REFUSED.get(answer.status)
-                log(f"debuginfod {url}: HTTP {answer.status}"
-                    + (f" ({why}: CRASHREG_DEBUGINFOD_TOKEN_FILE names a read token)" if why else ""))
-                return False
+                return self._answered(url, f"HTTP {answer.status}" + (
+                    f" ({why}: CRASHREG_DEBUGINFOD_TOKEN_FILE names a read token)" if why else ""))
             with partial.open("rb") as handle:
                 found = file_build_id(file_reader(handle))
             if found != build_id:
-                log(f"debuginfod {url}: the file's build-id is {found or 'missing'}: not used")
-                return False
+                return self._answered(url, f"the file's build-id is {found or 'missing'}: not used")
             os.replace(partial, target)
-            log(f"debuginfod {url}: {target.stat().st_size} bytes")
-            return True
+            return self._answered(url, f"{target.stat().st_size} bytes", found=True)
         except OSError as error:
-            log(f"debuginfod {url}: {type(error).__name__}: {error}")
-            return False
+            return self._answered(url, f"{type(error).__name__}: {error}")
         finally:
             partial.unlink(missing_ok=True)
+
+    def _answered(self, url: str, answer: str, found: bool = False) -> bool:
+        self.answers[url] = answer
+        log(f"debuginfod {url}: {answer}")
+        return found
+
+    def asked(self, build_id: str, kind: str = "debuginfo") -> list[str]:
+        """`URL: answer` for each server asked for this file in this run, in order."""
+        path = f"/buildid/{build_id.lower()}/{kind}"
+        return [f"{url}: {answer}" for url, answer in self.answers.items() if url.endswith(path)]
 
 
 def read_secret(path: str) -> str | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from agents.dpu import report as dpu_agent
+from agents.reporter import EXIT_NO_DEBUG_INFO
 from registry.core.events import Report
 from registry.db import Database
 from tests.support.agents import (
@@ -19,6 +20,7 @@ from tests.support.agents import (
     closed_port_url,
     run_reporter,
 )
+from tests.support.vmcores import BUILD_ID, elf_vmcore
 
 SESSION = FIXTURES / "dpu_session.json"
 
@@ -138,3 +140,49 @@ def test_the_report_carries_the_kernels_build_id_and_the_debug_info_used(
         payload = session_.scalars(select(Report.payload).where(
             Report.report_id == json.loads(older.stdout)["report_id"])).one()
     assert "kernel_build_id" not in payload and payload["dpu"]["debug_info"] is None
+
+
+# A release nowhere on this machine, so drgn's default paths find no vmlinux for it either.
+UNKNOWN_RELEASE = "6.1.0-99-crashreg-test"
+# What drgn needs to open a kernel core, besides the release and the build-id.
+KERNEL_CORE_INFO = "PAGESIZE=4096\nKERNELOFFSET=35000000\nSYMBOL(swapper_pg_dir)=ffffffff82a0a000\n"
+
+
+def test_without_the_kernels_debug_info_the_agent_says_where_it_looked_and_reports_nothing(
+    registry: Registry, make_site, database: Database, tmp_path: Path
+) -> None:
+    """drgn (Debian's, as on the DPU) opens the core but finds no vmlinux: the hostname and boot_id
+    cannot be read, and a report without them would open a second event for the crash the crash
+    kernel reports. One line names the kernel and where the agent looked; exit 4; nothing sent."""
+    vmcore = elf_vmcore(tmp_path / "vmcore", f"OSRELEASE={UNKNOWN_RELEASE}\nBUILD-ID={BUILD_ID}\n"
+                        f"{KERNEL_CORE_INFO}".encode())
+    (tmp_path / "debug" / "6.1.0-57-cloud-amd64").mkdir(parents=True)  # another release's
+    site = make_site(extra={"CRASHREG_DPU_DEBUG_DIR": str(tmp_path / "debug"),
+                            "CRASHREG_DEBUGINFOD_CACHE": str(tmp_path / "cache")})
+    record = site.root / "record.json"
+    dpu = run_dpu(site, "report", "--core", str(vmcore), "--save-record", str(record))
+    assert (dpu.returncode, dpu.stdout) == (EXIT_NO_DEBUG_INFO, ""), dpu.stderr
+    assert "Traceback" not in dpu.stderr and not record.exists()
+    # The registry's /debuginfod/ is asked by the core's build-id, and refuses the report token.
+    assert dpu.stderr.splitlines()[-1] == (
+        f"crashreg-report: no debug info for the host's kernel {UNKNOWN_RELEASE} (build-id {BUILD_ID}): "
+        f"debug dir {tmp_path / 'debug' / UNKNOWN_RELEASE}: no ELF file; "
+        f"debuginfod {registry.url}/debuginfod/buildid/{BUILD_ID}/debuginfo: HTTP 401 "
+        "(no credential: CRASHREG_DEBUGINFOD_TOKEN_FILE names a read token); "
+        f"drgn: could not find vmlinux for {UNKNOWN_RELEASE}; "
+        "nothing reported (the crash kernel reports this crash)"
+    )
+
+    # A kernel older than 5.9 writes no BUILD-ID=: no debuginfod server to ask by it.
+    old = elf_vmcore(tmp_path / "old-vmcore", f"OSRELEASE={UNKNOWN_RELEASE}\n{KERNEL_CORE_INFO}".encode())
+    dpu = run_dpu(make_site(), "report", "--core", str(old))
+    assert (dpu.returncode, dpu.stdout) == (EXIT_NO_DEBUG_INFO, ""), dpu.stderr
+    assert dpu.stderr.splitlines()[-1] == (
+        f"crashreg-report: no debug info for the host's kernel {UNKNOWN_RELEASE} (build-id ?): "
+        "no debug dir (--debug-dir, CRASHREG_DPU_DEBUG_DIR); debuginfod not asked (no BUILD-ID= in "
+        f"VMCOREINFO); drgn: could not find vmlinux for {UNKNOWN_RELEASE}; "
+        "nothing reported (the crash kernel reports this crash)"
+    )
+    assert site.spooled() == []
+    with database.session() as session:
+        assert session.scalars(select(Report.report_id)).all() == []

@@ -520,10 +520,17 @@ def test_dpu_names_the_vmlinux_frames_of_a_sysrq_crash_from_the_fetched_vmlinux(
     assert named["answer"]["event_id"] == event["id"]
 
     # The same vmcore, the registry refusing the DPU (no read token), an empty cache: drgn finds
-    # no vmlinux anywhere else, and without it the agent reads nothing at all, no frame named.
+    # no vmlinux anywhere else, and without it the agent can read nothing, not even the host's
+    # name: one line says where it looked, exit 4, no report (the crash kernel's is the one).
     refused = dpu_by_debuginfod(capture_lab, installed, sysrq_crash["vmcore"], out / "refused",
                                 out / "refused" / "cache", read_token=False)
-    build_id = kernel_symbols["vmlinux"]
-    assert f"debuginfod/buildid/{build_id}/debuginfo: HTTP 401" in refused["stderr"], refused["stderr"]
-    assert f"could not find vmlinux for {capture_lab.kit.release}" in refused["stderr"], refused["stderr"]
-    assert refused["returncode"] not in (0, 10) and refused["record"] is None, refused["stderr"]
+    build_id, release = kernel_symbols["vmlinux"], capture_lab.kit.release
+    assert (refused["returncode"], refused["record"]) == (4, None), refused["stderr"]
+    assert "Traceback" not in refused["stderr"], refused["stderr"]
+    assert refused["stderr"].splitlines()[-1] == (
+        f"crashreg-report: no debug info for the host's kernel {release} (build-id {build_id}): "
+        "no debug dir (--debug-dir, CRASHREG_DPU_DEBUG_DIR); "
+        f"debuginfod {capture_lab.registry.url}/debuginfod/buildid/{build_id}/debuginfo: HTTP 401 "
+        "(no credential: CRASHREG_DEBUGINFOD_TOKEN_FILE names a read token); "
+        f"drgn: could not find vmlinux for {release}; nothing reported (the crash kernel reports this crash)"
+    ), refused["stderr"]
