@@ -108,13 +108,12 @@ def _crashed_thread(prog: Any) -> dict[str, Any] | None:
 
 
 def _frame(prog: Any, frame: Any) -> dict[str, Any]:
-    """One frame in the contract's shape: function, module, offset, address."""
+    """One frame in the contract's shape (function, module, offset, address) and `inline`. An
+    inlined call shares its caller's pc, and so its ELF symbol: it is named by drgn from the debug
+    info (`frame.name`) and has no offset of its own; the caller's real frame follows it with the
+    same address, named by its symbol and offset, as the console's Call Trace names it."""
     pc = frame.pc
-    try:
-        symbol = frame.symbol()
-        function, offset = symbol.name, hex(pc - symbol.address)
-    except LookupError:
-        function, offset = None, None
+    function, offset = (frame.name, None) if frame.is_inline else _symbol_offset(frame)
     try:
         module = prog.module(pc).name
     except (LookupError, AttributeError):
@@ -124,7 +123,16 @@ def _frame(prog: Any, frame: Any) -> dict[str, Any]:
         "module": None if module in (None, "kernel", "vmlinux") else module,
         "offset": offset,
         "address": hex(pc),
+        "inline": frame.is_inline,
     }
+
+
+def _symbol_offset(frame: Any) -> tuple[str | None, str | None]:
+    try:
+        symbol = frame.symbol()
+    except LookupError:
+        return None, None
+    return symbol.name, hex(frame.pc - symbol.address)
 
 
 def dpu_report(record: dict[str, Any], config: Config) -> dict[str, Any]:

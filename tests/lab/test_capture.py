@@ -10,12 +10,14 @@ and its report joins the crash kernel's event; it reads the second crash's with 
 directory, its kernel's and module's debug info fetched from the registry's /debuginfod/ by
 build-id (the -dbg vmlinux and the module uploaded with `crashreg symbols upload`), and the
 triage workspace fetches the same files. A third host crashes through sysrq, a stack all
-vmlinux's: the DPU agent names its frames from the vmlinux fetched by build-id, and names
-nothing when the registry refuses it the vmlinux.
+vmlinux's: the DPU agent names each of its frames, inlined calls included, from the vmlinux
+fetched by build-id; refused the vmlinux by the registry, it says where it looked and reports
+nothing.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -477,10 +479,14 @@ def test_triage_workspace_fetches_the_kernels_debug_info_from_the_registry_and_o
     assert "BUG: kernel NULL pointer dereference" in tail and f"RIP: 0010:{FUNCTION}+" in tail, tail
 
 
-# The panic of `echo c > /proc/sysrq-trigger` and its callers, innermost first, all vmlinux's
-# (the names its symbol table gives, as the console's Call Trace does: `__handle_sysrq.cold`).
-SYSRQ_STACK = ["panic", "sysrq_handle_crash", "__handle_sysrq.cold", "write_sysrq_trigger",
-               "proc_reg_write", "vfs_write", "ksys_write", "do_syscall_64"]
+# The stack of `echo c > /proc/sysrq-trigger` as the crash notes saved it (in __crash_kexec),
+# innermost first, all vmlinux's, each frame (function, inline): a real frame by its symbol, as
+# the console's Call Trace names it (`__handle_sysrq.cold`); an inlined call by its own name,
+# before its caller's frame; last the shell's user-space pc the syscall came from (no name).
+SYSRQ_STACK = [("crash_setup_regs", True), ("__crash_kexec", False), ("panic", False),
+               ("sysrq_handle_crash", False), ("__handle_sysrq.cold", False), ("write_sysrq_trigger", False),
+               ("pde_write", True), ("proc_reg_write", False), ("vfs_write", False), ("ksys_write", False),
+               ("do_syscall_x64", True), ("do_syscall_64", False), ("entry_SYSCALL_64", False), (None, False)]
 
 
 @pytest.fixture(scope="module")
@@ -512,11 +518,19 @@ def test_dpu_names_the_vmlinux_frames_of_a_sysrq_crash_from_the_fetched_vmlinux(
     assert (read["hostname"], read["boot_id"]) == (sysrq_crash["host"].name, booted.boot_id)
     thread = read["crashed_thread"]
     assert thread["comm"] == "init", thread  # first-init.sh's shell wrote to /proc/sysrq-trigger
-    # One name per function (drgn gives an inlined call's frame its caller's symbol too).
-    functions = list(dict.fromkeys(frame["function"] for frame in thread["frames"]))
-    assert "panic" in functions, thread
-    start = functions.index("panic")
-    assert functions[start : start + len(SYSRQ_STACK)] == SYSRQ_STACK, functions
+    frames = thread["frames"]
+    assert [(frame["function"], frame["inline"]) for frame in frames] == SYSRQ_STACK, frames
+    # An inlined call shares its caller's address and has no offset of its own; the real frames
+    # below panic have the offsets the kernel's own Call Trace printed (`proc_reg_write+0x56/`).
+    for inlined, caller in itertools.pairwise(frames):
+        if inlined["inline"]:
+            assert (inlined["offset"], inlined["address"]) == (None, caller["address"]), frames
+    trace = capture_lab.stored_report(boot_report_id(booted))["console_log"].split("Call Trace:", 1)[1]
+    called = [frame for frame in frames if not frame["inline"]]
+    names = [frame["function"] for frame in called]
+    for frame in called[names.index("sysrq_handle_crash") : names.index("entry_SYSCALL_64")]:
+        assert f" {frame['function']}+{frame['offset']}/" in trace, (frame, trace)
+    assert int(frames[-1]["address"], 16) < 1 << 47, frames  # the user-space pc
     assert named["answer"]["event_id"] == event["id"]
 
     # The same vmcore, the registry refusing the DPU (no read token), an empty cache: drgn finds
