@@ -107,16 +107,18 @@ RECOUNT_SIGNATURE_DAY = text(
     "WHERE signature_id = :signature_id AND day = :day AND true "
     "ON CONFLICT (signature_id, day) DO UPDATE SET events = excluded.events, hosts = excluded.hosts"
 )
-# Rows counted down to nothing are removed: a rollup holds what is there.
+# Rows counted down to nothing are removed: a rollup holds what is there. Only a key whose
+# batch delta is not positive can reach nothing (an event's -1 is never folded before its +1);
+# a key whose deltas all cancel is not written at all.
 EMPTIED = {
     "breakdown": text("DELETE FROM rollup_breakdown_daily WHERE day = :day AND dimension = :dimension "
                       "AND value = :value AND events = 0"),
     "host_daily": text("DELETE FROM rollup_signature_host_daily WHERE signature_id = :signature_id "
                        "AND day = :day AND host_id = :host_id AND events = 0"),
-    "signature_daily": text("DELETE FROM rollup_signature_daily WHERE signature_id = :signature_id "
-                            "AND day = :day AND events = 0"),
     "sources": text("DELETE FROM rollup_signature_sources WHERE signature_id = :signature_id "
                     "AND source = :source AND events = 0"),
+    "signature_daily": text("DELETE FROM rollup_signature_daily WHERE signature_id = :signature_id "
+                            "AND day = :day AND events = 0"),
 }
 
 
@@ -137,19 +139,36 @@ def apply(connection: Connection, summed: Deltas) -> None:
         {"day": day, "dimension": dimension, "value": value, "events": n, "memory_gb": gb,
          "memory_known": known, "repeats": repeats}
         for (day, dimension, value), (n, gb, known, repeats) in summed.breakdown.items()
+        if any((n, gb, known, repeats))
     ]
     host_daily = [{"signature_id": s, "day": d, "host_id": h, "events": n}
-                  for (s, d, h), n in summed.host_daily.items()]
+                  for (s, d, h), n in summed.host_daily.items() if n]
     sources = [{"signature_id": s, "source": source, "events": n, "repeats": r}
-               for (s, source), (n, r) in summed.sources.items()]
-    signature_days = [{"signature_id": s, "day": d} for s, d in {(s, d) for s, d, _ in summed.host_daily}]
+               for (s, source), (n, r) in summed.sources.items() if n or r]
     for statement, rows, emptied in ((UPSERT_BREAKDOWN, breakdown, "breakdown"),
                                      (UPSERT_HOST_DAILY, host_daily, "host_daily"),
-                                     (UPSERT_SOURCES, sources, "sources"),
-                                     (RECOUNT_SIGNATURE_DAY, signature_days, "signature_daily")):
+                                     (UPSERT_SOURCES, sources, "sources")):
         if rows:
             connection.execute(statement, rows)
-            connection.execute(EMPTIED[emptied], rows)
+        shrunk = [row for row in rows if row["events"] <= 0]
+        if shrunk:
+            connection.execute(EMPTIED[emptied], shrunk)
+    # A touched signature day is summed anew from its host rows; with a host row counted down,
+    # the day itself may have gone.
+    days = _by_day(host_daily)
+    if days:
+        connection.execute(RECOUNT_SIGNATURE_DAY, [{"signature_id": s, "day": d} for s, d in days])
+    shrunk_days = [{"signature_id": s, "day": d} for (s, d), deltas_of in days.items() if min(deltas_of) < 0]
+    if shrunk_days:
+        connection.execute(EMPTIED["signature_daily"], shrunk_days)
+
+
+def _by_day(host_daily: list[dict[str, Any]]) -> dict[tuple[int, Any], list[int]]:
+    """The host rows' deltas per signature day."""
+    days: dict[tuple[int, Any], list[int]] = {}
+    for row in host_daily:
+        days.setdefault((row["signature_id"], row["day"]), []).append(row["events"])
+    return days
 
 
 @contextmanager

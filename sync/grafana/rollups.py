@@ -3,8 +3,9 @@
 First the queued event changes are folded into the rollups (registry/rollups: the daily
 breakdown and the signatures' days, which no refresh recomputes). PostgreSQL: the `rpt_*`
 materialized views left (captures per day, the fleet's size per day) are refreshed
-CONCURRENTLY, so Grafana keeps reading the previous contents meanwhile. SQLite has no per-table privileges, so Grafana does
-not open the registry's file at all: it reads a copy holding only the `rpt_*` views' rows
+CONCURRENTLY, so Grafana keeps reading the previous contents meanwhile. SQLite has no
+per-table privileges, so Grafana does not open the registry's file at all: it reads a copy
+holding only the `rpt_*` views' rows
 (`<registry file stem>-grafana.db` beside it), rebuilt aside and swapped in atomically.
 """
 
