@@ -154,3 +154,19 @@ def test_a_change_committed_after_a_later_one_is_not_lost(
     finally:
         early.close()
     assert_exact(database)
+
+
+def test_the_commands_fold_and_rebuild(db_url: str, database: Database, client: Any, make_token: Any) -> None:
+    ingest_some(client, make_token("report"))
+    folded = crashreg(db_url, "rollups", "fold")
+    assert folded.returncode == 0, folded.stderr
+    assert folded.stdout.startswith("folded ") and "changes" in folded.stdout, folded.stdout
+    with database.session() as session:
+        assert queued(session) == 0 and stored(session) == scanned(session)
+        session.execute(text("DELETE FROM rollup_signature_sources"))  # damage, for the repair
+    refused = crashreg(db_url, "rollups", "rebuild")  # asks first: no answer, nothing done
+    assert refused.returncode != 0
+    rebuilt = crashreg(db_url, "rollups", "rebuild", "--yes")
+    assert rebuilt.returncode == 0 and "rollups rebuilt from events" in rebuilt.stdout, rebuilt.stderr
+    with database.session() as session:
+        assert stored(session) == scanned(session)
