@@ -195,7 +195,7 @@ PLATFORM = frozenset({
 APPLICATION = frozenset({"__main__", "app", "cli", "demo", "domains", "models", "wsgi"})
 DOMAINS = frozenset({
     "auth", "capture", "core", "epidemiology", "fingerprint", "grafana", "ingest", "inventory",
-    "jira", "pages", "rca", "retention", "signatures", "storage", "symbols", "symbolication",
+    "jira", "pages", "rca", "retention", "rollups", "signatures", "storage", "symbols", "symbolication",
 })
 # domain -> the domains it imports (the platform: always). core holds the records every domain
 # shares; cross-domain writes go through listeners the wiring gives (registry/core/wiring.py).
@@ -217,12 +217,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "symbols": frozenset({"core", "storage", "auth"}),
     "symbolication": frozenset({"core", "fingerprint", "signatures", "symbols"}),
     "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "symbols", "auth"}),
+    "rollups": frozenset({"core"}),
     "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "retention",
-                        "ingest", "storage", "auth"}),
+                        "ingest", "storage", "rollups", "auth"}),
     "application": DOMAINS - {"fingerprint"},
     "dashboards": frozenset(),
     "sync": frozenset({"application", "dashboards", "core", "signatures", "capture", "epidemiology", "rca",
-                       "jira", "grafana", "retention", "storage", "symbolication"}),
+                       "jira", "grafana", "retention", "rollups", "storage", "symbolication"}),
 }
 
 
