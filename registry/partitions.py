@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, text
-from sqlalchemy.exc import OperationalError
+from prometheus_client.core import GaugeMetricFamily, Metric
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
 
 PARTITIONED = ("events", "reports")
 AHEAD = 2  # empty partitions kept above each table's next id
@@ -30,11 +32,13 @@ PARTITION_NAME = re.compile(r"(?:events|reports)_p\d{4,}")
 KEY_TABLES = ("event_keys", "report_keys")
 RANGE = re.compile(r"FOR VALUES FROM \((MINVALUE|-?\d+)\) TO \((-?\d+)\)")
 # A maintenance step's locks: wait this long at most (the writers queued behind a waiting lock
-# wait with it), then give the lock up and try again after RETRY_PAUSE_S.
-LOCK_TIMEOUT = "1s"
+# wait with it), then give the lock up and try again after RETRY_PAUSE_S. Shorter than
+# PostgreSQL's deadlock_timeout (1 s): a writer caught in a lock cycle with the step (holding
+# reports, waiting for events) never waits long enough to be the deadlock's victim; the step is.
+LOCK_TIMEOUT = "500ms"
 LOCK_TRIES = 30
 RETRY_PAUSE_S = 0.5
-LOCK_NOT_AVAILABLE = "55P03"
+LOCK_NOT_AVAILABLE, DEADLOCK = "55P03", "40P01"
 
 T = TypeVar("T")
 
@@ -140,9 +144,10 @@ def in_short_transaction(connection: Connection, step: Callable[[Connection], T]
         try:
             connection.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
             result = step(connection)
-        except OperationalError as error:
+        except DBAPIError as error:
             connection.exec_driver_sql("ROLLBACK")
-            if getattr(error.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE or attempt == LOCK_TRIES:
+            retried = getattr(error.orig, "sqlstate", None) in (LOCK_NOT_AVAILABLE, DEADLOCK)
+            if not retried or attempt == LOCK_TRIES:
                 raise
             progress(f"a lock was not free within {LOCK_TIMEOUT} (try {attempt}): trying again")
             time.sleep(RETRY_PAUSE_S)
@@ -179,3 +184,24 @@ def partitions_ahead(connection: Connection) -> dict[str, int]:
         table: ahead_of([p for p in found if p.table == table], next_id(connection, table))
         for table in PARTITIONED if any(p.table == table for p in found)
     }
+
+
+def maintain(engine: Engine, progress: Callable[[str], Any] = lambda line: None) -> list[str]:
+    """`ensure_ahead` on its own autocommit connection (nothing on SQLite or unpartitioned)."""
+    if engine.dialect.name != "postgresql":
+        return []
+    with engine.connect() as connection:
+        return ensure_ahead(connection.execution_options(isolation_level="AUTOCOMMIT"), AHEAD, progress)
+
+
+def partition_metrics(session: Session) -> Iterable[Metric]:
+    """crashreg_partitions_ahead{table}: empty partitions above the next id (alert below 1:
+    the next inserts past the last partition fail; docs/partitioning.md)."""
+    ahead = GaugeMetricFamily(
+        "crashreg_partitions_ahead",
+        "Empty partitions of a partitioned table above its next id (kept at 2 by the partitions job)",
+        labels=["table"],
+    )
+    for table, count in partitions_ahead(session.connection()).items():
+        ahead.add_metric([table], count)
+    return [ahead]

@@ -216,6 +216,12 @@ def convert(connection: Connection, keyed: Keyed, bound: int) -> None:
         "WHERE conrelid = CAST(:t AS regclass) AND contype = 'f' AND conparentid = 0 ORDER BY conname"
     ), {"t": table}).all()
     views = dependent_views(connection, table, "v")
+    referencing = connection.execute(text(
+        "SELECT DISTINCT conrelid::regclass::text FROM pg_constraint WHERE confrelid = CAST(:t AS regclass) "
+        "AND contype = 'f' AND conparentid = 0 AND conrelid <> confrelid ORDER BY 1"), {"t": table}).scalars().all()
+    # Every table the transaction rewrites the catalog of, taken at once (under lock_timeout)
+    # before anything is changed: none is held while another is waited for.
+    run(f"LOCK TABLE {', '.join([table, *referencing])} IN ACCESS EXCLUSIVE MODE")
     run(f"ALTER TABLE {table} RENAME TO {first}")
     run(f"DROP TRIGGER {keyed.keys}_insert ON {first}")
     run(f"DROP TRIGGER {keyed.keys}_delete ON {first}")
