@@ -93,7 +93,8 @@ def test_a_populated_registry_is_converted_whole(before_partitions: str, tmp_pat
     assert crashreg(url, "db", "upgrade").returncode == 0
 
     assert the_registry(url) == before
-    assert rows(url, "SELECT relkind FROM pg_class WHERE relname IN ('events', 'reports')") == [("p",), ("p",)]
+    kinds = rows(url, "SELECT relkind FROM pg_class WHERE relname IN ('events', 'reports')")
+    assert kinds == [("p",), ("p",)]
     # the old table is the first partition, its indexes attached as they were (none rebuilt),
     # with the natural key's (not unique) built concurrently beside them
     after = rows(url, "SELECT indexrelid::int, indexrelid::regclass::text FROM pg_index "
@@ -124,7 +125,9 @@ def test_a_populated_registry_is_converted_whole(before_partitions: str, tmp_pat
 
 
 @postgres_only
-def test_the_upgrade_while_reporters_post_loses_and_doubles_nothing(before_partitions: str, tmp_path: Path) -> None:
+def test_the_upgrade_while_reporters_post_loses_and_doubles_nothing(
+    before_partitions: str, tmp_path: Path
+) -> None:
     url = before_partitions
     acknowledged: dict[str, str] = {}  # report_id -> event_id
     failures: list[str] = []
