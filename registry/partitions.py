@@ -25,7 +25,6 @@ from sqlalchemy.orm import Session
 
 PARTITIONED = ("events", "reports")
 AHEAD = 2  # empty partitions kept above each table's next id
-DEFAULT_WIDTH = 1_000_000  # ids per partition, chosen when the tables are first partitioned
 # The partitions' names: the table's, then the partition's lower bound in widths.
 PARTITION_NAME = re.compile(r"(?:events|reports)_p\d{4,}")
 # Tables the partitioning migration makes besides the partitions: the natural keys.
@@ -100,11 +99,10 @@ def ahead_of(table_partitions: list[Partition], upcoming: int) -> int:
 
 
 def missing_ranges(
-    table_partitions: list[Partition], upcoming: int, ahead: int = AHEAD
+    table_partitions: list[Partition], upcoming: int, width: int, ahead: int = AHEAD
 ) -> list[tuple[int, int]]:
-    """The [lower, upper) ranges to add, from the top of the last partition on, so that the
-    next id `upcoming` has a partition and `ahead` more lie above it."""
-    width = width_of(table_partitions)
+    """The [lower, upper) ranges `width` ids wide to add, from the top of the last partition
+    on, so that the next id `upcoming` has a partition and `ahead` more lie above it."""
     have = ahead_of(table_partitions, upcoming)
     lower, ranges = table_partitions[-1].upper, []
     while lower <= upcoming or have < ahead:
@@ -114,9 +112,15 @@ def missing_ranges(
     return ranges
 
 
-def width_of(table_partitions: list[Partition]) -> int:
+def width_of(table_partitions: list[Partition], first: int | None = None) -> int:
+    """The newest fixed-width partition's width; `first` when there is none yet (the
+    migration's first partitions ahead)."""
     fixed = [p for p in table_partitions if p.lower is not None]
-    return fixed[-1].upper - fixed[-1].lower if fixed else DEFAULT_WIDTH  # type: ignore[operator]
+    if not fixed:
+        if first is None:
+            raise ValueError(f"{table_partitions[0].table} has no partition of a fixed width to follow")
+        return first
+    return fixed[-1].upper - (fixed[-1].lower or 0)
 
 
 def attach_partition(connection: Connection, table: str, lower: int, upper: int, width: int) -> str:
@@ -160,17 +164,22 @@ def in_short_transaction(connection: Connection, step: Callable[[Connection], T]
     raise AssertionError("unreachable")
 
 
-def ensure_ahead(connection: Connection, ahead: int = AHEAD,
-                 progress: Callable[[str], Any] = lambda line: None) -> list[str]:
+def ensure_ahead(
+    connection: Connection,
+    ahead: int = AHEAD,
+    progress: Callable[[str], Any] = lambda line: None,
+    first_width: int | None = None,
+) -> list[str]:
     """Add the partitions missing for AHEAD empty ones above each table's next id; their names.
-    `connection` is in autocommit mode: each partition is attached in a short transaction."""
+    `connection` is in autocommit mode: each partition is attached in a short transaction.
+    `first_width`: the width of a table's first fixed-width partitions (the migration's)."""
     made = []
     for table in PARTITIONED:
         mine = [p for p in partitions(connection) if p.table == table]
         if not mine:
             continue
-        width = width_of(mine)
-        for lower, upper in missing_ranges(mine, next_id(connection, table), ahead):
+        width = width_of(mine, first_width)
+        for lower, upper in missing_ranges(mine, next_id(connection, table), width, ahead):
             attach = partial(attach_partition, table=table, lower=lower, upper=upper, width=width)
             made.append(in_short_transaction(connection, attach, progress))
             progress(f"{table}: partition {made[-1]} for ids [{lower}, {upper})")

@@ -27,7 +27,6 @@ Revises: 0032_symbol_misses
 Create Date: 2026-12-05 03:30:00
 """
 
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -36,9 +35,9 @@ from dataclasses import dataclass, replace
 from alembic import op
 from sqlalchemy import Connection, text
 
+from registry.config import Settings
 from registry.partitions import (
     AHEAD,
-    DEFAULT_WIDTH,
     ensure_ahead,
     in_short_transaction,
     next_id,
@@ -92,7 +91,7 @@ def say(line: str) -> None:
 
 
 def width() -> int:
-    return int(os.environ.get("CRASHREG_PARTITION_WIDTH", DEFAULT_WIDTH))
+    return Settings.from_env().partition_width
 
 
 def upgrade() -> None:
@@ -101,16 +100,15 @@ def upgrade() -> None:
     with op.get_context().autocommit_block():
         connection = op.get_bind()
         for keyed in KEYED:
-            if is_partitioned(connection, keyed.table):
-                continue
-            keep_keys(connection, keyed)
-            backfill(connection, keyed)
-            index_concurrently(connection, keyed.index, f"{keyed.table} ({keyed.natural})")
-            bound = bounded(connection, keyed.table)
-            say(f"{keyed.table}: the partitioned table, in one short transaction")
-            in_short_transaction(connection, lambda c, k=keyed, b=bound: convert(c, k, b), say)
+            if not is_partitioned(connection, keyed.table):  # else an earlier, interrupted run did
+                keep_keys(connection, keyed)
+                backfill(connection, keyed)
+                index_concurrently(connection, keyed.index, f"{keyed.table} ({keyed.natural})")
+                bound = bounded(connection, keyed.table)
+                say(f"{keyed.table}: the partitioned table, in one short transaction")
+                in_short_transaction(connection, lambda c, k=keyed, b=bound: convert(c, k, b), say)
             validate_references(connection, keyed.table)
-        ensure_ahead(connection, AHEAD, say)
+        ensure_ahead(connection, AHEAD, say, first_width=width())
         rebuild_materialized_views(connection)
         for keyed in KEYED:
             connection.execute(text(f"ANALYZE {keyed.table}"))

@@ -22,7 +22,15 @@ from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, Settings, SymbolSettings
 from registry.db import Database
 from registry.migrate import upgrade
-from registry.partitions import AHEAD, maintain, partitions, partitions_ahead
+from registry.partitions import (
+    AHEAD,
+    Partition,
+    maintain,
+    missing_ranges,
+    partitions,
+    partitions_ahead,
+    width_of,
+)
 from testkit.reports import crash_report
 from tests.support.cli import crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
@@ -203,3 +211,17 @@ def test_sqlite_keeps_plain_tables(tmp_path: Path) -> None:
         assert "sqlite_autoindex_events_1" in names  # the natural key, unique as it always was
     finally:
         database.dispose()
+
+
+@pytest.mark.parametrize(("upcoming", "expected"), [
+    (1_500_000, []),  # in p0 ... with two ahead of it
+    (2_000_001, [(4_000_000, 5_000_000)]),  # into the first ahead: one more
+    (3_999_999, [(4_000_000, 5_000_000), (5_000_000, 6_000_000)]),
+    (6_500_000, [(4_000_000, 5_000_000), (5_000_000, 6_000_000), (6_000_000, 7_000_000),
+                 (7_000_000, 8_000_000), (8_000_000, 9_000_000)]),  # overran: its own and two more
+])
+def test_missing_ranges_keep_two_ahead_of_the_next_id(upcoming: int, expected: list[tuple[int, int]]) -> None:
+    made = [Partition("events", "events_p0000", None, 2_000_000),
+            Partition("events", "events_p0002", 2_000_000, 3_000_000),
+            Partition("events", "events_p0003", 3_000_000, 4_000_000)]
+    assert missing_ranges(made, upcoming, width_of(made)) == expected
