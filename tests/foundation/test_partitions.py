@@ -196,6 +196,20 @@ def test_partitions_are_kept_ahead_of_the_ids(before_partitions: str) -> None:
         assert maintain(database.engine) == []  # nothing more while the ids stand still
     finally:
         database.dispose()
+    listed = crashreg(url, "db", "partitions")
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[1] for line in listed.stdout.splitlines()] == [p.name for p in after] + [
+        p.name for p in partitions_of(url, "reports")]
+    assert f"events: {AHEAD} empty partition(s) ahead" in listed.stderr
+
+
+def partitions_of(url: str, table: str) -> list[Any]:
+    database = Database(url)
+    try:
+        with database.engine.connect() as connection:
+            return [p for p in partitions(connection) if p.table == table]
+    finally:
+        database.dispose()
 
 
 def test_sqlite_keeps_plain_tables(tmp_path: Path) -> None:
@@ -204,6 +218,8 @@ def test_sqlite_keeps_plain_tables(tmp_path: Path) -> None:
     database = Database(url)
     try:
         assert maintain(database.engine) == []
+        refused = crashreg(url, "db", "partitions")
+        assert refused.returncode == 1 and "SQLite's tables are not partitioned" in refused.stderr
         with database.engine.connect() as connection:
             assert partitions(connection) == []
             names = {row[0] for row in connection.exec_driver_sql("SELECT name FROM sqlite_master")}
