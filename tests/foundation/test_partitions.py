@@ -15,9 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 import requests
-from werkzeug.serving import make_server
 
-from registry.app import create_app
 from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, Settings, SymbolSettings
 from registry.db import Database
@@ -34,7 +32,7 @@ from registry.partitions import (
 from testkit.reports import crash_report
 from tests.support.cli import crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
-from tests.support.http import SERVER_POLL_S, auth
+from tests.support.http import auth, serving
 
 BEFORE = "0032_symbol_misses"
 POSTERS = 4
@@ -51,23 +49,15 @@ def before_partitions() -> Iterator[str]:
 
 
 @contextmanager
-def serving(url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+def registry(url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """The registry on a real HTTP socket over `url`, and a reporter's token."""
     settings = Settings(database_url=url, public_url="http://crashreg.test",
                         dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")),
                         symbols=SymbolSettings(cache_dir=str(tmp_path / "symbols")))
-    database = Database(url)
-    with database.session() as session:
-        token, _ = create_token(session, f"reporter-{uuid.uuid4().hex[:6]}", "report", "agent")
-    server = make_server("127.0.0.1", 0, create_app(settings, database), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, args=(SERVER_POLL_S,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", token
-    finally:
-        server.shutdown()
-        thread.join()
-        database.dispose()
+    with serving(settings) as (base, database):
+        with database.session() as session:
+            token, _ = create_token(session, f"reporter-{uuid.uuid4().hex[:6]}", "report", "agent")
+        yield base, token
 
 
 def post(base: str, token: str, report: dict[str, Any]) -> requests.Response:
@@ -90,7 +80,7 @@ def the_registry(url: str) -> dict[str, Any]:
 @postgres_only
 def test_a_populated_registry_is_converted_whole(before_partitions: str, tmp_path: Path) -> None:
     url = before_partitions
-    with serving(url, tmp_path) as (base, token):
+    with registry(url, tmp_path) as (base, token):
         first = [crash_report(host={"hostname": f"gpu-{n % 7}"}) for n in range(40)]
         answers = [post(base, token, report) for report in first]
         assert {answer.status_code for answer in answers} == {201}
@@ -118,7 +108,7 @@ def test_a_populated_registry_is_converted_whole(before_partitions: str, tmp_pat
         assert partitions_ahead(connection) == {"events": AHEAD, "reports": AHEAD}
     database.dispose()
 
-    with serving(url, tmp_path) as (base, token):
+    with registry(url, tmp_path) as (base, token):
         replay = post(base, token, first[0])
         assert replay.status_code == 200
         assert replay.json() == answers[0].json() | {"duplicate": True}
@@ -155,7 +145,7 @@ def test_the_upgrade_while_reporters_post_loses_and_doubles_nothing(
                     failures.append(f"{attempt['report_id']} answered two events")
             sent += 1
 
-    with serving(url, tmp_path) as (base, token):
+    with registry(url, tmp_path) as (base, token):
         threads = [threading.Thread(target=reporter, args=(base, token, n)) for n in range(POSTERS)]
         for thread in threads:
             thread.start()
