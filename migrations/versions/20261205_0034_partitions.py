@@ -106,7 +106,13 @@ def upgrade() -> None:
                 index_concurrently(connection, keyed.index, f"{keyed.table} ({keyed.natural})")
                 bound = bounded(connection, keyed.table)
                 say(f"{keyed.table}: the partitioned table, in one short transaction")
-                in_short_transaction(connection, lambda c, k=keyed, b=bound: convert(c, k, b), say)
+                try:
+                    in_short_transaction(connection, lambda c, k=keyed, b=bound: convert(c, k, b), say)
+                except BaseException:
+                    # left in place, the bound would refuse every insert once the ids reach it
+                    in_short_transaction(connection, lambda c, t=keyed.table: c.exec_driver_sql(
+                        f"ALTER TABLE {t} DROP CONSTRAINT IF EXISTS {t}_before_partitions"), say)
+                    raise
             validate_references(connection, keyed.table)
         ensure_ahead(connection, AHEAD, say, first_width=width())
         rebuild_materialized_views(connection)
