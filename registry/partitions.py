@@ -125,13 +125,19 @@ def width_of(table_partitions: list[Partition], first: int | None = None) -> int
 
 def attach_partition(connection: Connection, table: str, lower: int, upper: int, width: int) -> str:
     """A new empty partition [lower, upper) of `table`: made as a table of its own (its
-    columns, defaults and NOT NULLs), then attached, which builds its (empty) indexes and clones
-    the parent's keys and triggers."""
+    columns, defaults and NOT NULLs) with the parent's indexes named `<partition>_<index>` (as
+    the first partition's are), then attached, which takes those indexes and clones the
+    parent's keys and triggers."""
     name = partition_name(table, lower, width)
     connection.execute(text(
         f"CREATE TABLE IF NOT EXISTS {name} (LIKE {table} INCLUDING DEFAULTS INCLUDING STORAGE "
         f"INCLUDING COMPRESSION, CONSTRAINT {name}_bounds CHECK (id >= {lower} AND id < {upper}))"
     ))
+    for index, definition in connection.execute(text(
+        "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        "WHERE x.indrelid = CAST(:t AS regclass) AND NOT x.indisprimary"), {"t": table}).all():
+        own = f"INDEX IF NOT EXISTS {name}_{index} ON public.{name} "
+        connection.execute(text(definition.replace(f"INDEX {index} ON ONLY public.{table} ", own, 1)))
     connection.execute(text(
         f"ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES FROM ({lower}) TO ({upper})"))
     connection.execute(text(f"ALTER TABLE {name} DROP CONSTRAINT {name}_bounds"))
