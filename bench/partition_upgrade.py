@@ -62,13 +62,23 @@ def populated(events: int) -> str:
     with psycopg.connect(ADMIN, autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')
     url = ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    upgrade(url, BEFORE)
-    started = time.perf_counter()
-    with psycopg.connect(url, autocommit=True) as connection:
-        for statement in POPULATION:
-            connection.execute(statement, {"events": events} if "%(events)s" in statement else None)
-            print(f"populated: {statement[:40]}... ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    try:
+        upgrade(url, BEFORE)
+        started = time.perf_counter()
+        with psycopg.connect(url, autocommit=True) as connection:
+            for statement in POPULATION:
+                connection.execute(statement, {"events": events} if "%(events)s" in statement else None)
+                took = time.perf_counter() - started
+                print(f"populated: {statement[:40]}... ({took:.0f} s)", file=sys.stderr)
+    except BaseException:
+        dropped(url)
+        raise
     return url
+
+
+def dropped(url: str) -> None:
+    with psycopg.connect(ADMIN, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
 
 
 def run(url: str, clients: int, baseline_s: float) -> dict[str, object]:
@@ -145,8 +155,7 @@ def main() -> None:
         figures = run(url, args.clients, args.baseline_seconds)
     finally:
         if not args.database_url:
-            with psycopg.connect(ADMIN, autocommit=True) as connection:
-                connection.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+            dropped(url)
     print(json.dumps(figures, indent=2))
     sys.exit(0 if figures["lost"] == figures["doubled"] == figures["failures"] == 0
              and figures["migration_exit"] == 0 else 1)
