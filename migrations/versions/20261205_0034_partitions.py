@@ -23,7 +23,7 @@ The downgrade copies the rows back into plain tables: it is offline (it locks bo
 the copy).
 
 Revision ID: 0034_partitions
-Revises: 0032_symbol_misses
+Revises: 0033_rollups
 Create Date: 2026-12-05 03:30:00
 """
 
@@ -45,7 +45,7 @@ from registry.partitions import (
 )
 
 revision: str = "0034_partitions"
-down_revision: str | Sequence[str] | None = "0032_symbol_misses"
+down_revision: str | Sequence[str] | None = "0033_rollups"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -220,6 +220,13 @@ def convert(connection: Connection, keyed: Keyed, bound: int) -> None:
         "WHERE conrelid = CAST(:t AS regclass) AND contype = 'f' AND conparentid = 0 ORDER BY conname"
     ), {"t": table}).all()
     views = dependent_views(connection, table, "v")
+    # The table's other triggers (the rollups' queue, migration 0033) move to the parent, which
+    # clones them onto every partition: left on the first partition, rows in later ones would
+    # not fire them.
+    triggers = connection.execute(text(
+        "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = CAST(:t AS regclass) "
+        "AND NOT tgisinternal AND tgname NOT LIKE :keys ORDER BY tgname"
+    ), {"t": table, "keys": f"{keyed.keys}_%"}).all()
     referencing = connection.execute(text(
         "SELECT DISTINCT conrelid::regclass::text FROM pg_constraint WHERE confrelid = CAST(:t AS regclass) "
         "AND contype = 'f' AND conparentid = 0 AND conrelid <> confrelid ORDER BY 1"), {"t": table}).scalars().all()
@@ -243,6 +250,9 @@ def convert(connection: Connection, keyed: Keyed, bound: int) -> None:
             run(definition.replace(f" ON public.{table} ", f" ON ONLY public.{table} ", 1))
     run(f"ALTER TABLE {table} ATTACH PARTITION {first} FOR VALUES FROM (MINVALUE) TO ({bound})")
     add_triggers(connection, keyed)
+    for name, definition in triggers:
+        run(f"DROP TRIGGER {name} ON {first}")
+        run(definition)  # ON public.<table>: now the parent
     run(f"ALTER SEQUENCE {table}_id_seq OWNED BY {table}.id")
     for name, definition in views:
         run(f"CREATE OR REPLACE VIEW {name} AS {definition}")
@@ -366,6 +376,10 @@ def unpartition(connection: Connection, keyed: Keyed) -> None:
         "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
         "WHERE confrelid = CAST(:t AS regclass) AND contype = 'f' AND conparentid = 0"), {"t": table}).all()
     views = readers(connection, table, "v") + readers(connection, table, "m")
+    triggers = connection.execute(text(
+        "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = CAST(:t AS regclass) "
+        "AND NOT tgisinternal AND tgname NOT LIKE :keys ORDER BY tgname"
+    ), {"t": table, "keys": f"{keyed.keys}_%"}).scalars().all()
     run(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
     run(f"CREATE TABLE {plain} (LIKE {table} INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)")
     run(f"INSERT INTO {plain} SELECT * FROM {table}")
@@ -387,6 +401,8 @@ def unpartition(connection: Connection, keyed: Keyed) -> None:
         run(definition.replace(f" ON ONLY public.{table} ", f" ON public.{table} ", 1))
     for referencing, name, definition in references:
         run(f"ALTER TABLE {referencing} ADD CONSTRAINT {name} {definition}")
+    for definition in triggers:
+        run(definition)
     for view in views:
         view.create(connection)
         view.grant(connection)
