@@ -20,7 +20,6 @@ from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, Settings, SymbolSettings
 from registry.db import Database
 from registry.migrate import upgrade
-from registry.rollups.fold import fold
 from registry.partitions import (
     AHEAD,
     Partition,
@@ -30,6 +29,7 @@ from registry.partitions import (
     partitions_ahead,
     width_of,
 )
+from registry.rollups.fold import fold
 from testkit.reports import crash_report
 from tests.support.cli import crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
