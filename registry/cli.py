@@ -73,6 +73,28 @@ def db_current(cli: CliContext) -> None:
     click.echo(f"head:    {', '.join(sorted(head_revisions()))}")
 
 
+@db.command("partitions")
+@click.option("--ensure", is_flag=True, help="Add the partitions missing ahead of each table's next id.")
+@pass_cli
+def db_partitions(cli: CliContext, ensure: bool) -> None:
+    """PostgreSQL: the partitions of events and reports (docs/partitioning.md), and how many
+    empty ones lie ahead of each table's next id."""
+    from registry.partitions import maintain, partitions, partitions_ahead
+
+    database = cli.database()
+    if database.engine.dialect.name != "postgresql":
+        raise click.ClickException("partitions are PostgreSQL's: SQLite's tables are not partitioned")
+    if ensure:
+        maintain(database.engine, lambda line: click.echo(line, err=True))
+    with database.engine.connect() as connection:
+        found, ahead = partitions(connection), partitions_ahead(connection)
+    for partition in found:
+        lower = "MINVALUE" if partition.lower is None else partition.lower
+        click.echo(f"{partition.table:<8} {partition.name:<16} [{lower}, {partition.upper})")
+    for table, count in ahead.items():
+        click.echo(f"{table}: {count} empty partition(s) ahead", err=True)
+
+
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)

@@ -276,6 +276,9 @@ class Settings:
     # epidemiology: the inventory label whose value names the program a host runs (userspace
     # crashes are compared with the hosts running their program); unset: known from crash reports
     epidemiology_program_label: str | None = None
+    # PostgreSQL: ids per partition of events and reports, chosen once, when migration 0034
+    # partitions them (docs/partitioning.md); later partitions take the newest one's width
+    partition_width: int = 1_000_000
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     dump_store: DumpStoreSettings = field(default_factory=DumpStoreSettings)
@@ -292,6 +295,7 @@ class Settings:
             "full_captures_per_window": "CRASHREG_CAPTURE_FULL_PER_WINDOW",
             "capture_window_days": "CRASHREG_CAPTURE_WINDOW_DAYS",
             "epidemiology_program_label": "CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL",
+            "partition_width": "CRASHREG_PARTITION_WIDTH",
         })
         values |= _read(cls, env, {
             "no_signature_full_per_host": "CRASHREG_CAPTURE_NO_SIGNATURE_PER_HOST",
@@ -308,6 +312,8 @@ class Settings:
             symbols=SymbolSettings.from_env(env),
             read_replica=ReadReplicaSettings.from_env(env),
         )
+        if settings.partition_width < 1:
+            raise ValueError(f"CRASHREG_PARTITION_WIDTH must be >= 1, got {settings.partition_width}")
         urls = (settings.database_url, settings.read_replica.url)
         if settings.read_replica.url and not all(url.startswith("postgresql") for url in urls if url):
             raise ValueError(

@@ -22,6 +22,7 @@ from registry.jira import wiring as jira
 from registry.pages import wiring as pages
 from registry.rca import wiring as rca
 from registry.retention import wiring as retention
+from registry.rollups import wiring as rollups
 from registry.signatures import wiring as signatures
 from registry.storage import wiring as storage
 from registry.symbolication import wiring as symbolication
@@ -30,7 +31,7 @@ from registry.symbols import wiring as symbols
 # In the order their blueprints mount (after operations'); jira before rca: a rebuild's summary
 # names a carried Jira link before carried RCAs.
 DOMAINS = (auth, ingest, inventory, signatures, epidemiology, capture, storage, symbols, symbolication, jira,
-           rca, retention, pages, grafana)
+           rca, retention, rollups, pages, grafana)
 # The shared records (registry/core) and the outbox are every domain's tables.
 CORE_TABLES = (
     "registry.core.events",

@@ -13,17 +13,27 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
+from registry.partitions import is_partitioning_table
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 
 def for_dialect(dialect_name: str) -> Callable[..., bool]:
-    """Alembic's include_object: leave out indexes the models declare for another dialect only
-    (`Index(...).ddl_if(dialect=...)`), so comparing models with a database stays exact."""
+    """Alembic's include_object: leave out indexes and unique keys the models declare for
+    another dialect only (`Index(...).ddl_if(dialect=...)`), and PostgreSQL's partitions and
+    key tables (registry.partitions: made by the migrations, no model's), so comparing models
+    with a database stays exact."""
 
     def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+        if type_ == "table" and reflected and compare_to is None and is_partitioning_table(name or ""):
+            return False
+        if type_ == "foreign_key_constraint" and reflected and is_partitioning_table(obj.referred_table.name):
+            return False  # PostgreSQL's per-partition part of a key into a partitioned table
         condition = getattr(obj, "_ddl_if", None)
         return not (
-            type_ == "index" and condition is not None and condition.dialect not in (None, dialect_name)
+            type_ in ("index", "unique_constraint")
+            and condition is not None
+            and condition.dialect not in (None, dialect_name)
         )
 
     return include

@@ -22,8 +22,8 @@ def insert_ignore(
     conflict: list[str],
     returning: tuple[str, ...] | None = None,
 ) -> Any | None:
-    """Insert unless a row with the same `conflict` key exists; return the new primary key (or
-    the `returning` columns' row) or None.
+    """Insert unless a row with the same `conflict` key (empty: any key) exists; return the new
+    primary key (or the `returning` columns' row) or None.
 
     Under concurrency the loser waits for the winner's transaction and then does nothing,
     so callers re-read the winner's row instead of failing.
@@ -41,7 +41,8 @@ def insert_ignore_statement(
 ) -> Executable:
     # One Core statement object per table and shape, reused: SQLAlchemy's compiled cache then
     # hits on its first lookup, and the values travel as execution parameters.
-    statement = DIALECTS[dialect].insert(table).on_conflict_do_nothing(index_elements=list(conflict))
+    # No `conflict` columns: any conflict (a key kept by a trigger, as events' is on PostgreSQL).
+    statement = DIALECTS[dialect].insert(table).on_conflict_do_nothing(index_elements=list(conflict) or None)
     if returning is None:
         return statement.returning(next(iter(table.primary_key.columns)))
     return statement.returning(*(table.c[name] for name in returning))

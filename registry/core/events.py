@@ -64,7 +64,10 @@ class Event(HostAttributes, Base):
     )
 
     __table_args__ = (
-        UniqueConstraint("host_id", "boot_key"),
+        # On PostgreSQL events is partitioned by id (docs/partitioning.md): its natural key is kept
+        # by the event_keys table and a trigger; each partition indexes it (not unique) for reads.
+        UniqueConstraint("host_id", "boot_key").ddl_if(dialect="sqlite"),
+        Index("ix_events_host_boot", "host_id", "boot_key").ddl_if(dialect="postgresql"),
         # PostgreSQL has ix_events_signature_crashed_report on the same keys (migration 0027).
         Index("ix_events_signature_crashed", "signature_id", "crashed_at").ddl_if(dialect="sqlite"),
         Index("ix_events_crashed_at", "crashed_at"),
@@ -107,7 +110,7 @@ class Report(Base):
     __tablename__ = "reports"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    report_id: Mapped[str] = mapped_column(String(128), unique=True)
+    report_id: Mapped[str] = mapped_column(String(128))
     event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"))
     source: Mapped[str] = mapped_column(String(16))
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -116,7 +119,12 @@ class Report(Base):
     console_log: Mapped[str | None] = mapped_column(Text)
     answer: Mapped[dict[str, Any]] = mapped_column(doc="the first answer, replayed verbatim")
 
-    __table_args__ = (Index("ix_reports_event", "event_id"),)
+    __table_args__ = (
+        Index("ix_reports_event", "event_id"),
+        # PostgreSQL: unique by the report_keys table and a trigger (docs/partitioning.md).
+        UniqueConstraint("report_id").ddl_if(dialect="sqlite"),
+        Index("ix_reports_report_id", "report_id").ddl_if(dialect="postgresql"),
+    )
 
 
 class CaptureAnswer(TypedDict):

@@ -357,7 +357,9 @@ def report_at_once(
             ),
             include_defaults=False,
         )
-        .on_conflict_do_nothing(index_elements=["host_id", "boot_key"])
+        # No conflict target: on PostgreSQL the natural key is event_keys' (docs/partitioning.md),
+        # whose trigger skips the row as this clause did; before that migration, the unique key.
+        .on_conflict_do_nothing()
         .returning(EVENTS.id)
         .cte("event")
     )
@@ -418,13 +420,13 @@ class IngestStatements:
     """The ingest path's dialect-specific statements, for one dialect."""
 
     insert_host: DirectStatement  # ... ON CONFLICT (hostname) DO NOTHING RETURNING id
-    insert_event: DirectStatement  # ... ON CONFLICT (host_id, boot_key) DO NOTHING RETURNING id
+    insert_event: DirectStatement  # ... ON CONFLICT DO NOTHING RETURNING id (host_id, boot_key's)
 
     @staticmethod
     @cache
     def of(dialect: str) -> IngestStatements:
         host = insert_ignore_statement(dialect, Host.__table__, ("hostname",), None)
-        event = insert_ignore_statement(dialect, Event.__table__, ("host_id", "boot_key"), None)
+        event = insert_ignore_statement(dialect, Event.__table__, (), None)
         return IngestStatements(insert_host=DirectStatement(host), insert_event=DirectStatement(event))
 
 

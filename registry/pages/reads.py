@@ -1,6 +1,6 @@
 """What the pages read beyond the API's objects: daily counts, host counts, marks on the time
-axis, a signature's busiest hosts, an event's console log. Each is one grouped query, so a page
-costs the same for a signature of ten events and of a hundred thousand."""
+axis, a signature's busiest hosts, an event's console log. Each is one grouped query; daily
+counts and sources come from the rollups (registry/rollups), so the list reads no event."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
 from registry.epidemiology.models import EpidemiologyVerdict
 from registry.pages.charts import Mark
+from registry.rollups.reads import signature_daily, signature_sources
 from registry.signatures.api import CURSOR_VALUES, SORTS, CursorValues, Sorts
 
 TOP_HOSTS = 20
@@ -56,15 +57,8 @@ def utc_day(session: Session, column: Any) -> ColumnElement[str]:
 def daily_counts(
     session: Session, signature_ids: Sequence[int], since: datetime | None = None
 ) -> dict[int, dict[date, int]]:
-    """Events per signature and UTC day (optionally from `since` on)."""
-    day = utc_day(session, Event.crashed_at)
-    query = select(Event.signature_id, day, func.count()).where(Event.signature_id.in_(signature_ids))
-    if since is not None:
-        query = query.where(Event.crashed_at >= since)
-    counts: dict[int, dict[date, int]] = {sid: {} for sid in signature_ids}
-    for sid, text, n in session.execute(query.group_by(Event.signature_id, day)):
-        counts[sid][date.fromisoformat(text)] = int(n)
-    return counts
+    """Events per signature and UTC day (from the day of `since` on), from the rollups."""
+    return signature_daily(session, signature_ids, since.date() if since is not None else None)
 
 
 def merged_daily(per_signature: dict[int, dict[date, int]]) -> dict[date, int]:
@@ -97,18 +91,8 @@ def physical_host_counts(session: Session, signature_ids: Sequence[int]) -> dict
 def source_counts(
     session: Session, signature_ids: Sequence[int]
 ) -> dict[int, dict[str, tuple[int, int]]]:
-    """Per signature and first source: (events, their repeats), one grouped read."""
-    if not signature_ids:
-        return {}
-    rows = session.execute(
-        select(Event.signature_id, Event.first_source, func.count(), func.sum(Event.repeats))
-        .where(Event.signature_id.in_(signature_ids))
-        .group_by(Event.signature_id, Event.first_source)
-    )
-    counts: dict[int, dict[str, tuple[int, int]]] = {}
-    for signature_id, source, events, repeats in rows:
-        counts.setdefault(signature_id, {})[source] = (int(events), int(repeats))
-    return counts
+    """Per signature and first source: (events, their repeats), from the rollups."""
+    return signature_sources(session, signature_ids)
 
 
 def top_hosts(

@@ -1,8 +1,11 @@
 """Keep what Grafana reads current: the rollups (PostgreSQL) or the reporting copy (SQLite).
 
-PostgreSQL: the `rpt_*` materialized views are refreshed CONCURRENTLY, so Grafana keeps
-reading the previous contents meanwhile. SQLite has no per-table privileges, so Grafana does
-not open the registry's file at all: it reads a copy holding only the `rpt_*` views' rows
+First the queued event changes are folded into the rollups (registry/rollups: the daily
+breakdown and the signatures' days, which no refresh recomputes). PostgreSQL: the `rpt_*`
+materialized views left (captures per day, the fleet's size per day) are refreshed
+CONCURRENTLY, so Grafana keeps reading the previous contents meanwhile. SQLite has no
+per-table privileges, so Grafana does not open the registry's file at all: it reads a copy
+holding only the `rpt_*` views' rows
 (`<registry file stem>-grafana.db` beside it), rebuilt aside and swapped in atomically.
 """
 
@@ -16,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from registry.db import Database
+from registry.rollups.fold import fold
 from sync.grafana.role import REPORTING_VIEW_PREFIX
 
 REPORTING_COPY_SUFFIX = "-grafana"
@@ -29,6 +33,7 @@ def reporting_copy_path(database_url: str) -> Path:
 
 def refresh_rollups(database: Database) -> list[str]:
     """Bring every `rpt_*` relation Grafana reads up to date; returns their names."""
+    fold(database)
     if database.engine.dialect.name == "sqlite":
         return refresh_reporting_copy(database.url)
     with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:

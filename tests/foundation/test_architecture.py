@@ -188,14 +188,14 @@ def test_the_registry_package_marker_imports_nothing() -> None:
 # Modules every domain may use; they import no domain (registry/__init__.py is the marker).
 PLATFORM = frozenset({
     "__init__", "bounds", "cli_support", "config", "db", "direct", "errors", "ids", "metrics", "migrate",
-    "openapi", "operations", "outbox", "replica", "requests", "schema_loader", "upsert", "web",
+    "openapi", "operations", "outbox", "partitions", "replica", "requests", "schema_loader", "upsert", "web",
 })
 # The application level: it puts the domains together (app factory, CLI, wiring, and the demo
 # package: its simulated fleet, its feed and `crashreg demo`, which serves the whole app).
 APPLICATION = frozenset({"__main__", "app", "cli", "demo", "domains", "models", "wsgi"})
 DOMAINS = frozenset({
     "auth", "capture", "core", "epidemiology", "fingerprint", "grafana", "ingest", "inventory",
-    "jira", "pages", "rca", "retention", "signatures", "storage", "symbols", "symbolication",
+    "jira", "pages", "rca", "retention", "rollups", "signatures", "storage", "symbols", "symbolication",
 })
 # domain -> the domains it imports (the platform: always). core holds the records every domain
 # shares; cross-domain writes go through listeners the wiring gives (registry/core/wiring.py).
@@ -217,12 +217,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "symbols": frozenset({"core", "storage", "auth"}),
     "symbolication": frozenset({"core", "fingerprint", "signatures", "symbols"}),
     "retention": frozenset({"core", "fingerprint", "capture", "rca", "storage", "symbols", "auth"}),
+    "rollups": frozenset({"core"}),
     "pages": frozenset({"core", "fingerprint", "signatures", "capture", "epidemiology", "rca", "retention",
-                        "ingest", "storage", "auth"}),
+                        "ingest", "storage", "rollups", "auth"}),
     "application": DOMAINS - {"fingerprint"},
     "dashboards": frozenset(),
     "sync": frozenset({"application", "dashboards", "core", "signatures", "capture", "epidemiology", "rca",
-                       "jira", "grafana", "retention", "storage", "symbolication"}),
+                       "jira", "grafana", "retention", "rollups", "storage", "symbolication"}),
 }
 
 

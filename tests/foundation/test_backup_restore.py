@@ -10,20 +10,15 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import requests
 from sqlalchemy.engine import make_url
-from werkzeug.serving import make_server
 
-from registry.app import create_app
 from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, Settings
-from registry.db import Database
 from registry.migrate import upgrade
 from registry.storage.parts import MIB
 from tests.support.databases import (
@@ -33,7 +28,7 @@ from tests.support.databases import (
     drop_postgres_database,
 )
 from tests.support.dumps import PART, Api, stored_dump
-from tests.support.http import SERVER_POLL_S
+from tests.support.http import serving
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 VENV_BIN = Path(sys.executable).parent
@@ -52,21 +47,6 @@ def run_documented(step: str, backend: str, env: dict[str, str]) -> str:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return done.stdout + done.stderr
-
-
-@contextmanager
-def serving(settings: Settings) -> Iterator[tuple[str, Database]]:
-    """The registry over real HTTP, on `settings`' database and store."""
-    database = Database(settings.database_url)
-    server = make_server("127.0.0.1", 0, create_app(settings, database), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, args=(SERVER_POLL_S,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", database
-    finally:
-        server.shutdown()
-        thread.join()
-        database.dispose()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -2,6 +2,9 @@
 table (tests/support/migration_locks.py; the rule: docs/upgrading.md). PostgreSQL only: it is
 where a lock stalls a live registry; SQLite's migrations rebuild tables by design.
 
+The partitioning migration (0034) is checked as any other: its tables renamed to partitions are
+followed by oid, and an index ATTACH PARTITION would build on one is a finding.
+
 The check itself is shown to find each long lock in migrations written to hold one (and the
 real 0028's plain index on captures), and to pass their concurrent forms.
 """
@@ -43,6 +46,7 @@ HOLDS_LOCKS = '''def upgrade() -> None:
     op.execute("ALTER TABLE events ADD CONSTRAINT repeats_positive CHECK (repeats >= 0)")
     op.alter_column("events", "process_uptime_s", existing_type=sa.BigInteger(), nullable=False)
     op.create_index("ix_web_sessions_expires_token", "web_sessions", ["expires_at", "token_id"])
+    op.execute("CREATE INDEX ix_events_only_region ON ONLY events (region)")
 '''
 LOCKS_BRIEFLY = '''def upgrade() -> None:
     with op.get_context().autocommit_block():
@@ -88,5 +92,7 @@ def test_the_check_finds_each_long_lock_and_passes_the_concurrent_forms(
     assert ("9001_holds_locks", "events", "a constraint added valid reads every row under an ACCESS "
             "EXCLUSIVE lock") in found
     assert any(f[:2] == ("9001_holds_locks", "events") and f[2].startswith("SET NOT NULL") for f in found)
+    only = "index ix_events_only_region built on its rows under a lock"
+    assert ("9001_holds_locks", "events", only) in found
     assert not any(f[1] == "web_sessions" for f in found)  # a small table may be locked briefly
     assert not any(f[0] == "9002_locks_briefly" for f in found), found

@@ -87,24 +87,35 @@ def truncate_all(url: str) -> None:
         tables = [row[0] for row in conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
             "AND tablename <> 'alembic_version'")]
-        filled = [row[0] for row in conn.execute(" UNION ALL ".join(
-            f"(SELECT '{t}' WHERE EXISTS (SELECT 1 FROM \"{t}\"))" for t in tables))] if tables else []
-        references: dict[str, set[str]] = {t: set() for t in filled}
-        for child, parent in conn.execute(
-            "SELECT conrelid::regclass::text, confrelid::regclass::text FROM pg_constraint "
-            "WHERE contype = 'f' AND connamespace = 'public'::regnamespace"
-        ):
-            child, parent = child.strip('"'), parent.strip('"')
-            if parent in references and child in references and child != parent:
-                references[parent].add(child)  # the parent's rows go after its children's
-        try:
-            order = list(TopologicalSorter(references).static_order())
-        except CycleError:
-            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in filled) + " CASCADE")
-        else:
-            for table in order:
-                conn.execute(f'DELETE FROM "{table}"')
+        _empty(conn, _filled(conn, tables))
+        _empty(conn, _filled(conn, tables))  # what the deletes' triggers queued (rollup_changes)
         conn.execute(
             "SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false) "
             "FROM pg_sequences WHERE schemaname = 'public' AND last_value IS NOT NULL"
         )
+
+
+def _filled(conn: psycopg.Connection, tables: list[str]) -> list[str]:
+    if not tables:
+        return []
+    return [row[0] for row in conn.execute(" UNION ALL ".join(
+        f"(SELECT '{t}' WHERE EXISTS (SELECT 1 FROM \"{t}\"))" for t in tables))]
+
+
+def _empty(conn: psycopg.Connection, filled: list[str]) -> None:
+    """Delete the rows of `filled` in foreign-key order (children first)."""
+    references: dict[str, set[str]] = {t: set() for t in filled}
+    for child, parent in conn.execute(
+        "SELECT conrelid::regclass::text, confrelid::regclass::text FROM pg_constraint "
+        "WHERE contype = 'f' AND connamespace = 'public'::regnamespace"
+    ):
+        child, parent = child.strip('"'), parent.strip('"')
+        if parent in references and child in references and child != parent:
+            references[parent].add(child)  # the parent's rows go after its children's
+    try:
+        order = list(TopologicalSorter(references).static_order())
+    except CycleError:
+        conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in filled) + " CASCADE")
+    else:
+        for table in order:
+            conn.execute(f'DELETE FROM "{table}"')

@@ -6,7 +6,12 @@ PostgreSQL database, and judged two ways:
   one means the table (or index) was copied under an ACCESS EXCLUSIVE lock: a type change, a
   volatile default, a SET TABLESPACE, a VACUUM FULL or CLUSTER;
 - statements: what it sent (every statement of the run is captured), matched against the forms
-  that hold a lock across a whole scan or build of the table (LOCKING_FORMS).
+  that hold a lock across a whole scan or build of the table (LOCKING_FORMS);
+- new indexes: an index on the rows a large table held before (the table found by its oid, so
+  a table renamed to be a partition is still followed) that no CREATE INDEX CONCURRENTLY made:
+  built under a lock (a CREATE INDEX ... ON ONLY on a plain table, or an ATTACH PARTITION that
+  found no matching index and built one). `CREATE INDEX ... ON ONLY` is not a finding by its
+  form: on a partitioned table it builds nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ NAME = r'(?:ONLY\s+)?(?:"?public"?\.)?"?(?P<table>\w+)"?'
 # (a statement's form, what is wrong with it): forms that hold a lock while every row is read.
 LOCKING_FORMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE | re.DOTALL), problem) for pattern, problem in (
-        (rf"^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+{NAME}",
+        (rf"^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(?!ONLY\s){NAME}",
          "a non-concurrent index build blocks every write for the whole build: CREATE INDEX CONCURRENTLY "
          "in an autocommit_block"),
         (rf"^REINDEX\s+(?:\(.*?\)\s+)?(?:TABLE|INDEX)\s+(?!CONCURRENTLY){NAME}",
@@ -88,10 +93,21 @@ def revisions_after(script_location: Path, baseline: str) -> list[str]:
     return [revision for revision in reversed(ordered) if revision not in before]
 
 
+BOUNDED = re.compile(r"^SET\s+LOCAL\s+lock_timeout\b", re.IGNORECASE)
+ENDED = re.compile(r"^(?:COMMIT|ROLLBACK)\b", re.IGNORECASE)
+LOCK_TABLE = re.compile(r"^LOCK\s+TABLE\b", re.IGNORECASE)
+
+
 def statement_findings(revision: str, statements: list[str]) -> list[Finding]:
-    found, validated = [], set()
+    """A LOCK TABLE in a transaction that bounded its lock waits (SET LOCAL lock_timeout) is no
+    finding by its form: what the transaction then does under it is judged (statements, rewrites
+    and index builds) as everything else is."""
+    found, validated, bounded = [], set(), False
     for statement in statements:
         text = " ".join(statement.split())
+        bounded = (bounded or BOUNDED.match(text) is not None) and ENDED.match(text) is None
+        if bounded and LOCK_TABLE.match(text):
+            continue
         if (match := VALIDATED.match(text)) is not None:
             validated.add(match["table"])
         for form, problem in LOCKING_FORMS:
@@ -104,22 +120,62 @@ def statement_findings(revision: str, statements: list[str]) -> list[Finding]:
     return found
 
 
-def files_on_disk(database_url: str) -> dict[str, int]:
-    """relfilenode of each large table and of each of its indexes, by name."""
+@dataclass(frozen=True)
+class OnDisk:
+    """A relation's name and relfilenode, and for an index its table's oid."""
+
+    name: str
+    node: int
+    table: int | None
+
+
+def files_on_disk(database_url: str, tables: frozenset[int] = frozenset()) -> dict[int, OnDisk]:
+    """Each large table (by name, or by oid among `tables`) and each of its indexes, by oid."""
     with psycopg.connect(database_url) as connection:
         rows = connection.execute(
-            "SELECT c.relname, c.relfilenode FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace "
-            "AND (c.relname = ANY(%(tables)s) OR c.oid IN (SELECT indexrelid FROM pg_index i "
-            "JOIN pg_class t ON t.oid = i.indrelid WHERE t.relname = ANY(%(tables)s)))",
-            {"tables": sorted(LARGE_TABLES)},
+            "WITH large AS (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace "
+            "AND (relname = ANY(%(names)s) OR oid = ANY(%(oids)s))) "
+            "SELECT c.oid, c.relname, c.relfilenode, i.indrelid FROM pg_class c "
+            "LEFT JOIN pg_index i ON i.indexrelid = c.oid "
+            "WHERE c.oid IN (SELECT oid FROM large) OR i.indrelid IN (SELECT oid FROM large)",
+            {"names": sorted(LARGE_TABLES), "oids": sorted(tables)},
         ).fetchall()
-    return {name: int(node) for name, node in rows}
+    return {int(oid): OnDisk(name, int(node), table and int(table)) for oid, name, node, table in rows}
 
 
-def rewrite_findings(revision: str, before: dict[str, int], after: dict[str, int]) -> list[Finding]:
+REWRITTEN = "rewritten (a new relfilenode): a copy made under an ACCESS EXCLUSIVE lock"
+
+
+def rewrite_findings(revision: str, before: dict[int, OnDisk], after: dict[int, OnDisk]) -> list[Finding]:
     return [
-        Finding(revision, name, "rewritten (a new relfilenode): a copy made under an ACCESS EXCLUSIVE lock")
-        for name, node in sorted(before.items()) if name in after and after[name] != node
+        Finding(revision, was.name, REWRITTEN)
+        for oid, was in sorted(before.items(), key=lambda item: item[1].name)
+        if oid in after and after[oid].node != was.node
+    ]
+
+
+CONCURRENT_INDEX = re.compile(
+    r"^CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?(?P<index>\w+)",
+    re.IGNORECASE,
+)
+
+RENAMED_INDEX = re.compile(r"^ALTER\s+INDEX\s+(?P<old>\w+)\s+RENAME\s+TO\s+(?P<new>\w+)", re.IGNORECASE)
+
+
+def new_index_findings(revision: str, before: dict[int, OnDisk], after: dict[int, OnDisk],
+                       statements: list[str]) -> list[Finding]:
+    """Indexes new on a table that was there before, that no concurrent build made."""
+    concurrent = set()
+    for statement in (" ".join(text.split()) for text in statements):
+        if match := CONCURRENT_INDEX.match(statement):
+            concurrent.add(match["index"])
+        elif (renamed := RENAMED_INDEX.match(statement)) and renamed["old"] in concurrent:
+            concurrent.add(renamed["new"])
+    tables = {oid for oid, was in before.items() if was.table is None}
+    return [
+        Finding(revision, before[now.table].name, f"index {now.name} built on its rows under a lock")
+        for oid, now in sorted(after.items(), key=lambda item: item[1].name)
+        if oid not in before and now.table in tables and now.name not in concurrent
     ]
 
 
@@ -146,6 +202,9 @@ def lock_findings(script_location: Path, database_url: str, baseline: str = BASE
         before = files_on_disk(database_url)
         with captured_statements() as statements:
             command.upgrade(config, revision)
+        tables = frozenset(oid for oid, was in before.items() if was.table is None)
+        after = files_on_disk(database_url, tables)
         findings += statement_findings(revision, statements)
-        findings += rewrite_findings(revision, before, files_on_disk(database_url))
+        findings += rewrite_findings(revision, before, after)
+        findings += new_index_findings(revision, before, after, statements)
     return findings

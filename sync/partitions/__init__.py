@@ -1,0 +1,1 @@
+"""Partition maintenance as a scheduler job (registry/partitions.py)."""
