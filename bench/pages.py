@@ -6,8 +6,10 @@ Builds the epidemiology bench's database (bench/epidemiology.py: `--events` even
 signatures, signature 2 holding 10% of them, signature 1 a BIOS-linked bug of ~1/300), adds one
 real report through the ingest path (for an event page with a console log), stores the
 refresh's verdicts, then renders through the real Flask app (test client, logged in with a read
-token): the signature list, the page of signature 2 and of signature 1, and the event page.
-Beside each signature page it times, in the same run, the live epidemiology analysis the page
+token): the signature list, the page of signature 2 and of signature 1, the event page and the
+unfingerprinted events' page. `--database-url URL` / `--history N` measure a kept registry
+(bench/history.py's, where signature 2 is the largest) instead; each run ingests one report
+into it. Beside each signature page it times, in the same run, the live epidemiology analysis the page
 includes (`signature_epidemiology`), so the page's own reads (chart, host counts, marks, latest
 events, top hosts) show as the difference; the baseline is `SELECT count(*) FROM events`.
 """
@@ -76,14 +78,22 @@ def measure(url: str, runs: int) -> dict[str, Any]:
             "page_ratio_to_scan": round(page / figures["scan_s"], 2),
         }
     figures["event_page_s"] = median_s(partial(get, client, f"/events/{answer['event_id']}"), runs)
+    figures["unfingerprinted_s"] = median_s(partial(get, client, "/unfingerprinted"), runs)
     database.dispose()
     return figures
 
 
 def main() -> int:
     args = population_parser(__doc__).parse_args()
-    with built_database("crashreg_bench_pages", args.hosts, args.events) as url:
-        figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs} | measure(url, args.runs)
+    from history import history_url
+
+    url = history_url(args)
+    if url:
+        figures = {"database": url.rsplit("/", 1)[1], "runs": args.runs} | measure(url, args.runs)
+    else:
+        with built_database("crashreg_bench_pages", args.hosts, args.events) as url:
+            figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs}
+            figures |= measure(url, args.runs)
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
