@@ -76,6 +76,7 @@ def test_rebuild_moves_merges_and_splits_carrying_triage(db_url, client, databas
     rebuilt = crashreg(db_url, "signatures", "rebuild")
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert "moved: 3, merged: 1, split: 1, new: 0" in rebuilt.stdout, rebuilt.stdout
+    assert "re-fingerprinting events: 6 of 6 (done)" in rebuilt.stderr  # a log's progress, on stderr
     assert f"merged  {twin.id} -> {warn['id']}" in rebuilt.stdout
     assert "Jira CRASH-2 carried; 1 RCA(s) carried" in rebuilt.stdout
 
