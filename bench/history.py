@@ -337,7 +337,9 @@ def restore_secondary(connection: Connection, dropped: Dropped) -> None:
 
 
 def chunked(connection: Connection, label: str, sql: str, upto: int, params: dict[str, object]) -> None:
-    """Run `sql` over [lo, hi) id ranges up to `upto`, a line of progress each."""
+    """Run `sql` over [lo, hi) id ranges up to `upto`, a line of progress each; then ANALYZE the
+    table it filled, for the loads that join it (without statistics the planner takes a fresh
+    table for empty and scans all of it for every range)."""
     started, rows = time.perf_counter(), 0
     for lo in range(1, upto + 1, CHUNK):
         rows += connection.execute(text(sql), params | {"lo": lo, "hi": min(lo + CHUNK, upto + 1)}).rowcount
@@ -345,6 +347,7 @@ def chunked(connection: Connection, label: str, sql: str, upto: int, params: dic
         elapsed = time.perf_counter() - started
         rate = rows / max(elapsed, 1e-9)
         say(f"{label}: {done}/{upto} ids, {rows} rows, {elapsed:.0f}s ({rate:,.0f} rows/s)")
+    connection.execute(text(f"ANALYZE {sql.split()[2]}"))
 
 
 def load(url: str, history: History) -> None:
