@@ -16,7 +16,8 @@ database. Also what the crash-rate rules add to the rollups the scheduler's graf
 job refreshes every 5 minutes: `rpt_daily_breakdown` grouped by 7 dimensions (migration 0017)
 against 5 (0011), each its defining query run to completion. Exit status 1 if a p95 misses
 500 ms. `--database-url URL` / `--history N` measure a kept registry (bench/history.py's, its
-rollout the attribute history's) instead, evaluated at the day after its last crash.
+rollout the attribute history's) instead, evaluated at the day after its last crash, each rule
+beside its p95 on an empty registry (1,000 hosts, no event) in the same run.
 """
 
 from __future__ import annotations
@@ -120,6 +121,10 @@ def main() -> int:
         with panels_bench.read_only_role(kept, "crashreg_alerts_bench") as (url, role):
             figures = {"database": url.rsplit("/", 1)[1], "runs": args.runs,
                        **measure(url, role, args.runs, panels_bench.data_end(url))}
+        with panels_bench.bench_database("crashreg_bench_alerts", 1000, 0) as (url, role):  # the baseline
+            empty = measure(url, role, args.runs)
+        for row, baseline in zip(figures["rules"], empty["rules"], strict=True):
+            row["empty_p95_ms"] = baseline["p95_ms"]
     else:
         with panels_bench.bench_database("crashreg_bench_alerts", args.hosts, args.events) as (url, role):
             add_rollout(url)

@@ -14,7 +14,8 @@ creates. Reported per query: p50 and p95 in ms, and p95 as a ratio to the baseli
 same run, one sequential `SELECT count(*) FROM events`; and the time to refresh the rollups
 (what the scheduler's Grafana job does every 5 minutes). Exit status 1 if a p95 misses 500 ms.
 `--database-url URL` / `--history N` measure a kept registry (bench/history.py's) instead, the
-range's end the day after its last crash, the rollups refreshed once.
+range's end the day after its last crash, the rollups refreshed once; beside each query its p95
+on an empty registry (1,000 hosts, no event) in the same run.
 """
 
 from __future__ import annotations
@@ -240,6 +241,11 @@ def main() -> int:
         with read_only_role(kept, "crashreg_grafana_bench") as (url, role):
             figures = {"database": url.rsplit("/", 1)[1], "runs": args.runs,
                        **measure(url, role, args.runs, data_end(url), refreshes=1)}
+        with bench_database("crashreg_bench_grafana", 1000, 0) as (url, role):  # the same run's baseline
+            empty = measure(url, role, args.runs, refreshes=1)
+        figures["empty_registry"] = {key: empty[key] for key in ("scan_ms", "rollup_refresh_ms")}
+        for row, baseline in zip(figures["queries"], empty["queries"], strict=True):
+            row["empty_p95_ms"] = baseline["p95_ms"]
     else:
         with bench_database("crashreg_bench_grafana", args.hosts, args.events) as (url, role):
             figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs,

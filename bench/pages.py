@@ -9,7 +9,8 @@ refresh's verdicts, then renders through the real Flask app (test client, logged
 token): the signature list, the page of signature 2 and of signature 1, the event page and the
 unfingerprinted events' page. `--database-url URL` / `--history N` measure a kept registry
 (bench/history.py's, where signature 2 is the largest) instead; each run ingests one report
-into it. Beside each signature page it times, in the same run, the live epidemiology analysis the page
+into it, and the same pages of an empty registry (1,000 hosts, no event) are the baseline.
+Beside each signature page it times, in the same run, the live epidemiology analysis the page
 includes (`signature_epidemiology`), so the page's own reads (chart, host counts, marks, latest
 events, top hosts) show as the difference; the baseline is `SELECT count(*) FROM events`.
 """
@@ -90,6 +91,8 @@ def main() -> int:
     url = history_url(args)
     if url:
         figures = {"database": url.rsplit("/", 1)[1], "runs": args.runs} | measure(url, args.runs)
+        with built_database("crashreg_bench_pages", 1000, 0) as empty:  # the same run's baseline
+            figures["empty_registry"] = measure(empty, args.runs)
     else:
         with built_database("crashreg_bench_pages", args.hosts, args.events) as url:
             figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs}
