@@ -31,7 +31,10 @@ def upgrade() -> None:
         sa.Column("algorithm_version", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("scope", "event_id", name=op.f("pk_rebuild_fingerprints")),
     )
+    op.create_index("ix_rebuild_fingerprints_fingerprint", "rebuild_fingerprints",
+                    ["scope", "fingerprint", "event_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_rebuild_fingerprints_fingerprint", table_name="rebuild_fingerprints")
     op.drop_table("rebuild_fingerprints")

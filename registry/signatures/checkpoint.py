@@ -9,7 +9,7 @@ the events and deletes them when it commits.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Integer, String
+from sqlalchemy import BigInteger, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base
@@ -33,3 +33,6 @@ class RebuildFingerprint(Base):
     fingerprint: Mapped[str | None] = mapped_column(String(64))
     algorithm_version: Mapped[int] = mapped_column(
         Integer, doc="the engine's: a stopped run's rows count for a rebuild by the same engine only")
+
+    # the applying step reads each new fingerprint's events in order
+    __table_args__ = (Index("ix_rebuild_fingerprints_fingerprint", "scope", "fingerprint", "event_id"),)

@@ -380,34 +380,27 @@ class Rebuild:
         return signature
 
     def _retarget_events(self, target: dict[str, int]) -> None:
-        """The events onto their new fingerprint's signature, a chunk of the written rows at a
-        time in event order."""
-        after = -1
-        while True:
-            chunk = self.session.execute(
-                select(RebuildFingerprint.event_id, RebuildFingerprint.fingerprint)
-                .where(self._rows(), RebuildFingerprint.outcome == CRASH, RebuildFingerprint.event_id > after)
-                .order_by(RebuildFingerprint.event_id).limit(CHUNK)).all()
-            if not chunk:
-                return
-            after = chunk[-1].event_id
-            by_fp: dict[str, list[int]] = defaultdict(list)
-            for event_id, fp in chunk:
-                by_fp[fp].append(event_id)
-            for fp, events in by_fp.items():
-                crash = self.crashes[fp]
+        """Each new fingerprint's events onto its signature, a chunk of the written rows at a time."""
+        for fp, signature_id in target.items():
+            crash = self.crashes[fp]
+            written, after = RebuildFingerprint, -1
+            while events := list(self.session.scalars(
+                    select(written.event_id)
+                    .where(self._rows(), written.fingerprint == fp, written.event_id > after)
+                    .order_by(written.event_id).limit(CHUNK))):
+                after = events[-1]
                 changed = self.session.execute(
                     update(Event)
                     .where(Event.id.in_(events))
-                    .where((Event.signature_id != target[fp]) | (Event.fingerprint != fp)
+                    .where((Event.signature_id != signature_id) | (Event.fingerprint != fp)
                            | (Event.signature_id.is_(None)) | (Event.fingerprint.is_(None))
                            | (Event.algorithm_version.is_(None))
                            | (Event.algorithm_version != crash.algorithm_version))
-                    .values(signature_id=target[fp], fingerprint=fp, fingerprint_error=None,
+                    .values(signature_id=signature_id, fingerprint=fp, fingerprint_error=None,
                             algorithm_version=crash.algorithm_version, title=crash.title[:512])
                 ).rowcount
                 self.summary.refingerprinted += changed
-                self.listeners.move_events(self.session, events, target[fp])
+                self.listeners.move_events(self.session, events, signature_id)
 
     def _fold(self, loser_id: int, survivor_id: int) -> None:
         """A merged-away old signature: alias rule, and its triage carried to the survivor."""
