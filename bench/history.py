@@ -309,20 +309,27 @@ class Dropped:
     constraints: list[tuple[str, str]]
 
 
+# A table's unique and foreign-key constraints, then its secondary indexes (those of the
+# constraints are gone with them): (name, definition), and how each is dropped.
+SECONDARY = (
+    ("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+     "WHERE conrelid = CAST(:t AS regclass) AND contype IN ('u', 'f') ORDER BY contype DESC, conname",
+     'ALTER TABLE {table} DROP CONSTRAINT "{name}"'),
+    ("SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+     "WHERE x.indrelid = CAST(:t AS regclass) AND NOT x.indisprimary ORDER BY i.relname",
+     'DROP INDEX "{name}"'),
+)
+
+
 def drop_secondary(connection: Connection, table: str) -> Dropped:
-    constraints = connection.execute(text(
-        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
-        "WHERE conrelid = CAST(:t AS regclass) AND contype IN ('u', 'f') ORDER BY contype DESC, conname"),
-        {"t": table}).all()
-    for name, _ in constraints:
-        connection.execute(text(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"'))
-    indexes = connection.execute(text(
-        "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-        "WHERE x.indrelid = CAST(:t AS regclass) AND NOT x.indisprimary ORDER BY i.relname"),
-        {"t": table}).all()
-    for name, _ in indexes:
-        connection.execute(text(f'DROP INDEX "{name}"'))
-    return Dropped(table, [tuple(row) for row in indexes], [tuple(row) for row in constraints])
+    found = []
+    for query, drop in SECONDARY:
+        rows = [(name, definition) for name, definition in connection.execute(text(query), {"t": table})]
+        for name, _ in rows:
+            connection.execute(text(drop.format(table=table, name=name)))
+        found.append(rows)
+    constraints, indexes = found
+    return Dropped(table, indexes, constraints)
 
 
 def restore_secondary(connection: Connection, dropped: Dropped) -> None:
