@@ -101,7 +101,7 @@ def measure(url: str, runs: int, refresh_only: int | None = None) -> dict[str, A
             "page_s": page,
             "analysis_s": analysis,
             "page_without_analysis_s": round(page - analysis, 3),
-            "page_ratio_to_scan": round(page / figures["scan_s"], 2),
+            "page_ratio_to_scan": round(page / max(figures["scan_s"], 0.001), 2),
         }
     figures["event_page_s"] = median_s(partial(get, client, f"/events/{answer['event_id']}"), runs)
     figures["unfingerprinted_s"] = median_s(partial(get, client, "/unfingerprinted"), runs)
