@@ -15,7 +15,9 @@ CRASHREG_ALERT_INTERVAL_S (300 s), so the sum of the p50s is what one evaluation
 database. Also what the crash-rate rules add to the rollups the scheduler's grafana-rollups
 job refreshes every 5 minutes: `rpt_daily_breakdown` grouped by 7 dimensions (migration 0017)
 against 5 (0011), each its defining query run to completion. Exit status 1 if a p95 misses
-500 ms.
+500 ms. `--database-url URL` / `--history N` measure a kept registry (bench/history.py's, its
+rollout the attribute history's) instead, evaluated at the day after its last crash, each rule
+beside its p95 on an empty registry (1,000 hosts, no event) in the same run.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import secrets
 import statistics
 import sys
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +83,7 @@ def add_rollout(url: str) -> dict[str, float]:
             "fold_changes_per_s": round(outcome.changes / elapsed)}
 
 
-def measure(url: str, role: str, runs: int) -> dict[str, Any]:
+def measure(url: str, role: str, runs: int, end: datetime = panels_bench.DATA_END) -> dict[str, Any]:
     database = Database(url)
     role_url = make_url(url).set(drivername="postgresql", username=role, password=secrets.token_hex(12))
     ensure_readonly_role(database.engine, role_url.render_as_string(hide_password=False))
@@ -100,7 +102,6 @@ def measure(url: str, role: str, runs: int) -> dict[str, Any]:
     group = build_rule_group(
         POSTGRESQL, "https://crashreg.example", AlertThresholds(), True, boards, FOLDER_UID
     )
-    end = panels_bench.DATA_END
     results = []
     with psycopg.connect(role_url.render_as_string(hide_password=False), autocommit=True) as conn:
         for rule in group["rules"]:
@@ -124,15 +125,22 @@ def measure(url: str, role: str, runs: int) -> dict[str, Any]:
 
 def main() -> int:
     args = panels_bench.arguments(__doc__)
-    with panels_bench.bench_database("crashreg_bench_alerts", args.hosts, args.events) as (url, role):
-        folded = add_rollout(url)
-        figures = {
-            "events": args.events,
-            "hosts": args.hosts,
-            "runs": args.runs,
-            **folded,
-            **measure(url, role, args.runs),
-        }
+    from history import history_url
+
+    kept = history_url(args)
+    if kept:
+        with panels_bench.read_only_role(kept, "crashreg_alerts_bench") as (url, role):
+            figures = {"database": url.rsplit("/", 1)[1], "runs": args.runs,
+                       **measure(url, role, args.runs, panels_bench.data_end(url))}
+        with panels_bench.bench_database("crashreg_bench_alerts", 1000, 0) as (url, role):  # the baseline
+            empty = measure(url, role, args.runs)
+        for row, baseline in zip(figures["rules"], empty["rules"], strict=True):
+            row["empty_p95_ms"] = baseline["p95_ms"]
+    else:
+        with panels_bench.bench_database("crashreg_bench_alerts", args.hosts, args.events) as (url, role):
+            folded = add_rollout(url)
+            figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs,
+                       **folded, **measure(url, role, args.runs)}
     width = max(len(r["rule"]) for r in figures["rules"])
     print(f"{'rule':<{width}}  p50 ms  p95 ms  p95/scan   (scan: {figures['scan_ms']} ms)")
     for row in figures["rules"]:

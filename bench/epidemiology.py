@@ -208,18 +208,24 @@ def population_parser(description: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--hosts", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    from history import history_arguments  # bench/history.py builds its fleet with this module's SQL
+
+    history_arguments(parser)
     return parser
 
 
 def main() -> int:
     parser = population_parser(__doc__)
-    parser.add_argument("--reuse", help="measure an already built database (URL) instead of building one")
     args = parser.parse_args()
-    if args.reuse:
-        print(json.dumps({"runs": args.runs, **measure(args.reuse, args.runs)}, indent=2))
-        return 0
-    with built_database("crashreg_bench_epi", args.hosts, args.events) as url:
-        figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs, **measure(url, args.runs)}
+    from history import history_url
+
+    url = history_url(args)
+    if url:
+        figures = {"database": url.rsplit("/", 1)[1], "runs": args.runs, **measure(url, args.runs)}
+    else:
+        with built_database("crashreg_bench_epi", args.hosts, args.events) as url:
+            figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs,
+                       **measure(url, args.runs)}
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

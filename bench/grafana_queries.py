@@ -13,6 +13,9 @@ events), and run `--runs` times through the read-only role `crashreg grafana pro
 creates. Reported per query: p50 and p95 in ms, and p95 as a ratio to the baseline of the
 same run, one sequential `SELECT count(*) FROM events`; and the time to refresh the rollups
 (what the scheduler's Grafana job does every 5 minutes). Exit status 1 if a p95 misses 500 ms.
+`--database-url URL` / `--history N` measure a kept registry (bench/history.py's) instead, the
+range's end the day after its last crash, the rollups refreshed once; beside each query its p95
+on an empty registry (1,000 hosts, no event) in the same run.
 """
 
 from __future__ import annotations
@@ -128,12 +131,20 @@ def p95(samples: list[float]) -> float:
     return ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
-def measure(url: str, role: str, runs: int) -> dict[str, Any]:
+def data_end(url: str) -> datetime:
+    """The end of the dashboards' default range: the day after the registry's last crash."""
+    with psycopg.connect(url.replace("+psycopg", "")) as conn:
+        end = conn.execute(
+            "SELECT date_trunc('day', max(crashed_at)) + interval '1 day' FROM events").fetchone()[0]
+    return end or DATA_END
+
+
+def measure(url: str, role: str, runs: int, end: datetime = DATA_END, refreshes: int = 3) -> dict[str, Any]:
     database = Database(url)
     role_url = make_url(url).set(drivername="postgresql", username=role, password=secrets.token_hex(12))
     ensure_readonly_role(database.engine, role_url.render_as_string(hide_password=False))
     database.dispose()
-    time_range = TimeRange(DATA_END - timedelta(days=30), DATA_END)
+    time_range = TimeRange(end - timedelta(days=30), end)
     conn = psycopg.connect(role_url.render_as_string(hide_password=False), autocommit=True)
     busiest = conn.execute(
         "SELECT signature_id FROM rpt_signatures ORDER BY event_count DESC LIMIT 1"
@@ -143,7 +154,7 @@ def measure(url: str, role: str, runs: int) -> dict[str, Any]:
         baseline = statistics.median(timed(owner, "SELECT count(*) FROM events", runs))
     database = Database(url)
     refresh_ms = []
-    for _ in range(3):
+    for _ in range(refreshes):
         started = time.perf_counter()
         refresh_rollups(database)
         refresh_ms.append((time.perf_counter() - started) * 1000)
@@ -183,7 +194,23 @@ def arguments(doc: str | None) -> argparse.Namespace:
     parser.add_argument("--hosts", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--json", type=Path)
+    from history import history_arguments
+
+    history_arguments(parser)
     return parser.parse_args()
+
+
+@contextmanager
+def read_only_role(url: str, prefix: str) -> Iterator[tuple[str, str]]:
+    """(URL, role name) for a kept registry: the read-only role is dropped afterwards, the
+    registry kept."""
+    from history import drop_role
+
+    role = f"{prefix}_{uuid.uuid4().hex[:6]}"
+    try:
+        yield url, role
+    finally:
+        drop_role(url, role)
 
 
 @contextmanager
@@ -214,13 +241,22 @@ def bench_database(prefix: str, hosts: int, events: int) -> Iterator[tuple[str, 
 
 def main() -> int:
     args = arguments(__doc__)
-    with bench_database("crashreg_bench_grafana", args.hosts, args.events) as (url, role):
-        figures = {
-            "events": args.events,
-            "hosts": args.hosts,
-            "runs": args.runs,
-            **measure(url, role, args.runs),
-        }
+    from history import history_url
+
+    kept = history_url(args)
+    if kept:
+        with read_only_role(kept, "crashreg_grafana_bench") as (url, role):
+            figures = {"database": url.rsplit("/", 1)[1], "runs": args.runs,
+                       **measure(url, role, args.runs, data_end(url), refreshes=1)}
+        with bench_database("crashreg_bench_grafana", 1000, 0) as (url, role):  # the same run's baseline
+            empty = measure(url, role, args.runs, refreshes=1)
+        figures["empty_registry"] = {key: empty[key] for key in ("scan_ms", "rollup_refresh_ms")}
+        for row, baseline in zip(figures["queries"], empty["queries"], strict=True):
+            row["empty_p95_ms"] = baseline["p95_ms"]
+    else:
+        with bench_database("crashreg_bench_grafana", args.hosts, args.events) as (url, role):
+            figures = {"events": args.events, "hosts": args.hosts, "runs": args.runs,
+                       **measure(url, role, args.runs)}
     width = max(len(r["query"]) for r in figures["queries"])
     print(f"{'query':<{width}}  p50 ms  p95 ms  p95/scan   (scan: {figures['scan_ms']} ms)")
     for row in figures["queries"]:

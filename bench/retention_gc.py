@@ -14,7 +14,12 @@ facts, deciding, marking, recording) plus one system call per object.
 Then runs `crashreg storage gc` three times as the operator would, in a child process each:
 `--dry-run`, the real run (deletes everything past its age), and a second run (nothing left:
 the hourly job's steady cost), after `crashreg storage --help` (the start-up alone). Reported
-per run: wall time, CPU time and the peak RSS of the children so far.
+per run: wall time, CPU time and peak RSS of the command's process.
+
+`--database-url URL` / `--history N` run the same commands on a kept registry (bench/history.py's:
+dumps past retention already deleted and old logs trimmed, as the hourly job leaves them, so
+the real run is the steady cost plus what aged since the build) and, with `--rebuild`,
+`crashreg signatures rebuild --dry-run` (every event fingerprinted again, nothing changed).
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -89,25 +93,50 @@ def states(url: str) -> dict[str, int]:
 
 
 def run_command(url: str, store_dir: Path, *args: str) -> dict[str, object]:
-    """`crashreg ARGS` in a child process: wall time, its CPU time, the children's peak RSS so
-    far (each run is bigger than the one before it), what it printed."""
+    """`crashreg ARGS` in a child process: wall time, its CPU time and peak RSS (its own, from
+    wait4), the last of what it printed and of its progress (stderr, shown as it goes)."""
     env = os.environ | {"CRASHREG_DATABASE_URL": url, "CRASHREG_DUMP_STORE": str(store_dir)}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "registry", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, check=True)
-    seconds = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return {"command": "crashreg " + " ".join(args), "seconds": round(seconds, 1), "cpu_s": round(cpu, 1),
-            "peak_rss_mb": round(after.ru_maxrss / 1024), "summary": done.stdout.strip()[-400:]}
+    child = subprocess.Popen([sys.executable, "-m", "registry", *args], env=env, cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    progress = []
+    assert child.stderr is not None and child.stdout is not None
+    for line in child.stderr:
+        progress.append(line.rstrip())
+        print(f"  {line.rstrip()[:150]}", file=sys.stderr, flush=True)
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(f"crashreg {' '.join(args)} failed: {progress[-5:]}")
+    return {"command": "crashreg " + " ".join(args), "seconds": round(time.perf_counter() - started, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024),
+            "progress_lines": len(progress), "summary": output.strip()[-400:]}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--captures", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=20_000)
+    parser.add_argument("--rebuild", action="store_true",
+                        help="also `crashreg signatures rebuild --dry-run` (every event fingerprinted again)")
+    parser.add_argument("--json", type=Path)
+    from history import DUMP_STORE, history_arguments, history_url
+
+    history_arguments(parser)
     args = parser.parse_args()
+    kept = history_url(args)
+    if kept:  # its dumps are in the generator's store (the objects were never written)
+        commands = [("storage", "--help"), ("storage", "gc", "--dry-run"), ("storage", "gc"),
+                    ("storage", "gc")]
+        if args.rebuild:
+            commands.append(("signatures", "rebuild", "--dry-run"))
+        runs = [run_command(kept, DUMP_STORE, *command) for command in commands]
+        figures = {"database": kept.rsplit("/", 1)[1], "runs": runs}
+        print(json.dumps(figures, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        return 0
     with tempfile.TemporaryDirectory() as scratch, fleet_bench.built_database(
             "crashreg_bench_gc", args.hosts, args.captures) as url:
         store_dir = Path(scratch) / "dumps"

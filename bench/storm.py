@@ -63,7 +63,8 @@ DEFAULT_LOG = ROOT / "tests/corpus/syzkaller-linux/105"  # the corpus the reposi
 POSTGRES_ADMIN = os.environ.get("CRASHREG_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 # Issue 29: a report's CPU (workers and PostgreSQL backends) within 1.5x the floor route's and
 # its throughput at least 2/3 of the floor route's, both measured in the same run.
-GOALS = {"cpu_x_floor": 1.5, "rps_x_floor": 2 / 3, "p99_ms": 250.0, "rss_mb": 200.0}
+# Issue 43: on years of history, at least 0.9x the throughput on an empty registry.
+GOALS = {"cpu_x_floor": 1.5, "rps_x_floor": 2 / 3, "p99_ms": 250.0, "rss_mb": 200.0, "rps_x_empty": 0.9}
 RETRY_SHARE = 0.10
 _TIMESTAMP = re.compile(r"\[ *\d+\.\d+\]")
 _ADDRESS = re.compile(r"\b[0-9a-f]{16}\b")
@@ -442,6 +443,67 @@ def fresh_database() -> Iterator[tuple[str, str]]:
         drop_database(url)
 
 
+def delete_referencing(conn: Any, table: str, ids: str) -> None:
+    """Delete the rows of every table whose foreign key points at `table`'s rows `ids` (a
+    SELECT of their ids), theirs first: the schema's own references, read from the catalogue."""
+    references = conn.execute(
+        "SELECT c.conrelid::regclass::text, a.attname FROM pg_constraint c "
+        "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1] "
+        "WHERE c.contype = 'f' AND c.confrelid = %s::regclass AND cardinality(c.conkey) = 1",
+        (table,)).fetchall()
+    for child, column in references:
+        if child != table:
+            rows = f"SELECT id FROM {child} WHERE {column} IN ({ids})"
+            if conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'id'",
+                            (child,)).fetchone():
+                delete_referencing(conn, child, rows)
+            conn.execute(f"DELETE FROM {child} WHERE {column} IN ({ids})")
+
+
+STORM_HOSTS = "SELECT id FROM hosts WHERE hostname LIKE 'gpu-%' OR hostname LIKE 'warm-%'"
+
+
+def clear_storm(url: str) -> None:
+    """Take a storm's rows out of a kept registry: its hosts' events and what hangs off them,
+    the hosts, the signatures only they had, its tokens and the floor route's table."""
+    import psycopg
+
+    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS storm_floor")
+        signatures = [row[0] for row in conn.execute(
+            f"SELECT DISTINCT signature_id FROM events WHERE host_id IN ({STORM_HOSTS}) "
+            "AND signature_id IS NOT NULL")]
+        events = f"SELECT id FROM events WHERE host_id IN ({STORM_HOSTS})"
+        delete_referencing(conn, "events", events)
+        conn.execute(f"DELETE FROM events WHERE id IN ({events})")
+        delete_referencing(conn, "hosts", STORM_HOSTS)
+        conn.execute(f"DELETE FROM hosts WHERE id IN ({STORM_HOSTS})")
+        if signatures:
+            alone = (f"SELECT id FROM signatures s WHERE id IN ({','.join(map(str, signatures))}) "
+                     "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.signature_id = s.id)")
+            delete_referencing(conn, "signatures", alone)
+            conn.execute(f"DELETE FROM signatures WHERE id IN ({alone})")
+        delete_referencing(conn, "api_tokens", "SELECT id FROM api_tokens WHERE name LIKE 'storm-%'")
+        conn.execute("DELETE FROM api_tokens WHERE name LIKE 'storm-%'")
+
+
+@contextmanager
+def history_database(url: str) -> Iterator[tuple[str, str]]:
+    """A kept registry (bench/history.py's) with a reporter token and the floor route's table;
+    its URL and the token. Afterwards the storm's rows are taken out again (clear_storm), so
+    that every run meets the same history."""
+    clear_storm(url)
+    database = Database(url)
+    with database.session() as session:
+        token, _ = create_token(session, f"storm-{os.getpid()}-{time.time_ns()}", "report", "agent")
+        session.execute(text(FLOOR_TABLE))
+    database.dispose()
+    try:
+        yield url, token
+    finally:
+        clear_storm(url)
+
+
 @contextmanager
 def serving(
     url: str, workers: int, token: str, concurrency: int, label: str
@@ -636,7 +698,16 @@ def main() -> int:
     parser.add_argument("--clients", default="both", choices=(*CLIENT_PATTERNS, "both"),
                         help="one connection per report (crash kernels), one kept-alive connection "
                              "per client (a proxy, a pooled agent), or both in turn (default)")
+    parser.add_argument("--database-url", help="storm this kept registry (bench/history.py's), and a fresh "
+                        "empty one before it in the same run, for the ratio")
+    parser.add_argument("--history", type=int, metavar="N",
+                        help="as --database-url, bench/history.py's registry of N events (built if missing)")
     args = parser.parse_args()
+    if args.history:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from history import History, ensure
+
+        args.database_url = ensure(History(args.history))
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
         os.environ["CRASHREG_STORM_PROFILE"] = str(args.profile.resolve())
@@ -645,18 +716,37 @@ def main() -> int:
     template = args.log.read_text(errors="replace").partition("\n\n")[2] or args.log.read_text()
     bodies = storm_requests(template, args.hosts)
     patterns = CLIENT_PATTERNS if args.clients == "both" else (args.clients,)
-    results = {pattern: run_pattern(args, bodies, pattern) for pattern in patterns}
+    runs = history_runs if args.database_url else run_pattern
+    results = {pattern: runs(args, bodies, pattern) for pattern in patterns}
     print(json.dumps({"load_average": os.getloadavg()} | {p: f for p, (f, _) in results.items()}, indent=2))
     headlines = {}
     for pattern, (figures, _) in results.items():
         for failure in figures.pop("first_errors"):
             print(f"error ({pattern}):", failure)
-        headlines[pattern] = (
+        empty = figures.get("empty")
+        headlines[pattern] = (f"{pattern}, on history: throughput {figures['rps_x_empty']:.2f} x the empty "
+                              f"registry's ({empty['storm_rps']:.0f} req/s), p99 {empty['p99_ms']:.0f} ms "
+                              "there. " if empty else "") + (
             f"{pattern}: CPU a report {figures['cpu_x_floor']:.2f} x the floor route's, throughput "
             f"{figures['rps_x_floor']:.2f} x, p99 {figures['p99_ms']:.0f} ms (floor route: "
             f"{figures['floor_p99_ms']:.0f} ms), load average at its start {figures['load_average_at_start']}"
         )
     return verdict(results, headlines, args.json)
+
+
+def history_runs(
+    args: Any, bodies: list[dict[str, Any]], pattern: str
+) -> tuple[dict[str, Any], dict[str, bool]]:
+    """The storm on an empty registry, then on the kept one (`--database-url`): the kept one's
+    figures and goals, with its throughput against the empty one's of the same run (issue 43:
+    at least 0.9x)."""
+    empty, _ = run_pattern(args, bodies, pattern)
+    empty.pop("first_errors")
+    figures, goals = run_pattern(args, bodies, pattern, args.database_url)
+    figures |= {"empty": empty, "rps_x_empty": round(figures["storm_rps"] / empty["storm_rps"], 3)}
+    goals[f"throughput >= {GOALS['rps_x_empty']} x the empty registry's"] = (
+        figures["rps_x_empty"] >= GOALS["rps_x_empty"])
+    return figures, goals
 
 
 Results = dict[str, tuple[dict[str, Any], dict[str, bool]]]  # per client pattern: figures, goals
@@ -676,13 +766,15 @@ def verdict(results: Results, headlines: dict[str, str], json_out: Path | None) 
 
 
 def run_pattern(
-    args: Any, bodies: list[dict[str, Any]], pattern: str
+    args: Any, bodies: list[dict[str, Any]], pattern: str, history: str | None = None
 ) -> tuple[dict[str, Any], dict[str, bool]]:
-    """One storm with one client pattern, on a fresh database and a fresh gunicorn, so that
-    K full captures and the audit hold for each pattern alike."""
+    """One storm with one client pattern, on a fresh database (or the kept registry `history`,
+    cleared of earlier storms) and a fresh gunicorn, so that K full captures and the audit hold
+    for each pattern alike."""
     keep_alive = pattern == "keep-alive"
     load_at_start = os.getloadavg()[0]
-    with fresh_database() as (url, token), serving(url, args.gunicorn["workers"], token, args.concurrency,
+    database = history_database(history) if history else fresh_database()
+    with database as (url, token), serving(url, args.gunicorn["workers"], token, args.concurrency,
                                                    pattern) as (server, port):
         settings = Settings(database_url=url)
         bare_length = int(args.bare_seconds * 3000)

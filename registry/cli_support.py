@@ -134,3 +134,31 @@ class CliContext:
 
 # A command taking the context as its first argument; made on first use when none was given.
 pass_cli = click.make_pass_decorator(CliContext, ensure=True)
+
+
+class CountingProgress:
+    """A long command's progress on stderr: a bar on a terminal; in a log (no terminal) a line
+    each `every` items and at the end, for a bar would show nothing there until it is done."""
+
+    def __init__(self, total: int, label: str, every: int = 10_000) -> None:
+        self.total, self.label, self.every = total, label, every
+        self.done = 0
+        stream = click.get_text_stream("stderr")
+        self.in_log = not stream.isatty()
+        self.bar = click.progressbar(length=total, label=label, file=stream)
+
+    def __enter__(self) -> CountingProgress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(*exc)
+        if self.in_log and exc[0] is None:
+            click.echo(f"{self.label}: {self.done} of {self.total} (done)", err=True)
+
+    def update(self, items: int) -> None:
+        before, self.done = self.done, self.done + items
+        self.bar.update(items)
+        if self.in_log and before // self.every != self.done // self.every:
+            share = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
+            click.echo(f"{self.label}: {self.done} of {self.total}{share}", err=True)

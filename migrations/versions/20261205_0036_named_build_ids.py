@@ -7,7 +7,7 @@ build-ids reports name are now noted by a scan of the reports that resumes at it
 only creates two empty tables.
 
 Revision ID: 0036_named_build_ids
-Revises: 0034_partitions
+Revises: 0035_rebuild_fingerprints
 Create Date: 2026-12-05 04:00:00
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0036_named_build_ids"
-down_revision: str | Sequence[str] | None = "0034_partitions"
+down_revision: str | Sequence[str] | None = "0035_rebuild_fingerprints"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

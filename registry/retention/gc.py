@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from itertools import groupby, islice
 from typing import Any, TypeVar
 
-from sqlalchemy import Row, exists, select, update
+from sqlalchemy import Row, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from registry.capture.models import Capture, CaptureSlot
@@ -50,6 +50,7 @@ from registry.storage.store import DumpStore
 OPEN_RCA_STATUSES = ("proposed", "confirmed")  # a rejected or superseded RCA protects nothing
 BATCH = 500  # rows per transaction
 LOG_BATCH = 100  # console logs per transaction (each up to 1 MiB)
+LOG_RANGE = 100_000  # report ids read for console-log candidates at a time: memory stays flat
 STORED, DELETING, DELETED = "stored", "deleting", "deleted"
 
 Progress = Callable[[str], None]
@@ -344,6 +345,8 @@ def collect_dumps(
 ) -> None:
     with database.session() as session:
         plan = plan_dumps(session, store.uri("").rstrip("/"), now, ages, outcome, explain=dry_run)
+    progress(f"dumps: {len(plan.mark) + len(plan.finish)} to delete, {len(plan.restore)} to restore, "
+             f"{sum(outcome.kept_by_rule.values())} kept")
     if dry_run:
         report_doomed(database, plan, outcome, doomed)
         return
@@ -358,9 +361,11 @@ def collect_dumps(
 
 
 def log_candidates(
-    session: Session, now: datetime, ages: Ages, cited: tuple[frozenset[int], frozenset[int]]
+    session: Session, now: datetime, ages: Ages, cited: tuple[frozenset[int], frozenset[int]],
+    reports: tuple[int, int],
 ) -> Iterator[tuple[int, EventLog]]:
-    """(report id, its event's facts) for whole console logs of events older than the window."""
+    """(report id, its event's facts) for whole console logs of events older than the window,
+    of the reports whose ids are in [first, end)."""
     cited_captures, cited_events = cited
     kept_dump = (
         select(Capture.id)
@@ -380,6 +385,8 @@ def log_candidates(
         )
         .join(Event, Event.id == Report.event_id)
         .where(
+            Report.id >= reports[0],
+            Report.id < reports[1],
             Event.received_at < now - ages.log,
             Report.console_log.is_not(None),
             ~exists().where(ConsoleTrim.report_id == Report.id),
@@ -406,20 +413,33 @@ def log_candidates(
 
 
 def trim_logs(
-    database: Database, ages: Ages, now: datetime, dry_run: bool, outcome: GcOutcome, progress: Progress
+    database: Database, ages: Ages, now: datetime, dry_run: bool, outcome: GcOutcome, progress: Progress,
+    log_range: int = LOG_RANGE,
 ) -> None:
-    to_trim: array[int] = array("q")
+    """Report ids a range at a time: read the range's candidates, decide, trim them in batches,
+    say how far it got. What a run trimmed is recorded with it, so a run killed anywhere leaves
+    whole logs or trimmed ones, and the next run passes over what is done."""
     with database.session() as session:
-        for report_id, log in log_candidates(session, now, ages, open_rca_citations(session)):
-            decision = decide_log(log, now, ages)
-            if decision.action == TRIM:
-                to_trim.append(report_id)
-            else:
-                outcome.logs_kept_by_rule[decision.rule] = outcome.logs_kept_by_rule.get(decision.rule, 0) + 1
-    for chunk in batches(to_trim, LOG_BATCH):
-        _trim(database, chunk, now, dry_run, outcome)
+        first, last = session.execute(select(func.min(Report.id), func.max(Report.id))).one()
+        cited = open_rca_citations(session)
+    if first is None:
+        return
+    for start in range(first, last + 1, log_range):
+        to_trim: array[int] = array("q")
+        with database.session() as session:
+            for report_id, log in log_candidates(session, now, ages, cited, (start, start + log_range)):
+                decision = decide_log(log, now, ages)
+                if decision.action == TRIM:
+                    to_trim.append(report_id)
+                else:
+                    kept = outcome.logs_kept_by_rule
+                    kept[decision.rule] = kept.get(decision.rule, 0) + 1
+        for chunk in batches(to_trim, LOG_BATCH):
+            _trim(database, chunk, now, dry_run, outcome)
         progress(
-            f"trimmed {outcome.logs_trimmed} console logs so far ({outcome.log_bytes_freed} bytes freed)"
+            f"console logs: reports up to id {min(start + log_range - 1, last)} of {last} read, "
+            f"{outcome.logs_trimmed} {'would be ' if dry_run else ''}trimmed so far "
+            f"({outcome.log_bytes_freed} bytes freed)"
         )
 
 
@@ -477,6 +497,7 @@ def collect(
     progress: Progress = lambda line: None,
     batch: int = BATCH,
     doomed: Doomed = lambda dump: None,
+    log_range: int = LOG_RANGE,
 ) -> GcOutcome:
     """One gc run: dumps first (a log follows its event's kept dumps), then console logs. A
     dry run tells `doomed` each dump it would delete."""
@@ -484,7 +505,7 @@ def collect(
     ages = ages_of(settings)
     outcome = GcOutcome(dry_run)
     collect_dumps(database, store, ages, now, dry_run, outcome, progress, batch, doomed)
-    trim_logs(database, ages, now, dry_run, outcome, progress)
+    trim_logs(database, ages, now, dry_run, outcome, progress, log_range)
     outcome.symbols_deleted, outcome.symbol_bytes_freed = collect_symbols(
         database, store, settings.retention.symbol_days, now, dry_run, progress)
     outcome.symbol_uploads_aborted = abort_stale_uploads(database, store, now, dry_run, progress)

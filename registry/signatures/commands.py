@@ -8,7 +8,7 @@ from typing import Any, NotRequired, TypedDict
 
 import click
 
-from registry.cli_support import CliContext, pass_cli
+from registry.cli_support import CliContext, CountingProgress, pass_cli
 from registry.core.wiring import cli_wiring, load
 from registry.fingerprint import CrashSignature, ExplanationRecord, analyse_report
 from registry.signatures.explanation import explanation_lines
@@ -97,7 +97,7 @@ def rebuild_command(cli: CliContext, dry_run: bool) -> None:
     engine = load(wired.engine)
     if wired.symbolication_on_demand:  # symbols the sources have, waited for
         engine = load(wired.symbolication_on_demand)(cli.settings, database, wired.signatures, engine)
-    with click.progressbar(length=total, label="re-fingerprinting events", file=None) as bar:
+    with CountingProgress(total, "re-fingerprinting events") as bar:
         summary = rebuild(database, wired.signatures, bar.update, dry_run, engine)
     for line in summary.lines():
         click.echo(line)

@@ -26,23 +26,31 @@ events of known signatures, but waits to create or change one), fingerprints the
 arrived meanwhile, re-reads which signature each event is on, and applies the plan, so a
 signature live ingest created with one of the new fingerprints is taken into account instead
 of colliding with it.
+
+Memory stays flat over any history: each event's new fingerprint goes to `rebuild_fingerprints`
+(registry.signatures.checkpoint) in the transaction that fingerprinted it, and the plan is read
+from those rows joined with the events; only one entry per distinct fingerprint is held. A
+rebuild of the whole history that was stopped continues after the last event it wrote there.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Select, func, select, text, update
+from sqlalchemy import Select, delete, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from registry.core.events import Event, Report
 from registry.core.signatures import Signature, SignatureAlias
 from registry.core.wiring import Engine, SignatureListeners
 from registry.db import Database
-from registry.fingerprint import CrashSignature
+from registry.fingerprint import ALGORITHM_VERSION, CrashSignature
+from registry.signatures.checkpoint import CRASH, ENGINE_FAILED, NO_CRASH, WHOLE_HISTORY, RebuildFingerprint
 from registry.signatures.dialect import dialect_of
 from registry.signatures.identify import identify
 from registry.signatures.merging import MERGE, REBUILD, recount, set_alias
@@ -123,8 +131,9 @@ def _crash(reports: list[tuple[str | None, dict]], engine: Engine) -> CrashSigna
 
 
 class Rebuild:
-    """One rebuild, in steps: fingerprint in short transactions (no lock held), then in the
-    applying transaction: hold, catch up, read placement, apply."""
+    """One rebuild, in steps: fingerprint in short transactions (no lock held), each event's
+    outcome written to `rebuild_fingerprints`, then in the applying transaction: hold, catch up,
+    read placement, apply."""
 
     def __init__(self, summary: RebuildSummary, listeners: SignatureListeners, dry_run: bool = False,
                  engine: Engine = identify, events_of: Select | None = None) -> None:
@@ -133,12 +142,14 @@ class Rebuild:
         self.dry_run = dry_run
         self.engine = engine
         self.events_of = events_of
+        # A dry run or a rebuild of some events keeps its rows apart and drops them at the end.
+        own = f"{'dry' if dry_run else 'some'}-{uuid.uuid4().hex}"
+        self.scope = WHOLE_HISTORY if events_of is None and not dry_run else own
         self.session: Session
-        self.crashes: dict[str, CrashSignature] = {}
-        self.new_fp: dict[int, str] = {}  # event id -> new fingerprint
-        self.old_sig: dict[int, int | None] = {}  # event id -> old canonical signature id
-        self.crashed_at: dict[int, datetime] = {}
+        self.crashes: dict[str, CrashSignature] = {}  # one per distinct new fingerprint
         self.canonical: dict[int, int] = {}
+        self.pairs: Counter[tuple[int | None, str]] = Counter()  # (old signature, new fingerprint) -> events
+        self.first_crash: dict[str, datetime] = {}  # new fingerprint -> its earliest event's crashed_at
         self.last_event = 0  # events up to this id are fingerprinted
 
     @staticmethod
@@ -149,35 +160,66 @@ class Rebuild:
             seen.add(sid)
         return sid
 
+    def _rows(self) -> Any:
+        return RebuildFingerprint.scope == self.scope
+
+    def resume(self, session: Session) -> int:
+        """Continue after the events a stopped rebuild of the whole history fingerprinted with
+        this engine (rows by another engine version are dropped); how many there were."""
+        if self.scope != WHOLE_HISTORY:
+            return 0
+        session.execute(delete(RebuildFingerprint).where(
+            self._rows(), RebuildFingerprint.algorithm_version != ALGORITHM_VERSION))
+        done, last = session.execute(select(func.count(), func.max(RebuildFingerprint.event_id))
+                                     .where(self._rows())).one()
+        if done:
+            self.last_event = last
+            self.summary.notes.append(f"continued after event {last}: {done} events were fingerprinted "
+                                      "by a rebuild that stopped")
+        return int(done)
+
+    def forget(self, session: Session) -> None:
+        session.execute(delete(RebuildFingerprint).where(self._rows()))
+
     def fingerprint_history(self, session: Session, progress: Callable[[int], None],
                             events: int | None = None) -> int:
         """Fingerprint the stored reports of the events not fingerprinted yet (of the next
-        `events` of them if given); how many events were read."""
+        `events` of them if given), writing each outcome; how many events were read."""
         read = 0
         explained: dict[int, dict] = {}
         no_crash: list[int] = []
+        outcomes: list[dict[str, Any]] = []
         for event_id, reports in _reports_by_event(session, self.last_event, events, self.events_of):
             read += 1
             self.summary.events += 1
             self.last_event = max(self.last_event, event_id)
+            fingerprint = None
             try:
                 crash = _crash(reports, self.engine)
             except EngineFailed:
                 self.summary.engine_failed += 1
-                progress(1)
-                continue
-            if crash is None:
-                self.summary.without_crash += 1
-                no_crash.append(event_id)
+                outcome = ENGINE_FAILED
             else:
-                self.crashes.setdefault(crash.fingerprint, crash)
-                self.new_fp[event_id] = crash.fingerprint
-                explained[event_id] = crash.explanation
+                if crash is None:
+                    self.summary.without_crash += 1
+                    no_crash.append(event_id)
+                    outcome = NO_CRASH
+                else:
+                    self.crashes.setdefault(crash.fingerprint, crash)
+                    fingerprint, outcome = crash.fingerprint, CRASH
+                    explained[event_id] = crash.explanation
+            outcomes.append({"scope": self.scope, "event_id": event_id, "outcome": outcome,
+                             "fingerprint": fingerprint, "algorithm_version": ALGORITHM_VERSION})
             if len(explained) >= CHUNK:
                 self._explain(session, explained)
                 explained = {}
+            if len(outcomes) >= CHUNK:
+                session.execute(insert(RebuildFingerprint), outcomes)
+                outcomes = []
             progress(1)
         self._explain(session, explained)
+        if outcomes:
+            session.execute(insert(RebuildFingerprint), outcomes)
         if not self.dry_run:  # the engine no longer fails on them, and finds no crash: settled
             for start in range(0, len(no_crash), CHUNK):
                 session.execute(update(Event).where(Event.id.in_(no_crash[start:start + CHUNK]),
@@ -214,56 +256,80 @@ class Rebuild:
             connection.execute(text(hold))
 
     def read_placement(self) -> None:
-        """Which (canonical) signature each event is on now, merges and live ingest included."""
+        """Which (canonical) signature the events of each new fingerprint are on now, merges and
+        live ingest included: counted by the database, per (old signature, new fingerprint)."""
         merged_into = dict(self.session.execute(select(Signature.id, Signature.merged_into_id)).all())
         self.canonical = {sid: self._follow(sid, merged_into) for sid in merged_into}
-        for event_id, signature_id, crashed_at in self.session.execute(
-                select(Event.id, Event.signature_id, Event.crashed_at).where(Event.id <= self.last_event)):
-            self.old_sig[event_id] = self.canonical.get(signature_id) if signature_id else None
-            self.crashed_at[event_id] = crashed_at
+        self._recall_crashes()
+        fingerprint = RebuildFingerprint.fingerprint
+        rows = self.session.execute(
+            select(Event.signature_id, fingerprint, func.count(), func.min(Event.crashed_at))
+            .join(Event, Event.id == RebuildFingerprint.event_id)
+            .where(self._rows(), RebuildFingerprint.outcome == CRASH)
+            .group_by(Event.signature_id, fingerprint))
+        for signature_id, fp, events, first in rows:
+            old = self.canonical.get(signature_id) if signature_id else None
+            self.pairs[(old, fp)] += events
+            self.first_crash[fp] = min(first, self.first_crash.get(fp, first))
+
+    def _recall_crashes(self) -> None:
+        """The crashes behind the fingerprints a stopped rebuild wrote: one event of each,
+        fingerprinted again."""
+        firsts = self.session.execute(
+            select(RebuildFingerprint.fingerprint, func.min(RebuildFingerprint.event_id))
+            .where(self._rows(), RebuildFingerprint.outcome == CRASH)
+            .group_by(RebuildFingerprint.fingerprint))
+        for fp, event_id in firsts.all():
+            if fp in self.crashes:
+                continue
+            for _, reports in _reports_by_event(self.session, event_id - 1, 1):
+                crash = _crash(reports, self.engine)
+                if crash is None or crash.fingerprint != fp:
+                    raise RuntimeError(f"event {event_id} no longer fingerprints as {fp}: the engine changed "
+                                       "since the rebuild that stopped; run the rebuild again")
+                self.crashes[fp] = crash
 
     def plan(self) -> tuple[dict[str, int | None], dict[int, str]]:
         """new fingerprint -> the old signature row that takes it (None: a new row)."""
-        counts: Counter[tuple[int | None, str]] = Counter(
-            (self.old_sig[e], fp) for e, fp in self.new_fp.items())
+        fingerprints = {fp for _, fp in self.pairs}
         holders = dict(self.session.execute(select(Signature.fingerprint, Signature.id).where(
-            Signature.fingerprint.in_(list(self.crashes)))).all()) if self.crashes else {}
+            Signature.fingerprint.in_(list(fingerprints)))).all()) if fingerprints else {}
         heir: dict[str, int | None] = {}
         taken: dict[int, str] = {}
         for fp, sid in holders.items():  # a standing row that already holds it keeps it
             if self.canonical.get(sid, sid) == sid:
                 heir[fp], taken[sid] = sid, fp
-        for (sid, fp), _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0] or 0, kv[0][1])):
+        for (sid, fp), _ in sorted(self.pairs.items(), key=lambda kv: (-kv[1], kv[0][0] or 0, kv[0][1])):
             # a fingerprint held by a merged-away row follows its merge: no row takes it
             if sid is not None and fp not in heir and fp not in holders and sid not in taken:
                 heir[fp], taken[sid] = sid, fp
-        for fp in self.crashes:
+        for fp in sorted(fingerprints):
             heir.setdefault(fp, None)
         return heir, taken
 
     def apply(self) -> None:
         heir, taken = self.plan()
-        by_fp: dict[str, list[int]] = defaultdict(list)
-        for event_id, fp in self.new_fp.items():
-            by_fp[fp].append(event_id)
+        origins: dict[str, Counter[int | None]] = defaultdict(Counter)
         shares: dict[int, Counter[str]] = defaultdict(Counter)
-        for event_id, fp in self.new_fp.items():
-            if self.old_sig[event_id] is not None:
-                shares[self.old_sig[event_id]][fp] += 1  # type: ignore[index]
+        for (sid, fp), events in self.pairs.items():
+            origins[fp][sid] += events
+            if sid is not None:
+                shares[sid][fp] += events
         hand_merged = set(self.session.scalars(
             select(SignatureAlias.signature_id).where(SignatureAlias.reason == MERGE)).all())
         target: dict[str, int] = {}
         for fp, sid in sorted(heir.items(), key=lambda kv: kv[1] is None):
-            target[fp] = self._take(fp, sid, by_fp[fp], shares, hand_merged, target)
-        self._retarget_events(by_fp, target)
+            target[fp] = self._take(fp, sid, origins[fp], shares, hand_merged, target)
+        self._retarget_events(target)
         for sid, share in shares.items():
             if sid not in taken:
                 self._fold(sid, target[share.most_common(1)[0][0]])
         affected = set(target.values()) | set(shares)
         self._first_seen(affected)
         recount(self.session, affected)
+        self.forget(self.session)  # applied: commits with the changes
 
-    def _take(self, fp: str, sid: int | None, events: list[int], shares: dict[int, Counter[str]],
+    def _take(self, fp: str, sid: int | None, origins: Counter[int | None], shares: dict[int, Counter[str]],
               hand_merged: set[int], target: dict[str, int]) -> int:
         crash = self.crashes[fp]
         if sid is not None:
@@ -277,16 +343,17 @@ class Rebuild:
         holder = self.session.scalar(select(Signature.id).where(Signature.fingerprint == fp))
         if holder is not None:  # merged away: its merge rule routes the fingerprint
             return self.canonical.get(holder, holder)
-        origin = Counter(self.old_sig[e] for e in events).most_common(1)[0][0]
+        origin = min(origins.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0] or 0))[0]
         if origin is not None and origin in hand_merged and origin in target.values():
             set_alias(self.session, fp, origin, MERGE, "rebuild")
             self.summary.notes.append(f"{fp} joins hand-merged signature {origin}")
             return origin
-        signature = self._create(crash, origin, min(self.crashed_at[e] for e in events))
+        events = sum(origins.values())
+        signature = self._create(crash, origin, self.first_crash[fp])
         if origin is not None:
-            self.summary.split.append(f"{origin} -> {signature.id} ({fp}, {len(events)} events)")
+            self.summary.split.append(f"{origin} -> {signature.id} ({fp}, {events} events)")
         else:
-            self.summary.created.append(f"{signature.id}: {fp} ({len(events)} events)")
+            self.summary.created.append(f"{signature.id}: {fp} ({events} events)")
         return signature.id
 
     def _restamp(self, signature: Signature, crash: CrashSignature) -> None:
@@ -312,22 +379,28 @@ class Rebuild:
         self.session.flush()
         return signature
 
-    def _retarget_events(self, by_fp: dict[str, list[int]], target: dict[str, int]) -> None:
-        for fp, events in by_fp.items():
+    def _retarget_events(self, target: dict[str, int]) -> None:
+        """Each new fingerprint's events onto its signature, a chunk of the written rows at a time."""
+        for fp, signature_id in target.items():
             crash = self.crashes[fp]
-            for start in range(0, len(events), CHUNK):
+            written, after = RebuildFingerprint, -1
+            while events := list(self.session.scalars(
+                    select(written.event_id)
+                    .where(self._rows(), written.fingerprint == fp, written.event_id > after)
+                    .order_by(written.event_id).limit(CHUNK))):
+                after = events[-1]
                 changed = self.session.execute(
                     update(Event)
-                    .where(Event.id.in_(events[start:start + CHUNK]))
-                    .where((Event.signature_id != target[fp]) | (Event.fingerprint != fp)
+                    .where(Event.id.in_(events))
+                    .where((Event.signature_id != signature_id) | (Event.fingerprint != fp)
                            | (Event.signature_id.is_(None)) | (Event.fingerprint.is_(None))
                            | (Event.algorithm_version.is_(None))
                            | (Event.algorithm_version != crash.algorithm_version))
-                    .values(signature_id=target[fp], fingerprint=fp, fingerprint_error=None,
+                    .values(signature_id=signature_id, fingerprint=fp, fingerprint_error=None,
                             algorithm_version=crash.algorithm_version, title=crash.title[:512])
                 ).rowcount
                 self.summary.refingerprinted += changed
-                self.listeners.move_events(self.session, events[start:start + CHUNK], target[fp])
+                self.listeners.move_events(self.session, events, signature_id)
 
     def _fold(self, loser_id: int, survivor_id: int) -> None:
         """A merged-away old signature: alias rule, and its triage carried to the survivor."""
@@ -367,21 +440,31 @@ def rebuild(
     dry_run: bool = False,
     engine: Engine = identify,
     events_of: Select | None = None,
+    chunk: int = CHUNK,
 ) -> RebuildSummary:
     """Re-fingerprint every event (those `events_of` selects, if given: the events whose
     symbols arrived) with `engine` (the wired one: symbolicating first); the changes commit
     together (or not at all: dry_run). The listeners carry other domains' rows (captures, Jira
-    links, RCAs) in the same transaction."""
+    links, RCAs) in the same transaction. A rebuild of every event that stopped (killed, an
+    error) is continued by the next one: `progress` is first told the events it had done.
+    `chunk`: events fingerprinted a transaction."""
     summary = RebuildSummary()
     job = Rebuild(summary, listeners, dry_run, engine, events_of)
-    while True:  # a transaction per chunk: on SQLite a transaction holds the write lock
+    try:
         with database.session() as session:
-            if not job.fingerprint_history(session, progress, CHUNK):
-                break
-    with database.session() as session:
-        job.apply_in(session, progress)
-        if dry_run:
-            session.rollback()
+            progress(job.resume(session))
+        while True:  # a transaction per chunk: on SQLite a transaction holds the write lock
+            with database.session() as session:
+                if not job.fingerprint_history(session, progress, chunk):
+                    break
+        with database.session() as session:
+            job.apply_in(session, progress)
+            if dry_run:
+                session.rollback()
+    finally:
+        if job.scope != WHOLE_HISTORY:  # a dry run's or some events' rows: nothing to continue
+            with database.session() as session:
+                job.forget(session)
     return summary
 
 

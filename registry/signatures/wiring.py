@@ -10,3 +10,4 @@ def register(wiring: Wiring) -> None:
     wiring.commands["signature"] = "registry.signatures.commands:signature_command"
     wiring.commands["signatures"] = "registry.signatures.commands:signatures"
     wiring.engine = "registry.signatures.identify:identify"
+    wiring.table_modules.append("registry.signatures.checkpoint")

@@ -214,10 +214,12 @@ def stack_build_ids(database: Database) -> set[str]:
     """The build-ids of the program frames (the runtime's modules aside) of every stored
     userspace report, and those noted as missed."""
     found: set[str] = set()
-    userspace = select(Report.payload).where(Report.source == "userspace")
+    # streamed (a server-side cursor on PostgreSQL): Result.yield_per after execution would
+    # still have fetched every userspace payload at once, gigabytes over years of history
+    userspace = select(Report.payload).where(Report.source == "userspace").execution_options(yield_per=CHUNK)
     with database.session() as session:
         found.update(session.scalars(select(SymbolMiss.build_id).distinct()))
-        for payload in session.scalars(userspace).yield_per(CHUNK):
+        for payload in session.scalars(userspace):
             stack = payload.get("stack") if isinstance(payload, dict) else None
             if isinstance(stack, dict) and isinstance(stack.get("frames"), list):
                 found.update(build_id for frame in stack["frames"][:MAX_FRAMES]

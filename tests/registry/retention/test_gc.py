@@ -10,7 +10,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from registry.core.events import Event, Report
 from registry.core.signatures import Signature
@@ -274,3 +274,45 @@ def test_old_console_logs_keep_the_crash_report_unless_exemplar_pinned_or_cited(
     assert "BUG: unable to handle page fault in chatty_bug" in page  # the excerpt still shows the oops
     again = collect(database, store, gc_settings, now=later + LATER)
     assert again.logs_trimmed == 0 and logs() == after
+
+
+class Killed(Exception):
+    """Stands for the process being killed where the gc says how far it got."""
+
+
+def test_a_gc_killed_halfway_through_the_logs_is_finished_by_the_next_run_with_the_same_result(
+    client, make_token, database, store, gc_settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Logs are read a range of report ids at a time (memory stays flat over years of history),
+    each range trimmed before the next is read. Killed after the first ranges, the registry
+    holds whole logs and trimmed ones, each trimmed one recorded; the next run passes over them
+    and ends where an uninterrupted run ends: every old log trimmed once, the exemplars whole."""
+    reporter = make_token("report")
+    events = [report(client, reporter, crash_report(console_log=BOOT + bug_log("long_bug"),
+                                                    host={"hostname": f"h-{n}"}))["event_id"]
+              for n in range(9)]  # the first 3 take the capture slots: the exemplars
+
+    def trimmed() -> dict[str, int]:
+        with database.session() as session:
+            return {str(e): n for e, n in session.execute(
+                select(ConsoleTrim.event_id, func.count()).group_by(ConsoleTrim.event_id))}
+
+    later = utcnow() + timedelta(days=gc_settings.retention.log_days, minutes=1)
+    lines: list[str] = []
+
+    def killed_after_two_ranges(line: str) -> None:
+        lines.append(line)
+        if sum(line.startswith("console logs:") for line in lines) == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        collect(database, store, gc_settings, now=later, progress=killed_after_two_ranges, log_range=2)
+    halfway = trimmed()
+    assert 0 < len(halfway) < 6 and set(halfway) <= set(events[3:])
+    assert lines[-1].startswith("console logs: reports up to id")
+
+    rest = collect(database, store, gc_settings, now=later, log_range=2)
+    assert trimmed() == {event: 1 for event in events[3:]}  # each old log trimmed once
+    assert rest.logs_trimmed == 6 - len(halfway) and rest.logs_kept_by_rule == {"exemplar": 3}
+    again = collect(database, store, gc_settings, now=later, log_range=2)
+    assert again.logs_trimmed == 0 and trimmed() == {event: 1 for event in events[3:]}

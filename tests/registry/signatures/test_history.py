@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, delete, insert, select, update
+from sqlalchemy import create_engine, delete, func, insert, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
@@ -19,7 +19,8 @@ from registry.core.signatures import Signature, SignatureCounter
 from registry.domains import wiring
 from registry.fingerprint import ALGORITHM_VERSION, analyse_console_log
 from registry.rca.models import Rca
-from registry.signatures.rebuild import Rebuild, RebuildSummary
+from registry.signatures.checkpoint import RebuildFingerprint
+from registry.signatures.rebuild import Rebuild, RebuildSummary, rebuild
 from tests.support.cli import crashreg
 from tests.support.golden import golden
 from tests.support.http import auth
@@ -76,6 +77,7 @@ def test_rebuild_moves_merges_and_splits_carrying_triage(db_url, client, databas
     rebuilt = crashreg(db_url, "signatures", "rebuild")
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert "moved: 3, merged: 1, split: 1, new: 0" in rebuilt.stdout, rebuilt.stdout
+    assert "re-fingerprinting events: 6 of 6 (done)" in rebuilt.stderr  # a log's progress, on stderr
     assert f"merged  {twin.id} -> {warn['id']}" in rebuilt.stdout
     assert "Jira CRASH-2 carried; 1 RCA(s) carried" in rebuilt.stdout
 
@@ -159,6 +161,52 @@ def test_rebuild_takes_in_what_live_ingest_did_meanwhile(db_url, client, databas
         assert session.get_one(Signature, int(old["id"])).merged_into_id == int(survivor["id"])
     assert report(client, reporter, GPF)["signature"]["id"] == survivor["id"]
     create_signature_without_waiting(database, "another")  # the rebuild is over: no wait now
+
+
+class Stopped(Exception):
+    """Stands for the process being killed in the middle of a rebuild."""
+
+
+def test_a_rebuild_stopped_halfway_is_continued_by_the_next_and_ends_the_same(
+        db_url, client, database, make_token) -> None:
+    """Each chunk's fingerprints are written with it: stopped in its third chunk, the registry
+    is as it was (nothing applied) but for two chunks' rows; the next rebuild fingerprints only
+    the rest, applies the whole plan and leaves no rows behind."""
+    reporter, triage = make_token("report"), make_token("triage")
+    gpf = report(client, reporter, GPF)["signature"]
+    warn = report(client, reporter, WARNING)["signature"]
+    for body in (GPF, WARNING, GPF, WARNING):
+        report(client, reporter, body)
+    age(database, int(gpf["id"]), "old-gpf")
+    age(database, int(warn["id"]), "old-warning")
+
+    def stop_at(events: int) -> Any:
+        done = [0]
+
+        def progress(count: int) -> None:
+            done[0] += count
+            if done[0] >= events:
+                raise Stopped
+        return progress
+
+    with pytest.raises(Stopped):
+        rebuild(database, wiring().signatures, stop_at(5), chunk=2)
+    with database.session() as session:
+        assert session.scalar(select(func.count()).select_from(RebuildFingerprint)) == 4
+    assert signature(client, triage, "old-gpf")["fingerprint"] == "old-gpf"  # nothing applied yet
+
+    told: list[int] = []
+    summary = rebuild(database, wiring().signatures, told.append, chunk=2)
+    assert told[0] == 4 and summary.events == 2 and len(summary.moved) == 2, summary.lines()
+    assert any(note.startswith("continued after event") for note in summary.notes)
+    for old, new in ((gpf, "old-gpf"), (warn, "old-warning")):
+        now = signature(client, triage, new)
+        assert (now["id"], now["fingerprint"], now["event_count"]) == (old["id"], old["fingerprint"], 3)
+    with database.session() as session:
+        assert session.scalar(select(func.count()).select_from(RebuildFingerprint)) == 0
+        assert set(session.scalars(select(Event.algorithm_version))) == {ALGORITHM_VERSION}
+    again = rebuild(database, wiring().signatures, chunk=2)
+    assert (again.events, again.refingerprinted, again.moved, again.notes) == (6, 0, [], [])
 
 
 def create_signature_without_waiting(database: Any, fingerprint: str) -> None:
