@@ -100,7 +100,8 @@ def test_s3_lost_mid_run_then_the_rerun_finishes_without_touching_kept_dumps(
 
     with pytest.raises(EndpointConnectionError):
         collect(database, store, gc_settings, now=later, progress=cut_after_first_batch, batch=2)
-    assert progress == ["dumps: 6 to delete, 0 to restore, 3 kept", "deleted 2 dumps so far (2000 bytes freed)"]
+    assert progress == ["dumps: 6 to delete, 0 to restore, 3 kept",
+                        "deleted 2 dumps so far (2000 bytes freed)"]
     states = fleet.states()
     assert [states[c] for c in doomed] == ["deleted", "deleted", "deleting", "deleting", "stored", "stored"]
 
