@@ -126,7 +126,7 @@ def run(url: str, clients: int, baseline_s: float) -> dict[str, object]:
     database.dispose()
     before = sorted(end - start for start, end in timings if end < began)
     during = [end - start for start, end in timings if end >= began and start <= ended]
-    with psycopg.connect(url) as connection:
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://", 1)) as connection:
         stored = dict(connection.execute(
             "SELECT report_id, count(*) FROM reports WHERE report_id = ANY(%s) GROUP BY 1", (acknowledged,)))
     return {
