@@ -10,6 +10,8 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +20,13 @@ import pytest
 import requests
 
 from registry.auth.tokens import create_token
-from registry.config import DumpStoreSettings, Settings, SymbolSettings
+from registry.config import DumpStoreSettings, RetentionSettings, Settings, SymbolSettings
 from registry.db import Database
 from registry.migrate import upgrade
 from registry.partitions import maintain
 from registry.rollups.fold import fold
 from registry.signatures.merging import recount
+from sync.scheduler import JobContext, load_jobs
 from testkit.reports import crash_report
 from tests.support.cli import crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
@@ -195,6 +198,31 @@ def test_old_partitions_are_archived_and_every_count_stays(
                         "--into", "old_events")
     assert restored.returncode == 0, restored.stderr
     assert rows(url, f"{WHOLE} FROM old_events ORDER BY id") == first_archived
+
+
+@postgres_only
+def test_the_scheduled_archive_follows_the_setting(small_partitions: str, tmp_path: Path) -> None:
+    url = small_partitions
+    job = load_jobs()["archive"]
+    assert not job.enabled(Settings())  # off unless CRASHREG_ARCHIVE_AFTER_DAYS is set
+    configured = replace(settings(url, tmp_path), retention=RetentionSettings(archive_after_days=30))
+    assert job.enabled(configured)
+    with serve(url, tmp_path) as (base, database):
+        served = Served(base, *tokens(database))
+        for n in range(14):  # ids 1..14: [MINVALUE, 8), [8, 12) old, [12, 16) current
+            served.post(crash_report(host={"hostname": f"gpu-{n % 3}"}))
+            maintain(database.engine)
+        counted = counts(url)
+        now = datetime.now(UTC)
+        assert job.run(JobContext(configured, database, clock=lambda: now)) == {"archived": [], "kept": {}}
+        later = now + timedelta(days=31)
+        assert job.run(JobContext(configured, database, clock=lambda: later)) == {
+            "archived": ["reports_p0002", "events_p0002"],
+            "kept": {"events_p0000": "capture_slots.event_id points into it",
+                     "reports_p0000": "reports of events in events_p0000, which stay"},
+        }
+    assert "events_p0002" not in event_partitions(url) and counts(url) == counted
+    assert (tmp_path / "dumps" / "archive" / "events" / "events_p0002.manifest.json").is_file()
 
 
 def test_sqlite_has_no_partitions_to_archive(tmp_path: Path) -> None:
