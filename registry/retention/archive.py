@@ -118,6 +118,11 @@ def plan(connection: Connection, before: datetime) -> Plan:
             if held_back:
                 skipped.setdefault(name, f"reports of events in {', '.join(held_back)}, which stay")
         reports = [p for p in reports if not owners[p.name] - taken]
+        for partition in reports:  # due with its events: unless something points into it
+            why = _pinned_by(connection, partition)
+            if why:
+                skipped[partition.name] = why
+        reports = [p for p in reports if p.name not in skipped]
         going = {p.name for p in reports}
         kept_reports = [p for p in old["reports"] if p.name not in going] + [
             p for p in by_table["reports"] if p not in old["reports"]]
@@ -190,12 +195,12 @@ def _write(connection: Connection, store: DumpStore, partition: Partition, workd
     store.put_file(file_key, local)
     manifest_path = workdir / f"{partition.name}.manifest.json"
     manifest_path.write_text(json.dumps(asdict(manifest), indent=2) + "\n")
-    store.put_file(manifest_key(partition), manifest_path)
+    store.put_file(manifest_key(partition.table, partition.name), manifest_path)
     return manifest
 
 
-def manifest_key(partition: Partition) -> str:
-    return f"{PREFIX}/{partition.table}/{partition.name}.manifest.json"
+def manifest_key(table: str, name: str) -> str:
+    return f"{PREFIX}/{table}/{name}.manifest.json"
 
 
 def verify(store: DumpStore, manifest: Manifest, workdir: Path) -> None:
@@ -230,8 +235,15 @@ def _move_counts(connection: Connection, name: str) -> None:
 
 def drop(connection: Connection, partition: Partition, progress: Progress) -> None:
     """Detach (CONCURRENTLY: reads and writes go on), then in one transaction move the counts
-    and drop the table; then the natural keys of its rows, in batches. `connection`: autocommit."""
-    connection.execute(text(f"ALTER TABLE {partition.table} DETACH PARTITION {partition.name} CONCURRENTLY"))
+    and drop the table; then the natural keys of its rows, in batches. `connection`: autocommit.
+    A run stopped half way is finished: a detach left pending is finalized, a table already
+    detached is not detached again."""
+    pending = connection.execute(text(
+        "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = CAST(:name AS regclass)"),
+        {"name": partition.name}).scalar()
+    if pending is not None:
+        how = "FINALIZE" if pending else "CONCURRENTLY"
+        connection.execute(text(f"ALTER TABLE {partition.table} DETACH PARTITION {partition.name} {how}"))
 
     def counts_and_table(c: Connection) -> None:
         if partition.table == "events":
@@ -248,22 +260,52 @@ def drop(connection: Connection, partition: Partition, progress: Progress) -> No
         progress(f"{partition.name}: natural keys removed (batch of up to {KEY_BATCH})")
 
 
+def _detached(connection: Connection) -> list[str]:
+    """Partitions' tables no longer attached: an archive stopped between detach and drop."""
+    return list(connection.execute(text(
+        "SELECT c.relname FROM pg_class c WHERE c.relkind = 'r' "
+        "AND c.relnamespace = 'public'::regnamespace AND c.relname ~ '^(events|reports)_p[0-9]{4,}$' "
+        "AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid) ORDER BY c.relname DESC"
+    )).scalars())  # reports_ before events_: their rows pointed at the events
+
+
+def _finish(connection: Connection, store: DumpStore, workdir: Path, progress: Progress) -> list[Partition]:
+    """Finish the partitions an earlier run detached, once their archive checks out; a detached
+    table with no archive is not ours and is left alone."""
+    finished = []
+    for name in _detached(connection):
+        table = name.rsplit("_p", 1)[0]
+        key = manifest_key(table, name)
+        if store.head(key) is None:
+            progress(f"{name}: a detached table with no archive in the store: left alone")
+            continue
+        store.fetch_file(key, workdir / f"{name}.manifest.json")
+        manifest = Manifest(**json.loads((workdir / f"{name}.manifest.json").read_text()))
+        verify(store, manifest, workdir)
+        partition = Partition(table, name, manifest.id_range[0], manifest.id_range[1])
+        drop(connection, partition, progress)
+        progress(f"{name}: archived earlier, detached; now dropped")
+        finished.append(partition)
+    return finished
+
+
 def archive(engine: Engine, store: DumpStore, before: datetime, dry_run: bool = False,
             progress: Progress = lambda line: None) -> Plan:
     """Archive the partitions `plan` picks (nothing but the plan when `dry_run`)."""
     with engine.connect() as connection:
         connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-        chosen = plan(connection, before)
         if dry_run:
-            return chosen
+            return plan(connection, before)
         with tempfile.TemporaryDirectory(prefix="crashreg-archive-") as workdir:
+            finished = _finish(connection, store, Path(workdir), progress)  # before the plan: their keys
+            chosen = plan(connection, before)
             for partition in chosen.archive:  # reports first: their keys point at the events
                 manifest = write(engine, store, partition, Path(workdir))
                 where = store.uri(manifest.file)
                 progress(f"{partition.name}: {manifest.rows} rows written to {where}, verified")
                 drop(connection, partition, progress)
                 progress(f"{partition.name}: detached and dropped")
-    return chosen
+    return Plan(archive=finished + chosen.archive, skipped=chosen.skipped)
 
 
 def restore(engine: Engine, store: DumpStore, manifest_key_: str, table: str) -> int:

@@ -23,9 +23,11 @@ from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, RetentionSettings, Settings, SymbolSettings
 from registry.db import Database
 from registry.migrate import upgrade
-from registry.partitions import maintain
+from registry.partitions import maintain, partitions
+from registry.retention.archive import write
 from registry.rollups.fold import fold
 from registry.signatures.merging import recount
+from registry.storage.store import open_store
 from sync.scheduler import JobContext, load_jobs
 from testkit.reports import crash_report
 from tests.support.cli import crashreg
@@ -215,6 +217,13 @@ def test_the_scheduled_archive_follows_the_setting(small_partitions: str, tmp_pa
         counted = counts(url)
         now = datetime.now(UTC)
         assert job.run(JobContext(configured, database, clock=lambda: now)) == {"archived": [], "kept": {}}
+        # an earlier run stopped between a detach and its drop: this run finishes it
+        store = open_store(configured.dump_store, configured.public_url)
+        with database.engine.connect() as connection:
+            stopped = next(p for p in partitions(connection) if p.name == "reports_p0002")
+        write(database.engine, store, stopped, tmp_path)
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("ALTER TABLE reports DETACH PARTITION reports_p0002")
         later = now + timedelta(days=31)
         assert job.run(JobContext(configured, database, clock=lambda: later)) == {
             "archived": ["reports_p0002", "events_p0002"],
@@ -222,6 +231,8 @@ def test_the_scheduled_archive_follows_the_setting(small_partitions: str, tmp_pa
                      "reports_p0000": "reports of events in events_p0000, which stay"},
         }
     assert "events_p0002" not in event_partitions(url) and counts(url) == counted
+    assert rows(url, "SELECT count(*) FROM pg_class WHERE relname LIKE '%_p0002'") == [(0,)]
+    assert rows(url, "SELECT count(*) FROM event_keys WHERE event_id >= 8 AND event_id < 12") == [(0,)]
     assert (tmp_path / "dumps" / "archive" / "events" / "events_p0002.manifest.json").is_file()
 
 
