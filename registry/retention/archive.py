@@ -35,6 +35,7 @@ KEY_BATCH = 10_000
 # The column a manifest's crashed_at range is read from (reports have none: NULL, no range).
 CRASHED_AT = {"events": "crashed_at", "reports": "NULL"}
 Progress = Callable[[str], Any]
+LOWEST_ID = -(2**63)  # where the first partition (from MINVALUE) starts
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class Plan:
     skipped: dict[str, str]  # partition -> why it stays
 
 
+def _lower(partition: Partition) -> int:
+    return LOWEST_ID if partition.lower is None else partition.lower
+
+
 def _old(table_partitions: list[Partition], upcoming: int) -> list[Partition]:
     """The partitions below the one the next id falls in (it, and those ahead, always stay)."""
     holding = next((p for p in table_partitions
@@ -79,7 +84,7 @@ def _referencing(connection: Connection, table: str) -> list[tuple[str, str]]:
 
 def _pinned_by(connection: Connection, partition: Partition) -> str | None:
     """Why a partition must stay: the first outside row that points into it (None: nothing)."""
-    lower = partition.lower if partition.lower is not None else -(2**63)
+    lower = _lower(partition)
     bounds = {"lo": lower, "hi": partition.upper}
     for table, column in _referencing(connection, partition.table):
         if connection.execute(text(
@@ -137,7 +142,7 @@ def plan(connection: Connection, before: datetime) -> Plan:
 
 def _event_partitions(connection: Connection, reports: Partition, events: list[Partition]) -> set[str]:
     """The events partitions (of `events`) the reports in `reports` point into."""
-    lower = reports.lower if reports.lower is not None else -(2**63)
+    lower = _lower(reports)
     ids = connection.execute(text(
         "SELECT min(event_id), max(event_id) FROM reports WHERE id >= :lo AND id < :hi"),
         {"lo": lower, "hi": reports.upper}).one()
@@ -252,7 +257,7 @@ def drop(connection: Connection, partition: Partition, progress: Progress) -> No
 
     in_short_transaction(connection, counts_and_table, progress)
     key_table, column = KEY_TABLE[partition.table], "event_id" if partition.table == "events" else "id"
-    lower = partition.lower if partition.lower is not None else -(2**63)
+    lower = _lower(partition)
     while connection.execute(text(
             f"DELETE FROM {key_table} WHERE ctid IN (SELECT ctid FROM {key_table} "
             f"WHERE {column} >= :lo AND {column} < :hi LIMIT {KEY_BATCH})"),
