@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -29,6 +30,7 @@ from registry.rollups.fold import fold
 from registry.signatures.merging import recount
 from registry.storage.store import open_store
 from sync.scheduler import JobContext, load_jobs
+from testkit.pages import csrf_from
 from testkit.reports import crash_report
 from tests.support.cli import crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
@@ -36,6 +38,7 @@ from tests.support.http import auth, serving
 from tests.support.rollups import stored
 
 WIDTH = 4
+CSRF = re.compile(r'name="csrf_token" value="[^"]*"')  # a new one each sign-in
 WHOLE = "SELECT id, host_id, boot_key, signature_id, crashed_at, received_at, first_source"
 postgres_only = pytest.mark.skipif("postgresql" not in BACKENDS, reason="partitions are PostgreSQL's")
 
@@ -90,6 +93,17 @@ class Served:
         assert answer.status_code == 200, answer.text
         return answer.json()
 
+    def pages(self, signature_id: str) -> list[str]:
+        """The list page and the signature page, as an engineer signed in sees them."""
+        browser = requests.Session()
+        form = browser.get(f"{self.base}/login", timeout=30)
+        signed_in = browser.post(f"{self.base}/login", timeout=30, data={
+            "token": self.reader, "next": "/signatures", "csrf_token": csrf_from(form.text)})
+        assert signed_in.status_code == 200, signed_in.text[:300]
+        page = browser.get(f"{self.base}/signatures/{signature_id}", timeout=30)
+        assert page.status_code == 200
+        return [CSRF.sub("", signed_in.text), CSRF.sub("", page.text)]
+
     def signatures(self) -> list[dict[str, Any]]:
         return sorted(self.get("/api/v1/signatures")["signatures"], key=lambda s: s["id"])
 
@@ -134,6 +148,7 @@ def test_old_partitions_are_archived_and_every_count_stays(
         first_archived = rows(url, f"{WHOLE} FROM events WHERE id >= 8 AND id < 12 ORDER BY id")
         signatures, counted, rolled = served.signatures(), counts(url), rollups(url)
         signature = served.get(f"/api/v1/signatures/{signatures[0]['id']}")
+        pages = served.pages(signatures[0]["id"])
 
         dry = crashreg(url, "db", "archive", "--before", "2100-01-01", "--dry-run")
         assert dry.returncode == 0, dry.stderr
@@ -171,6 +186,10 @@ def test_old_partitions_are_archived_and_every_count_stays(
         assert rows(url, "SELECT count(*) FROM report_keys WHERE id >= 8 AND id < 20") == [(0,)]
         assert served.signatures() == signatures and counts(url) == counted
         assert served.get(f"/api/v1/signatures/{signatures[0]['id']}") == signature
+        listed, signature_page = served.pages(signatures[0]["id"])
+        assert listed == pages[0]  # the list page: the same counts, last seen, everything
+        # the signature page counts every event, and lists (and weighs) the stored ones
+        assert "(10 of 22, newest crash first)" in signature_page and "(22 of 22," in pages[1]
         assert rollups(url) == rolled  # no trigger counted the dropped rows as deletions
         for kept in (posted[0], posted[-1]):
             assert served.get(f"/api/v1/events/{kept['event_id']}")["id"] == kept["event_id"]
