@@ -139,7 +139,10 @@ def db_restore_archive(cli: CliContext, manifest: str, table: str) -> None:
         raise click.BadParameter(f"{table!r} is not a table name", param_hint="--into")
     database = _partitioned(cli, "restoring an archive")
     store = open_store(cli.settings.dump_store, cli.settings.public_url)
-    rows = restore(database.engine, store, manifest, table)
+    try:
+        rows = restore(database.engine, store, manifest, table)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
     click.echo(f"{rows} rows loaded into {table}", err=True)
 
 

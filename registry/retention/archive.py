@@ -315,7 +315,13 @@ def archive(engine: Engine, store: DumpStore, before: datetime, dry_run: bool = 
 
 def restore(engine: Engine, store: DumpStore, manifest_key_: str, table: str) -> int:
     """Load an archived partition into the side table `table` (the columns of its parent, no
-    keys, triggers or references: for reading); its row count."""
+    keys, triggers or references: for reading); its row count. ValueError: no such manifest,
+    or the table exists."""
+    if store.head(manifest_key_) is None:
+        raise ValueError(f"no archive manifest at {store.uri(manifest_key_)}")
+    with engine.connect() as connection:
+        if connection.execute(text("SELECT to_regclass(:t)"), {"t": table}).scalar() is not None:
+            raise ValueError(f"table {table} exists: restore into a new one")
     with tempfile.TemporaryDirectory(prefix="crashreg-restore-") as workdir:
         manifest_path = Path(workdir) / "manifest.json"
         store.fetch_file(manifest_key_, manifest_path)

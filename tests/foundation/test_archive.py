@@ -219,6 +219,12 @@ def test_old_partitions_are_archived_and_every_count_stays(
                         "--into", "old_events")
     assert restored.returncode == 0, restored.stderr
     assert rows(url, f"{WHOLE} FROM old_events ORDER BY id") == first_archived
+    again = crashreg(url, "db", "restore-archive", "archive/events/events_p0002.manifest.json",
+                     "--into", "old_events")
+    assert again.returncode == 1 and "table old_events exists" in again.stderr
+    missing = crashreg(url, "db", "restore-archive", "archive/events/events_p9999.manifest.json",
+                       "--into", "other")
+    assert missing.returncode == 1 and "no archive manifest at" in missing.stderr
 
 
 @postgres_only
