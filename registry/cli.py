@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import click
 
 from registry.cli_support import CliContext, database_label, first_line, pass_cli
@@ -81,9 +84,7 @@ def db_partitions(cli: CliContext, ensure: bool) -> None:
     empty ones lie ahead of each table's next id."""
     from registry.partitions import maintain, partitions, partitions_ahead
 
-    database = cli.database()
-    if database.engine.dialect.name != "postgresql":
-        raise click.ClickException("partitions are PostgreSQL's: SQLite's tables are not partitioned")
+    database = _partitioned(cli, "partitions")
     if ensure:
         maintain(database.engine, lambda line: click.echo(line, err=True))
     with database.engine.connect() as connection:
@@ -93,6 +94,56 @@ def db_partitions(cli: CliContext, ensure: bool) -> None:
         click.echo(f"{partition.table:<8} {partition.name:<16} [{lower}, {partition.upper})")
     for table, count in ahead.items():
         click.echo(f"{table}: {count} empty partition(s) ahead", err=True)
+
+
+def _partitioned(cli: CliContext, what: str) -> Any:
+    database = cli.database()
+    if database.engine.dialect.name != "postgresql":
+        raise click.ClickException(f"{what}: PostgreSQL only, SQLite's tables are not partitioned")
+    return database
+
+
+@db.command("archive")
+@click.option("--before", "before", required=True, type=click.DateTime(["%Y-%m-%d"]),
+              help="Archive partitions whose newest event was received before this UTC day.")
+@click.option("--dry-run", is_flag=True, help="Say what would be archived and skipped; change nothing.")
+@pass_cli
+def db_archive(cli: CliContext, before: datetime, dry_run: bool) -> None:
+    """PostgreSQL: write old partitions of events and reports to the dump store, then detach and
+    drop them (docs/partitioning.md, "Archive")."""
+    from registry.retention.archive import archive
+    from registry.storage.store import open_store
+
+    database = _partitioned(cli, "archiving")
+    store = open_store(cli.settings.dump_store, cli.settings.public_url)
+    done = archive(database.engine, store, before.replace(tzinfo=UTC), dry_run,
+                   lambda line: click.echo(line, err=True))
+    verb = "would archive" if dry_run else "archived"
+    for partition in done.archive:
+        click.echo(f"{verb} {partition.name}")
+    for name, why in sorted(done.skipped.items()):
+        click.echo(f"kept {name}: {why}")
+
+
+@db.command("restore-archive")
+@click.argument("manifest")
+@click.option("--into", "table", required=True, help="The side table to make and load (it must not exist).")
+@pass_cli
+def db_restore_archive(cli: CliContext, manifest: str, table: str) -> None:
+    """PostgreSQL: load an archived partition (MANIFEST: its manifest's key in the dump store,
+    e.g. archive/events/events_p0000.manifest.json) into a side table for reading."""
+    from registry.retention.archive import restore
+    from registry.storage.store import open_store
+
+    if not table.isidentifier():
+        raise click.BadParameter(f"{table!r} is not a table name", param_hint="--into")
+    database = _partitioned(cli, "restoring an archive")
+    store = open_store(cli.settings.dump_store, cli.settings.public_url)
+    try:
+        rows = restore(database.engine, store, manifest, table)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"{rows} rows loaded into {table}", err=True)
 
 
 @main.command()

@@ -158,6 +158,9 @@ class RetentionSettings:
     resolved_grace_days: int = 14  # a resolved signature's dumps go this long after the resolution
     log_days: int = 30  # beyond this only exemplar events keep their whole console log
     symbol_days: int = 0  # a symbol file no report names goes after this (0: symbol files are kept)
+    # PostgreSQL: partitions whose newest event is older than this go to the dump store (0: never;
+    # docs/partitioning.md, "Archive")
+    archive_after_days: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RetentionSettings:
@@ -166,6 +169,7 @@ class RetentionSettings:
             "resolved_grace_days": "CRASHREG_RETENTION_RESOLVED_GRACE_DAYS",
             "log_days": "CRASHREG_RETENTION_LOG_DAYS",
             "symbol_days": "CRASHREG_RETENTION_SYMBOL_DAYS",
+            "archive_after_days": "CRASHREG_ARCHIVE_AFTER_DAYS",
         }, non_negative=True))
 
 

@@ -13,6 +13,9 @@ from registry.db import Base, utcnow
 SIGNATURE_STATUSES = ("new", "triaged", "resolved", "regressed", "ignored")
 CAPTURE_POLICIES = ("auto", "full", "filtered", "skip")
 COUNTER_SHARDS = 16
+# The counter row of a signature's archived events (docs/partitioning.md, "Archive"): kept by
+# recounts, which rebuild the other shards from the events still stored.
+ARCHIVED_SHARD = -1
 
 
 class Signature(Base):

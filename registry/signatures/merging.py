@@ -17,7 +17,13 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from registry.core.events import Event
-from registry.core.signatures import COUNTER_SHARDS, Signature, SignatureAlias, SignatureCounter
+from registry.core.signatures import (
+    ARCHIVED_SHARD,
+    COUNTER_SHARDS,
+    Signature,
+    SignatureAlias,
+    SignatureCounter,
+)
 from registry.core.wiring import SignatureListeners
 from registry.errors import ApiError
 from registry.signatures.service import canonical
@@ -40,11 +46,13 @@ def set_alias(session: Session, fingerprint: str, signature_id: int, reason: str
 
 
 def recount(session: Session, signature_ids: Iterable[int]) -> None:
-    """Rebuild the sharded counters of signatures from their events (after events moved)."""
+    """Rebuild the sharded counters of signatures from their events (after events moved). The
+    archived events' shard stays as it is: they are counted, but no longer stored."""
     ids = sorted(set(signature_ids))
     if not ids:
         return
-    session.execute(delete(SignatureCounter).where(SignatureCounter.signature_id.in_(ids)))
+    session.execute(delete(SignatureCounter).where(SignatureCounter.signature_id.in_(ids),
+                                                   SignatureCounter.shard != ARCHIVED_SHARD))
     shard = Event.id % COUNTER_SHARDS
     rows = session.execute(
         select(Event.signature_id, shard, func.count(), func.max(Event.crashed_at))

@@ -1,0 +1,269 @@
+"""Archiving old partitions (docs/partitioning.md, "Archive"): a registry of several small
+partitions served over HTTP, its old partitions written to the dump store, read back and
+dropped, with every count, rollup and page as it was; later reports count on; a rebuild does
+not count the archived history away; an archive can be loaded back for reading."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import requests
+
+from registry.auth.tokens import create_token
+from registry.config import DumpStoreSettings, RetentionSettings, Settings, SymbolSettings
+from registry.db import Database
+from registry.migrate import upgrade
+from registry.partitions import maintain, partitions
+from registry.retention.archive import write
+from registry.rollups.fold import fold
+from registry.signatures.merging import recount
+from registry.storage.store import open_store
+from sync.scheduler import JobContext, load_jobs
+from testkit.pages import csrf_from
+from testkit.reports import crash_report
+from tests.support.cli import crashreg
+from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
+from tests.support.http import auth, serving
+from tests.support.rollups import stored
+
+WIDTH = 4
+CSRF = re.compile(r'name="csrf_token" value="[^"]*"')  # a new one each sign-in
+WHOLE = "SELECT id, host_id, boot_key, signature_id, crashed_at, received_at, first_source"
+postgres_only = pytest.mark.skipif("postgresql" not in BACKENDS, reason="partitions are PostgreSQL's")
+
+
+@pytest.fixture
+def small_partitions(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("CRASHREG_PARTITION_WIDTH", str(WIDTH))
+    url = create_postgres_database()
+    upgrade(url)
+    yield url
+    drop_postgres_database(url)
+
+
+def rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as connection:
+        return connection.execute(query).fetchall()
+
+
+def counts(url: str) -> list[tuple[Any, ...]]:
+    return rows(url, "SELECT signature_id, sum(events), max(last_seen) FROM signature_counters "
+                     "GROUP BY 1 ORDER BY 1")
+
+
+def rollups(url: str) -> Any:
+    database = Database(url)
+    try:
+        fold(database)
+        with database.session() as session:
+            return stored(session)
+    finally:
+        database.dispose()
+
+
+def event_partitions(url: str) -> list[str]:
+    return [name for (name,) in rows(url, "SELECT c.relname FROM pg_inherits i JOIN pg_class c "
+                                         "ON c.oid = i.inhrelid WHERE i.inhparent = 'events'::regclass "
+                                         "ORDER BY 1")]
+
+
+class Served:
+    def __init__(self, base: str, reporter: str, reader: str) -> None:
+        self.base, self.reporter, self.reader = base, reporter, reader
+
+    def post(self, report: dict[str, Any]) -> dict[str, Any]:
+        answer = requests.post(f"{self.base}/api/v1/reports", json=report, headers=auth(self.reporter),
+                               timeout=60)
+        assert answer.status_code == 201, answer.text
+        return answer.json()
+
+    def get(self, path: str) -> Any:
+        answer = requests.get(f"{self.base}{path}", headers=auth(self.reader), timeout=60)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    def pages(self, signature_id: str) -> list[str]:
+        """The list page and the signature page, as an engineer signed in sees them."""
+        browser = requests.Session()
+        form = browser.get(f"{self.base}/login", timeout=30)
+        signed_in = browser.post(f"{self.base}/login", timeout=30, data={
+            "token": self.reader, "next": "/signatures", "csrf_token": csrf_from(form.text)})
+        assert signed_in.status_code == 200, signed_in.text[:300]
+        page = browser.get(f"{self.base}/signatures/{signature_id}", timeout=30)
+        assert page.status_code == 200
+        return [CSRF.sub("", signed_in.text), CSRF.sub("", page.text)]
+
+    def signatures(self) -> list[dict[str, Any]]:
+        return sorted(self.get("/api/v1/signatures")["signatures"], key=lambda s: s["id"])
+
+
+def settings(url: str, tmp_path: Path) -> Settings:
+    return Settings(database_url=url, public_url="http://crashreg.test",
+                    dump_store=DumpStoreSettings(url=str(tmp_path / "dumps")),
+                    symbols=SymbolSettings(cache_dir=str(tmp_path / "symbols")))
+
+
+def serve(url: str, tmp_path: Path) -> Any:
+    return serving(settings(url, tmp_path))
+
+
+def tokens(database: Database) -> tuple[str, str]:
+    with database.session() as session:
+        reporter, _ = create_token(session, f"reporter-{uuid.uuid4().hex[:6]}", "report", "agent")
+        reader, _ = create_token(session, f"reader-{uuid.uuid4().hex[:6]}", "read", "human")
+    return reporter, reader
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@postgres_only
+def test_old_partitions_are_archived_and_every_count_stays(
+    small_partitions: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = small_partitions
+    monkeypatch.setenv("CRASHREG_DUMP_STORE", str(tmp_path / "dumps"))
+    store = tmp_path / "dumps" / "archive"
+    with serve(url, tmp_path) as (base, database):
+        served = Served(base, *tokens(database))
+        posted = []
+        for n in range(22):  # ids 1..22: [MINVALUE, 8), [8, 12), [12, 16), [16, 20), [20, 24) current
+            # the latest crash is in a partition that goes: last seen must not go back
+            crashed_at = "2026-12-01T08:00:00Z" if n == 9 else "2026-11-29T12:00:00Z"
+            posted.append(served.post(crash_report(host={"hostname": f"gpu-{n % 3}"}, crashed_at=crashed_at)))
+            maintain(database.engine)
+        partitions_before = event_partitions(url)
+        first_archived = rows(url, f"{WHOLE} FROM events WHERE id >= 8 AND id < 12 ORDER BY id")
+        signatures, counted, rolled = served.signatures(), counts(url), rollups(url)
+        signature = served.get(f"/api/v1/signatures/{signatures[0]['id']}")
+        pages = served.pages(signatures[0]["id"])
+
+        dry = crashreg(url, "db", "archive", "--before", "2100-01-01", "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        assert dry.stdout.splitlines() == [
+            "would archive reports_p0002", "would archive reports_p0003", "would archive reports_p0004",
+            "would archive events_p0002", "would archive events_p0003", "would archive events_p0004",
+            "kept events_p0000: capture_slots.event_id points into it",
+            "kept reports_p0000: reports of events in events_p0000, which stay",
+        ]
+        assert event_partitions(url) == partitions_before and not store.exists()
+        not_yet = crashreg(url, "db", "archive", "--before", "2000-01-01")
+        assert not_yet.returncode == 0 and not_yet.stdout == ""
+
+        archived = crashreg(url, "db", "archive", "--before", "2100-01-01")
+        assert archived.returncode == 0, archived.stderr
+        assert "events_p0002: 4 rows written to" in archived.stderr
+
+        # the files and their manifests, as the manifests say
+        for table in ("events", "reports"):
+            for number, lower in ((2, 8), (3, 12), (4, 16)):
+                manifest = json.loads((store / table / f"{table}_p000{number}.manifest.json").read_text())
+                data = tmp_path / "dumps" / manifest["file"]
+                lines = [json.loads(line) for line in gzip.decompress(data.read_bytes()).splitlines()]
+                assert manifest["rows"] == len(lines) == WIDTH and manifest["sha256"] == sha256(data)
+                assert [row["id"] for row in lines] == list(range(lower, lower + WIDTH))
+                assert manifest["id_range"] == [lower, lower + WIDTH] and "id" in manifest["columns"]
+                assert manifest["migration"] == rows(url, "SELECT version_num FROM alembic_version")[0][0]
+        events_manifest = json.loads((store / "events" / "events_p0002.manifest.json").read_text())
+        assert events_manifest["crashed_at"][1].startswith("2026-12-01T08:00:00")
+
+        # gone from the database, natural keys too; what stays is whole
+        assert event_partitions(url) == ["events_p0000", "events_p0005", "events_p0006", "events_p0007"]
+        assert rows(url, "SELECT count(*) FROM events") == [(10,)]
+        assert rows(url, "SELECT count(*) FROM event_keys WHERE event_id >= 8 AND event_id < 20") == [(0,)]
+        assert rows(url, "SELECT count(*) FROM report_keys WHERE id >= 8 AND id < 20") == [(0,)]
+        assert served.signatures() == signatures and counts(url) == counted
+        assert served.get(f"/api/v1/signatures/{signatures[0]['id']}") == signature
+        listed, signature_page = served.pages(signatures[0]["id"])
+        assert listed == pages[0]  # the list page: the same counts, last seen, everything
+        # the signature page counts every event, and lists (and weighs) the stored ones
+        assert "(10 of 22, newest crash first)" in signature_page and "(22 of 22," in pages[1]
+        assert rollups(url) == rolled  # no trigger counted the dropped rows as deletions
+        for kept in (posted[0], posted[-1]):
+            assert served.get(f"/api/v1/events/{kept['event_id']}")["id"] == kept["event_id"]
+        assert requests.get(f"{base}/api/v1/events/{posted[9]['event_id']}",
+                            headers=auth(served.reader), timeout=60).status_code == 404
+
+        # a later report of the archived signature counts on
+        served.post(crash_report(host={"hostname": "gpu-late"}))
+        after = served.signatures()
+        assert after[0]["event_count"] == signatures[0]["event_count"] + 1 == 23
+        assert after[0]["last_seen"] == signatures[0]["last_seen"]
+
+    # a rebuild and a recount do not count the archived history away
+    later = counts(url)
+    rebuilt = crashreg(url, "signatures", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    database = Database(url)
+    try:
+        with database.session() as session:
+            recount(session, [int(signatures[0]["id"])])
+    finally:
+        database.dispose()
+    assert counts(url) == later
+
+    # an archive loaded back into a side table, for reading
+    restored = crashreg(url, "db", "restore-archive", "archive/events/events_p0002.manifest.json",
+                        "--into", "old_events")
+    assert restored.returncode == 0, restored.stderr
+    assert rows(url, f"{WHOLE} FROM old_events ORDER BY id") == first_archived
+    again = crashreg(url, "db", "restore-archive", "archive/events/events_p0002.manifest.json",
+                     "--into", "old_events")
+    assert again.returncode == 1 and "table old_events exists" in again.stderr
+    missing = crashreg(url, "db", "restore-archive", "archive/events/events_p9999.manifest.json",
+                       "--into", "other")
+    assert missing.returncode == 1 and "no archive manifest at" in missing.stderr
+
+
+@postgres_only
+def test_the_scheduled_archive_follows_the_setting(small_partitions: str, tmp_path: Path) -> None:
+    url = small_partitions
+    job = load_jobs()["archive"]
+    assert not job.enabled(Settings())  # off unless CRASHREG_ARCHIVE_AFTER_DAYS is set
+    configured = replace(settings(url, tmp_path), retention=RetentionSettings(archive_after_days=30))
+    assert job.enabled(configured)
+    with serve(url, tmp_path) as (base, database):
+        served = Served(base, *tokens(database))
+        for n in range(14):  # ids 1..14: [MINVALUE, 8), [8, 12) old, [12, 16) current
+            served.post(crash_report(host={"hostname": f"gpu-{n % 3}"}))
+            maintain(database.engine)
+        counted = counts(url)
+        now = datetime.now(UTC)
+        assert job.run(JobContext(configured, database, clock=lambda: now)) == {"archived": [], "kept": {}}
+        # an earlier run stopped between a detach and its drop: this run finishes it
+        store = open_store(configured.dump_store, configured.public_url)
+        with database.engine.connect() as connection:
+            stopped = next(p for p in partitions(connection) if p.name == "reports_p0002")
+        write(database.engine, store, stopped, tmp_path)
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("ALTER TABLE reports DETACH PARTITION reports_p0002")
+        later = now + timedelta(days=31)
+        assert job.run(JobContext(configured, database, clock=lambda: later)) == {
+            "archived": ["reports_p0002", "events_p0002"],
+            "kept": {"events_p0000": "capture_slots.event_id points into it",
+                     "reports_p0000": "reports of events in events_p0000, which stay"},
+        }
+    assert "events_p0002" not in event_partitions(url) and counts(url) == counted
+    assert rows(url, "SELECT count(*) FROM pg_class WHERE relname LIKE '%_p0002'") == [(0,)]
+    assert rows(url, "SELECT count(*) FROM event_keys WHERE event_id >= 8 AND event_id < 12") == [(0,)]
+    assert (tmp_path / "dumps" / "archive" / "events" / "events_p0002.manifest.json").is_file()
+
+
+def test_sqlite_has_no_partitions_to_archive(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'plain.db'}"
+    upgrade(url)
+    refused = crashreg(url, "db", "archive", "--before", "2026-01-01")
+    assert refused.returncode == 1
+    assert "archiving: PostgreSQL only, SQLite's tables are not partitioned" in refused.stderr
