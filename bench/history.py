@@ -309,11 +309,13 @@ class Dropped:
     constraints: list[tuple[str, str]]
 
 
-# A table's unique and foreign-key constraints, then its secondary indexes (those of the
-# constraints are gone with them): (name, definition), and how each is dropped.
+# A table's unique and foreign-key constraints (a partitioned table's own, not the ones
+# PostgreSQL clones per partition), then its secondary indexes (those of the constraints are
+# gone with them): (name, definition), and how each is dropped.
 SECONDARY = (
     ("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
-     "WHERE conrelid = CAST(:t AS regclass) AND contype IN ('u', 'f') ORDER BY contype DESC, conname",
+     "WHERE conrelid = CAST(:t AS regclass) AND contype IN ('u', 'f') AND conparentid = 0 "
+     "ORDER BY contype DESC, conname",
      'ALTER TABLE {table} DROP CONSTRAINT "{name}"'),
     ("SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
      "WHERE x.indrelid = CAST(:t AS regclass) AND NOT x.indisprimary ORDER BY i.relname",
@@ -335,7 +337,8 @@ def drop_secondary(connection: Connection, table: str) -> Dropped:
 def restore_secondary(connection: Connection, dropped: Dropped) -> None:
     for name, definition in dropped.indexes:
         started = time.perf_counter()
-        connection.execute(text(definition))
+        # a partitioned table's index is defined ON ONLY the parent: made again, it covers the partitions
+        connection.execute(text(definition.replace(" ON ONLY ", " ON ", 1)))
         say(f"  index {name} in {time.perf_counter() - started:.0f}s")
     for name, definition in sorted(dropped.constraints, key=lambda c: c[1].startswith("FOREIGN")):
         started = time.perf_counter()
