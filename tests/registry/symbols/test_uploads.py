@@ -198,14 +198,18 @@ def test_a_completion_whose_answer_was_lost_is_finished_when_asked_again(
     assert open_uploads(database) == 0
 
 
-def test_a_file_of_several_parts_lands_whole(
-    app: Flask, settings: Settings, pipeline: Pipeline, make_token: Callable[..., str], tmp_path: Path,
-) -> None:
+@pytest.fixture
+def big(app: Flask, settings: Settings, tmp_path: Path) -> Program:
+    """An executable of three parts: 11 MiB of initialised data, the app's parts 5 MiB."""
     smallest_parts = replace(settings.dump_store, part_size_mb=5)
     app.extensions["crashreg.settings"] = replace(settings, dump_store=smallest_parts)
-    # 11 MiB of initialised data: an executable of three 5 MiB parts
-    big = compile_program(tmp_path / "big", "big", "parse_big_header",
-                          extra="static volatile char table[11 << 20] = {1}; h->length = table[7];")
+    return compile_program(tmp_path / "big", "big", "parse_big_header",
+                           extra="static volatile char table[11 << 20] = {1}; h->length = table[7];")
+
+
+def test_a_file_of_several_parts_lands_whole(
+    big: Program, pipeline: Pipeline, make_token: Callable[..., str],
+) -> None:
     data = big.unstripped.read_bytes()
     assert len(data) > 2 * PART
     answer = pipeline.upload(data, big.build_id)
@@ -217,12 +221,8 @@ def test_a_file_of_several_parts_lands_whole(
 
 
 def test_a_resumed_upload_sends_only_the_parts_the_store_lacks(
-    app: Flask, settings: Settings, pipeline: Pipeline, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    big: Program, pipeline: Pipeline, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    smallest_parts = replace(settings.dump_store, part_size_mb=5)
-    app.extensions["crashreg.settings"] = replace(settings, dump_store=smallest_parts)
-    big = compile_program(tmp_path / "big", "big", "parse_big_header",
-                          extra="static volatile char table[11 << 20] = {1}; h->length = table[7];")
     data = big.unstripped.read_bytes()
     body = {"build_id": big.build_id, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     first = pipeline.start(body).json()
