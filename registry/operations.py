@@ -11,6 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from registry.metrics import render, replica_metrics
 from registry.migrate import current_revisions
 from registry.openapi import build_spec
+from registry.partitions import partition_metrics
 from registry.web import current_db
 
 blueprint = Blueprint("operations", __name__)
@@ -49,7 +50,8 @@ def readyz() -> Any:
 @blueprint.get("/metrics")
 def metrics() -> Any:
     db = current_db()
-    collectors = current_app.extensions["crashreg.collectors"]
+    # the platform's own beside the domains': the partitioned tables' (PostgreSQL's, none on SQLite)
+    collectors = [*current_app.extensions["crashreg.collectors"], partition_metrics]
     if db.replica is not None:
         collectors = [*collectors, replica_metrics(db.replica)]
     with db.session() as session:
