@@ -60,6 +60,9 @@ def test_a_bad_character_in_any_report_string_names_the_field(client, reporter, 
         (crash_report(host={"hostname": "gpu-a", "labels": {f"p{bad}": "t"}}), ("host", "labels")),
         (crash_report(extra_field=f"x{bad}"), ("extra_field",)),
         (crash_report(stack={"frames": [{"function": f"f{bad}"}]}), ("stack", "frames", 0, "function")),
+        (crash_report(kernel_build_id=f"ab{bad}"), ("kernel_build_id",)),
+        (crash_report(source="dpu", dpu={"crashed_thread": {"frames": [{"function": f"f{bad}"}]}}),
+         ("dpu", "crashed_thread", "frames", 0, "function")),
     ]
     for body, path in cases:
         refused(send(client, "POST", "/api/v1/reports", reporter, body), *path, says=says)
