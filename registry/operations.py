@@ -11,7 +11,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from registry.metrics import render, replica_metrics
 from registry.migrate import current_revisions
 from registry.openapi import build_spec
-from registry.partitions import partition_metrics
 from registry.web import current_db
 
 blueprint = Blueprint("operations", __name__)
@@ -50,8 +49,7 @@ def readyz() -> Any:
 @blueprint.get("/metrics")
 def metrics() -> Any:
     db = current_db()
-    # the platform's own beside the domains': the partitioned tables' (PostgreSQL's, none on SQLite)
-    collectors = [*current_app.extensions["crashreg.collectors"], partition_metrics]
+    collectors = current_app.extensions["crashreg.collectors"]
     if db.replica is not None:
         collectors = [*collectors, replica_metrics(db.replica)]
     with db.session() as session:
