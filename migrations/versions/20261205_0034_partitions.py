@@ -114,10 +114,19 @@ def upgrade() -> None:
                         f"ALTER TABLE {t} DROP CONSTRAINT IF EXISTS {t}_before_partitions"), say)
                     raise
             validate_references(connection, keyed.table)
+            analyze_rows(connection, keyed.table)
         ensure_ahead(connection, AHEAD, say, first_width=width())
         rebuild_materialized_views(connection)
-        for keyed in KEYED:
-            connection.execute(text(f"ANALYZE {keyed.table}"))
+
+
+def analyze_rows(connection: Connection, table: str) -> None:
+    """The partitioned table's statistics (autovacuum never gathers a partitioned table's own),
+    taken while its one partition holds the rows it had, and only if it has any. ANALYZE of a
+    partitioned table also analyzes its partitions, and a partition analyzed empty is planned
+    as empty: a worker's cached generic plan scanned it whole for each report as it filled,
+    until autovacuum analyzed it again. One never analyzed is planned on its indexes."""
+    if connection.execute(text(f"SELECT EXISTS (SELECT FROM {table})")).scalar_one():
+        connection.execute(text(f"ANALYZE {table}"))
 
 
 def is_partitioned(connection: Connection, table: str) -> bool:

@@ -5,6 +5,7 @@ ahead of the ids. SQLite's tables stay plain (and the same ingest code serves bo
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -171,6 +172,45 @@ def test_the_upgrade_while_reporters_post_loses_and_doubles_nothing(
     assert rows(url, "SELECT count(*) FROM (SELECT host_id, boot_key FROM events GROUP BY 1, 2 "
                      "HAVING count(*) > 1) AS doubled") == [(0,)]
     assert rows(url, "SELECT count(*) FROM event_keys") == rows(url, "SELECT count(*) FROM events")
+
+
+# A report's natural-key reads, as a worker's prepared statement runs them: its generic plan.
+NATURAL_KEY_READS = (
+    "SELECT id FROM reports WHERE report_id = $1", "SELECT id FROM events WHERE host_id = $1",
+)
+
+
+def generic_plans(url: str) -> str:
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("SET plan_cache_mode = force_generic_plan")
+        plans = []
+        for number, query in enumerate(NATURAL_KEY_READS):
+            connection.execute(f"PREPARE read_{number} AS {query}")
+            plans += [line for line, in connection.execute(f"EXPLAIN EXECUTE read_{number}(NULL)")]
+        return "\n".join(plans)
+
+
+@postgres_only
+@pytest.mark.parametrize("populated", [False, True], ids=["fresh", "populated"])
+def test_natural_key_reads_are_planned_on_the_indexes_as_partitions_fill(
+    before_partitions: str, tmp_path: Path, populated: bool
+) -> None:
+    """A partition analysed while empty is planned as empty: the generic plan a worker cached
+    scanned it whole for every report as it filled (each report of a storm slower than the last)."""
+    url = before_partitions
+    with registry(url, tmp_path) as (base, token):
+        for number in range(12 if populated else 0):
+            assert post(base, token, crash_report(host={"hostname": f"gpu-{number}"})).status_code == 201
+    upgrade(url)
+    with registry(url, tmp_path) as (base, token):
+        for number in range(12):
+            assert post(base, token, crash_report(host={"hostname": f"new-{number}"})).status_code == 201
+
+    plans = generic_plans(url)
+    scanned_whole = set(re.findall(r"Seq Scan on (\w+)", plans))
+    # the first partition of a populated registry holds its rows and was analysed as it was
+    assert scanned_whole <= ({"events_p0000", "reports_p0000"} if populated else set()), plans
+    assert "Index" in plans
 
 
 @postgres_only
