@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import psycopg
 import pytest
 
@@ -91,3 +93,20 @@ def test_the_kept_autocommit_connection_is_reused_replaced_and_closed(database, 
         kept = connection.connection.driver_connection
     database.dispose()
     assert kept.closed
+
+
+def test_kept_autocommit_connections_plan_generically_the_pool_as_by_default(database, db_url) -> None:
+    """Ingest's statements are key lookups planned once (a report's foreign key check into the
+    partitioned events was planned afresh each time); a connection beyond the ones kept goes
+    back to the pool, for sessions, planning as PostgreSQL's default does."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite keeps no autocommit connection")
+    kept = database._autocommit_kept
+    with ExitStack() as stack:
+        connections = [stack.enter_context(database.autocommit()) for _ in range(kept + 1)]
+        modes = {c.exec_driver_sql("SHOW plan_cache_mode").scalar_one() for c in connections}
+        returned = connections[0].connection.driver_connection  # the last given back: beyond the kept
+    assert modes == {"force_generic_plan"}
+    assert returned.execute("SHOW plan_cache_mode").fetchone() == ("auto",)
+    with database.autocommit() as connection:
+        assert connection.exec_driver_sql("SHOW plan_cache_mode").scalar_one() == "force_generic_plan"

@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import event
 
+from registry.db import PLAN_GENERICALLY
+
 
 @dataclass
 class Counted:
     statements: list[str] = field(default_factory=list)
     checkouts: int = 0
+    setups: int = 0  # the SETs of a connection ingest keeps, once in its life: not the work's own
 
 
 @contextmanager
@@ -20,7 +23,10 @@ def counted(database) -> Iterator[Counted]:  # type: ignore[no-untyped-def]
     seen = Counted()
 
     def statement(_conn, _cursor, sql, _parameters, _context, _many) -> None:  # type: ignore[no-untyped-def]
-        seen.statements.append(sql)
+        if sql == PLAN_GENERICALLY:
+            seen.setups += 1
+        else:
+            seen.statements.append(sql)
 
     def checkout(*_args) -> None:  # type: ignore[no-untyped-def]
         seen.checkouts += 1

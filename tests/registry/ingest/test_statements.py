@@ -63,6 +63,8 @@ def test_statements_of_one_report(client, database, make_token) -> None:
     ), first.statements + common.statements + next_one.statements + replay.statements
     # The token is checked in the ingest transaction's read: no connection of its own.
     assert (first.checkouts, common.checkouts, replay.checkouts) == CHECKOUTS[dialect]
+    # the connection ingest keeps is set up once (Database.autocommit)
+    assert (first.setups, common.setups) == ((1, 0) if dialect == "postgresql" else (0, 0))
     assert next_one.checkouts == (0 if dialect == "postgresql" else 1)
 
 
