@@ -10,6 +10,7 @@ from typing import Any
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates, validates_schema
 
 from registry.bounds import time_problem
+from registry.build_ids import BUILD_ID
 from registry.core.events import REPORT_SOURCES
 from registry.core.schemas import HostSchema, SignatureSummarySchema, short_text
 from registry.requests import WholeNumber
@@ -20,7 +21,6 @@ MAX_MAPPINGS = 4096
 MAX_UPTIME_S = 2**31 - 1  # 68 years
 NOTHING_TO_FINGERPRINT = "nothing to fingerprint: a report needs console_log or stack.frames"
 MAX_WARNINGS = 20
-KERNEL_BUILD_ID = r"^(?:[0-9a-fA-F]{2}){1,64}$"
 MAX_REPEAT_COUNT = 2**40  # a hot WARN_ON prints ~10^5 times a second: years of it
 
 
@@ -171,7 +171,7 @@ class ReportSchema(Schema):
         "so it is not something to fingerprint")})
     kernel_build_id = fields.String(
         allow_none=True,
-        validate=validate.Regexp(KERNEL_BUILD_ID, error="a GNU build-id: 1 to 64 bytes in hex"),
+        validate=validate.Regexp(f"^{BUILD_ID.pattern}$", error="a GNU build-id: 1 to 64 bytes in hex"),
         metadata={"description": "kernel sources: the crashed kernel's GNU build-id (VMCOREINFO's "
                   "BUILD-ID=), the key of its vmlinux in the symbol store and /debuginfod/; optional"},
     )

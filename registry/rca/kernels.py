@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from registry.build_ids import normal_build_id
+
 _UPSTREAM_DOT_ZERO = re.compile(r"^(\d+\.\d+)\.0(?=$|-rc)")
 
 
@@ -117,7 +119,6 @@ def debuginfo(version: str) -> DebugInfo:
     }
 
 
-BUILD_ID = re.compile(r"(?:[0-9a-f]{2}){1,64}")
 MODULE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the kernel's MODULE_NAME_LEN is 56
 
 
@@ -136,8 +137,7 @@ class KernelBuild(TypedDict):
 
 
 def _build_id(value: Any) -> str | None:
-    text = value.lower() if isinstance(value, str) else ""
-    return text if BUILD_ID.fullmatch(text) else None
+    return normal_build_id(value) if isinstance(value, str) else None
 
 
 def kernel_build(payloads: Iterable[dict[str, Any]]) -> KernelBuild:

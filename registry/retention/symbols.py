@@ -21,11 +21,11 @@ from typing import Any
 from sqlalchemy import String, cast, delete, exists, or_, select
 from sqlalchemy.orm import Session
 
+from registry.build_ids import BUILD_ID
 from registry.core.events import Report
 from registry.db import Database, utcnow
 from registry.retention.models import NamedBuildId, ScanMark
 from registry.storage.store import DumpStore
-from registry.symbols.elf import BUILD_ID
 from registry.symbols.models import SymbolFile, SymbolUpload
 from registry.upsert import insert_ignore
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
 
+from registry.build_ids import BUILD_ID
 from registry.config import Settings
 from registry.core.events import Report
 from registry.core.wiring import APP_LISTENERS, Engine, SignatureListeners
@@ -39,7 +40,7 @@ from registry.symbols.sources import SymbolSources
 from .misses import RECHECKS, UNSYMBOLICATED
 from .models import SymbolMiss
 from .stack import MAX_FRAMES, Lookup, frame_build_id, symbolicate
-from .symcache import BUILD_ID, SourceFrame, Symcaches
+from .symcache import SourceFrame, Symcaches
 
 if TYPE_CHECKING:
     from flask import Flask

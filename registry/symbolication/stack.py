@@ -21,10 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from registry.build_ids import BUILD_ID
 from registry.fingerprint.demangle import demangle
 from registry.fingerprint.userspace import as_int, runtime_module
 
-from .symcache import BUILD_ID, SourceFrame
+from .symcache import SourceFrame
 
 MAX_FRAMES = 256  # as the engine reads (registry/fingerprint/userspace.py)
 Lookup = Callable[[str, int], Sequence[SourceFrame] | None]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import struct
 import threading
 from collections import OrderedDict
@@ -23,9 +22,9 @@ from typing import Generic, TypeVar
 
 import symbolic
 
+from registry.build_ids import BUILD_ID
 from registry.symbols.cache import used
 
-BUILD_ID = re.compile(r"[0-9a-f]{8,128}")
 PT_LOAD = 1
 PAGE = 0x1000
 K = TypeVar("K")

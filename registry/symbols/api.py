@@ -9,13 +9,13 @@ from flask import Blueprint, current_app, g, jsonify, send_file
 from marshmallow import Schema, ValidationError, fields, validate
 
 from registry.auth.tokens import require_scope
+from registry.build_ids import BUILD_ID, normal_build_id
 from registry.errors import ApiError
 from registry.openapi import documented
 from registry.requests import WholeNumber, json_body, load
 from registry.storage.api import PartUrlSchema, current_store
 from registry.storage.parts import MAX_PARTS
 from registry.storage.service import MAX_URLS_PER_REQUEST
-from registry.symbols.elf import BUILD_ID, normal_build_id
 from registry.symbols.keep import Origin
 from registry.symbols.sources import SymbolsArrived, SymbolSources
 from registry.symbols.uploads import complete, files_of, start

@@ -10,10 +10,11 @@ import click
 import requests
 from sqlalchemy import select
 
+from registry.build_ids import normal_build_id
 from registry.cli_support import CliContext, pass_cli
 from registry.storage.store import open_store
 from registry.symbols.client import send
-from registry.symbols.elf import NotASymbolFile, normal_build_id, read_facts
+from registry.symbols.elf import NotASymbolFile, read_facts
 from registry.symbols.keep import Origin, keep_file
 from registry.symbols.models import SymbolFile
 

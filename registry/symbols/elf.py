@@ -9,7 +9,6 @@ contents), `executable` when it carries code (an executable section with content
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +16,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
-BUILD_ID = re.compile(r"(?:[0-9a-fA-F]{2}){1,64}")  # 1 to 64 bytes in hex
+from registry.build_ids import normal_build_id
+
 KINDS = ("debuginfo", "executable")
 DWARF_SECTIONS = (".debug_info", ".zdebug_info")
 ELF_MAGIC = b"\x7fELF"
@@ -35,12 +35,6 @@ class NotASymbolFile(Exception):
 class SymbolFileFacts:
     build_id: str
     kinds: tuple[str, ...]  # of KINDS
-
-
-def normal_build_id(text: str) -> str | None:
-    """The build-id as the store keys it (lower-case hex), None when it is not one."""
-    build_id = text.strip().lower()
-    return build_id if BUILD_ID.fullmatch(build_id) else None
 
 
 def _build_id_note(elf: ELFFile) -> str | None:

@@ -41,12 +41,13 @@ from pathlib import Path, PurePosixPath
 
 import requests
 
+from registry.build_ids import normal_build_id
 from registry.config import Settings
 from registry.db import Database
 from registry.storage.store import DumpStore, open_store
 from registry.symbols.cache import make_room, used
 from registry.symbols.debuginfod import DebuginfodServer, TooLarge
-from registry.symbols.elf import KINDS, NotASymbolFile, normal_build_id
+from registry.symbols.elf import KINDS, NotASymbolFile
 from registry.symbols.keep import Origin, held, keep_file
 from registry.symbols.misses import Misses
 
