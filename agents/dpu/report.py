@@ -39,7 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agents.reporter import EXIT_DUMP, EXIT_NO_DEBUG_INFO, EXIT_SKIP
+from agents.reporter import EXIT_DUMP, EXIT_NO_DEBUG_INFO, EXIT_SKIP, EXIT_UNREADABLE
 from agents.reporter.config import Config
 from agents.reporter.debuginfod import Debuginfod
 from agents.reporter.decide import decide
@@ -215,6 +215,10 @@ def _load(prog: Any, files: list[str] | None) -> str | None:
     return None
 
 
+class HostUnreadable(Exception):
+    """The host's memory (--core) is not there, or not a core drgn can open."""
+
+
 class NoKernelDebugInfo(Exception):
     """No debug info for the host's kernel anywhere: drgn can read neither its hostname nor its
     boot_id (the message says where the agent looked and what each place answered)."""
@@ -254,10 +258,13 @@ def _where_looked(debug_dir: str, release: str | None, files: list[str], build_i
 def open_host(core: str, config: Config, debug_dir: str) -> tuple[Any, dict[str, Any], dict[str, str]]:
     """A drgn program over the host's memory with its kernel's debug info; what debug info was
     used (`dpu.debug_info`); the core's VMCOREINFO. Raises NoKernelDebugInfo when the kernel's
-    debug info is nowhere to be found."""
+    debug info is nowhere to be found, HostUnreadable when `core` is not a core drgn opens."""
     import drgn
 
-    prog = drgn.program_from_core_dump(core)
+    try:
+        prog = drgn.program_from_core_dump(core)
+    except (OSError, ValueError) as error:  # drgn: FileNotFoundError, "not an ELF core file"
+        raise HostUnreadable(f"cannot read the host's memory at {core}: {error}") from error
     vmcoreinfo = read_vmcoreinfo(core)
     release, build_id = vmcoreinfo.get("OSRELEASE"), kernel_build_id(vmcoreinfo)
     files = debug_files(debug_dir, release) if debug_dir and release else []
@@ -300,6 +307,9 @@ def command_report(config: Config, args: argparse.Namespace) -> int:
         except NoKernelDebugInfo as error:
             log(f"{error}; nothing reported (the crash kernel reports this crash)")
             return EXIT_NO_DEBUG_INFO
+        except HostUnreadable as error:
+            log(f"{error}; nothing reported")
+            return EXIT_UNREADABLE
         record = read_host(prog) | {"read_at": utc_now(), "kernel_build_id": kernel_build_id(vmcoreinfo),
                                     "debug_info": debug_info}
     if args.save_record:

@@ -20,3 +20,4 @@ EXIT_DUMP = 0
 EXIT_SKIP = 10
 EXIT_UNSENT = 3
 EXIT_NO_DEBUG_INFO = 4  # the DPU agent: no debug info for the host's kernel, nothing reported
+EXIT_UNREADABLE = 5  # the DPU agent: the host's memory is not a core drgn opens, nothing reported

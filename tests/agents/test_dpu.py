@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from agents.dpu import report as dpu_agent
-from agents.reporter import EXIT_NO_DEBUG_INFO
+from agents.reporter import EXIT_NO_DEBUG_INFO, EXIT_UNREADABLE
 from registry.core.events import Report
 from registry.db import Database
 from tests.support.agents import (
@@ -186,3 +186,18 @@ def test_without_the_kernels_debug_info_the_agent_says_where_it_looked_and_repor
     assert site.spooled() == []
     with database.session() as session:
         assert session.scalars(select(Report.report_id)).all() == []
+
+
+def test_memory_that_is_not_a_core_is_one_line_and_no_report(make_site, tmp_path: Path) -> None:
+    """A wrong --core (a path that is not there, a file that is no ELF core) is said in one line,
+    with exit 5 and nothing sent; never a traceback."""
+    not_a_core = tmp_path / "mem"
+    not_a_core.write_bytes(b"not memory\n")
+    cases = ((tmp_path / "gone", "[Errno 2] No such file or directory"), (not_a_core, "not an ELF core file"))
+    for core, why in cases:
+        dpu = run_dpu(make_site(), "report", "--core", str(core))
+        assert (dpu.returncode, dpu.stdout) == (EXIT_UNREADABLE, ""), dpu.stderr
+        assert "Traceback" not in dpu.stderr
+        said = dpu.stderr.splitlines()[-1]
+        assert said.startswith(f"crashreg-report: cannot read the host's memory at {core}: ")
+        assert why in dpu.stderr and dpu.stderr.rstrip().endswith("; nothing reported")
