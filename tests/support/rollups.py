@@ -12,11 +12,15 @@ from sqlalchemy.orm import Session
 from registry.core.events import Event
 from registry.core.hosts import Host
 from registry.core.signatures import Signature
+from registry.db import Database
 from registry.rollups.captures_fleet import NO_ACTION, NO_NUMBER
 from registry.rollups.dialect import DURATION
-from registry.rollups.fold import DIMENSIONS, ONLY_WHEN_SET, UNKNOWN
+from registry.rollups.fold import DIMENSIONS, ONLY_WHEN_SET, UNKNOWN, fold
+from tests.support.golden import golden
+from tests.support.signatures import report
 
 Rollups = dict[str, dict[tuple[Any, ...], tuple[int, ...]]]
+GPF, WARNING, KASAN, KBUG = (golden(f"kinds/{name}") for name in ("gpf", "warning", "kasan", "kernel-bug"))
 
 
 def _day(value: Any) -> str:
@@ -131,3 +135,23 @@ QUEUES = ("rollup_changes", "rollup_capture_changes", "rollup_host_changes")
 def queued(session: Session, queues: tuple[str, ...] = QUEUES) -> int:
     """Changes not folded yet (in every queue unless named)."""
     return sum(int(session.execute(text(f"SELECT COUNT(*) FROM {queue}")).scalar_one()) for queue in queues)
+
+
+def assert_exact(database: Database) -> None:
+    """Fold what is queued, then the rollups are the scan's counts, and nothing is left queued."""
+    fold(database, batch=3)  # small batches: a batch's end falls inside one event's changes
+    with database.session() as session:
+        assert queued(session) == 0
+        assert stored(session) == scanned(session)
+
+
+def ingest_some(client: Any, token: str) -> dict[str, Any]:
+    answers = {
+        "gpf": report(client, token, GPF, hostname="node-a", region="eu-1", memory_gb=2048),
+        "gpf2": report(client, token, GPF, hostname="node-b", region="us-2"),
+        "warning": report(client, token, WARNING, hostname="node-a", kernel_version="6.1.1"),
+        "kasan": report(client, token, KASAN, hostname="node-c", sku="gpu-x"),
+        "kasan2": report(client, token, KASAN, hostname="node-c"),
+        "kbug": report(client, token, KBUG, hostname="node-d"),
+    }
+    return answers
