@@ -8,8 +8,10 @@ day, decision and memory; `rollup_host_changes`: a host's first sighting and ret
 fleet's crash days come from 0033's `rollup_changes`), and the scheduler's rollups job folds
 the queues. Same columns; the views' grants are carried over.
 
-No long lock: the triggers' DDL holds SHARE ROW EXCLUSIVE on events, captures and hosts for
-its own milliseconds. `rollup_backfills` names what to build (`rollups`): the next fold
+No long lock: on PostgreSQL the triggers are made in one short transaction (hosts, events and
+captures locked at once, SHARE ROW EXCLUSIVE, for the DDL's milliseconds) and the views swapped
+in another, each waiting at most 500 ms for its locks and tried again (so a writer caught in a
+lock cycle with it is never the deadlock's victim). `rollup_backfills` names what to build (`rollups`): the next fold
 builds the captures' and the fleet's rollups from the database in one snapshot, leaving the
 events' rollups (and what archived events left in them) as they are.
 
@@ -22,6 +24,9 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy import Connection
+
+from registry.partitions import in_short_transaction
 
 revision: str = "0037_capture_fleet_rollups"
 down_revision: str | Sequence[str] | None = "0036_named_build_ids"
@@ -192,23 +197,38 @@ def _old_views(dialect: str) -> dict[str, str]:
     }
 
 
-def _grants(name: str) -> list[tuple[str, str]]:
+def _grants(connection: Connection, name: str) -> list[tuple[str, str]]:
     """Who may read the view beside its owner (Grafana's role): carried over to its successor."""
-    return [tuple(row) for row in op.get_bind().exec_driver_sql(
+    return [tuple(row) for row in connection.exec_driver_sql(
         "SELECT a.privilege_type, CASE WHEN a.grantee = 0 THEN 'PUBLIC' "
         "ELSE quote_ident(pg_get_userbyid(a.grantee)) END FROM pg_class c, aclexplode(c.relacl) a "
         f"WHERE c.oid = '{name}'::regclass AND a.grantee <> c.relowner").all()]
 
 
-def _replace_views(dialect: str, views: dict[str, str], old_kind: str, new_kind: str) -> None:
+def _replace_views(connection: Connection, views: dict[str, str], old_kind: str, new_kind: str) -> None:
     for name, sql in views.items():
-        grants = _grants(name) if dialect == "postgresql" else []
-        op.execute(f"DROP {old_kind} {name}")
-        op.execute(f"CREATE {new_kind} {name} AS {sql}")
+        grants = _grants(connection, name) if connection.dialect.name == "postgresql" else []
+        connection.exec_driver_sql(f"DROP {old_kind} {name}")
+        connection.exec_driver_sql(f"CREATE {new_kind} {name} AS {sql}")
         if new_kind == "MATERIALIZED VIEW":
-            op.execute(f"CREATE UNIQUE INDEX uq_{name} ON {name} {OLD_UNIQUE[name]}")
+            connection.exec_driver_sql(f"CREATE UNIQUE INDEX uq_{name} ON {name} {OLD_UNIQUE[name]}")
         for privilege, grantee in grants:
-            op.execute(f"GRANT {privilege} ON {name} TO {grantee}")
+            connection.exec_driver_sql(f"GRANT {privilege} ON {name} TO {grantee}")
+
+
+def _start_counting(connection: Connection) -> None:
+    """The triggers, and the builds the next fold makes of what they did not see."""
+    dialect = connection.dialect.name
+    if dialect == "postgresql":
+        connection.exec_driver_sql("LOCK TABLE hosts, events, captures IN SHARE ROW EXCLUSIVE MODE")
+        for function, body in PG_FUNCTIONS.items():
+            connection.exec_driver_sql(
+                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body} END $$")
+    for name in TRIGGERS:
+        connection.exec_driver_sql(_trigger(name, dialect))
+    for group, table in (("captures", "captures"), ("fleet", "hosts")):
+        connection.exec_driver_sql(f"INSERT INTO rollup_backfills (rollups, requested_at) SELECT '{group}', "
+                                   f"CURRENT_TIMESTAMP WHERE EXISTS (SELECT 1 FROM {table})")
 
 
 def _counts(*names: str) -> list[sa.Column]:
@@ -269,22 +289,20 @@ def upgrade() -> None:
                                    server_default=sa.text("'events'")))
         batch.drop_constraint("pk_rollup_backfills", type_="primary")
         batch.create_primary_key("pk_rollup_backfills", ["rollups"])
-    if dialect == "postgresql":
-        for function, body in PG_FUNCTIONS.items():
-            op.execute(f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body} END $$")
-    for name in TRIGGERS:
-        op.execute(_trigger(name, dialect))
-    op.execute("INSERT INTO rollup_backfills (rollups, requested_at) "
-               "SELECT 'captures', CURRENT_TIMESTAMP WHERE EXISTS (SELECT 1 FROM captures)")
-    op.execute("INSERT INTO rollup_backfills (rollups, requested_at) "
-               "SELECT 'fleet', CURRENT_TIMESTAMP WHERE EXISTS (SELECT 1 FROM hosts)")
-    old = "MATERIALIZED VIEW" if dialect == "postgresql" else "VIEW"
-    _replace_views(dialect, _views(dialect), old, "VIEW")
+    if dialect != "postgresql":
+        _start_counting(op.get_bind())
+        _replace_views(op.get_bind(), _views(dialect), "VIEW", "VIEW")
+        return
+    with op.get_context().autocommit_block():
+        connection = op.get_bind()
+        in_short_transaction(connection, _start_counting)
+        in_short_transaction(connection, lambda c: _replace_views(c, _views(dialect), "MATERIALIZED VIEW", "VIEW"))
 
 
 def downgrade() -> None:
     dialect = op.get_bind().dialect.name
-    _replace_views(dialect, _old_views(dialect), "VIEW", "MATERIALIZED VIEW" if dialect == "postgresql" else "VIEW")
+    _replace_views(op.get_bind(), _old_views(dialect), "VIEW",
+                   "MATERIALIZED VIEW" if dialect == "postgresql" else "VIEW")
     for name, (table, *_) in TRIGGERS.items():
         op.execute(f"DROP TRIGGER {name} ON {table}" if dialect == "postgresql" else f"DROP TRIGGER {name}")
     if dialect == "postgresql":
