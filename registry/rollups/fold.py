@@ -1,25 +1,30 @@
-"""Folding the queue of event changes into the rollups, and building them from events.
+"""Folding the queues of changes into the rollups, and building them from the database.
 
-`fold` is what runs in normal operation (the scheduler's rollups job): it takes a batch of
-queued changes (deleting exactly the rows it read, so a change whose transaction commits late,
-with a lower id, is simply taken by a later batch), adds their deltas to the rollups, and
-repeats until the queue is empty. It never reads `events`: counts survive events being archived.
+`fold` is what runs in normal operation (the scheduler's rollups job): for each queue (event
+changes, capture changes, host changes) it takes a batch (deleting exactly the rows it read, so
+a change whose transaction commits late, with a lower id, is simply taken by a later batch),
+adds their deltas to the rollups, and repeats until the queue is empty. It never reads
+`events`: counts survive events being archived.
 
-`rebuild` (the migration's backfill, `crashreg rollups rebuild` for repair) computes the
-rollups from `events` in one snapshot and drops the queued changes that snapshot already
-holds, so changes committed meanwhile are folded on top, neither lost nor counted twice.
+`rebuild` (a migration's backfill, `crashreg rollups rebuild` for repair) computes a group of
+rollups from the database in one snapshot, after folding the queued changes that snapshot
+holds: those are counted by the build in the groups built and folded into the others, so
+changes committed meanwhile are folded on top, neither lost nor counted twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, bindparam, text
 
 from registry.db import Database
+
+from . import captures_fleet as others
+from .dialect import DAY
 
 BATCH = 10_000
 # pg_advisory_lock key: one fold or rebuild at a time (SQLite: its write lock does this).
@@ -34,11 +39,6 @@ DIMENSIONS: dict[str, str] = {
 ONLY_WHEN_SET = frozenset({"regression"})
 UNKNOWN = "unknown"
 
-# A UTC day, as each database keeps it in a Date column.
-DAY: dict[str, Callable[[str], str]] = {
-    "postgresql": lambda column: f"({column} AT TIME ZONE 'UTC')::date",
-    "sqlite": lambda column: f"date({column})",
-}
 CHANGE_COLUMNS = ("delta", "signature_id", "kind", "host_id", "region", "kernel_version", "capture_action",
                   "regression", "bios_version", "sku", "first_source", "memory_gb", "repeats")
 
@@ -51,6 +51,11 @@ class Deltas:
     breakdown: dict[tuple[Any, str, str], list[int]] = field(default_factory=dict)
     host_daily: dict[tuple[int, Any, int], int] = field(default_factory=dict)
     sources: dict[tuple[int, str], list[int]] = field(default_factory=dict)  # events, repeats
+    # the fleet: (host, day) -> crashes and first sightings; day -> retirements
+    host_marks: dict[tuple[int, Any], int] = field(default_factory=dict)
+    retired: dict[Any, int] = field(default_factory=dict)
+    captures: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)  # key -> CAPTURE_COUNTS
+    changes: int = 0  # how many queued changes were summed
 
 
 def _add(totals: dict[Any, list[int]], key: Any, values: Sequence[int]) -> None:
@@ -59,11 +64,13 @@ def _add(totals: dict[Any, list[int]], key: Any, values: Sequence[int]) -> None:
         current[index] += value
 
 
-def deltas(changes: Iterable[dict[str, Any]]) -> Deltas:
-    """Sum queued changes (each a mapping of CHANGE_COLUMNS and `day`) per rollup key."""
-    summed = Deltas()
+def deltas(changes: Iterable[dict[str, Any]], summed: Deltas | None = None) -> Deltas:
+    """Sum queued event changes (each a mapping of CHANGE_COLUMNS and `day`) per rollup key."""
+    summed = summed or Deltas()
     for change in changes:
         delta, day, memory = change["delta"], change["day"], change["memory_gb"]
+        marked = (change["host_id"], day)
+        summed.host_marks[marked] = summed.host_marks.get(marked, 0) + delta
         values = (delta, delta * (memory or 0), delta * (memory is not None), delta * change["repeats"])
         for dimension, column in DIMENSIONS.items():
             value = change[column]
@@ -122,15 +129,41 @@ EMPTIED = {
 }
 
 
-def _take_batch(connection: Connection, dialect: str, limit: int) -> list[dict[str, Any]]:
-    """Delete the oldest queued changes and return them (exactly the rows deleted)."""
-    returning = ", ".join((*CHANGE_COLUMNS, f"{DAY[dialect]('crashed_at')} AS day"))
-    rows = connection.execute(
-        text(f"DELETE FROM rollup_changes WHERE id IN (SELECT id FROM rollup_changes ORDER BY id "
-             f"LIMIT :limit) RETURNING {returning}"),
+def _events_returning(dialect: str) -> str:
+    return ", ".join((*CHANGE_COLUMNS, f"{DAY[dialect]('crashed_at')} AS day"))
+
+
+def _add_captures(changes: list[dict[str, Any]], summed: Deltas) -> None:
+    others.capture_deltas(changes, summed.captures)
+
+
+def _add_hosts(changes: list[dict[str, Any]], summed: Deltas) -> None:
+    others.host_deltas(changes, summed.host_marks, summed.retired)
+
+
+# queue -> (what a batch returns, how its rows add to the deltas)
+QUEUES: dict[str, tuple[Callable[[str], str], Callable[[list[dict[str, Any]], Deltas], Any]]] = {
+    "rollup_changes": (_events_returning, deltas),
+    "rollup_capture_changes": (others.capture_returning, _add_captures),
+    "rollup_host_changes": (others.host_returning, _add_hosts),
+}
+
+
+def _take_batch(connection: Connection, queue: str, limit: int | None) -> Deltas | None:
+    """Delete the oldest queued changes of `queue` (all with no limit) and return their
+    deltas (exactly the rows deleted); None when it was empty."""
+    returning, add = QUEUES[queue]
+    oldest = f"SELECT id FROM {queue} ORDER BY id" + ("" if limit is None else " LIMIT :limit")
+    rows = [dict(row) for row in connection.execute(
+        text(f"DELETE FROM {queue} WHERE id IN ({oldest}) RETURNING {returning(connection.dialect.name)}"),
         {"limit": limit},
-    ).mappings()
-    return [dict(row) for row in rows]
+    ).mappings()]
+    if not rows:
+        return None
+    summed = Deltas()
+    add(rows, summed)
+    summed.changes = len(rows)
+    return summed
 
 
 def apply(connection: Connection, summed: Deltas) -> None:
@@ -148,11 +181,9 @@ def apply(connection: Connection, summed: Deltas) -> None:
     for statement, rows, emptied in ((UPSERT_BREAKDOWN, breakdown, "breakdown"),
                                      (UPSERT_HOST_DAILY, host_daily, "host_daily"),
                                      (UPSERT_SOURCES, sources, "sources")):
-        if rows:
-            connection.execute(statement, rows)
-        shrunk = [row for row in rows if row["events"] <= 0]
-        if shrunk:
-            connection.execute(EMPTIED[emptied], shrunk)
+        others.upsert(connection, statement, EMPTIED[emptied], rows, ("events",))
+    others.apply_captures(connection, summed.captures)
+    others.apply_fleet(connection, summed.host_marks, summed.retired)
     # A touched signature day is summed anew from its host rows; with a host row counted down,
     # the day itself may have gone.
     days = _by_day(host_daily)
@@ -200,33 +231,34 @@ Progress = Callable[[str], None] | None
 def fold(database: Database, batch: int = BATCH, progress: Progress = None) -> FoldOutcome:
     """Fold every queued change into the rollups (building them first when a backfill is due)."""
     outcome = FoldOutcome()
-    dialect = database.engine.dialect.name
     with database.engine.connect() as connection, _exclusive(connection):
-        due = connection.execute(text("SELECT 1 FROM rollup_backfills LIMIT 1")).first()
+        due = set(connection.execute(text("SELECT rollups FROM rollup_backfills")).scalars())
         connection.rollback()
         if due:
-            _rebuild(connection, progress)
+            _rebuild(connection, due, progress)
             outcome.rebuilt = True
-        while True:
-            with connection.begin():
-                changes = _take_batch(connection, dialect, batch)
-                if changes:
-                    apply(connection, deltas(changes))
-            if not changes:
-                return outcome
-            outcome.changes += len(changes)
-            outcome.batches += 1
-            if progress:
-                progress(f"folded {outcome.changes} changes")
+        for queue in QUEUES:
+            while True:
+                with connection.begin():
+                    summed = _take_batch(connection, queue, batch)
+                    if summed:
+                        apply(connection, summed)
+                if not summed:
+                    break
+                outcome.changes += summed.changes
+                outcome.batches += 1
+                if progress:
+                    progress(f"folded {outcome.changes} changes")
+        return outcome
 
 
 def rebuild(database: Database, progress: Progress = None) -> None:
-    """Compute the rollups from events (repair; erases what archived events left in them)."""
+    """Compute every rollup from the database (repair; erases what archived events left in them)."""
     with database.engine.connect() as connection, _exclusive(connection):
-        _rebuild(connection, progress)
+        _rebuild(connection, GROUPS, progress)
 
 
-def _rebuild_statements(dialect: str) -> dict[str, str]:
+def _events_statements(dialect: str) -> dict[str, str]:
     day = DAY[dialect]("e.crashed_at")
     columns = ", ".join(f"{'s.kind' if d == 'kind' else 'e.' + c} AS {d}" for d, c in DIMENSIONS.items())
     selects = " UNION ALL ".join(
@@ -259,22 +291,36 @@ def _rebuild_statements(dialect: str) -> dict[str, str]:
     }
 
 
-def _rebuild(connection: Connection, progress: Progress) -> None:
-    """In one snapshot (PostgreSQL: REPEATABLE READ; SQLite: its write lock): rollups from
-    events, and the queued changes that snapshot already holds dropped."""
+def _build_statements(dialect: str) -> dict[str, dict[str, str]]:
+    """Per group of rollups (what `rollup_backfills.rollups` names), its tables' builds."""
+    return {"events": _events_statements(dialect), **others.build_statements(dialect)}
+
+
+GROUPS = frozenset(_build_statements("sqlite"))
+
+
+def _rebuild(connection: Connection, groups: Collection[str], progress: Progress) -> None:
+    """In one snapshot (PostgreSQL: REPEATABLE READ; SQLite: its write lock): the queued
+    changes that snapshot holds folded (into every rollup: the groups built are then
+    overwritten, the others keep them), then each group's tables built from the database."""
     if connection.dialect.name == "postgresql":
         connection.execution_options(isolation_level="REPEATABLE READ")
     try:
         with connection.begin():
-            statements = _rebuild_statements(connection.dialect.name)
+            for queue in QUEUES:
+                summed = _take_batch(connection, queue, None)
+                if summed:
+                    apply(connection, summed)
+            built = _build_statements(connection.dialect.name)
+            statements = {table: sql for group in sorted(groups) for table, sql in built[group].items()}
             for table in statements:
                 connection.execute(text(f"DELETE FROM {table}"))
             for table, sql in statements.items():
                 if progress:
-                    progress(f"building {table} from events")
+                    progress(f"building {table}")
                 connection.execute(text(sql))
-            connection.execute(text("DELETE FROM rollup_changes"))
-            connection.execute(text("DELETE FROM rollup_backfills"))
+            connection.execute(text("DELETE FROM rollup_backfills WHERE rollups IN :groups").bindparams(
+                bindparam("groups", expanding=True)), {"groups": sorted(groups)})
     finally:
         if connection.dialect.name == "postgresql":
             connection.execution_options(isolation_level="READ COMMITTED")

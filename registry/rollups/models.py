@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from sqlalchemy import BigInteger, Date, Integer, SmallInteger, String
+from sqlalchemy import BigInteger, Date, Float, Integer, SmallInteger, String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
@@ -42,12 +42,14 @@ class RollupChange(Base):
 
 
 class RollupBackfill(Base):
-    """Present while the rollups must be built from events once (after the migration that made
-    them, on a registry that had events): the next fold builds them first."""
+    """Present while a group of rollups must be built from the database once (after the
+    migration that made them, on a registry that had rows): the next fold builds them first."""
 
     __tablename__ = "rollup_backfills"
 
-    requested_at: Mapped[datetime] = mapped_column(primary_key=True, default=utcnow)
+    rollups: Mapped[str] = mapped_column(String(16), primary_key=True, server_default=text("'events'"),
+                                         doc="events, captures or fleet (registry.rollups.fold.GROUPS)")
+    requested_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class BreakdownDaily(Base):
@@ -95,3 +97,72 @@ class SignatureSources(Base):
     source: Mapped[str] = mapped_column(String(16), primary_key=True)
     events: Mapped[int] = mapped_column(BigInteger)
     repeats: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupCaptureChange(Base):
+    """One capture counted in (+1) or out (-1) of `rollup_capture_daily`, with its event's
+    counted columns as they were then (migration 0037's triggers on captures and events)."""
+
+    __tablename__ = "rollup_capture_changes"
+
+    id: Mapped[int] = mapped_column(QueueId, primary_key=True)
+    delta: Mapped[int] = mapped_column(SmallInteger)
+    crashed_at: Mapped[datetime]
+    capture_action: Mapped[str | None] = mapped_column(String(16))
+    memory_gb: Mapped[int | None] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    bytes: Mapped[int | None] = mapped_column(BigInteger)
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    downtime_s: Mapped[float | None] = mapped_column(Float)
+
+
+class RollupHostChange(Base):
+    """One host counted in (+1) or out (-1) of the fleet, as it was then."""
+
+    __tablename__ = "rollup_host_changes"
+
+    id: Mapped[int] = mapped_column(QueueId, primary_key=True)
+    delta: Mapped[int] = mapped_column(SmallInteger)
+    host_id: Mapped[int] = mapped_column(Integer)
+    first_seen: Mapped[datetime]
+    retired_at: Mapped[datetime | None]
+
+
+class CaptureDaily(Base):
+    """Captures per UTC day of the crash, decision, status, host memory and duration
+    (`rpt_capture_daily`). The key has no NULLs: no decision is '', no memory or duration -1.
+    Downtime is summed in whole microseconds: integer sums stay exact as captures come and go."""
+
+    __tablename__ = "rollup_capture_daily"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    capture_action: Mapped[str] = mapped_column(String(16), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    memory_gb: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    duration_s: Mapped[float] = mapped_column(Float, primary_key=True, doc="PostgreSQL: its 5% bucket's top")
+    captures: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    bytes_known: Mapped[int] = mapped_column(BigInteger)
+    downtime_us: Mapped[int] = mapped_column(BigInteger)
+    downtime_known: Mapped[int] = mapped_column(BigInteger)
+
+
+class HostDays(Base):
+    """Per host and UTC day: its crashes that day, plus one on the day of its first sighting.
+    A host joins the fleet on its earliest such day (what `rpt_fleet_daily` counts from)."""
+
+    __tablename__ = "rollup_host_days"
+
+    host_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    marks: Mapped[int] = mapped_column(BigInteger)
+
+
+class FleetDaily(Base):
+    """Hosts joining and retiring per UTC day: `rpt_fleet_daily` is their running sum."""
+
+    __tablename__ = "rollup_fleet_daily"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    joined: Mapped[int] = mapped_column(BigInteger)
+    retired: Mapped[int] = mapped_column(BigInteger)

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
 
-from .fold import DAY
+from .dialect import DAY
 
 
 def _date(value: Any) -> date:

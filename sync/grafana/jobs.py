@@ -1,7 +1,7 @@
 """The scheduler's Grafana jobs.
 
-- `grafana-rollups`: refresh what the dashboards read (PostgreSQL: the daily rollups;
-  SQLite: the reporting copy), whether Grafana is provisioned through the API or from files.
+- `grafana-rollups`: bring what the dashboards read up to date (the rollups folded; SQLite:
+  the reporting copy rebuilt), whether Grafana is provisioned through the API or from files.
 - `grafana-sync` (when CRASHREG_GRAFANA_URL/_TOKEN are set): data source and dashboards kept
   in place, annotations pushed as they happen (first sightings, regressions, rollouts).
 """

@@ -1,9 +1,8 @@
-"""Keep what Grafana reads current: the rollups (PostgreSQL) or the reporting copy (SQLite).
+"""Keep what Grafana reads current: the rollups, and on SQLite the reporting copy.
 
-First the queued event changes are folded into the rollups (registry/rollups: the daily
-breakdown and the signatures' days, which no refresh recomputes). PostgreSQL: the `rpt_*`
-materialized views left (captures per day, the fleet's size per day) are refreshed
-CONCURRENTLY, so Grafana keeps reading the previous contents meanwhile. SQLite has no
+The queued changes are folded into the rollups (registry/rollups: the daily breakdown, the
+signatures' days, captures per day, the fleet's size per day; nothing is recomputed from
+history). On PostgreSQL that is all: every `rpt_*` relation is a plain view. SQLite has no
 per-table privileges, so Grafana does not open the registry's file at all: it reads a copy
 holding only the `rpt_*` views' rows
 (`<registry file stem>-grafana.db` beside it), rebuilt aside and swapped in atomically.
@@ -15,7 +14,6 @@ import os
 import sqlite3
 from pathlib import Path
 
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from registry.db import Database
@@ -32,23 +30,11 @@ def reporting_copy_path(database_url: str) -> Path:
 
 
 def refresh_rollups(database: Database) -> list[str]:
-    """Bring every `rpt_*` relation Grafana reads up to date; returns their names."""
+    """Bring what Grafana reads up to date; returns the reporting copy's tables (SQLite)."""
     fold(database)
     if database.engine.dialect.name == "sqlite":
         return refresh_reporting_copy(database.url)
-    with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-        names = list(
-            connection.execute(
-                text(
-                    "SELECT matviewname FROM pg_matviews WHERE schemaname = current_schema() "
-                    "AND matviewname LIKE :prefix ORDER BY 1"
-                ),
-                {"prefix": REPORTING_VIEW_PREFIX + "%"},
-            ).scalars()
-        )
-        for name in names:
-            connection.execute(text(f'REFRESH MATERIALIZED VIEW CONCURRENTLY "{name}"'))
-    return names
+    return []
 
 
 def refresh_reporting_copy(database_url: str) -> list[str]:

@@ -48,7 +48,7 @@ def test_rollup_job_refreshes_what_grafana_reads(
 ) -> None:
     job = load_jobs()["grafana-rollups"]
     assert job.enabled(settings)  # with or without Grafana configured: file provisioning too
-    # Materialized views outlive the tables' cleanup between tests: start from an empty registry's.
+    # Start from an empty registry's rollups and reporting copy.
     refresh_rollups(database)
     report_crash(client, make_token)
 
