@@ -36,6 +36,7 @@ import argparse
 import json
 import socket
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,21 +104,19 @@ def _crashed_thread(prog: Any) -> dict[str, Any] | None:
             trace = prog.stack_trace(task)
         except (LookupError, ValueError):
             trace = []
-    frames = [_frame(prog, frame) for frame in list(trace)[:MAX_FRAMES]]
+    modules = loaded_modules(prog)
+    frames = [_frame(prog, frame, modules) for frame in list(trace)[:MAX_FRAMES]]
     return {"pid": task.pid.value_(), "comm": _text(task.comm), "frames": frames}
 
 
-def _frame(prog: Any, frame: Any) -> dict[str, Any]:
+def _frame(prog: Any, frame: Any, modules: list[LoadedModule]) -> dict[str, Any]:
     """One frame in the contract's shape (function, module, offset, address) and `inline`. An
     inlined call shares its caller's pc, and so its ELF symbol: it is named by drgn from the debug
     info (`frame.name`) and has no offset of its own; the caller's real frame follows it with the
     same address, named by its symbol and offset, as the console's Call Trace names it."""
     pc = frame.pc
     function, offset = (frame.name, None) if frame.is_inline else _symbol_offset(frame)
-    try:
-        module = prog.module(pc).name
-    except (LookupError, AttributeError):
-        module = None
+    module = _module_at(prog, pc, modules)
     return {
         "function": function,
         "module": None if module in (None, "kernel", "vmlinux") else module,
@@ -125,6 +124,17 @@ def _frame(prog: Any, frame: Any) -> dict[str, Any]:
         "address": hex(pc),
         "inline": frame.is_inline,
     }
+
+
+def _module_at(prog: Any, pc: int, modules: list[LoadedModule]) -> str | None:
+    """The module whose memory holds `pc`: drgn's own answer where it has one (Program.module),
+    else the host's loaded modules' memory (drgn 0.0.22, Debian 12's, has no Program.module)."""
+    try:
+        return prog.module(pc).name
+    except LookupError:
+        return None
+    except AttributeError:
+        return next((m.name for m in modules if any(start <= pc < end for start, end in m.spans)), None)
 
 
 def _symbol_offset(frame: Any) -> tuple[str | None, str | None]:
@@ -167,21 +177,41 @@ def debug_files(debug_dir: str, release: str) -> list[str]:
     return found
 
 
-def loaded_modules(prog: Any) -> list[tuple[str, str | None]]:
-    """(name, build-id) of each module the host had loaded: the build-id from the module's note
-    sections in host memory (`mod->notes_attrs`, what /sys/module/<name>/notes/ shows)."""
+@dataclass(frozen=True)
+class LoadedModule:
+    """A module the host had loaded: its build-id from its note sections in host memory
+    (`mod->notes_attrs`, what /sys/module/<name>/notes/ shows) and where its memory is."""
+
+    name: str
+    build_id: str | None
+    spans: tuple[tuple[int, int], ...]  # [start, end) of each part of its memory
+
+
+def loaded_modules(prog: Any) -> list[LoadedModule]:
+    """Each module on the host's `modules` list (none without the kernel's types)."""
     from drgn import FaultError
     from drgn.helpers.linux.list import list_for_each_entry
 
-    modules: list[tuple[str, str | None]] = []
+    modules: list[LoadedModule] = []
     try:
         for module in list_for_each_entry("struct module", prog["modules"].address_of_(), "list"):
             if len(modules) == MAX_MODULES:
                 break
-            modules.append((_text(module.name), _module_build_id(prog, module)))
+            modules.append(LoadedModule(_text(module.name), _module_build_id(prog, module), _spans(module)))
     except (LookupError, FaultError) as error:  # no kernel types loaded, or a damaged list
         log(f"loaded modules: {type(error).__name__}: {error}")
     return modules
+
+
+def _spans(module: Any) -> tuple[tuple[int, int], ...]:
+    """The module's memory: one part a memory type (`mod->mem[]`, kernels 6.4 on), else its core
+    and init layouts."""
+    try:
+        parts = [module.mem[index] for index in range(len(module.mem))]
+    except AttributeError:
+        parts = [module.core_layout, module.init_layout]
+    spans = ((part.base.value_(), part.size.value_()) for part in parts)
+    return tuple((base, base + size) for base, size in spans if base and size)
 
 
 def _module_build_id(prog: Any, module: Any) -> str | None:
@@ -283,7 +313,8 @@ def open_host(core: str, config: Config, debug_dir: str) -> tuple[Any, dict[str,
     used: dict[str, Any] = {"kernel": {"build_id": build_id, "from": kernel_from}, "modules": []}
     named = {Path(path).stem.replace("-", "_") for path in files}
     fetched = []
-    for name, module_build_id in loaded_modules(prog):  # none without the kernel's types
+    for module in loaded_modules(prog):
+        name, module_build_id = module.name, module.build_id
         found = None if name in named or not module_build_id else debuginfod.find(module_build_id)
         fetched += [str(found)] if found else []
         used["modules"].append({"name": name, "build_id": module_build_id,

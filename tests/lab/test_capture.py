@@ -367,6 +367,8 @@ def test_dpu_without_debug_files_fetches_the_kernels_and_modules_debug_info_by_b
     # module's notes in host memory (without it drgn shows a bare address).
     frames = read["crashed_thread"]["frames"]
     assert frames[0]["function"] == FUNCTION, frames
+    # named the way the console's Call Trace names it, `[crashlab]`: by the module's memory
+    assert frames[0]["module"] == "crashlab", frames
     vmlinux = debug_vmlinux(capture_lab.kit.release)
     for build_id, uploaded in ((vmlinux_id, vmlinux), (module_id, capture_lab.module)):
         cached = dpu_by_build_id["cache"] / build_id / "debuginfo"
