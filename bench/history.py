@@ -61,6 +61,7 @@ from registry.db import Base, Database  # noqa: E402
 from registry.fingerprint import analyse_report  # noqa: E402
 from registry.fingerprint.patterns import ALGORITHM_VERSION  # noqa: E402
 from registry.migrate import upgrade  # noqa: E402
+from registry.partitions import PARTITIONED, ensure_ahead  # noqa: E402
 from registry.retention.trim import trim_log  # noqa: E402
 from registry.storage.store import open_store  # noqa: E402
 
@@ -390,6 +391,11 @@ def load(url: str, history: History) -> None:
             counts[kind] += 1
         params |= {"live_logs": counts["live"], "kernel_logs": counts["kernel"]}
         say(f"real console logs in the pool: {counts['live']} warnings, {counts['kernel']} panics")
+        # the ids loaded have their partitions (the migration made two above id 1 only)
+        for table in PARTITIONED:
+            connection.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), :n)"),
+                               {"n": history.events})
+        ensure_ahead(connection, progress=say)
         dropped = [drop_secondary(connection, table) for table in LOADED]
         chunked(connection, "events", insert_sql(tables["events"], event_values(), f"({GENERATED_SQL}) AS g"),
                 history.events, params)
