@@ -119,16 +119,22 @@ def value_counts(
                 counts[(names[index], str(value))] = int(row[-1])
         labels = session.execute(where.statement(_labels_counts_sql(session, where, least)), where.params)
     else:
-        parts = [
-            f"SELECT '{name}' AS attribute, {column} AS value, {where.count} AS n FROM {where.source} "
-            f"WHERE {where.sql} AND {column} IS NOT NULL GROUP BY {column} "
-            f"HAVING {where.count} >= {least_per_host if name == 'hostname' else least}"
-            for name, column in COLUMN_SQL.items()
-        ]
-        parts.append(_labels_counts_sql(session, where, least))
-        labels = session.execute(where.statement(" UNION ALL ".join(parts)), where.params)
+        every = _counts_sql(session, where, least, least_per_host)
+        labels = session.execute(where.statement(every), where.params)
     counts.update({(attribute, str(value)): int(n) for attribute, value, n in labels})
     return counts
+
+
+def _counts_sql(session: Session, where: EventFilter, least: int = 1, least_per_host: int = 1) -> str:
+    """(attribute, value, n) rows: one GROUP BY per attribute in a UNION ALL, labels taken apart."""
+    parts = [
+        f"SELECT '{name}' AS attribute, {column} AS value, {where.count} AS n FROM {where.source} "
+        f"WHERE {where.sql} AND {column} IS NOT NULL GROUP BY {column} "
+        f"HAVING {where.count} >= {least_per_host if name == 'hostname' else least}"
+        for name, column in COLUMN_SQL.items()
+    ]
+    parts.append(_labels_counts_sql(session, where, least))
+    return " UNION ALL ".join(parts)
 
 
 def _condition(session: Session, key: AttributeValue, param: str) -> tuple[str, dict[str, Any]]:
@@ -233,6 +239,7 @@ def store_sample(session: Session, ids: Sequence[int], watermark: int, when: dat
     upto = _up_to(ids, ":watermark")
     events = signature_events_sql(session, upto, f"id, {SNAPSHOT}, crashed_at, uptime_s")
     day = "to_char(timezone('UTC', crashed_at), 'YYYY-MM-DD')"
+    counts = _counts_sql(session, EventFilter("1 = 1", {}, table="e"))
     session.execute(
         upto.statement(
             f"WITH e AS MATERIALIZED ({events}), "
@@ -243,7 +250,9 @@ def store_sample(session: Session, ids: Sequence[int], watermark: int, when: dat
             f"coalesce((SELECT jsonb_object_agg(d, n) FROM (SELECT {day} AS d, count(*) AS n FROM e "
             "GROUP BY 1) AS days), '{}'), "
             "coalesce(array_agg(uptime_s ORDER BY uptime_s) FILTER (WHERE uptime_s IS NOT NULL), '{}'), "
-            ":when FROM e RETURNING signature_id) "
+            ":when FROM e RETURNING signature_id), "
+            "counted AS (INSERT INTO epidemiology_sample_counts (signature_id, attribute, value, n) "
+            f"SELECT (SELECT signature_id FROM sample), attribute, value, n FROM ({counts}) AS c) "
             f"INSERT INTO epidemiology_sample_groups (signature_id, {SNAPSHOT}, n) "
             f"SELECT (SELECT signature_id FROM sample), {SNAPSHOT}, count(*) FROM e GROUP BY {SNAPSHOT}"
         ),
@@ -269,7 +278,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
     """The signature's events grouped by host snapshot (same host, same attribute values); the
     per-value aggregates scan those groups (a few per host) instead of every event. A large
     signature's stored sample (PostgreSQL, kept by the refresh) stands for its events up to its
-    watermark: only the events since are read."""
+    watermark: only the events since are read, their counts added to the stored ones."""
     d = dialect_of(session)
     replica = on_replica(session)
     if not replica:
@@ -283,9 +292,10 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         kept = (
             f"SELECT {SNAPSHOT}, n FROM epidemiology_sample_groups WHERE signature_id = :sample_id UNION ALL "
         )
-    grouping = (f"{kept}SELECT {SNAPSHOT}, count(*) AS n "
-                f"FROM ({signature_events_sql(session, read)}) AS signature_events GROUP BY {SNAPSHOT}")
-    if replica:
+    events_read = signature_events_sql(session, read)
+    since = f"SELECT {SNAPSHOT}, count(*) AS n FROM ({events_read}) AS signature_events "
+    grouping = f"{kept}{since}GROUP BY {SNAPSHOT}"
+    if replica or stored is not None:  # read where used (the stored groups keep it short)
         snapshots = Snapshots(f"({grouping})", read.params | {"sample_id": ids[0]}, read.expanding)
     else:
         for setting in d.one_worker:
@@ -299,31 +309,39 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         snapshots = Snapshots(SIGNATURE_SNAPSHOTS, {}, ())
     grouped = snapshots.filtered()
     daily, uptimes = _daily_and_uptimes(session, read)
+    fresh = sum(daily.values())
     if stored is not None:
         for day, n in stored.daily.items():
             daily[day] = daily.get(day, 0) + n
         uptimes = [*stored.uptimes, *uptimes]
-    per_host = _per_host(session, grouped)
-    known = session.scalar(
-        grouped.statement(
-            f"SELECT {grouped.count} FROM {grouped.source} "
-            f"WHERE host_id IN (SELECT id FROM hosts WHERE in_inventory) AND {grouped.sql}"
-        ),
-        grouped.params,
-    )
     events = sum(daily.values())
-    unrecorded = session.scalar(grouped.statement(_unrecorded_sql(session, snapshots.source)), grouped.params)
     # In a large signature, values seen once or twice, and hosts with no more than twice an
     # average host's share, can never be findings: not worth counting (nor asking the fleet).
     least, least_per_host = 1, 1
     if events >= LARGE_SIGNATURE:
         fleet_hosts = session.scalar(select(func.count()).select_from(Host)) or 1
         least, least_per_host = MIN_SUPPORT, max(MIN_SUPPORT, math.ceil(2 * events / fleet_hosts))
+    if stored is None:
+        counts = value_counts(session, grouped, least, least_per_host)
+        hosts, top_host_events = _per_host(session, grouped)
+    else:
+        since_sample = Snapshots(f"({since}GROUP BY {SNAPSHOT})", read.params, read.expanding).filtered()
+        counts, per_physical = _stored_counts(session, ids[0], fresh, least, least_per_host)
+        for key, n in value_counts(session, since_sample).items():
+            added = per_physical if key[0] == "physical_host" else counts
+            added[key] = added.get(key, 0) + n
+        hosts, top_host_events = len(per_physical), max(per_physical.values(), default=0)
+        counts = {
+            key: n for key, n in counts.items() if n >= (least_per_host if key[0] == "hostname" else least)
+        } | {key: n for key, n in per_physical.items() if n >= least}
+    known, unrecorded = session.execute(
+        grouped.statement(_inventory_sql(session, snapshots.source)), grouped.params
+    ).one()
     return SignatureSample(
         events=events,
-        counts=value_counts(session, grouped, least, least_per_host),
-        hosts=int(per_host[0] or 0),
-        top_host_events=int(per_host[1] or 0),
+        counts=counts,
+        hosts=int(hosts or 0),
+        top_host_events=int(top_host_events or 0),
         daily=daily,
         joint=joint_counts(session, grouped),
         uptimes_s=sorted(map(float, uptimes)),
@@ -333,15 +351,36 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
     )
 
 
-def _unrecorded_sql(session: Session, snapshots: str) -> str:
-    """Events of the grouped signature whose inventory host (without attribute history) now
-    shows other changing values than the event carried (see `analysis.unrecorded_changes`)."""
+def _stored_counts(
+    session: Session, sample_id: int, fresh: int, least: int, least_per_host: int
+) -> tuple[dict[AttributeValue, int], dict[AttributeValue, int]]:
+    """A stored sample's counts of the values that may reach `least` (`least_per_host` for
+    hostnames) with the `fresh` events since, and of every physical host (the distinct count)."""
+    rows = session.execute(
+        text(
+            "SELECT attribute, value, n FROM epidemiology_sample_counts WHERE signature_id = :sample_id "
+            "AND (attribute = 'physical_host' OR n >= CASE WHEN attribute = 'hostname' "
+            "THEN :least_per_host ELSE :least END)"
+        ),
+        {"sample_id": sample_id, "least": least - fresh, "least_per_host": least_per_host - fresh},
+    )
+    counts: dict[AttributeValue, int] = {}
+    per_physical: dict[AttributeValue, int] = {}
+    for attribute, value, n in rows:
+        (per_physical if attribute == "physical_host" else counts)[(attribute, value)] = int(n)
+    return counts, per_physical
+
+
+def _inventory_sql(session: Session, snapshots: str) -> str:
+    """Of the grouped events: those on hosts the inventory knows, and those whose inventory host
+    (without attribute history) now shows other changing values than the event carried (see
+    `analysis.unrecorded_changes`). One scan of the groups."""
     distinct = dialect_of(session).is_distinct_from
     differs = " OR ".join(f"s.{name} {distinct} h.{name}" for name in CHANGING_SCALARS)
     return (
-        f"SELECT coalesce(sum(s.n), 0) FROM {snapshots} s JOIN hosts h ON h.id = s.host_id "
-        "WHERE h.in_inventory AND NOT EXISTS (SELECT 1 FROM host_attribute_changes c WHERE c.host_id = h.id) "
-        f"AND ({differs})"
+        "SELECT sum(CASE WHEN h.in_inventory THEN s.n END), "
+        "coalesce(sum(CASE WHEN h.in_inventory AND h.id NOT IN (SELECT host_id FROM host_attribute_changes) "
+        f"AND ({differs}) THEN s.n ELSE 0 END), 0) FROM {snapshots} s JOIN hosts h ON h.id = s.host_id"
     )
 
 
