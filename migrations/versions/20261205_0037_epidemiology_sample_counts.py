@@ -39,8 +39,15 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("signature_id", "attribute", "value", name=op.f("pk_epidemiology_sample_counts")),
     )
+    # a signature's most frequent values of an attribute (its busiest hosts) as an index range
+    op.create_index(
+        "ix_epidemiology_sample_counts_top",
+        "epidemiology_sample_counts",
+        ["signature_id", "attribute", sa.text("n DESC"), "value"],
+    )
     op.execute("DELETE FROM epidemiology_samples")
 
 
 def downgrade() -> None:
+    op.drop_index("ix_epidemiology_sample_counts_top", table_name="epidemiology_sample_counts")
     op.drop_table("epidemiology_sample_counts")

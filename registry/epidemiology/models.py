@@ -182,6 +182,11 @@ class EpidemiologySampleCount(Base):
     value: Mapped[str] = mapped_column(Text, primary_key=True)
     n: Mapped[int] = mapped_column(Integer)
 
+    # a signature's most frequent values of an attribute (its busiest hosts): an index range
+    __table_args__ = (
+        Index("ix_epidemiology_sample_counts_top", "signature_id", "attribute", text("n DESC"), "value"),
+    )
+
 
 class EpidemiologySampleGroup(HostAttributes, Base):
     """A sample's events grouped by host snapshot: `n` events of one host with these values."""

@@ -214,7 +214,17 @@ def stored_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
     events up to its watermark: same merged signatures and the same event ids (an event that
     joined or left the signature since, or committed late below the watermark, makes it
     stale). The events themselves never change (host snapshot, time and uptime), so their
-    stored groups are what grouping them now would give."""
+    stored groups are what grouping them now would give. Checked once per transaction (and
+    savepoint): a page reads the sample for its analysis and for its hosts."""
+    checked = session.info.setdefault("epidemiology_stored_samples", {})
+    session.connection()  # the transaction begun, to key on
+    key = (tuple(ids), session.get_transaction(), session.get_nested_transaction())
+    if key not in checked:
+        checked[key] = _valid_sample(session, ids)
+    return checked[key]
+
+
+def _valid_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
     upto = _up_to(ids, "s.watermark")
     row = session.execute(
         upto.statement(
@@ -229,6 +239,40 @@ def stored_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
         return None
     daily = {date.fromisoformat(day): int(n) for day, n in row.daily.items()}
     return StoredSample(int(row.watermark), daily, list(row.uptimes))
+
+
+def top_values(
+    session: Session, ids: Sequence[int], attribute: str, limit: int
+) -> tuple[list[tuple[str, int]], int] | None:
+    """The `limit` values of `attribute` most of the signature's events carry (most first, then
+    by value) with their events, and how many values there are in all: from its stored sample's
+    counts and the events since, not from every event. None when it has no valid stored sample
+    (then the caller reads the events)."""
+    stored = stored_sample(session, ids) if dialect_of(session).stored_samples else None
+    if stored is None:
+        return None
+    column = COLUMN_SQL[attribute]
+    since = EventFilter.signature(ids)
+    kept = "epidemiology_sample_counts k WHERE k.signature_id = :sample_id AND k.attribute = :attribute"
+    # A value outside the fresh events ranks no higher than among the stored counts: the top
+    # values are among the stored top `limit` (an index range) and the fresh values.
+    rows = session.execute(
+        since.statement(
+            f"WITH fresh AS (SELECT CAST({column} AS text) AS value, count(*) AS n FROM events "
+            f"WHERE {since.sql} AND id > :watermark AND {column} IS NOT NULL GROUP BY {column}), "
+            f"candidates AS ((SELECT k.value FROM {kept} ORDER BY k.n DESC, k.value LIMIT :limit) "
+            "UNION SELECT value FROM fresh) "
+            "SELECT c.value, coalesce(k.n, 0) + coalesce(f.n, 0) AS n, "
+            f"(SELECT count(*) FROM {kept}) + (SELECT count(*) FROM fresh f "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {kept} AND k.value = f.value)) "
+            "FROM candidates c LEFT JOIN epidemiology_sample_counts k ON k.signature_id = :sample_id "
+            "AND k.attribute = :attribute AND k.value = c.value LEFT JOIN fresh f ON f.value = c.value "
+            "ORDER BY n DESC, c.value LIMIT :limit"
+        ),
+        since.params
+        | {"sample_id": ids[0], "attribute": attribute, "watermark": stored.watermark, "limit": limit},
+    ).all()
+    return [(str(value), int(n)) for value, n, _ in rows], (int(rows[0][2]) if rows else 0)
 
 
 def store_sample(session: Session, ids: Sequence[int], watermark: int, when: datetime) -> None:

@@ -19,6 +19,7 @@ from registry.epidemiology.models import SAMPLE_FITS, EpidemiologySample
 from registry.epidemiology.queries import EventFilter, signature_events_sql, signature_sample
 from registry.epidemiology.service import signature_epidemiology, store_samples
 from registry.epidemiology.uptime import HOUR_S, histogram_outside_counts
+from registry.pages.reads import marks, top_hosts
 from testkit.reports import crash_report
 from tests.support.http import auth
 
@@ -109,11 +110,21 @@ def test_a_stored_sample_gives_what_reading_every_event_gives(
     sid = int(post(6, 0))
 
     def analyses(session) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
+        """The analysis and the page's busiest hosts and kernels, from the stored sample (when
+        it holds) and from every event (the stored sample gone meanwhile)."""
         signature = session.get_one(Signature, sid)
-        served = signature_epidemiology(session, signature, crash_view=True)
-        savepoint = session.begin_nested()  # every event read: the stored sample gone meanwhile
+
+        def read() -> dict:
+            return {
+                **signature_epidemiology(session, signature, crash_view=True),
+                "page_hosts": top_hosts(session, [sid], limit=4),
+                "page_marks": marks(session, [sid], signature.first_seen),
+            }
+
+        served = read()
+        savepoint = session.begin_nested()
         session.execute(delete(EpidemiologySample))
-        live = signature_epidemiology(session, signature, crash_view=True)
+        live = read()
         savepoint.rollback()
         return served, live
 
@@ -133,6 +144,8 @@ def test_a_stored_sample_gives_what_reading_every_event_gives(
         assert queries.stored_sample(session, [sid]) is not None
         served, live = analyses(session)
         assert served == live and served["events"] == 9
+        hosts, hostnames = served["page_hosts"]
+        assert hostnames == 9 and [h["events"] for h in hosts] == [1, 1, 1, 1]
 
     with database.session() as session:  # an event leaves the signature: the sample is stale
         first = session.scalar(text("SELECT min(id) FROM events WHERE signature_id = :s"), {"s": sid})
