@@ -1,10 +1,14 @@
-"""epidemiology_sample_counts: a stored sample's events per attribute value
+"""epidemiology_sample_counts: a stored sample's events per attribute value, and its weight
+against the inventory
 
 A large signature's stored sample (PostgreSQL, kept by the epidemiology refresh) held its
 events grouped by host snapshot, and every request counted the groups again per attribute
 value: at 100,000 hosts a GROUP BY GROUPING SETS over 100,000 groups, half a second. The
 refresh now stores the counts themselves (every value, hostnames and labels too) and a request
-adds the counts of the events since the sample. The samples stored before it are dropped (a
+adds the counts of the events since the sample. The sample also keeps how many of its events
+lie on inventory hosts (and on hosts changed without history), with the inventory's version
+then: while the inventory is unchanged a request reads neither again. The samples stored before
+it are dropped (a
 few rows per large signature, their groups with them): until the next refresh stores them
 again with their counts, requests read every event, as for a signature without one.
 
@@ -45,9 +49,15 @@ def upgrade() -> None:
         "epidemiology_sample_counts",
         ["signature_id", "attribute", sa.text("n DESC"), "value"],
     )
+    # what the sample's events weigh against the inventory, and the inventory's version then
+    op.add_column("epidemiology_samples", sa.Column("inventory_version", sa.Text(), nullable=True))
+    op.add_column("epidemiology_samples", sa.Column("inventory_events", sa.Integer(), nullable=True))
+    op.add_column("epidemiology_samples", sa.Column("unrecorded_changes", sa.Integer(), nullable=True))
     op.execute("DELETE FROM epidemiology_samples")
 
 
 def downgrade() -> None:
+    for column in ("unrecorded_changes", "inventory_events", "inventory_version"):
+        op.drop_column("epidemiology_samples", column)
     op.drop_index("ix_epidemiology_sample_counts_top", table_name="epidemiology_sample_counts")
     op.drop_table("epidemiology_sample_counts")

@@ -167,6 +167,9 @@ class EpidemiologySample(Base):
     daily: Mapped[dict[str, Any]] = mapped_column(doc="events per UTC day (YYYY-MM-DD)")
     uptimes: Mapped[list[int]] = mapped_column(BigIntegerList, doc="the events' uptimes, ascending")
     computed_at: Mapped[datetime]
+    inventory_version: Mapped[str | None] = mapped_column(Text, doc="the inventory the two below weighed")
+    inventory_events: Mapped[int | None] = mapped_column(Integer, doc="events on hosts the inventory knew")
+    unrecorded_changes: Mapped[int | None] = mapped_column(Integer, doc="see `queries._inventory_sql`")
 
 
 class EpidemiologySampleCount(Base):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, distinct, func, select, text
+from sqlalchemy import bindparam, delete, distinct, func, select, text, update
 from sqlalchemy.orm import Session
 
 from registry.bounds import EARLIEST_CRASH, latest_crash, plausible
@@ -207,6 +207,9 @@ class StoredSample:
     watermark: int
     daily: dict[date, int]
     uptimes: list[int]
+    inventory_version: str | None  # when the two below were counted
+    inventory_events: int | None
+    unrecorded_changes: int | None
 
 
 def stored_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
@@ -228,7 +231,8 @@ def _valid_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
     upto = _up_to(ids, "s.watermark")
     row = session.execute(
         upto.statement(
-            "SELECT s.watermark, s.daily, s.uptimes FROM epidemiology_samples AS s "
+            "SELECT s.watermark, s.daily, s.uptimes, s.inventory_version, s.inventory_events, "
+            "s.unrecorded_changes FROM epidemiology_samples AS s "
             "WHERE s.signature_id = :signature_id AND s.signature_ids = CAST(:signature_ids_json AS jsonb) "
             "AND s.event_ids = (SELECT coalesce(array_agg(id ORDER BY id), '{}') "
             f"FROM ({signature_events_sql(session, upto, 'id')}) AS e)"
@@ -238,7 +242,10 @@ def _valid_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
     if row is None:
         return None
     daily = {date.fromisoformat(day): int(n) for day, n in row.daily.items()}
-    return StoredSample(int(row.watermark), daily, list(row.uptimes))
+    return StoredSample(
+        int(row.watermark), daily, list(row.uptimes), row.inventory_version, row.inventory_events,
+        row.unrecorded_changes,
+    )
 
 
 def top_values(
@@ -301,6 +308,15 @@ def store_sample(session: Session, ids: Sequence[int], watermark: int, when: dat
             f"SELECT (SELECT signature_id FROM sample), {SNAPSHOT}, count(*) FROM e GROUP BY {SNAPSHOT}"
         ),
         upto.params | {"signature_id": ids[0], "watermark": watermark, "when": when},
+    )
+    version = inventory_version(session)  # read first: a change meanwhile only makes it stale
+    groups = f"(SELECT {SNAPSHOT}, n FROM epidemiology_sample_groups WHERE signature_id = :signature_id)"
+    known, unrecorded = session.execute(text(_inventory_sql(session, groups)), {"signature_id": ids[0]}).one()
+    session.execute(
+        update(EpidemiologySample)
+        .where(EpidemiologySample.signature_id == ids[0])
+        .values(inventory_version=version, inventory_events=int(known or 0),
+                unrecorded_changes=int(unrecorded))
     )
 
 
@@ -369,7 +385,8 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         counts = value_counts(session, grouped, least, least_per_host)
         hosts, top_host_events = _per_host(session, grouped)
     else:
-        since_sample = Snapshots(f"({since}GROUP BY {SNAPSHOT})", read.params, read.expanding).filtered()
+        since_groups = Snapshots(f"({since}GROUP BY {SNAPSHOT})", read.params, read.expanding)
+        since_sample = since_groups.filtered()
         counts, per_physical = _stored_counts(session, ids[0], fresh, least, least_per_host)
         for key, n in value_counts(session, since_sample).items():
             added = per_physical if key[0] == "physical_host" else counts
@@ -378,9 +395,19 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         counts = {
             key: n for key, n in counts.items() if n >= (least_per_host if key[0] == "hostname" else least)
         } | {key: n for key, n in per_physical.items() if n >= least}
-    known, unrecorded = session.execute(
-        grouped.statement(_inventory_sql(session, snapshots.source)), grouped.params
-    ).one()
+    version = inventory_version(session)
+    if stored is not None and version is not None and stored.inventory_version == version:
+        # the stored events weigh what they weighed then against the same inventory
+        fresh_known, fresh_unrecorded = session.execute(
+            since_sample.statement(_inventory_sql(session, since_groups.source)),
+            since_sample.params,
+        ).one()
+        known = (stored.inventory_events or 0) + (fresh_known or 0)
+        unrecorded = (stored.unrecorded_changes or 0) + (fresh_unrecorded or 0)
+    else:
+        known, unrecorded = session.execute(
+            grouped.statement(_inventory_sql(session, snapshots.source)), grouped.params
+        ).one()
     return SignatureSample(
         events=events,
         counts=counts,
@@ -413,6 +440,12 @@ def _stored_counts(
     for attribute, value, n in rows:
         (per_physical if attribute == "physical_host" else counts)[(attribute, value)] = int(n)
     return counts, per_physical
+
+
+def inventory_version(session: Session) -> str | None:
+    """The inventory's rows' version (the dialect's `inventory_version`; None: none known)."""
+    sql = dialect_of(session).inventory_version
+    return None if sql is None else repr(tuple(session.execute(text(sql)).one()))
 
 
 def _inventory_sql(session: Session, snapshots: str) -> str:
