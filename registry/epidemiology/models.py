@@ -185,10 +185,17 @@ class EpidemiologySampleCount(Base):
     value: Mapped[str] = mapped_column(Text, primary_key=True)
     n: Mapped[int] = mapped_column(Integer)
 
-    # a signature's most frequent values of an attribute (its busiest hosts): an index range
-    __table_args__ = (
-        Index("ix_epidemiology_sample_counts_top", "signature_id", "attribute", text("n DESC"), "value"),
-    )
+
+
+# A signature's most frequent values of an attribute (its busiest hosts): an index range
+# (PostgreSQL, where samples are stored).
+Index(
+    "ix_epidemiology_sample_counts_top",
+    EpidemiologySampleCount.signature_id,
+    EpidemiologySampleCount.attribute,
+    EpidemiologySampleCount.n.desc(),
+    EpidemiologySampleCount.value,
+).ddl_if(dialect="postgresql")
 
 
 class EpidemiologySampleGroup(HostAttributes, Base):
