@@ -125,7 +125,8 @@ def backfilled(first_seen: datetime, since: datetime | None) -> bool:
 @dataclass(frozen=True)
 class Inventory:
     since: datetime | None  # the inventory's first load
-    profiles: tuple[frozenset[AttributeValue], ...]  # steady hosts' values, hostname aside
+    values: tuple[AttributeValue, ...]  # every value a steady host carries, by number
+    profiles: tuple[tuple[int, ...], ...]  # steady hosts' values (numbers), hostname aside
     steady: Mapping[int, tuple[str, int]]  # steady host id -> (hostname, profile index)
     moving: tuple[MovingHost, ...]
 
@@ -137,22 +138,25 @@ class Inventory:
         changed: dict[int, list[ChangeRow]] = defaultdict(list)
         for change in changes:
             changed[change.host_id].append(change)
-        index: dict[frozenset[AttributeValue], int] = {}
+        # numbered values and profiles: 100,000 hosts' values held once each (tens of MB, not hundreds)
+        numbers: dict[AttributeValue, int] = {}
+        index: dict[tuple[int, ...], int] = {}
         steady: dict[int, tuple[str, int]] = {}
         moving: list[MovingHost] = []
         for host in hosts:
             born = None if backfilled(host.first_seen, since) else host.first_seen
             if born is None and host.retired_at is None and host.id not in changed:
-                profile = frozenset([*_current(host), *_labels(host)])
+                carried = {numbers.setdefault(v, len(numbers)) for v in (*_current(host), *_labels(host))}
+                profile = tuple(sorted(carried))
                 steady[host.id] = (host.hostname, index.setdefault(profile, len(index)))
             else:
                 intervals = _intervals(host, born, changed.get(host.id, ()))
                 moving.append(MovingHost(host.id, born, host.retired_at, intervals))
-        return cls(since, tuple(index), steady, tuple(moving))
+        return cls(since, tuple(numbers), tuple(index), steady, tuple(moving))
 
     @cached_property
     def _fleet(self) -> _Part:
-        return _Part(self.profiles, self.steady, self.moving)
+        return _Part(self, self.steady, self.moving)
 
     def baseline(
         self,
@@ -169,7 +173,7 @@ class Inventory:
         else:
             chosen = set(population)
             members = {h: self.steady[h] for h in chosen if h in self.steady}
-            part = _Part(self.profiles, members, tuple(host for host in self.moving if host.id in chosen))
+            part = _Part(self, members, tuple(host for host in self.moving if host.id in chosen))
         return part.baseline(start, end, only)
 
     def exposure(self, first: date, last: date) -> dict[date, float] | None:
@@ -191,16 +195,18 @@ class _Part:
     intervals grouped), each value's carriers found once and kept."""
 
     def __init__(
-        self,
-        profiles: Sequence[frozenset[AttributeValue]],
-        members: Mapping[int, tuple[str, int]],
-        moving: Sequence[MovingHost],
+        self, inventory: Inventory, members: Mapping[int, tuple[str, int]], moving: Sequence[MovingHost]
     ) -> None:
-        self.profiles = profiles
+        self.profiles = inventory.profiles
+        self.number = {value: n for n, value in enumerate(inventory.values)}
         self.members = members
         self.moving = moving
         self.counts = Counter(profile for _, profile in members.values())
-        self.values = _values_of(profiles, self.counts)  # steady hosts per value, hostnames aside
+        values: dict[AttributeValue, int] = defaultdict(int)  # steady hosts per value, hostnames aside
+        for profile, n in self.counts.items():
+            for number in self.profiles[profile]:
+                values[inventory.values[number]] += n
+        self.values = dict(values)
         self.by_name = {name: profile for name, profile in members.values()}
         self.lifetimes = Counter((host.born, host.retired) for host in moving)
         self.spans: dict[AttributeValue, Counter[Span]] = defaultdict(Counter)
@@ -212,7 +218,8 @@ class _Part:
     def carriers(self, key: AttributeValue) -> tuple[frozenset[int], tuple[MovingHost, ...]]:
         """The steady profiles carrying `key` (a hostname: none) and the moving hosts that ever did."""
         if key not in self._carriers:
-            profiles = frozenset(p for p in self.counts if key in self.profiles[p])
+            number = self.number.get(key, -1)
+            profiles = frozenset(p for p in self.counts if number in self.profiles[p])
             moving = tuple(host for host in self.moving if any(k == key for k, _, _ in host.intervals))
             self._carriers[key] = (profiles, moving)
         return self._carriers[key]
@@ -254,7 +261,7 @@ class _Part:
             out[(a, b)] += sum(self.counts[p] for p in steady) * length
             for (attribute, name), other in ((a, b), (b, a)):
                 profile = self.by_name.get(name) if attribute == "hostname" else None
-                if profile is not None and other in self.profiles[profile]:
+                if profile is not None and self.number.get(other, -1) in self.profiles[profile]:
                     out[(a, b)] += length
         hosts = {id(host): host for key in wanted for host in carriers[key][1]}
         for host in hosts.values():
@@ -281,13 +288,3 @@ def _later(a: datetime | None, b: datetime | None) -> datetime | None:
 def _earlier(a: datetime | None, b: datetime | None) -> datetime | None:
     """The earlier of two interval ends (None: open, the latest)."""
     return b if a is None else a if b is None else min(a, b)
-
-
-def _values_of(
-    profiles: Sequence[frozenset[AttributeValue]], counts: Mapping[int, int]
-) -> dict[AttributeValue, int]:
-    values: dict[AttributeValue, int] = defaultdict(int)
-    for profile, n in counts.items():
-        for key in profiles[profile]:
-            values[key] += n
-    return dict(values)
