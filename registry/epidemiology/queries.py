@@ -202,6 +202,9 @@ def _up_to(ids: Sequence[int], watermark: str) -> EventFilter:
     )
 
 
+CHECKED_SAMPLES = "epidemiology_stored_samples"  # session.info: samples checked, per transaction
+
+
 @dataclass(frozen=True)
 class StoredSample:
     watermark: int
@@ -219,7 +222,7 @@ def stored_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
     stale). The events themselves never change (host snapshot, time and uptime), so their
     stored groups are what grouping them now would give. Checked once per transaction (and
     savepoint): a page reads the sample for its analysis and for its hosts."""
-    checked = session.info.setdefault("epidemiology_stored_samples", {})
+    checked = session.info.setdefault(CHECKED_SAMPLES, {})
     session.connection()  # the transaction begun, to key on
     key = (tuple(ids), session.get_transaction(), session.get_nested_transaction())
     if key not in checked:
@@ -287,6 +290,7 @@ def store_sample(session: Session, ids: Sequence[int], watermark: int, when: dat
     their ids, daily counts and uptimes (PostgreSQL). One statement, so all of it is read
     from one snapshot of the database."""
     session.execute(delete(EpidemiologySample).where(EpidemiologySample.signature_id == ids[0]))
+    session.info.pop(CHECKED_SAMPLES, None)  # checked against the sample replaced here
     upto = _up_to(ids, ":watermark")
     events = signature_events_sql(session, upto, f"id, {SNAPSHOT}, crashed_at, uptime_s")
     day = "to_char(timezone('UTC', crashed_at), 'YYYY-MM-DD')"
