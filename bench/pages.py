@@ -10,7 +10,8 @@ token): the signature list, the page of signature 2 and of signature 1, the even
 unfingerprinted events' page. `--database-url URL` / `--history N` measure a kept registry
 (bench/history.py's, where signature 2 is the largest) instead; each run ingests one report
 into it, the refresh stores the verdicts of its first 60 signatures only (the largest; the
-list's), and the same pages of an empty registry (1,000 hosts, no event) are the baseline.
+list's) and, as the whole refresh does at its end, the large signatures' samples, and the same
+pages of an empty registry (1,000 hosts, no event) are the baseline.
 Beside each signature page it times, in the same run, the live epidemiology analysis the page
 includes (`signature_epidemiology`), so the page's own reads (chart, host counts, marks, latest
 events, top hosts) show as the difference; the baseline is `SELECT count(*) FROM events`.
@@ -37,8 +38,8 @@ from registry.app import create_app  # noqa: E402
 from registry.auth.tokens import create_token  # noqa: E402
 from registry.config import Settings  # noqa: E402
 from registry.core.signatures import Signature  # noqa: E402
-from registry.db import Database  # noqa: E402
-from registry.epidemiology.service import refresh, signature_epidemiology  # noqa: E402
+from registry.db import Database, utcnow  # noqa: E402
+from registry.epidemiology.service import refresh, signature_epidemiology, store_samples  # noqa: E402
 from testkit.pages import login  # noqa: E402
 from testkit.reports import crash_report  # noqa: E402
 
@@ -71,6 +72,8 @@ def refreshed(session: Any, signatures: int | None) -> dict[str, Any]:
 
     with contextlib.suppress(Enough):
         refresh(session, count)
+    if signatures is not None:  # what the whole refresh does at its end
+        store_samples(session, utcnow())
     seconds = time.perf_counter() - started
     return {"refreshed_signatures": done[0], "refresh_s_per_signature": round(seconds / max(done[0], 1), 3)}
 

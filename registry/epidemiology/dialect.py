@@ -39,12 +39,6 @@ class Dialect:
         return self.postgresql
 
     @property
-    def exact_seconds(self) -> bool:
-        """`seconds()` is exact (numeric), so alike rows may be grouped and their host-time
-        multiplied without changing a total (SQLite's are floating point)."""
-        return self.postgresql
-
-    @property
     def stored_samples(self) -> bool:
         """Large signatures keep a stored sample (epidemiology_samples: jsonb and arrays)."""
         return self.postgresql
@@ -56,9 +50,18 @@ class Dialect:
         return self.postgresql
 
     @property
-    def materialized(self) -> str:
-        """What makes a CTE computed once (SQLite always computes it once)."""
-        return "MATERIALIZED" if self.postgresql else ""
+    def inventory_version(self) -> str | None:
+        """A query whose row changes whenever the inventory's rows do (then the loaded inventory
+        is stale; None: no such query, load it every time). PostgreSQL: every insert or update
+        gives a row a new, higher transaction id (xmin; freezing keeps it), a delete lowers
+        the count; the attribute history is appended to."""
+        if not self.postgresql:
+            return None
+        return (
+            "SELECT count(*), sum(xmin::text::bigint), max(xmin::text::bigint), "
+            "(SELECT count(*) FROM host_attribute_changes), (SELECT max(id) FROM host_attribute_changes) "
+            "FROM hosts WHERE in_inventory"
+        )
 
     @property
     def analytic_settings(self) -> tuple[str, ...]:
@@ -78,22 +81,6 @@ class Dialect:
         return ("SET LOCAL max_parallel_workers_per_gather TO DEFAULT",) if self.postgresql else ()
 
     # -- expressions ------------------------------------------------------------------------
-
-    def seconds(self, later: str, earlier: str) -> str:
-        if self.postgresql:
-            return f"extract(epoch from ({later}) - ({earlier}))"
-        return f"(julianday({later}) - julianday({earlier})) * 86400.0"
-
-    def greatest(self, *args: str) -> str:
-        return f"{'greatest' if self.postgresql else 'max'}({', '.join(args)})"
-
-    def least(self, *args: str) -> str:
-        return f"{'least' if self.postgresql else 'min'}({', '.join(args)})"
-
-    def plus_day(self, expression: str) -> str:
-        if self.postgresql:
-            return f"({expression}) + interval '1 day'"
-        return f"datetime({expression}, '+1 day')"
 
     def utc_day(self, column: str) -> str:
         """The UTC date of a timestamp column."""
@@ -127,12 +114,6 @@ class Dialect:
 
     def whole_hours(self, seconds: str) -> str:
         return f"{seconds} / 3600" if self.postgresql else f"CAST({seconds} / 3600 AS INTEGER)"
-
-    def json_list(self, param: str) -> str:
-        """A subquery of the strings in the JSON list bound to `param` (one bind, any length)."""
-        if self.postgresql:
-            return f"(SELECT jsonb_array_elements_text(CAST(:{param} AS jsonb)))"
-        return f"(SELECT value FROM json_each(:{param}))"
 
     def id_list(self, param: str) -> str:
         """A subquery of the integers in the JSON list bound to `param` (one bind, any length)."""

@@ -7,9 +7,9 @@
 - `epidemiology_suspect_hosts`: fleet-wide suspects (physical hosts spraying signatures).
 - `epidemiology_settings`: what the analysis is configured with in the database (the program
   label, set by `crashreg epidemiology program-label` or `crashreg demo`; migration 0022).
-- `epidemiology_samples`, `epidemiology_sample_groups` (PostgreSQL): a large signature's events
-  as the refresh last grouped them, so a request reads only the events since (see
-  `queries.stored_sample`).
+- `epidemiology_samples`, `epidemiology_sample_groups`, `epidemiology_sample_counts`
+  (PostgreSQL): a large signature's events as the refresh last grouped and counted them, so a
+  request reads only the events since (see `queries.stored_sample`; counts: migration 0037).
 
 And, on PostgreSQL, the two indexes on `events` a signature's analysis reads through
 (migration 0014; see `SAMPLE_FITS`).
@@ -167,6 +167,35 @@ class EpidemiologySample(Base):
     daily: Mapped[dict[str, Any]] = mapped_column(doc="events per UTC day (YYYY-MM-DD)")
     uptimes: Mapped[list[int]] = mapped_column(BigIntegerList, doc="the events' uptimes, ascending")
     computed_at: Mapped[datetime]
+    inventory_version: Mapped[str | None] = mapped_column(Text, doc="the inventory the two below weighed")
+    inventory_events: Mapped[int | None] = mapped_column(Integer, doc="events on hosts the inventory knew")
+    unrecorded_changes: Mapped[int | None] = mapped_column(Integer, doc="see `queries._inventory_sql`")
+
+
+class EpidemiologySampleCount(Base):
+    """A sample's events per attribute value (every value: hostnames and labels too), so a
+    request adds the events since the sample instead of counting its groups again."""
+
+    __tablename__ = "epidemiology_sample_counts"
+
+    signature_id: Mapped[int] = mapped_column(
+        ForeignKey("epidemiology_samples.signature_id", ondelete="CASCADE"), primary_key=True
+    )
+    attribute: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text, primary_key=True)
+    n: Mapped[int] = mapped_column(Integer)
+
+
+
+# A signature's most frequent values of an attribute (its busiest hosts): an index range
+# (PostgreSQL, where samples are stored).
+Index(
+    "ix_epidemiology_sample_counts_top",
+    EpidemiologySampleCount.signature_id,
+    EpidemiologySampleCount.attribute,
+    EpidemiologySampleCount.n.desc(),
+    EpidemiologySampleCount.value,
+).ddl_if(dialect="postgresql")
 
 
 class EpidemiologySampleGroup(HostAttributes, Base):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, distinct, func, select, text
+from sqlalchemy import bindparam, delete, distinct, func, select, text, update
 from sqlalchemy.orm import Session
 
 from registry.bounds import EARLIEST_CRASH, latest_crash, plausible
@@ -119,16 +119,22 @@ def value_counts(
                 counts[(names[index], str(value))] = int(row[-1])
         labels = session.execute(where.statement(_labels_counts_sql(session, where, least)), where.params)
     else:
-        parts = [
-            f"SELECT '{name}' AS attribute, {column} AS value, {where.count} AS n FROM {where.source} "
-            f"WHERE {where.sql} AND {column} IS NOT NULL GROUP BY {column} "
-            f"HAVING {where.count} >= {least_per_host if name == 'hostname' else least}"
-            for name, column in COLUMN_SQL.items()
-        ]
-        parts.append(_labels_counts_sql(session, where, least))
-        labels = session.execute(where.statement(" UNION ALL ".join(parts)), where.params)
+        every = _counts_sql(session, where, least, least_per_host)
+        labels = session.execute(where.statement(every), where.params)
     counts.update({(attribute, str(value)): int(n) for attribute, value, n in labels})
     return counts
+
+
+def _counts_sql(session: Session, where: EventFilter, least: int = 1, least_per_host: int = 1) -> str:
+    """(attribute, value, n) rows: one GROUP BY per attribute in a UNION ALL, labels taken apart."""
+    parts = [
+        f"SELECT '{name}' AS attribute, {column} AS value, {where.count} AS n FROM {where.source} "
+        f"WHERE {where.sql} AND {column} IS NOT NULL GROUP BY {column} "
+        f"HAVING {where.count} >= {least_per_host if name == 'hostname' else least}"
+        for name, column in COLUMN_SQL.items()
+    ]
+    parts.append(_labels_counts_sql(session, where, least))
+    return " UNION ALL ".join(parts)
 
 
 def _condition(session: Session, key: AttributeValue, param: str) -> tuple[str, dict[str, Any]]:
@@ -196,11 +202,17 @@ def _up_to(ids: Sequence[int], watermark: str) -> EventFilter:
     )
 
 
+CHECKED_SAMPLES = "epidemiology_stored_samples"  # session.info: samples checked, per transaction
+
+
 @dataclass(frozen=True)
 class StoredSample:
     watermark: int
     daily: dict[date, int]
     uptimes: list[int]
+    inventory_version: str | None  # when the two below were counted
+    inventory_events: int | None
+    unrecorded_changes: int | None
 
 
 def stored_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
@@ -208,11 +220,22 @@ def stored_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
     events up to its watermark: same merged signatures and the same event ids (an event that
     joined or left the signature since, or committed late below the watermark, makes it
     stale). The events themselves never change (host snapshot, time and uptime), so their
-    stored groups are what grouping them now would give."""
+    stored groups are what grouping them now would give. Checked once per transaction (and
+    savepoint): a page reads the sample for its analysis and for its hosts."""
+    checked = session.info.setdefault(CHECKED_SAMPLES, {})
+    session.connection()  # the transaction begun, to key on
+    key = (tuple(ids), session.get_transaction(), session.get_nested_transaction())
+    if key not in checked:
+        checked[key] = _valid_sample(session, ids)
+    return checked[key]
+
+
+def _valid_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
     upto = _up_to(ids, "s.watermark")
     row = session.execute(
         upto.statement(
-            "SELECT s.watermark, s.daily, s.uptimes FROM epidemiology_samples AS s "
+            "SELECT s.watermark, s.daily, s.uptimes, s.inventory_version, s.inventory_events, "
+            "s.unrecorded_changes FROM epidemiology_samples AS s "
             "WHERE s.signature_id = :signature_id AND s.signature_ids = CAST(:signature_ids_json AS jsonb) "
             "AND s.event_ids = (SELECT coalesce(array_agg(id ORDER BY id), '{}') "
             f"FROM ({signature_events_sql(session, upto, 'id')}) AS e)"
@@ -222,7 +245,44 @@ def stored_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
     if row is None:
         return None
     daily = {date.fromisoformat(day): int(n) for day, n in row.daily.items()}
-    return StoredSample(int(row.watermark), daily, list(row.uptimes))
+    return StoredSample(
+        int(row.watermark), daily, list(row.uptimes), row.inventory_version, row.inventory_events,
+        row.unrecorded_changes,
+    )
+
+
+def top_values(
+    session: Session, ids: Sequence[int], attribute: str, limit: int
+) -> tuple[list[tuple[str, int]], int] | None:
+    """The `limit` values of `attribute` most of the signature's events carry (most first, then
+    by value) with their events, and how many values there are in all: from its stored sample's
+    counts and the events since, not from every event. None when it has no valid stored sample
+    (then the caller reads the events)."""
+    stored = stored_sample(session, ids) if dialect_of(session).stored_samples else None
+    if stored is None:
+        return None
+    column = COLUMN_SQL[attribute]
+    since = EventFilter.signature(ids)
+    kept = "epidemiology_sample_counts k WHERE k.signature_id = :sample_id AND k.attribute = :attribute"
+    # A value outside the fresh events ranks no higher than among the stored counts: the top
+    # values are among the stored top `limit` (an index range) and the fresh values.
+    rows = session.execute(
+        since.statement(
+            f"WITH fresh AS (SELECT CAST({column} AS text) AS value, count(*) AS n FROM events "
+            f"WHERE {since.sql} AND id > :watermark AND {column} IS NOT NULL GROUP BY {column}), "
+            f"candidates AS ((SELECT k.value FROM {kept} ORDER BY k.n DESC, k.value LIMIT :limit) "
+            "UNION SELECT value FROM fresh) "
+            "SELECT c.value, coalesce(k.n, 0) + coalesce(f.n, 0) AS n, "
+            f"(SELECT count(*) FROM {kept}) + (SELECT count(*) FROM fresh f "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {kept} AND k.value = f.value)) "
+            "FROM candidates c LEFT JOIN epidemiology_sample_counts k ON k.signature_id = :sample_id "
+            "AND k.attribute = :attribute AND k.value = c.value LEFT JOIN fresh f ON f.value = c.value "
+            "ORDER BY n DESC, c.value LIMIT :limit"
+        ),
+        since.params
+        | {"sample_id": ids[0], "attribute": attribute, "watermark": stored.watermark, "limit": limit},
+    ).all()
+    return [(str(value), int(n)) for value, n, _ in rows], (int(rows[0][2]) if rows else 0)
 
 
 def store_sample(session: Session, ids: Sequence[int], watermark: int, when: datetime) -> None:
@@ -230,9 +290,11 @@ def store_sample(session: Session, ids: Sequence[int], watermark: int, when: dat
     their ids, daily counts and uptimes (PostgreSQL). One statement, so all of it is read
     from one snapshot of the database."""
     session.execute(delete(EpidemiologySample).where(EpidemiologySample.signature_id == ids[0]))
+    session.info.pop(CHECKED_SAMPLES, None)  # checked against the sample replaced here
     upto = _up_to(ids, ":watermark")
     events = signature_events_sql(session, upto, f"id, {SNAPSHOT}, crashed_at, uptime_s")
     day = "to_char(timezone('UTC', crashed_at), 'YYYY-MM-DD')"
+    counts = _counts_sql(session, EventFilter("1 = 1", {}, table="e"))
     session.execute(
         upto.statement(
             f"WITH e AS MATERIALIZED ({events}), "
@@ -243,11 +305,22 @@ def store_sample(session: Session, ids: Sequence[int], watermark: int, when: dat
             f"coalesce((SELECT jsonb_object_agg(d, n) FROM (SELECT {day} AS d, count(*) AS n FROM e "
             "GROUP BY 1) AS days), '{}'), "
             "coalesce(array_agg(uptime_s ORDER BY uptime_s) FILTER (WHERE uptime_s IS NOT NULL), '{}'), "
-            ":when FROM e RETURNING signature_id) "
+            ":when FROM e RETURNING signature_id), "
+            "counted AS (INSERT INTO epidemiology_sample_counts (signature_id, attribute, value, n) "
+            f"SELECT (SELECT signature_id FROM sample), attribute, value, n FROM ({counts}) AS c) "
             f"INSERT INTO epidemiology_sample_groups (signature_id, {SNAPSHOT}, n) "
             f"SELECT (SELECT signature_id FROM sample), {SNAPSHOT}, count(*) FROM e GROUP BY {SNAPSHOT}"
         ),
         upto.params | {"signature_id": ids[0], "watermark": watermark, "when": when},
+    )
+    version = inventory_version(session)  # read first: a change meanwhile only makes it stale
+    groups = f"(SELECT {SNAPSHOT}, n FROM epidemiology_sample_groups WHERE signature_id = :signature_id)"
+    known, unrecorded = session.execute(text(_inventory_sql(session, groups)), {"signature_id": ids[0]}).one()
+    session.execute(
+        update(EpidemiologySample)
+        .where(EpidemiologySample.signature_id == ids[0])
+        .values(inventory_version=version, inventory_events=int(known or 0),
+                unrecorded_changes=int(unrecorded))
     )
 
 
@@ -269,7 +342,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
     """The signature's events grouped by host snapshot (same host, same attribute values); the
     per-value aggregates scan those groups (a few per host) instead of every event. A large
     signature's stored sample (PostgreSQL, kept by the refresh) stands for its events up to its
-    watermark: only the events since are read."""
+    watermark: only the events since are read, their counts added to the stored ones."""
     d = dialect_of(session)
     replica = on_replica(session)
     if not replica:
@@ -283,9 +356,10 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         kept = (
             f"SELECT {SNAPSHOT}, n FROM epidemiology_sample_groups WHERE signature_id = :sample_id UNION ALL "
         )
-    grouping = (f"{kept}SELECT {SNAPSHOT}, count(*) AS n "
-                f"FROM ({signature_events_sql(session, read)}) AS signature_events GROUP BY {SNAPSHOT}")
-    if replica:
+    events_read = signature_events_sql(session, read)
+    since = f"SELECT {SNAPSHOT}, count(*) AS n FROM ({events_read}) AS signature_events "
+    grouping = f"{kept}{since}GROUP BY {SNAPSHOT}"
+    if replica or stored is not None:  # read where used (the stored groups keep it short)
         snapshots = Snapshots(f"({grouping})", read.params | {"sample_id": ids[0]}, read.expanding)
     else:
         for setting in d.one_worker:
@@ -299,31 +373,50 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         snapshots = Snapshots(SIGNATURE_SNAPSHOTS, {}, ())
     grouped = snapshots.filtered()
     daily, uptimes = _daily_and_uptimes(session, read)
+    fresh = sum(daily.values())
     if stored is not None:
         for day, n in stored.daily.items():
             daily[day] = daily.get(day, 0) + n
         uptimes = [*stored.uptimes, *uptimes]
-    per_host = _per_host(session, grouped)
-    known = session.scalar(
-        grouped.statement(
-            f"SELECT {grouped.count} FROM {grouped.source} "
-            f"WHERE host_id IN (SELECT id FROM hosts WHERE in_inventory) AND {grouped.sql}"
-        ),
-        grouped.params,
-    )
     events = sum(daily.values())
-    unrecorded = session.scalar(grouped.statement(_unrecorded_sql(session, snapshots.source)), grouped.params)
     # In a large signature, values seen once or twice, and hosts with no more than twice an
     # average host's share, can never be findings: not worth counting (nor asking the fleet).
     least, least_per_host = 1, 1
     if events >= LARGE_SIGNATURE:
         fleet_hosts = session.scalar(select(func.count()).select_from(Host)) or 1
         least, least_per_host = MIN_SUPPORT, max(MIN_SUPPORT, math.ceil(2 * events / fleet_hosts))
+    if stored is None:
+        counts = value_counts(session, grouped, least, least_per_host)
+        hosts, top_host_events = _per_host(session, grouped)
+    else:
+        since_groups = Snapshots(f"({since}GROUP BY {SNAPSHOT})", read.params, read.expanding)
+        since_sample = since_groups.filtered()
+        counts, per_physical = _stored_counts(session, ids[0], fresh, least, least_per_host)
+        for key, n in value_counts(session, since_sample).items():
+            added = per_physical if key[0] == "physical_host" else counts
+            added[key] = added.get(key, 0) + n
+        hosts, top_host_events = len(per_physical), max(per_physical.values(), default=0)
+        counts = {
+            key: n for key, n in counts.items() if n >= (least_per_host if key[0] == "hostname" else least)
+        } | {key: n for key, n in per_physical.items() if n >= least}
+    version = inventory_version(session)
+    if stored is not None and version is not None and stored.inventory_version == version:
+        # the stored events weigh what they weighed then against the same inventory
+        fresh_known, fresh_unrecorded = session.execute(
+            since_sample.statement(_inventory_sql(session, since_groups.source)),
+            since_sample.params,
+        ).one()
+        known = (stored.inventory_events or 0) + (fresh_known or 0)
+        unrecorded = (stored.unrecorded_changes or 0) + (fresh_unrecorded or 0)
+    else:
+        known, unrecorded = session.execute(
+            grouped.statement(_inventory_sql(session, snapshots.source)), grouped.params
+        ).one()
     return SignatureSample(
         events=events,
-        counts=value_counts(session, grouped, least, least_per_host),
-        hosts=int(per_host[0] or 0),
-        top_host_events=int(per_host[1] or 0),
+        counts=counts,
+        hosts=int(hosts or 0),
+        top_host_events=int(top_host_events or 0),
         daily=daily,
         joint=joint_counts(session, grouped),
         uptimes_s=sorted(map(float, uptimes)),
@@ -333,15 +426,42 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
     )
 
 
-def _unrecorded_sql(session: Session, snapshots: str) -> str:
-    """Events of the grouped signature whose inventory host (without attribute history) now
-    shows other changing values than the event carried (see `analysis.unrecorded_changes`)."""
+def _stored_counts(
+    session: Session, sample_id: int, fresh: int, least: int, least_per_host: int
+) -> tuple[dict[AttributeValue, int], dict[AttributeValue, int]]:
+    """A stored sample's counts of the values that may reach `least` (`least_per_host` for
+    hostnames) with the `fresh` events since, and of every physical host (the distinct count)."""
+    rows = session.execute(
+        text(
+            "SELECT attribute, value, n FROM epidemiology_sample_counts WHERE signature_id = :sample_id "
+            "AND (attribute = 'physical_host' OR n >= CASE WHEN attribute = 'hostname' "
+            "THEN :least_per_host ELSE :least END)"
+        ),
+        {"sample_id": sample_id, "least": least - fresh, "least_per_host": least_per_host - fresh},
+    )
+    counts: dict[AttributeValue, int] = {}
+    per_physical: dict[AttributeValue, int] = {}
+    for attribute, value, n in rows:
+        (per_physical if attribute == "physical_host" else counts)[(attribute, value)] = int(n)
+    return counts, per_physical
+
+
+def inventory_version(session: Session) -> str | None:
+    """The inventory's rows' version (the dialect's `inventory_version`; None: none known)."""
+    sql = dialect_of(session).inventory_version
+    return None if sql is None else repr(tuple(session.execute(text(sql)).one()))
+
+
+def _inventory_sql(session: Session, snapshots: str) -> str:
+    """Of the grouped events: those on hosts the inventory knows, and those whose inventory host
+    (without attribute history) now shows other changing values than the event carried (see
+    `analysis.unrecorded_changes`). One scan of the groups."""
     distinct = dialect_of(session).is_distinct_from
     differs = " OR ".join(f"s.{name} {distinct} h.{name}" for name in CHANGING_SCALARS)
     return (
-        f"SELECT coalesce(sum(s.n), 0) FROM {snapshots} s JOIN hosts h ON h.id = s.host_id "
-        "WHERE h.in_inventory AND NOT EXISTS (SELECT 1 FROM host_attribute_changes c WHERE c.host_id = h.id) "
-        f"AND ({differs})"
+        "SELECT sum(CASE WHEN h.in_inventory THEN s.n END), "
+        "coalesce(sum(CASE WHEN h.in_inventory AND h.id NOT IN (SELECT host_id FROM host_attribute_changes) "
+        f"AND ({differs}) THEN s.n ELSE 0 END), 0) FROM {snapshots} s JOIN hosts h ON h.id = s.host_id"
     )
 
 

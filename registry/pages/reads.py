@@ -1,6 +1,7 @@
 """What the pages read beyond the API's objects: daily counts, host counts, marks on the time
 axis, a signature's busiest hosts, an event's console log. Each is one grouped query; daily
-counts and sources come from the rollups (registry/rollups), so the list reads no event."""
+counts and sources come from the rollups (registry/rollups), so the list reads no event; a
+large signature's hosts and kernels come from its stored epidemiology sample."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from sqlalchemy.orm import Session
 
 from registry.bounds import plausible
 from registry.core.events import Event, Report
-from registry.core.hosts import HostAttributeChange
+from registry.core.hosts import Host, HostAttributeChange
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
 from registry.epidemiology.models import EpidemiologyVerdict
+from registry.epidemiology.queries import top_values
 from registry.pages.charts import Mark
 from registry.rollups.reads import signature_daily, signature_sources
 from registry.signatures.api import CURSOR_VALUES, SORTS, CursorValues, Sorts
@@ -98,25 +100,41 @@ def source_counts(
 def top_hosts(
     session: Session, signature_ids: Sequence[int], limit: int = TOP_HOSTS
 ) -> tuple[list[dict[str, Any]], int]:
-    """The hosts with most events, and how many hosts (hostnames) there are in all: one grouped
-    read (the total is a window count over the groups, not a second scan)."""
+    """The hosts with most events, and how many hosts (hostnames) there are in all. A large
+    signature's counts per host come from its stored epidemiology sample and the events since
+    (then only the top hosts' own events are read); a small one's from one grouped read (the
+    total a window count over the groups)."""
+    columns = (
+        Event.hostname,
+        func.max(Event.physical_host),
+        func.count(),
+        func.max(plausible(Event.crashed_at)),
+        func.max(Event.kernel_version),
+        func.max(Event.region),
+        func.max(Event.sku),
+    )
+    keys = ("hostname", "physical_host", "events", "last_crash", "kernel_version", "region", "sku")
+    counted = top_values(session, signature_ids, "hostname", limit)
+    if counted is not None:
+        names = [name for name, _ in counted[0]]
+        rows = session.execute(
+            select(*columns)
+            .where(
+                Event.signature_id.in_(signature_ids),
+                Event.hostname.in_(names),
+                Event.host_id.in_(select(Host.id).where(Host.hostname.in_(names))),  # the hosts' index
+            )
+            .group_by(Event.hostname)
+        ).all()
+        found = {row[0]: dict(zip(keys, row, strict=True)) for row in rows}
+        return [found[name] for name in names if name in found], counted[1]
     rows = session.execute(
-        select(
-            Event.hostname,
-            func.max(Event.physical_host),
-            func.count(),
-            func.max(plausible(Event.crashed_at)),
-            func.max(Event.kernel_version),
-            func.max(Event.region),
-            func.max(Event.sku),
-            func.count().over(),
-        )
+        select(*columns, func.count().over())
         .where(Event.signature_id.in_(signature_ids))
         .group_by(Event.hostname)
         .order_by(func.count().desc(), Event.hostname)
         .limit(limit)
     ).all()
-    keys = ("hostname", "physical_host", "events", "last_crash", "kernel_version", "region", "sku")
     return [dict(zip(keys, row[:-1], strict=True)) for row in rows], (int(rows[0][-1]) if rows else 0)
 
 
@@ -138,13 +156,18 @@ def marks(session: Session, signature_ids: Sequence[int], first_seen: datetime,
     ]
     if not kernel_rollouts:
         return found
-    kernels = session.scalars(
-        select(Event.kernel_version)
-        .where(Event.signature_id.in_(signature_ids), Event.kernel_version.is_not(None))
-        .group_by(Event.kernel_version)
-        .order_by(func.count().desc(), Event.kernel_version)
-        .limit(ROLLOUT_KERNELS)
-    ).all()
+    counted = top_values(session, signature_ids, "kernel_version", ROLLOUT_KERNELS)
+    kernels = (
+        [kernel for kernel, _ in counted[0]]
+        if counted is not None
+        else session.scalars(
+            select(Event.kernel_version)
+            .where(Event.signature_id.in_(signature_ids), Event.kernel_version.is_not(None))
+            .group_by(Event.kernel_version)
+            .order_by(func.count().desc(), Event.kernel_version)
+            .limit(ROLLOUT_KERNELS)
+        ).all()
+    )
     if kernels:
         rollouts = session.execute(
             select(HostAttributeChange.new_value, func.min(HostAttributeChange.changed_at))

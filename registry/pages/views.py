@@ -254,10 +254,10 @@ def signature(key: str) -> str:
         found = signature_or_404(session, key)
         members = member_signature_ids(session, found)
         events = reads.latest_events(session, members, PAGE_EVENTS)
-        captures = session.scalars(
+        captures = session.scalars(  # captures follow their events' signature: its index, not every capture
             select(Capture)
             .join(Event, Event.id == Capture.event_id)
-            .where(Event.signature_id.in_(members))
+            .where(Capture.signature_id.in_(members), Event.signature_id.in_(members))
             .order_by(Capture.id.desc())
             .limit(PAGE_CAPTURES)
         ).all()

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from registry.demo.feed import feed
 from registry.demo.simulator import FleetConfig, simulate
 from registry.epidemiology.analysis import fleet_baseline, states_from_history
-from registry.epidemiology.fleet_sql import fleet_baseline_sql
+from registry.epidemiology.fleet_sql import read_inventory
 from registry.epidemiology.models import (
     EpidemiologyFinding,
     EpidemiologySuspectHost,
@@ -69,48 +69,50 @@ def test_known_populations_get_their_verdicts_through_the_api(live_server, make_
     assert small["verdict"] == "inconclusive"
     assert small["verdict_detail"]["more_events_needed"] >= 1
 
-    # the fleet as it was: the database's host-time (SQL over the attribute history) is the
-    # plain-data computation over the simulator's inventory snapshots
+    # the fleet as it was
     states = states_from_history((at, host) for at, hosts in sim.inventory for host in hosts)
     rollout = sim.config.start + timedelta(days=sim.config.rollout_day)
     new_kernel = ("kernel_version", "6.1.90-fleet.1")
     pair = (("bios_version", "2.1.4"), ("kernel_version", "6.1.90-fleet.1"))
+    # the database's inventory as loaded (hosts and their attribute history) against the
+    # plain-data computation over the simulator's inventory snapshots
     with database.session() as session:
-        for start, end in ((sim.config.start, rollout), (rollout, sim.end)):
-            in_sql = fleet_baseline_sql(session, start, end)
-            plain = fleet_baseline(states, start, end)
-            assert in_sql.total == pytest.approx(plain.total)
-            for key in (new_kernel, ("sku", "gpu-h100-sxm"), ("physical_host", sim.bad_physical_host)):
-                assert in_sql.counts.get(key, 0.0) == pytest.approx(plain.counts.get(key, 0.0), abs=1e-6)
-            keys = list(pair)
-            assert in_sql.joint(keys).get(pair, 0.0) == pytest.approx(plain.joint(keys).get(pair, 0.0))
-            # as a request asks (only the signature's hostnames, hosts and labels): the same
-            # host-time (on PostgreSQL: hosts without history counted apart, then added up)
-            only = {
-                name: sorted({v for (a, v) in plain.counts if a == name})[:: 7 if name == "hostname" else 2]
-                for name in ("hostname", "physical_host", "labels")
-            }
-            asked = fleet_baseline_sql(session, start, end, only)
-            assert asked.total == pytest.approx(plain.total)
-            wanted = [key for key in plain.counts if key[0] not in only or key[1] in only[key[0]]]
-            assert len(wanted) > len(only["hostname"]) > 10
-            for key in wanted:
-                assert asked.counts.get(key, 0.0) == pytest.approx(plain.counts[key], abs=1e-6), key
-            assert (
-                "hostname",
-                sorted({v for (a, v) in plain.counts if a == "hostname"})[1],
-            ) not in asked.counts
-            # joint host-time of values of several attributes (hosts grouped alike on PostgreSQL)
-            several = [
-                *pair,
-                ("hostname", only["hostname"][3]),
-                ("labels", only["labels"][0]),
-                ("sku", "gpu-h100-sxm"),
-            ]
-            joint_sql, joint_plain = asked.joint(several), plain.joint(several)
-            assert any(joint_plain.values())
-            for both in joint_plain.keys() | joint_sql.keys():
-                assert joint_sql.get(both, 0.0) == pytest.approx(joint_plain.get(both, 0.0), abs=1e-6), both
+        inventory = read_inventory(session)
+    for start, end in ((sim.config.start, rollout), (rollout, sim.end)):
+        loaded = inventory.baseline(start, end)
+        plain = fleet_baseline(states, start, end)
+        assert loaded.total == pytest.approx(plain.total)
+        for key in (new_kernel, ("sku", "gpu-h100-sxm"), ("physical_host", sim.bad_physical_host)):
+            assert loaded.counts.get(key, 0.0) == pytest.approx(plain.counts.get(key, 0.0), abs=1e-6)
+        keys = list(pair)
+        assert loaded.joint(keys).get(pair, 0.0) == pytest.approx(plain.joint(keys).get(pair, 0.0))
+        # as a request asks (only the signature's hostnames, hosts and labels): the same
+        # host-time (hosts without history counted by profile, the others by interval)
+        only = {
+            name: sorted({v for (a, v) in plain.counts if a == name})[:: 7 if name == "hostname" else 2]
+            for name in ("hostname", "physical_host", "labels")
+        }
+        asked = inventory.baseline(start, end, only)
+        assert asked.total == pytest.approx(plain.total)
+        wanted = [key for key in plain.counts if key[0] not in only or key[1] in only[key[0]]]
+        assert len(wanted) > len(only["hostname"]) > 10
+        for key in wanted:
+            assert asked.counts.get(key, 0.0) == pytest.approx(plain.counts[key], abs=1e-6), key
+        assert (
+            "hostname",
+            sorted({v for (a, v) in plain.counts if a == "hostname"})[1],
+        ) not in asked.counts
+        # joint host-time of values of several attributes (steady hosts by profile)
+        several = [
+            *pair,
+            ("hostname", only["hostname"][3]),
+            ("labels", only["labels"][0]),
+            ("sku", "gpu-h100-sxm"),
+        ]
+        joint_loaded, joint_plain = asked.joint(several), plain.joint(several)
+        assert any(joint_plain.values())
+        for both in joint_plain.keys() | joint_loaded.keys():
+            assert joint_loaded.get(both, 0.0) == pytest.approx(joint_plain.get(both, 0.0), abs=1e-6), both
     assert new_kernel not in fleet_baseline(states, sim.config.start, rollout).counts
 
     suspects = reader.get(f"{live_server}/api/v1/epidemiology/hosts").json()["hosts"]

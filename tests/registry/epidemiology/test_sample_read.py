@@ -19,6 +19,7 @@ from registry.epidemiology.models import SAMPLE_FITS, EpidemiologySample
 from registry.epidemiology.queries import EventFilter, signature_events_sql, signature_sample
 from registry.epidemiology.service import signature_epidemiology, store_samples
 from registry.epidemiology.uptime import HOUR_S, histogram_outside_counts
+from registry.pages.reads import marks, top_hosts
 from testkit.reports import crash_report
 from tests.support.http import auth
 
@@ -109,11 +110,21 @@ def test_a_stored_sample_gives_what_reading_every_event_gives(
     sid = int(post(6, 0))
 
     def analyses(session) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
+        """The analysis and the page's busiest hosts and kernels, from the stored sample (when
+        it holds) and from every event (the stored sample gone meanwhile)."""
         signature = session.get_one(Signature, sid)
-        served = signature_epidemiology(session, signature, crash_view=True)
-        savepoint = session.begin_nested()  # every event read: the stored sample gone meanwhile
+
+        def read() -> dict:
+            return {
+                **signature_epidemiology(session, signature, crash_view=True),
+                "page_hosts": top_hosts(session, [sid], limit=4),
+                "page_marks": marks(session, [sid], signature.first_seen),
+            }
+
+        served = read()
+        savepoint = session.begin_nested()
         session.execute(delete(EpidemiologySample))
-        live = signature_epidemiology(session, signature, crash_view=True)
+        live = read()
         savepoint.rollback()
         return served, live
 
@@ -133,6 +144,8 @@ def test_a_stored_sample_gives_what_reading_every_event_gives(
         assert queries.stored_sample(session, [sid]) is not None
         served, live = analyses(session)
         assert served == live and served["events"] == 9
+        hosts, hostnames = served["page_hosts"]
+        assert hostnames == 9 and [h["events"] for h in hosts] == [1, 1, 1, 1]
 
     with database.session() as session:  # an event leaves the signature: the sample is stale
         first = session.scalar(text("SELECT min(id) FROM events WHERE signature_id = :s"), {"s": sid})
@@ -141,3 +154,41 @@ def test_a_stored_sample_gives_what_reading_every_event_gives(
         assert queries.stored_sample(session, [sid]) is None
         served, live = analyses(session)
         assert served == live and served["events"] == 8
+
+
+def test_a_stored_samples_weight_against_the_inventory_follows_the_inventory(
+    client, make_token, database
+) -> None:  # type: ignore[no-untyped-def]
+    """A stored sample keeps how many of its events lie on inventory hosts (and on hosts whose
+    changing values moved without history) with the inventory's version: a request uses them
+    while the inventory is unchanged, and counts again after any change."""
+    admin = make_token("admin")
+    inventory = [{"hostname": f"host-{i}", "physical_host": f"host-{i}", "kernel_version": "6.8.0"}
+                 for i in range(4)]
+    assert client.post("/api/v1/hosts", json={"hosts": inventory}, headers=auth(admin)).status_code == 200
+    ids = set()
+    for i in range(6):
+        report = _report(f"host-{i}", {"pool": "train"})
+        report["host"]["kernel_version"] = "6.8.0"
+        answer = client.post("/api/v1/reports", json=report, headers=auth(admin)).get_json()
+        ids.add(answer["signature"]["id"])
+    sid = int(ids.pop())
+
+    def weights(session) -> list[tuple[int | None, int]]:  # type: ignore[no-untyped-def]
+        """(events on inventory hosts, events whose host changed since): served, then live."""
+        served = signature_sample(session, [sid])
+        savepoint = session.begin_nested()  # every event read
+        session.execute(delete(EpidemiologySample))
+        live = signature_sample(session, [sid])
+        savepoint.rollback()
+        return [(sample.inventory_events, sample.unrecorded_changes) for sample in (served, live)]
+
+    with database.session() as session:
+        stored = store_samples(session, utcnow(), settle=timedelta(0), least=1)
+    with database.session() as session:
+        assert stored == ([sid] if is_postgresql(session) else [])
+        assert weights(session) == [(4, 0), (4, 0)]
+    with database.session() as session:  # a kernel changed in the inventory, without history
+        session.execute(text("UPDATE hosts SET kernel_version = '6.9.0' WHERE hostname = 'host-1'"))
+    with database.session() as session:
+        assert weights(session) == [(4, 1), (4, 1)]
