@@ -9,7 +9,7 @@
   label, set by `crashreg epidemiology program-label` or `crashreg demo`; migration 0022).
 - `epidemiology_samples`, `epidemiology_sample_groups`, `epidemiology_sample_counts`
   (PostgreSQL): a large signature's events as the refresh last grouped and counted them, so a
-  request reads only the events since (see `queries.stored_sample`; counts: migration 0037).
+  request reads only the events since (see `queries.stored_sample`; counts: migration 0038).
 
 And, on PostgreSQL, the two indexes on `events` a signature's analysis reads through
 (migration 0014; see `SAMPLE_FITS`).

@@ -12,8 +12,8 @@ it are dropped (a
 few rows per large signature, their groups with them): until the next refresh stores them
 again with their counts, requests read every event, as for a signature without one.
 
-Revision ID: 0037_epidemiology_sample_counts
-Revises: 0036_named_build_ids
+Revision ID: 0038_epidemiology_sample_counts
+Revises: 0037_capture_fleet_rollups
 Create Date: 2026-12-05 22:00:00
 """
 
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0037_epidemiology_sample_counts"
-down_revision: str | Sequence[str] | None = "0036_named_build_ids"
+revision: str = "0038_epidemiology_sample_counts"
+down_revision: str | Sequence[str] | None = "0037_capture_fleet_rollups"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
