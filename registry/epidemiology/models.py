@@ -186,7 +186,6 @@ class EpidemiologySampleCount(Base):
     n: Mapped[int] = mapped_column(Integer)
 
 
-
 # A signature's most frequent values of an attribute (its busiest hosts): an index range
 # (PostgreSQL, where samples are stored).
 Index(
