@@ -22,6 +22,8 @@ MAX_UPTIME_S = 2**31 - 1  # 68 years
 NOTHING_TO_FINGERPRINT = "nothing to fingerprint: a report needs console_log or stack.frames"
 MAX_WARNINGS = 20
 MAX_REPEAT_COUNT = 2**40  # a hot WARN_ON prints ~10^5 times a second: years of it
+# `$` alone also matches before a last newline; the lookahead keeps it (and OpenAPI's copy) to the end
+BUILD_ID_FIELD = rf"^{BUILD_ID.pattern}$(?!\n)"
 
 
 class FrameSchema(Schema):
@@ -171,7 +173,7 @@ class ReportSchema(Schema):
         "so it is not something to fingerprint")})
     kernel_build_id = fields.String(
         allow_none=True,
-        validate=validate.Regexp(f"^{BUILD_ID.pattern}$", error="a GNU build-id: 1 to 64 bytes in hex"),
+        validate=validate.Regexp(BUILD_ID_FIELD, error="a GNU build-id: 1 to 64 bytes in hex"),
         metadata={"description": "kernel sources: the crashed kernel's GNU build-id (VMCOREINFO's "
                   "BUILD-ID=), the key of its vmlinux in the symbol store and /debuginfod/; optional"},
     )

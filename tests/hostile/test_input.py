@@ -68,6 +68,14 @@ def test_a_bad_character_in_any_report_string_names_the_field(client, reporter, 
         refused(send(client, "POST", "/api/v1/reports", reporter, body), *path, says=says)
 
 
+@pytest.mark.parametrize(
+    "build_id", ["ab\n", "abc", "ab" * 65, "xy"], ids=["newline", "odd", "65-bytes", "not-hex"]
+)
+def test_a_kernel_build_id_that_is_not_one_names_the_field(client, reporter, build_id) -> None:
+    refused(send(client, "POST", "/api/v1/reports", reporter, crash_report(kernel_build_id=build_id)),
+            "kernel_build_id", says="GNU build-id")
+
+
 @pytest.mark.parametrize("bad", [NUL, SURROGATE], ids=["nul", "lone-surrogate"])
 def test_a_bad_character_in_other_bodies_names_the_field(client, reporter, event_id, bad) -> None:
     says = "NUL" if bad == NUL else "surrogate"
