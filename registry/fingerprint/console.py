@@ -120,8 +120,7 @@ _FOREIGN_FRAMES = ("should_fail",)
 # name; a stack marker holds one of _STACK_GATE; a frame or lock site holds "+0x", a lock site
 # "at: ", an arm frame ") from [".
 _PC_GATE = frozenset(name[0] for name in (*_PC_REGISTERS, *_PC_BARE_REGISTERS))
-_STACK_GATE = ("race", "by task ", "Uninit was", "created at", "Allocated", "Freed", "status: ",
-               "related work")
+_STACK_GATE = re.compile("race|by task |Uninit was|created at|Allocated|Freed|status: |related work")
 _LOCK_AT = re.compile(r"at: (?:\[<?[0-9a-f]++>?\] *+)?+(?P<func>[A-Za-z_][\w.$]*+)\+0x")
 _MCE_BANK = re.compile(r"Bank (?P<bank>\d++): (?P<status>[0-9a-f]{16})\b")
 _AER_TYPE = re.compile(r"(?P<driver>[\w-]++) [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: "
@@ -153,9 +152,10 @@ _EXPLAIN_RULES = {oops.name: ((f"{oops.name}-helpers", search_matcher([oops.skip
                               *_SKIP_CLASS_RULES) for oops in OOPSES if oops.skip}
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Line:
-    """One report line without its console prefix, and what it holds."""
+    """One report line without its console prefix, and what it holds (shared: _parse_line's
+    cache hands the same one to every report that prints the line)."""
 
     text: str
     frame: tuple[str, str | None] | None = None  # (function, module), reliable frames only
@@ -298,17 +298,19 @@ def _read_report(log: str, start: int) -> list[Line]:
     context: str | None = None
     cpu_traceback = timed = False
     for match in _REPORT_LINE.finditer(log, start, limit):
-        text, ctx = match.group("body"), match.group("ctx")
+        text, ctx, stamp = match.group("body", "ctx", "ts")
         if not lines:
-            context, timed = ctx, match.group("ts") is not None
-        elif _foreign(ctx, match.group("ts") is not None, context, timed, cpu_traceback):
+            context, timed = ctx, stamp is not None
+        elif _foreign(ctx, stamp is not None, context, timed, cpu_traceback):
             continue
-        while next_header < match.start():
-            next_header = next(headers, (limit, limit))[0]
-        if len(lines) > HEADER_GRACE_LINES and match.start() == next_header:
-            found = _match_header(text)
-            if found and found[0].rank == STRONG and found[0].kind not in _SAME_REPORT_KINDS:
-                break
+        at = match.start()
+        if next_header <= at:  # only lines holding a needle can be another crash's header
+            while next_header < at:
+                next_header = next(headers, (limit, limit))[0]
+            if len(lines) > HEADER_GRACE_LINES and at == next_header:
+                found = _match_header(text)
+                if found and found[0].rank == STRONG and found[0].kind not in _SAME_REPORT_KINDS:
+                    break
         if "NMI" in text and ("NMI backtrace for cpu" in text or "Sending NMI from" in text):
             cpu_traceback = True
         lines.append(_parse_line(text))
@@ -317,47 +319,42 @@ def _read_report(log: str, start: int) -> list[Line]:
     return lines
 
 
+@functools.lru_cache(maxsize=4096)  # a storm's reports print the same stack lines; bounded
 def _parse_line(text: str) -> Line:
     """What one report line holds. Symboliser annotations ("f file.c:12 [inline]") are not
     frames: the kernel's unwinder printed only the real frame after them."""
     stripped = text.strip()
-    line = Line(text=stripped)
     if stripped[:2] == "? ":  # an unreliable frame: never guilty, never a marker
-        return line
-    if any(literal in stripped for literal in _STACK_GATE):
+        return Line(stripped)
+    if _STACK_GATE.search(stripped):
         marker = _TRACE_START.search(stripped)
-        if marker:
-            line.trace_start = marker.group(0).rstrip(":")[:40]
-        line.boundary = bool(marker) or bool(_STACK_START.search(stripped))
-        if line.boundary:
-            return line
+        if marker or _STACK_START.search(stripped):
+            trace_start = marker.group(0).rstrip(":")[:40] if marker else ""
+            return Line(stripped, trace_start=trace_start, boundary=True)
     if stripped.endswith("[inline]"):
-        return line
+        return Line(stripped)
     if stripped[:1] in _PC_GATE:
         rip = _RIP.match(stripped) or _PC_BARE.match(stripped)
         if rip:
-            line.register = rip.group("reg").split(" ")[0]
-            if rip.re is _RIP:
-                line.rip = (canonical_function(rip.group("func")), rip.group("mod"))
-            return line
+            symbol = (canonical_function(rip.group("func")), rip.group("mod")) if rip.re is _RIP else None
+            return Line(stripped, register=rip.group("reg").split(" ")[0], rip=symbol)
     if "+0x" in stripped:
         if "at: " in stripped:
             at = _LOCK_AT.search(stripped)
             if at:
-                line.at = (canonical_function(at.group("func")), None)
-                return line
+                return Line(stripped, at=(canonical_function(at.group("func")), None))
         frame = _FRAME.match(stripped)
         if frame:
-            if not (frame.group("q") or frame.group("q2") or frame.group("unreliable")):
-                line.frame = (canonical_function(frame.group("func")), frame.group("mod"))
-                line.bracketed = stripped[:2] == "[<"
-            return line
+            if frame.group("q") or frame.group("q2") or frame.group("unreliable"):
+                return Line(stripped)
+            return Line(stripped, frame=(canonical_function(frame.group("func")), frame.group("mod")),
+                        bracketed=stripped[:2] == "[<")
     if ") from [" in stripped:
         arm = _ARM_FRAME.search(stripped)
         if arm:
-            line.frame = (canonical_function(arm.group("func")), None)
-            line.caller = (canonical_function(arm.group("caller")), None)
-    return line
+            return Line(stripped, frame=(canonical_function(arm.group("func")), None),
+                        caller=(canonical_function(arm.group("caller")), None))
+    return Line(stripped)
 
 
 def line_frames(line: str) -> list[tuple[str, str | None, bool]]:
