@@ -11,11 +11,12 @@ after. Retirements are additive.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
+from .deltas import add_deltas
 from .dialect import DAY, DURATION
 
 NO_ACTION, NO_NUMBER = "", -1  # the key's stand-ins for NULL (durations and memory are >= 0)
@@ -92,20 +93,10 @@ UPSERT_FLEET = text(
 EMPTIED_FLEET = text("DELETE FROM rollup_fleet_daily WHERE day = :day AND joined = 0 AND retired = 0")
 
 
-def upsert(connection: Connection, statement: Any, emptied: Any, rows: list[dict[str, Any]],
-           shrunk: Sequence[str]) -> None:
-    """Add `rows`; those whose deltas took something away may have emptied their row."""
-    if rows:
-        connection.execute(statement, rows)
-    taken = [row for row in rows if any(row[c] < 0 for c in shrunk)]
-    if taken:
-        connection.execute(emptied, taken)
-
-
 def apply_captures(connection: Connection, totals: dict[tuple[Any, ...], list[int]]) -> None:
     rows = [dict(zip((*CAPTURE_KEY, *CAPTURE_COUNTS), (*key, *counts), strict=True))
             for key, counts in totals.items() if any(counts)]
-    upsert(connection, UPSERT_CAPTURES, EMPTIED_CAPTURES, rows, ("captures",))
+    add_deltas(connection, UPSERT_CAPTURES, EMPTIED_CAPTURES, rows, ("captures",))
 
 
 def _starts(connection: Connection, hosts: list[int]) -> dict[int, Any]:
@@ -117,7 +108,7 @@ def apply_fleet(connection: Connection, marks: dict[tuple[int, Any], int], retir
     rows = [{"host_id": h, "day": d, "marks": n} for (h, d), n in marks.items() if n]
     hosts = sorted({row["host_id"] for row in rows})
     before = _starts(connection, hosts)
-    upsert(connection, UPSERT_MARKS, EMPTIED_MARKS, rows, ("marks",))
+    add_deltas(connection, UPSERT_MARKS, EMPTIED_MARKS, rows, ("marks",))
     after = _starts(connection, hosts)
     fleet: dict[Any, list[int]] = {day: [0, n] for day, n in retired.items() if n}
     for host in hosts:
@@ -125,7 +116,7 @@ def apply_fleet(connection: Connection, marks: dict[tuple[int, Any], int], retir
             for day, delta in ((before.get(host), -1), (after.get(host), 1)):
                 if day is not None:
                     fleet.setdefault(day, [0, 0])[0] += delta
-    upsert(connection, UPSERT_FLEET, EMPTIED_FLEET,
+    add_deltas(connection, UPSERT_FLEET, EMPTIED_FLEET,
             [{"day": day, "joined": j, "retired": r} for day, (j, r) in fleet.items() if j or r],
             ("joined", "retired"))
 

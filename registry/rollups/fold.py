@@ -24,6 +24,7 @@ from sqlalchemy import Connection, bindparam, text
 from registry.db import Database
 
 from . import captures_fleet as others
+from .deltas import add_deltas
 from .dialect import DAY
 
 BATCH = 10_000
@@ -181,7 +182,7 @@ def apply(connection: Connection, summed: Deltas) -> None:
     for statement, rows, emptied in ((UPSERT_BREAKDOWN, breakdown, "breakdown"),
                                      (UPSERT_HOST_DAILY, host_daily, "host_daily"),
                                      (UPSERT_SOURCES, sources, "sources")):
-        others.upsert(connection, statement, EMPTIED[emptied], rows, ("events",))
+        add_deltas(connection, statement, EMPTIED[emptied], rows, ("events",))
     others.apply_captures(connection, summed.captures)
     others.apply_fleet(connection, summed.host_marks, summed.retired)
     # A touched signature day is summed anew from its host rows; with a host row counted down,
