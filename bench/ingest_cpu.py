@@ -7,13 +7,14 @@ compares commits: check each out (`git worktree add /tmp/before REV`) and altern
 The storm's requests (bench/storm.py: one real log varied per host, 10% resends) go straight to
 the WSGI app storm.py serves (on a fresh PostgreSQL database), one at a time in this process,
 the floor route and the registry taking turns CHUNK requests at a time so that the machine's
-drift in speed falls on both alike. Printed per request: this process's CPU (the
-worker's part: Flask, validation, fingerprinting, the driver) and PostgreSQL's backends' CPU
-(from /proc), and the registry's ratio to the floor route. Without the machine's other work
-between requests (accepting, gunicorn's parsing, scheduling), the ratio shows what the code
-costs; bench/storm.py and bench/wrk_storm.py measure the served whole. `--parts`: also the
-process CPU a report of each step of the ingest path (PARTS, the ones the tree has), timed
-around the call; steps nest (the transaction holds the read and the writes).
+drift in speed falls on both alike. Printed per request: this process's CPU (the worker's part:
+Flask, validation, fingerprinting, the driver), PostgreSQL's backends' CPU (from /proc) and the
+WAL written (the cluster's: run it alone), and the registry's ratio to the floor route. Without
+the machine's other work between requests (accepting, gunicorn's parsing, scheduling), the
+ratio shows what the code costs; bench/storm.py and bench/wrk_storm.py measure the served
+whole. `--parts`: also the process CPU a report of each step of the ingest path (PARTS, the
+ones the tree has), timed around the call; steps nest (the transaction holds the read and the
+writes).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,19 @@ def timed_parts() -> collections.Counter[str]:
 
         setattr(module, name, functools.wraps(function)(timed))
     return spent
+
+
+def wal_position() -> Callable[[], int]:
+    """The cluster's WAL insert position in bytes, read on a connection of its own (to the
+    maintenance database: not one of the measured database's backends)."""
+    import psycopg
+
+    connection = psycopg.connect(storm.POSTGRES_ADMIN, autocommit=True)
+
+    def position() -> int:
+        return int(connection.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()[0])
+
+    return position
 
 
 def environ(path: str, body: bytes, token: str) -> dict[str, Any]:
@@ -139,6 +154,8 @@ def main() -> int:
         # The routes take turns, CHUNK requests at a time, so the machine's drift in speed
         # (minutes apart on a shared box) falls on both alike.
         own = dict.fromkeys(ROUTES, 0.0)
+        wal = dict.fromkeys(ROUTES, 0)
+        position = wal_position()
         profile = None
         if args.profile:
             import cProfile
@@ -153,10 +170,11 @@ def main() -> int:
                 timing_registry = name == "registry"
                 if profile is not None and timing_registry:
                     profile.enable()
-                started = time.process_time()
+                started, written = time.process_time(), position()
                 for body in bodies[start:start + CHUNK]:
                     call(path, body)
                 own[name] += time.process_time() - started
+                wal[name] += position() - written
                 if profile is not None and timing_registry:
                     profile.disable()
         after = backends()
@@ -171,7 +189,7 @@ def main() -> int:
             costs[name] = (own[name] / len(bodies) * 1000, postgres / len(bodies) * 1000)
             own_ms, postgres_ms = costs[name]
             print(f"{name:12s} CPU a request: process {own_ms:.2f} ms, PostgreSQL {postgres_ms:.2f} ms, "
-                  f"together {own_ms + postgres_ms:.2f} ms")
+                  f"together {own_ms + postgres_ms:.2f} ms; WAL {wal[name] / len(bodies) / 1024:.1f} KB")
         if spent is not None:
             for part, seconds in spent.most_common():
                 print(f"  {part:20s} {seconds / len(bodies) * 1000:.2f} ms a report")
