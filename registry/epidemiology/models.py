@@ -146,14 +146,13 @@ class EpidemiologySuspectHost(Base):
     computed_at: Mapped[datetime]
 
 
-IntegerList = JSON().with_variant(ARRAY(Integer), "postgresql")
 BigIntegerList = JSON().with_variant(ARRAY(BigInteger), "postgresql")
 
 
 class EpidemiologySample(Base):
-    """A large signature's events up to `watermark` (event id), as the refresh grouped them:
-    valid while exactly the events listed in `event_ids` (ascending) are the signature's with
-    an id up to the watermark (an event's host snapshot, time and uptime never change)."""
+    """A large signature's events up to `watermark` (event id), as the refresh grouped them
+    (an event's host snapshot, time and uptime never change). Valid while no event moved into
+    or out of the signatures at or below the watermark since (queries.stored_sample)."""
 
     __tablename__ = "epidemiology_samples"
 
@@ -163,7 +162,7 @@ class EpidemiologySample(Base):
     signature_ids: Mapped[list[Any]] = mapped_column(doc="the signature and those merged into it, ascending")
     watermark: Mapped[int] = mapped_column(Integer)
     events: Mapped[int] = mapped_column(Integer)
-    event_ids: Mapped[list[int]] = mapped_column(IntegerList)
+    first_event_id: Mapped[int | None] = mapped_column(Integer, doc="its lowest event id (none: no events)")
     daily: Mapped[dict[str, Any]] = mapped_column(doc="events per UTC day (YYYY-MM-DD)")
     uptimes: Mapped[list[int]] = mapped_column(BigIntegerList, doc="the events' uptimes, ascending")
     computed_at: Mapped[datetime]

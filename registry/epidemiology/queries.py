@@ -217,17 +217,43 @@ class StoredSample:
 
 def stored_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
     """The signature's stored sample (PostgreSQL), if it still holds exactly the signature's
-    events up to its watermark: same merged signatures and the same event ids (an event that
-    joined or left the signature since, or committed late below the watermark, makes it
-    stale). The events themselves never change (host snapshot, time and uptime), so their
-    stored groups are what grouping them now would give. Checked once per transaction (and
-    savepoint): a page reads the sample for its analysis and for its hosts."""
+    events up to its watermark. An event that joined or left the signature since (moved,
+    deleted, or committed late below the watermark) passed through the rollup queue: while
+    its change is queued the sample is stale, and the fold that takes it deletes the sample
+    (migration 0039's trigger). The archive takes events without queueing them, whole
+    partitions from the oldest id up: the sample is stale once the oldest stored event lies
+    above its first. Same merged signatures too. The events themselves never change (host
+    snapshot, time and uptime), so their stored groups are what grouping them now would give.
+    Checked once per transaction (and savepoint): a page reads the sample for its analysis
+    and for its hosts."""
     checked = session.info.setdefault(CHECKED_SAMPLES, {})
     session.connection()  # the transaction begun, to key on
     key = (tuple(ids), session.get_transaction(), session.get_nested_transaction())
     if key not in checked:
         checked[key] = _valid_sample(session, ids)
     return checked[key]
+
+
+# The queued (unfolded) changes that move an event into or out of the signatures
+# (:signature_ids) at or below a watermark: their -1 and +1 rows do not cancel (a change of
+# the event's other columns writes both under the same signature); a row without an event
+# (queued before migration 0039) may be one.
+QUEUED_MOVES = (
+    "SELECT FROM rollup_changes AS c WHERE c.signature_id IN :signature_ids "
+    "AND (c.event_id IS NULL OR c.event_id <= {watermark}) "
+    "GROUP BY c.event_id, c.signature_id HAVING c.event_id IS NULL OR sum(c.delta) <> 0"
+)
+
+
+def moves_queued(session: Session, ids: Sequence[int], watermark: int) -> bool:
+    """Whether changes of the signature's events at or below `watermark` wait in the rollup
+    queue: a sample stored now would be taken for stale (they are in its snapshot, and in
+    the queue), so it waits for the fold (every 30 s; the watermark is minutes old)."""
+    upto = _up_to(ids, ":watermark")
+    return bool(session.scalar(
+        upto.statement(f"SELECT EXISTS ({QUEUED_MOVES.format(watermark=':watermark')})"),
+        upto.params | {"watermark": watermark},
+    ))
 
 
 def _valid_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
@@ -237,8 +263,8 @@ def _valid_sample(session: Session, ids: Sequence[int]) -> StoredSample | None:
             "SELECT s.watermark, s.daily, s.uptimes, s.inventory_version, s.inventory_events, "
             "s.unrecorded_changes FROM epidemiology_samples AS s "
             "WHERE s.signature_id = :signature_id AND s.signature_ids = CAST(:signature_ids_json AS jsonb) "
-            "AND s.event_ids = (SELECT coalesce(array_agg(id ORDER BY id), '{}') "
-            f"FROM ({signature_events_sql(session, upto, 'id')}) AS e)"
+            "AND (s.first_event_id IS NULL OR s.first_event_id >= (SELECT min(id) FROM events)) "
+            f"AND NOT EXISTS ({QUEUED_MOVES.format(watermark='s.watermark')})"
         ),
         upto.params | {"signature_id": ids[0]},
     ).one_or_none()
@@ -299,9 +325,8 @@ def store_sample(session: Session, ids: Sequence[int], watermark: int, when: dat
         upto.statement(
             f"WITH e AS MATERIALIZED ({events}), "
             "sample AS (INSERT INTO epidemiology_samples (signature_id, signature_ids, watermark, events, "
-            "event_ids, daily, uptimes, computed_at) "
-            "SELECT :signature_id, CAST(:signature_ids_json AS jsonb), :watermark, count(*), "
-            "coalesce(array_agg(id ORDER BY id), '{}'), "
+            "first_event_id, daily, uptimes, computed_at) "
+            "SELECT :signature_id, CAST(:signature_ids_json AS jsonb), :watermark, count(*), min(id), "
             f"coalesce((SELECT jsonb_object_agg(d, n) FROM (SELECT {day} AS d, count(*) AS n FROM e "
             "GROUP BY 1) AS days), '{}'), "
             "coalesce(array_agg(uptime_s ORDER BY uptime_s) FILTER (WHERE uptime_s IS NOT NULL), '{}'), "

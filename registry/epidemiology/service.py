@@ -43,6 +43,7 @@ from .queries import (
     case_control_baseline,
     host_signature_counts,
     hosts_per_physical,
+    moves_queued,
     observation_window,
     program_crashes,
     program_hosts,
@@ -347,9 +348,11 @@ def store_samples(
             .order_by(canonical)
         ).all()
     )
-    stored = [sid for sid in large if session.get_one(Signature, sid).merged_into_id is None]
+    members = {sid: signature_ids(session, sid) for sid in large
+               if session.get_one(Signature, sid).merged_into_id is None}
+    stored = [sid for sid, ids in members.items() if not moves_queued(session, ids, watermark)]
     for sid in stored:
-        store_sample(session, signature_ids(session, sid), watermark, when)
+        store_sample(session, members[sid], watermark, when)
     session.execute(delete(EpidemiologySample).where(EpidemiologySample.signature_id.not_in(stored)))
     # statistics of what was just written: a request joins a signature's groups with the hosts
     # (planned on a table believed empty, that is 100,000 index probes instead of one hash)

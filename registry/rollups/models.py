@@ -25,6 +25,7 @@ class RollupChange(Base):
     __tablename__ = "rollup_changes"
 
     id: Mapped[int] = mapped_column(QueueId, primary_key=True)
+    event_id: Mapped[int | None] = mapped_column(Integer, doc="the event (queued before 0039: none)")
     delta: Mapped[int] = mapped_column(SmallInteger)
     signature_id: Mapped[int | None] = mapped_column(Integer)
     kind: Mapped[str | None] = mapped_column(String(64), doc="the signature's kind")

@@ -30,6 +30,7 @@ from registry.db import REPLICA_APPLICATION_NAME, Database, utcnow
 from registry.epidemiology.models import EpidemiologyVerdict
 from registry.epidemiology.service import store_samples
 from registry.migrate import upgrade
+from registry.rollups.fold import fold
 from sync.epidemiology.jobs import epidemiology_refresh
 from sync.grafana.datasource import datasource_spec, grafana_db_url
 from sync.grafana.role import ensure_readonly_role
@@ -252,6 +253,7 @@ def test_grafana_reads_the_replica_through_its_read_only_role(registry: Registry
 def test_epidemiology_reads_the_replica_and_the_refresh_writes_the_primary(registry: Registry) -> None:
     client, read, report = registry.client(), registry.token("read"), registry.token("report")
     seeded = seed(client, registry.database, report, "ext4_evict_inode", CRASHES)
+    fold(registry.database)  # their changes folded into the rollups (the scheduler's every 30 s)
     with registry.database.session() as session:  # its events so far kept as a stored sample
         assert store_samples(session, utcnow(), settle=timedelta(0), least=1) == [int(seeded.signature_id)]
     login(client, read)

@@ -20,6 +20,7 @@ from registry.epidemiology.queries import EventFilter, signature_events_sql, sig
 from registry.epidemiology.service import signature_epidemiology, store_samples
 from registry.epidemiology.uptime import HOUR_S, histogram_outside_counts
 from registry.pages.reads import marks, top_hosts
+from registry.rollups.fold import fold
 from testkit.reports import crash_report
 from tests.support.http import auth
 
@@ -130,6 +131,10 @@ def test_a_stored_sample_gives_what_reading_every_event_gives(
 
     with database.session() as session:
         assert store_samples(session, utcnow()) == []  # every event is too recent to be settled
+        # their changes still queued for the rollups: a sample would be taken for stale
+        assert store_samples(session, utcnow(), settle=timedelta(0), least=1) == []
+    fold(database)
+    with database.session() as session:
         stored = store_samples(session, utcnow(), settle=timedelta(0), least=1)
     with database.session() as session:
         if not is_postgresql(session):
@@ -147,13 +152,51 @@ def test_a_stored_sample_gives_what_reading_every_event_gives(
         hosts, hostnames = served["page_hosts"]
         assert hostnames == 9 and [h["events"] for h in hosts] == [1, 1, 1, 1]
 
-    with database.session() as session:  # an event leaves the signature: the sample is stale
+    with database.session() as session:  # another column of an old event: it moves nothing
         first = session.scalar(text("SELECT min(id) FROM events WHERE signature_id = :s"), {"s": sid})
-        session.execute(text("UPDATE events SET signature_id = NULL WHERE id = :id"), {"id": first})
+        session.execute(text("UPDATE events SET repeats = repeats + 1 WHERE id = :id"), {"id": first})
     with database.session() as session:
+        assert queries.stored_sample(session, [sid]) is not None
+    fold(database)
+    with database.session() as session:
+        assert queries.stored_sample(session, [sid]) is not None
+
+    with database.session() as session:  # an event leaves the signature: the sample is stale
+        session.execute(text("UPDATE events SET signature_id = NULL WHERE id = :id"), {"id": first})
+    with database.session() as session:  # while its change is queued
         assert queries.stored_sample(session, [sid]) is None
         served, live = analyses(session)
         assert served == live and served["events"] == 8
+    fold(database)
+    with database.session() as session:  # and once folded: the fold deleted it
+        assert session.get(EpidemiologySample, sid) is None
+        served, live = analyses(session)
+        assert served == live and served["events"] == 8
+
+
+def test_a_stored_sample_is_stale_once_the_archive_took_its_first_events(
+    client, make_token, database
+) -> None:  # type: ignore[no-untyped-def]
+    """The archive drops whole partitions from the oldest id up, queueing nothing."""
+    token = make_token("report")
+    for i in range(4):
+        response = client.post("/api/v1/reports", json=_report(f"archived-{i}", {}), headers=auth(token))
+        assert response.status_code == 201
+    sid = int(response.get_json()["signature"]["id"])
+    fold(database)
+    with database.session() as session:
+        if not is_postgresql(session):
+            pytest.skip("samples are stored on PostgreSQL")
+        assert store_samples(session, utcnow(), settle=timedelta(0), least=1) == [sid]
+    with database.session() as session:
+        first = session.scalar(text("SELECT min(id) FROM events"))
+        session.execute(text("SET LOCAL session_replication_role = replica"))  # no trigger, no queue
+        session.execute(text("DELETE FROM reports WHERE event_id = :id"), {"id": first})
+        session.execute(text("DELETE FROM events WHERE id = :id"), {"id": first})
+        assert session.scalar(text("SELECT count(*) FROM rollup_changes")) == 0
+    with database.session() as session:
+        assert queries.stored_sample(session, [sid]) is None
+        assert signature_epidemiology(session, session.get_one(Signature, sid))["events"] == 3
 
 
 def test_a_stored_samples_weight_against_the_inventory_follows_the_inventory(
@@ -183,6 +226,7 @@ def test_a_stored_samples_weight_against_the_inventory_follows_the_inventory(
         savepoint.rollback()
         return [(sample.inventory_events, sample.unrecorded_changes) for sample in (served, live)]
 
+    fold(database)
     with database.session() as session:
         stored = store_samples(session, utcnow(), settle=timedelta(0), least=1)
     with database.session() as session:
