@@ -148,6 +148,9 @@ QUEUES: dict[str, tuple[Callable[[str], str], Callable[[list[dict[str, Any]], De
     "rollup_capture_changes": (others.capture_returning, _add_captures),
     "rollup_host_changes": (others.host_returning, _add_hosts),
 }
+# queue -> the groups of rollups (`rollup_backfills.rollups`) its changes add to
+FEEDS = {"rollup_changes": {"events", "fleet"}, "rollup_capture_changes": {"captures"},
+         "rollup_host_changes": {"fleet"}}
 
 
 def _take_batch(connection: Connection, queue: str, limit: int | None) -> Deltas | None:
@@ -302,15 +305,20 @@ GROUPS = frozenset(_build_statements("sqlite"))
 
 def _rebuild(connection: Connection, groups: Collection[str], progress: Progress) -> None:
     """In one snapshot (PostgreSQL: REPEATABLE READ; SQLite: its write lock): the queued
-    changes that snapshot holds folded (into every rollup: the groups built are then
-    overwritten, the others keep them), then each group's tables built from the database."""
+    changes that snapshot holds taken (folded, BATCH at a time, where they feed a rollup not
+    built here; dropped where the build counts them anyway), then each group's tables built
+    from the database."""
     if connection.dialect.name == "postgresql":
         connection.execution_options(isolation_level="REPEATABLE READ")
     try:
         with connection.begin():
             for queue in QUEUES:
-                summed = _take_batch(connection, queue, None)
-                if summed:
+                if FEEDS[queue] <= set(groups):
+                    if progress:
+                        progress(f"dropping the changes queued in {queue} (the build counts them)")
+                    connection.execute(text(f"DELETE FROM {queue}"))
+                    continue
+                while summed := _take_batch(connection, queue, BATCH):
                     apply(connection, summed)
             built = _build_statements(connection.dialect.name)
             statements = {table: sql for group in sorted(groups) for table, sql in built[group].items()}

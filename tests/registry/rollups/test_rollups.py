@@ -105,6 +105,24 @@ def test_the_backfill_builds_from_events_and_keeps_what_is_queued_once(
         assert queued(session) == 0 and stored(session) == scanned(session)
 
 
+@pytest.mark.parametrize("group", ["captures", "fleet"])
+def test_a_build_of_some_rollups_folds_the_changes_the_others_have_queued(
+    group: str, database: Database, client: Any, make_token: Any
+) -> None:
+    """A backfill of one group of rollups (after the migration that made them) counts its own
+    queued changes by its build, but folds every change that feeds a rollup it does not build
+    (the events' changes feed the events' rollups and the fleet's)."""
+    reporter = make_token("report")
+    ingest_some(client, reporter)
+    with database.session() as session:
+        session.execute(text("INSERT INTO rollup_backfills (requested_at, rollups) "
+                             "VALUES (CURRENT_TIMESTAMP, :group)"), {"group": group})
+        assert queued(session) >= 6
+    assert fold(database).rebuilt
+    with database.session() as session:
+        assert queued(session) == 0 and stored(session) == scanned(session)
+
+
 def copy_event(session: Any, event_id: int, boot_key: str) -> None:
     source = session.get_one(Event, event_id)
     columns = {c.key: getattr(source, c.key) for c in Event.__table__.columns
