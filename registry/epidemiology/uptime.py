@@ -13,10 +13,10 @@ mirror image catches leaks ("never on nodes up less than N days").
 
 from __future__ import annotations
 
+import array
 import bisect
 import math
-import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .exact import to_p_value
 from .findings import LOG10_ALPHA
@@ -55,10 +55,40 @@ def outside_counts(baseline_s: Sequence[float]) -> OutsideCounts:
 HOUR_S = 3600
 
 
-def ascending(values: Sequence[float | None]) -> list[float]:
-    """The non-negative values in ascending order (cheap when they come sorted)."""
+class Ascending(array.array):
+    """Uptimes already in ascending order, as doubles: a large signature's million of them are
+    neither sorted nor copied again by each step that reads them (`ascending`)."""
+
+    def __new__(cls, values: Iterable[float] = ()) -> Ascending:
+        return super().__new__(cls, "d", values)
+
+
+def with_added(ordered: Ascending, more: Iterable[float]) -> Ascending:
+    """`ordered` with `more` (a few) inserted in place; `ordered` itself when there are none."""
+    added = sorted(more)
+    if not added:
+        return ordered
+    if len(added) > len(ordered) // 64:
+        return Ascending(sorted([*ordered, *added]))
+    merged = Ascending(ordered)
+    for value in added:
+        bisect.insort(merged, value)
+    return merged
+
+
+def ascending(values: Sequence[float | None]) -> Sequence[float]:
+    """The non-negative values in ascending order (no sort and no copy for an Ascending)."""
+    if isinstance(values, Ascending):
+        start = bisect.bisect_left(values, 0)
+        return values[start:] if start else values
     ordered = sorted(values if None not in values else (u for u in values if u is not None))
     return ordered[bisect.bisect_left(ordered, 0) :]
+
+
+def median(ordered: Sequence[float]) -> float:
+    """statistics.median of values already in ascending order (without sorting them again)."""
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def histogram_outside_counts(hours: Mapping[int, int], minus: Sequence[float] = ()) -> OutsideCounts:
@@ -91,7 +121,7 @@ def uptime_profile(signature_s: Sequence[float], baseline: OutsideCounts) -> Upt
     crashes = ascending(signature_s)
     result: UptimeProfile = {
         "events": len(crashes),
-        "median_days": round(statistics.median(crashes) / DAY_S, 3) if crashes else None,
+        "median_days": round(median(crashes) / DAY_S, 3) if crashes else None,
         "max_days": round(crashes[-1] / DAY_S, 3) if crashes else None,
         "min_days": round(crashes[0] / DAY_S, 3) if crashes else None,
         "statement": None,
