@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, timedelta
+from fractions import Fraction
 
 import pytest
 
@@ -45,6 +46,34 @@ def test_binomial_tail_matches_direct_sum(k: int, n: int, p: float) -> None:
 def test_fisher_tail_matches_direct_sum(k: int, n: int, successes: int, population: int) -> None:
     expected = math.log10(_brute_hypergeometric(k, n, successes, population))
     assert hypergeometric_upper_log10(k, n, successes, population) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("k", "n", "p"), [(40, 5000, Fraction(1, 500)), (900, 3000, Fraction(1, 4)),
+                                           (3, 2000, Fraction(1, 1000))])
+def test_binomial_tail_of_many_terms_matches_exact_fractions(k: int, n: int, p: Fraction) -> None:
+    """Terms taken one from the last (a ratio a term) stay as exact as terms each computed
+    afresh, over the hundreds of terms a large signature's tails sum (those past k + 300 are
+    below 1e-100 of the first here)."""
+    top = min(n, k + 300)
+    exact = Fraction(sum(math.comb(n, i) * p.numerator**i * (p.denominator - p.numerator) ** (n - i)
+                         for i in range(k, top + 1)), p.denominator**n)
+    assert binomial_upper_log10(k, n, float(p)) == pytest.approx(_log10_fraction(exact), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "successes", "population"), [(30, 400, 500, 20_000), (60, 200, 2000, 5000)]
+)
+def test_fisher_tail_of_many_terms_matches_exact_fractions(
+    k: int, n: int, successes: int, population: int
+) -> None:
+    exact = Fraction(sum(math.comb(successes, i) * math.comb(population - successes, n - i)
+                         for i in range(k, min(n, successes) + 1)), math.comb(population, n))
+    assert hypergeometric_upper_log10(k, n, successes, population) == pytest.approx(
+        _log10_fraction(exact), rel=1e-9)
+
+
+def _log10_fraction(value: Fraction) -> float:
+    return math.log10(value.numerator) - math.log10(value.denominator)
 
 
 def test_poisson_tail_matches_direct_sum() -> None:
