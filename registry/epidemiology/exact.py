@@ -21,21 +21,23 @@ def _log_choose(n: float, k: float) -> float:
 def _log_sum_upper(first: int, last: int, first_term: float, log_ratio: Callable[[int], float]) -> float:
     """log(sum of exp(term_i) for i in first..last), stopping when terms vanish: term_first
     given, term_(i+1) = term_i + log_ratio(i) (one log a term where each term afresh took three
-    lgamma: a large signature's analysis sums some 80,000 terms)."""
-    best = -math.inf
-    terms: list[float] = []
-    previous = term = first_term
-    for i in range(first, last + 1):
-        if i > first:
-            term += log_ratio(i - 1)
-        terms.append(term)
-        best = max(best, term)
-        if term < previous and term < best - _NEGLIGIBLE:
-            break
-        previous = term
-    if best == -math.inf:
+    lgamma: a large signature's analysis sums some 80,000 terms). The sum is kept scaled by its
+    largest term so far (one exp a term, nothing kept)."""
+    if first_term == -math.inf:
         return -math.inf
-    return best + math.log(sum(math.exp(t - best) for t in terms))
+    best = previous = term = first_term
+    scaled = 1.0  # sum of exp(term - best)
+    for i in range(first + 1, last + 1):
+        term += log_ratio(i - 1)
+        if term > best:
+            scaled = scaled * math.exp(best - term) + 1.0
+            best = term
+        else:
+            scaled += math.exp(term - best)
+            if term < previous and term < best - _NEGLIGIBLE:
+                break
+        previous = term
+    return best + math.log(scaled)
 
 
 def binomial_upper_log10(k: int, n: int, p: float) -> float:
