@@ -153,13 +153,13 @@ FEEDS = {"rollup_changes": {"events", "fleet"}, "rollup_capture_changes": {"capt
          "rollup_host_changes": {"fleet"}}
 
 
-def _take_batch(connection: Connection, queue: str, limit: int | None) -> Deltas | None:
-    """Delete the oldest queued changes of `queue` (all with no limit) and return their
-    deltas (exactly the rows deleted); None when it was empty."""
+def _take_batch(connection: Connection, queue: str, limit: int) -> Deltas | None:
+    """Delete the `limit` oldest queued changes of `queue` and return their deltas (exactly
+    the rows deleted); None when it was empty."""
     returning, add = QUEUES[queue]
-    oldest = f"SELECT id FROM {queue} ORDER BY id" + ("" if limit is None else " LIMIT :limit")
     rows = [dict(row) for row in connection.execute(
-        text(f"DELETE FROM {queue} WHERE id IN ({oldest}) RETURNING {returning(connection.dialect.name)}"),
+        text(f"DELETE FROM {queue} WHERE id IN (SELECT id FROM {queue} ORDER BY id LIMIT :limit) "
+             f"RETURNING {returning(connection.dialect.name)}"),
         {"limit": limit},
     ).mappings()]
     if not rows:
