@@ -6,7 +6,22 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, select, text
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    column,
+    exists,
+    select,
+    table,
+    text,
+)
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from registry.core.hosts import HostAttributes
@@ -125,6 +140,44 @@ class Report(Base):
         UniqueConstraint("report_id").ddl_if(dialect="sqlite"),
         Index("ix_reports_report_id", "report_id").ddl_if(dialect="postgresql"),
     )
+
+
+# PostgreSQL: a report's report_id -> its row's id, the natural key of the partitioned
+# `reports` (migration 0034, docs/partitioning.md). Found through it, a report_id is one index
+# entry to read instead of one per partition.
+REPORT_KEYS = table("report_keys", column("report_id", String), column("id", Integer))
+REPORTS_PARTITIONED = "SELECT relkind = 'p' FROM pg_class WHERE oid = 'reports'::regclass"
+
+
+def reports_keyed(connection: Connection) -> bool:
+    """Whether this connection's database finds reports through REPORT_KEYS: PostgreSQL once
+    migration 0034 has partitioned `reports` (its keys are complete then). Before, a release
+    serving while `crashreg db upgrade` converts its database reads `reports` by report_id.
+    Asked once per database connection: one that asked before the conversion keeps reading by
+    report_id, which stays right after it."""
+    keyed = connection.info.get("reports_keyed")
+    if keyed is None:
+        keyed = connection.dialect.name == "postgresql" and bool(
+            connection.exec_driver_sql(REPORTS_PARTITIONED).scalar()
+        )
+        connection.info["reports_keyed"] = keyed
+    return keyed
+
+
+def by_report_id(keyed: bool, report_id: Any) -> ColumnElement[bool]:
+    """The condition on `reports` that finds the report with `report_id` (`keyed`: through
+    REPORT_KEYS)."""
+    reports = Report.__table__.c  # type: ignore[attr-defined]
+    if not keyed:
+        return reports.report_id == report_id
+    keyed_id = select(REPORT_KEYS.c.id).where(REPORT_KEYS.c.report_id == report_id)
+    return reports.id == keyed_id.scalar_subquery()
+
+
+def report_id_stored(keyed: bool, report_id: Any) -> ColumnElement[bool]:
+    """Whether a report with `report_id` is stored (`keyed`: read from REPORT_KEYS alone)."""
+    key = REPORT_KEYS.c.report_id if keyed else Report.__table__.c.report_id  # type: ignore[attr-defined]
+    return exists().where(key == report_id)
 
 
 class CaptureAnswer(TypedDict):

@@ -31,7 +31,7 @@ from registry.capture.decide import NO_DUMP_DECISIONS, CaptureDecision, decide_c
 from registry.capture.no_signature import decide_without_signature
 from registry.capture.policy import ENGINE_FAILED, NO_CRASH, Slot
 from registry.config import Settings
-from registry.core.events import PANIC_SOURCES, CaptureAnswer, Event
+from registry.core.events import PANIC_SOURCES, CaptureAnswer, Event, reports_keyed
 from registry.core.hosts import HOST_ATTRIBUTES
 from registry.core.signatures import Signature
 from registry.core.wiring import Engine
@@ -453,7 +453,8 @@ def stored_at_once(
         | prefixed("report", report_values(incoming) | {"received_at": now})
     )
     statement = report_at_once(
-        (*event_columns, "received_at"), (*REPORT_COLUMNS, "received_at"), signed=signature is not None
+        (*event_columns, "received_at"), (*REPORT_COLUMNS, "received_at"),
+        signed=signature is not None, keyed=reports_keyed(connection),
     )
     rows = statement.execute(connection, values)
     if not rows:

@@ -41,7 +41,14 @@ from registry.auth.tokens import live_token
 from registry.capture.decide import SLOT_READ_COLUMNS, slots_in
 from registry.capture.models import CaptureSlot
 from registry.capture.policy import Slot
-from registry.core.events import PANIC_SOURCES, Event, Report
+from registry.core.events import (
+    PANIC_SOURCES,
+    Event,
+    Report,
+    by_report_id,
+    report_id_stored,
+    reports_keyed,
+)
 from registry.core.hosts import HOST_ATTRIBUTES, Host
 from registry.core.signatures import COUNTER_SHARDS, Signature
 from registry.direct import DirectStatement
@@ -51,6 +58,7 @@ from registry.signatures.service import (
     counting,
     known_signature_id,
     stats_columns,
+    stats_row,
 )
 from registry.upsert import insert_ignore_statement
 
@@ -156,11 +164,11 @@ HOSTED = (
 )
 
 
-def context_read(versions: bool) -> DirectStatement:
+def context_read(versions: bool, keyed: bool) -> DirectStatement:
     """Everything ingest reads before it writes, in one round trip: the stored report (a
-    replay), the host (and a pstore-first event of the crash), the routed signature (and on
-    PostgreSQL its versions), its capture slots (one row per slot, SLOT_READ_COLUMNS) and the
-    caller's live token."""
+    replay; `keyed`: found through REPORT_KEYS), the host (and a pstore-first event of the
+    crash), the routed signature (and on PostgreSQL its versions), its capture slots (one row
+    per slot, SLOT_READ_COLUMNS) and the caller's live token."""
     signature = routed(versions)
     signature_labels = (*SIGNATURE_COLUMNS.labels.values(), *STATS_COLUMNS.labels.values())
     return DirectStatement(
@@ -172,7 +180,7 @@ def context_read(versions: bool) -> DirectStatement:
             *SLOT_READ_COLUMNS,
         )
         .select_from(select(literal(1).label("one")).subquery("anchor"))
-        .outerjoin(Report.__table__, REPORTS.report_id == bindparam("report_id"))
+        .outerjoin(Report.__table__, by_report_id(keyed, bindparam("report_id")))
         .outerjoin(HOSTED, true())
         .outerjoin(signature, true())
         .outerjoin(ApiToken.__table__, live_token(bindparam("token_hash")))
@@ -180,10 +188,15 @@ def context_read(versions: bool) -> DirectStatement:
     )
 
 
-CONTEXT = {"sqlite": context_read(versions=False), "postgresql": context_read(versions=True)}
-STORED_REPORT = DirectStatement(
-    select(*STORED_REPORT_COLUMNS.columns).where(REPORTS.report_id == bindparam("report_id"))
-)
+# By (dialect, reports_keyed): SQLite; PostgreSQL before and after migration 0034.
+SCHEMAS = (("sqlite", False), ("postgresql", False), ("postgresql", True))
+CONTEXT = {(dialect, keyed): context_read(dialect == "postgresql", keyed) for dialect, keyed in SCHEMAS}
+STORED_REPORT = {
+    keyed: DirectStatement(
+        select(*STORED_REPORT_COLUMNS.columns).where(by_report_id(keyed, bindparam("report_id")))
+    )
+    for keyed in (False, True)
+}
 HOST_BY_NAME = DirectStatement(select(*HOST_COLUMNS.columns).where(HOSTS.hostname == bindparam("hostname")))
 LOCKED_EVENT = (
     select(
@@ -254,7 +267,7 @@ HOST_INSERT_COLUMNS = ("hostname", "first_seen", "updated_at", "in_inventory", *
 
 @cache
 def report_at_once(
-    event_columns: tuple[str, ...], report_columns: tuple[str, ...], signed: bool
+    event_columns: tuple[str, ...], report_columns: tuple[str, ...], signed: bool, keyed: bool
 ) -> DirectStatement:
     """PostgreSQL: a report's writes in one statement (data-modifying CTEs, one snapshot, all
     or nothing), for the storm's common case, made only if what its answer was planned on
@@ -281,7 +294,7 @@ def report_at_once(
     written. Or, for a report_id stored already (a resend) with the token live, the stored
     answer and its digest (`replay_sha256`) in a row without an event id. Parameters are named
     `<table>_<column>` (the host's from the event's); every column is given (no Python default
-    is filled in)."""
+    is filled in). `keyed`: report_ids are read from REPORT_KEYS (reports_keyed)."""
     hosts, events, reports = Host.__table__, Event.__table__, Report.__table__
 
     def event_value(name: str) -> Any:
@@ -311,7 +324,7 @@ def report_at_once(
         select(literal(1).label("passed"))
         .where(
             token_live,
-            ~exists().where(REPORTS.report_id == report_id),
+            ~report_id_stored(keyed, report_id),
             known_signature_id(event_value("fingerprint")).is_not_distinct_from(signature_id),
             select(SIGNATURE_VERSION)
             .where(SIGNATURES.id == signature_id)
@@ -376,11 +389,11 @@ def report_at_once(
     composed: list[Any] = [literal_column("'event_id'"), cast(event.c.id, Text)]
     answered = [event]
     if signed:
-        events_before, last_seen_before, jira_key = (column.element for column in stats_columns(signature_id))
+        before = stats_row(signature_id).subquery("before")
         counts = select(
-            (events_before + 1).label("event_count"),
-            func.greatest(last_seen_before, event_value("crashed_at")).label("last_seen"),
-            jira_key.label("jira_key"),
+            (before.c.events + 1).label("event_count"),
+            func.greatest(before.c.last_seen, event_value("crashed_at")).label("last_seen"),
+            before.c.jira_key,
         ).cte("counts")
         answered.append(counts)
         composed += [
@@ -410,7 +423,7 @@ def report_at_once(
     written = select(event.c.id, stored.c.answer, cast(null(), Text).label("replay_sha256"))
     # A resend with the token live: the stored report's answer and digest instead.
     replayed = select(cast(null(), EVENTS.id.type), REPORTS.answer, REPORTS.payload_sha256).where(
-        REPORTS.report_id == report_id, token_live
+        by_report_id(keyed, report_id), token_live
     )
     return DirectStatement(written.union_all(replayed).add_cte(counted))
 
@@ -489,7 +502,7 @@ def read_context(
     """`panic_window`: for a panic's report (crash kernel, DPU), when its pstore record may have
     been stored first (pstore_first_events)."""
     earliest, latest = panic_window or (None, None)
-    rows = CONTEXT[connection.dialect.name].mappings(
+    rows = CONTEXT[connection.dialect.name, reports_keyed(connection)].mappings(
         connection,
         {
             "report_id": report_id,
@@ -525,7 +538,7 @@ def stored_report(row: dict[str, Any]) -> StoredReport | None:
 
 
 def read_stored_report(connection: Connection, report_id: str) -> StoredReport | None:
-    rows = STORED_REPORT.mappings(connection, {"report_id": report_id})
+    rows = STORED_REPORT[reports_keyed(connection)].mappings(connection, {"report_id": report_id})
     return stored_report(rows[0]) if rows else None
 
 

@@ -225,6 +225,18 @@ def stats_columns(signature_id: Any) -> tuple[ColumnElement[Any], ...]:
     )
 
 
+def stats_row(signature_id: Any) -> Select[Any]:
+    """The same three as one row (`events`, `last_seen`, `jira_key`), its counter shards read
+    once: inside a bigger statement each of stats_columns' subqueries is evaluated wherever
+    its value is used."""
+    links = JiraLink.__table__.c
+    return select(
+        func.coalesce(func.sum(COUNTERS.events), 0).label("events"),
+        func.max(plausible(COUNTERS.last_seen)).label("last_seen"),
+        select(links.issue_key).where(links.signature_id == signature_id).scalar_subquery().label("jira_key"),
+    ).where(COUNTERS.signature_id == signature_id)
+
+
 # A Core statement built once, executed on the session's connection.
 STATS_AND_JIRA_KEY = select(*stats_columns(bindparam("signature_id")))
 

@@ -19,6 +19,7 @@ import requests
 
 from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, Settings, SymbolSettings
+from registry.core.events import reports_keyed
 from registry.db import Database
 from registry.migrate import upgrade
 from registry.partitions import (
@@ -172,6 +173,39 @@ def test_the_upgrade_while_reporters_post_loses_and_doubles_nothing(
     assert rows(url, "SELECT count(*) FROM (SELECT host_id, boot_key FROM events GROUP BY 1, 2 "
                      "HAVING count(*) > 1) AS doubled") == [(0,)]
     assert rows(url, "SELECT count(*) FROM event_keys") == rows(url, "SELECT count(*) FROM events")
+
+
+@postgres_only
+def test_report_ids_are_read_from_their_keys_once_reports_are_partitioned(
+    before_partitions: str, tmp_path: Path
+) -> None:
+    """A lookup by report_id reads report_keys (one index, not one per partition) once 0034 has
+    partitioned reports; before, `reports` itself. A resend of a report stored before the
+    conversion is answered from its backfilled key."""
+    url = before_partitions
+    report = crash_report(host={"hostname": "gpu-0"})
+    with registry(url, tmp_path) as (base, token):
+        first = post(base, token, report)
+        assert first.status_code == 201
+    database = Database(url)
+    try:
+        with database.engine.connect() as connection:
+            assert reports_keyed(connection) is False
+        upgrade(url)
+        with database.engine.connect() as connection:
+            assert reports_keyed(connection) is False  # asked once per connection: it stays right
+        database.engine.dispose()
+        with database.engine.connect() as connection:
+            assert reports_keyed(connection) is True
+    finally:
+        database.dispose()
+    new = crash_report(host={"hostname": "gpu-1"})
+    with registry(url, tmp_path) as (base, token):
+        again = post(base, token, report)
+        answers = [post(base, token, new) for _ in range(2)]
+    assert again.status_code == 200 and again.json()["event_id"] == first.json()["event_id"]
+    assert [answer.status_code for answer in answers] == [201, 200]
+    assert answers[0].json()["event_id"] == answers[1].json()["event_id"]
 
 
 # A report's natural-key reads, as a worker's prepared statement runs them: its generic plan.

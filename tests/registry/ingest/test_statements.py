@@ -63,8 +63,9 @@ def test_statements_of_one_report(client, database, make_token) -> None:
     ), first.statements + common.statements + next_one.statements + replay.statements
     # The token is checked in the ingest transaction's read: no connection of its own.
     assert (first.checkouts, common.checkouts, replay.checkouts) == CHECKOUTS[dialect]
-    # the connection ingest keeps is set up once (Database.autocommit)
-    assert (first.setups, common.setups) == ((1, 0) if dialect == "postgresql" else (0, 0))
+    # the connection ingest keeps is set up once (Database.autocommit) and asked once whether
+    # reports are keyed (registry.core.events.reports_keyed)
+    assert (first.setups, common.setups) == ((2, 0) if dialect == "postgresql" else (0, 0))
     assert next_one.checkouts == (0 if dialect == "postgresql" else 1)
 
 
