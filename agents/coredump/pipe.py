@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from agents.reporter.log import log
-from agents.reporter.report import hostname_of, iso_time
+from agents.reporter.report import boot_id_of, hostname_of, iso_time
 
 from .core import CoreHead, ProcMemory, read_core_head
 from .modules import proc_opener
@@ -137,7 +137,7 @@ def crash_facts(dumping: Dumping, hostname: str) -> CrashFacts:
     now = since_boot_s()
     booted_at = time.time() - now
     started = started_after_boot_s(dumping.number("P"))
-    boot_id = (_read("/proc/sys/kernel/random/boot_id") or "").strip() or None
+    boot_id = boot_id_of()
     return CrashFacts(
         hostname=hostname,
         crashed_at=iso_time(dumping.number("t")),

@@ -40,7 +40,14 @@ from agents.reporter.captures import record_capture
 from agents.reporter.config import Config
 from agents.reporter.log import log
 from agents.reporter.postboot import PSTORE_REPORT_PREFIX
-from agents.reporter.report import console_report, hostname_of, iso_time, safe_report_id, tail_text
+from agents.reporter.report import (
+    boot_id_of,
+    console_report,
+    hostname_of,
+    iso_time,
+    safe_report_id,
+    tail_text,
+)
 from agents.reporter.spool import deliver
 
 RECORD_NAMES = ("dmesg-ramoops-*", "dmesg-efi-*", "dmesg-erst-*")
@@ -155,9 +162,8 @@ def read_dumps(directory: Path) -> tuple[list[Dump], list[Path]]:
 
 def record_boot(config: Config) -> str | None:
     """Append this boot to the boot log (once); its boot_id."""
-    try:
-        boot_id = Path(config.boot_id_file).read_text().strip()
-    except OSError:
+    boot_id = boot_id_of(config.boot_id_file)
+    if boot_id is None:
         return None
     boot_log = Path(config.boot_log)
     known = boots(boot_log)

@@ -44,7 +44,14 @@ from agents.reporter.client import report_body
 from agents.reporter.config import Config
 from agents.reporter.files import write_atomically
 from agents.reporter.log import log
-from agents.reporter.report import hostname_of, iso_time, local_fingerprint, report_skeleton, safe_report_id
+from agents.reporter.report import (
+    boot_id_of,
+    hostname_of,
+    iso_time,
+    local_fingerprint,
+    report_skeleton,
+    safe_report_id,
+)
 from agents.reporter.spool import keep, kept_path, replayed, resend
 
 READ_SIZE = 16384  # a kmsg record is at most 8 KiB (CONSOLE_EXT_LOG_MAX)
@@ -186,7 +193,7 @@ class Watcher:
         self.interval_usec = int(interval_s * 1_000_000)
         self.clock = clock
         self.hostname = hostname_of(config.hostname)
-        boot_id = read_boot_id(config)
+        boot_id = boot_id_of(config.boot_id_file) or ""
         saved = State.read(state_path)
         self.unsaved = False
         if saved is not None and saved.boot_id != boot_id:
@@ -305,10 +312,6 @@ class Watcher:
 
     def pending(self) -> bool:
         return any(Path(self.config.spool_dir).glob("live-*.json"))
-
-
-def read_boot_id(config: Config) -> str:
-    return Path(config.boot_id_file).read_text().strip()
 
 
 def run(config: Config, once: bool) -> int:

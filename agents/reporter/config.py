@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from agents.reporter.log import log
+from agents.reporter.report import BOOT_ID_FILE
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Config:
     core_range_bytes: int = 1 << 20
     core_chain: str = ""
     core_log: str = "/dev/kmsg"
-    boot_id_file: str = "/proc/sys/kernel/random/boot_id"
+    boot_id_file: str = BOOT_ID_FILE
     kmsg: str = "/dev/kmsg"
     watch_state: str = "/var/lib/crashreg/watch-state.json"
     watch_quiet: float = 10.0

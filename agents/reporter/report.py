@@ -81,6 +81,17 @@ def cmdline_values(path: str) -> dict[str, str]:
     }
 
 
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+
+
+def boot_id_of(path: str = BOOT_ID_FILE) -> str | None:
+    """The running boot's id as the kernel prints it; None where it cannot be read."""
+    try:
+        return Path(path).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def hostname_of(*named: str | None) -> str:
     """The one hostname rule: the first one named (the config's, the crash kernel's command
     line's, the crashed kernel's own), else this machine's, else "unknown"."""
