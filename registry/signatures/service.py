@@ -182,46 +182,43 @@ def counting(dialect: str, rows: tuple[list[str], Select[Any]] | None = None) ->
     )
 
 
+COUNTERS = SignatureCounter.__table__.c
+# A signature's event count and last sighting, over its counter shards (the rows selected).
+EVENT_COUNT = func.coalesce(func.sum(COUNTERS.events), 0)
+LAST_SEEN = func.max(plausible(COUNTERS.last_seen))
+
+
 def stats_subquery() -> Any:
     """Per-signature event count and last sighting, summed over counter shards."""
     return (
         select(
-            SignatureCounter.signature_id.label("signature_id"),
-            func.sum(SignatureCounter.events).label("event_count"),
-            func.max(plausible(SignatureCounter.last_seen)).label("last_seen"),
+            COUNTERS.signature_id.label("signature_id"),
+            func.sum(COUNTERS.events).label("event_count"),
+            LAST_SEEN.label("last_seen"),
         )
-        .group_by(SignatureCounter.signature_id)
+        .group_by(COUNTERS.signature_id)
         .subquery("signature_stats")
     )
 
 
 def signature_stats(session: Session, signature_id: int) -> tuple[int, datetime | None]:
-    row = session.execute(
-        select(
-            func.coalesce(func.sum(SignatureCounter.events), 0),
-            func.max(plausible(SignatureCounter.last_seen)),
-        ).where(SignatureCounter.signature_id == signature_id)
-    ).one()
+    row = session.execute(select(EVENT_COUNT, LAST_SEEN).where(COUNTERS.signature_id == signature_id)).one()
     return int(row[0]), row[1]
 
 
-COUNTERS = SignatureCounter.__table__.c
+def _jira_key(signature_id: Any) -> ColumnElement[Any]:
+    links = JiraLink.__table__.c
+    return select(links.issue_key).where(links.signature_id == signature_id).scalar_subquery()
 
 
 def stats_columns(signature_id: Any) -> tuple[ColumnElement[Any], ...]:
     """Event count, last sighting and Jira key of a signature as three scalar subqueries, to
     read alone or inside a bigger read (ingest's one read before it writes)."""
-    links = JiraLink.__table__.c
+    shards = COUNTERS.signature_id == signature_id
     return (
-        select(func.coalesce(func.sum(COUNTERS.events), 0))
-        .where(COUNTERS.signature_id == signature_id)
-        .scalar_subquery()
-        .label("stats_events"),
-        select(func.max(plausible(COUNTERS.last_seen)))
-        .where(COUNTERS.signature_id == signature_id)
-        .scalar_subquery()
-        .label("stats_last_seen"),
-        select(links.issue_key).where(links.signature_id == signature_id).scalar_subquery().label("jira_key"),
+        select(EVENT_COUNT).where(shards).scalar_subquery().label("stats_events"),
+        select(LAST_SEEN).where(shards).scalar_subquery().label("stats_last_seen"),
+        _jira_key(signature_id).label("jira_key"),
     )
 
 
@@ -229,11 +226,8 @@ def stats_row(signature_id: Any) -> Select[Any]:
     """The same three as one row (`events`, `last_seen`, `jira_key`), its counter shards read
     once: inside a bigger statement each of stats_columns' subqueries is evaluated wherever
     its value is used."""
-    links = JiraLink.__table__.c
     return select(
-        func.coalesce(func.sum(COUNTERS.events), 0).label("events"),
-        func.max(plausible(COUNTERS.last_seen)).label("last_seen"),
-        select(links.issue_key).where(links.signature_id == signature_id).scalar_subquery().label("jira_key"),
+        EVENT_COUNT.label("events"), LAST_SEEN.label("last_seen"), _jira_key(signature_id).label("jira_key")
     ).where(COUNTERS.signature_id == signature_id)
 
 
