@@ -38,6 +38,7 @@ Processor = Callable[[Any], Any]
 class _Compiled:
     sql: str
     fixed: dict[str, Any]  # the values of binds the parameters do not give (literals; None)
+    computed: tuple[tuple[str, Callable[[], Any]], ...]  # binds whose value a callable gives each run
     defaults: tuple[tuple[str, Any, bool], ...]  # bind name, default, whether it is a callable
     bind_processors: dict[str, Processor]
     positions: tuple[str, ...] | None  # bind names in order, for positional paramstyles
@@ -63,6 +64,8 @@ class DirectStatement:
         key = (dialect.name, frozenset(parameters))
         compiled = self._compiled.get(key) or self._compile(dialect, key)
         values = compiled.fixed | parameters
+        for name, compute in compiled.computed:
+            values[name] = compute()
         for name, default, is_callable in compiled.defaults:
             values[name] = default(None) if is_callable else default
         for name, process in compiled.bind_processors.items():
@@ -108,8 +111,15 @@ class DirectStatement:
         if compiled.escaped_bind_names:
             raise ValueError("DirectStatement needs bind names the driver takes as they are")
         # The names a statement's values carry: its parameters' and its defaults'. SQLAlchemy's
-        # construct_params, once: what it fills in besides the parameters is the same every time.
+        # construct_params, once: what it fills in besides the parameters is the same every time,
+        # but for a bind whose value a callable gives (`bindparam(callable_=...)`, e.g. a bound
+        # computed from the clock), called on each run as SQLAlchemy calls it on each execution.
         constructed = compiled.construct_params(dict.fromkeys(key[1]), escape_names=False)
+        computed = tuple(
+            (name, bind.callable)
+            for name, bind in compiled.binds.items()
+            if bind.callable is not None and name in constructed and name not in key[1]
+        )
         fixed = {name: value for name, value in constructed.items() if name not in key[1]}
         names = {*constructed, *(name for name, _, _ in defaults)}
         bind_processors = {}
@@ -129,6 +139,7 @@ class DirectStatement:
         entry = _Compiled(
             sql=sql,
             fixed=fixed,
+            computed=computed,
             defaults=tuple(defaults),
             bind_processors=bind_processors,
             positions=positions,

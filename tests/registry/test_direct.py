@@ -109,6 +109,16 @@ def test_updates_fill_onupdate_defaults(database: Database) -> None:
     assert name == "b" and updated_at > long_ago
 
 
+def test_a_bind_whose_value_a_callable_gives_is_computed_on_each_run(database: Database) -> None:
+    """As Connection.execute calls a bindparam's callable on each execution (the latest
+    plausible crash time is one: now plus a margin), not once when the statement compiles."""
+    runs = iter(range(1, 100))
+    statement = DirectStatement(select(bindparam("run", callable_=lambda: next(runs), type_=Integer())))
+    with database.engine.connect() as connection:
+        first, second, third = (statement.scalar(connection, {}) for _ in range(3))
+    assert second == first + 1 and third == second + 1
+
+
 def test_parameters_of_another_shape_get_a_statement_of_their_own(database: Database) -> None:
     statement = DirectStatement(insert(Host.__table__))
     with database.engine.begin() as connection:
