@@ -120,28 +120,21 @@ STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
 def run_until_signalled(scheduler: Scheduler) -> None:
-    stop = threading.Event()
+    """Run the scheduler until SIGTERM or SIGINT, then let its jobs finish.
 
-    def request_stop(signum: int, _frame: Any) -> None:
-        log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
-        stop.set()
-
-    for stop_signal in STOP_SIGNALS:
-        signal.signal(stop_signal, request_stop)
-    # The scheduler's threads (and the job threads they start) inherit a mask blocking the stop
-    # signals, so the kernel hands them to this thread: its wait below returns at once. Sent to
-    # a job thread, a signal only flags Python's handler, which runs when this thread wakes
-    # (after the hour: a `docker stop` ends in SIGKILL).
+    The stop signals are blocked before the scheduler starts a thread and stay blocked: every
+    thread inherits the mask, so the kernel keeps a stop signal pending until this thread takes
+    it with sigtimedwait. No Python handler waits for the main thread's next bytecode, and no
+    job thread can swallow the signal."""
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         scheduler.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    try:
-        while not stop.wait(3600):
+        while (received := signal.sigtimedwait(STOP_SIGNALS, 3600)) is None:
             pass
+        log.info("stopping", extra={"fields": {"signal": signal.Signals(received.si_signo).name}})
     finally:
         scheduler.shutdown()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 @click.command("scheduler")
