@@ -101,22 +101,32 @@ def upgrade() -> None:
         connection = op.get_bind()
         for keyed in KEYED:
             if not is_partitioned(connection, keyed.table):  # else an earlier, interrupted run did
-                keep_keys(connection, keyed)
-                backfill(connection, keyed)
-                index_concurrently(connection, keyed.index, f"{keyed.table} ({keyed.natural})")
-                bound = bounded(connection, keyed.table)
-                say(f"{keyed.table}: the partitioned table, in one short transaction")
-                try:
-                    in_short_transaction(connection, lambda c, k=keyed, b=bound: convert(c, k, b), say)
-                except BaseException:
-                    # left in place, the bound would refuse every insert once the ids reach it
-                    in_short_transaction(connection, lambda c, t=keyed.table: c.exec_driver_sql(
-                        f"ALTER TABLE {t} DROP CONSTRAINT IF EXISTS {t}_before_partitions"), say)
-                    raise
+                partition(connection, keyed, prepare(connection, keyed))
             validate_references(connection, keyed.table)
             analyze_rows(connection, keyed.table)
         ensure_ahead(connection, AHEAD, say, first_width=width())
         rebuild_materialized_views(connection)
+
+
+def prepare(connection: Connection, keyed: Keyed) -> int:
+    """What comes before the short transaction, writes going on: the keys kept and backfilled,
+    the natural key's index built, the id bound checked; the bound."""
+    keep_keys(connection, keyed)
+    backfill(connection, keyed)
+    index_concurrently(connection, keyed.index, f"{keyed.table} ({keyed.natural})")
+    return bounded(connection, keyed.table)
+
+
+def partition(connection: Connection, keyed: Keyed, bound: int) -> None:
+    """The short transaction (`convert`), tried until its locks are free within LOCK_TIMEOUT."""
+    say(f"{keyed.table}: the partitioned table, in one short transaction")
+    try:
+        in_short_transaction(connection, lambda c: convert(c, keyed, bound), say)
+    except BaseException:
+        # left in place, the bound would refuse every insert once the ids reach it
+        in_short_transaction(connection, lambda c: c.exec_driver_sql(
+            f"ALTER TABLE {keyed.table} DROP CONSTRAINT IF EXISTS {keyed.table}_before_partitions"), say)
+        raise
 
 
 def analyze_rows(connection: Connection, table: str) -> None:
@@ -239,9 +249,17 @@ def convert(connection: Connection, keyed: Keyed, bound: int) -> None:
     referencing = connection.execute(text(
         "SELECT DISTINCT conrelid::regclass::text FROM pg_constraint WHERE confrelid = CAST(:t AS regclass) "
         "AND contype = 'f' AND conparentid = 0 AND conrelid <> confrelid ORDER BY 1"), {"t": table}).scalars().all()
+    # The tables its own keys point at: attaching the first partition drops their action
+    # triggers for its keys (ACCESS EXCLUSIVE on, say, events when reports is converted).
+    referenced = connection.execute(text(
+        "SELECT DISTINCT confrelid::regclass::text FROM pg_constraint WHERE conrelid = CAST(:t AS regclass) "
+        "AND contype = 'f' AND conparentid = 0 AND confrelid <> conrelid ORDER BY 1"), {"t": table}).scalars().all()
     # Every table the transaction rewrites the catalog of, taken at once (under lock_timeout)
-    # before anything is changed: none is held while another is waited for.
-    run(f"LOCK TABLE {', '.join([table, *referencing])} IN ACCESS EXCLUSIVE MODE")
+    # before anything is changed: none is held while another is waited for. Taken midway, a
+    # lock would be waited for while this transaction holds others against the writers in
+    # flight (one that read events and then inserts into it: a deadlock).
+    locked = dict.fromkeys([*referenced, table, *referencing])
+    run(f"LOCK TABLE {', '.join(locked)} IN ACCESS EXCLUSIVE MODE")
     run(f"ALTER TABLE {table} RENAME TO {first}")
     run(f"DROP TRIGGER {keyed.keys}_insert ON {first}")
     run(f"DROP TRIGGER {keyed.keys}_delete ON {first}")

@@ -11,17 +11,19 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import psycopg
 import pytest
 import requests
+from alembic.script import ScriptDirectory
 
 from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, Settings, SymbolSettings
 from registry.core.events import reports_keyed
 from registry.db import Database
-from registry.migrate import upgrade
+from registry.migrate import MIGRATIONS_DIR, upgrade
 from registry.partitions import (
     AHEAD,
     Partition,
@@ -36,6 +38,7 @@ from testkit.reports import crash_report
 from tests.support.cli import crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
 from tests.support.http import auth, serving
+from tests.support.migration_locks import alembic_config
 from tests.support.rollups import scanned, stored
 
 BEFORE = "0033_rollups"
@@ -173,6 +176,53 @@ def test_the_upgrade_while_reporters_post_loses_and_doubles_nothing(
     assert rows(url, "SELECT count(*) FROM (SELECT host_id, boot_key FROM events GROUP BY 1, 2 "
                      "HAVING count(*) > 1) AS doubled") == [(0,)]
     assert rows(url, "SELECT count(*) FROM event_keys") == rows(url, "SELECT count(*) FROM events")
+
+
+def migration(url: str, revision: str) -> ModuleType:
+    return ScriptDirectory.from_config(alembic_config(MIGRATIONS_DIR, url)).get_revision(revision).module
+
+
+def waits_on(url: str, table: str) -> bool:
+    waiting = f"SELECT count(*) FROM pg_locks WHERE relation = '{table}'::regclass AND NOT granted"
+    return rows(url, waiting) != [(0,)]
+
+
+@postgres_only
+def test_a_writer_that_read_events_is_not_deadlocked_by_reports_conversion(before_partitions: str) -> None:
+    """Ingest's `store` reads events, then inserts into it; reports' conversion re-points
+    reports' key into events, which takes events' locks. Taken with reports' at the start (the
+    writer holding events: the conversion waits, and the writer goes first), not midway (the
+    conversion holding events against the insert while it waits for the writer's read: a
+    deadlock, the writer its victim when its own check runs first, as here)."""
+    url = before_partitions
+    steps = migration(url, "0034_partitions")
+    engine = Database(url).engine.execution_options(isolation_level="AUTOCOMMIT")
+    failures: list[BaseException] = []
+    with engine.connect() as migrating, psycopg.connect(url) as writer:
+        steps.partition(migrating, steps.EVENTS, steps.prepare(migrating, steps.EVENTS))
+        steps.validate_references(migrating, "events")
+        bound = steps.prepare(migrating, steps.REPORTS)
+        writer.execute("SELECT count(*) FROM events")  # the read, in the writer's transaction
+
+        def convert_reports() -> None:
+            try:
+                steps.partition(migrating, steps.REPORTS, bound)
+            except BaseException as error:  # asserted below
+                failures.append(error)
+
+        converting = threading.Thread(target=convert_reports)
+        converting.start()
+        waited = False
+        while not waited and converting.is_alive():
+            waited = waits_on(url, "events")
+        writer.execute("SET LOCAL deadlock_timeout = '1ms'")
+        writer.execute("LOCK TABLE events IN ROW EXCLUSIVE MODE")  # the insert's lock
+        writer.commit()
+        converting.join()
+    engine.dispose()
+    assert waited, "the conversion never waited for the writer's read of events"
+    assert failures == []
+    assert rows(url, "SELECT relkind FROM pg_class WHERE relname = 'reports'") == [("p",)]
 
 
 @postgres_only
