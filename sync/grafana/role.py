@@ -54,7 +54,7 @@ def derived_grafana_db_url(database_url: str, read_database_url: str | None = No
 
 
 def reporting_views(connection: Connection) -> list[str]:
-    """The `rpt_*` views and materialized views (the rollups) of the current schema."""
+    """The `rpt_*` views of the current schema (materialized ones too: none is left since 0037)."""
     rows = connection.execute(
         text(
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
