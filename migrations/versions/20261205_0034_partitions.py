@@ -246,14 +246,10 @@ def convert(connection: Connection, keyed: Keyed, bound: int) -> None:
         "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = CAST(:t AS regclass) "
         "AND NOT tgisinternal AND tgname NOT LIKE :keys ORDER BY tgname"
     ), {"t": table, "keys": f"{keyed.keys}_%"}).all()
-    referencing = connection.execute(text(
-        "SELECT DISTINCT conrelid::regclass::text FROM pg_constraint WHERE confrelid = CAST(:t AS regclass) "
-        "AND contype = 'f' AND conparentid = 0 AND conrelid <> confrelid ORDER BY 1"), {"t": table}).scalars().all()
+    referencing = keyed_tables(connection, table, into=True)
     # The tables its own keys point at: attaching the first partition drops their action
     # triggers for its keys (ACCESS EXCLUSIVE on, say, events when reports is converted).
-    referenced = connection.execute(text(
-        "SELECT DISTINCT confrelid::regclass::text FROM pg_constraint WHERE conrelid = CAST(:t AS regclass) "
-        "AND contype = 'f' AND conparentid = 0 AND confrelid <> conrelid ORDER BY 1"), {"t": table}).scalars().all()
+    referenced = keyed_tables(connection, table, into=False)
     # Every table the transaction rewrites the catalog of, taken at once (under lock_timeout)
     # before anything is changed: none is held while another is waited for. Taken midway, a
     # lock would be waited for while this transaction holds others against the writers in
@@ -284,6 +280,14 @@ def convert(connection: Connection, keyed: Keyed, bound: int) -> None:
     for name, definition in views:
         run(f"CREATE OR REPLACE VIEW {name} AS {definition}")
     repoint_references(connection, first, table)
+
+
+def keyed_tables(connection: Connection, table: str, into: bool) -> list[str]:
+    """The other tables with a foreign key into `table` (`into`), or those its own keys point at."""
+    near, far = ("confrelid", "conrelid") if into else ("conrelid", "confrelid")
+    return list(connection.execute(text(
+        f"SELECT DISTINCT {far}::regclass::text FROM pg_constraint WHERE {near} = CAST(:t AS regclass) "
+        "AND contype = 'f' AND conparentid = 0 AND conrelid <> confrelid ORDER BY 1"), {"t": table}).scalars())
 
 
 def dependent_views(connection: Connection, table: str, kind: str) -> list[tuple[str, str]]:
