@@ -3,9 +3,10 @@ holds (scope `read`), and the debuginfod protocol at /debuginfod/ (scope `read`)
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, current_app, g, jsonify, send_file
+from flask import Blueprint, Response, current_app, g, jsonify, send_file
 from marshmallow import Schema, ValidationError, fields, validate
 
 from registry.auth.tokens import require_scope
@@ -16,6 +17,7 @@ from registry.requests import WholeNumber, json_body, load
 from registry.storage.api import PartUrlSchema, current_store
 from registry.storage.parts import MAX_PARTS
 from registry.storage.service import MAX_URLS_PER_REQUEST
+from registry.symbols.elf import KINDS, section_extent
 from registry.symbols.keep import Origin
 from registry.symbols.sources import SymbolsArrived, SymbolSources
 from registry.symbols.uploads import complete, files_of, start
@@ -210,3 +212,44 @@ def debuginfod_source(build_id: str, source: str) -> Any:
     except ValueError as problem:
         raise ApiError(400, "bad_request", str(problem), fields={"path": [source[:200]]}) from None
     return _served(found, "source file")
+
+
+SECTION_CHUNK = 1 << 20
+
+
+@blueprint.get("/debuginfod/buildid/<build_id>/section/<path:section>")
+@require_scope("read", *UPLOAD_SCOPES)
+@documented("debuginfod: the raw contents of an ELF section of a build-id (e.g. .gdb_index, which gdb "
+            "fetches alone): from its debug info, else, where that has none or only SHT_NOBITS, from its "
+            "executable; from the store or the configured servers", responses=A_FILE,
+            errors=(400, 401, 403, 404), tag="symbols")
+def debuginfod_section(build_id: str, section: str) -> Any:
+    build_id = build_id_in_path(build_id)
+    for kind in KINDS:
+        path = current_sources().find(build_id, kind, wait=True)
+        extent = section_extent(path, section) if path is not None else None
+        if path is not None and extent is not None:
+            return _slice_served(path, *extent)
+    raise ApiError(404, "not_found", f"no section {section[:200]!r} with contents in this build-id's debug "
+                   "info or executable here or on the configured servers",
+                   fields={"section": [section[:200]]})
+
+
+def _slice_served(path: Path, offset: int, size: int) -> Response:
+    """`size` bytes of the file from `offset`, streamed: a section of a large debug file is
+    never held in memory. The file is opened before the answer, so the cache's eviction
+    (which unlinks) cannot take it from under the stream."""
+    file = path.open("rb")
+
+    def chunks() -> Any:
+        with file:
+            file.seek(offset)
+            left = size
+            while left and (chunk := file.read(min(left, SECTION_CHUNK))):
+                left -= len(chunk)
+                yield chunk
+
+    response = Response(chunks(), mimetype="application/octet-stream", direct_passthrough=True)
+    response.headers["Content-Length"] = str(size)
+    response.headers["X-DEBUGINFOD-SIZE"] = str(size)
+    return response

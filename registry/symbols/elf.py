@@ -18,9 +18,11 @@ from elftools.elf.elffile import ELFFile
 
 from registry.build_ids import normal_build_id
 
-KINDS = ("debuginfo", "executable")
+KINDS = ("debuginfo", "executable")  # also the order debuginfod looks for a section in
 DWARF_SECTIONS = (".debug_info", ".zdebug_info")
 ELF_MAGIC = b"\x7fELF"
+# What pyelftools raises on a damaged file, besides construct's own errors (from elftools too).
+ELF_READ_ERRORS = (ELFError, ValueError, KeyError, IndexError, OverflowError, EOFError)
 
 
 class NotASymbolFile(Exception):
@@ -66,10 +68,8 @@ def read_facts(path: Path) -> SymbolFileFacts:
             elf = ELFFile(file)
             build_id = _build_id_note(elf)
             kinds = _kinds(elf)
-        except (ELFError, ValueError, KeyError, IndexError, OverflowError, EOFError) as error:
-            raise NotASymbolFile("bad_elf", f"the ELF file is damaged: {error}") from None
-        except Exception as error:  # pyelftools raises construct's own errors on truncated headers
-            if type(error).__module__.split(".")[0] != "elftools":
+        except Exception as error:
+            if not _is_damage(error):
                 raise
             raise NotASymbolFile("bad_elf", f"the ELF file is damaged: {error}") from None
     if build_id is None or normal_build_id(build_id) is None:
@@ -81,3 +81,28 @@ def read_facts(path: Path) -> SymbolFileFacts:
             "no_symbols", "the ELF file has neither DWARF debug info nor code: nothing to serve"
         )
     return SymbolFileFacts(build_id, kinds)
+
+
+def section_extent(path: Path, name: str) -> tuple[int, int] | None:
+    """Where section `name` lies in the file, (offset, size): its raw contents as debuginfod
+    serves them (compressed if the file keeps it compressed). None when the file has no such
+    section or holds none of its contents (SHT_NOBITS, as a debug file's copy of the code; or
+    empty), as elfutils' server decides before it tries the executable."""
+    with path.open("rb") as file:
+        try:
+            section = ELFFile(file).get_section_by_name(name)
+        except Exception as error:
+            if not _is_damage(error):
+                raise
+            return None
+        if section is None or section["sh_type"] == "SHT_NOBITS" or not section["sh_size"]:
+            return None
+        offset, size = section["sh_offset"], section["sh_size"]
+        file.seek(0, 2)
+        return (offset, size) if offset + size <= file.tell() else None
+
+
+def _is_damage(error: Exception) -> bool:
+    """Is this what pyelftools raises on a damaged ELF file (construct's errors on truncated
+    headers come from elftools' own copy of construct)?"""
+    return isinstance(error, ELF_READ_ERRORS) or type(error).__module__.split(".")[0] == "elftools"

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
-from registry.symbols.elf import NotASymbolFile, normal_build_id, read_facts
+from registry.symbols.elf import NotASymbolFile, normal_build_id, read_facts, section_extent
 from tests.support.symbols import Program
 
 
@@ -32,6 +33,34 @@ def test_every_truncation_of_a_real_file_is_refused_by_name(symbol_programs: dic
             assert problem.code in ("not_elf", "bad_elf", "no_build_id", "no_symbols")
         else:  # the note and a section with contents survived the cut
             assert facts.build_id == symbol_programs["uploaded"].build_id
+
+
+def test_a_section_lies_in_the_file_with_contents_or_is_not_there(symbol_programs: dict[str, Program],
+                                                                   tmp_path: Path) -> None:
+    """A debug file's .text is SHT_NOBITS: not there (debuginfod then asks the executable); a
+    section past the end of a cut file, or any part of a file that is no ELF, is not there
+    either, never an exception."""
+    program = symbol_programs["uploaded"]
+    data = program.unstripped.read_bytes()
+    offset, size = section_extent(program.unstripped, ".text") or (0, 0)
+    assert size and data[offset:offset + size] in program.stripped.read_bytes()
+    assert section_extent(program.debug, ".text") is None
+    assert section_extent(program.debug, ".no_such_section") is None
+    cut = tmp_path / "cut"
+    for length in [*range(0, 256, 7), *range(256, len(data), max(1, len(data) // 200))]:
+        cut.write_bytes(data[:length])
+        extent = section_extent(cut, ".debug_info")
+        assert extent is None or sum(extent) <= length
+    # A header saying .debug_info runs past the end of the file (its Elf64_Shdr's sh_size, at
+    # byte 32 of the header, made huge): not there.
+    with program.unstripped.open("rb") as file:
+        elf = ELFFile(file)
+        index = next(n for n, section in enumerate(elf.iter_sections()) if section.name == ".debug_info")
+        at = elf["e_shoff"] + index * elf["e_shentsize"] + 32
+    lying = bytearray(data)
+    lying[at:at + 8] = (len(data) * 2).to_bytes(8, "little")
+    cut.write_bytes(lying)
+    assert section_extent(cut, ".debug_info") is None
 
 
 @pytest.mark.parametrize(("text", "normal"), [("ABcd", "abcd"), (" abcd ", "abcd"), ("abc", None), ("", None),

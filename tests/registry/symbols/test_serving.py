@@ -194,3 +194,55 @@ def test_the_triage_workspace_reaches_the_registrys_debuginfod(
                    "DEBUGINFOD_CACHE_PATH": str(tmp_path / "client-cache")})
     assert found.returncode == 0, found.stderr
     assert Path(found.stdout.strip()).read_bytes() == program.debug.read_bytes()
+
+
+def dumped_section(elf: Path, name: str, scratch: Path) -> bytes:
+    """A section's raw contents as binutils dumps them (objcopy), not as the registry reads them."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    dumped = scratch / f"{elf.name}{name}"
+    subprocess.run(["objcopy", "--dump-section", f"{name}={dumped}", str(elf), str(scratch / "copy")],
+                   check=True, capture_output=True)
+    return dumped.read_bytes()
+
+
+def test_a_section_comes_from_the_debug_info_else_from_the_executable(
+    registry: str, make_token: Callable[..., str], tmp_path: Path, symbol_programs: dict[str, Program],
+) -> None:
+    """As elfutils' server answers /section/: .debug_line from the debug file; .text, which the
+    debug file holds only as SHT_NOBITS (objcopy --only-keep-debug), from the executable. Both
+    federated from the upstream server here. elfutils' client falls back to fetching whole
+    files when a server has no /section/, so the registry's answer is checked on the wire too."""
+    program = symbol_programs["upstream"]
+    token = make_token("read")
+    for name, holder in ((".debug_line", program.debug), (".text", program.stripped)):
+        expected = dumped_section(holder, name, tmp_path / "objcopy")
+        assert expected  # a section with contents
+        answer = requests.get(f"{registry}/debuginfod/buildid/{program.build_id}/section/{name}",
+                              headers=auth(token), timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert answer.content == expected, name
+        assert answer.headers["X-DEBUGINFOD-SIZE"] == str(len(expected))
+        (tmp_path / name).mkdir()  # the client's cache of its own: nothing fetched before
+        found = debuginfod_find(tmp_path / name, registry, token, "section", program.build_id, name)
+        assert found.returncode == 0, found.stderr
+        assert Path(found.stdout.strip()).read_bytes() == expected, name
+
+
+def test_a_section_no_file_holds_with_contents_is_a_404_and_needs_a_token(
+    app: Flask, database: Database, registry: str, make_token: Callable[..., str],
+    symbol_programs: dict[str, Program],
+) -> None:
+    """Only the debug file is uploaded (no executable here or upstream): its .text is
+    SHT_NOBITS, so there is no .text to serve; nor any section it lacks."""
+    program = symbol_programs["uploaded"]
+    uploaded(app, database, program)
+    base = f"{registry}/debuginfod/buildid/{program.build_id}/section"
+    token = auth(make_token("read"))
+    assert requests.get(f"{base}/.debug_info", headers=token, timeout=60).status_code == 200
+    for name in (".text", ".no_such_section"):
+        answer = requests.get(f"{base}/{name}", headers=token, timeout=60)
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["error"]["fields"] == {"section": [name]}
+    reporter = auth(make_token("report"))
+    assert requests.get(f"{base}/.debug_info", timeout=30).status_code == 401
+    assert requests.get(f"{base}/.debug_info", headers=reporter, timeout=30).status_code == 403
