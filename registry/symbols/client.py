@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,12 @@ def _parts(path: Path, part_size: int, numbers: list[int]) -> Iterator[tuple[int
             yield number, file.read(part_size)
 
 
-def send(registry: str, token: str, path: Path, build_id: str,
-         sha256: str | None = None) -> requests.Response:
+def send(registry: str, token: str, path: Path, build_id: str, sha256: str | None = None,
+         sent: Callable[[int, int], None] = lambda part, whole: None) -> requests.Response:
     """Upload `path` as `build_id`'s; the registry's last answer (200: `state` stored, with
-    `new_kinds`; a 4xx names what it refused). `sha256`: the declared digest (default: the file's)."""
+    `new_kinds`; a 4xx names what it refused). `sha256`: the declared digest (default: the file's).
+    `sent(part bytes, file bytes)`: after each part is in the store (sent now, or by an earlier
+    run), for a progress bar; never called for a file the registry holds already."""
     http = requests.Session()
     start_url = f"{registry.rstrip('/')}/api/v1/symbols/uploads"
     body: dict[str, Any] = {"build_id": build_id, "bytes": path.stat().st_size,
@@ -60,12 +62,12 @@ def send(registry: str, token: str, path: Path, build_id: str,
         for number, data in _parts(path, upload["part_size"], batch):
             digest = hashlib.md5(data, usedforsecurity=False)
             md5s[number] = digest.hexdigest()
-            if held.get(number) == md5s[number]:  # sent by an earlier run
-                continue
-            put = http.put(urls[number], data=data, timeout=TIMEOUT_S,
-                           headers={"Content-MD5": base64.b64encode(digest.digest()).decode()})
-            if put.status_code != 200:
-                return put
+            if held.get(number) != md5s[number]:  # else sent by an earlier run
+                put = http.put(urls[number], data=data, timeout=TIMEOUT_S,
+                               headers={"Content-MD5": base64.b64encode(digest.digest()).decode()})
+                if put.status_code != 200:
+                    return put
+            sent(len(data), body["bytes"])
     parts = [{"number": number, "md5": md5} for number, md5 in sorted(md5s.items())]
     return http.post(f"{start_url}/{upload['id']}/complete", json={"parts": parts}, headers=_headers(token),
                      timeout=TIMEOUT_S)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import requests
 from sqlalchemy import select
 
 from registry.build_ids import normal_build_id
-from registry.cli_support import CliContext, pass_cli
+from registry.cli_support import CliContext, CountingProgress, pass_cli
 from registry.storage.store import open_store
 from registry.symbols.client import send
 from registry.symbols.elf import NotASymbolFile, read_facts
@@ -75,15 +76,33 @@ def _keeper(cli: CliContext) -> Keep:
     return keep
 
 
+# A line of progress in a log (no terminal) each this many bytes sent: a debug file of a few GB
+# over a slow link shows it is moving, a small one shows only its last line.
+PROGRESS_EVERY_BYTES = 64 << 20
+
+
 def _sender(registry_url: str, token: str) -> Keep:
-    """To a registry over its API; checked here first, so a refused file sends nothing."""
+    """To a registry over its API; checked here first, so a refused file sends nothing. The
+    parts' progress goes to stderr once the first is in the store (none for a file held already)."""
 
     def keep(path: Path) -> tuple[str, tuple[str, ...]]:
         build_id = read_facts(path).build_id
+        progress: CountingProgress | None = None
+
+        def sent(part: int, whole: int) -> None:
+            nonlocal progress
+            if progress is None:
+                label = f"{path.name}: bytes sent"
+                progress = CountingProgress(whole, label, PROGRESS_EVERY_BYTES).__enter__()
+            progress.update(part)
+
         try:
-            answer = send(registry_url, token, path, build_id)
+            answer = send(registry_url, token, path, build_id, sent=sent)
         except requests.RequestException as error:
             raise click.ClickException(f"{registry_url}: {error}") from None
+        finally:
+            if progress is not None:
+                progress.__exit__(*sys.exc_info())
         if answer.status_code != 200:
             try:
                 problem = answer.json()["error"]["message"]

@@ -233,8 +233,11 @@ class Pipeline:
         return requests.post(f"{self.url}/api/v1/symbols/uploads/{upload_id}/complete", json={"parts": parts},
                              headers=auth(token or self.token), timeout=60)
 
-    def upload(self, data: bytes, build_id: str, sha256: str | None = None) -> requests.Response:
-        """The whole upload, by the product's own client (registry/symbols/client.py)."""
+    def upload(self, data: bytes, build_id: str, sha256: str | None = None,
+               sent: list[tuple[int, int]] | None = None) -> requests.Response:
+        """The whole upload, by the product's own client (registry/symbols/client.py); `sent`
+        gathers its progress calls."""
         file = self.scratch / f"upload-{hashlib.sha256(data).hexdigest()}"
         file.write_bytes(data)
-        return send(self.url, self.token, file, build_id, sha256)
+        calls = sent if sent is not None else []
+        return send(self.url, self.token, file, build_id, sha256, sent=lambda *call: calls.append(call))

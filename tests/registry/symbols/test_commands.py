@@ -66,6 +66,8 @@ def test_upload_to_a_registry_over_its_api(
     done = run(settings, *remote, str(uploaded.debug), str(symbol_programs["no_build_id"].debug))
     assert done.exit_code == 1, done.output
     assert f"{uploaded.build_id} {uploaded.debug}: stored as debuginfo" in done.output
+    size = uploaded.debug.stat().st_size  # its progress, as a log shows it (no terminal here)
+    assert f"{uploaded.debug.name}: bytes sent: {size} of {size} (done)" in done.output
     assert "no GNU build-id note" in done.output
     with database.session() as session:
         assert [(r.build_id, r.origin) for r in session.scalars(select(SymbolFile))] == [

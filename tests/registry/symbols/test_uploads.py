@@ -212,9 +212,14 @@ def test_a_file_of_several_parts_lands_whole(
 ) -> None:
     data = big.unstripped.read_bytes()
     assert len(data) > 2 * PART
-    answer = pipeline.upload(data, big.build_id)
+    progress: list[tuple[int, int]] = []
+    answer = pipeline.upload(data, big.build_id, sent=progress)
     assert answer.status_code == 200, answer.text
     assert answer.json()["new_kinds"] == ["debuginfo", "executable"]
+    assert progress == [(PART, len(data)), (PART, len(data)), (len(data) - 2 * PART, len(data))]
+    again: list[tuple[int, int]] = []
+    assert pipeline.upload(data, big.build_id, sent=again).json()["state"] == "stored"
+    assert again == []  # held already: nothing to send, no progress
     served = requests.get(f"{pipeline.url}/debuginfod/buildid/{big.build_id}/executable",
                           headers=auth(make_token("read")), timeout=60)
     assert served.content == data
@@ -234,9 +239,11 @@ def test_a_resumed_upload_sends_only_the_parts_the_store_lacks(
 
     caplog.set_level(logging.INFO, logger="werkzeug")  # the live server's own request log
     caplog.clear()
-    answer = pipeline.upload(data, big.build_id)
+    progress: list[tuple[int, int]] = []
+    answer = pipeline.upload(data, big.build_id, sent=progress)
     assert answer.status_code == 200, answer.text
     assert answer.json()["new_kinds"] == ["debuginfo", "executable"]
+    assert sum(part for part, _ in progress) == len(data)  # the part sent before counts too
     sent = sorted(int(line.split("/parts/")[1].split("?")[0]) for line in caplog.messages
                   if '"PUT ' in line and "/parts/" in line)
     assert sent == [2, 3]
