@@ -227,8 +227,7 @@ def debuginfod_section(build_id: str, section: str) -> Any:
     build_id = build_id_in_path(build_id)
     for kind in KINDS:
         path = current_sources().find(build_id, kind, wait=True)
-        extent = section_extent(path, section) if path is not None else None
-        if path is not None and extent is not None:
+        if path is not None and (extent := section_extent(path, section)) is not None:
             return _slice_served(path, *extent)
     raise ApiError(404, "not_found", f"no section {section[:200]!r} with contents in this build-id's debug "
                    "info or executable here or on the configured servers",

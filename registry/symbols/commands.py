@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import getpass
-import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -88,21 +88,19 @@ def _sender(registry_url: str, token: str) -> Keep:
     def keep(path: Path) -> tuple[str, tuple[str, ...]]:
         build_id = read_facts(path).build_id
         progress: CountingProgress | None = None
+        with ExitStack() as shown:  # the bar, once the first part is in the store
 
-        def sent(part: int, whole: int) -> None:
-            nonlocal progress
-            if progress is None:
-                label = f"{path.name}: bytes sent"
-                progress = CountingProgress(whole, label, PROGRESS_EVERY_BYTES).__enter__()
-            progress.update(part)
+            def sent(part: int, whole: int) -> None:
+                nonlocal progress
+                if progress is None:
+                    label = f"{path.name}: bytes sent"
+                    progress = shown.enter_context(CountingProgress(whole, label, PROGRESS_EVERY_BYTES))
+                progress.update(part)
 
-        try:
-            answer = send(registry_url, token, path, build_id, sent=sent)
-        except requests.RequestException as error:
-            raise click.ClickException(f"{registry_url}: {error}") from None
-        finally:
-            if progress is not None:
-                progress.__exit__(*sys.exc_info())
+            try:
+                answer = send(registry_url, token, path, build_id, sent=sent)
+            except requests.RequestException as error:
+                raise click.ClickException(f"{registry_url}: {error}") from None
         if answer.status_code != 200:
             try:
                 problem = answer.json()["error"]["message"]
