@@ -112,6 +112,8 @@ class ExplainedFrame(TypedDict):
     rule: str | None  # the skip class that skipped it
     file: NotRequired[str]  # where the debug info puts it (a symbolicated userspace frame)
     line: NotRequired[int]
+    offset: NotRequired[str]  # the module offset of the stack frame it was read from (userspace)
+    inlined: NotRequired[bool]  # a call the debug info found inlined at that offset
 
 
 def frame_decisions(frames: Sequence[tuple[str, str | None]], index: int | None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .frames import ExplainedFrame, canonical_function, frame_decisions, frame_label, skip_matcher
 from .patterns import (
@@ -34,6 +34,7 @@ FRAMES_KEPT = 3
 MAX_NAME = 200
 MAX_SYMBOL = 4096  # what a name is read from (the demangler's bound)
 MAX_PATH = 512
+MAX_OFFSET = 32  # a module offset as sent: "0x" and 16 hex digits, with room
 SI_KERNEL = 0x80  # si_code of a general protection fault: what a misaligned SSE access raises
 
 _SKIP = skip_matcher(USERSPACE_SKIP)
@@ -54,9 +55,23 @@ class UserCrash:
     named: list[tuple[str, str | None]] = field(default_factory=list)  # every frame read
     guilty: int | None = None  # position of the guilty frame in `named`
     sources: list[SourceLine | None] = field(default_factory=list)  # of each frame in `named`
+    origins: list[FrameOrigin] = field(default_factory=list)  # of each frame in `named`
 
 
 SourceLine = tuple[str, int]  # file, line: where the debug info puts a frame
+
+
+class FrameOrigin(NamedTuple):
+    """The stack frame a frame in `named` was read from: its module offset as sent, and whether
+    the frame is a call the debug info found inlined there (registry/symbolication puts those
+    before their caller, at the caller's offset). What ties a frame the registry named from debug
+    info back to the frame the reporter sent."""
+
+    offset: str | None
+    inlined: bool = False
+
+
+NO_ORIGIN = FrameOrigin(None)  # a frame read from no stack frame (the red zone's)
 
 
 def as_int(value: Any) -> int | None:
@@ -298,6 +313,17 @@ def _source_line(frame: Any) -> SourceLine | None:
     return (frame["file"][:MAX_PATH], line) if line is not None and line > 0 else None
 
 
+def frame_origin(frame: Any) -> FrameOrigin:
+    """Where a stack frame is: its module offset as sent (the contract's hex string), and
+    whether registry/symbolication made it as an inlined call (`inlined: true`; a reporter's
+    `inlined` is a list of the calls, kept in the frame it sent)."""
+    if not isinstance(frame, dict):
+        return NO_ORIGIN
+    offset = frame.get("offset")
+    offset = offset.lower()[:MAX_OFFSET] if isinstance(offset, str) and offset else None
+    return FrameOrigin(offset, frame.get("inlined") is True)
+
+
 def runtime_module(module: str | None) -> bool:
     """A module of the runtime (the C library, the C++ runtime, the loader), by file name."""
     return isinstance(module, str) and bool(_SKIP_MODULE.search(module.rsplit("/", 1)[-1]))
@@ -320,6 +346,11 @@ def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | N
         source = crash.sources[at] if at < len(crash.sources) else None
         if source is not None:
             decision["file"], decision["line"] = source
+        origin = crash.origins[at] if at < len(crash.origins) else NO_ORIGIN
+        if origin.offset is not None:
+            decision["offset"] = origin.offset
+        if origin.inlined:
+            decision["inlined"] = True
     return decisions, guilty
 
 
@@ -352,7 +383,8 @@ def parse_stack(stack: Any) -> UserCrash | None:
     crash.labels = failure_labels(evidence)
     if signal in SIGNAL_LABELS:
         crash.labels.append(SIGNAL_LABELS[signal])
-    read = [(name, _source_line(frame)) for frame in frames if (name := frame_name(frame)) is not None]
+    read = [(name, _source_line(frame), frame_origin(frame)) for frame in frames
+            if (name := frame_name(frame)) is not None]
     interrupted = _after_signal_delivery(frames)
     if evidence is not None and any(label in BAD_RETURNS for label in crash.labels):
         # Frame 0 is the bad pc (0, or data): the guilty frame is the function that returned.
@@ -360,9 +392,10 @@ def parse_stack(stack: Any) -> UserCrash | None:
             read = read[1:]
         returned = returning_function(evidence)
         if returned is not None:
-            read = [(returned, None), *read]
-    named = crash.named = [name for name, _ in read]
-    crash.sources = [source for _, source in read]
+            read = [(returned, None, NO_ORIGIN), *read]
+    named = crash.named = [name for name, _, _ in read]
+    crash.sources = [source for _, source, _ in read]
+    crash.origins = [origin for _, _, origin in read]
     first = len(named) - interrupted if interrupted is not None and interrupted < len(named) else 0
     crash.guilty = next((i for i, name in enumerate(named) if i >= first and not runtime_frame(name)),
                         None)

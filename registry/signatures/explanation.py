@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from registry.fingerprint import ExplanationRecord
 from registry.fingerprint.frames import ExplainedFrame
@@ -60,16 +60,27 @@ def explanation_variants(
     events: Iterable[tuple[str, ExplanationRecord | None]],
 ) -> list[ExplanationVariant]:
     """The distinct explanations among events (id, explanation), in the events' order, each with
-    a label and its events: where a merged signature's crashes were explained differently."""
+    a label and its events: where a merged signature's crashes were explained differently.
+    Where a frame lies (its offset and source line, which move from release to release) is not
+    how it was explained."""
     variants: dict[str, ExplanationVariant] = {}
     for event_id, explanation in events:
         if not explanation:
             continue
-        key = json.dumps(explanation, sort_keys=True)
+        key = json.dumps(_decisions(explanation), sort_keys=True)
         variant = variants.setdefault(key, {"label": _label(len(variants)), "explanation": explanation,
                                             "events": []})
         variant["events"].append(event_id)
     return list(variants.values())
+
+
+LOCATION_FIELDS = ("offset", "file", "line")  # of an explained frame: where it is, not what became of it
+
+
+def _decisions(explanation: ExplanationRecord) -> dict[str, Any]:
+    frames = [{key: value for key, value in frame.items() if key not in LOCATION_FIELDS}
+              for frame in explanation.get("frames") or []]
+    return {**explanation, "frames": frames}
 
 
 def _label(index: int) -> str:

@@ -23,6 +23,7 @@ from registry.fingerprint.userspace import (
     as_int,
     explain_user_frames,
     frame_name,
+    frame_origin,
     parse_stack,
     read_evidence,
     returning_function,
@@ -245,8 +246,36 @@ def _key(explained: ExplainedFrame) -> tuple[str, str | None]:
     return explained.get("function") or "", explained.get("module")
 
 
-def _decided(frame: UserFrame, explained: ExplainedFrame) -> UserFrame:
-    return frame | {"decision": explained.get("decision"), "rule": explained.get("rule")}
+def _read_from(explained: ExplainedFrame, raw: Any, name: tuple[str, str | None] | None) -> bool:
+    """Whether the engine read this explained frame from the frame the report sent: by the
+    module offset the explanation records (a frame the registry named from debug info is called
+    otherwise than the frame sent), else, for an explanation without one, by name."""
+    if name is None:
+        return False
+    offset = explained.get("offset")
+    if offset is None:
+        return _key(explained) == name
+    return frame_origin(raw).offset == offset and explained.get("module") == name[1]
+
+
+def _decided(frame: UserFrame, explained: ExplainedFrame, read_as: str | None = None) -> UserFrame:
+    """The frame with the engine's decision and, where the registry named it from debug info
+    (the engine read another name than `read_as`, the one the frame sent reads as), that name
+    and its source line."""
+    decided = frame | {"decision": explained.get("decision"), "rule": explained.get("rule")}
+    function = explained.get("function")
+    if function and function != read_as:
+        decided["function"] = function
+    if explained.get("file") and explained.get("line"):
+        decided["file"], decided["line"] = explained["file"], explained["line"]
+    return decided
+
+
+def _inlined_call(raw: UserFrame, explained: ExplainedFrame) -> UserFrame:
+    """A call the debug info found inlined at a frame's offset: a frame of its own to the engine
+    (it may be the guilty one), shown before the frame it was inlined into."""
+    place = {key: raw[key] for key in ("address", "module", "build_id", "offset")}  # type: ignore[literal-required]
+    return _decided(_frame(place, None), explained) | {"note": f"inlined into frame {raw['index']}"}
 
 
 def _from_red_zone(explained: ExplainedFrame) -> UserFrame:
@@ -255,25 +284,40 @@ def _from_red_zone(explained: ExplainedFrame) -> UserFrame:
 
 
 def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame]) -> list[UserFrame]:
-    """Every frame the report sent, in order, each with the engine's decision on it. The engine
-    reads frames by (function, module), an unnamed one as module+offset; a frame it could not
-    name (a pc in no module: 0 after a return to null) keeps no decision, and a frame it took
-    from the red zone (the function that returned to a bad address) is put after frame 0."""
+    """Every frame the report sent, in order, each with the engine's decision on it and, where
+    the registry named it from debug info, that name, source line and inlined calls. The engine
+    reads frames by (function, module), an unnamed one as module+offset, and records where each
+    came from (`_read_from`); a frame it could not name (a pc in no module: 0 after a return to
+    null) keeps no decision, and a frame it took from the red zone (the function that returned
+    to a bad address) is put after frame 0."""
     names = [frame_name(f) for f in raw_frames]
     rows: list[UserFrame] = []
     at = 0
+
+    def next_read_from(index: int, inlined: bool) -> bool:
+        """Whether the next explained frame is (an inlined call in) the report's frame `index`."""
+        return (at < len(explained) and bool(explained[at].get("inlined")) == inlined
+                and _read_from(explained[at], raw_frames[index], names[index]))
+
+    def read_later(index: int) -> bool:
+        """Whether the next explained frame was read from a frame after `index`."""
+        frame = explained[at]
+        return any(_read_from(frame, raw_frames[i], names[i]) for i in range(index + 1, len(raw_frames)))
+
     for index, raw in enumerate(raw_frames):
         row = _frame(raw if isinstance(raw, dict) else {}, index)
-        if names[index] is not None and at < len(explained) and _key(explained[at]) == names[index]:
-            row = _decided(row, explained[at])
+        while next_read_from(index, inlined=True):
+            rows.append(_inlined_call(row, explained[at]))
+            at += 1
+        if next_read_from(index, inlined=False):
+            row = _decided(row, explained[at], names[index][0] if names[index] else None)
             at += 1
         elif names[index] is None:
             row["note"] = "in no module: a bad pc, not read"
         else:
             row["note"] = "outside the engine's window of frames"
         rows.append(row)
-        later = set(names[index + 1:])
-        while at < len(explained) and _key(explained[at]) not in later:
+        while at < len(explained) and not read_later(index):
             rows.append(_from_red_zone(explained[at]))
             at += 1
     return rows

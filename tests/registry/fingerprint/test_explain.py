@@ -28,7 +28,9 @@ def check_record(signature) -> dict:
     frames = record["frames"]
     assert len(frames) <= MAX_EXPLAINED_FRAMES
     for frame in frames:
-        assert set(frame) == {"function", "module", "decision", "rule"}
+        # and, for a userspace frame, where it lies: its offset, source line, whether inlined
+        assert {"function", "module", "decision", "rule"} <= set(frame) <= {
+            "function", "module", "decision", "rule", "offset", "file", "line", "inlined"}
         assert frame["decision"] in DECISIONS
         assert (frame["rule"] is not None) == (frame["decision"] == "skipped")
     guilty = record["guilty"]

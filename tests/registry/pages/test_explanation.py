@@ -59,8 +59,9 @@ def block(page: str, label: str) -> str:
 def assert_shows(rendered: str, explanation: dict[str, Any]) -> None:
     parser = FrameRows()
     parser.feed(rendered)
-    expected = [(f["decision"], [str(i), f["function"], f["module"] or "", f["decision"], f["rule"] or ""])
-                for i, f in enumerate(explanation["frames"])]
+    source = [f"{f['file']}:{f['line']}" if f.get("file") else "" for f in explanation["frames"]]
+    expected = [(f["decision"], [str(i), f["function"], f["module"] or "", source[i], f["decision"],
+                                 f["rule"] or ""]) for i, f in enumerate(explanation["frames"])]
     assert parser.rows == expected
     assert f"recognised by rule <code>{html.escape(explanation['kind_rule'])}</code>" in rendered
     assert f"<dd>{html.escape(explanation['section'])}</dd>" in rendered

@@ -23,8 +23,10 @@ import pytest
 from sqlalchemy import func, select
 
 from registry.config import Settings, SymbolSettings
+from registry.core.events import Report
 from registry.db import Database
 from registry.symbolication.models import SymbolMiss
+from testkit.pages import login
 from tests.support.http import auth
 from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
 from tests.support.reported_releases import post, reported_without_symbols, settle, signatures_of
@@ -62,6 +64,27 @@ def guilty_frame(client: Any, token: str, event_id: str) -> dict[str, Any]:
     return explanation["frames"][explanation["guilty"]]
 
 
+def assert_frames_named(client: Any, token: str, event_id: str, function: str, release: Release) -> None:
+    """The event's frames as the API and the page give them: each frame the report sent, the
+    guilty one under the name and source line the registry found for its offset."""
+    frames = client.get(f"/api/v1/events/{event_id}", headers=auth(token)).json["userspace"]["frames"]
+    guilty = [at for at, frame in enumerate(frames) if frame["decision"] == "guilty"]
+    assert len(guilty) == 1, frames
+    named = frames[guilty[0]]
+    assert named["function"] == function and named["line"] > 0
+    assert Path(named["file"]).name == release.source.name
+    sent = release.report["stack"]["frames"]
+    assert [frame["index"] for frame in frames if frame["index"] is not None] == list(range(len(sent)))
+    assert named["offset"] in {frame["offset"] for frame in sent}
+    window = next(at for at, frame in enumerate(frames) if frame["decision"])  # the engine's frames
+    for frame in frames[window:guilty[0] + 1]:  # each the frame sent, or a call inlined into it
+        assert frame["note"] is None or frame["note"].startswith("inlined into frame "), frames
+    login(client, token)
+    page = client.get(f"/events/{event_id}").get_data(as_text=True)
+    assert f"<code>{named['file']}:{named['line']}</code>" in page
+    assert "red zone" not in page
+
+
 @pytest.mark.parametrize("language", LANGUAGE_IDS)
 def test_two_stripped_releases_give_one_named_signature_from_a_debuginfod(
     language: str, settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
@@ -88,6 +111,9 @@ def test_two_stripped_releases_give_one_named_signature_from_a_debuginfod(
     guilty = guilty_frame(client, reader, answer["event_id"])
     assert guilty["function"] == function and guilty["line"] > 0
     assert Path(guilty["file"]).name == second.source.name
+    assert_frames_named(client, reader, answer["event_id"], function, second)
+    page = client.get(f"/signatures/{answer['signature']['id']}").get_data(as_text=True)
+    assert 'id="explanation-B"' not in page  # the releases' frames lie elsewhere, explained alike
 
 
 def labels(release: Release) -> str:
@@ -130,6 +156,13 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
     late = post(client, token, first, report_id=f"{first.report['report_id']}-late")
     assert late["signature"]["title"].endswith(f"in {function} [service] of service")
     assert late["signature"]["event_count"] == 3
+    # the events reported before the symbols, read after the rebuild, are named too
+    reader = make_token("read")
+    for release in (first, second):
+        with database.session() as session:
+            sent = release.report["report_id"]
+            event_id = session.scalar(select(Report.event_id).where(Report.report_id == sent))
+        assert_frames_named(client, reader, str(event_id), function, release)
 
 
 @pytest.mark.parametrize("language", ["c"])
