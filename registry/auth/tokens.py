@@ -142,9 +142,15 @@ def admit(row: TokenHolder | None, scopes: tuple[str, ...]) -> TokenHolder:
         raise ApiError(
             403,
             "forbidden",
-            f"this token's scope '{row.scope}' does not allow this; needs {' or '.join(scopes)}",
+            f"this token's scope '{row.scope}' does not allow this; a token of scope "
+            f"{' or '.join(scopes_granting(scopes))} does",
         )
     return row
+
+
+def scopes_granting(scopes: tuple[str, ...]) -> list[str]:
+    """Every scope whose tokens may do what any of `scopes` may (admin may do all)."""
+    return [scope for scope in SCOPES if IMPLIED_SCOPES[scope] & set(scopes)]
 
 
 def presented_token() -> str:

@@ -58,6 +58,10 @@ class ExplainedFrameSchema(Schema):
     file = fields.String(metadata={"description": "the source file the debug info puts it in (a userspace "
                                                   "frame symbolicated by the registry)"})
     line = fields.Integer(metadata={"description": "its line in that file"})
+    offset = fields.String(metadata={"description": "a userspace frame: the module offset of the stack frame "
+                                                    "it was read from (the frame sent, as userspace.frames[] "
+                                                    "has it)"})
+    inlined = fields.Boolean(metadata={"description": "a call the debug info found inlined at that offset"})
 
 
 class ExplanationSchema(Schema):

@@ -454,6 +454,11 @@ def frame_text(frame: UserFrame) -> str:
 
 # --- opening the capture --------------------------------------------------------------------
 
+# The file elfutils' clients (gdb here) read the registry's Authorization header from
+# (DEBUGINFOD_HEADERS_FILE): its debuginfod refuses a request without a token (docs/symbols.md).
+DEBUGINFOD_HEADERS = '"$HOME/.crashreg-debuginfod"'
+WRITE_DEBUGINFOD_HEADERS = (f"(umask 077 && printf 'Authorization: Bearer %s\\n' \"$TOKEN\" "
+                            f"> {DEBUGINFOD_HEADERS})")
 CORE_METHODS = ("core", "core_filtered")  # a core handler's whole and bounded cores (docs/capture.md)
 SUFFIXES = {"gzip": ".gz"}  # a stored dump's encoding -> the downloaded file's suffix
 
@@ -466,7 +471,7 @@ class CoreCommands(TypedDict):
     download: str | None  # GET it with a read token: a short-lived link to the stored core
     file: str  # what the commands call the core
     fetch: str | None  # the shell lines that download it (None: not in the dump store)
-    open: str  # gdb on the core, symbols from the registry's debuginfod
+    open: str  # gdb on the core, symbols from the registry's debuginfod ($TOKEN in the header file)
     on_host: str | None  # where the core is on its host, and systemd-coredump's command
 
 
@@ -500,7 +505,8 @@ def core_commands(public_url: str, event_id: int, process: ProcessFacts, hostnam
         found.append({
             "capture_id": str(capture_id), "method": str(capture.get("method")), "download": download,
             "file": file, "fetch": fetch,
-            "open": f"DEBUGINFOD_URLS={base}/debuginfod/ gdb -iex 'set debuginfod enabled on' "
+            "open": f"{WRITE_DEBUGINFOD_HEADERS} && DEBUGINFOD_URLS={base}/debuginfod/ "
+                    f"DEBUGINFOD_HEADERS_FILE={DEBUGINFOD_HEADERS} gdb -iex 'set debuginfod enabled on' "
                     f"{executable} {file}",
             "on_host": on_host,
         })

@@ -66,11 +66,15 @@ def _keeper(cli: CliContext) -> Keep:
     store = open_store(settings.dump_store, settings.public_url)
     limit = settings.symbols.max_file_bytes
     origin = Origin("upload", f"cli:{getpass.getuser()}")
+    # Said first: a registry serving from another store (another directory's crashreg-dumps, a
+    # bucket) does not see what goes here; --registry sends to the one that serves.
+    database_url = database.engine.url.render_as_string(hide_password=True)
+    click.echo(f"into the store {store.uri('').rstrip('/')} and the database {database_url}", err=True)
 
     def keep(path: Path) -> tuple[str, tuple[str, ...]]:
         if path.stat().st_size > limit:
             raise NotASymbolFile("too_large", f"larger than {limit} bytes (CRASHREG_SYMBOL_MAX_FILE_MB)")
-        kept = keep_file(database, store, path, origin)
+        kept = keep_file(database, store, path, origin, serving=False)
         return kept.facts.build_id, kept.new_kinds
 
     return keep

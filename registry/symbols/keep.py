@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from registry.db import Database, utcnow
@@ -73,6 +73,18 @@ def held(session: Session, build_id: str) -> dict[str, SymbolFile]:
     return {row.kind: row for row in rows}
 
 
+def lost_kinds(store: DumpStore, holding: dict[str, SymbolFile], serving: bool) -> set[str]:
+    """The kinds whose recorded object `store` does not have: the next file brought for them is
+    kept again, its record replacing the lost one's. To the registry that serves the symbols
+    (`serving`) that is any record this store lacks (one a `crashreg symbols upload` run in
+    another directory wrote into that directory's store, or an object deleted behind its
+    back); to a command on some machine only a record of its own store (another store's is not
+    its to take over)."""
+    here = store.uri("").rstrip("/")
+    return {kind for kind, row in holding.items()
+            if (serving or row.store == here) and store.head(row.key) is None}
+
+
 def checked_facts(path: Path, declared_build_id: str | None) -> SymbolFileFacts:
     """The file's facts, refused (NotASymbolFile) when its note is not the declared build-id."""
     facts = read_facts(path)
@@ -85,28 +97,35 @@ def checked_facts(path: Path, declared_build_id: str | None) -> SymbolFileFacts:
 
 
 def record(session: Session, store: DumpStore, key: str, facts: SymbolFileFacts, size: int, sha256: str,
-           origin: Origin) -> tuple[str, ...]:
-    """A row per kind the build-id did not have yet, for the stored object `key`; those kinds."""
+           origin: Origin, lost: set[str]) -> tuple[str, ...]:
+    """A row per kind the build-id did not have yet, or had `lost`, for the stored object `key`;
+    those kinds."""
     added = []
     for kind in facts.kinds:
         row = {"build_id": facts.build_id, "kind": kind, "store": store.uri("").rstrip("/"), "key": key,
                "bytes": size, "sha256": sha256, "source": origin.source, "origin": origin.name[:255],
                "token_id": origin.token_id, "stored_at": utcnow()}
-        if insert_ignore(session, SymbolFile, row, ["build_id", "kind"]) is not None:
+        if kind in lost:
+            session.execute(update(SymbolFile).where(SymbolFile.build_id == facts.build_id,
+                                                     SymbolFile.kind == kind).values(**row))
+            added.append(kind)
+        elif insert_ignore(session, SymbolFile, row, ["build_id", "kind"]) is not None:
             added.append(kind)
     return tuple(added)
 
 
 def keep_file(database: Database, store: DumpStore, path: Path, origin: Origin,
-              declared_build_id: str | None = None) -> Kept:
-    """Check `path` and keep it for the kinds its build-id lacks (NotASymbolFile: refused)."""
+              declared_build_id: str | None = None, serving: bool = True) -> Kept:
+    """Check `path` and keep it for the kinds its build-id lacks, or lost (`lost_kinds`);
+    NotASymbolFile: refused."""
     facts = checked_facts(path, declared_build_id)
     with database.session() as session:
-        missing = set(facts.kinds) - set(held(session, facts.build_id))
-    if not missing:
+        holding = held(session, facts.build_id)
+    lost = lost_kinds(store, holding, serving)
+    if not set(facts.kinds) - (set(holding) - lost):
         return Kept(facts, ())
     sha256 = sha256_of(path)
     key = object_key(facts.build_id, sha256)
     stored = store.put_file(key, path)
     with database.session() as session:
-        return Kept(facts, record(session, store, key, facts, stored.bytes, sha256, origin))
+        return Kept(facts, record(session, store, key, facts, stored.bytes, sha256, origin, lost))

@@ -197,7 +197,11 @@ class SymbolSources:
         cached = self._cached(build_id, kind)
         with self.database.lookup() as session:
             row = held(session, build_id).get(kind)
-        if row is not None:
+        if row is not None and self.store.head(row.key) is None:
+            log.warning("%s/%s is recorded (in %s) but this store (%s) has no %s: the servers are asked; "
+                        "upload the file again to keep it here (docs/symbols.md)",
+                        build_id, kind, row.store, self.store.uri("").rstrip("/"), row.key)
+        elif row is not None:
             local = self.store.local_path(row.key)
             if local is not None:
                 return local

@@ -32,6 +32,7 @@ from registry.symbols.keep import (
     checked_facts,
     file_dict,
     held,
+    lost_kinds,
     object_key,
     record,
     sha256_of,
@@ -91,7 +92,8 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
     """Open (or rejoin) the upload of one symbol file; URLs for the parts asked for."""
     build_id, total, sha256 = request["build_id"], request["bytes"], request["sha256"]
     holding = held(session, build_id)  # read once: the answer lists the same files
-    if any(row.sha256 == sha256 for row in holding.values()):
+    lost = lost_kinds(store, holding, serving=True)
+    if any(row.sha256 == sha256 and kind not in lost for kind, row in holding.items()):
         return stored_answer(session, build_id, holding=holding)
     same_file = (SymbolUpload.build_id == build_id, SymbolUpload.sha256 == sha256)
     upload = session.scalar(select(SymbolUpload).where(*same_file))
@@ -166,7 +168,8 @@ def _checked_and_recorded(database: Database, store: DumpStore, upload_id: int, 
             raise ApiError(422, problem.code, str(problem), fields={"file": [str(problem)]}) from None
     with database.session() as session:
         session.execute(closed)
-        new_kinds = record(session, store, key, facts, size, sha256, origin)
+        lost = lost_kinds(store, held(session, build_id), serving=True)
+        new_kinds = record(session, store, key, facts, size, sha256, origin, lost)
         answer = stored_answer(session, build_id, new_kinds)
     if not new_kinds:
         store.delete(key)

@@ -227,7 +227,7 @@ def test_the_demos_userspace_crash_and_the_list_at_1400_px(  # type: ignore[no-u
     skipped = browser.find_element(By.CSS_SELECTOR, "#frame-table tr.frame-skipped").text
     assert "libstdc++.so.6.0.30+0x" in skipped and "userspace-runtime" in skipped
     command = browser.find_element(By.CSS_SELECTOR, "#capture-open pre.open").text
-    assert command.startswith(f"DEBUGINFOD_URLS={settings.public_url}/debuginfod/ gdb ")
+    assert f" && DEBUGINFOD_URLS={settings.public_url}/debuginfod/ DEBUGINFOD_HEADERS_FILE=" in command
     assert "ingest-worker" in browser.find_element(By.ID, "process").text
     assert browser.find_elements(By.ID, "console") == [] and browser.find_elements(By.ID, "stack") == []
     assert "no frames found" not in browser.page_source and "Console log" not in browser.page_source

@@ -75,8 +75,10 @@ def test_the_api_gives_a_userspace_event_signal_labels_frames_registers_fault_pr
     assert commands["capture_id"] == capture_id and commands["method"] == "core"
     assert commands["download"] == f"{PUBLIC}/api/v1/captures/{capture_id}/download"
     assert commands["open"] == (
-        f"DEBUGINFOD_URLS={PUBLIC}/debuginfod/ gdb -iex 'set debuginfod enabled on' "
-        f"/tmp/crashreg-demo-cores/bin/ingest-worker core.{event_id}-{capture_id}")
+        f"(umask 077 && printf 'Authorization: Bearer %s\\n' \"$TOKEN\" > \"$HOME/.crashreg-debuginfod\") && "
+        f"DEBUGINFOD_URLS={PUBLIC}/debuginfod/ DEBUGINFOD_HEADERS_FILE=\"$HOME/.crashreg-debuginfod\" "
+        f"gdb -iex 'set debuginfod enabled on' /tmp/crashreg-demo-cores/bin/ingest-worker "
+        f"core.{event_id}-{capture_id}")
     assert f"-o core.{event_id}-{capture_id} " in commands["fetch"]
     assert commands["download"] in commands["fetch"]
     assert commands["on_host"].startswith("on vm-ingest-7: gdb /tmp/crashreg-demo-cores/bin/ingest-worker "
@@ -131,7 +133,9 @@ def test_the_event_page_shows_the_userspace_crash_and_no_kernel_card(
     assert "<h3>Thread " in page and "<code>std::thread::join()</code>" in page
     assert "return-to-null</span> pc 0; the slot `ret` popped (%rsp-8) held 0" in page
     assert "libc.so.6+0x" in page and "userspace-runtime" in page
-    assert f"DEBUGINFOD_URLS={PUBLIC}/debuginfod/ gdb -iex &#39;set debuginfod enabled on&#39; " \
+    assert f"DEBUGINFOD_URLS={PUBLIC}/debuginfod/ " \
+           "DEBUGINFOD_HEADERS_FILE=&#34;$HOME/.crashreg-debuginfod&#34; " \
+           f"gdb -iex &#39;set debuginfod enabled on&#39; " \
            f"/tmp/crashreg-demo-cores/bin/ingest-worker core.{event_id}-{capture_id}" in page
     assert f"/events/{event_id}/captures/{capture_id}/download" in page
     assert "<dt>version</dt><dd>3.1.4</dd>" in page and "2.1 days" in page

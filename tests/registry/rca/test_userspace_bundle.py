@@ -52,7 +52,8 @@ def test_a_userspace_bundle_lists_every_frame_labels_with_evidence_process_and_c
     assert bundle["debuginfo"] == [] and bundle["dumps"] == []
     assert [v["program_version"] for v in bundle["facts"]["program_versions"]] == ["3.1.4", "3.2.0"]
     [with_core] = [e for e in bundle["events"] if e["core_commands"]]
-    assert with_core["core_commands"][0]["open"].startswith(f"DEBUGINFOD_URLS={PUBLIC}/debuginfod/ gdb ")
+    opened = with_core["core_commands"][0]["open"]
+    assert f" && DEBUGINFOD_URLS={PUBLIC}/debuginfod/ DEBUGINFOD_HEADERS_FILE=" in opened
 
     agents = bundle["agents_md"]
     assert "console" not in agents.lower() and "None (" not in agents

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from registry.config import SymbolSettings
 from registry.db import Database
 from registry.rca.commands import write_bundle
+from registry.signatures.userspace import core_commands
 from registry.storage.store import open_store
 from registry.symbols.keep import Origin, keep_file
 from registry.symbols.models import SymbolFile
@@ -145,6 +146,16 @@ def test_gdb_names_the_function_of_a_stripped_programs_core_with_symbols_from_th
     named = backtrace("after")
     assert f"in {program.function} (" in named, named
     assert f"{program.name}.c:" in named, named
+    # the command the event's page and API give for its core, run as given with $TOKEN alone
+    [given] = core_commands(registry, 1, {"executable": str(program.stripped), "pid": None},  # type: ignore[typeddict-item]
+                            "host", [{"id": 1, "method": "core"}], {})
+    (tmp_path / "given").mkdir()
+    env = {key: value for key, value in client_env(tmp_path / "given", registry, None).items()
+           if key != "DEBUGINFOD_URLS"} | {"TOKEN": make_token("read")}
+    command = given["open"].replace(given["file"], str(core)) + " -nx -batch -ex bt"
+    done = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert f"in {program.function} (" in done.stdout + done.stderr, given["open"] + done.stdout + done.stderr
 
 
 def test_a_source_path_leaving_its_tree_is_a_400(registry: str, make_token: Callable[..., str]) -> None:

@@ -18,6 +18,8 @@ from sqlalchemy import func, select
 from registry.config import Settings
 from registry.db import Database
 from registry.storage.store import open_store
+from registry.symbols.api import current_sources
+from registry.symbols.keep import Origin, keep_file
 from registry.symbols.models import SymbolFile, SymbolUpload
 from tests.support.dumps import PART, content_md5, put
 from tests.support.http import auth
@@ -165,6 +167,8 @@ def test_uploads_need_a_symbols_token(
     headers = auth(token) if token else {}
     answer = requests.post(f"{pipeline.url}/api/v1/symbols/uploads", json=body, headers=headers, timeout=30)
     assert answer.status_code == status, answer.text
+    if status == 403:  # the message names every scope that would do: admin's too
+        assert answer.json()["error"]["message"].endswith("a token of scope symbols or admin does")
     completion = requests.post(f"{pipeline.url}/api/v1/symbols/uploads/1/complete",
                                json={"parts": [{"number": 1, "md5": "0" * 32}]}, headers=headers, timeout=30)
     assert completion.status_code == status
@@ -247,3 +251,30 @@ def test_a_resumed_upload_sends_only_the_parts_the_store_lacks(
     sent = sorted(int(line.split("/parts/")[1].split("?")[0]) for line in caplog.messages
                   if '"PUT ' in line and "/parts/" in line)
     assert sent == [2, 3]
+
+
+def test_a_file_recorded_in_another_store_is_not_served_and_is_taken_again(
+    pipeline: Pipeline, app: Flask, database: Database, settings: Settings, tmp_path: Path,
+    symbol_programs: dict[str, Program], make_token: Callable[..., str],
+) -> None:
+    """What `crashreg symbols upload` run in another directory leaves (its store is the local
+    default there): a record of an object this registry's store lacks. Nothing trips on it (a
+    rebuild's fetch gets no file, the debuginfod route a 404), and the file sent again is kept
+    here, its record replacing the lost one."""
+    program = symbol_programs["uploaded"]
+    elsewhere = open_store(replace(settings.dump_store, url=str(tmp_path / "elsewhere")), settings.public_url)
+    by_hand = Origin("upload", "cli:someone")
+    assert keep_file(database, elsewhere, program.debug, by_hand, serving=False).new_kinds == ("debuginfo",)
+    with app.app_context():
+        assert current_sources().find(program.build_id, wait=True) is None
+    reader = make_token("read")
+    served = f"{pipeline.url}/debuginfod/buildid/{program.build_id}/debuginfo"
+    assert requests.get(served, headers=auth(reader), timeout=60).status_code == 404
+    again = pipeline.upload(program.debug.read_bytes(), program.build_id)
+    assert again.status_code == 200 and again.json()["new_kinds"] == ["debuginfo"], again.text
+    assert stored(database) == [(program.build_id, "debuginfo", "ci-release")]
+    answer = requests.get(served, headers=auth(reader), timeout=60)
+    assert answer.status_code == 200 and answer.content == program.debug.read_bytes()
+    # the command run there again takes nothing over: the record is the serving store's now
+    assert keep_file(database, elsewhere, program.debug, by_hand, serving=False).new_kinds == ()
+    assert requests.get(served, headers=auth(reader), timeout=60).status_code == 200
