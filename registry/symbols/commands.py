@@ -68,8 +68,7 @@ def _keeper(cli: CliContext) -> Keep:
     origin = Origin("upload", f"cli:{getpass.getuser()}")
     # Said first: a registry serving from another store (another directory's crashreg-dumps, a
     # bucket) does not see what goes here; --registry sends to the one that serves.
-    database_url = database.engine.url.render_as_string(hide_password=True)
-    click.echo(f"into the store {store.uri('').rstrip('/')} and the database {database_url}", err=True)
+    click.echo(f"store: {store.uri('').rstrip('/')} (set CRASHREG_DUMP_STORE to the server's)", err=True)
 
     def keep(path: Path) -> tuple[str, tuple[str, ...]]:
         if path.stat().st_size > limit:

@@ -30,6 +30,9 @@ def test_upload_keeps_each_file_under_its_own_build_id_and_refuses_the_rest(
     done = run(settings, "upload", str(uploaded.debug), str(upstream.unstripped), str(text),
                str(symbol_programs["no_build_id"].unstripped))
     assert done.exit_code == 1, done.output
+    root = local_root(settings.dump_store.url)
+    assert root is not None
+    assert f"\nstore: {root.as_uri()} (set CRASHREG_DUMP_STORE to the server's)\n" in done.output
     assert f"{uploaded.build_id} {uploaded.debug}: stored as debuginfo" in done.output
     assert f"{upstream.build_id} {upstream.unstripped}: stored as debuginfo, executable" in done.output
     assert f"{text}: refused: the file is not ELF" in done.output
@@ -39,8 +42,6 @@ def test_upload_keeps_each_file_under_its_own_build_id_and_refuses_the_rest(
         kept = {(r.build_id, r.kind): r.key for r in rows}
     assert set(kept) == {(uploaded.build_id, "debuginfo"), (upstream.build_id, "debuginfo"),
                          (upstream.build_id, "executable")}
-    root = local_root(settings.dump_store.url)
-    assert root is not None
     assert (root / kept[(uploaded.build_id, "debuginfo")]).read_bytes() == uploaded.debug.read_bytes()
 
     again = run(settings, "upload", str(uploaded.debug), str(uploaded.stripped))
@@ -65,6 +66,7 @@ def test_upload_to_a_registry_over_its_api(
     remote = ("upload", "--registry", live_server, "--token-file", str(token_file))
     done = run(settings, *remote, str(uploaded.debug), str(symbol_programs["no_build_id"].debug))
     assert done.exit_code == 1, done.output
+    assert "store:" not in done.output  # the registry's store takes it
     assert f"{uploaded.build_id} {uploaded.debug}: stored as debuginfo" in done.output
     size = uploaded.debug.stat().st_size  # its progress, as a log shows it (no terminal here)
     assert f"{uploaded.debug.name}: bytes sent: {size} of {size} (done)" in done.output
