@@ -96,7 +96,8 @@ def rebuild_command(cli: CliContext, dry_run: bool) -> None:
     wired = cli_wiring()
     engine = load(wired.engine)
     if wired.symbolication_on_demand:  # symbols the sources have, waited for
-        engine = load(wired.symbolication_on_demand)(cli.settings, database, wired.signatures, engine)
+        engine = load(wired.symbolication_on_demand)(cli.settings, database, wired.signatures, engine,
+                                                     CountingProgress)
     with CountingProgress(total, "re-fingerprinting events") as bar:
         summary = rebuild(database, wired.signatures, bar.update, dry_run, engine)
     for line in summary.lines():

@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -191,16 +192,17 @@ class Symbolicator:
 
     # --- rebuild on demand --------------------------------------------------------------
 
-    def prepare(self, build_ids: set[str]) -> int:
+    def prepare(self, build_ids: set[str], done: Callable[[int], Any] = lambda count: None) -> int:
         """Symcaches for every build-id the sources can give, waiting for them (a debuginfod
         server): before a rebuild, whose transactions must not wait on the network or on the
-        sources' own statements (SQLite has one writer). How many were built."""
+        sources' own statements (SQLite has one writer). `done(1)` after each build-id. How many
+        were built."""
         built = 0
         for build_id in sorted(build_ids):
-            if self.symcaches.has(build_id):
-                continue
-            debug_file = self.sources.find(build_id, wait=True)
-            built += debug_file is not None and self.symcaches.build(build_id, debug_file)
+            if not self.symcaches.has(build_id):
+                debug_file = self.sources.find(build_id, wait=True)
+                built += debug_file is not None and self.symcaches.build(build_id, debug_file)
+            done(1)
         return built
 
 
@@ -270,9 +272,13 @@ def install(app: Flask, inner: Engine) -> Engine:
     return engine
 
 
-def on_demand(settings: Settings, database: Database, listeners: SignatureListeners, inner: Engine) -> Engine:
+def on_demand(settings: Settings, database: Database, listeners: SignatureListeners, inner: Engine,
+              progress: Callable[[int, str], AbstractContextManager[Any]]) -> Engine:
     """`crashreg signatures rebuild`'s engine (Wiring.symbolication_on_demand): every symbol the
-    sources can give for the stored stacks, fetched first."""
+    sources can give for the stored stacks, fetched first; `progress(total, label)`: the
+    command's bar over the build-ids (a fetch from a slow server is a long wait)."""
     symbolicator = symbolicator_for(settings, database, listeners, inner)
-    symbolicator.prepare(stack_build_ids(database))
+    build_ids = stack_build_ids(database)
+    with progress(len(build_ids), "symbols for the stored stacks (build-ids)") as bar:
+        symbolicator.prepare(build_ids, bar.update)
     return symbolicator.with_cached_symbols

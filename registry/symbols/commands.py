@@ -40,6 +40,9 @@ def upload(cli: CliContext, files: tuple[Path, ...], registry_url: str | None,
     build-id note; a file without one is refused (exit status 1 when any was)."""
     if registry_url and token_file is None:
         raise click.UsageError("--registry needs --token-file (a token of scope symbols)")
+    if token_file is not None and not registry_url:
+        raise click.UsageError("--token-file is for --registry: without it the files go into this "
+                               "machine's store and database")
     keep = (_sender(registry_url, token_file.read_text().strip()) if registry_url and token_file
             else _keeper(cli))
     refused = 0
@@ -128,7 +131,11 @@ def list_files(cli: CliContext, build_id: str | None) -> None:
         if normal is None:
             raise click.BadParameter("not a build-id (hex)", param_hint="--build-id")
         query = query.where(SymbolFile.build_id == normal)
+    listed = 0
     with cli.database().session() as session:
         for row in session.scalars(query.limit(1000)):
             click.echo(f"{row.build_id} {row.kind:10} {row.bytes:>12} {row.source:10} {row.origin} "
                        f"{row.stored_at.isoformat()}")
+            listed += 1
+    if not listed:
+        click.echo(f"no symbol files for {build_id}" if build_id else "no symbol files", err=True)

@@ -11,6 +11,7 @@ Both databases."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -148,6 +149,8 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
     assert uploaded.returncode == 0, uploaded.stderr
     rebuilt = crashreg(settings, "signatures", "rebuild")
     assert rebuilt.returncode == 0, rebuilt.stderr
+    fetched = re.search(r"stored stacks \(build-ids\): (\d+) of (\d+) \(done\)", rebuilt.stderr)
+    assert fetched is not None and fetched[1] == fetched[2] and int(fetched[1]) >= 2, rebuilt.stderr
     assert "engine failed on (left unfingerprinted): 0" in rebuilt.stdout
 
     after = signatures_of(database)

@@ -54,6 +54,11 @@ def test_upload_keeps_each_file_under_its_own_build_id_and_refuses_the_rest(
     assert [line.split()[:2] for line in listed.output.splitlines() if not line.startswith("database")] == [
         [uploaded.build_id, "executable"], [uploaded.build_id, "debuginfo"]]
     assert run(settings, "list", "--build-id", "xyz").exit_code == 2
+    unknown = run(settings, "list", "--build-id", "ab" * 20)
+    assert unknown.exit_code == 0 and f"no symbol files for {'ab' * 20}" in unknown.output
+    # a token file without --registry would go unused: the files would land here
+    alone = run(settings, "upload", "--token-file", str(text), str(uploaded.debug))
+    assert alone.exit_code == 2 and "--token-file is for --registry" in alone.output
 
 
 def test_upload_to_a_registry_over_its_api(
