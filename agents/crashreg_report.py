@@ -136,10 +136,12 @@ def command_core_file(config: Config, args: argparse.Namespace) -> int:
         return 1
     decision = decide_or_fall_back(config, report)
     level = f" (dump level {decision.dump_level})" if decision.dump_level is not None else ""
-    log(f"{report['report_id']}: {decision.action}{level} by {decision.decided_by}: {decision.reason}")
+    again = " (sent before: the registry's first answer)" if decision.duplicate else ""
+    log(f"{report['report_id']}: {decision.action}{level} by {decision.decided_by}: {decision.reason}{again}")
     print(json.dumps({"report_id": report["report_id"], "fingerprint": report.get("fingerprint"),
                       "action": decision.action, "dump_level": decision.dump_level,
-                      "decided_by": decision.decided_by, "event_id": decision.event_id}))
+                      "decided_by": decision.decided_by, "event_id": decision.event_id,
+                      "duplicate": decision.duplicate}))
     return EXIT_SKIP if decision.action == "skip" else EXIT_DUMP
 
 

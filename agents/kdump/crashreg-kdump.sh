@@ -315,7 +315,7 @@ bundle_decision() {
     decided_by=fallback
     action=$CRASHREG_FALLBACK_ACTION
     dump_level=
-    reason="offline and no policy bundle"
+    reason="no answer from the registry and no policy bundle"
     [ -r "$CRASHREG_BUNDLE" ] || return 0
     decided_by=bundle
     row=

@@ -26,6 +26,7 @@ class Decision:
     dump_level: int | None
     decided_by: str  # registry | bundle | fallback
     event_id: str | None = None
+    duplicate: bool = False  # the registry had this report already: its first answer, again
 
 
 def registry_decision(answer: dict[str, Any]) -> Decision:
@@ -34,7 +35,7 @@ def registry_decision(answer: dict[str, Any]) -> Decision:
     if action not in ACTIONS:
         raise Unsent(f"unreadable capture answer {capture!r}")
     return Decision(action, capture.get("reason", ""), capture.get("dump_level"), "registry",
-                    answer.get("event_id"))
+                    answer.get("event_id"), answer.get("duplicate") is True)
 
 
 def bundle_decision(config: Config, fingerprint: str | None) -> Decision:
@@ -43,7 +44,8 @@ def bundle_decision(config: Config, fingerprint: str | None) -> Decision:
     budget of reports without a signature; a bundle from before it has none: `unknown`)."""
     bundle = load_bundle(config.bundle_json)
     if bundle is None:
-        return Decision(config.fallback_action, "offline and no policy bundle", None, "fallback")
+        return Decision(config.fallback_action, "no answer from the registry and no policy bundle", None,
+                        "fallback")
     entries = {entry["fingerprint"]: entry for entry in bundle.get("entries", [])}
     entry = entries.get(fingerprint or "")
     if entry is not None:

@@ -234,7 +234,7 @@ def test_the_reporter_reports_a_core_to_the_registry(registry: Registry, make_si
     first = run_reporter(site, "core", "--core", str(crash.cores[0]))
     assert first.returncode == 0, first.stderr
     answer = json.loads(first.stdout)
-    assert answer["decided_by"] == "registry" and answer["action"] == "full"
+    assert answer["decided_by"] == "registry" and answer["action"] == "full" and not answer["duplicate"]
     event = registry.get(f"/api/v1/events/{answer['event_id']}")
     assert event["sources"] == ["userspace"]
     assert event["signature"]["labels"] == ["return-to-null", "segfault"]
@@ -242,6 +242,8 @@ def test_the_reporter_reports_a_core_to_the_registry(registry: Registry, make_si
 
     rerun = run_reporter(site, "core", "--core", str(crash.cores[0]))
     assert json.loads(rerun.stdout)["event_id"] == answer["event_id"]  # the same report_id: a replay
+    assert json.loads(rerun.stdout)["duplicate"]
+    assert "(sent before: the registry's first answer)" in rerun.stderr
     second = run_reporter(site, "core", "--core", str(crash.cores[1]))
     other = registry.get(f"/api/v1/events/{json.loads(second.stdout)['event_id']}")
     assert other["id"] != event["id"] and other["signature"]["id"] == event["signature"]["id"]
@@ -250,6 +252,7 @@ def test_the_reporter_reports_a_core_to_the_registry(registry: Registry, make_si
     offline = make_site(url=closed_port_url())
     spooled = run_reporter(offline, "core", "--core", str(crash_cores["abort"].cores[0]))
     assert spooled.returncode == 0 and json.loads(spooled.stdout)["decided_by"] == "fallback"
+    assert "no answer from the registry and no policy bundle" in spooled.stderr
     [body] = offline.spooled()
     assert json.loads(body.read_bytes())["stack"]["signal"] == "SIGABRT"
 
