@@ -50,8 +50,11 @@ def _build_id_note(elf: ELFFile) -> str | None:
 
 
 def _kinds(elf: ELFFile) -> tuple[str, ...]:
+    """debuginfo: DWARF, or a symbol table (a program built without -g still names its
+    functions: elfutils' debuginfod serves such a file as debuginfo too); executable: code."""
     sections = list(elf.iter_sections())
-    dwarf = any(s.name in DWARF_SECTIONS and s["sh_type"] != "SHT_NOBITS" for s in sections)
+    dwarf = any((s.name in DWARF_SECTIONS or s["sh_type"] == "SHT_SYMTAB") and s["sh_type"] != "SHT_NOBITS"
+                and s["sh_size"] for s in sections)
     code = any(s["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and s["sh_type"] == "SHT_PROGBITS" and s["sh_size"]
                for s in sections)
     return tuple(kind for kind, has in zip(KINDS, (dwarf, code), strict=True) if has)
@@ -78,7 +81,8 @@ def read_facts(path: Path) -> SymbolFileFacts:
         )
     if not kinds:
         raise NotASymbolFile(
-            "no_symbols", "the ELF file has neither DWARF debug info nor code: nothing to serve"
+            "no_symbols",
+            "the ELF file has neither debug info (DWARF, a symbol table) nor code: nothing to serve",
         )
     return SymbolFileFacts(build_id, kinds)
 

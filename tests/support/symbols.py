@@ -73,14 +73,15 @@ def build_id_of(path: Path) -> str:
 
 
 def compile_program(directory: Path, name: str, function: str = "parse_header_field", extra: str = "",
-                    build_id: str = "--build-id") -> Program:
-    """gcc -g -O0 with a build-id (`build_id="--build-id=none"`: without), then split."""
+                    build_id: str = "--build-id", dwarf: bool = True) -> Program:
+    """gcc -g -O0 with a build-id (`build_id="--build-id=none"`: without; `dwarf=False`: no -g),
+    then split."""
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / f"{name}.c"
     source.write_text(PROGRAM % {"function": function, "extra": extra})
     unstripped = directory / name
-    subprocess.run(["gcc", "-g", "-O0", "-fno-omit-frame-pointer", f"-Wl,{build_id}", "-o", str(unstripped),
-                    str(source)], check=True, capture_output=True, timeout=120)
+    subprocess.run(["gcc", *(["-g"] if dwarf else []), "-O0", "-fno-omit-frame-pointer", f"-Wl,{build_id}",
+                    "-o", str(unstripped), str(source)], check=True, capture_output=True, timeout=120)
     debug, stripped = directory / f"{name}.debug", directory / f"{name}.stripped"
     subprocess.run(["objcopy", "--only-keep-debug", str(unstripped), str(debug)], check=True, timeout=60)
     subprocess.run(["strip", "--strip-debug", "--strip-unneeded", "-o", str(stripped), str(unstripped)],

@@ -10,7 +10,8 @@ import pytest
 
 from registry.symbolication.stack import lookup_address, symbolicate
 from registry.symbolication.symcache import SourceFrame, Symcaches
-from tests.support.symbols import build_id_of
+from registry.symbols.elf import read_facts
+from tests.support.symbols import build_id_of, compile_program
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -30,9 +31,13 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int]:
     (root / "replay.c").write_text(PROGRAM)
     binary = root / "replay"
     subprocess.run(["gcc", "-g", "-O2", "-o", str(binary), str(root / "replay.c")], check=True, timeout=120)
+    return binary, build_id_of(binary), function_start(binary, "replay")
+
+
+def function_start(binary: Path, function: str) -> int:
+    """The function's link-time address (its offset in a PIE), as nm reads the symbol table."""
     symbols = subprocess.run(["nm", str(binary)], capture_output=True, text=True, check=True).stdout
-    start = next(int(line.split()[0], 16) for line in symbols.splitlines() if line.endswith(" replay"))
-    return binary, build_id_of(binary), start
+    return next(int(line.split()[0], 16) for line in symbols.splitlines() if line.endswith(f" {function}"))
 
 
 @pytest.fixture
@@ -87,3 +92,19 @@ def test_frames_that_cannot_be_looked_up_are_left_alone() -> None:
     assert asked == [(good, 0x1f)]  # only the last: a return address, its build-id read lower-case
     assert done.stack["frames"] == frames and done.missing == [good]
     assert symbolicate({"frames": "x"}, lookup).stack == {"frames": "x"}
+
+
+def test_a_program_built_without_g_is_named_from_its_symbol_table(tmp_path: Path) -> None:
+    """No DWARF (no -g): its --only-keep-debug file holds the symbol table alone, which elfutils'
+    debuginfod serves as debuginfo; the registry keeps it so and names functions from it, with
+    no source line to give."""
+    program = compile_program(tmp_path / "nodwarf", "nodwarf", dwarf=False)
+    assert read_facts(program.debug).kinds == ("debuginfo",)
+    assert read_facts(program.unstripped).kinds == ("debuginfo", "executable")
+    assert read_facts(program.stripped).kinds == ("executable",)
+    start = function_start(program.unstripped, program.function)
+    caches = Symcaches(tmp_path / "symcache")
+    assert caches.build(program.build_id, program.debug)
+    stack = {"frames": [{"module": "nodwarf", "build_id": program.build_id, "offset": hex(start + 4)}]}
+    [named] = symbolicate(stack, caches.lookup).stack["frames"]
+    assert named["function"] == program.function and "file" not in named and "line" not in named
