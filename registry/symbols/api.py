@@ -69,6 +69,12 @@ class SymbolUploadRequestSchema(Schema):
                         metadata={"description": "the part numbers to sign URLs for (default: the first "
                                                  f"{MAX_URLS_PER_REQUEST}); a resumed upload asks for the "
                                                  "missing ones"})
+    kinds = fields.List(
+        fields.String(validate=validate.OneOf(KINDS)), validate=validate.Length(max=len(KINDS)),
+        metadata={"description": "what the file would bring, as the client read it from its sections "
+                                 "(debuginfo, executable): when the build-id holds every one, the answer "
+                                 "is `stored` and nothing is sent (another file of the same build is not "
+                                 "sent in vain)"})
 
 
 class SymbolFileSchema(Schema):

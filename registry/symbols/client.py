@@ -36,15 +36,17 @@ def _parts(path: Path, part_size: int, numbers: list[int]) -> Iterator[tuple[int
 
 
 def send(registry: str, token: str, path: Path, build_id: str, sha256: str | None = None,
-         sent: Callable[[int, int], None] = lambda part, whole: None) -> requests.Response:
+         sent: Callable[[int, int], None] = lambda part, whole: None,
+         kinds: tuple[str, ...] = ()) -> requests.Response:
     """Upload `path` as `build_id`'s; the registry's last answer (200: `state` stored, with
     `new_kinds`; a 4xx names what it refused). `sha256`: the declared digest (default: the file's).
     `sent(part bytes, file bytes)`: after each part is in the store (sent now, or by an earlier
-    run), for a progress bar; never called for a file the registry holds already."""
+    run), for a progress bar; never called for a file the registry holds already. `kinds`: what
+    the file brings (read_facts): a build-id holding them all needs nothing sent."""
     http = requests.Session()
     start_url = f"{registry.rstrip('/')}/api/v1/symbols/uploads"
     body: dict[str, Any] = {"build_id": build_id, "bytes": path.stat().st_size,
-                            "sha256": sha256 or sha256_of(path)}
+                            "sha256": sha256 or sha256_of(path), **({"kinds": list(kinds)} if kinds else {})}
     started = http.post(start_url, json=body, headers=_headers(token), timeout=TIMEOUT_S)
     if started.status_code != 200 or started.json()["state"] == "stored":
         return started

@@ -92,7 +92,7 @@ def _sender(registry_url: str, token: str) -> Keep:
     parts' progress goes to stderr once the first is in the store (none for a file held already)."""
 
     def keep(path: Path) -> tuple[str, tuple[str, ...]]:
-        build_id = read_facts(path).build_id
+        facts = read_facts(path)
         progress: CountingProgress | None = None
         with ExitStack() as shown:  # the bar, once the first part is in the store
 
@@ -104,7 +104,7 @@ def _sender(registry_url: str, token: str) -> Keep:
                 progress.update(part)
 
             try:
-                answer = send(registry_url, token, path, build_id, sent=sent)
+                answer = send(registry_url, token, path, facts.build_id, sent=sent, kinds=facts.kinds)
             except requests.RequestException as error:
                 raise click.ClickException(f"{registry_url}: {error}") from None
         if answer.status_code != 200:
@@ -115,7 +115,7 @@ def _sender(registry_url: str, token: str) -> Keep:
             if answer.status_code == 422:
                 raise NotASymbolFile(answer.json()["error"]["code"], problem)
             raise click.ClickException(f"{registry_url} answered {answer.status_code}: {problem}")
-        return build_id, tuple(answer.json()["new_kinds"])
+        return facts.build_id, tuple(answer.json()["new_kinds"])
 
     return keep
 

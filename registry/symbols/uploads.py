@@ -93,7 +93,9 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
     build_id, total, sha256 = request["build_id"], request["bytes"], request["sha256"]
     holding = held(session, build_id)  # read once: the answer lists the same files
     lost = lost_kinds(store, holding, serving=True)
-    if any(row.sha256 == sha256 and kind not in lost for kind, row in holding.items()):
+    kept = set(holding) - lost
+    if any(row.sha256 == sha256 for kind, row in holding.items() if kind in kept) or (
+            request.get("kinds") and set(request["kinds"]) <= kept):
         return stored_answer(session, build_id, holding=holding)
     same_file = (SymbolUpload.build_id == build_id, SymbolUpload.sha256 == sha256)
     upload = session.scalar(select(SymbolUpload).where(*same_file))

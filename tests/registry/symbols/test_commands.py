@@ -82,6 +82,11 @@ def test_upload_to_a_registry_over_its_api(
     again = run(settings, *remote, str(uploaded.debug))
     held = f"{uploaded.build_id} {uploaded.debug}: already held"
     assert (again.exit_code, again.output.strip()) == (0, held)
+    # another file of the build bringing nothing new (the unstripped program's debug info is
+    # held; it also brings the executable, then the stripped one brings nothing) is not sent
+    run(settings, *remote, str(uploaded.unstripped))
+    nothing_new = run(settings, *remote, str(uploaded.stripped))
+    assert nothing_new.output.strip() == f"{uploaded.build_id} {uploaded.stripped}: already held"
     token_file.write_text(make_token("read"))
     refused = run(settings, *remote, str(uploaded.stripped))
     assert refused.exit_code == 1 and "answered 403" in refused.output

@@ -62,6 +62,12 @@ def test_a_debug_file_lands_once_per_build_id_and_kind(
     # the stripped program adds nothing: the build-id holds both kinds
     nothing = pipeline.upload(program.stripped.read_bytes(), program.build_id)
     assert nothing.json()["new_kinds"] == []
+    # a client that says what the file brings sends none of it when the build-id holds it all
+    stripped = program.stripped.read_bytes()
+    ask = {"build_id": program.build_id, "bytes": len(stripped) + 1, "sha256": "0" * 64}
+    held_already = pipeline.start({**ask, "kinds": ["executable"]})
+    assert held_already.json()["state"] == "stored" and held_already.json()["part_urls"] == []
+    assert pipeline.start({**ask, "kinds": ["bogus"]}).status_code == 400
     assert [kind for _, kind, _ in stored(database)] == ["debuginfo", "executable"]
     assert open_uploads(database) == 0
     listed = requests.get(f"{pipeline.url}/api/v1/symbols/{program.build_id}",
