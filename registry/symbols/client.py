@@ -21,6 +21,7 @@ import requests
 from registry.storage.service import MAX_URLS_PER_REQUEST
 from registry.symbols.keep import sha256_of
 
+UPLOADS_PATH = "/api/v1/symbols/uploads"  # where an upload starts, under the registry's base URL
 TIMEOUT_S = 300  # one request: a part of up to the part size, or the registry's check of the file
 
 
@@ -44,7 +45,7 @@ def send(registry: str, token: str, path: Path, build_id: str, sha256: str | Non
     run), for a progress bar; never called for a file the registry holds already. `kinds`: what
     the file brings (read_facts): a build-id holding them all needs nothing sent."""
     http = requests.Session()
-    start_url = f"{registry.rstrip('/')}/api/v1/symbols/uploads"
+    start_url = f"{registry.rstrip('/')}{UPLOADS_PATH}"
     body: dict[str, Any] = {"build_id": build_id, "bytes": path.stat().st_size,
                             "sha256": sha256 or sha256_of(path), **({"kinds": list(kinds)} if kinds else {})}
     started = http.post(start_url, json=body, headers=_headers(token), timeout=TIMEOUT_S)

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from registry.build_ids import normal_build_id
 from registry.cli_support import CliContext, CountingProgress, pass_cli
 from registry.storage.store import open_store
-from registry.symbols.client import send
+from registry.symbols.client import UPLOADS_PATH, send
 from registry.symbols.elf import NotASymbolFile, read_facts
 from registry.symbols.keep import Origin, keep_file
 from registry.symbols.models import SymbolFile
@@ -108,6 +108,9 @@ def _sender(registry_url: str, token: str) -> Keep:
             except requests.RequestException as error:
                 raise click.ClickException(f"{registry_url}: {error}") from None
         if answer.status_code != 200:
+            if answer.status_code == 404 and answer.url.endswith(UPLOADS_PATH):  # no such route there
+                raise click.ClickException(f"{registry_url} has no symbol upload API (404 for {answer.url}): "
+                                           "give the registry's base URL, its CRASHREG_PUBLIC_URL")
             try:
                 problem = answer.json()["error"]["message"]
             except (ValueError, KeyError, TypeError):

@@ -91,4 +91,8 @@ def test_upload_to_a_registry_over_its_api(
     refused = run(settings, *remote, str(uploaded.stripped))
     assert refused.exit_code == 1 and "answered 403" in refused.output
     assert run(settings, "upload", "--registry", live_server, str(uploaded.debug)).exit_code == 2
+    token_file.write_text(make_token("symbols"))
+    elsewhere = run(settings, "upload", "--registry", f"{live_server}/debuginfod/", "--token-file",
+                    str(token_file), str(uploaded.debug))
+    assert elsewhere.exit_code == 1 and "has no symbol upload API" in elsewhere.output, elsewhere.output
 
