@@ -103,4 +103,4 @@ def rebuild_command(cli: CliContext, dry_run: bool) -> None:
     for line in summary.lines():
         click.echo(line)
     if dry_run:
-        click.echo("dry run: nothing changed")
+        click.echo("dry run: the lines above say what a rebuild would do; nothing was written")
