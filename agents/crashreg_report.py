@@ -135,6 +135,8 @@ def command_core_file(config: Config, args: argparse.Namespace) -> int:
         log(f"cannot read the core {args.core}: {type(error).__name__}: {error}")
         return 1
     decision = decide_or_fall_back(config, report)
+    if decision.action != "skip":  # kept: the core on disk is this crash's capture
+        record_kept_core(config, report["report_id"], decision.event_id, args.core)
     level = f" (dump level {decision.dump_level})" if decision.dump_level is not None else ""
     again = " (sent before: the registry's first answer)" if decision.duplicate else ""
     log(f"{report['report_id']}: {decision.action}{level} by {decision.decided_by}: {decision.reason}{again}")
@@ -143,6 +145,21 @@ def command_core_file(config: Config, args: argparse.Namespace) -> int:
                       "decided_by": decision.decided_by, "event_id": decision.event_id,
                       "duplicate": decision.duplicate}))
     return EXIT_SKIP if decision.action == "skip" else EXIT_DUMP
+
+
+def record_kept_core(config: Config, report_id: str, event_id: str | None, core: str) -> None:
+    """File mode: a core the decision keeps is recorded as the event's capture where it lies
+    (once per report: its capture_key), so the event's page says where it is and the capture
+    budget counts it; with CRASHREG_UPLOAD_DUMPS it goes to the dump store, as a handler's."""
+    from agents.reporter.captures import record_capture
+
+    path = Path(core).resolve()
+    capture = {"method": "core", "status": "completed", "bytes": path.stat().st_size,
+               "target": str(path), "capture_key": f"{report_id}-core"}
+    try:
+        record_capture(config, report_id, event_id, capture)
+    except Exception as error:  # the decision stands: a record that could not be made is said
+        log(f"capture of {path} not recorded: {type(error).__name__}: {error}")
 
 
 def command_dpu(config: Config, args: argparse.Namespace) -> int:

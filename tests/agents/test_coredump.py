@@ -244,6 +244,10 @@ def test_the_reporter_reports_a_core_to_the_registry(registry: Registry, make_si
     assert json.loads(rerun.stdout)["event_id"] == answer["event_id"]  # the same report_id: a replay
     assert json.loads(rerun.stdout)["duplicate"]
     assert "(sent before: the registry's first answer)" in rerun.stderr
+    # the core kept is the event's capture, where it lies, recorded once however often it is sent
+    captures = registry.get(f"/api/v1/events/{answer['event_id']}")["captures"]
+    assert [(c["method"], c["status"], c["target"]) for c in captures] == [
+        ("core", "completed", str(crash.cores[0].resolve()))]
     second = run_reporter(site, "core", "--core", str(crash.cores[1]))
     other = registry.get(f"/api/v1/events/{json.loads(second.stdout)['event_id']}")
     assert other["id"] != event["id"] and other["signature"]["id"] == event["signature"]["id"]
