@@ -54,7 +54,6 @@ class UserCrash:
     frames: list[str] = field(default_factory=list)
     named: list[tuple[str, str | None]] = field(default_factory=list)  # every frame read
     guilty: int | None = None  # position of the guilty frame in `named`
-    sources: list[SourceLine | None] = field(default_factory=list)  # of each frame in `named`
     origins: list[FrameOrigin] = field(default_factory=list)  # of each frame in `named`
 
 
@@ -62,12 +61,13 @@ SourceLine = tuple[str, int]  # file, line: where the debug info puts a frame
 
 
 class FrameOrigin(NamedTuple):
-    """The stack frame a frame in `named` was read from: its module offset as sent, and whether
-    the frame is a call the debug info found inlined there (registry/symbolication puts those
-    before their caller, at the caller's offset). What ties a frame the registry named from debug
-    info back to the frame the reporter sent."""
+    """Where a frame in `named` lies: the module offset of the stack frame it was read from,
+    as sent (what ties a frame the registry named from debug info back to the frame the reporter
+    sent), its source line, and whether it is a call the debug info found inlined there
+    (registry/symbolication puts those before their caller, at the caller's offset)."""
 
     offset: str | None
+    source: SourceLine | None = None
     inlined: bool = False
 
 
@@ -314,14 +314,14 @@ def _source_line(frame: Any) -> SourceLine | None:
 
 
 def frame_origin(frame: Any) -> FrameOrigin:
-    """Where a stack frame is: its module offset as sent (the contract's hex string), and
-    whether registry/symbolication made it as an inlined call (`inlined: true`; a reporter's
-    `inlined` is a list of the calls, kept in the frame it sent)."""
+    """Where a stack frame is: its module offset as sent (the contract's hex string), its source
+    line, and whether registry/symbolication made it as an inlined call (`inlined: true`; a
+    reporter's `inlined` is a list of the calls, kept in the frame it sent)."""
     if not isinstance(frame, dict):
         return NO_ORIGIN
     offset = frame.get("offset")
     offset = offset.lower()[:MAX_OFFSET] if isinstance(offset, str) and offset else None
-    return FrameOrigin(offset, frame.get("inlined") is True)
+    return FrameOrigin(offset, _source_line(frame), frame.get("inlined") is True)
 
 
 def runtime_module(module: str | None) -> bool:
@@ -343,10 +343,9 @@ def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | N
     for at, decision in enumerate(decisions, first):
         if decision["decision"] == "used" and runtime_frame((decision["function"], decision["module"])):
             decision["decision"], decision["rule"] = "skipped", "userspace-runtime"
-        source = crash.sources[at] if at < len(crash.sources) else None
-        if source is not None:
-            decision["file"], decision["line"] = source
         origin = crash.origins[at] if at < len(crash.origins) else NO_ORIGIN
+        if origin.source is not None:
+            decision["file"], decision["line"] = origin.source
         if origin.offset is not None:
             decision["offset"] = origin.offset
         if origin.inlined:
@@ -383,8 +382,7 @@ def parse_stack(stack: Any) -> UserCrash | None:
     crash.labels = failure_labels(evidence)
     if signal in SIGNAL_LABELS:
         crash.labels.append(SIGNAL_LABELS[signal])
-    read = [(name, _source_line(frame), frame_origin(frame)) for frame in frames
-            if (name := frame_name(frame)) is not None]
+    read = [(name, frame_origin(frame)) for frame in frames if (name := frame_name(frame)) is not None]
     interrupted = _after_signal_delivery(frames)
     if evidence is not None and any(label in BAD_RETURNS for label in crash.labels):
         # Frame 0 is the bad pc (0, or data): the guilty frame is the function that returned.
@@ -392,10 +390,9 @@ def parse_stack(stack: Any) -> UserCrash | None:
             read = read[1:]
         returned = returning_function(evidence)
         if returned is not None:
-            read = [(returned, None, NO_ORIGIN), *read]
-    named = crash.named = [name for name, _, _ in read]
-    crash.sources = [source for _, source, _ in read]
-    crash.origins = [origin for _, _, origin in read]
+            read = [(returned, NO_ORIGIN), *read]
+    named = crash.named = [name for name, _ in read]
+    crash.origins = [origin for _, origin in read]
     first = len(named) - interrupted if interrupted is not None and interrupted < len(named) else 0
     crash.guilty = next((i for i, name in enumerate(named) if i >= first and not runtime_frame(name)),
                         None)

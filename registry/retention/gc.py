@@ -45,7 +45,7 @@ from registry.retention.policy import (
 from registry.retention.symbols import abort_stale_uploads, collect_symbols
 from registry.retention.trim import trim_log
 from registry.storage.models import Dump as StoredDump
-from registry.storage.store import DumpStore
+from registry.storage.store import DumpStore, store_location
 
 OPEN_RCA_STATUSES = ("proposed", "confirmed")  # a rejected or superseded RCA protects nothing
 BATCH = 500  # rows per transaction
@@ -344,7 +344,7 @@ def collect_dumps(
     doomed: Doomed,
 ) -> None:
     with database.session() as session:
-        plan = plan_dumps(session, store.uri("").rstrip("/"), now, ages, outcome, explain=dry_run)
+        plan = plan_dumps(session, store_location(store), now, ages, outcome, explain=dry_run)
     progress(f"dumps: {len(plan.mark) + len(plan.finish)} to delete, {len(plan.restore)} to restore, "
              f"{sum(outcome.kept_by_rule.values())} kept")
     if dry_run:

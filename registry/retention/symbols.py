@@ -25,7 +25,7 @@ from registry.build_ids import BUILD_ID
 from registry.core.events import Report
 from registry.db import Database, utcnow
 from registry.retention.models import NamedBuildId, ScanMark
-from registry.storage.store import DumpStore
+from registry.storage.store import DumpStore, store_location
 from registry.symbols.models import SymbolFile, SymbolUpload
 from registry.upsert import insert_ignore
 
@@ -95,7 +95,7 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
     """Files deleted (or, dry, that would be) and their bytes."""
     if days <= 0:
         return 0, 0
-    here = SymbolFile.store == store.uri("").rstrip("/")  # a file of another store is left alone
+    here = SymbolFile.store == store_location(store)  # a file of another store is left alone
     scanned_to = scan_named_build_ids(database, now, progress)
     with database.session() as session:
         old = select(SymbolFile.build_id).where(here, SymbolFile.stored_at <= now - timedelta(days=days))

@@ -31,7 +31,7 @@ from registry.storage.parts import (
     part_problems,
     part_size,
 )
-from registry.storage.store import DumpStore
+from registry.storage.store import DumpStore, store_location
 from registry.upsert import insert_ignore
 
 MAX_URLS_PER_REQUEST = 1000
@@ -134,7 +134,7 @@ def start_upload(
             Dump,
             {
                 "capture_id": capture_id,
-                "store": store.uri("").rstrip("/"),
+                "store": store_location(store),
                 "key": key,
                 "state": "uploading",
                 "upload_id": upload_id,

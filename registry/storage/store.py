@@ -60,6 +60,12 @@ class DumpStore(Protocol):
         """Copy the object into `destination` (written whole, or not at all)."""
 
 
+def store_location(store: DumpStore) -> str:
+    """The store itself as a URI (s3://bucket/prefix, file:///dir): what a record of an object
+    names the store it is in by."""
+    return store.uri("").rstrip("/")
+
+
 def local_root(url: str) -> Path | None:
     """The directory of a local store URL (`file:///path` or a plain path); None for s3://."""
     parts = urlsplit(url)

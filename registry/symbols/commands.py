@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from registry.build_ids import normal_build_id
 from registry.cli_support import CliContext, CountingProgress, pass_cli
-from registry.storage.store import open_store
+from registry.storage.store import open_store, store_location
 from registry.symbols.client import UPLOADS_PATH, send
 from registry.symbols.elf import NotASymbolFile, read_facts
 from registry.symbols.keep import Origin, keep_file
@@ -71,7 +71,7 @@ def _keeper(cli: CliContext) -> Keep:
     origin = Origin("upload", f"cli:{getpass.getuser()}")
     # Said first: a registry serving from another store (another directory's crashreg-dumps, a
     # bucket) does not see what goes here; --registry sends to the one that serves.
-    click.echo(f"store: {store.uri('').rstrip('/')} (set CRASHREG_DUMP_STORE to the server's)", err=True)
+    click.echo(f"store: {store_location(store)} (set CRASHREG_DUMP_STORE to the server's)", err=True)
 
     def keep(path: Path) -> tuple[str, tuple[str, ...]]:
         if path.stat().st_size > limit:

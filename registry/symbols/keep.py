@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from registry.db import Database, utcnow
-from registry.storage.store import DumpStore
+from registry.storage.store import DumpStore, store_location
 from registry.symbols.elf import NotASymbolFile, SymbolFileFacts, read_facts
 from registry.symbols.models import SymbolFile
 from registry.upsert import insert_ignore
@@ -80,7 +80,7 @@ def lost_kinds(store: DumpStore, holding: dict[str, SymbolFile], serving: bool) 
     another directory wrote into that directory's store, or an object deleted behind its
     back); to a command on some machine only a record of its own store (another store's is not
     its to take over)."""
-    here = store.uri("").rstrip("/")
+    here = store_location(store)
     return {kind for kind, row in holding.items()
             if (serving or row.store == here) and store.head(row.key) is None}
 
@@ -102,7 +102,7 @@ def record(session: Session, store: DumpStore, key: str, facts: SymbolFileFacts,
     those kinds."""
     added = []
     for kind in facts.kinds:
-        row = {"build_id": facts.build_id, "kind": kind, "store": store.uri("").rstrip("/"), "key": key,
+        row = {"build_id": facts.build_id, "kind": kind, "store": store_location(store), "key": key,
                "bytes": size, "sha256": sha256, "source": origin.source, "origin": origin.name[:255],
                "token_id": origin.token_id, "stored_at": utcnow()}
         if kind in lost:

@@ -44,7 +44,7 @@ import requests
 from registry.build_ids import normal_build_id
 from registry.config import Settings
 from registry.db import Database
-from registry.storage.store import DumpStore, open_store
+from registry.storage.store import DumpStore, open_store, store_location
 from registry.symbols.cache import make_room, used
 from registry.symbols.debuginfod import DebuginfodServer, TooLarge
 from registry.symbols.elf import KINDS, NotASymbolFile
@@ -197,18 +197,18 @@ class SymbolSources:
         cached = self._cached(build_id, kind)
         with self.database.lookup() as session:
             row = held(session, build_id).get(kind)
-        if row is not None and self.store.head(row.key) is None:
-            log.warning("%s/%s is recorded (in %s) but this store (%s) has no %s: the servers are asked; "
-                        "upload the file again to keep it here (docs/symbols.md)",
-                        build_id, kind, row.store, self.store.uri("").rstrip("/"), row.key)
-        elif row is not None:
+        if row is not None:
             local = self.store.local_path(row.key)
             if local is not None:
                 return local
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            self.store.fetch_file(row.key, cached)
-            self.make_room()
-            return cached
+            if self.store.head(row.key) is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                self.store.fetch_file(row.key, cached)
+                self.make_room()
+                return cached
+            log.warning("%s/%s is recorded (in %s) but this store (%s) has no %s: the servers are asked; "
+                        "upload the file again to keep it here (docs/symbols.md)",
+                        build_id, kind, row.store, store_location(self.store), row.key)
         if self.misses.known(build_id, kind):
             return None
         for server in self.servers:
