@@ -96,6 +96,6 @@ upload_dump() {
         done < "$work/part_urls"
     done
     [ -n "$stored" ] || { log "upload not finished after 5 rounds"; return 1; }
-    [ "$(state_value "$1" encoding)" = gzip ] && rm -f "$source"
+    case "$source" in *.crashreg.gz) rm -f "$source" ;; esac  # our gzipped copy, not the dump
     rm -f "$1"
 }

@@ -512,14 +512,15 @@ relative_to_spool() {
 }
 
 # Spool the upload of a recorded capture's dump ($1 the capture id, $2 the dump): the state
-# file's path on stdout. makedumpfile's kdump-compressed output goes as it is; anything else
-# (an ELF vmcore, -E) is gzipped into a copy beside it first.
+# file's path on stdout. makedumpfile's kdump-compressed output and a gzipped dump go as they
+# are; anything else (an ELF vmcore, -E) is gzipped into a copy beside it first.
 prepare_upload() {
     source=$2
     encoding=identity
     magic=$(head -c 8 "$2" | od -An -tx1 | tr -d ' \n')
     case "$magic" in
-        4b44554d50202020|1f8b*) ;;  # "KDUMP   ", gzip
+        4b44554d50202020) ;;  # "KDUMP   "
+        1f8b*) encoding=gzip ;;
         *)
             encoding=gzip
             source=$2.crashreg.gz

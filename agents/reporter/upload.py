@@ -10,7 +10,8 @@ writes too, so whichever of them is interrupted, the post-boot agent finishes th
     path=/var/crash/<boot_id>/vmcore          the dump as the writer saw it
     from_spool=../../crash/<boot_id>/vmcore   the same, from the spool directory (a crash
                                               kernel may mount the disk elsewhere)
-    encoding=identity                         or gzip: `path` is the compressed copy
+    encoding=identity                         gzip: `path` is our compressed copy; zstd, xz,
+                                              lz4, bzip2: the dump was compressed so already
     bytes=123456789                           the object's size
     raw_bytes=123456789                       the dump's size before compression
     part_size=16777216                        the registry's answer (0 until known)
@@ -40,10 +41,14 @@ from agents.reporter.files import atomic_file, write_atomically
 STATE_SUFFIX = ".upload"
 URL_BATCH = 200  # URLs asked for at once (each lives a few minutes)
 MAX_ROUNDS = 5  # asks for URLs and completions before the rest waits for the next run
-# Dumps that are compressed already (uploaded as they are): kdump-compressed, flattened
-# makedumpfile output, gzip, zstd, xz, lz4, bzip2. Anything else (an ELF vmcore or core) is gzipped.
-COMPRESSED_MAGIC = (b"KDUMP   ", b"makedumpfile", b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"\xfd7zXZ\x00",
-                    b"\x04\x22\x4d\x18", b"BZh")
+# Dumps that are compressed already, uploaded as they are under the encoding their first bytes
+# say (the registry's registry/dump_encodings.py names the same): kdump-compressed and flattened
+# makedumpfile output (identity: crash reads them so), and a core a core handler compressed
+# (systemd-coredump: zstd, or xz, lz4). Anything else (an ELF vmcore or core) is gzipped.
+COMPRESSED_MAGIC = {b"KDUMP   ": "identity", b"makedumpfile": "identity", b"\x1f\x8b": "gzip",
+                    b"\x28\xb5\x2f\xfd": "zstd", b"\xfd7zXZ\x00": "xz", b"\x04\x22\x4d\x18": "lz4",
+                    b"BZh": "bzip2"}
+PACKED_SUFFIX = ".crashreg.gz"  # our gzipped copy beside a dump, removed once stored
 HEADER = re.compile(r"^([a-z_]+)=(.*)$")
 PART = re.compile(r"^part (\d+) ([0-9a-f]{32})$")
 
@@ -92,19 +97,20 @@ class UploadState:
         write_atomically(path, self.text())
 
 
-def is_compressed(path: Path) -> bool:
+def compression_of(path: Path) -> str | None:
+    """The encoding a dump is compressed in already (None: not compressed)."""
     with path.open("rb") as dump:
         head = dump.read(16)
-    return head.startswith(COMPRESSED_MAGIC)
+    return next((encoding for magic, encoding in COMPRESSED_MAGIC.items() if head.startswith(magic)), None)
 
 
 def prepare(spool_dir: Path, report_id: str, capture_id: str, dump: Path) -> Path:
     """Write the upload's state for a dump file (gzipping a copy beside it first when the dump
     is not compressed already); the state file's path."""
     raw_bytes = dump.stat().st_size
-    encoding, source = "identity", dump
-    if not is_compressed(dump):
-        encoding, source = "gzip", dump.with_name(dump.name + ".crashreg.gz")
+    encoding, source = compression_of(dump), dump
+    if encoding is None:
+        encoding, source = "gzip", dump.with_name(dump.name + PACKED_SUFFIX)
         with dump.open("rb") as raw, atomic_file(source) as out, \
                 gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as packed:
             shutil.copyfileobj(raw, packed, 1 << 20)
@@ -226,7 +232,7 @@ class Uploader:
 
     @staticmethod
     def _finish(state: UploadState, state_path: Path) -> None:
-        if state.encoding == "gzip":
+        if state.path.endswith(PACKED_SUFFIX):
             Path(state.path).unlink(missing_ok=True)  # our compressed copy, not the dump itself
         state_path.unlink(missing_ok=True)
 

@@ -9,10 +9,12 @@ Plain functions over plain data. The labels are decided by the engine's own proo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
+from registry.dump_encodings import ENCODINGS, wrapping_of
 from registry.fingerprint.frames import ExplainedFrame
 from registry.fingerprint.patterns import IP_REGISTERS, SIGNAL_LABELS, STACK_ALIGNMENT
 from registry.fingerprint.userspace import (
@@ -460,7 +462,6 @@ DEBUGINFOD_HEADERS = '"$HOME/.crashreg-debuginfod"'
 WRITE_DEBUGINFOD_HEADERS = (f"(umask 077 && printf 'Authorization: Bearer %s\\n' \"$TOKEN\" "
                             f"> {DEBUGINFOD_HEADERS})")
 CORE_METHODS = ("core", "core_filtered")  # a core handler's whole and bounded cores (docs/capture.md)
-SUFFIXES = {"gzip": ".gz"}  # a stored dump's encoding -> the downloaded file's suffix
 
 
 class CoreCommands(TypedDict):
@@ -473,6 +474,16 @@ class CoreCommands(TypedDict):
     fetch: str | None  # the shell lines that download it (None: not in the dump store)
     open: str  # gdb on the core, symbols from the registry's debuginfod ($TOKEN in the header file)
     on_host: str | None  # where the core is on its host, and systemd-coredump's command
+
+
+def _open_on_host(executable: str, target: str) -> str:
+    """gdb on the core where its host keeps it, unwrapped first when it is compressed (gdb reads
+    no compressed core)."""
+    wrapped = wrapping_of(target)
+    if wrapped is None or wrapped.unpack is None:
+        return f"gdb {executable} {target}"
+    unwrapped = os.path.basename(target)[: -len(wrapped.suffix)]
+    return f"{wrapped.unpack} {target} > {unwrapped} && gdb {executable} {unwrapped}"
 
 
 def core_commands(public_url: str, event_id: int, process: ProcessFacts, hostname: str,
@@ -491,15 +502,17 @@ def core_commands(public_url: str, event_id: int, process: ProcessFacts, hostnam
         download = f"{base}/api/v1/captures/{capture_id}/download" if encoding is not None else None
         fetch = None
         if download:
-            fetch = (f"curl -fsSL -o {file}{SUFFIXES.get(encoding or '', '')} \"$(curl -fsS -H "
+            wrapped = ENCODINGS[encoding or "identity"]
+            fetch = (f"curl -fsSL -o {file}{wrapped.suffix} \"$(curl -fsS -H "
                      f"\"Authorization: Bearer $TOKEN\" {download} | python3 -c 'import json, sys; "
                      f"print(json.load(sys.stdin)[\"url\"])')\""
-                     + (f" && gunzip {file}.gz" if encoding in SUFFIXES else ""))
+                     + (f" && {wrapped.unpack} {file}{wrapped.suffix} > {file} && rm {file}{wrapped.suffix}"
+                        if wrapped.unpack else ""))
         target = capture.get("target")
         pid = process["pid"]
         on_host = None
         if target or pid:
-            on_host = (f"on {hostname}: " + (f"gdb {executable} {target}" if target else "")
+            on_host = (f"on {hostname}: " + (_open_on_host(executable, target) if target else "")
                        + (" or " if target and pid else "")
                        + (f"coredumpctl debug {pid} (when systemd-coredump kept it)" if pid else ""))
         found.append({

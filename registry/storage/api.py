@@ -12,11 +12,12 @@ from marshmallow import Schema, fields, validate
 from registry.auth.tokens import require_scope
 from registry.capture.savings import MAX_CAPTURE_BYTES
 from registry.config import Settings
+from registry.dump_encodings import ENCODINGS
 from registry.errors import ApiError
 from registry.openapi import documented
 from registry.requests import WholeNumber, json_body, load
 from registry.storage.local import OBJECTS_PREFIX, PARTS_PREFIX, LocalStore, SigningKeyUnsafe
-from registry.storage.models import DUMP_STATES, ENCODINGS
+from registry.storage.models import DUMP_STATES
 from registry.storage.parts import MAX_PART_BYTES, MAX_PARTS
 from registry.storage.service import (
     MAX_URLS_PER_REQUEST,
@@ -94,7 +95,7 @@ class UploadRequestSchema(Schema):
         allow_none=True,
         metadata={"description": "the dump file's size before the reporter compressed it"},
     )
-    encoding = fields.String(load_default="identity", validate=validate.OneOf(ENCODINGS))
+    encoding = fields.String(load_default="identity", validate=validate.OneOf(tuple(ENCODINGS)))
     parts = fields.List(
         WholeNumber(validate=validate.Range(min=1, max=MAX_PARTS)),
         validate=validate.Length(max=MAX_URLS_PER_REQUEST),

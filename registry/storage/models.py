@@ -8,12 +8,12 @@ from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, Index, String, T
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
+from registry.dump_encodings import ENCODINGS
 
 # uploading: a multipart upload is open (upload_id); stored: completed and verified;
 # deleting: retention marked it (the object may still exist); deleted: removed from the
 # store, the row stays as history. Only stored dumps are handed out.
 DUMP_STATES = ("uploading", "stored", "deleting", "deleted")
-ENCODINGS = ("identity", "gzip")  # identity: as written (makedumpfile compresses its own pages)
 DOWNLOAD_VIAS = ("api", "page", "bundle")
 
 
@@ -41,7 +41,7 @@ class Dump(Base):
 
     __table_args__ = (
         CheckConstraint(f"state IN {DUMP_STATES}", name="state"),
-        CheckConstraint(f"encoding IN {ENCODINGS}", name="encoding"),
+        CheckConstraint(f"encoding IN {tuple(ENCODINGS)}", name="encoding"),
         Index("ix_dumps_state", "state", "stored_at"),
     )
 

@@ -20,6 +20,7 @@ from registry.capture.service import update_capture
 from registry.config import DumpStoreSettings
 from registry.core.events import Event
 from registry.db import utcnow
+from registry.dump_encodings import ENCODINGS
 from registry.errors import ApiError
 from registry.storage.models import Dump, DumpDownload
 from registry.storage.parts import (
@@ -35,7 +36,6 @@ from registry.storage.store import DumpStore, store_location
 from registry.upsert import insert_ignore
 
 MAX_URLS_PER_REQUEST = 1000
-SUFFIXES = {"identity": "", "gzip": ".gz"}
 
 
 class PartUrl(TypedDict):
@@ -91,7 +91,7 @@ def dump_dict(dump: Dump) -> DumpView:
 
 def object_key(event_id: int, capture: Capture, encoding: str) -> str:
     name = "core" if capture.method == "raw" and capture.target and "core" in capture.target else "vmcore"
-    return f"events/{event_id}/captures/{capture.id}/{name}{SUFFIXES[encoding]}"
+    return f"events/{event_id}/captures/{capture.id}/{name}{ENCODINGS[encoding].suffix}"
 
 
 def _capture_to_upload(session: Session, capture_id: int) -> Capture:

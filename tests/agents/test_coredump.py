@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -347,3 +348,35 @@ def test_a_compressed_core_without_its_program_is_an_error_naming_it(
     run = run_reporter(site, "core", "--core", str(core))
     assert run.returncode == 1 and "needs the zstd program" in run.stderr, run.stderr
     assert site.spooled() == []
+
+
+@pytest.mark.skipif(not (shutil.which("zstd") and shutil.which("lz4")), reason="zstd and lz4 programs")
+@pytest.mark.parametrize(("compression", "suffix"), [("zstd", ".zst"), ("gzip", ".gz")])
+def test_a_compressed_core_is_stored_as_it_is_and_fetched_unpacked(
+        registry: Registry, make_site, crash_cores: dict[str, Crash], tmp_path: Path,
+        compression: str, suffix: str) -> None:  # type: ignore[no-untyped-def]
+    """A core systemd-coredump compressed goes to the dump store as it is, under its compression's
+    name, and the event's commands give gdb the plain core: fetched and unpacked, or unpacked
+    where its host keeps it."""
+    plain = crash_cores["abort"].cores[0]
+    kept = compressed_copies(plain, tmp_path)[compression]
+    run = run_reporter(make_site(), "core", "--core", str(kept))
+    assert run.returncode == 0, run.stderr
+    event_id = json.loads(run.stdout)["event_id"]
+    [commands] = registry.get(f"/api/v1/events/{event_id}")["core_commands"]
+    assert kept.exists()  # the host's own file, not a copy of ours: left where it was
+    file = commands["file"]
+    assert f"-o {file}{suffix} " in commands["fetch"]
+    assert f"{compression} -dc {file}{suffix} > {file}" in commands["fetch"]
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    # the command exactly as given; curl reaches the registry's public name (crashreg.test) here
+    served = urlsplit(registry.url)
+    (tmp_path / ".curlrc").write_text(f"connect-to = crashreg.test:80:{served.hostname}:{served.port}\n")
+    fetched = subprocess.run(["bash", "-c", commands["fetch"]], cwd=workspace, capture_output=True, text=True,
+                             env={"PATH": os.environ["PATH"], "TOKEN": registry.read_token,
+                                  "CURL_HOME": str(tmp_path)}, timeout=60)
+    assert fetched.returncode == 0, fetched.stderr
+    assert [p.name for p in workspace.iterdir()] == [file]
+    assert (workspace / file).read_bytes() == plain.read_bytes()
+    assert f"{compression} -dc {kept.resolve()} > core && gdb " in commands["on_host"]

@@ -187,9 +187,9 @@ def test_the_registry_package_marker_imports_nothing() -> None:
 
 # Modules every domain may use; they import no domain (registry/__init__.py is the marker).
 PLATFORM = frozenset({
-    "__init__", "bounds", "build_ids", "cli_support", "config", "db", "direct", "errors", "ids", "metrics",
-    "migrate", "openapi", "operations", "outbox", "partitions", "replica", "requests", "schema_loader",
-    "upsert", "web",
+    "__init__", "bounds", "build_ids", "cli_support", "config", "db", "direct", "dump_encodings", "errors",
+    "ids", "metrics", "migrate", "openapi", "operations", "outbox", "partitions", "replica", "requests",
+    "schema_loader", "upsert", "web",
 })
 # The application level: it puts the domains together (app factory, CLI, wiring, and the demo
 # package: its simulated fleet, its feed and `crashreg demo`, which serves the whole app).

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
+import lzma
 import os
 from collections.abc import Callable
 from typing import Any
@@ -74,14 +76,17 @@ def put(url: str, data: bytes, md5: str | None = None) -> requests.Response:
     return requests.put(url, data=data, headers=headers, timeout=60)
 
 
-def stored_dump(api: Api, bug: str = "download_me_function") -> tuple[dict, dict, bytes]:
-    """An event with a capture whose dump is in the store: (report answer, capture, bytes)."""
+def stored_dump(api: Api, bug: str = "download_me_function",
+                encoding: str = "identity") -> tuple[dict, dict, bytes]:
+    """An event with a capture whose dump is in the store, wrapped in `encoding` (identity,
+    gzip, xz): (report answer, capture, the dump's bytes unwrapped)."""
     data = b"KDUMP   " + os.urandom(PART + 999)
+    stored = {"identity": data, "gzip": gzip.compress(data), "xz": lzma.compress(data)}[encoding]
     event = api.event(bug)
     capture = api.capture(event["event_id"])
-    for url in api.start(capture["id"], len(data)).json()["part_urls"]:
-        part = parts_of(data)[url["number"]]
+    for url in api.start(capture["id"], len(stored), encoding=encoding).json()["part_urls"]:
+        part = parts_of(stored)[url["number"]]
         assert put(url["url"], part, content_md5(part)).status_code == 200
-    completed = api.complete(capture["id"], {n: md5_hex(p) for n, p in parts_of(data).items()})
+    completed = api.complete(capture["id"], {n: md5_hex(p) for n, p in parts_of(stored).items()})
     assert completed.status_code == 200, completed.text
     return event, capture, data

@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 import requests
 from sqlalchemy import select
 
@@ -43,14 +44,16 @@ def test_the_event_page_links_the_dump_and_records_who_downloaded_it(api: Api, d
     assert other.status_code == 404
 
 
-def test_the_triage_workspace_fetches_the_dump_through_the_bundles_link(api: Api, database: Database,
-                                                                        tmp_path: Path) -> None:
-    event, capture, data = stored_dump(api)
+@pytest.mark.parametrize("encoding", ["identity", "xz"])
+def test_the_triage_workspace_fetches_the_dump_through_the_bundles_link(
+        api: Api, database: Database, tmp_path: Path, encoding: str) -> None:
+    """The dump as it was written, a compressed one unpacked."""
+    event, capture, data = stored_dump(api, encoding=encoding)
     bundle = requests.get(f"{api.url}/api/v1/signatures/{event['signature']['id']}/triage-bundle",
                           headers=auth(api.read), timeout=60)
     assert bundle.status_code == 200, bundle.text
     [dump] = bundle.json()["dumps"]
-    assert dump["capture_id"] == capture["id"] and dump["download_url"] and dump["encoding"] == "identity"
+    assert dump["capture_id"] == capture["id"] and dump["download_url"] and dump["encoding"] == encoding
     assert audits(database) == [("bundle", "engineer-ada")]
 
     out = tmp_path / "bundle"

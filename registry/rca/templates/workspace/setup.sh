@@ -18,7 +18,7 @@
 # image package). For every dump: a capture target readable under
 # $CRASHREG_DUMP_ROOT (default /: the crashed host's filesystem, or a copy of it) is linked as
 # dumps/<event>-<capture>.vmcore; else the dump store's short-lived download link the bundle
-# carries (download_url; gzip-encoded dumps are unpacked) or an http(s) capture uri is
+# carries (download_url; a compressed one is unpacked) or an http(s) capture uri is
 # downloaded there with curl. An expired link: fetch the bundle again.
 #
 # Environment: CRASHREG_WORKSPACE_DEBS (where .deb files are kept; default debug/debs),
@@ -145,11 +145,11 @@ printf '%s\n' "$plan" | while IFS=$tab read -r event capture version dump vmlinu
             ln -s "$(cd "$(dirname "$dump_root/$target")" && pwd)/$(basename "$target")" "$dump"
         elif [ "$link" != - ]; then
             if curl -fsSL -o "$dump.part" "$link"; then
-                if [ "$encoding" = gzip ]; then
-                    gzip -dc "$dump.part" > "$dump.tmp" && mv "$dump.tmp" "$dump"
-                else
-                    mv "$dump.part" "$dump"
-                fi
+                case "$encoding" in
+                    -|identity) mv "$dump.part" "$dump" ;;
+                    # gzip, zstd, xz, lz4, bzip2: each names the tool that unpacks it
+                    *) "$encoding" -dc "$dump.part" > "$dump.tmp" && mv "$dump.tmp" "$dump" ;;
+                esac
             else
                 echo "setup.sh: event $event capture $capture: the download link failed (expired? fetch the bundle again)" >&2
             fi
