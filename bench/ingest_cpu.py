@@ -14,7 +14,9 @@ the machine's other work between requests (accepting, gunicorn's parsing, schedu
 ratio shows what the code costs; bench/storm.py and bench/wrk_storm.py measure the served
 whole. `--parts`: also the process CPU a report of each step of the ingest path (PARTS, the
 ones the tree has), timed around the call; steps nest (the transaction holds the read and the
-writes).
+writes). `--pressure`: a second process streams 64 MB through the caches the whole run (a
+busy neighbour on a shared machine), which shows how much of each route's cost is its memory
+footprint: what the served storm's ratio pays on a loaded machine.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import io
 import json
 import logging
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +60,15 @@ PARTS = (
 
 ROUTES = {"floor route": "/floor/", "registry": "/api/v1/reports"}
 CHUNK = 50
+
+
+# --pressure's neighbour: writes one byte of every 64-byte cache line of 32 MB (random bytes:
+# real pages, not the zero page) over and over, evicting what the routes keep in the CPU's
+# caches between their requests. (A plain copy would not: large copies bypass the caches.)
+MEMORY_STREAM = (
+    "import os\nlines = bytearray(os.urandom(32 << 20))\n"
+    "while True:\n    lines[::64] = lines[1::64]"
+)
 
 
 def timed_parts() -> collections.Counter[str]:
@@ -110,9 +122,11 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--profile", type=Path, help="cProfile the registry's requests into this file")
     parser.add_argument("--parts", action="store_true", help="also the CPU a report of each step")
+    parser.add_argument("--pressure", action="store_true", help="a neighbour streaming memory meanwhile")
     args = parser.parse_args()
     spent = timed_parts() if args.parts else None
     url = storm.create_database()
+    neighbour = subprocess.Popen([sys.executable, "-c", MEMORY_STREAM]) if args.pressure else None
     try:
         upgrade(url)
         database = Database(url)
@@ -198,6 +212,8 @@ def main() -> int:
               f"{own / floor_own:.2f}x, PostgreSQL {pg / floor_pg:.2f}x; "
               f"load average {os.getloadavg()[0]:.1f}")
     finally:
+        if neighbour is not None:
+            neighbour.kill()
         storm.drop_database(url)
     return 0
 
