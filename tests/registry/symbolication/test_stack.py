@@ -108,3 +108,22 @@ def test_a_program_built_without_g_is_named_from_its_symbol_table(tmp_path: Path
     stack = {"frames": [{"module": "nodwarf", "build_id": program.build_id, "offset": hex(start + 4)}]}
     [named] = symbolicate(stack, caches.lookup).stack["frames"]
     assert named["function"] == program.function and "file" not in named and "line" not in named
+
+
+@pytest.mark.parametrize("compression", ["zlib", "zstd"])
+def test_a_debug_file_with_compressed_sections_names_the_frame_and_its_line(
+        tmp_path: Path, compression: str) -> None:
+    """Distributions ship debug files with compressed DWARF (Debian's dh_strip passes
+    objcopy --compress-debug-sections): read as the plain one."""
+    program = compile_program(tmp_path / "packed", "packed")
+    packed = tmp_path / f"packed.{compression}.debug"
+    subprocess.run(["objcopy", f"--compress-debug-sections={compression}", str(program.debug), str(packed)],
+                   check=True, timeout=60)
+    assert read_facts(packed).kinds == ("debuginfo",)
+    start = function_start(program.unstripped, program.function)
+    caches = Symcaches(tmp_path / "symcache")
+    assert caches.build(program.build_id, packed)
+    stack = {"frames": [{"module": "packed", "build_id": program.build_id, "offset": hex(start + 4)}]}
+    [named] = symbolicate(stack, caches.lookup).stack["frames"]
+    assert (named["function"], Path(named["file"]).name) == (program.function, "packed.c")
+    assert named["line"] > 0
