@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 CLI_WIRING = "crashreg.wiring"  # where the `crashreg` group keeps the Wiring (click's Context.meta)
 APP_LISTENERS = "crashreg.signature_listeners"  # where create_app keeps them (Flask's extensions)
 APP_ENGINE = "crashreg.engine"  # where create_app keeps the wiring's signature engine
+APP_FRAME_NAMES = "crashreg.frame_names"  # where the app keeps its FrameNames (registry.symbolication)
 
 # Where a declared object is, "package.module:attribute" (the entry points' form), imported by
 # load() when it is first used.
@@ -72,6 +73,9 @@ class SignatureListeners:
 
 # The signature engine as ingest calls it: (console_log, stack) -> a CrashSignature or None.
 Engine = Callable[[str | None, dict[str, Any] | None], Any]
+# A userspace stack -> for each frame sent, what the registry's symbols name there now (its
+# inlined calls, then itself; [] where they know nothing): for reading an event's frames.
+FrameNames = Callable[[dict[str, Any]], list[list[dict[str, Any]]]]
 
 
 @dataclass
@@ -107,6 +111,13 @@ def app_engine() -> Engine:
 
     engine: Engine = current_app.extensions[APP_ENGINE]
     return engine
+
+
+def app_frame_names() -> FrameNames | None:
+    """The running app's FrameNames, if there is an app and it symbolicates."""
+    from flask import current_app, has_app_context
+
+    return current_app.extensions.get(APP_FRAME_NAMES) if has_app_context() else None
 
 
 def cli_wiring() -> Wiring:

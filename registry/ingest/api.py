@@ -16,7 +16,7 @@ from registry.capture.models import Capture
 from registry.capture.service import CaptureView, capture_dict
 from registry.core.events import Event, EventSummary, Report, event_summary, userspace_stacks
 from registry.core.signatures import Signature
-from registry.core.wiring import app_engine
+from registry.core.wiring import app_engine, app_frame_names
 from registry.errors import ApiError
 from registry.fingerprint import ExplanationRecord
 from registry.ingest.schemas import (
@@ -384,7 +384,8 @@ def userspace_detail(session: Any, event: Event, captures: Sequence[Capture]) ->
     stack = userspace_stacks(session, [event.id]).get(event.id) if "userspace" in event.sources else None
     if stack is None:
         return {"userspace": None, "core_commands": []}
-    crash = userspace_crash(stack, event.crashed_at, event.program_version, event.explanation)
+    crash = userspace_crash(stack, event.crashed_at, event.program_version, event.explanation,
+                            app_frame_names())
     stored = {capture_id: dump.encoding
               for capture_id, dump in stored_dumps(session, [c.id for c in captures]).items()}
     commands = core_commands(current_settings().public_url, event.id, crash["process"], event.hostname,

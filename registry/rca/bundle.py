@@ -24,6 +24,7 @@ from registry.capture.service import CaptureView, capture_dict
 from registry.core.events import Event, EventSummary, Report, event_summary, userspace_stacks
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
+from registry.core.wiring import app_frame_names
 from registry.db import utcnow
 from registry.epidemiology.service import signature_epidemiology
 from registry.epidemiology.shapes import EpidemiologyBody
@@ -278,14 +279,15 @@ def sampled_event_entries(session: Session, events: list[Event], public_url: str
     encodings = {capture_id: dump.encoding for capture_id, dump in
                  stored_dumps(session, [c.id for listed in captures.values() for c in listed]).items()}
     entries: list[SampledEvent] = []
+    names_now = app_frame_names()  # the registry's symbols, for frames outside the engine's window
     for event in events:
         log = logs.get(event.id)
         stack = stacks.get(event.id)
         # a kernel's debug packages read a vmcore; a core's symbols come from debuginfod
         debug = debuginfo(event.kernel_version) if event.kernel_version and stack is None else None
         views = [capture_dict(c) for c in captures[event.id]]
-        crash = userspace_crash(stack, event.crashed_at, event.program_version, event.explanation) \
-            if stack is not None else None
+        crash = userspace_crash(stack, event.crashed_at, event.program_version, event.explanation,
+                                names_now) if stack is not None else None
         entries.append(
             {
                 **event_summary(event),

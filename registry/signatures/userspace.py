@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
+from registry.core.wiring import FrameNames
 from registry.dump_encodings import ENCODINGS, wrapping_of
 from registry.fingerprint.frames import ExplainedFrame
 from registry.fingerprint.patterns import IP_REGISTERS, SIGNAL_LABELS, STACK_ALIGNMENT
@@ -285,13 +286,15 @@ def _from_red_zone(explained: ExplainedFrame) -> UserFrame:
                     explained) | {"note": "from the red zone: the function that returned (its frame is gone)"}
 
 
-def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame]) -> list[UserFrame]:
+def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame],
+                   names_now: list[list[dict[str, Any]]] | None = None) -> list[UserFrame]:
     """Every frame the report sent, in order, each with the engine's decision on it and, where
     the registry named it from debug info, that name, source line and inlined calls. The engine
     reads frames by (function, module), an unnamed one as module+offset, and records where each
     came from (`_read_from`); a frame it could not name (a pc in no module: 0 after a return to
     null) keeps no decision, and a frame it took from the red zone (the function that returned
-    to a bad address) is put after frame 0."""
+    to a bad address) is put after frame 0. A frame outside the engine's window is named by
+    `names_now` (FrameNames: what the registry's symbols say there now), with no decision."""
     names = [frame_name(f) for f in raw_frames]
     rows: list[UserFrame] = []
     at = 0
@@ -317,6 +320,9 @@ def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame]) -> li
         elif names[index] is None:
             row["note"] = "in no module: a bad pc, not read"
         else:
+            *inlined, named = (names_now[index] if names_now and index < len(names_now) else []) or [None]
+            rows += [_inlined_call(row, call) for call in inlined]
+            row = _decided(row, named) if named else row
             row["note"] = "outside the engine's window of frames"
         rows.append(row)
         while at < len(explained) and not read_later(index):
@@ -399,16 +405,16 @@ def _threads(stack: dict[str, Any]) -> list[ThreadView]:
 
 
 def read_frames(stack: dict[str, Any], explanation: dict[str, Any] | None = None,
-                crash: UserCrash | None = None) -> list[UserFrame]:
+                crash: UserCrash | None = None, names_now: FrameNames | None = None) -> list[UserFrame]:
     """Every frame of the stack with the engine's decision: the stored explanation's when it is
-    a userspace one, else the engine's now."""
+    a userspace one, else the engine's now; the frames outside its window named by `names_now`."""
     if explanation and explanation.get("kind") == "userspace":
         explained = list(explanation.get("frames") or [])
     else:
         crash = crash or parse_stack(stack)
         explained = explain_user_frames(crash)[0] if crash else []
     raw_frames = stack.get("frames") if isinstance(stack.get("frames"), list) else []
-    return aligned_frames(raw_frames, explained)
+    return aligned_frames(raw_frames, explained, names_now(stack) if names_now else None)
 
 
 def frame_place(frame: UserFrame) -> str:
@@ -426,12 +432,14 @@ def frame_called(frame: UserFrame) -> str:
 
 
 def userspace_crash(stack: dict[str, Any], crashed_at: datetime, version: str | None = None,
-                    explanation: dict[str, Any] | None = None) -> UserspaceCrash:
+                    explanation: dict[str, Any] | None = None,
+                    names_now: FrameNames | None = None) -> UserspaceCrash:
     """The whole reading of one report's stack. `explanation` is the event's stored record (how
-    its fingerprint was made); without one (or a kernel one) the engine explains the stack now."""
+    its fingerprint was made); without one (or a kernel one) the engine explains the stack now.
+    `names_now`: the app's FrameNames (app_frame_names()), for the frames outside the window."""
     signal = (_text(stack.get("signal")) or "").upper()
     crash = parse_stack(stack)
-    frames = read_frames(stack, explanation, crash)
+    frames = read_frames(stack, explanation, crash, names_now)
     registers = stack.get("registers") if isinstance(stack.get("registers"), dict) else {}
     return {
         "signal": signal or None,

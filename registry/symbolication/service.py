@@ -31,7 +31,7 @@ from sqlalchemy import delete, select
 from registry.build_ids import BUILD_ID
 from registry.config import Settings
 from registry.core.events import Report
-from registry.core.wiring import APP_LISTENERS, Engine, SignatureListeners
+from registry.core.wiring import APP_FRAME_NAMES, APP_LISTENERS, Engine, SignatureListeners
 from registry.db import Database
 from registry.fingerprint.userspace import runtime_module
 from registry.signatures.rebuild import CHUNK, RebuildSummary, rebuild
@@ -40,7 +40,7 @@ from registry.symbols.sources import SymbolSources
 
 from .misses import RECHECKS, UNSYMBOLICATED
 from .models import SymbolMiss
-from .stack import MAX_FRAMES, Lookup, frame_build_id, symbolicate
+from .stack import MAX_FRAMES, Lookup, frame_build_id, names_by_frame, symbolicate
 from .symcache import SourceFrame, Symcaches
 
 if TYPE_CHECKING:
@@ -269,6 +269,7 @@ def install(app: Flask, inner: Engine) -> Engine:
         return made().engine(console_log, stack)
 
     app.before_request(before_request)
+    app.extensions[APP_FRAME_NAMES] = lambda stack: names_by_frame(stack, made().symcaches.lookup)
     return engine
 
 

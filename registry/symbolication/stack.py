@@ -87,6 +87,17 @@ def named_frames(frame: dict[str, Any], found: Sequence[SourceFrame]) -> list[di
     return out
 
 
+def _looked_up_at(stack: dict[str, Any], frames: list[Any], at: int) -> tuple[str, int] | None:
+    """The build-id and address frame `at` is looked up at; None for a frame that is not (no
+    build-id or offset, or a runtime module's)."""
+    frame = frames[at]
+    build_id = frame_build_id(stack, frame)
+    address = lookup_address(frames, at) if isinstance(build_id, str) else None
+    if address is None or not BUILD_ID.fullmatch(build_id or "") or runtime_module(frame.get("module")):
+        return None
+    return build_id or "", address
+
+
 def symbolicate(stack: Any, lookup: Lookup, deadline: float | None = None) -> Symbolicated:
     """A copy of `stack` with every frame the lookup knows named from debug info. Past the
     `deadline` (time.monotonic()), frames are left as reported and their build-ids listed as
@@ -96,11 +107,11 @@ def symbolicate(stack: Any, lookup: Lookup, deadline: float | None = None) -> Sy
     frames = stack["frames"][:MAX_FRAMES]
     result, missing, named = [], [], 0
     for at, frame in enumerate(frames):
-        build_id = frame_build_id(stack, frame)
-        address = lookup_address(frames, at) if isinstance(build_id, str) else None
-        if address is None or not BUILD_ID.fullmatch(build_id or "") or runtime_module(frame.get("module")):
+        place = _looked_up_at(stack, frames, at)
+        if place is None:
             result.append(frame)
             continue
+        build_id, address = place
         found = None if deadline is not None and time.monotonic() > deadline else lookup(build_id, address)
         if found:
             result += named_frames(frame, found)
@@ -110,3 +121,18 @@ def symbolicate(stack: Any, lookup: Lookup, deadline: float | None = None) -> Sy
                 missing.append(build_id)
             result.append(frame)
     return Symbolicated(stack | {"frames": result}, missing, named)
+
+
+def names_by_frame(stack: Any, lookup: Lookup) -> list[list[dict[str, Any]]]:
+    """For each frame sent (up to MAX_FRAMES), what the debug info names there, as
+    `symbolicate` would (its inlined calls, then itself), or [] where the lookup knows nothing:
+    for reading an event's frames the engine's window left out (nothing is fetched)."""
+    if not isinstance(stack, dict) or not isinstance(stack.get("frames"), list):
+        return []
+    frames = stack["frames"][:MAX_FRAMES]
+    names = []
+    for at, frame in enumerate(frames):
+        place = _looked_up_at(stack, frames, at)
+        found = lookup(*place) if place is not None else None
+        names.append(named_frames(frame, found) if found else [])
+    return names

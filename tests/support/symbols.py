@@ -72,6 +72,12 @@ def build_id_of(path: Path) -> str:
     raise AssertionError(f"{path} has no build-id note:\n{notes}")
 
 
+def function_start(binary: Path, function: str) -> int:
+    """The function's link-time address (its offset in a PIE), as nm reads the symbol table."""
+    symbols = subprocess.run(["nm", str(binary)], capture_output=True, text=True, check=True).stdout
+    return next(int(line.split()[0], 16) for line in symbols.splitlines() if line.endswith(f" {function}"))
+
+
 def compile_program(directory: Path, name: str, function: str = "parse_header_field", extra: str = "",
                     build_id: str = "--build-id", dwarf: bool = True) -> Program:
     """gcc -g -O0 with a build-id (`build_id="--build-id=none"`: without; `dwarf=False`: no -g),

@@ -11,7 +11,7 @@ import pytest
 from registry.symbolication.stack import lookup_address, symbolicate
 from registry.symbolication.symcache import SourceFrame, Symcaches
 from registry.symbols.elf import read_facts
-from tests.support.symbols import build_id_of, compile_program
+from tests.support.symbols import build_id_of, compile_program, function_start
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -32,12 +32,6 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int]:
     binary = root / "replay"
     subprocess.run(["gcc", "-g", "-O2", "-o", str(binary), str(root / "replay.c")], check=True, timeout=120)
     return binary, build_id_of(binary), function_start(binary, "replay")
-
-
-def function_start(binary: Path, function: str) -> int:
-    """The function's link-time address (its offset in a PIE), as nm reads the symbol table."""
-    symbols = subprocess.run(["nm", str(binary)], capture_output=True, text=True, check=True).stdout
-    return next(int(line.split()[0], 16) for line in symbols.splitlines() if line.endswith(f" {function}"))
 
 
 @pytest.fixture

@@ -1,0 +1,55 @@
+"""A stack deeper than the engine's window of frames: the frames it does not read are named
+from the registry's symbols too when the event is read (API and page), so an engineer sees
+the whole stack of a stripped program by function and file:line; both databases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from flask import Flask
+
+from testkit.pages import login
+from testkit.reports import crash_report
+from tests.support.http import auth
+from tests.support.reported_releases import settle
+from tests.support.symbols import Pipeline, compile_program, function_start
+from tests.support.userspace import stack
+
+DEPTH = 40  # a recursion deeper than the engine reads (16 frames around the guilty one)
+OUTSIDE = "outside the engine's window of frames"
+
+
+def test_frames_outside_the_engines_window_are_named_from_the_registrys_symbols(
+    app: Flask, live_server: str, make_token: Callable[..., str], tmp_path: Path,
+) -> None:
+    program = compile_program(tmp_path / "deep", "deep", function="descend_record")
+    uploaded = Pipeline(live_server, make_token("symbols"), tmp_path).upload(
+        program.debug.read_bytes(), program.build_id)
+    assert uploaded.status_code == 200, uploaded.text
+    settle(app)
+    start = function_start(program.unstripped, program.function)
+    # as the core reader sends a stripped program's frames: module, build-id, offset, no name
+    offsets = [hex(start + (4 if at == 0 else 9)) for at in range(DEPTH)]  # the pc, then return addresses
+    module = {"module": "/opt/deep/deep", "build_id": program.build_id}
+    frames = [module | {"offset": offset} for offset in offsets]
+    report = crash_report(source="userspace", console_log=None,
+                          stack=stack(executable="/opt/deep/deep", build_id=program.build_id, frames=frames))
+    client, reader = app.test_client(), make_token("read")
+    answer = client.post("/api/v1/reports", json=report, headers=auth(make_token("report")))
+    assert answer.status_code == 201, answer.json
+    assert answer.json["signature"]["title"].startswith(f"SIGSEGV (segfault) in {program.function} ")
+
+    event_id = answer.json["event_id"]
+    read = client.get(f"/api/v1/events/{event_id}", headers=auth(reader)).json["userspace"]["frames"]
+    sent = [frame for frame in read if frame["index"] is not None]
+    assert [frame["index"] for frame in sent] == list(range(DEPTH))
+    outside = [frame for frame in sent if frame["note"] == OUTSIDE]
+    assert outside and sent[-1] in outside  # the engine read the innermost frames only
+    for frame in sent:  # every frame sent, in the window or not, by the function and its line
+        assert frame["function"] == program.function and Path(frame["file"]).name == "deep.c", frame
+        assert frame["line"] > 0
+    assert all(frame["decision"] is None for frame in outside)
+    login(client, reader)
+    page = client.get(f"/events/{event_id}").get_data(as_text=True)
+    assert page.count(f"{Path(sent[-1]['file']).name}:{sent[-1]['line']}") >= len(outside)
