@@ -3,7 +3,8 @@ into the same report pipe mode sends.
 
 A compressed core (systemd-coredump compresses its store's cores with zstd, xz or lz4 as it was
 built; pipe mode's own may be gzip or xz) is decompressed into a temporary file first
-(COMPRESSIONS: xz and gzip by the standard library, zstd and lz4 by their programs).
+(agents/reporter/compression.py: xz, gzip and bzip2 by the standard library, zstd and lz4 by
+their programs).
 
 When the crash happened and when the process started are not in a core (its notes hold the
 registers, pids, signal and CPU times, no clock). Each comes from the first source that has it:
@@ -19,18 +20,16 @@ registers, pids, signal and CPU times, no clock). Each comes from the first sour
 
 from __future__ import annotations
 
-import gzip
-import lzma
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import IO, Any
+from typing import Any
 
+from agents.reporter.compression import compression_at, file_head
 from agents.reporter.report import iso_time
 
 from .core import CoreHead, CoreMemory, read_core_file
@@ -48,29 +47,11 @@ class CompressedCoreUnreadable(ValueError):
     """A compressed core whose decompressor is not on this host."""
 
 
-@dataclass(frozen=True)
-class Compression:
-    name: str
-    magic: bytes
-    stream: Callable[[str], IO[bytes]] | None = None  # the standard library's reader
-    program: str = ""  # else this program's -dc writes it out
-
-
-COMPRESSIONS = (
-    Compression("zstd", b"\x28\xb5\x2f\xfd", program="zstd"),
-    Compression("xz", b"\xfd7zXZ\x00", stream=lzma.open),
-    Compression("lz4", b"\x04\x22\x4d\x18", program="lz4"),
-    Compression("gzip", b"\x1f\x8b", stream=gzip.open),
-)
-
-
 @contextmanager
 def uncompressed(path: str) -> Iterator[str]:
     """The core at `path` as a file read at random offsets: itself, or if compressed (by its
     first bytes) a temporary copy decompressed into $TMPDIR, removed afterwards."""
-    with open(path, "rb") as file:
-        head = file.read(8)
-    compression = next((c for c in COMPRESSIONS if head.startswith(c.magic)), None)
+    compression = compression_at(file_head(path))
     if compression is None:
         yield path
         return

@@ -36,18 +36,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agents.reporter.compression import compression_at, file_head
 from agents.reporter.files import atomic_file, write_atomically
 
 STATE_SUFFIX = ".upload"
 URL_BATCH = 200  # URLs asked for at once (each lives a few minutes)
 MAX_ROUNDS = 5  # asks for URLs and completions before the rest waits for the next run
-# Dumps that are compressed already, uploaded as they are under the encoding their first bytes
-# say (the registry's registry/dump_encodings.py names the same): kdump-compressed and flattened
-# makedumpfile output (identity: crash reads them so), and a core a core handler compressed
-# (systemd-coredump: zstd, or xz, lz4). Anything else (an ELF vmcore or core) is gzipped.
-COMPRESSED_MAGIC = {b"KDUMP   ": "identity", b"makedumpfile": "identity", b"\x1f\x8b": "gzip",
-                    b"\x28\xb5\x2f\xfd": "zstd", b"\xfd7zXZ\x00": "xz", b"\x04\x22\x4d\x18": "lz4",
-                    b"BZh": "bzip2"}
+# makedumpfile's output (kdump-compressed, flattened) goes as written: crash reads it so.
+MAKEDUMPFILE_MAGIC = (b"KDUMP   ", b"makedumpfile")
 PACKED_SUFFIX = ".crashreg.gz"  # our gzipped copy beside a dump, removed once stored
 HEADER = re.compile(r"^([a-z_]+)=(.*)$")
 PART = re.compile(r"^part (\d+) ([0-9a-f]{32})$")
@@ -98,10 +94,13 @@ class UploadState:
 
 
 def compression_of(path: Path) -> str | None:
-    """The encoding a dump is compressed in already (None: not compressed)."""
-    with path.open("rb") as dump:
-        head = dump.read(16)
-    return next((encoding for magic, encoding in COMPRESSED_MAGIC.items() if head.startswith(magic)), None)
+    """The encoding a dump is compressed in already, under which it goes as it is (a core a
+    core handler compressed, systemd-coredump's .zst say); None: not compressed, to be gzipped."""
+    head = file_head(path)
+    if head.startswith(MAKEDUMPFILE_MAGIC):
+        return "identity"
+    compression = compression_at(head)
+    return compression.name if compression else None
 
 
 def prepare(spool_dir: Path, report_id: str, capture_id: str, dump: Path) -> Path:

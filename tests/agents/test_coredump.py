@@ -4,6 +4,7 @@ registry on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import bz2
 import ctypes
 import gzip
 import json
@@ -311,12 +312,12 @@ def test_an_unreadable_core_is_an_error_not_a_report(make_site, tmp_path: Path) 
 
 def compressed_copies(core: Path, folder: Path) -> dict[str, Path]:
     """The core as systemd-coredump's store keeps it (zstd, xz or lz4, as systemd was built) and
-    as pipe mode may (gzip, xz), made with the standard library and the programs themselves."""
-    copies = {"xz": folder / "core.xz", "gzip": folder / "core.gz"}
-    with core.open("rb") as plain, lzma.open(copies["xz"], "wb") as xz:
-        shutil.copyfileobj(plain, xz)
-    with core.open("rb") as plain, gzip.open(copies["gzip"], "wb") as gz:
-        shutil.copyfileobj(plain, gz)
+    as pipe mode may (gzip, xz), or bzip2, made with the standard library and the programs
+    themselves."""
+    copies = {"xz": folder / "core.xz", "gzip": folder / "core.gz", "bzip2": folder / "core.bz2"}
+    for name, opener in (("xz", lzma.open), ("gzip", gzip.open), ("bzip2", bz2.open)):
+        with core.open("rb") as plain, opener(copies[name], "wb") as packed:
+            shutil.copyfileobj(plain, packed)
     copies |= {"zstd": folder / "core.zst", "lz4": folder / "core.lz4"}
     subprocess.run(["zstd", "-q", str(core), "-o", str(copies["zstd"])], check=True)
     subprocess.run(["lz4", "-q", str(core), str(copies["lz4"])], check=True)
@@ -351,7 +352,7 @@ def test_a_compressed_core_without_its_program_is_an_error_naming_it(
 
 
 @pytest.mark.skipif(not (shutil.which("zstd") and shutil.which("lz4")), reason="zstd and lz4 programs")
-@pytest.mark.parametrize(("compression", "suffix"), [("zstd", ".zst"), ("gzip", ".gz")])
+@pytest.mark.parametrize(("compression", "suffix"), [("zstd", ".zst"), ("gzip", ".gz"), ("bzip2", ".bz2")])
 def test_a_compressed_core_is_stored_as_it_is_and_fetched_unpacked(
         registry: Registry, make_site, crash_cores: dict[str, Crash], tmp_path: Path,
         compression: str, suffix: str) -> None:  # type: ignore[no-untyped-def]
