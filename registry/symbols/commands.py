@@ -46,7 +46,7 @@ def upload(cli: CliContext, files: tuple[Path, ...], registry_url: str | None,
     keep = (_sender(registry_url, token_file.read_text().strip()) if registry_url and token_file
             else _keeper(cli))
     refused = 0
-    for path in files:
+    for path in sorted(files, key=_lines_first):
         try:
             build_id, new_kinds = keep(path)
         except NotASymbolFile as problem:
@@ -60,6 +60,16 @@ def upload(cli: CliContext, files: tuple[Path, ...], registry_url: str | None,
 
 
 Keep = Callable[[Path], tuple[str, tuple[str, ...]]]  # a file -> its build-id and the kinds it brought
+
+
+def _lines_first(path: Path) -> bool:
+    """Files with DWARF go first: a build-id keeps the first file of a kind, and a program
+    stripped of its DWARF alone (strip -g) still brings a symbol table as debuginfo, without
+    source lines. (False sorts first; a file that is not a symbol file keeps its place.)"""
+    try:
+        return not read_facts(path).lines
+    except (NotASymbolFile, OSError):
+        return False
 
 
 def _keeper(cli: CliContext) -> Keep:

@@ -37,6 +37,7 @@ class NotASymbolFile(Exception):
 class SymbolFileFacts:
     build_id: str
     kinds: tuple[str, ...]  # of KINDS
+    lines: bool = False  # DWARF: source lines, not a symbol table alone
 
 
 def _build_id_note(elf: ELFFile) -> str | None:
@@ -49,15 +50,15 @@ def _build_id_note(elf: ELFFile) -> str | None:
     return None
 
 
-def _kinds(elf: ELFFile) -> tuple[str, ...]:
+def _kinds(elf: ELFFile) -> tuple[tuple[str, ...], bool]:
     """debuginfo: DWARF, or a symbol table (a program built without -g still names its
-    functions: elfutils' debuginfod serves such a file as debuginfo too); executable: code."""
-    sections = list(elf.iter_sections())
-    dwarf = any((s.name in DWARF_SECTIONS or s["sh_type"] == "SHT_SYMTAB") and s["sh_type"] != "SHT_NOBITS"
-                and s["sh_size"] for s in sections)
-    code = any(s["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and s["sh_type"] == "SHT_PROGBITS" and s["sh_size"]
-               for s in sections)
-    return tuple(kind for kind, has in zip(KINDS, (dwarf, code), strict=True) if has)
+    functions: elfutils' debuginfod serves such a file as debuginfo too); executable: code.
+    And whether it has DWARF (source lines)."""
+    held = [s for s in elf.iter_sections() if s["sh_type"] != "SHT_NOBITS" and s["sh_size"]]
+    dwarf = any(s.name in DWARF_SECTIONS for s in held)
+    symbols = dwarf or any(s["sh_type"] == "SHT_SYMTAB" for s in held)
+    code = any(s["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and s["sh_type"] == "SHT_PROGBITS" for s in held)
+    return tuple(kind for kind, has in zip(KINDS, (symbols, code), strict=True) if has), dwarf
 
 
 def read_facts(path: Path) -> SymbolFileFacts:
@@ -70,7 +71,7 @@ def read_facts(path: Path) -> SymbolFileFacts:
         try:
             elf = ELFFile(file)
             build_id = _build_id_note(elf)
-            kinds = _kinds(elf)
+            kinds, lines = _kinds(elf)
         except Exception as error:
             if not _is_damage(error):
                 raise
@@ -84,7 +85,7 @@ def read_facts(path: Path) -> SymbolFileFacts:
             "no_symbols",
             "the ELF file has neither debug info (DWARF, a symbol table) nor code: nothing to serve",
         )
-    return SymbolFileFacts(build_id, kinds)
+    return SymbolFileFacts(build_id, kinds, lines)
 
 
 def section_extent(path: Path, name: str) -> tuple[int, int] | None:

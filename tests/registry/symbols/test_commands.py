@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,8 +15,9 @@ from registry.cli_support import CliContext
 from registry.config import Settings
 from registry.db import Database
 from registry.storage.store import local_root
+from registry.symbols.elf import read_facts
 from registry.symbols.models import SymbolFile
-from tests.support.symbols import Program
+from tests.support.symbols import Program, compile_program
 
 
 def run(settings: Settings, *args: str):  # type: ignore[no-untyped-def]
@@ -96,3 +99,26 @@ def test_upload_to_a_registry_over_its_api(
                     str(token_file), str(uploaded.debug))
     assert elsewhere.exit_code == 1 and "has no symbol upload API" in elsewhere.output, elsewhere.output
 
+
+
+def test_upload_keeps_the_file_with_source_lines_as_a_build_ids_debuginfo_whatever_the_order(
+    settings: Settings, database: Database, tmp_path: Path,
+) -> None:
+    """A program stripped of its DWARF alone (strip -g) still brings its symbol table as
+    debuginfo, without source lines; given on the command line before the unstripped program of
+    the same build, the unstripped one is kept for debuginfo all the same."""
+    program = compile_program(tmp_path / "lines", "lines")
+    symtab_only = tmp_path / "lines.symtab"
+    subprocess.run(["strip", "-g", "-o", str(symtab_only), str(program.unstripped)], check=True, timeout=60)
+    facts = read_facts(symtab_only)
+    assert (facts.kinds, facts.lines) == (("debuginfo", "executable"), False)
+    assert read_facts(program.unstripped).lines and read_facts(program.debug).lines
+
+    done = run(settings, "upload", str(symtab_only), str(program.unstripped))
+    assert done.exit_code == 0, done.output
+    assert f"{program.build_id} {program.unstripped}: stored as debuginfo, executable" in done.output
+    assert f"{program.build_id} {symtab_only}: already held" in done.output
+    with database.session() as session:
+        kept = session.scalar(select(SymbolFile.sha256).where(SymbolFile.build_id == program.build_id,
+                                                               SymbolFile.kind == "debuginfo"))
+    assert kept == hashlib.sha256(program.unstripped.read_bytes()).hexdigest()
