@@ -320,9 +320,9 @@ def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame],
         elif names[index] is None:
             row["note"] = "in no module: a bad pc, not read"
         else:
-            *inlined, named = (names_now[index] if names_now and index < len(names_now) else []) or [None]
-            rows += [_inlined_call(row, call) for call in inlined]
-            row = _decided(row, named) if named else row
+            named = names_now[index] if names_now and index < len(names_now) else []  # inlined calls, itself
+            rows += [_inlined_call(row, call) for call in named[:-1]]
+            row = _decided(row, named[-1]) if named else row
             row["note"] = "outside the engine's window of frames"
         rows.append(row)
         while at < len(explained) and not read_later(index):
