@@ -10,9 +10,12 @@ from .frames import ExplainedFrame, make_fingerprint, normalise_text
 from .patterns import ALGORITHM_VERSION, FREE_TEXT_FIELDS
 from .userspace import UserCrash, explain_user_frames, parse_stack
 
-# Key frames hashed into a kernel fingerprint beside the guilty one. Measured on the corpus
+# Key frames hashed into a fingerprint beside the guilty one. Measured on the kernel corpus
 # (bench/signatures.py): callers below the guilty frame vary between hits of one bug far more
 # often than they separate two bugs, so only the guilty frame (with kind and module) counts.
+# A program's callers vary between its releases too, with no change to the bug: a call the
+# compiler made a tail call leaves no frame (`return parse(h);` at -O2), another is inlined
+# in one build and not the next. So a userspace fingerprint counts the guilty frame as well.
 FINGERPRINT_FRAMES = 1
 
 
@@ -98,7 +101,8 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
 
 def _user_signature(crash: UserCrash) -> CrashSignature:
     labels = crash.labels
-    identity = ["userspace", crash.executable, crash.signal, *sorted(labels), *crash.frames]
+    key_frames = crash.frames[:FINGERPRINT_FRAMES]
+    identity = ["userspace", crash.executable, crash.signal, *sorted(labels), *key_frames]
     fingerprint = make_fingerprint(ALGORITHM_VERSION, *identity)
     where = f" in {crash.function}" if crash.function else ""
     module = f" [{crash.module}]" if crash.module else ""

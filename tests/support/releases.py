@@ -1,6 +1,7 @@
 """One bug shipped in two releases, stripped as distributions ship programs: C (gcc), C++
-(g++ -O2, the bug in an inlined function) and Rust (rustc, an unwrap that panics and aborts).
-The second release adds code before the bug, so every offset moves. Each release is built
+(g++ -O2, the bug in an inlined function), Rust (rustc, an unwrap that panics and aborts) and
+C again whose first release tail-calls the bug's function (only the second has `main` on the
+stack). The second release adds code before the bug, so every offset moves. Each release is built
 with -g, split (`objcopy --only-keep-debug`, `strip --strip-debug --strip-unneeded`), and the
 stripped program crashed for real in a directory of its own; its core read by the core reader
 as a host would (agents/coredump) gives the report."""
@@ -20,7 +21,7 @@ from tests.support.symbols import build_id_of
 
 RUSTC = Path("/root/.cargo/bin/rustc")
 
-C_SOURCE = r"""
+C_BUG = r"""
 #include <stdio.h>
 #include <string.h>
 struct header { char name[16]; int length; };
@@ -31,6 +32,8 @@ __attribute__((noinline)) int parse_header_field(struct header *h, const char *t
     h->length = (int)strlen(text);
     return h->length;
 }
+"""
+C_SOURCE = C_BUG + r"""
 int main(int argc, char **argv)
 {
     struct header *h = argc > 5 ? (struct header *)argv : NULL;
@@ -44,6 +47,19 @@ C_RELEASE_2 = {
               "while (*t) s = s * 31 + *t++; return s; }",
     "call": 'if (argc > 7) printf("%d\\n", checksum(argv[0]));',
 }
+
+# Release 1: `main` ends in the call, which gcc -O2 makes a jump (no frame of main's); release
+# 2 prints the result after it, so the call returns to main. (A conditional print would not do:
+# gcc duplicates the return into the branch that skips it, a tail call again.)
+C_TAIL_CALL_SOURCE = C_BUG + r"""
+int main(int argc, char **argv)
+{
+    struct header *h = argc > 5 ? (struct header *)argv : NULL;
+    int length = parse_header_field(h, argc > 1 ? argv[1] : "crash");
+    %(call)s
+    return length;
+}
+"""
 
 CPP_SOURCE = r"""
 #include <cstdio>
@@ -102,6 +118,8 @@ LANGUAGES = {
     "c": (C_SOURCE, "c", "parse_header_field", C_RELEASE_2),
     "c++": (CPP_SOURCE, "cc", "store::Journal::read", CPP_RELEASE_2),
     "rust": (RUST_SOURCE, "rs", "releases::pick_worker", RUST_RELEASE_2),
+    "c-tail-call": (C_TAIL_CALL_SOURCE, "c", "parse_header_field",
+                    C_RELEASE_2 | {"call": 'printf("%d\\n", length);'}),
 }
 
 
@@ -118,11 +136,15 @@ class Release:
     source: Path
     report: dict
 
+    def program_frames(self) -> int:
+        """How many of the crash's stack frames are the program's own code."""
+        return sum(frame.get("module") == str(self.stripped) for frame in self.report["stack"]["frames"])
 
-def compiler(language: str, source: Path, output: Path) -> list[str]:
-    if language == "c":
+
+def compiler(source: Path, output: Path) -> list[str]:
+    if source.suffix == ".c":
         return ["gcc", "-g", "-O2", "-o", str(output), str(source)]
-    if language == "c++":
+    if source.suffix == ".cc":
         return ["g++", "-g", "-O2", "-o", str(output), str(source)]
     return [str(RUSTC), "-g", "-C", "panic=abort", "-C", "opt-level=1", "--crate-name", "releases",
             "-o", str(output), str(source)]
@@ -135,7 +157,7 @@ def build_release(root: Path, language: str, number: int, hostname: str = "app-1
     source = directory / f"service.{suffix}"
     source.write_text(template % (edits if number == 2 else {"before": "", "call": ""}))
     unstripped = directory / "service.full"
-    subprocess.run(compiler(language, source, unstripped), check=True, capture_output=True, timeout=300)
+    subprocess.run(compiler(source, unstripped), check=True, capture_output=True, timeout=300)
     debug, stripped = directory / "service.debug", directory / "service"
     subprocess.run(["objcopy", "--only-keep-debug", str(unstripped), str(debug)], check=True, timeout=60)
     subprocess.run(["strip", "--strip-debug", "--strip-unneeded", "-o", str(stripped), str(unstripped)],
