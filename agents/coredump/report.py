@@ -117,7 +117,9 @@ def evidence_object(analysis: Analysis) -> dict[str, Any]:
             evidence["si_addr"] = hexa(siginfo.addr)
     mapping = view.mapping_at(pc)
     evidence["pc_perms"] = mapping.perms if mapping else ""
-    code = view.read(pc, PC_BYTES) if mapping else None
+    # As many of the pc's bytes as its module's segment holds: a `ret` may be its last byte.
+    readable = (view.read(pc, size) for size in range(PC_BYTES, 0, -1)) if mapping else ()
+    code = next(filter(None, readable), None)
     if code:
         evidence["pc_bytes"] = code.hex()
     module = view.module_at(pc)

@@ -779,27 +779,31 @@ VOLATILE_TEXT: tuple[tuple[str, str], ...] = (
 
 # --- userspace ----------------------------------------------------------------------------
 
-# Frames of the runtime rather than the program: signal delivery, abort, assertions,
-# unwinding, thread start (matched at the start of a function name, leading "_" ignored).
+# Frames of the runtime rather than the program (matched at the start of a function name,
+# leading "_" ignored).
 USERSPACE_SKIP: tuple[str, ...] = (
+    # signal delivery, abort, assertions and the C library's own checks
     "__restore_rt", "__kernel_rt_sigreturn", "_sigtramp", "__sigreturn", "sigreturn",
     "raise$", "__GI_raise", "gsignal", "abort$", "__GI_abort", "__pthread_kill",
     "pthread_kill", "__libc_message", "__fortify_fail", "__chk_fail", "__stack_chk_fail",
     "__assert_fail", "__assert_fail_base", "__GI___assert_fail", "__assert_perror_fail", "malloc_printerr",
-    "_Unwind_", "__gxx_personality", "__cxa_throw", "__cxa_rethrow", "__cxa_call_terminate",
-    "__cxa_call_unexpected", "__cxa_pure_virtual", "__cxa_bad_cast", "__cxa_bad_typeid", "std::terminate",
-    "__cxxabiv1::", "__gnu_cxx::__verbose_terminate_handler", "std::__terminate", "std::__throw_",
-    "std::rethrow_exception", "backtrace$", "__libc_start_main", "__libc_start_call_main", "_start$",
-    "start_thread", "clone$", "clone3$", "__clone", "runtime.sigpanic", "runtime.raise", "runtime.crash",
-    "runtime.dieFromSignal", "runtime.fatalpanic", "runtime.gopanic", "core::panicking::",
-    "std::panicking::", "std::rt::lang_start", "std::sys::", "rust_panic", "__rust_start_panic",
-    "__rust_begin_short_backtrace", "__rust_end_short_backtrace",
-    # Rust's runtime between a panic and the abort: the panic machinery (std's own symbols are
-    # __rustc:: since 1.90), the abort, and the unwrap/expect failures that start a panic.
-    "__rustc::", "std::process::abort", "core::ops::function::", "core::option::unwrap_failed",
-    "core::option::expect_failed", "core::result::unwrap_failed",
-    r"<?core::option::Option<.*>>?::(?:unwrap|expect)", r"<?core::result::Result<.*>>?::(?:unwrap|expect)",
-    r"<.* as core::ops::function::Fn",  # a closure or fn called through the Fn traits (v0 names)
+    # unwinding and the C++ ABI (throw, terminate, pure virtual and bad casts)
+    "_Unwind_", "__gxx_personality", "__cxa_", "__cxxabiv1::",
+    # The standard libraries' own code, also where a template or generic of theirs is
+    # instantiated in the program: libstdc++'s std:: and __gnu_cxx:: (a vector's at() that
+    # throws out_of_range), Rust's core::, alloc:: and std:: (their panics, unwrap and expect
+    # failures, the abort), as a path or as the type a trait method is called on.
+    "std::", "__gnu_cxx::", "core::", "alloc::", r"<(?:std|core|alloc)::",
+    # Rust's panic machinery (std's own symbols are __rustc:: since 1.90) and a closure or fn
+    # called through the Fn traits (v0 names)
+    "__rustc::", "rust_panic", "__rust_start_panic", "__rust_begin_short_backtrace",
+    "__rust_end_short_backtrace", r"<.* as core::ops::function::Fn",
+    # thread and process start
+    "backtrace$", "__libc_start_main", "__libc_start_call_main", "_start$",
+    "start_thread", "clone$", "clone3$", "__clone",
+    # Go's runtime
+    "runtime.sigpanic", "runtime.raise", "runtime.crash", "runtime.dieFromSignal", "runtime.fatalpanic",
+    "runtime.gopanic",
 )
 
 # Modules of the runtime: a frame in them is never the program's own code, named or not

@@ -217,6 +217,36 @@ def returned_to_non_code(evidence: Evidence) -> bool:
             and _popped(evidence) == evidence.pc and not called_through_a_pointer(evidence))
 
 
+# x86-64 return instructions: ret, ret imm16, and with a rep (AMD's branch hint) or bnd prefix.
+RET_OPCODES = (b"\xc3", b"\xc2", b"\xf3\xc3", b"\xf2\xc3", b"\xf3\xc2", b"\xf2\xc2")
+
+
+def canonical(address: int) -> bool:
+    """An x86-64 address the CPU can hold in %rip: bits 63 to 47 all equal (48-bit virtual addresses)."""
+    return (address >> 47) in (0, (1 << 17) - 1)
+
+
+def faulted_on_its_ret(evidence: Evidence) -> bool:
+    """A `ret` to an address that is not canonical faults before it jumps, as a general
+    protection fault (SI_KERNEL) on the `ret` itself: the pc still in the function returning,
+    the bad target still on top of the stack. What a string copied over a return address gives
+    (ASCII makes no canonical address)."""
+    top = evidence.slot(0)
+    return (evidence.sp_register == "rsp" and evidence.si_code == SI_KERNEL and top is not None
+            and not canonical(top.value) and evidence.pc_bytes is not None
+            and evidence.pc_bytes.startswith(RET_OPCODES))
+
+
+def returned_badly(evidence: Evidence) -> bool:
+    """A `ret` to an address that is not code: taken, or faulting on the `ret`."""
+    return returned_to_non_code(evidence) or faulted_on_its_ret(evidence)
+
+
+def landed_after_a_bad_return(evidence: Evidence) -> bool:
+    """The pc is where a bad `ret` went (0, or memory that is not code): frame 0 is no function."""
+    return returned_to_null(evidence) or returned_to_non_code(evidence)
+
+
 # SSE/AVX moves that fault on a misaligned memory operand (movaps/movapd, movdqa, movntdq,
 # movntps/pd): (mandatory prefix, opcode after 0F).
 ALIGNED_SSE = frozenset({(None, 0x28), (None, 0x29), (0x66, 0x28), (0x66, 0x29), (0x66, 0x6F),
@@ -265,10 +295,9 @@ def misaligned_stack(evidence: Evidence) -> bool:
 
 PROOFS: dict[str, Callable[[Evidence], bool]] = {
     "return-to-null": returned_to_null,
-    "bad-return": returned_to_non_code,
+    "bad-return": returned_badly,
     "misaligned-stack": misaligned_stack,
 }
-BAD_RETURNS = ("return-to-null", "bad-return")
 
 
 def failure_labels(evidence: Evidence | None) -> list[str]:
@@ -384,7 +413,7 @@ def parse_stack(stack: Any) -> UserCrash | None:
         crash.labels.append(SIGNAL_LABELS[signal])
     read = [(name, frame_origin(frame)) for frame in frames if (name := frame_name(frame)) is not None]
     interrupted = _after_signal_delivery(frames)
-    if evidence is not None and any(label in BAD_RETURNS for label in crash.labels):
+    if evidence is not None and landed_after_a_bad_return(evidence):
         # Frame 0 is the bad pc (0, or data): the guilty frame is the function that returned.
         if read and frames and isinstance(frames[0], dict) and frame_name(frames[0]) == read[0][0]:
             read = read[1:]

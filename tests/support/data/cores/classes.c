@@ -1,5 +1,6 @@
-/* Failure classes beside crashy.c's (issue 40): a call through a garbage function pointer, and
- * a signal handler that crashes in its own code. Argument: the class to crash as. */
+/* Failure classes beside crashy.c's (issue 40): a call through a garbage function pointer, a
+ * signal handler that crashes in its own code, and a string copied over a return address.
+ * Argument: the class to crash as. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,16 @@ __attribute__((noinline)) void serve_requests(void) {
     raise(SIGUSR1);
 }
 
+/* Built without a stack protector: the `ret` takes ASCII for an address, which is not
+ * canonical, and faults on the `ret` itself. */
+static const char *volatile long_name = "a name much longer than the eight bytes it is copied into";
+
+__attribute__((noinline)) int copy_name(const char *name) {
+    char buf[8];
+    strcpy(buf, name);
+    return buf[0];
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     struct plugin plugin;
@@ -42,5 +53,7 @@ int main(int argc, char **argv) {
         serve_requests();
         return 0;
     }
+    if (!strcmp(mode, "smash"))
+        return copy_name(long_name);
     return 2;
 }
