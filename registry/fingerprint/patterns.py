@@ -779,6 +779,14 @@ VOLATILE_TEXT: tuple[tuple[str, str], ...] = (
 
 # --- userspace ----------------------------------------------------------------------------
 
+# Rust's core and alloc crates, by their modules: `core::` alone is a namespace C++ programs
+# use for their own code.
+RUST_LIBRARY = (
+    r"(?:core::(?:panicking|option|result|slice|str|cell|ptr|ops|fmt|iter|num|array|intrinsics|hint"
+    r"|mem|char|convert|cmp|any|ffi|alloc|sync|hash|time)|alloc::(?:vec|raw_vec|alloc|boxed|string"
+    r"|collections|rc|sync|slice|str|fmt|borrow))::"
+)
+
 # Frames of the runtime rather than the program (matched at the start of a function name,
 # leading "_" ignored).
 USERSPACE_SKIP: tuple[str, ...] = (
@@ -791,9 +799,9 @@ USERSPACE_SKIP: tuple[str, ...] = (
     "_Unwind_", "__gxx_personality", "__cxa_", "__cxxabiv1::",
     # The standard libraries' own code, also where a template or generic of theirs is
     # instantiated in the program: libstdc++'s std:: and __gnu_cxx:: (a vector's at() that
-    # throws out_of_range), Rust's core::, alloc:: and std:: (their panics, unwrap and expect
+    # throws out_of_range), Rust's std, core and alloc (their panics, unwrap and expect
     # failures, the abort), as a path or as the type a trait method is called on.
-    "std::", "__gnu_cxx::", "core::", "alloc::", r"<(?:std|core|alloc)::",
+    "std::", "__gnu_cxx::", RUST_LIBRARY, rf"<(?:std::|{RUST_LIBRARY})",
     # Rust's panic machinery (std's own symbols are __rustc:: since 1.90) and a closure or fn
     # called through the Fn traits (v0 names)
     "__rustc::", "rust_panic", "__rust_start_panic", "__rust_begin_short_backtrace",

@@ -117,6 +117,42 @@ def test_runtime_modules_are_skipped_even_without_symbols() -> None:
     assert explained["libc.so.6+0x8aeec"] == "skipped" and explained["ns::Store::flush"] == "guilty"
 
 
+def test_the_standard_libraries_code_in_the_program_is_the_runtimes_but_not_a_namesake() -> None:
+    """std:: (C++ or Rust) and Rust's core and alloc crates are library code even where their
+    templates and generics are compiled into the program; a C++ program's own `core::`
+    namespace is not Rust's."""
+    program = "/opt/app/store"
+    for library in ("std::vector<int, std::allocator<int> >::_M_range_check(unsigned long) const",
+                    "__gnu_cxx::__ops::_Iter_less_iter::operator()", "core::option::unwrap_failed",
+                    "<alloc::vec::Vec<u32> as core::ops::index::Index<usize>>::index",
+                    "core::slice::index::slice_end_index_len_fail"):
+        frames = [{"function": library, "module": program},
+                  {"function": "ns::Store::flush(int)", "module": program}]
+        assert analyse_stack(stack(signal="SIGABRT", frames=frames)).function == "ns::Store::flush", library
+    for own in ("core::Engine::run()", "core::net::Socket::read(char*)", "alloc_pool::grow(int)"):
+        frames = [{"function": own, "module": program}, {"function": "main", "module": program}]
+        assert analyse_stack(stack(frames=frames)).function == own.split("(")[0], own
+
+
+def test_a_ret_that_faults_on_a_target_that_is_not_canonical_is_a_bad_return() -> None:
+    """A string over the return address: the `ret` (c3) faults as a general protection fault
+    with the pc on it; the function returning is guilty. A canonical target, another
+    instruction or another si_code prove nothing."""
+    ascii_target = {"offset": 0, "value": "0x206e61687420656d"}
+
+    def on_ret(pc_bytes: str = "c3554889e5", si_code: int = 0x80, top: dict = ascii_target) -> dict:
+        smashed = stack(evidence=evidence(si_code=si_code, pc_bytes=pc_bytes))
+        smashed["evidence"]["slots"] = [top]
+        return smashed
+
+    signature = analyse_stack(on_ret())
+    assert signature.labels == ["bad-return", "segfault"] and signature.function == "nccl_proxy_progress"
+    assert analyse_stack(on_ret(pc_bytes="f3c3")).labels == ["bad-return", "segfault"]
+    assert analyse_stack(on_ret(pc_bytes="4889c4")).labels == ["segfault"]
+    assert analyse_stack(on_ret(si_code=1)).labels == ["segfault"]
+    assert analyse_stack(on_ret(top={"offset": 0, "value": "0x7ffff7a01234"})).labels == ["segfault"]
+
+
 def test_garbage_stacks_are_refused_not_crashed_on() -> None:
     assert analyse_stack({}) is None
     assert analyse_stack("not a dict") is None  # type: ignore[arg-type]
