@@ -25,6 +25,7 @@ from registry.fingerprint.userspace import (
     UserCrash,
     as_int,
     explain_user_frames,
+    faulted_on_its_ret,
     frame_name,
     frame_origin,
     parse_stack,
@@ -178,6 +179,12 @@ def _returned_to_null(evidence: Evidence) -> str:
 
 
 def _bad_return(evidence: Evidence) -> str:
+    if faulted_on_its_ret(evidence):
+        top = evidence.slot(0)
+        return (f"the `ret` at pc {_hex(evidence.pc)} faulted before it jumped (a general protection fault, "
+                f"si_code SI_KERNEL): its target on top of the stack, {_hex(top.value if top else None)}, "
+                "is not a canonical address (as a string copied over a return address leaves it); "
+                "the function returning is frame 0")
     where = (f"a mapping without execute permission ({evidence.pc_perms})" if evidence.pc_perms
              else "no mapping")
     returned = returning_function(evidence)

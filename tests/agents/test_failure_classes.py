@@ -24,6 +24,7 @@ import pytest
 from agents.coredump import core_file_report
 from registry.fingerprint import analyse_stack
 from registry.fingerprint.userspace import Evidence, called_through_a_pointer, read_evidence
+from registry.signatures.userspace import label_proofs
 from tests.support import DATA
 from tests.support.cores import core_pattern_problem, crash
 from tests.support.releases import RUSTC
@@ -101,3 +102,16 @@ def test_a_garbage_call_is_not_a_bad_return_even_when_the_popped_slot_holds_the_
     returned = replace(evidence, slots={**evidence.slots, -16: own_call})
     assert not called_through_a_pointer(returned)
 
+
+def test_the_smash_is_proved_by_the_ret_it_faulted_on(class_cores: dict[tuple[str, str], dict]) -> None:
+    """What the event page and the API say proves `bad-return` for a smashed return address:
+    the `ret` that faulted, and the target that is not an address (ASCII of the string)."""
+    stack = class_cores["classes", "smash"]["stack"]
+    signature = analyse_stack(stack)
+    assert signature is not None
+    proofs = {proof["label"]: proof["proof"] for proof in label_proofs(stack, signature.labels)}
+    target = next(slot["value"] for slot in stack["evidence"]["slots"] if slot["offset"] == 0)
+    assert bytes.fromhex(target[2:])[::-1].isascii()  # the string's bytes, little-endian
+    pc = stack["registers"]["rip"]
+    assert proofs["bad-return"].startswith(f"the `ret` at pc {pc} faulted before it jumped")
+    assert f"its target on top of the stack, {target}, is not a canonical address" in proofs["bad-return"]
