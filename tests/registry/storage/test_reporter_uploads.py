@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 import requests
 
+from agents.reporter.compression import COMPRESSIONS
 from agents.reporter.upload import Uploader, UploadError, UploadState, prepare
+from registry.dump_encodings import ENCODINGS
 from registry.storage.parts import MIB
 from tests.support.agents import KDUMP_SH, Registry, run_reporter
 from tests.support.http import auth
@@ -174,3 +176,11 @@ def test_an_upload_cut_by_a_reboot_is_finished_by_the_post_boot_agent(
     assert (stored["state"], stored["encoding"], stored["raw_bytes"]) == ("stored", "gzip", len(data))
     assert gzip.decompress(download(registry, capture_id)) == data
     no_credentials(site.root)
+
+
+def test_every_compression_the_reporter_names_is_an_encoding_the_registry_stores() -> None:
+    """The reporter (standard library only) keeps its own table of compressions, by magic; the
+    name it uploads a dump under must be one the registry accepts and can unpack, else the
+    upload is refused with a 400."""
+    assert {c.name for c in COMPRESSIONS} | {"identity"} == set(ENCODINGS)
+    assert all(ENCODINGS[c.name].unpack == f"{c.name} -dc" for c in COMPRESSIONS)
