@@ -13,6 +13,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    Select,
     String,
     Text,
     UniqueConstraint,
@@ -170,8 +171,16 @@ def by_report_id(keyed: bool, report_id: Any) -> ColumnElement[bool]:
     reports = Report.__table__.c  # type: ignore[attr-defined]
     if not keyed:
         return reports.report_id == report_id
-    keyed_id = select(REPORT_KEYS.c.id).where(REPORT_KEYS.c.report_id == report_id)
-    return reports.id == keyed_id.scalar_subquery()
+    return reports.id == stored_report_id(keyed, report_id).scalar_subquery()
+
+
+def stored_report_id(keyed: bool, report_id: Any) -> Select[Any]:
+    """The `reports.id` of the report with `report_id`, one row or none (`keyed`: read from
+    REPORT_KEYS alone)."""
+    if keyed:
+        return select(REPORT_KEYS.c.id).where(REPORT_KEYS.c.report_id == report_id)
+    reports = Report.__table__.c  # type: ignore[attr-defined]
+    return select(reports.id).where(reports.report_id == report_id)
 
 
 def report_id_stored(keyed: bool, report_id: Any) -> ColumnElement[bool]:

@@ -56,6 +56,7 @@ from registry.ingest.sql import (
     read_context,
     read_host,
     read_stored_report,
+    read_stored_report_by_id,
     report_at_once,
 )
 from registry.outbox import publish
@@ -459,8 +460,10 @@ def stored_at_once(
     rows = statement.execute(connection, values)
     if not rows:
         return None
-    event_id, answer, replay_sha256 = rows[0]
-    return cast(ReportAnswer, answer) if event_id is not None else StoredReport(replay_sha256, answer)
+    event_id, answer, replay_id = rows[0]
+    if event_id is None:
+        return read_stored_report_by_id(connection, replay_id)
+    return cast(ReportAnswer, answer)
 
 
 # The answer report_at_once is given: its signature's counts and Jira key are composed by the

@@ -48,6 +48,7 @@ from registry.core.events import (
     by_report_id,
     report_id_stored,
     reports_keyed,
+    stored_report_id,
 )
 from registry.core.hosts import HOST_ATTRIBUTES, Host
 from registry.core.signatures import COUNTER_SHARDS, Signature
@@ -197,6 +198,9 @@ STORED_REPORT = {
     )
     for keyed in (False, True)
 }
+STORED_REPORT_BY_ID = DirectStatement(
+    select(*STORED_REPORT_COLUMNS.columns).where(REPORTS.id == bindparam("id"))
+)
 HOST_BY_NAME = DirectStatement(select(*HOST_COLUMNS.columns).where(HOSTS.hostname == bindparam("hostname")))
 LOCKED_EVENT = (
     select(
@@ -292,7 +296,7 @@ def report_at_once(
     the guard failed, or the host or the event was stored by another report first (the same
     crash from a second source: joining it takes `store`'s steps), and then nothing was
     written. Or, for a report_id stored already (a resend) with the token live, the stored
-    answer and its digest (`replay_sha256`) in a row without an event id. Parameters are named
+    report's id (`replay_id`, for STORED_REPORT_BY_ID) in a row without an event id. Parameters are named
     `<table>_<column>` (the host's from the event's); every column is given (no Python default
     is filled in). `keyed`: report_ids are read from REPORT_KEYS (reports_keyed)."""
     hosts, events, reports = Host.__table__, Event.__table__, Report.__table__
@@ -420,11 +424,14 @@ def report_at_once(
         .returning(REPORTS.answer)
         .cte("stored")
     )
-    written = select(event.c.id, stored.c.answer, cast(null(), Text).label("replay_sha256"))
-    # A resend with the token live: the stored report's answer and digest instead.
-    replayed = select(cast(null(), EVENTS.id.type), REPORTS.answer, REPORTS.payload_sha256).where(
-        by_report_id(keyed, report_id), token_live
-    )
+    written = select(event.c.id, stored.c.answer, cast(null(), REPORTS.id.type).label("replay_id"))
+    # A resend with the token live: the stored report's id instead, from REPORT_KEYS alone. Not
+    # its answer: read from the partitioned `reports` by a key this plan does not have, that
+    # would set up a scan of each partition on every report (STORED_REPORT_BY_ID reads one).
+    replay = stored_report_id(keyed, report_id).subquery("replay")
+    replayed = select(
+        cast(null(), EVENTS.id.type), cast(null(), REPORTS.answer.type), replay.c.id.label("replay_id")
+    ).where(token_live)
     return DirectStatement(written.union_all(replayed).add_cte(counted))
 
 
@@ -539,6 +546,12 @@ def stored_report(row: dict[str, Any]) -> StoredReport | None:
 
 def read_stored_report(connection: Connection, report_id: str) -> StoredReport | None:
     rows = STORED_REPORT[reports_keyed(connection)].mappings(connection, {"report_id": report_id})
+    return stored_report(rows[0]) if rows else None
+
+
+def read_stored_report_by_id(connection: Connection, report_pk: int) -> StoredReport | None:
+    """The report with this `reports.id`: a plan that reads its one partition."""
+    rows = STORED_REPORT_BY_ID.mappings(connection, {"id": report_pk})
     return stored_report(rows[0]) if rows else None
 
 
