@@ -147,7 +147,14 @@ class Report(Base):
 # `reports` (migration 0034, docs/partitioning.md). Found through it, a report_id is one index
 # entry to read instead of one per partition.
 REPORT_KEYS = table("report_keys", column("report_id", String), column("id", Integer))
-REPORTS_PARTITIONED = "SELECT relkind = 'p' FROM pg_class WHERE oid = 'reports'::regclass"
+# What a PostgreSQL database's schema says about ingest's reads, asked once per connection:
+# whether `reports` is partitioned (0034), and whether hosts carry pstore_first_crash_at (0041).
+SCHEMA_FACTS = (
+    "SELECT (SELECT relkind = 'p' FROM pg_class WHERE oid = 'reports'::regclass), "
+    "EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'hosts'::regclass "
+    "AND attname = 'pstore_first_crash_at' AND NOT attisdropped "
+    "AND starts_with(col_description(attrelid, attnum), 'kept by the trigger '))"
+)
 
 
 def reports_keyed(connection: Connection) -> bool:
@@ -156,13 +163,26 @@ def reports_keyed(connection: Connection) -> bool:
     serving while `crashreg db upgrade` converts its database reads `reports` by report_id.
     Asked once per database connection: one that asked before the conversion keeps reading by
     report_id, which stays right after it."""
-    keyed = connection.info.get("reports_keyed")
-    if keyed is None:
-        keyed = connection.dialect.name == "postgresql" and bool(
-            connection.exec_driver_sql(REPORTS_PARTITIONED).scalar()
-        )
-        connection.info["reports_keyed"] = keyed
-    return keyed
+    return _schema_facts(connection)[0]
+
+
+def hosts_marked(connection: Connection) -> bool:
+    """Whether this connection's database keeps hosts' pstore_first_crash_at: PostgreSQL once
+    migration 0041 has given every host its value, which the column's comment then says (before,
+    a host's value may be missing). Asked once per database connection, as reports_keyed."""
+    return _schema_facts(connection)[1]
+
+
+def _schema_facts(connection: Connection) -> tuple[bool, bool]:
+    facts = connection.info.get("ingest_schema_facts")
+    if facts is None:
+        if connection.dialect.name != "postgresql":
+            facts = (False, False)
+        else:
+            keyed, marked = connection.exec_driver_sql(SCHEMA_FACTS).one()
+            facts = (bool(keyed), bool(marked))
+        connection.info["ingest_schema_facts"] = facts
+    return facts
 
 
 def by_report_id(keyed: bool, report_id: Any) -> ColumnElement[bool]:

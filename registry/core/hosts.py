@@ -50,6 +50,14 @@ class Host(HostAttributes, Base):
         default=False, doc="reported through POST /hosts, not only seen in a crash report"
     )
     retired_at: Mapped[datetime | None]
+    pstore_first_crash_at: Mapped[datetime | None] = mapped_column(
+        # PostgreSQL: set by the migration once every host has its value; ingest trusts the
+        # column from then on (registry.core.events.hosts_marked).
+        comment="kept by the trigger events_pstore_first_crash (migration 0041)",
+        doc="the newest crashed_at of the host's events a pstore record opened without the crashed "
+        "boot's boot_id (kept by a trigger on events, migration 0041): a panic's report whose join "
+        "window starts after it has no such event to join, known without reading events"
+    )
 
     __table_args__ = (
         Index("ix_hosts_physical_host", "physical_host"),

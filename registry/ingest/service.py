@@ -31,7 +31,7 @@ from registry.capture.decide import NO_DUMP_DECISIONS, CaptureDecision, decide_c
 from registry.capture.no_signature import decide_without_signature
 from registry.capture.policy import ENGINE_FAILED, NO_CRASH, Slot
 from registry.config import Settings
-from registry.core.events import PANIC_SOURCES, CaptureAnswer, Event, reports_keyed
+from registry.core.events import PANIC_SOURCES, CaptureAnswer, Event, hosts_marked, reports_keyed
 from registry.core.hosts import HOST_ATTRIBUTES
 from registry.core.signatures import Signature
 from registry.core.wiring import Engine
@@ -455,7 +455,7 @@ def stored_at_once(
     )
     statement = report_at_once(
         (*event_columns, "received_at"), (*REPORT_COLUMNS, "received_at"),
-        signed=signature is not None, keyed=reports_keyed(connection),
+        signed=signature is not None, keyed=reports_keyed(connection), marked=hosts_marked(connection),
     )
     rows = statement.execute(connection, values)
     if not rows:

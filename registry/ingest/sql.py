@@ -269,9 +269,21 @@ def iso_utc(timestamp: Any) -> ColumnElement[Any]:
 HOST_INSERT_COLUMNS = ("hostname", "first_seen", "updated_at", "in_inventory", *HOST_FIELDS)
 
 
+def no_pstore_first_event(known: Any, marked: bool) -> ColumnElement[bool]:
+    """report_at_once's guard that no pstore record of the panic opened an event first: from
+    the host's row (`marked`, hosts_marked), or else from `events`, a read a generic plan sets
+    up in every partition."""
+    if not marked:
+        return ~pstore_first_events(select(known.c.id).scalar_subquery()).exists()
+    return ~exists().where(
+        bindparam("panic_fingerprint", type_=EVENTS.fingerprint.type).is_not(None),
+        known.c.pstore_first_crash_at >= bindparam("panic_earliest", type_=EVENTS.crashed_at.type),
+    )
+
+
 @cache
 def report_at_once(
-    event_columns: tuple[str, ...], report_columns: tuple[str, ...], signed: bool, keyed: bool
+    event_columns: tuple[str, ...], report_columns: tuple[str, ...], signed: bool, keyed: bool, marked: bool
 ) -> DirectStatement:
     """PostgreSQL: a report's writes in one statement (data-modifying CTEs, one snapshot, all
     or nothing), for the storm's common case, made only if what its answer was planned on
@@ -283,10 +295,12 @@ def report_at_once(
     - the fingerprint still routes to the signature the answer was planned on, and that
       signature's row and its capture slot rows are the versions it was planned on
       (`signature_id`, `signature_version`, `slots_version`; NULL: no signature);
-    - no pstore record of the same panic opened an event first (`panic_*`, as in the read),
-      nor took the host's row since the snapshot: for a panic's report the row is locked FOR
-      SHARE, which waits for a record's transaction holding it and then gives the row's newest
-      version, and must give the snapshot's (HOST_TAKEN_BY_RECORD).
+    - no pstore record of the same panic opened an event first (`panic_*`, as in the read;
+      known from the host's `pstore_first_crash_at`: none since the window's start, or the
+      report takes the read's steps), nor took the host's row since the snapshot: for a
+      panic's report the row is locked FOR SHARE, which waits for a record's transaction
+      holding it and then gives the row's newest version, and must give the snapshot's
+      (HOST_TAKEN_BY_RECORD).
 
     It writes the host (inserted unless its hostname is known; the event's attributes are what
     the report says, else what the inventory knows, labels merged), the event, its signature's
@@ -298,7 +312,8 @@ def report_at_once(
     written. Or, for a report_id stored already (a resend) with the token live, the stored
     report's id (`replay_id`, for STORED_REPORT_BY_ID) in a row without an event id. Parameters are named
     `<table>_<column>` (the host's from the event's); every column is given (no Python default
-    is filled in). `keyed`: report_ids are read from REPORT_KEYS (reports_keyed)."""
+    is filled in). `keyed`: report_ids are read from REPORT_KEYS (reports_keyed); `marked`: hosts
+    keep pstore_first_crash_at (hosts_marked)."""
     hosts, events, reports = Host.__table__, Event.__table__, Report.__table__
 
     def event_value(name: str) -> Any:
@@ -314,7 +329,12 @@ def report_at_once(
     hostname = event_value("hostname")
     panic_fingerprint = bindparam("panic_fingerprint", type_=EVENTS.fingerprint.type)
     known = (
-        select(HOSTS.id, HOST_VERSION.label("version"), *(HOSTS[name] for name in HOST_FIELDS))
+        select(
+            HOSTS.id,
+            HOST_VERSION.label("version"),
+            *((HOSTS.pstore_first_crash_at,) if marked else ()),
+            *(HOSTS[name] for name in HOST_FIELDS),
+        )
         .where(HOSTS.hostname == hostname)
         .cte("known")
     )
@@ -335,7 +355,7 @@ def report_at_once(
             .scalar_subquery()
             .is_not_distinct_from(bindparam("signature_version", type_=Text())),
             slots_version(signature_id).is_not_distinct_from(bindparam("slots_version", type_=Text())),
-            ~pstore_first_events(select(known.c.id).scalar_subquery()).exists(),
+            no_pstore_first_event(known, marked),
             ~exists().where(shared.c.id == known.c.id, shared.c.version != known.c.version),
         )
         .cte("guard")

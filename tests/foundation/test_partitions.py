@@ -21,7 +21,7 @@ from alembic.script import ScriptDirectory
 
 from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, Settings, SymbolSettings
-from registry.core.events import reports_keyed
+from registry.core.events import hosts_marked, reports_keyed
 from registry.db import Database
 from registry.migrate import MIGRATIONS_DIR, upgrade
 from registry.partitions import (
@@ -240,13 +240,14 @@ def test_report_ids_are_read_from_their_keys_once_reports_are_partitioned(
     database = Database(url)
     try:
         with database.engine.connect() as connection:
-            assert reports_keyed(connection) is False
+            assert (reports_keyed(connection), hosts_marked(connection)) == (False, False)
         upgrade(url)
         with database.engine.connect() as connection:
-            assert reports_keyed(connection) is False  # asked once per connection: it stays right
+            # asked once per connection: it stays right
+            assert (reports_keyed(connection), hosts_marked(connection)) == (False, False)
         database.engine.dispose()
         with database.engine.connect() as connection:
-            assert reports_keyed(connection) is True
+            assert (reports_keyed(connection), hosts_marked(connection)) == (True, True)
     finally:
         database.dispose()
     new = crash_report(host={"hostname": "gpu-1"})

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import event
 
-from registry.core.events import REPORTS_PARTITIONED
+from registry.core.events import SCHEMA_FACTS
 from registry.db import PLAN_GENERICALLY
 
 
@@ -26,7 +26,7 @@ def counted(database) -> Iterator[Counted]:  # type: ignore[no-untyped-def]
     seen = Counted()
 
     def statement(_conn, _cursor, sql, _parameters, _context, _many) -> None:  # type: ignore[no-untyped-def]
-        if sql in (PLAN_GENERICALLY, REPORTS_PARTITIONED):
+        if sql in (PLAN_GENERICALLY, SCHEMA_FACTS):
             seen.setups += 1
         else:
             seen.statements.append(sql)

@@ -180,3 +180,18 @@ def test_a_panic_after_its_pstore_record_joins_it_when_the_bug_was_read(client, 
     event = client.get(f"/api/v1/events/{record['event_id']}", headers=auth(reader)).json
     assert event["sources"] == ["pstore", "dpu"]
     assert event["signature"]["event_count"] == K + 3
+
+
+def test_a_panic_long_after_its_hosts_last_pstore_record_is_one_write(client, database, make_token) -> None:
+    """The write knows from the host's row (pstore_first_crash_at) that no record of this panic
+    came first: a record of an older crash of the host sends no panic to the read."""
+    token = make_token("report")
+    for number in range(K + 1):
+        report(client, token, crash_report(host={"hostname": f"warm-{number}"}))
+    older = crash_report(source="pstore", boot_id=None, crashed_at="2026-11-29T08:00:00Z")
+    old = report(client, token, older)
+    report(client, token, crash_report(host={"hostname": "warm-again"}))  # read again after the record
+    panic = crash_report(source="dpu", crashed_at="2026-11-29T12:00:30Z")
+    dpu, alone = posted(client, database, token, panic)
+    assert dpu.status_code == 201 and dpu.json["event_id"] != old["event_id"]
+    assert one_write_on_postgresql(database, alone)
