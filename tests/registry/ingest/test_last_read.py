@@ -167,15 +167,22 @@ def test_an_inventory_host_fills_in_what_its_report_leaves_out(client, database,
     assert (event["host"]["kernel_version"], event["host"]["sku"]) == ("6.8.0-52", None)
 
 
-def test_a_panic_after_its_pstore_record_joins_it_when_the_bug_was_read(client, database, make_token) -> None:
-    token, reader = make_token("report"), make_token("read")
+def panic_after_a_record(client, database, token: str, record_at: str):  # type: ignore[no-untyped-def]
+    """The bug read by this worker, a pstore record of a crash of the host at `record_at`, the
+    bug read again, then a DPU's report of a panic at 12:00:30: the record's answer, the
+    panic's response, and whether it cost the one planned write alone."""
     for number in range(K + 1):  # the bug of crash_report's log, read by this worker
         report(client, token, crash_report(host={"hostname": f"warm-{number}"}))
-    pstore = crash_report(source="pstore", boot_id=None, crashed_at="2026-11-29T11:59:58Z")
-    record = report(client, token, pstore)
+    record = report(client, token, crash_report(source="pstore", boot_id=None, crashed_at=record_at))
     report(client, token, crash_report(host={"hostname": "warm-again"}))  # read again after the record
     panic = crash_report(source="dpu", crashed_at="2026-11-29T12:00:30Z")
     dpu, alone = posted(client, database, token, panic)
+    return record, dpu, alone
+
+
+def test_a_panic_after_its_pstore_record_joins_it_when_the_bug_was_read(client, database, make_token) -> None:
+    token, reader = make_token("report"), make_token("read")
+    record, dpu, alone = panic_after_a_record(client, database, token, "2026-11-29T11:59:58Z")
     assert dpu.json["event_id"] == record["event_id"] and not alone
     event = client.get(f"/api/v1/events/{record['event_id']}", headers=auth(reader)).json
     assert event["sources"] == ["pstore", "dpu"]
@@ -185,13 +192,6 @@ def test_a_panic_after_its_pstore_record_joins_it_when_the_bug_was_read(client, 
 def test_a_panic_long_after_its_hosts_last_pstore_record_is_one_write(client, database, make_token) -> None:
     """The write knows from the host's row (pstore_first_crash_at) that no record of this panic
     came first: a record of an older crash of the host sends no panic to the read."""
-    token = make_token("report")
-    for number in range(K + 1):
-        report(client, token, crash_report(host={"hostname": f"warm-{number}"}))
-    older = crash_report(source="pstore", boot_id=None, crashed_at="2026-11-29T08:00:00Z")
-    old = report(client, token, older)
-    report(client, token, crash_report(host={"hostname": "warm-again"}))  # read again after the record
-    panic = crash_report(source="dpu", crashed_at="2026-11-29T12:00:30Z")
-    dpu, alone = posted(client, database, token, panic)
-    assert dpu.status_code == 201 and dpu.json["event_id"] != old["event_id"]
+    record, dpu, alone = panic_after_a_record(client, database, make_token("report"), "2026-11-29T08:00:00Z")
+    assert dpu.status_code == 201 and dpu.json["event_id"] != record["event_id"]
     assert one_write_on_postgresql(database, alone)
