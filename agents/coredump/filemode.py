@@ -21,15 +21,13 @@ registers, pids, signal and CPU times, no clock). Each comes from the first sour
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agents.reporter.compression import compression_at, file_head
+from agents.reporter.compression import compression_at, decompress, file_head
 from agents.reporter.report import iso_time
 
 from .core import CoreHead, CoreMemory, read_core_file
@@ -43,29 +41,17 @@ def program_path(head: CoreHead) -> str | None:
     return next((f.path for f in head.files if entry is not None and f.start <= entry < f.end), None)
 
 
-class CompressedCoreUnreadable(ValueError):
-    """A compressed core whose decompressor is not on this host."""
-
-
 @contextmanager
 def uncompressed(path: str) -> Iterator[str]:
     """The core at `path` as a file read at random offsets: itself, or if compressed (by its
-    first bytes) a temporary copy decompressed into $TMPDIR, removed afterwards."""
+    first bytes) a temporary copy decompressed into $TMPDIR, removed afterwards
+    (DecompressorMissing: its program is not on this host)."""
     compression = compression_at(file_head(path))
     if compression is None:
         yield path
         return
     with tempfile.NamedTemporaryFile(prefix="crashreg-core-") as plain:
-        if compression.stream is not None:
-            with compression.stream(path) as stream:
-                shutil.copyfileobj(stream, plain, 1 << 20)
-        else:
-            program = shutil.which(compression.program)
-            if program is None:
-                raise CompressedCoreUnreadable(
-                    f"a {compression.name}-compressed core needs the {compression.program} program "
-                    f"(install it, or decompress the core first, e.g. coredumpctl dump -o FILE)")
-            subprocess.run([program, "-dcq", path], stdout=plain, stderr=subprocess.PIPE, check=True)
+        decompress(path, compression, plain)
         plain.flush()
         yield plain.name
 

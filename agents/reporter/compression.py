@@ -7,6 +7,8 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,3 +41,35 @@ def compression_at(head: bytes) -> Compression | None:
 def file_head(path: str | Path) -> bytes:
     with open(path, "rb") as file:
         return file.read(HEAD_BYTES)
+
+
+class DecompressorMissing(ValueError):
+    """A file in a compression whose program is not on this host."""
+
+
+def decompress(path: str | Path, compression: Compression, out: IO[bytes]) -> int:
+    """Write the file at `path`, decompressed, into `out`; the bytes written."""
+    if compression.stream is not None:
+        with compression.stream(str(path)) as stream:
+            return _copied(stream, out)
+    program = shutil.which(compression.program)
+    if program is None:
+        raise DecompressorMissing(
+            f"a {compression.name}-compressed file needs the {compression.program} program (install it, "
+            f"or decompress the file first; a core: coredumpctl dump -o FILE)")
+    command = [program, "-dcq", str(path)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as run:
+        assert run.stdout is not None and run.stderr is not None
+        written = _copied(run.stdout, out)
+        problem = run.stderr.read()
+    if run.returncode != 0:
+        raise OSError(f"{compression.program} -dc {path}: {problem.decode(errors='replace').strip()}")
+    return written
+
+
+def _copied(source: IO[bytes], out: IO[bytes]) -> int:
+    written = 0
+    while chunk := source.read(1 << 20):
+        out.write(chunk)
+        written += len(chunk)
+    return written

@@ -32,11 +32,12 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 from urllib.parse import urlsplit
 
-from agents.reporter.compression import compression_at, file_head
+from agents.reporter.compression import compression_at, decompress, file_head
 from agents.reporter.files import atomic_file, write_atomically
 
 STATE_SUFFIX = ".upload"
@@ -45,6 +46,9 @@ MAX_ROUNDS = 5  # asks for URLs and completions before the rest waits for the ne
 # makedumpfile's output (kdump-compressed, flattened) goes as written: crash reads it so.
 MAKEDUMPFILE_MAGIC = (b"KDUMP   ", b"makedumpfile")
 PACKED_SUFFIX = ".crashreg.gz"  # our gzipped copy beside a dump, removed once stored
+# What every release of the registry stores. One from before another compression's name
+# (zstd, xz, lz4, bzip2: 0040) refuses it, a 400 naming `encoding`; the dump then goes gzipped.
+BASIC_ENCODINGS = ("identity", "gzip")
 HEADER = re.compile(r"^([a-z_]+)=(.*)$")
 PART = re.compile(r"^part (\d+) ([0-9a-f]{32})$")
 
@@ -109,15 +113,53 @@ def prepare(spool_dir: Path, report_id: str, capture_id: str, dump: Path) -> Pat
     raw_bytes = dump.stat().st_size
     encoding, source = compression_of(dump), dump
     if encoding is None:
-        encoding, source = "gzip", dump.with_name(dump.name + PACKED_SUFFIX)
-        with dump.open("rb") as raw, atomic_file(source) as out, \
-                gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as packed:
-            shutil.copyfileobj(raw, packed, 1 << 20)
+        def copy(out: BinaryIO) -> None:
+            with dump.open("rb") as raw:
+                shutil.copyfileobj(raw, out, 1 << 20)
+
+        encoding, source = "gzip", gzipped(dump, copy)
     state = UploadState(capture_id, str(source), os.path.relpath(source, spool_dir), encoding,
                         source.stat().st_size, raw_bytes)
     path = spool_dir / f"{report_id}{STATE_SUFFIX}"
     state.write(path)
     return path
+
+
+def gzipped(dump: Path, fill: Callable[[BinaryIO], object]) -> Path:
+    """Our gzipped copy beside `dump`, of what `fill` writes."""
+    packed = dump.with_name(dump.name + PACKED_SUFFIX)
+    with atomic_file(packed) as out, gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz:
+        fill(cast(BinaryIO, gz))
+    return packed
+
+
+def encoding_refused(error: UploadError) -> bool:
+    """The registry refused the upload's encoding (a release that does not know it)."""
+    return getattr(error.__cause__, "status", None) == 400 and '"encoding"' in str(error)
+
+
+def repacked(state: UploadState, state_path: Path, source: Path) -> UploadState:
+    """The upload of a dump in a compression the registry does not take, started again as our
+    gzipped copy of it, decompressed; UploadError (kept for the next run) when this host
+    cannot decompress it."""
+    compression = compression_at(file_head(source))
+    raw_bytes = 0
+
+    def unpack(out: BinaryIO) -> None:
+        nonlocal raw_bytes
+        raw_bytes = decompress(source, compression, out)  # type: ignore[arg-type]
+
+    try:
+        if compression is None:
+            raise ValueError(f"{source} is no longer {state.encoding}-compressed")
+        packed = gzipped(source, unpack)
+    except (ValueError, OSError) as error:
+        raise UploadError(
+            f"{state_path.name}: the registry does not take {state.encoding}, and {error}") from error
+    again = UploadState(state.capture_id, str(packed), os.path.relpath(packed, state_path.parent), "gzip",
+                        packed.stat().st_size, raw_bytes)
+    again.write(state_path)
+    return again
 
 
 def put_part(url: str, body: bytes, md5: bytes, timeout: float, ca_file: str | None) -> tuple[int, str]:
@@ -195,7 +237,17 @@ class Uploader:
                     if stored is not None:
                         return stored
                     continue
-            answer = self.post(base, request | ({"parts": missing[:URL_BATCH]} if missing else {}))
+            try:
+                answer = self.post(base, request | ({"parts": missing[:URL_BATCH]} if missing else {}))
+            except UploadError as refused:
+                if state.part_size or state.encoding in BASIC_ENCODINGS or not encoding_refused(refused):
+                    raise
+                self.log(f"{state_path.name}: the registry does not take {state.encoding}-compressed dumps "
+                         f"(an older release): sending the dump gzipped")
+                state = repacked(state, state_path, source)
+                source = Path(state.path)
+                request = {"bytes": state.bytes, "raw_bytes": state.raw_bytes, "encoding": state.encoding}
+                continue
             if answer["dump"]["state"] == "stored":  # completed before an answer was lost
                 self._finish(state, state_path)
                 return answer["dump"]
@@ -206,8 +258,8 @@ class Uploader:
             self.log(f"{state_path.name}: sending {len(numbers)} of {answer['dump']['parts']} parts "
                      f"({numbers[0]}..{numbers[-1]})" if numbers else f"{state_path.name}: no part to send")
             with ThreadPoolExecutor(max_workers=self.threads) as pool:
-                failures = [f for f in pool.map(lambda u: self._send(source, state, state_path, u),
-                                                answer["part_urls"]) if f]
+                sent = partial(self._send, source, state, state_path)
+                failures = [f for f in pool.map(sent, answer["part_urls"]) if f]
             for failure in failures:
                 self.log(failure)
         raise UploadError(f"{state_path.name}: not finished after {MAX_ROUNDS} rounds; kept for the next run")

@@ -6,6 +6,7 @@ spooled. The host's config and spool never hold a store credential. Both stores,
 from __future__ import annotations
 
 import gzip
+import lzma
 import os
 import re
 from pathlib import Path
@@ -14,8 +15,9 @@ from typing import Any
 import pytest
 import requests
 
+from agents.reporter.client import Unsent
 from agents.reporter.compression import COMPRESSIONS
-from agents.reporter.upload import Uploader, UploadError, UploadState, prepare
+from agents.reporter.upload import BASIC_ENCODINGS, Uploader, UploadError, UploadState, prepare
 from registry.dump_encodings import ENCODINGS
 from registry.storage.parts import MIB
 from tests.support.agents import KDUMP_SH, Registry, run_reporter
@@ -184,3 +186,72 @@ def test_every_compression_the_reporter_names_is_an_encoding_the_registry_stores
     upload is refused with a 400."""
     assert {c.name for c in COMPRESSIONS} | {"identity"} == set(ENCODINGS)
     assert all(ENCODINGS[c.name].unpack == f"{c.name} -dc" for c in COMPRESSIONS)
+
+
+def older_registry(registry: Registry) -> Any:
+    """The uploader's way to this registry as a release from before the newer compressions'
+    names (0040) answers: such a name is refused, a 400 naming `encoding`, the way this release
+    refuses a name no release knows (`brotli`); refusals raised as the reporter's own post does."""
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("encoding", "identity") not in BASIC_ENCODINGS:
+            body = body | {"encoding": "brotli"}
+        answer = requests.post(registry.url + path, json=body, headers=auth(registry.report_token),
+                               timeout=30)
+        if answer.status_code != 200:
+            problem = f"HTTP {answer.status_code} {answer.content[:300]!r}"
+            raise UploadError(problem) from Unsent(problem, answer.status_code)
+        return answer.json()
+
+    return post
+
+
+def completed_capture(registry: Registry, site: Any, dump: Path) -> str:
+    assert run_reporter(site, "report").returncode == 0
+    event_id = site.decision()["CRASHREG_EVENT_ID"]
+    recorded = requests.post(
+        f"{registry.url}/api/v1/events/{event_id}/captures", headers=auth(registry.report_token),
+        json={"method": "core", "status": "completed", "target": str(dump)}, timeout=30,
+    )
+    assert recorded.status_code == 201, recorded.text
+    return recorded.json()["id"]
+
+
+def test_a_core_in_a_compression_an_older_registry_refuses_goes_gzipped(
+    registry: Registry, make_site, tmp_path: Path
+) -> None:
+    """A reporter newer than its registry: the xz core it found is refused by name, so it sends
+    the core decompressed and gzipped, which every release stores; nothing is lost."""
+    site = make_site()
+    data = b"\x7fELF" + os.urandom(DUMP_BYTES) + bytes(DUMP_BYTES)
+    core = site.root / "core.xz"
+    core.write_bytes(lzma.compress(data, preset=0))
+    capture_id = completed_capture(registry, site, core)
+    site.spool.mkdir(exist_ok=True)
+    state_path = prepare(site.spool, "xz-core", capture_id, core)
+    assert UploadState.read(state_path).encoding == "xz"
+    said: list[str] = []
+    dump = Uploader(older_registry(registry), threads=1, log=said.append).upload(state_path)
+    assert any("does not take xz-compressed dumps" in line for line in said), said
+    assert (dump["state"], dump["encoding"], dump["raw_bytes"]) == ("stored", "gzip", len(data))
+    assert gzip.decompress(download(registry, capture_id)) == data
+    assert core.is_file() and not state_path.exists()
+    assert not core.with_name(core.name + ".crashreg.gz").exists()  # our copy, once stored
+
+
+def test_a_core_this_host_cannot_decompress_for_an_older_registry_waits(
+    registry: Registry, make_site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An lz4 core on a host without lz4, for a registry that does not take lz4: the upload
+    stays in the spool (for a run after lz4 is installed, or the registry upgraded), saying why."""
+    site = make_site()
+    core = site.root / "core.lz4"
+    core.write_bytes(b"\x04\x22\x4d\x18" + os.urandom(1024))
+    capture_id = completed_capture(registry, site, core)
+    site.spool.mkdir(exist_ok=True)
+    state_path = prepare(site.spool, "lz4-core", capture_id, core)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(UploadError, match=r"does not take lz4, and .*needs the lz4 program") as refused:
+        Uploader(older_registry(registry), threads=1, log=lambda line: None).upload(state_path)
+    assert not isinstance(refused.value.__cause__, Unsent)  # kept, not rejected (spool.set_aside)
+    assert UploadState.read(state_path).encoding == "lz4" and core.is_file()
