@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 7
+ALGORITHM_VERSION = 8
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash
@@ -814,12 +814,28 @@ USERSPACE_SKIP: tuple[str, ...] = (
     "runtime.gopanic",
 )
 
+# glibc's libraries: libc itself and those split from it before 2.34 (libpthread, libdl, librt,
+# ...) or still apart (libm, libresolv, the NSS modules), its debugging preloads; as
+# `libX.so.N` or, on older releases, `libX-2.NN.so`.
+GLIBC_LIBRARIES = (
+    "c|m|mvec|pthread|dl|rt|util|anl|resolv|BrokenLocale|nss_[a-z0-9]+|c_malloc_debug|memusage|pcprofile"
+    "|SegFault"
+)
 # Modules of the runtime: a frame in them is never the program's own code, named or not
-# (the C library and the loader are stripped of their local symbols on most distributions).
-# Searched in the module's file name.
+# (the C library and the loader are stripped of their local symbols on most distributions):
+# a fault in one is the program's, through what it passed (a bad pointer to modf) or broke (a
+# heap an allocator then trips on). Searched in the module's file name.
 USERSPACE_SKIP_MODULES: tuple[str, ...] = (
-    r"^libc\.so", r"^libc-2\.", r"^libpthread[.-]", r"^ld-linux", r"^ld-musl", r"^libc\.musl",
+    # the C library and the loaders: glibc's, musl's
+    rf"^lib(?:{GLIBC_LIBRARIES})(?:\.so|-2\.)", r"^ld-linux", r"^ld-musl", r"^libc\.musl",
+    # the C++ and compiler runtimes: GCC's and LLVM's
     r"^libstdc\+\+\.so", r"^libc\+\+(abi)?\.so", r"^libgcc_s\.so", r"^libunwind\.so",
+    r"^lib(?:atomic|gomp|itm|quadmath)\.so",
+    # the sanitizers' runtimes (their interceptors and reports): GCC's and clang's
+    r"^lib(?:a|hwa|l|t|ub)san\.so", r"^libclang_rt\.",
+    # allocators that replace the C library's heap (glibc's own is in libc)
+    r"^libjemalloc\.so", r"^libtcmalloc\w*\.so", r"^libmimalloc\.so", r"^libtbbmalloc\.so",
+    # the kernel's vDSO
     r"^linux-vdso\.so", r"^\[vdso\]$",
 )
 

@@ -12,6 +12,8 @@ rustc with panic=abort) and crashed in directories of the test's own.
   itself: `bad-return`, the function returning guilty.
 - The C++ standard library's code instantiated in the program (a vector's at(), a string
   made from NULL) is the runtime's: the program's function that called it is guilty.
+- A fault in a library of the C library beside libc (libm's modf storing through NULL) is the
+  program's function that passed the pointer.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ EXPECTED = {
     # the return address is the string: the unwinder reads no caller
     ("classes", "smash"): (["bad-return", "segfault"], "copy_name", None),
     ("classes-O2", "smash"): (["bad-return", "segfault"], "copy_name", None),
+    # a fault in the C library's libm: the function that handed it the bad pointer
+    ("classes", "libm-null"): (["segfault"], "fraction_of", "main"),
+    ("classes-O2", "libm-null"): (["segfault"], "fraction_of", "main"),
     ("classes-cc", "at"): (["abort"], "inventory::lookup", "main"),
     ("classes-cc", "null-string"): (["abort"], "inventory::name_length", "main"),
     ("classes-rs", "option-unwrap"): (["abort"], "classes::pick_worker", "classes::main"),
@@ -60,9 +65,10 @@ def class_cores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str
         pytest.skip("rustc is not installed")
     root = tmp_path_factory.mktemp("classes")
     unprotected = "-fno-stack-protector"  # where it is the compiler's default, the smash aborts first
+    classes_c = [str(SOURCES / "classes.c"), "-lm"]
     builds = {
-        "classes": ["gcc", "-g", "-O0", "-fno-omit-frame-pointer", unprotected, str(SOURCES / "classes.c")],
-        "classes-O2": ["gcc", "-g", "-O2", unprotected, str(SOURCES / "classes.c")],
+        "classes": ["gcc", "-g", "-O0", "-fno-omit-frame-pointer", unprotected, *classes_c],
+        "classes-O2": ["gcc", "-g", "-O2", unprotected, *classes_c],
         "classes-cc": ["g++", "-g", "-O0", str(SOURCES / "classes.cc")],
         "classes-rs": [str(RUSTC), "-g", "-C", "panic=abort", str(SOURCES / "classes.rs")],
     }

@@ -4,7 +4,7 @@ skipped, the guilty frame the program's own (the function that returned, for a b
 from __future__ import annotations
 
 from registry.fingerprint import analyse_stack
-from registry.fingerprint.userspace import aligned_stack_access
+from registry.fingerprint.userspace import aligned_stack_access, runtime_module
 from tests.support.userspace import FRAMES, evidence, returned_to, stack
 
 SSE_STORE_TO_STACK = "0f290424"  # movaps %xmm0,(%rsp)
@@ -115,6 +115,28 @@ def test_runtime_modules_are_skipped_even_without_symbols() -> None:
     assert signature.labels == ["abort"]
     explained = {f["function"]: f["decision"] for f in signature.explanation["frames"]}
     assert explained["libc.so.6+0x8aeec"] == "skipped" and explained["ns::Store::flush"] == "guilty"
+
+
+# The runtime's modules, by their file names on the distributions the fleet runs, and programs'
+# own libraries that look like them (OpenSSL, Mozilla's NSS, the CUDA driver, DPDK, ...).
+RUNTIME_MODULES = (
+    "/lib/x86_64-linux-gnu/libc.so.6", "libc-2.28.so", "libpthread-2.28.so", "libpthread.so.0",
+    "/lib/x86_64-linux-gnu/libm.so.6", "libm-2.31.so", "libmvec.so.1", "/lib64/libdl.so.2", "librt.so.1",
+    "libresolv.so.2", "libnss_files.so.2", "libnss_systemd.so.2", "libc_malloc_debug.so.0",
+    "ld-linux-x86-64.so.2", "ld-musl-x86_64.so.1", "libstdc++.so.6.0.30", "libgcc_s.so.1", "libgomp.so.1",
+    "libasan.so.8", "libtsan.so.2", "libubsan.so.1", "libclang_rt.asan-x86_64.so", "libjemalloc.so.2",
+    "libtcmalloc_minimal.so.4", "libtcmalloc.so.4", "libmimalloc.so.2", "[vdso]",
+)
+PROGRAM_MODULES = (
+    "/opt/app/lib/libmyapp.so", "libcrypto.so.3", "libnss3.so", "libcuda.so.1", "libmagic.so.1",
+    "libmpi.so.40", "libmd.so.0", "libdlt.so.2", "librte_eal.so.23", "libcurl.so.4", "libmlx5.so.1",
+    "libmount.so.1", "libutils.so", "libcups.so.2", "libasound.so.2",
+)
+
+
+def test_the_runtimes_modules_are_the_c_library_compiler_runtimes_sanitizers_and_allocators() -> None:
+    assert [module for module in RUNTIME_MODULES if not runtime_module(module)] == []
+    assert [module for module in PROGRAM_MODULES if runtime_module(module)] == []
 
 
 def test_the_standard_libraries_code_in_the_program_is_the_runtimes_but_not_a_namesake() -> None:

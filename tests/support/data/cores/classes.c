@@ -1,6 +1,7 @@
 /* Failure classes beside crashy.c's (issue 40): a call through a garbage function pointer, a
- * signal handler that crashes in its own code, and a string copied over a return address.
- * Argument: the class to crash as. */
+ * signal handler that crashes in its own code, a string copied over a return address, and a
+ * bad pointer handed to the C library's math library. Argument: the class to crash as. */
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,11 @@ __attribute__((noinline)) int copy_name(const char *name) {
     return buf[0];
 }
 
+/* modf stores the whole part through `whole`: NULL faults in libm, the program's bug. */
+__attribute__((noinline)) double fraction_of(double value, double *whole) {
+    return modf(value, whole) * 2.0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     struct plugin plugin;
@@ -55,5 +61,9 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "smash"))
         return copy_name(long_name);
+    if (!strcmp(mode, "libm-null")) {
+        double *whole = argc > 9 ? malloc(sizeof *whole) : NULL;
+        return (int)fraction_of(argc + 0.5, whole);
+    }
     return 2;
 }
