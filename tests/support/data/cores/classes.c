@@ -1,6 +1,7 @@
 /* Failure classes beside crashy.c's (issue 40): a call through a garbage function pointer, a
- * signal handler that crashes in its own code, a string copied over a return address, and a
- * bad pointer handed to the C library's math library. Argument: the class to crash as. */
+ * signal handler that crashes in its own code, a string copied over a return address, a bad
+ * pointer handed to the C library's math library, and a stack buffer handed to free (the C
+ * library's heap, or jemalloc's linked in, faults inside itself). Argument: the class to crash as. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -42,6 +43,14 @@ __attribute__((noinline)) double fraction_of(double value, double *whole) {
     return modf(value, whole) * 2.0;
 }
 
+/* Frees what malloc never gave: a buffer on its own stack. */
+__attribute__((noinline)) void forget_buffer(void) {
+    char buffer[64];
+    memset(buffer, 1, sizeof buffer);
+    void *volatile start = buffer + 16;
+    free(start);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     struct plugin plugin;
@@ -61,6 +70,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "smash"))
         return copy_name(long_name);
+    if (!strcmp(mode, "free-stack")) {
+        forget_buffer();
+        return 0;
+    }
     if (!strcmp(mode, "libm-null")) {
         double *whole = argc > 9 ? malloc(sizeof *whole) : NULL;
         return (int)fraction_of(argc + 0.5, whole);
