@@ -29,8 +29,9 @@ import re
 import shutil
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -93,6 +94,10 @@ class UploadState:
         lines += [f"part {number} {md5}" for number, md5 in sorted(self.done.items())]
         return "\n".join(lines) + "\n"
 
+    def request(self) -> dict[str, Any]:
+        """What the registry is asked to open the upload with."""
+        return {"bytes": self.bytes, "raw_bytes": self.raw_bytes, "encoding": self.encoding}
+
     def write(self, path: Path) -> None:
         write_atomically(path, self.text())
 
@@ -113,11 +118,9 @@ def prepare(spool_dir: Path, report_id: str, capture_id: str, dump: Path) -> Pat
     raw_bytes = dump.stat().st_size
     encoding, source = compression_of(dump), dump
     if encoding is None:
-        def copy(out: BinaryIO) -> None:
-            with dump.open("rb") as raw:
-                shutil.copyfileobj(raw, out, 1 << 20)
-
-        encoding, source = "gzip", gzipped(dump, copy)
+        with gzipped_copy(dump) as (source, out), dump.open("rb") as raw:
+            shutil.copyfileobj(raw, out, 1 << 20)
+        encoding = "gzip"
     state = UploadState(capture_id, str(source), os.path.relpath(source, spool_dir), encoding,
                         source.stat().st_size, raw_bytes)
     path = spool_dir / f"{report_id}{STATE_SUFFIX}"
@@ -125,12 +128,12 @@ def prepare(spool_dir: Path, report_id: str, capture_id: str, dump: Path) -> Pat
     return path
 
 
-def gzipped(dump: Path, fill: Callable[[BinaryIO], object]) -> Path:
-    """Our gzipped copy beside `dump`, of what `fill` writes."""
+@contextmanager
+def gzipped_copy(dump: Path) -> Iterator[tuple[Path, BinaryIO]]:
+    """Our gzipped copy beside `dump` (its path) and the stream to write it through."""
     packed = dump.with_name(dump.name + PACKED_SUFFIX)
     with atomic_file(packed) as out, gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz:
-        fill(cast(BinaryIO, gz))
-    return packed
+        yield packed, cast(BinaryIO, gz)
 
 
 def encoding_refused(error: UploadError) -> bool:
@@ -143,16 +146,11 @@ def repacked(state: UploadState, state_path: Path, source: Path) -> UploadState:
     gzipped copy of it, decompressed; UploadError (kept for the next run) when this host
     cannot decompress it."""
     compression = compression_at(file_head(source))
-    raw_bytes = 0
-
-    def unpack(out: BinaryIO) -> None:
-        nonlocal raw_bytes
-        raw_bytes = decompress(source, compression, out)  # type: ignore[arg-type]
-
     try:
         if compression is None:
             raise ValueError(f"{source} is no longer {state.encoding}-compressed")
-        packed = gzipped(source, unpack)
+        with gzipped_copy(source) as (packed, out):
+            raw_bytes = decompress(source, compression, out)
     except (ValueError, OSError) as error:
         raise UploadError(
             f"{state_path.name}: the registry does not take {state.encoding}, and {error}") from error
@@ -226,7 +224,6 @@ class Uploader:
         if not source.exists() or source.stat().st_size != state.bytes:
             raise UploadError(f"{state_path.name}: the dump {state.path} is gone or changed")
         base = f"/api/v1/captures/{state.capture_id}/upload"
-        request = {"bytes": state.bytes, "raw_bytes": state.raw_bytes, "encoding": state.encoding}
         for _ in range(MAX_ROUNDS):
             missing = []
             if state.part_size:  # known from an earlier answer: ask for what is still missing
@@ -237,8 +234,9 @@ class Uploader:
                     if stored is not None:
                         return stored
                     continue
+            asked = {"parts": missing[:URL_BATCH]} if missing else {}
             try:
-                answer = self.post(base, request | ({"parts": missing[:URL_BATCH]} if missing else {}))
+                answer = self.post(base, state.request() | asked)
             except UploadError as refused:
                 if state.part_size or state.encoding in BASIC_ENCODINGS or not encoding_refused(refused):
                     raise
@@ -246,7 +244,6 @@ class Uploader:
                          f"(an older release): sending the dump gzipped")
                 state = repacked(state, state_path, source)
                 source = Path(state.path)
-                request = {"bytes": state.bytes, "raw_bytes": state.raw_bytes, "encoding": state.encoding}
                 continue
             if answer["dump"]["state"] == "stored":  # completed before an answer was lost
                 self._finish(state, state_path)

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from registry.core.hosts import HostAttributes
+from registry.core.hosts import PSTORE_FIRST_CRASH_KEPT, HostAttributes
 from registry.db import Base, utcnow
 
 REPORT_SOURCES = ("crash_kernel", "dpu", "post_boot", "userspace", "live_kernel", "pstore")
@@ -153,7 +153,7 @@ SCHEMA_FACTS = (
     "SELECT (SELECT relkind = 'p' FROM pg_class WHERE oid = 'reports'::regclass), "
     "EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'hosts'::regclass "
     "AND attname = 'pstore_first_crash_at' AND NOT attisdropped "
-    "AND starts_with(col_description(attrelid, attnum), 'kept by the trigger '))"
+    f"AND col_description(attrelid, attnum) = '{PSTORE_FIRST_CRASH_KEPT}')"
 )
 
 

@@ -36,6 +36,11 @@ class HostAttributes:
         return values
 
 
+# hosts.pstore_first_crash_at's comment. PostgreSQL: set by migration 0041 once every host has
+# its value; ingest trusts the column from then on (registry.core.events.hosts_marked).
+PSTORE_FIRST_CRASH_KEPT = "kept by the trigger events_pstore_first_crash (migration 0041)"
+
+
 class Host(HostAttributes, Base):
     __tablename__ = "hosts"
 
@@ -51,9 +56,7 @@ class Host(HostAttributes, Base):
     )
     retired_at: Mapped[datetime | None]
     pstore_first_crash_at: Mapped[datetime | None] = mapped_column(
-        # PostgreSQL: set by the migration once every host has its value; ingest trusts the
-        # column from then on (registry.core.events.hosts_marked).
-        comment="kept by the trigger events_pstore_first_crash (migration 0041)",
+        comment=PSTORE_FIRST_CRASH_KEPT,
         doc="the newest crashed_at of the host's events a pstore record opened without the crashed "
         "boot's boot_id (kept by a trigger on events, migration 0041): a panic's report whose join "
         "window starts after it has no such event to join, known without reading events"

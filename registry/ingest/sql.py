@@ -269,14 +269,14 @@ def iso_utc(timestamp: Any) -> ColumnElement[Any]:
 HOST_INSERT_COLUMNS = ("hostname", "first_seen", "updated_at", "in_inventory", *HOST_FIELDS)
 
 
-def no_pstore_first_event(known: Any, marked: bool) -> ColumnElement[bool]:
+def no_pstore_first_event(known: Any, marked: bool, panic_fingerprint: Any) -> ColumnElement[bool]:
     """report_at_once's guard that no pstore record of the panic opened an event first: from
     the host's row (`marked`, hosts_marked), or else from `events`, a read a generic plan sets
     up in every partition."""
     if not marked:
         return ~pstore_first_events(select(known.c.id).scalar_subquery()).exists()
     return ~exists().where(
-        bindparam("panic_fingerprint", type_=EVENTS.fingerprint.type).is_not(None),
+        panic_fingerprint.is_not(None),
         known.c.pstore_first_crash_at >= bindparam("panic_earliest", type_=EVENTS.crashed_at.type),
     )
 
@@ -355,7 +355,7 @@ def report_at_once(
             .scalar_subquery()
             .is_not_distinct_from(bindparam("signature_version", type_=Text())),
             slots_version(signature_id).is_not_distinct_from(bindparam("slots_version", type_=Text())),
-            no_pstore_first_event(known, marked),
+            no_pstore_first_event(known, marked, panic_fingerprint),
             ~exists().where(shared.c.id == known.c.id, shared.c.version != known.c.version),
         )
         .cte("guard")

@@ -68,6 +68,18 @@ def fake_makedumpfile(tmp_path: Path) -> tuple[Path, bytes]:
     return dumper, data
 
 
+def completed_capture(registry: Registry, site: Any, dump: Path, method: str = "core") -> str:
+    """The site's crash reported by its reporter, then a completed capture of `dump`; its id."""
+    assert run_reporter(site, "report").returncode == 0
+    event_id = site.decision()["CRASHREG_EVENT_ID"]
+    recorded = requests.post(
+        f"{registry.url}/api/v1/events/{event_id}/captures", headers=auth(registry.report_token),
+        json={"method": method, "status": "completed", "target": str(dump)}, timeout=30,
+    )
+    assert recorded.status_code == 201, recorded.text
+    return recorded.json()["id"]
+
+
 @pytest.mark.parametrize("when", ["now", "spool", None])
 @pytest.mark.parametrize("reporter", ["python", "sh"])
 def test_the_crash_kernel_reporters_upload_now_or_spool_for_the_post_boot_agent(
@@ -129,20 +141,11 @@ def test_an_upload_cut_by_a_reboot_is_finished_by_the_post_boot_agent(
     registry: Registry, make_site, tmp_path: Path
 ) -> None:
     site = make_site()
-    assert run_reporter(site, "report").returncode == 0
-    event_id = site.decision()["CRASHREG_EVENT_ID"]
     dump = site.root / "crash" / "vmcore"
     dump.parent.mkdir()
     data = b"\x7fELF" + os.urandom(DUMP_BYTES) + bytes(DUMP_BYTES)  # an ELF vmcore: gzipped first
     dump.write_bytes(data)
-    recorded = requests.post(
-        f"{registry.url}/api/v1/events/{event_id}/captures",
-        headers=auth(registry.report_token),
-        json={"method": "makedumpfile", "status": "completed", "target": str(dump)},
-        timeout=30,
-    )
-    assert recorded.status_code == 201, recorded.text
-    capture_id = recorded.json()["id"]
+    capture_id = completed_capture(registry, site, dump, "makedumpfile")
 
     # The crash kernel's run: the first part goes, then the power goes.
     site.spool.mkdir(exist_ok=True)
@@ -204,17 +207,6 @@ def older_registry(registry: Registry) -> Any:
         return answer.json()
 
     return post
-
-
-def completed_capture(registry: Registry, site: Any, dump: Path) -> str:
-    assert run_reporter(site, "report").returncode == 0
-    event_id = site.decision()["CRASHREG_EVENT_ID"]
-    recorded = requests.post(
-        f"{registry.url}/api/v1/events/{event_id}/captures", headers=auth(registry.report_token),
-        json={"method": "core", "status": "completed", "target": str(dump)}, timeout=30,
-    )
-    assert recorded.status_code == 201, recorded.text
-    return recorded.json()["id"]
 
 
 def test_a_core_in_a_compression_an_older_registry_refuses_goes_gzipped(
