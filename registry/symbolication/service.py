@@ -8,14 +8,21 @@ it, and what happens when symbols arrive after the crashes that needed them.
   from a debuginfod server): its symcache is built, and the events of the reports that missed
   it are fingerprinted again by the rebuild, which moves them to their named signature through
   its move/merge/alias rules (captures, Jira links and RCAs follow; counts are recounted).
+- Better symbols (`refresh`): a symbol table the store held as a build's debuginfo gave way to
+  DWARF (registry.symbols.keep): the symcache made from the table is made again, in every
+  process that looks (each looks for such replacements once a minute while it symbolicates),
+  and `arrived` symbolicates again every event of a report naming the build-id, once
+  (`resymbolicated_at`), so its frames get their file:line.
 - Arrival in another process (a CLI upload, another worker): the scheduler's symbols-arrived
-  job (sync/symbolication) runs `arrived` for the build-ids missed that the store now holds.
+  job (sync/symbolication) runs `arrived` for the build-ids missed that the store now holds, and
+  for the replacements whose events are still to do.
 - `crashreg signatures rebuild` (`on_demand`): every event, with every symbol the sources can
   give for the stored stacks, fetched first, waiting for them (an operator's command).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -26,15 +33,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import String, cast, delete, or_, select, update
 
 from registry.build_ids import BUILD_ID
 from registry.config import Settings
 from registry.core.events import Report
 from registry.core.wiring import APP_FRAME_NAMES, APP_LISTENERS, Engine, SignatureListeners
-from registry.db import Database
+from registry.db import Database, utcnow
 from registry.fingerprint.userspace import runtime_module
 from registry.signatures.rebuild import CHUNK, RebuildSummary, rebuild
+from registry.symbols.keep import held
 from registry.symbols.models import SymbolFile
 from registry.symbols.sources import SymbolSources
 
@@ -51,6 +59,7 @@ INGEST_BUDGET_S = 0.02  # what symbolication may add to a report's answer, cold 
 ASKED_AGAIN_AFTER_S = 60.0  # a build-id the sources lack is asked again after this long
 SYMCACHE_DIR = "symcache"  # under the symbol cache directory (CRASHREG_SYMBOL_CACHE_DIR)
 APP_SYMBOLICATOR = "crashreg.symbolicator"  # where install keeps the app's Symbolicator
+REPLACEMENTS_POLL_S = 60.0  # how often a symbolicating process looks for symbol tables replaced
 
 
 @dataclass
@@ -64,6 +73,7 @@ class Symbolicator:
     database: Database
     listeners: SignatureListeners
     budget_s: float = INGEST_BUDGET_S
+    replacements_poll_s: float = REPLACEMENTS_POLL_S
 
     def __post_init__(self) -> None:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashreg-symbols")
@@ -74,6 +84,9 @@ class Symbolicator:
         self._again: set[str] = set()
         self._asked: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._replacements_seen: set[tuple[str, str]] = set()  # (build_id, sha256) looked at
+        self._looked_at: float | None = None  # monotonic time of the last look
+        self._looking: Future[Any] | None = None
 
     def identify(self, console_log: str | None, stack: dict[str, Any] | None, lookup: Lookup,
                  deadline: float | None) -> Any:
@@ -95,10 +108,16 @@ class Symbolicator:
 
     def cached(self, build_id: str, address: int) -> Sequence[SourceFrame] | None:
         """The symcache's answer, or None after asking for the symbols without waiting."""
+        self.look_for_replacements()
         found = self.symcaches.lookup(build_id, address)
         if found is None:
             self.request(build_id)
         return found
+
+    def names(self, stack: dict[str, Any]) -> Any:
+        """What the symcaches on disk name a stored stack's frames (pages, the API, bundles)."""
+        self.look_for_replacements()
+        return names_by_frame(stack, self.symcaches.lookup)
 
     def request(self, build_id: str) -> None:
         """Ask the sources for a build-id's debug file, on the worker (even their look at their
@@ -147,11 +166,13 @@ class Symbolicator:
                 self.in_background(build_id)
 
     def arrived(self, build_id: str) -> RebuildSummary | None:
-        """Symbols for `build_id` are in the sources: build its symcache, then fingerprint again
-        the events of the reports that missed it, with what is cached (None: nothing to build
-        the symcache from)."""
+        """Symbols for `build_id` are in the sources: build its symcache (again, if DWARF replaced
+        the symbol table it was made from), then fingerprint again the events of the reports
+        that missed it, and once after a replacement every event of a report naming it, with
+        what is cached (None: nothing to build the symcache from)."""
         if not BUILD_ID.fullmatch(build_id):
             return None
+        self.refresh(build_id)
         if not self.symcaches.has(build_id):
             debug_file = self.sources.find(build_id, wait=False)
             if debug_file is None or not self.symcaches.build(build_id, debug_file):
@@ -159,18 +180,68 @@ class Symbolicator:
         with self.database.session() as session:  # of reports stored (one in flight: `recheck`)
             noted = list(session.scalars(select(SymbolMiss.report_id).join(
                 Report, Report.report_id == SymbolMiss.report_id).where(SymbolMiss.build_id == build_id)))
-        if not noted:
+            replacement = session.scalar(select(SymbolFile.id).where(
+                SymbolFile.build_id == build_id, SymbolFile.kind == "debuginfo",
+                SymbolFile.replaced_sha256.is_not(None), SymbolFile.resymbolicated_at.is_(None)))
+        if not noted and replacement is None:
             return RebuildSummary()
-        missed = select(Report.event_id).join(SymbolMiss, SymbolMiss.report_id == Report.report_id) \
-            .where(SymbolMiss.build_id == build_id)
-        summary = rebuild(self.database, self.listeners, engine=self.with_cached_symbols, events_of=missed)
+        missed = select(SymbolMiss.report_id).where(SymbolMiss.build_id == build_id)
+        chosen = Report.report_id.in_(missed)
+        if replacement is not None:  # a scan of the userspace reports, once per replacement
+            naming = cast(Report.payload, String).icontains(build_id, autoescape=True)
+            chosen = or_(chosen, (Report.source == "userspace") & naming)
+        summary = rebuild(self.database, self.listeners, engine=self.with_cached_symbols,
+                          events_of=select(Report.event_id).where(chosen))
         with self.database.session() as session:
             for start in range(0, len(noted), CHUNK):
                 done = noted[start:start + CHUNK]
                 session.execute(delete(SymbolMiss).where(SymbolMiss.build_id == build_id,
                                                          SymbolMiss.report_id.in_(done)))
+            if replacement is not None:
+                session.execute(update(SymbolFile).where(SymbolFile.id == replacement)
+                                .values(resymbolicated_at=utcnow()))
         log.info("symbols arrived for %s: %s", build_id, "; ".join(summary.lines()[:2]))
         return summary
+
+    def refresh(self, build_id: str) -> bool:
+        """Make the build-id's symcache again when it was made from a symbol table alone and
+        the store's debuginfo for it now has source lines (the table gave way to DWARF), from
+        the store's new file; whether it was made again."""
+        if self.symcaches.lines(build_id) is not False:  # none yet, or made from DWARF
+            return False
+        with self.database.lookup() as session:
+            debuginfo = held(session, build_id).get("debuginfo")
+        if debuginfo is None or not debuginfo.lines:
+            return False
+        self.sources.forget(build_id, "debuginfo")
+        debug_file = self.sources.find(build_id, wait=True)  # the store's file: this is a background job
+        return debug_file is not None and self.symcaches.build(build_id, debug_file)
+
+    def look_for_replacements(self) -> None:
+        """At most once every `replacements_poll_s`, on the worker: the symbol tables replaced
+        by DWARF (in any process, on any machine) not looked at yet, their symcaches in this
+        process forgotten and made again from the new files where this machine's were made from
+        the tables. A look reads every replacement's build-id and digest: a few rows."""
+        now = time.monotonic()
+        with self._lock:
+            if self._looked_at is not None and now - self._looked_at < self.replacements_poll_s:
+                return
+            self._looked_at = now
+        with contextlib.suppress(RuntimeError):  # closed (shutting down): the next process looks
+            self._looking = self._worker.submit(self._replaced)
+
+    def _replaced(self) -> None:
+        try:
+            with self.database.lookup() as session:
+                rows = session.execute(select(SymbolFile.build_id, SymbolFile.sha256).where(
+                    SymbolFile.kind == "debuginfo", SymbolFile.replaced_sha256.is_not(None))).all()
+            for build_id, sha256 in rows:
+                if (build_id, sha256) not in self._replacements_seen:
+                    self.symcaches.forget(build_id)
+                    self.refresh(build_id)
+                    self._replacements_seen.add((build_id, sha256))
+        except Exception:  # a background job: logged; the next look tries again
+            log.exception("looking for symbol tables replaced by DWARF failed")
 
     def with_cached_symbols(self, console_log: str | None, stack: dict[str, Any] | None) -> Any:
         """A background rebuild's engine: every symcache on disk, no budget, nothing waited for."""
@@ -182,6 +253,8 @@ class Symbolicator:
 
     def drain(self) -> None:
         """Wait for the background work under way (tests, shutdown)."""
+        if self._looking is not None:
+            self._looking.result()
         while True:
             with self._lock:
                 pending = list(self._pending.values())
@@ -207,10 +280,13 @@ class Symbolicator:
 
 
 def awaited(database: Database) -> set[str]:
-    """The build-ids reports missed whose symbols the store now holds."""
+    """The build-ids reports missed whose symbols the store now holds, and those whose symbol
+    table DWARF replaced whose events are still to symbolicate again."""
     with database.session() as session:
-        return set(session.scalars(select(SymbolMiss.build_id).distinct().where(
+        missed = set(session.scalars(select(SymbolMiss.build_id).distinct().where(
             SymbolMiss.build_id.in_(select(SymbolFile.build_id)))))
+        return missed | set(session.scalars(select(SymbolFile.build_id).where(
+            SymbolFile.replaced_sha256.is_not(None), SymbolFile.resymbolicated_at.is_(None))))
 
 
 def stack_build_ids(database: Database) -> set[str]:
@@ -269,7 +345,7 @@ def install(app: Flask, inner: Engine) -> Engine:
         return made().engine(console_log, stack)
 
     app.before_request(before_request)
-    app.extensions[APP_FRAME_NAMES] = lambda stack: names_by_frame(stack, made().symcaches.lookup)
+    app.extensions[APP_FRAME_NAMES] = lambda stack: made().names(stack)
     return engine
 
 

@@ -122,17 +122,30 @@ class Symcaches:
             return False
         cache = objects[0].make_symcache()
         target.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"image_base": image_base(debug_file), "arch": cache.arch}
+        meta = {"image_base": image_base(debug_file), "arch": cache.arch,
+                "lines": "debug" in objects[0].features}
         for final, write in ((meta_path(target), lambda f: f.write(json.dumps(meta).encode())),
                              (target, cache.dump_into)):
             partial = final.with_name(f".{final.name}.{os.getpid()}.{threading.get_ident()}")
             with partial.open("wb") as out:
                 write(out)
             partial.replace(final)
-        self._open.forget(lambda key: key == build_id)
-        self._answers.forget(lambda key: key[0] == build_id)
+        self.forget(build_id)
         self.made()
         return True
+
+    def forget(self, build_id: str) -> None:
+        """Drop this process's open symcache and answers of the build-id (its file was made again)."""
+        self._open.forget(lambda key: key == build_id)
+        self._answers.forget(lambda key: key[0] == build_id)
+
+    def lines(self, build_id: str) -> bool | None:
+        """Whether the build-id's symcache was made from DWARF (source lines) rather than a symbol
+        table alone (False too for one made before that was noted); None: there is none."""
+        try:
+            return bool(json.loads(meta_path(self.path(build_id)).read_text()).get("lines", False))
+        except (OSError, ValueError, AttributeError):
+            return None
 
     def opened(self, build_id: str) -> tuple[symbolic.SymCache, int] | None:
         """The build-id's symcache and image base, opened (mmap) once and kept while used."""

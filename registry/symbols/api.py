@@ -75,6 +75,10 @@ class SymbolUploadRequestSchema(Schema):
                                  "(debuginfo, executable): when the build-id holds every one, the answer "
                                  "is `stored` and nothing is sent (another file of the same build is not "
                                  "sent in vain)"})
+    lines = fields.Boolean(
+        metadata={"description": "the file has DWARF (source lines), as the client read it: a build-id whose "
+                                 "debuginfo is a symbol table alone takes it in its place, even when it "
+                                 "holds every kind declared"})
 
 
 class SymbolFileSchema(Schema):
@@ -85,6 +89,11 @@ class SymbolFileSchema(Schema):
     source = fields.String(metadata={"description": "upload | debuginfod"})
     origin = fields.String(metadata={"description": "the uploading token's name, or the server"})
     stored_at = fields.AwareDateTime()
+    lines = fields.Boolean(allow_none=True, metadata={
+        "description": "the file has DWARF (source lines), not a symbol table alone (null: stored before "
+                       "the registry noted it)"})
+    replaced_sha256 = fields.String(allow_none=True, metadata={
+        "description": "the file this one replaced for its kind (a symbol table gave way to DWARF)"})
 
 
 class SymbolUploadSchema(Schema):

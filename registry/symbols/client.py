@@ -38,16 +38,18 @@ def _parts(path: Path, part_size: int, numbers: list[int]) -> Iterator[tuple[int
 
 def send(registry: str, token: str, path: Path, build_id: str, sha256: str | None = None,
          sent: Callable[[int, int], None] = lambda part, whole: None,
-         kinds: tuple[str, ...] = ()) -> requests.Response:
+         kinds: tuple[str, ...] = (), lines: bool = False) -> requests.Response:
     """Upload `path` as `build_id`'s; the registry's last answer (200: `state` stored, with
     `new_kinds`; a 4xx names what it refused). `sha256`: the declared digest (default: the file's).
     `sent(part bytes, file bytes)`: after each part is in the store (sent now, or by an earlier
     run), for a progress bar; never called for a file the registry holds already. `kinds`: what
-    the file brings (read_facts): a build-id holding them all needs nothing sent."""
+    the file brings (read_facts): a build-id holding them all needs nothing sent, unless `lines`
+    (the file has DWARF) and its debuginfo is a symbol table alone."""
     http = requests.Session()
     start_url = f"{registry.rstrip('/')}{UPLOADS_PATH}"
+    declared = {"kinds": list(kinds), "lines": lines} if kinds else {}
     body: dict[str, Any] = {"build_id": build_id, "bytes": path.stat().st_size,
-                            "sha256": sha256 or sha256_of(path), **({"kinds": list(kinds)} if kinds else {})}
+                            "sha256": sha256 or sha256_of(path), **declared}
     started = http.post(start_url, json=body, headers=_headers(token), timeout=TIMEOUT_S)
     if started.status_code != 200 or started.json()["state"] == "stored":
         return started

@@ -63,9 +63,10 @@ Keep = Callable[[Path], tuple[str, tuple[str, ...]]]  # a file -> its build-id a
 
 
 def _lines_first(path: Path) -> bool:
-    """Files with DWARF go first: a build-id keeps the first file of a kind, and a program
-    stripped of its DWARF alone (strip -g) still brings a symbol table as debuginfo, without
-    source lines. (False sorts first; a file that is not a symbol file keeps its place.)"""
+    """Files with DWARF go first: a program stripped of its DWARF alone (strip -g) brings a
+    symbol table as debuginfo, which the DWARF file would then replace (both stored, and the
+    build's events symbolicated twice). (False sorts first; a file that is not a symbol file
+    keeps its place.)"""
     try:
         return not read_facts(path).lines
     except (NotASymbolFile, OSError):
@@ -114,7 +115,8 @@ def _sender(registry_url: str, token: str) -> Keep:
                 progress.update(part)
 
             try:
-                answer = send(registry_url, token, path, facts.build_id, sent=sent, kinds=facts.kinds)
+                answer = send(registry_url, token, path, facts.build_id, sent=sent, kinds=facts.kinds,
+                              lines=facts.lines)
             except requests.RequestException as error:
                 raise click.ClickException(f"{registry_url}: {error}") from None
         if answer.status_code != 200:

@@ -2,7 +2,9 @@
 and kind in the dump store's backend, recorded in `symbol_files`.
 
 A build-id already held for a kind keeps its first file (a build-id names one build: another
-file for it is the same program); a file that adds no kind is not stored at all.
+file for it is the same program), with one exception: debuginfo that is a symbol table alone
+(a program stripped with `strip -g`, or built without -g) gives way to a file with DWARF, which
+adds source lines and inlined calls. A file that adds nothing is not stored at all.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ class Kept:
     new_kinds: tuple[str, ...]  # the kinds this file brought (empty: the build-id had them all)
 
 
+@dataclass(frozen=True)
+class Recorded:
+    new_kinds: tuple[str, ...]  # the kinds the file brought, those it replaced included
+    replaced_keys: frozenset[str]  # the objects of the rows it replaced (delete once unused)
+
+
 class SymbolFileView(TypedDict):
     build_id: str
     kind: str
@@ -48,11 +56,14 @@ class SymbolFileView(TypedDict):
     source: str
     origin: str
     stored_at: str
+    lines: bool | None
+    replaced_sha256: str | None
 
 
 def file_dict(row: SymbolFile) -> SymbolFileView:
     return {"build_id": row.build_id, "kind": row.kind, "bytes": row.bytes, "sha256": row.sha256,
-            "source": row.source, "origin": row.origin, "stored_at": row.stored_at.isoformat()}
+            "source": row.source, "origin": row.origin, "stored_at": row.stored_at.isoformat(),
+            "lines": row.lines, "replaced_sha256": row.replaced_sha256}
 
 
 def sha256_of(path: Path) -> str:
@@ -96,36 +107,73 @@ def checked_facts(path: Path, declared_build_id: str | None) -> SymbolFileFacts:
     return facts
 
 
+def improved_kinds(holding: dict[str, SymbolFile], lines: bool) -> set[str]:
+    """The held kinds a file with (or without) source lines would improve: debuginfo held as a
+    symbol table alone (or recorded before that was noted) when the file has DWARF."""
+    debuginfo = holding.get("debuginfo")
+    return {"debuginfo"} if lines and debuginfo is not None and debuginfo.lines is not True else set()
+
+
+def brings_nothing(facts: SymbolFileFacts, holding: dict[str, SymbolFile], lost: set[str]) -> bool:
+    """Whether the build-id holds every kind the file has (and none it would improve)."""
+    kept = set(holding) - lost
+    return set(facts.kinds) <= kept and not improved_kinds(holding, facts.lines)
+
+
 def record(session: Session, store: DumpStore, key: str, facts: SymbolFileFacts, size: int, sha256: str,
-           origin: Origin, lost: set[str]) -> tuple[str, ...]:
-    """A row per kind the build-id did not have yet, or had `lost`, for the stored object `key`;
-    those kinds."""
-    added = []
+           origin: Origin, lost: set[str]) -> Recorded:
+    """A row per kind the build-id did not have yet, or had `lost`, for the stored object
+    `key`; and the debuginfo row made this file's when it holds no source lines and this file
+    has them (naming the file it replaced)."""
+    added, replaced = [], set()
     for kind in facts.kinds:
         row = {"build_id": facts.build_id, "kind": kind, "store": store_location(store), "key": key,
                "bytes": size, "sha256": sha256, "source": origin.source, "origin": origin.name[:255],
-               "token_id": origin.token_id, "stored_at": utcnow()}
+               "token_id": origin.token_id, "stored_at": utcnow(), "lines": facts.lines}
+        same = (SymbolFile.build_id == facts.build_id, SymbolFile.kind == kind)
         if kind in lost:
-            session.execute(update(SymbolFile).where(SymbolFile.build_id == facts.build_id,
-                                                     SymbolFile.kind == kind).values(**row))
+            session.execute(update(SymbolFile).where(*same).values(**row))
+            added.append(kind)
+            continue
+        table = None
+        if kind == "debuginfo" and facts.lines:  # locked: of two such files, one replaces it
+            table = session.execute(select(SymbolFile.id, SymbolFile.sha256, SymbolFile.key)
+                                    .where(*same, SymbolFile.lines.is_not(True)).with_for_update()).first()
+        if table is not None:
+            session.execute(update(SymbolFile).where(SymbolFile.id == table.id)
+                            .values(**row, replaced_sha256=table.sha256, resymbolicated_at=None))
+            replaced.add(table.key)
             added.append(kind)
         elif insert_ignore(session, SymbolFile, row, ["build_id", "kind"]) is not None:
             added.append(kind)
-    return tuple(added)
+    return Recorded(tuple(added), frozenset(replaced))
+
+
+def drop_unused(database: Database, store: DumpStore, keys: frozenset[str]) -> None:
+    """Delete the objects of `keys` that no row uses any more (a replaced file's; one object
+    may still serve another kind)."""
+    if not keys:
+        return
+    with database.session() as session:
+        used = set(session.scalars(select(SymbolFile.key).where(SymbolFile.key.in_(keys))))
+    for key in keys - used:
+        store.delete(key)
 
 
 def keep_file(database: Database, store: DumpStore, path: Path, origin: Origin,
               declared_build_id: str | None = None, serving: bool = True) -> Kept:
-    """Check `path` and keep it for the kinds its build-id lacks, or lost (`lost_kinds`);
-    NotASymbolFile: refused."""
+    """Check `path` and keep it for the kinds its build-id lacks, or lost (`lost_kinds`), or
+    holds without source lines when it has them; NotASymbolFile: refused."""
     facts = checked_facts(path, declared_build_id)
     with database.session() as session:
         holding = held(session, facts.build_id)
     lost = lost_kinds(store, holding, serving)
-    if not set(facts.kinds) - (set(holding) - lost):
+    if brings_nothing(facts, holding, lost):
         return Kept(facts, ())
     sha256 = sha256_of(path)
     key = object_key(facts.build_id, sha256)
     stored = store.put_file(key, path)
     with database.session() as session:
-        return Kept(facts, record(session, store, key, facts, stored.bytes, sha256, origin, lost))
+        recorded = record(session, store, key, facts, stored.bytes, sha256, origin, lost)
+    drop_unused(database, store, recorded.replaced_keys - {key})
+    return Kept(facts, recorded.new_kinds)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Boolean, CheckConstraint, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
@@ -18,7 +18,9 @@ SYMBOL_SOURCES = ("upload", "debuginfod")
 class SymbolFile(Base):
     """One build-id's file of one kind, in the dump store's backend. A row exists only once its
     object is stored and its ELF build-id note checked; its id grows with each arrival, so a
-    reader that remembers the last id it saw finds the files that arrived since."""
+    reader that remembers the last id it saw finds the files that arrived since. A debuginfo
+file without source lines (a symbol table) gives way to one with them: its row becomes the new
+file's, naming the table's in `replaced_sha256`."""
 
     __tablename__ = "symbol_files"
 
@@ -33,6 +35,15 @@ class SymbolFile(Base):
     origin: Mapped[str] = mapped_column(Text, doc="the token's name, the command's user, or the server's URL")
     token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"))
     stored_at: Mapped[datetime] = mapped_column(default=utcnow)
+    lines: Mapped[bool | None] = mapped_column(
+        Boolean, doc="the file has DWARF (source lines), not a symbol table alone; NULL: recorded before 0042"
+    )
+    replaced_sha256: Mapped[str | None] = mapped_column(
+        String(64), doc="the file this one replaced for its kind: a symbol table gave way to DWARF"
+    )
+    resymbolicated_at: Mapped[datetime | None] = mapped_column(
+        doc="a replacement's: when the build's events were symbolicated again with it (NULL: still to do)"
+    )
 
     __table_args__ = (
         UniqueConstraint("build_id", "kind"),

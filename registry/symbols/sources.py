@@ -109,6 +109,13 @@ class SymbolSources:
             return None
         return self._fetch(build_id, kind)
 
+    def forget(self, build_id: str, kind: str) -> None:
+        """The store's file for the build-id's kind was replaced (registry.symbols.keep.record):
+        this machine's copy of the old one goes, and what this process remembers of it."""
+        build_id = checked_request(build_id, kind)
+        self._known.pop((build_id, kind), None)
+        self._cached(build_id, kind).unlink(missing_ok=True)
+
     def on_symbols_arrived(self, callback: Listener) -> None:
         self._listeners.append(callback)
 

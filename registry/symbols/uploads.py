@@ -1,8 +1,9 @@
 """Symbol uploads from build pipelines: in parts through pre-signed URLs, resumable, checked.
 
 The same protocol as a dump's (registry/storage/service.py): the pipeline declares the file's
-build-id, size and SHA-256; a build-id already holding that very file answers `stored` and no
-byte moves. Otherwise the registry opens a multipart upload in the store and signs URLs for
+build-id, size and SHA-256 (and may declare its kinds and whether it has source lines); a
+build-id already holding that very file, or all it declares, answers `stored` and no byte
+moves. Otherwise the registry opens a multipart upload in the store and signs URLs for
 the parts; asking again (after a failure) rejoins the same upload. Completion checks the parts,
 then reads the stored object: its SHA-256 must be the declared one and its own ELF build-id
 note the declared build-id, or the object is deleted and the answer (422) names the problem.
@@ -30,8 +31,10 @@ from registry.symbols.keep import (
     Origin,
     SymbolFileView,
     checked_facts,
+    drop_unused,
     file_dict,
     held,
+    improved_kinds,
     lost_kinds,
     object_key,
     record,
@@ -94,8 +97,9 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
     holding = held(session, build_id)  # read once: the answer lists the same files
     lost = lost_kinds(store, holding, serving=True)
     kept = set(holding) - lost
-    if any(row.sha256 == sha256 for kind, row in holding.items() if kind in kept) or (
-            request.get("kinds") and set(request["kinds"]) <= kept):
+    declared_enough = request.get("kinds") and set(request["kinds"]) <= kept and not improved_kinds(
+        holding, bool(request.get("lines")))
+    if any(row.sha256 == sha256 for kind, row in holding.items() if kind in kept) or declared_enough:
         return stored_answer(session, build_id, holding=holding)
     same_file = (SymbolUpload.build_id == build_id, SymbolUpload.sha256 == sha256)
     upload = session.scalar(select(SymbolUpload).where(*same_file))
@@ -171,10 +175,11 @@ def _checked_and_recorded(database: Database, store: DumpStore, upload_id: int, 
     with database.session() as session:
         session.execute(closed)
         lost = lost_kinds(store, held(session, build_id), serving=True)
-        new_kinds = record(session, store, key, facts, size, sha256, origin, lost)
-        answer = stored_answer(session, build_id, new_kinds)
-    if not new_kinds:
+        recorded = record(session, store, key, facts, size, sha256, origin, lost)
+        answer = stored_answer(session, build_id, recorded.new_kinds)
+    if not recorded.new_kinds:
         store.delete(key)
+    drop_unused(database, store, recorded.replaced_keys - {key})
     return answer
 
 

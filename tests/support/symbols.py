@@ -96,6 +96,17 @@ def compile_program(directory: Path, name: str, function: str = "parse_header_fi
     return Program(name, function, identity, unstripped, stripped, debug)
 
 
+def symbol_tables_of(program: Path, directory: Path) -> tuple[Path, Path]:
+    """What a pipeline that strips DWARF alone ships (`strip --strip-debug`: the symbol table and
+    the code, serving debuginfo without source lines and the executable), and that symbol table
+    in a debug file of its own (`objcopy --only-keep-debug` of it: debuginfo alone)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shipped, table = directory / f"{program.name}.symtab", directory / f"{program.name}.symtab.debug"
+    subprocess.run(["strip", "--strip-debug", "-o", str(shipped), str(program)], check=True, timeout=60)
+    subprocess.run(["objcopy", "--only-keep-debug", str(shipped), str(table)], check=True, timeout=60)
+    return shipped, table
+
+
 def kernel_like_files(directory: Path, release: int = 1) -> dict[str, Path]:
     """A module-like relocatable object (ld -r --build-id, as kbuild links a .ko) and a
     vmlinux-like non-PIE executable, both with DWARF and a build-id note; another `release`

@@ -11,11 +11,8 @@ Both databases."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +26,7 @@ from registry.core.events import Report
 from registry.db import Database
 from registry.symbolication.models import SymbolMiss
 from testkit.pages import login
+from tests.support.cli import crashreg_for
 from tests.support.http import auth
 from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
 from tests.support.reported_releases import post, reported_without_symbols, settle, signatures_of
@@ -130,15 +128,6 @@ def labels(release: Release) -> str:
     return "segfault" if release.report["stack"]["signal"] == "SIGSEGV" else "abort"
 
 
-def crashreg(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    """The crashreg command as a real process on the test's registry."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("CRASHREG_")}
-    env |= {"CRASHREG_DATABASE_URL": settings.database_url, "CRASHREG_DUMP_STORE": settings.dump_store.url,
-            "CRASHREG_SYMBOL_CACHE_DIR": settings.symbols.cache_dir}
-    return subprocess.run([sys.executable, "-m", "registry", *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
-
-
 @pytest.mark.parametrize("language", LANGUAGE_IDS)
 def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_on_rebuild(
     language: str, settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
@@ -154,9 +143,9 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
         noted = set(session.execute(select(SymbolMiss.build_id, SymbolMiss.report_id)).all())
     assert noted == {(release.build_id, release.report["report_id"]) for release in (first, second)}
 
-    uploaded = crashreg(settings, "symbols", "upload", str(first.debug), str(second.debug))
+    uploaded = crashreg_for(settings, "symbols", "upload", str(first.debug), str(second.debug))
     assert uploaded.returncode == 0, uploaded.stderr
-    rebuilt = crashreg(settings, "signatures", "rebuild")
+    rebuilt = crashreg_for(settings, "signatures", "rebuild")
     assert rebuilt.returncode == 0, rebuilt.stderr
     fetched = re.search(r"stored stacks \(build-ids\): (\d+) of (\d+) \(done\)", rebuilt.stderr)
     assert fetched is not None and fetched[1] == fetched[2] and int(fetched[1]) >= 2, rebuilt.stderr
@@ -195,7 +184,7 @@ def test_symbols_uploaded_by_another_process_are_picked_up_by_the_scheduler(
     reported_without_symbols(create_app(settings, database), database, make_token("report"), (first, second))
     assert symbols_arrived(JobContext(settings, database)) == {"build_ids": 0, "notes_forgotten": 0}
 
-    uploaded = crashreg(settings, "symbols", "upload", str(first.debug), str(second.debug))
+    uploaded = crashreg_for(settings, "symbols", "upload", str(first.debug), str(second.debug))
     assert uploaded.returncode == 0, uploaded.stderr
     ran = symbols_arrived(JobContext(settings, database))
 

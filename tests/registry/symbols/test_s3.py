@@ -4,6 +4,7 @@ retention deletes from it."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
@@ -13,15 +14,18 @@ import pytest
 import requests
 from flask import Flask
 
+from registry import domains
 from registry.config import DumpStoreSettings, RetentionSettings, Settings
 from registry.db import Database, utcnow
 from registry.retention.gc import collect
+from registry.signatures.identify import identify
 from registry.storage.store import open_store
+from registry.symbolication.service import symbolicator_for
 from registry.symbols.keep import Origin, keep_file
 from registry.symbols.sources import SymbolSources
 from tests.support.http import auth
 from tests.support.s3 import S3Server, s3_server  # noqa: F401 (the session's S3 server)
-from tests.support.symbols import Pipeline, Program
+from tests.support.symbols import Pipeline, Program, symbol_tables_of
 
 
 @pytest.fixture
@@ -79,3 +83,33 @@ def test_a_file_in_the_bucket_is_copied_here_in_the_background_even_after_a_miss
         assert found is not None and found.read_bytes() == program.debug.read_bytes()
     finally:
         sources.close()
+
+
+def test_dwarf_replacing_a_table_in_the_bucket_reaches_this_machines_copy(
+    database: Database, settings: Settings, s3_server: S3Server,  # noqa: F811
+    symbol_programs: dict[str, Program], tmp_path: Path,
+) -> None:
+    """The table's copy this machine fetched from the bucket is dropped, the DWARF file fetched
+    in its place and the symcache made again from it; the table's object leaves the bucket."""
+    program = symbol_programs["uploaded"]
+    settings = replace(settings, symbols=replace(settings.symbols, cache_dir=str(tmp_path / "cache")))
+    store = open_store(settings.dump_store, settings.public_url)
+    _, table = symbol_tables_of(program.unstripped, tmp_path / "table")
+    keep_file(database, store, table, Origin("upload", "cli"))
+    symbolicator = symbolicator_for(settings, database, domains.wiring().signatures, identify)
+    try:
+        assert symbolicator.prepare({program.build_id}) == 1
+        assert symbolicator.symcaches.lines(program.build_id) is False
+        assert keep_file(database, store, program.debug, Origin("upload", "cli")).new_kinds == ("debuginfo",)
+
+        assert symbolicator.refresh(program.build_id)
+
+        assert symbolicator.symcaches.lines(program.build_id) is True
+        copy = symbolicator.sources.find(program.build_id, wait=False)
+        assert copy is not None and copy.read_bytes() == program.debug.read_bytes()
+        [key] = bucket_keys(s3_server, settings)
+        assert key.endswith(hashlib.sha256(program.debug.read_bytes()).hexdigest())
+        assert not symbolicator.refresh(program.build_id)  # made from DWARF: nothing to do
+    finally:
+        symbolicator.close()
+        symbolicator.sources.close()
