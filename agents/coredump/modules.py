@@ -298,22 +298,15 @@ def _text_reader(read: Reader, segments: list[Segment]) -> Reader:
     return read_text
 
 
-def _mapped_ranges(files: list[FileMapping]) -> dict[str, list[FileMapping]]:
-    grouped: dict[str, list[FileMapping]] = {}
-    for mapping in files:
-        grouped.setdefault(mapping.path, []).append(mapping)
-    return grouped
-
-
 def load_modules(head: CoreHead, memory: Memory, opener: Opener) -> list[Module]:
-    """Every ELF object the process had mapped (NT_FILE), and the vdso (AT_SYSINFO_EHDR)."""
+    """Every ELF object the process had mapped (NT_FILE), and the vdso (AT_SYSINFO_EHDR). An
+    object is loaded where a file is mapped from its first byte; its range is what its program
+    headers span from there. (A file's other mappings elsewhere are not the object's: a process
+    under AddressSanitizer has pieces of its runtime's library mapped far below where it is
+    loaded, and an object loaded twice, by dlmopen, is two objects.)"""
     modules = []
-    for path, mappings in _mapped_ranges(head.files).items():
-        first = next((m for m in mappings if m.offset == 0), None)
-        if first is None:
-            continue
-        module = _load_module(path, first.start, min(m.start for m in mappings),
-                              max(m.end for m in mappings), memory, opener)
+    for mapping, mapped_end in _load_bases(head.files):
+        module = _load_module(mapping.path, mapping.start, mapped_end, memory, opener)
         if module is not None:
             modules.append(module)
     vdso = head.auxv.get(AT_SYSINFO_EHDR)
@@ -324,7 +317,32 @@ def load_modules(head: CoreHead, memory: Memory, opener: Opener) -> list[Module]
     return sorted(modules, key=lambda m: m.start)
 
 
-def _load_module(path: str, base: int, start: int, end: int, memory: Memory, opener: Opener) -> Module | None:
+def _load_bases(files: list[FileMapping]) -> list[tuple[FileMapping, int]]:
+    """Each mapping of a file's first byte, and the end of that file's last mapping from it on."""
+    by_path: dict[str, list[FileMapping]] = {}
+    for mapping in sorted(files, key=lambda m: m.start):
+        by_path.setdefault(mapping.path, []).append(mapping)
+    bases = []
+    for mappings in by_path.values():
+        last_end = 0
+        for mapping in reversed(mappings):  # the furthest end from each mapping on
+            last_end = max(last_end, mapping.end)
+            if mapping.offset == 0:
+                bases.append((mapping, last_end))
+    return bases
+
+
+def span_end(base: int, segments: list[Segment], mapped_end: int) -> int:
+    """Where an object loaded at `base` ends: its PT_LOAD segments' extent (page-rounded),
+    within its file's mappings from `base` on (`mapped_end`: a damaged header claims no more)."""
+    loads = [s for s in segments if s.kind == PT_LOAD]
+    if not loads:
+        return mapped_end
+    extent = max(s.vaddr + s.memsz for s in loads) - link_base(segments)
+    return min(mapped_end, base + ((extent + 0xFFF) & ~0xFFF))
+
+
+def _load_module(path: str, base: int, mapped_end: int, memory: Memory, opener: Opener) -> Module | None:
     image = None
     with contextlib.suppress(NotElf):
         image = MemoryImage(memory, base)
@@ -338,13 +356,14 @@ def _load_module(path: str, base: int, start: int, end: int, memory: Memory, ope
         except NotElf:
             usable = False
         if usable:
-            return Module(path, start, end, base - link_base(segments), build_id, contents, "file",
+            end = span_end(base, segments, mapped_end)
+            return Module(path, base, end, base - link_base(segments), build_id, contents, "file",
                           _text_reader(read, segments), handle)
         handle.close()
     if image is None:
         return None
     in_memory = image
-    return Module(path, start, end, image.bias, memory_build_id,
+    return Module(path, base, span_end(base, image.segments, mapped_end), image.bias, memory_build_id,
                   lambda: (in_memory.eh_frame(), in_memory.dynamic_symbols()))
 
 

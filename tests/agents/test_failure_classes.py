@@ -15,6 +15,9 @@ rustc with panic=abort) and crashed in directories of the test's own.
 - A fault in a library of the C library beside libc (libm's modf storing through NULL) is the
   program's function that passed the pointer; so is one inside an allocator that replaces the
   C library's heap (jemalloc, handed a stack buffer to free).
+- A program built with AddressSanitizer that writes past a heap buffer aborts from the
+  sanitizer's runtime, which the core reader unwinds (its library is mapped in pieces, some far
+  below where it is loaded): the program's function that wrote is guilty.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ EXPECTED = {
     # free() of a stack buffer: the C library's heap and jemalloc's each fault inside themselves
     ("classes", "free-stack"): (["segfault"], "forget_buffer", "main"),
     ("classes-jemalloc", "free-stack"): (["segfault"], "forget_buffer", "main"),
+    # AddressSanitizer's report, then its abort
+    ("classes-asan", "heap-overflow"): (["abort"], "append_record", "main"),
     ("classes-cc", "at"): (["abort"], "inventory::lookup", "main"),
     ("classes-cc", "null-string"): (["abort"], "inventory::name_length", "main"),
     ("classes-rs", "option-unwrap"): (["abort"], "classes::pick_worker", "classes::main"),
@@ -76,6 +81,7 @@ def class_cores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str
         "classes": ["gcc", "-g", "-O0", "-fno-omit-frame-pointer", unprotected, *classes_c],
         "classes-O2": ["gcc", "-g", "-O2", unprotected, *classes_c],
         "classes-jemalloc": ["gcc", "-g", "-O0", *classes_c, str(JEMALLOC)],
+        "classes-asan": ["gcc", "-g", "-O1", "-fsanitize=address", "-fno-omit-frame-pointer", *classes_c],
         "classes-cc": ["g++", "-g", "-O0", str(SOURCES / "classes.cc")],
         "classes-rs": [str(RUSTC), "-g", "-C", "panic=abort", str(SOURCES / "classes.rs")],
     }
@@ -132,3 +138,17 @@ def test_the_smash_is_proved_by_the_ret_it_faulted_on(class_cores: dict[tuple[st
     pc = stack["registers"]["rip"]
     assert proofs["bad-return"].startswith(f"the `ret` at pc {pc} faulted before it jumped")
     assert f"its target on top of the stack, {target}, is not a canonical address" in proofs["bad-return"]
+
+
+def test_the_sanitizers_runtime_is_unwound_frame_by_frame(class_cores: dict[tuple[str, str], dict]) -> None:
+    """Between the C library's abort and the program's function, every frame is the sanitizer's
+    runtime, named, in its library, as AddressSanitizer's own report lists them: no frame
+    without a module, none read off the stack by chance."""
+    frames = class_cores["classes-asan", "heap-overflow"]["stack"]["frames"]
+    assert all(frame.get("module") for frame in frames), frames
+    names = [frame.get("function") for frame in frames]
+    aborted, wrote = names.index("abort"), names.index("append_record")
+    runtime = frames[aborted + 1:wrote]
+    assert runtime and all(Path(frame["module"]).name.startswith("libasan.so") for frame in runtime)
+    assert "__asan_report_store1" in names[aborted + 1:wrote]
+    assert names.count("append_record") == 1 and names[wrote + 1] == "main"

@@ -1,7 +1,9 @@
 /* Failure classes beside crashy.c's (issue 40): a call through a garbage function pointer, a
  * signal handler that crashes in its own code, a string copied over a return address, a bad
- * pointer handed to the C library's math library, and a stack buffer handed to free (the C
- * library's heap, or jemalloc's linked in, faults inside itself). Argument: the class to crash as. */
+ * pointer handed to the C library's math library, a stack buffer handed to free (the C
+ * library's heap, or jemalloc's linked in, faults inside itself), and a write one past a heap
+ * buffer (built with AddressSanitizer: its runtime reports it and aborts). Argument: the class
+ * to crash as. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -51,6 +53,19 @@ __attribute__((noinline)) void forget_buffer(void) {
     free(start);
 }
 
+/* Writes one byte past the end of what malloc gave: AddressSanitizer's runtime stops it there. */
+__attribute__((noinline)) int append_record(char *record, int length) {
+    for (int at = 0; at <= length; at++)
+        record[at] = (char)at;
+    return record[0];
+}
+
+/* AddressSanitizer's options for a build with it (unused otherwise): abort, so the kernel
+ * writes a core, as a fleet's sanitizer builds are configured to. */
+const char *__asan_default_options(void) {
+    return "abort_on_error=1:disable_coredump=0:unmap_shadow_on_exit=1";
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     struct plugin plugin;
@@ -73,6 +88,10 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "free-stack")) {
         forget_buffer();
         return 0;
+    }
+    if (!strcmp(mode, "heap-overflow")) {
+        char *record = malloc(16);
+        return append_record(record, 16);
     }
     if (!strcmp(mode, "libm-null")) {
         double *whole = argc > 9 ? malloc(sizeof *whole) : NULL;
