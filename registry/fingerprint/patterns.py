@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 8
+ALGORITHM_VERSION = 9
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash
@@ -841,7 +841,20 @@ USERSPACE_SKIP_MODULES: tuple[str, ...] = (
 
 # Corruption labels, in the order a signature lists them; each needs its proof in the
 # report's stack evidence (userspace.PROOFS).
-USERSPACE_LABELS: tuple[str, ...] = ("return-to-null", "bad-return", "misaligned-stack")
+USERSPACE_LABELS: tuple[str, ...] = ("stack-overflow", "return-to-null", "bad-return", "misaligned-stack")
+
+# A stack overflow, proved by the fault (userspace.overflowed_its_stack): how far below a stack
+# its guard reaches (Linux's stack_guard_gap, 256 pages, below a growing stack; a thread's
+# guard page is a no-access mapping inside it), and how far from the stack pointer the faulting
+# access may be (a push just below it, a frame's locals above it; with stack-clash protection
+# the probes touch every page at the stack pointer).
+STACK_GUARD_GAP = 1 << 20
+FAULT_BELOW_SP, FAULT_ABOVE_SP = 1 << 12, 64 << 10
+# Or by the runtime's own guard-page handler on the crashing stack, which aborts only after a
+# guard page was hit: Rust's std (the module path moved under `pal` in Rust 1.79).
+STACK_OVERFLOW_HANDLERS: tuple[str, ...] = (
+    r"^std::sys::(?:pal::)?unix::stack_overflow::imp::signal_handler$",
+)
 
 # The failure mode a signal means, after the corruption labels.
 SIGNAL_LABELS: dict[str, str] = {

@@ -19,10 +19,14 @@ from typing import Any, NamedTuple
 
 from .frames import ExplainedFrame, canonical_function, frame_decisions, frame_label, skip_matcher
 from .patterns import (
+    FAULT_ABOVE_SP,
+    FAULT_BELOW_SP,
     IP_REGISTERS,
     SIGNAL_LABELS,
     SP_REGISTERS,
     STACK_ALIGNMENT,
+    STACK_GUARD_GAP,
+    STACK_OVERFLOW_HANDLERS,
     USERSPACE_LABELS,
     USERSPACE_SKIP,
     USERSPACE_SKIP_MODULES,
@@ -40,6 +44,8 @@ SI_KERNEL = 0x80  # si_code of a general protection fault: what a misaligned SSE
 _SKIP = skip_matcher(USERSPACE_SKIP)
 _SKIP_MODULE = re.compile("|".join(f"(?:{entry})" for entry in USERSPACE_SKIP_MODULES))
 _RULES = (("userspace-runtime", _SKIP),)  # signal delivery, abort, unwinding, thread start
+_OVERFLOW_HANDLER = re.compile("|".join(f"(?:{entry})" for entry in STACK_OVERFLOW_HANDLERS))
+MAX_MAPPINGS = 4096  # read for the fault address's neighbourhood (a core reader sends at most that)
 
 
 @dataclass
@@ -136,6 +142,11 @@ class Evidence:
     cfa: int | None
     slots: dict[int, Slot]
     frame_modules: tuple[str | None, str | None]  # of frame 0 and frame 1
+    si_addr: int | None = None
+    # The fault address is in a stack's guard (no mapping, or a no-access one, within
+    # STACK_GUARD_GAP below a writable mapping without a file): that mapping's start.
+    stack_bottom: int | None = None
+    overflow_handler: str | None = None  # a runtime's guard-page handler among the frames
 
     def slot(self, offset: int) -> Slot | None:
         return self.slots.get(offset)
@@ -162,6 +173,29 @@ def _bytes(value: Any) -> bytes | None:
         return None
 
 
+def _stack_bottom(mappings: Any, address: int | None) -> int | None:
+    """The start of the stack whose guard `address` lies in (module docstring of patterns'
+    STACK_GUARD_GAP), or None."""
+    if address is None or not isinstance(mappings, list):
+        return None
+    above: tuple[int, str, str] | None = None
+    for mapping in mappings[:MAX_MAPPINGS]:
+        if not isinstance(mapping, dict):
+            continue
+        start, end = as_int(mapping.get("start")), as_int(mapping.get("end"))
+        if start is None or end is None:
+            continue
+        perms, path = _text(mapping.get("perms")), _text(mapping.get("path"))
+        if start <= address < end and perms[:3] != "---":
+            return None  # an access the mapping refused is not a guard's
+        if address < start and (above is None or start < above[0]):
+            above = (start, perms, path)
+    if above is None or above[0] - address > STACK_GUARD_GAP:
+        return None
+    start, perms, path = above
+    return start if perms[:2] == "rw" and path in ("", "[stack]") else None
+
+
 def read_evidence(stack: dict[str, Any]) -> Evidence | None:
     """The evidence of a stack, or None when it has none (a report from an older reader)."""
     raw = stack.get("evidence")
@@ -173,6 +207,9 @@ def read_evidence(stack: dict[str, Any]) -> Evidence | None:
     modules = [_text(f.get("module")).rsplit("/", 1)[-1] or None if isinstance(f, dict) else None
                for f in frames[:2]] + [None, None]
     perms = raw.get("pc_perms")
+    si_addr = as_int(raw.get("si_addr"))
+    handler = next((name[0] for frame in frames[:MAX_FRAMES] if (name := frame_name(frame))
+                    and _OVERFLOW_HANDLER.search(name[0])), None)
     return Evidence(
         pc=ip[1] if ip else None, sp=sp[1] if sp else None, sp_register=sp[0] if sp else None,
         si_code=as_int(raw.get("si_code")),
@@ -180,7 +217,8 @@ def read_evidence(stack: dict[str, Any]) -> Evidence | None:
         pc_bytes=_bytes(raw.get("pc_bytes")),
         pc_entry=raw.get("pc_entry") if isinstance(raw.get("pc_entry"), bool) else None,
         cfa=as_int(raw.get("cfa")), slots=_slots(raw.get("slots")),
-        frame_modules=(modules[0], modules[1]))
+        frame_modules=(modules[0], modules[1]), si_addr=si_addr,
+        stack_bottom=_stack_bottom(stack.get("mappings"), si_addr), overflow_handler=handler)
 
 
 # --- the proofs, one per label ------------------------------------------------------------
@@ -293,7 +331,19 @@ def misaligned_stack(evidence: Evidence) -> bool:
     return cfa is not None and bool(inner and outer) and inner != outer and cfa % alignment != 0
 
 
+def overflowed_its_stack(evidence: Evidence) -> bool:
+    """The fault hit a stack's guard at the stack pointer: the thread used up its stack (a
+    runaway recursion, a frame too large). Or a runtime's guard-page handler caught it and
+    aborted (Rust's std prints "has overflowed its stack")."""
+    if evidence.overflow_handler is not None:
+        return True
+    sp, address = evidence.sp, evidence.si_addr
+    return (evidence.stack_bottom is not None and sp is not None and address is not None
+            and sp - FAULT_BELOW_SP <= address <= sp + FAULT_ABOVE_SP)
+
+
 PROOFS: dict[str, Callable[[Evidence], bool]] = {
+    "stack-overflow": overflowed_its_stack,
     "return-to-null": returned_to_null,
     "bad-return": returned_badly,
     "misaligned-stack": misaligned_stack,

@@ -203,7 +203,22 @@ def _misaligned(evidence: Evidence) -> str:
             f"{outer} (the ABI fixes the alignment across modules)")
 
 
+def _overflowed(evidence: Evidence) -> str:
+    if evidence.overflow_handler is not None:
+        return (f"the runtime's guard-page handler `{evidence.overflow_handler}` is on the stack: it "
+                "aborts only after the thread ran into its stack's guard")
+    return (f"the fault address {_hex(evidence.si_addr)} is in the guard below the stack that starts at "
+            f"{_hex(evidence.stack_bottom)} (no access there), {_distance(evidence)} the stack pointer "
+            f"{_hex(evidence.sp)}: the thread used up its stack")
+
+
+def _distance(evidence: Evidence) -> str:
+    delta = (evidence.si_addr or 0) - (evidence.sp or 0)
+    return f"{abs(delta):#x} bytes {'above' if delta >= 0 else 'below'}"
+
+
 PROOF_WORDS: dict[str, Callable[[Evidence], str]] = {
+    "stack-overflow": _overflowed,
     "return-to-null": _returned_to_null,
     "bad-return": _bad_return,
     "misaligned-stack": _misaligned,

@@ -15,6 +15,9 @@ rustc with panic=abort) and crashed in directories of the test's own.
 - A fault in a library of the C library beside libc (libm's modf storing through NULL) is the
   program's function that passed the pointer; so is one inside an allocator that replaces the
   C library's heap (jemalloc, handed a stack buffer to free).
+- A runaway recursion is a stack overflow (the fault in the stack's guard, at the stack
+  pointer; on a thread's stack too; Rust's runtime catches it and aborts): the recursing
+  function is guilty, and a NULL dereference in the same place is not labelled so.
 - A program built with AddressSanitizer that writes past a heap buffer aborts from the
   sanitizer's runtime, which the core reader unwinds (its library is mapped in pieces, some far
   below where it is loaded): the program's function that wrote is guilty.
@@ -55,6 +58,11 @@ EXPECTED = {
     # free() of a stack buffer: the C library's heap and jemalloc's each fault inside themselves
     ("classes", "free-stack"): (["segfault"], "forget_buffer", "main"),
     ("classes-jemalloc", "free-stack"): (["segfault"], "forget_buffer", "main"),
+    # a runaway recursion: the fault in the stack's guard
+    ("classes", "recurse"): (["stack-overflow", "segfault"], "walk_tree", "walk_tree"),
+    ("classes-O2", "recurse"): (["stack-overflow", "segfault"], "walk_tree", "walk_tree"),
+    ("classes", "thread-recurse"): (["stack-overflow", "segfault"], "walk_tree", "walk_tree"),
+    ("classes-rs", "recurse"): (["stack-overflow", "abort"], "classes::walk_tree", "classes::walk_tree"),
     # AddressSanitizer's report, then its abort
     ("classes-asan", "heap-overflow"): (["abort"], "append_record", "main"),
     ("classes-cc", "at"): (["abort"], "inventory::lookup", "main"),
@@ -76,7 +84,7 @@ def class_cores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str
         pytest.skip("rustc is not installed")
     root = tmp_path_factory.mktemp("classes")
     unprotected = "-fno-stack-protector"  # where it is the compiler's default, the smash aborts first
-    classes_c = [str(SOURCES / "classes.c"), "-lm"]
+    classes_c = [str(SOURCES / "classes.c"), "-lm", "-pthread"]
     builds = {
         "classes": ["gcc", "-g", "-O0", "-fno-omit-frame-pointer", unprotected, *classes_c],
         "classes-O2": ["gcc", "-g", "-O2", unprotected, *classes_c],

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from registry.fingerprint import analyse_stack
 from registry.fingerprint.userspace import aligned_stack_access, runtime_module
-from tests.support.userspace import FRAMES, evidence, returned_to, stack
+from registry.signatures.userspace import label_proofs
+from tests.support.userspace import FRAMES, MAPPINGS, evidence, returned_to, stack
 
 SSE_STORE_TO_STACK = "0f290424"  # movaps %xmm0,(%rsp)
 
@@ -198,3 +199,59 @@ def test_a_handler_that_dies_leaves_the_guilty_frame_to_what_the_signal_interrup
     assert (signature.function, signature.frames) == ("load_config", ["load_config [store]", "main [store]"])
     runtime_only_after = [*frames[:4], {"function": "start_thread", "module": "libc.so.6"}]
     assert analyse_stack(stack(signal="SIGABRT", frames=runtime_only_after)).function == "on_fault"
+
+
+# The main thread's stack, 8 MiB, its guard gap below it unmapped; a thread's stack with its
+# no-access guard page; a library's writable data.
+MAIN_STACK = {"start": "0x7ffffe000000", "end": "0x7ffffe800000", "perms": "rw-p", "path": "[stack]"}
+THREAD_GUARD = {"start": "0x7fffe0000000", "end": "0x7fffe0001000", "perms": "---p", "path": ""}
+THREAD_STACK = {"start": "0x7fffe0001000", "end": "0x7fffe0041000", "perms": "rw-p", "path": ""}
+LIBRARY_DATA = {"start": "0x7ffff7e00000", "end": "0x7ffff7e10000", "perms": "rw-p",
+                "path": "/usr/lib/libnccl.so.2"}
+
+
+def overflow(sp: str, si_addr: str, *extra: dict, **changes: object) -> dict:
+    return stack(registers={"rip": "0x555555560123", "rsp": sp}, mappings=[*MAPPINGS, MAIN_STACK, *extra],
+                 evidence=evidence(si_addr=si_addr, **changes))
+
+
+def test_a_stack_overflow_is_a_fault_in_a_stacks_guard_at_the_stack_pointer() -> None:
+    labels = {
+        "main thread, a push below %rsp": overflow("0x7ffffdfffff0", "0x7ffffdffffe8"),
+        "main thread, a local above %rsp": overflow("0x7ffffdffff00", "0x7ffffdffff0c"),
+        "a thread, in its guard page": overflow(
+            "0x7fffe0000ff8", "0x7fffe0000ff0", THREAD_GUARD, THREAD_STACK),
+        "a NULL pointer": overflow("0x7ffffe7fe000", "0x0"),
+        "the guard, %rsp elsewhere (another thread's wild write)": overflow(
+            "0x7ffffe7fe000", "0x7fffe0000ff0", THREAD_GUARD, THREAD_STACK),
+        "below a library's data, not a stack": overflow("0x7ffff7dffff8", "0x7ffff7dffff0", LIBRARY_DATA),
+        "past the guard gap": overflow("0x7ffffd000000", "0x7ffffd000008"),
+        "a mapping that refused a write (SEGV_ACCERR)": overflow(
+            "0x7ffff7a00010", "0x7ffff7a00008", si_code=2),
+    }
+    found = {case: analyse_stack(body).labels for case, body in labels.items()}
+    assert found == {
+        "main thread, a push below %rsp": ["stack-overflow", "segfault"],
+        "main thread, a local above %rsp": ["stack-overflow", "segfault"],
+        "a thread, in its guard page": ["stack-overflow", "segfault"],
+        "a NULL pointer": ["segfault"],
+        "the guard, %rsp elsewhere (another thread's wild write)": ["segfault"],
+        "below a library's data, not a stack": ["segfault"],
+        "past the guard gap": ["segfault"],
+        "a mapping that refused a write (SEGV_ACCERR)": ["segfault"],
+    }
+    assert analyse_stack(labels["main thread, a push below %rsp"]).fingerprint != analyse_stack(
+        labels["a NULL pointer"]).fingerprint
+
+
+def test_rusts_guard_page_handler_on_the_stack_is_a_stack_overflow_and_its_proof_says_so() -> None:
+    handler = {"function": "std::sys::pal::unix::stack_overflow::imp::signal_handler", "module": "trainer"}
+    body = stack(signal="SIGABRT", frames=[*FRAMES[:3], handler, *FRAMES[3:]], evidence=evidence(si_code=-6))
+    signature = analyse_stack(body)
+    assert signature.labels == ["stack-overflow", "abort"]
+    assert signature.function == "nccl_proxy_progress"
+    [proof, _] = label_proofs(body, signature.labels)
+    assert "std::sys::pal::unix::stack_overflow::imp::signal_handler" in proof["proof"]
+    guard = label_proofs(overflow("0x7ffffdfffff0", "0x7ffffdffffe8"), ["stack-overflow"])[0]["proof"]
+    assert guard.startswith("the fault address 0x7ffffdffffe8 is in the guard below the stack that starts at "
+                            "0x7ffffe000000")

@@ -2,9 +2,10 @@
  * signal handler that crashes in its own code, a string copied over a return address, a bad
  * pointer handed to the C library's math library, a stack buffer handed to free (the C
  * library's heap, or jemalloc's linked in, faults inside itself), and a write one past a heap
- * buffer (built with AddressSanitizer: its runtime reports it and aborts). Argument: the class
- * to crash as. */
+ * buffer (built with AddressSanitizer: its runtime reports it and aborts), and a runaway
+ * recursion on the main thread's stack and on a thread's. Argument: the class to crash as. */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,17 @@ __attribute__((noinline)) int append_record(char *record, int length) {
     return record[0];
 }
 
+/* Recurses until the stack's guard stops it (its result used: no tail call to loop on). */
+__attribute__((noinline)) long walk_tree(long depth) {
+    volatile char node[256];
+    node[0] = (char)depth;
+    return walk_tree(depth + 1) + node[0];
+}
+
+static void *walk_in_a_thread(void *depth) {
+    return (void *)walk_tree((long)depth);
+}
+
 /* AddressSanitizer's options for a build with it (unused otherwise): abort, so the kernel
  * writes a core, as a fleet's sanitizer builds are configured to. */
 const char *__asan_default_options(void) {
@@ -92,6 +104,16 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "heap-overflow")) {
         char *record = malloc(16);
         return append_record(record, 16);
+    }
+    if (!strcmp(mode, "recurse"))
+        return (int)walk_tree(argc);
+    if (!strcmp(mode, "thread-recurse")) {
+        pthread_t thread;
+        pthread_attr_t attributes;
+        pthread_attr_init(&attributes);
+        pthread_attr_setstacksize(&attributes, 256 << 10);
+        pthread_create(&thread, &attributes, walk_in_a_thread, (void *)(long)argc);
+        return pthread_join(thread, NULL);
     }
     if (!strcmp(mode, "libm-null")) {
         double *whole = argc > 9 ? malloc(sizeof *whole) : NULL;

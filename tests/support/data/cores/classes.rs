@@ -1,5 +1,6 @@
 // Rust's runtime between a panic and the abort (built with -C panic=abort): the program's own
-// function is guilty, never std::panicking, core::option's unwrap failure or the abort.
+// function is guilty, never std::panicking, core::option's unwrap failure or the abort. And a
+// runaway recursion, which std's guard-page handler reports and aborts.
 use std::env;
 
 #[inline(never)]
@@ -24,6 +25,13 @@ fn read_slot(slots: &[u64], at: usize) -> u64 {
     slots[at]
 }
 
+#[inline(never)]
+fn walk_tree(depth: u64, parent: &[u8; 256]) -> u64 {
+    let mut node = [0u8; 256];
+    node[0] = parent[0].wrapping_add(depth as u8);
+    walk_tree(depth + 1, &node) + node[0] as u64
+}
+
 fn main() {
     let mode = env::args().nth(1).unwrap_or_default();
     let workers = vec![1u32, 2, 3];
@@ -33,6 +41,7 @@ fn main() {
         "result-unwrap" => println!("{}", parse_port(if count > 9 { "80" } else { "eighty" })),
         "abort" => give_up("no workers"),
         "index" => println!("{}", read_slot(&[1, 2, 3], 5 + count)),
+        "recurse" => println!("{}", walk_tree(count as u64, &[0u8; 256])),
         _ => std::process::exit(2),
     }
 }
