@@ -236,9 +236,11 @@ class Symbolicator:
                 rows = session.execute(select(SymbolFile.build_id, SymbolFile.sha256).where(
                     SymbolFile.kind == "debuginfo", SymbolFile.replaced_sha256.is_not(None))).all()
             for build_id, sha256 in rows:
-                if (build_id, sha256) not in self._replacements_seen:
-                    self.symcaches.forget(build_id)
-                    self.refresh(build_id)
+                if (build_id, sha256) in self._replacements_seen:
+                    continue
+                self.symcaches.forget(build_id)
+                # done unless this machine's symcache is the table's and could not be made again
+                if self.symcaches.lines(build_id) is not False or self.refresh(build_id):
                     self._replacements_seen.add((build_id, sha256))
         except Exception:  # a background job: logged; the next look tries again
             log.exception("looking for symbol tables replaced by DWARF failed")
