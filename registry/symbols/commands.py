@@ -135,11 +135,19 @@ def _sender(registry_url: str, token: str) -> Keep:
     return keep
 
 
+def _content(row: SymbolFile) -> str:
+    if row.kind != "debuginfo":
+        return "-"
+    return {True: "dwarf", False: "symtab", None: "?"}[row.lines]
+
+
 @symbols.command("list")
 @click.option("--build-id", help="only this build-id")
 @pass_cli
 def list_files(cli: CliContext, build_id: str | None) -> None:
-    """The symbol files held, newest first."""
+    """The symbol files held, newest first: build-id, kind, what debuginfo holds (dwarf: source
+    lines; symtab: a symbol table alone, which a DWARF file of the build replaces; ?: stored
+    before the registry noted it), bytes, source, origin, when."""
     query = select(SymbolFile).order_by(SymbolFile.id.desc())
     if build_id is not None:
         normal = normal_build_id(build_id)
@@ -149,8 +157,8 @@ def list_files(cli: CliContext, build_id: str | None) -> None:
     listed = 0
     with cli.database().session() as session:
         for row in session.scalars(query.limit(1000)):
-            click.echo(f"{row.build_id} {row.kind:10} {row.bytes:>12} {row.source:10} {row.origin} "
-                       f"{row.stored_at.isoformat()}")
+            click.echo(f"{row.build_id} {row.kind:10} {_content(row):6} {row.bytes:>12} {row.source:10} "
+                       f"{row.origin} {row.stored_at.isoformat()}")
             listed += 1
     if not listed:
         click.echo(f"no symbol files for {build_id}" if build_id else "no symbol files", err=True)
