@@ -18,6 +18,9 @@ rustc with panic=abort) and crashed in directories of the test's own.
 - A runaway recursion is a stack overflow (the fault in the stack's guard, at the stack
   pointer; on a thread's stack too; Rust's runtime catches it and aborts): the recursing
   function is guilty, and a NULL dereference in the same place is not labelled so.
+- Shipped stripped of every symbol, each class reads alike once its symbols are known (the
+  registry's symcache of the program as linked): the standard libraries' code a C++ or Rust
+  program carries in its own module is the runtime's by name, never by module.
 - A program built with AddressSanitizer that writes past a heap buffer aborts from the
   sanitizer's runtime, which the core reader unwinds (its library is mapped in pieces, some far
   below where it is loaded): the program's function that wrote is guilty.
@@ -35,6 +38,8 @@ from agents.coredump import core_file_report
 from registry.fingerprint import analyse_stack
 from registry.fingerprint.userspace import Evidence, called_through_a_pointer, read_evidence
 from registry.signatures.userspace import label_proofs
+from registry.symbolication.stack import symbolicate
+from registry.symbolication.symcache import Symcaches
 from tests.support import DATA
 from tests.support.cores import core_pattern_problem, crash
 from tests.support.releases import RUSTC
@@ -75,8 +80,8 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def class_cores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], dict]:
-    """(program, argument) -> the core reader's report of its real core."""
+def class_programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The programs of EXPECTED, built with their symbols in a folder of their own."""
     problem = core_pattern_problem()
     if problem:
         pytest.skip(problem)
@@ -97,9 +102,31 @@ def class_cores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str
         builds.pop("classes-jemalloc")
     for name, command in builds.items():
         subprocess.run([*command, "-o", str(root / name)], check=True, capture_output=True, timeout=300)
-    return {(program, argument): core_file_report(str(crash(root / program, argument,
-                                                              root / f"{program}-{argument}")), "app-3")
-            for program, argument in EXPECTED if program in builds}
+    return root
+
+
+def cores_of(programs: Path, runs: Path) -> dict[tuple[str, str], dict]:
+    """(program, argument) -> the core reader's report of its real core, each of EXPECTED built
+    in `programs` crashed in a folder of its own under `runs`."""
+    return {(program, argument): core_file_report(str(crash(programs / program, argument,
+                                                              runs / f"{program}-{argument}")), "app-3")
+            for program, argument in EXPECTED if (programs / program).exists()}
+
+
+@pytest.fixture(scope="module")
+def class_cores(class_programs: Path) -> dict[tuple[str, str], dict]:
+    return cores_of(class_programs, class_programs / "runs")
+
+
+@pytest.fixture(scope="module")
+def stripped_class_cores(class_programs: Path) -> dict[tuple[str, str], dict]:
+    """The same programs stripped of every symbol (strip --strip-all, as shipped), crashed alike."""
+    stripped = class_programs / "stripped"
+    stripped.mkdir()
+    for program in {program for program, _ in EXPECTED if (class_programs / program).exists()}:
+        subprocess.run(["strip", "--strip-all", "-o", str(stripped / program), str(class_programs / program)],
+                       check=True, timeout=60)
+    return cores_of(stripped, class_programs / "stripped-runs")
 
 
 @pytest.mark.parametrize(("program", "argument"), list(EXPECTED))
@@ -109,6 +136,26 @@ def test_each_class_keeps_its_labels_exact_and_its_guilty_frame_the_programs_own
         pytest.skip(f"{JEMALLOC} is not installed (Debian: libjemalloc2)")
     labels, function, caller = EXPECTED[program, argument]
     signature = analyse_stack(class_cores[program, argument]["stack"])
+    assert signature is not None
+    assert (signature.labels, signature.function, signature.module) == (labels, function, program)
+    assert signature.frames[:2] == [f"{function} [{program}]", *([f"{caller} [{program}]"] if caller else [])]
+
+
+@pytest.mark.parametrize(("program", "argument"), list(EXPECTED))
+def test_each_class_stripped_reads_alike_once_the_registry_has_its_symbols(
+        class_programs: Path, stripped_class_cores: dict[tuple[str, str], dict], tmp_path: Path,
+        program: str, argument: str) -> None:
+    """Shipped stripped, the same crash symbolicated from the program's symbols (a symcache of
+    the program as linked, by its build-id, as the registry makes one) gives the same labels and
+    guilty frame: the standard libraries' code a C++ or Rust program carries in its own module
+    (a vector's at(), std's panic and guard-page handlers) is known as the runtime's by name."""
+    if (program, argument) not in stripped_class_cores:
+        pytest.skip(f"{JEMALLOC} is not installed (Debian: libjemalloc2)")
+    labels, function, caller = EXPECTED[program, argument]
+    stack = stripped_class_cores[program, argument]["stack"]
+    symcaches = Symcaches(tmp_path / "symcaches")
+    assert symcaches.build(stack["build_id"], class_programs / program)
+    signature = analyse_stack(symbolicate(stack, symcaches.lookup, None).stack)
     assert signature is not None
     assert (signature.labels, signature.function, signature.module) == (labels, function, program)
     assert signature.frames[:2] == [f"{function} [{program}]", *([f"{caller} [{program}]"] if caller else [])]
