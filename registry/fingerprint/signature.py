@@ -101,8 +101,7 @@ def _kernel_signature(crash: KernelCrash) -> CrashSignature:
 
 def _user_signature(crash: UserCrash) -> CrashSignature:
     labels = crash.labels
-    key_frames = crash.frames[:FINGERPRINT_FRAMES]
-    identity = ["userspace", crash.executable, crash.signal, *sorted(labels), *key_frames]
+    identity = ["userspace", crash.executable, crash.signal, *sorted(labels), *crash.keyed]
     fingerprint = make_fingerprint(ALGORITHM_VERSION, *identity)
     where = f" in {crash.function}" if crash.function else ""
     module = f" [{crash.module}]" if crash.module else ""

@@ -12,6 +12,7 @@ without evidence carries no corruption label.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from .patterns import (
 MAX_FRAMES = 256  # frames examined; a runaway recursion is still one bug
 MAX_SLOTS = 32
 FRAMES_KEPT = 3
+UNNAMED_KEY_FRAMES = 16  # key_frames: an unnamed guilty frame's fingerprint, at most
 MAX_NAME = 200
 MAX_SYMBOL = 4096  # what a name is read from (the demangler's bound)
 MAX_PATH = 512
@@ -58,6 +60,7 @@ class UserCrash:
     function: str | None = None
     module: str | None = None
     frames: list[str] = field(default_factory=list)
+    keyed: list[str] = field(default_factory=list)  # what the fingerprint keys on (key_frames)
     named: list[tuple[str, str | None]] = field(default_factory=list)  # every frame read
     guilty: int | None = None  # position of the guilty frame in `named`
     origins: list[FrameOrigin] = field(default_factory=list)  # of each frame in `named`
@@ -449,6 +452,24 @@ def _after_signal_delivery(frames: list[Any]) -> int | None:
     return len(after) if any(not runtime_frame(name) for name in after) else None
 
 
+def unnamed(name: str, module: str | None) -> bool:
+    """A frame read as module+offset: no symbol named it, on the host nor in the registry."""
+    return module is not None and name.startswith(f"{module}+")
+
+
+def key_frames(kept: list[tuple[str, str | None]]) -> list[str]:
+    """What a userspace fingerprint keys on: the guilty frame, named. Unnamed, it may be code of
+    a runtime the program carries in its own module (Rust's std, C++'s templates), the same for
+    every panic or throw: then the unnamed frames of its module below it too, up to
+    UNNAMED_KEY_FRAMES, so that crashes reached from different code stay apart (and their dumps
+    taken) until symbols name them and the rebuild joins what is one bug."""
+    guilty, module = kept[0]
+    if not unnamed(guilty, module):
+        return [frame_label(guilty, module)]
+    run = itertools.takewhile(lambda frame: frame[1] == module and unnamed(*frame), kept)
+    return [name for name, _ in itertools.islice(run, UNNAMED_KEY_FRAMES)]
+
+
 def parse_stack(stack: Any) -> UserCrash | None:
     """The userspace crash described by a contract `stack` object, or None if it holds none."""
     if not isinstance(stack, dict):
@@ -479,8 +500,9 @@ def parse_stack(stack: Any) -> UserCrash | None:
     kept = [name for name in kept if not runtime_frame(name)]
     if kept:
         crash.function, crash.module = kept[0]
-        crash.frames = [frame_label(name, None if name.startswith(f"{module}+") else module)
+        crash.frames = [frame_label(name, None if unnamed(name, module) else module)
                         for name, module in kept[:FRAMES_KEPT]]
+        crash.keyed = key_frames(kept)
     if not kept and not crash.labels:
         return None
     return crash

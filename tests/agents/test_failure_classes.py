@@ -161,6 +161,21 @@ def test_each_class_stripped_reads_alike_once_the_registry_has_its_symbols(
     assert signature.frames[:2] == [f"{function} [{program}]", *([f"{caller} [{program}]"] if caller else [])]
 
 
+def test_classes_stripped_without_symbols_that_are_different_bugs_keep_different_fingerprints(
+        stripped_class_cores: dict[tuple[str, str], dict]) -> None:
+    """Before any symbol arrives, a stripped program's different bugs stay apart: a Rust
+    program's panics and aborts all leave through the same std frames in its own module, the
+    guilty frame read (`+0x...`), so its unnamed callers tell them apart."""
+    prints: dict[tuple[object, ...], set[str]] = {}
+    for (program, argument), report in stripped_class_cores.items():
+        labels, function, _ = EXPECTED[program, argument]
+        signature = analyse_stack(report["stack"])
+        assert signature is not None and "+0x" in signature.title
+        prints.setdefault((program, tuple(labels), function), set()).add(signature.fingerprint)
+    apart = [fingerprints for fingerprints in prints.values()]
+    assert len(set().union(*apart)) == sum(len(fingerprints) for fingerprints in apart)  # none shared
+
+
 def test_a_garbage_call_is_not_a_bad_return_even_when_the_popped_slot_holds_the_pc(
         class_cores: dict[tuple[str, str], dict]) -> None:
     """What separates a call from a `ret` is the top slot (the return address the call pushed,

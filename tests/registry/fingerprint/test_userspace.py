@@ -106,6 +106,34 @@ def test_unsymbolised_frames_use_module_and_offset() -> None:
     assert signature.frames == ["libfoo.so+0x1a2b"]
 
 
+def test_an_unnamed_guilty_frame_keys_on_its_modules_unnamed_callers_a_named_one_on_itself() -> None:
+    """Unnamed, the guilty frame may be a runtime's code the program carries (every Rust panic
+    aborts through the same std frames): the callers keep two bugs apart until symbols arrive.
+    Named, the callers change between releases of one bug and are left out."""
+    def unnamed(*offsets: str, named: str | None = None) -> dict:
+        frames = [*FRAMES[:3], *({"module": "/usr/bin/trainer", "offset": o} for o in offsets),
+                  *([{"function": named, "module": "/usr/bin/trainer"}] if named else [])]
+        return stack(signal="SIGABRT", frames=frames, evidence=evidence(si_code=-6))
+
+    def fingerprint(body: dict) -> str:
+        return analyse_stack(body).fingerprint
+
+    panic_in_parse = unnamed("0x3e73a", "0x3d2f9", "0x2d3fa", "0x16b04")
+    assert analyse_stack(panic_in_parse).function == "trainer+0x3e73a"
+    assert fingerprint(panic_in_parse) == fingerprint(unnamed("0x3e73a", "0x3d2f9", "0x2d3fa", "0x16b04"))
+    assert fingerprint(panic_in_parse) != fingerprint(unnamed("0x3e73a", "0x3d2f9", "0x2d3fa", "0x17200"))
+    # a named frame ends the unnamed run: what lies below it is not keyed
+    assert fingerprint(unnamed("0x3e73a", named="main")) == fingerprint(
+        stack(signal="SIGABRT", evidence=evidence(si_code=-6), frames=[
+            *FRAMES[:3], {"module": "/usr/bin/trainer", "offset": "0x3e73a"},
+            {"function": "main", "module": "/usr/bin/trainer"},
+            {"function": "serve", "module": "/usr/bin/trainer"}]))
+    # named, callers apart: one fingerprint
+    callers = [{"function": "nccl_proxy_progress", "module": "libnccl.so.2"}]
+    assert fingerprint(stack(frames=[*callers, {"function": "proxy_service", "module": "libnccl.so.2"}])) == \
+        fingerprint(stack(frames=[*callers, {"function": "proxy_retry", "module": "libnccl.so.2"}]))
+
+
 def test_runtime_modules_are_skipped_even_without_symbols() -> None:
     frames = [{"module": "/usr/lib/x86_64-linux-gnu/libc.so.6", "offset": "0x8aeec"},
               {"module": "/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30", "offset": "0x9d919"},
