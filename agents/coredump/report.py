@@ -24,6 +24,12 @@ FAULT_SIGNALS = frozenset({signals.SIGSEGV, signals.SIGBUS, signals.SIGILL, sign
 RED_ZONE = 128  # System V x86-64: the bytes below %rsp a leaf may use, and what calls leave there
 PC_BYTES = 16  # the longest x86 instruction is 15 bytes
 MAX_REPORTED_MAPPINGS = 4096
+# x86-64's rt_sigframe: a signal trampoline's frame starts at the kernel's ucontext, whose
+# uc_mcontext (struct sigcontext) holds the interrupted context; a page fault's (trapno 14)
+# address is its cr2 (arch/x86/include/uapi/asm/sigcontext.h, ucontext.h).
+UC_MCONTEXT = 40  # uc_flags, uc_link, uc_stack
+SC_RSP, SC_TRAPNO, SC_CR2 = 120, 160, 176
+X86_TRAP_PF = 14
 # The other threads reported (NT_PRSTATUS order after the crashing one), each this deep: what
 # they were doing (a lock held, a peer in the same function) at a bounded cost.
 MAX_OTHER_THREADS = 32
@@ -134,7 +140,23 @@ def evidence_object(analysis: Analysis) -> dict[str, Any]:
         if value is not None:
             slots.append({"offset": offset, "value": hexa(value)} | code_pointer(view, value))
     evidence["slots"] = slots
-    return evidence
+    return evidence | caught_fault(analysis)
+
+
+def caught_fault(analysis: Analysis) -> dict[str, Any]:
+    """The page fault a signal handler on the stack caught (the innermost signal frame's saved
+    context): its address and the stack pointer it interrupted. A handler that logs and aborts
+    (Rust's guard-page handler, a crash reporter's) leaves a SIGABRT core whose own signal says
+    nothing of the fault."""
+    frame = next((frame for frame in analysis.frames if frame.signal_frame), None)
+    if frame is None:
+        return {}
+    context = frame.sp + UC_MCONTEXT
+    words = [analysis.view.word(context + at) for at in (SC_RSP, SC_TRAPNO, SC_CR2)]
+    if None in words or words[1] != X86_TRAP_PF:
+        return {}
+    sp, _, address = words
+    return {"caught_fault_address": hexa(address), "caught_fault_sp": hexa(sp)}
 
 
 def stack_object(analysis: Analysis) -> dict[str, Any]:

@@ -131,6 +131,13 @@ class Slot:
     call: bool  # the value is a return address: it follows a call instruction
 
 
+class GuardFault(NamedTuple):
+    address: int
+    sp: int
+    stack_bottom: int  # the start of the stack whose guard the address is in
+    caught: bool  # a signal handler caught it; the crash is the handler's abort
+
+
 @dataclass(frozen=True)
 class Evidence:
     """The facts a label needs, read from the report's `stack` (absent ones are None)."""
@@ -146,9 +153,9 @@ class Evidence:
     slots: dict[int, Slot]
     frame_modules: tuple[str | None, str | None]  # of frame 0 and frame 1
     si_addr: int | None = None
-    # The fault address is in a stack's guard (no mapping, or a no-access one, within
-    # STACK_GUARD_GAP below a writable mapping without a file): that mapping's start.
-    stack_bottom: int | None = None
+    # A fault in a stack's guard (no mapping, or a no-access one, within STACK_GUARD_GAP below
+    # a writable mapping without a file): the crash's own, else one a signal handler caught.
+    guard_fault: GuardFault | None = None
     overflow_handler: str | None = None  # a runtime's guard-page handler among the frames
 
     def slot(self, offset: int) -> Slot | None:
@@ -174,6 +181,15 @@ def _bytes(value: Any) -> bytes | None:
         return bytes.fromhex(value[:64]) if isinstance(value, str) else None
     except ValueError:
         return None
+
+
+def _guard_fault(mappings: Any, faults: list[tuple[int | None, int | None, bool]]) -> GuardFault | None:
+    """The first of `faults` (address, stack pointer, caught) whose address is in a stack's guard."""
+    for address, sp, caught in faults:
+        bottom = _stack_bottom(mappings, address)
+        if bottom is not None and address is not None and sp is not None:
+            return GuardFault(address, sp, bottom, caught)
+    return None
 
 
 def _stack_bottom(mappings: Any, address: int | None) -> int | None:
@@ -221,7 +237,10 @@ def read_evidence(stack: dict[str, Any]) -> Evidence | None:
         pc_entry=raw.get("pc_entry") if isinstance(raw.get("pc_entry"), bool) else None,
         cfa=as_int(raw.get("cfa")), slots=_slots(raw.get("slots")),
         frame_modules=(modules[0], modules[1]), si_addr=si_addr,
-        stack_bottom=_stack_bottom(stack.get("mappings"), si_addr), overflow_handler=handler)
+        guard_fault=_guard_fault(stack.get("mappings"), [
+            (si_addr, sp[1] if sp else None, False),
+            (as_int(raw.get("caught_fault_address")), as_int(raw.get("caught_fault_sp")), True)]),
+        overflow_handler=handler)
 
 
 # --- the proofs, one per label ------------------------------------------------------------
@@ -336,13 +355,13 @@ def misaligned_stack(evidence: Evidence) -> bool:
 
 def overflowed_its_stack(evidence: Evidence) -> bool:
     """The fault hit a stack's guard at the stack pointer: the thread used up its stack (a
-    runaway recursion, a frame too large). Or a runtime's guard-page handler caught it and
-    aborted (Rust's std prints "has overflowed its stack")."""
+    runaway recursion, a frame too large); the crash's own fault, or one a signal handler
+    caught before it aborted (a crash reporter's, Rust's std, which prints "has overflowed its
+    stack": its handler also proves it by name)."""
     if evidence.overflow_handler is not None:
         return True
-    sp, address = evidence.sp, evidence.si_addr
-    return (evidence.stack_bottom is not None and sp is not None and address is not None
-            and sp - FAULT_BELOW_SP <= address <= sp + FAULT_ABOVE_SP)
+    fault = evidence.guard_fault
+    return fault is not None and fault.sp - FAULT_BELOW_SP <= fault.address <= fault.sp + FAULT_ABOVE_SP
 
 
 PROOFS: dict[str, Callable[[Evidence], bool]] = {

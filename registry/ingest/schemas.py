@@ -85,6 +85,11 @@ class EvidenceSchema(Schema):
                               metadata={"description": "the pc is a function's first byte"})
     cfa = short_text(32)
     slots = fields.List(fields.Nested(SlotSchema), validate=validate.Length(max=MAX_SLOTS), allow_none=True)
+    caught_fault_address = short_text(32, metadata={
+        "description": "a page fault a signal handler on the stack caught: its address (the innermost "
+                       "signal frame's saved context)"})
+    caught_fault_sp = short_text(32, metadata={
+        "description": "the stack pointer that page fault interrupted"})
 
 
 class ProcessSchema(Schema):

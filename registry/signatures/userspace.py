@@ -207,14 +207,14 @@ def _overflowed(evidence: Evidence) -> str:
     if evidence.overflow_handler is not None:
         return (f"the runtime's guard-page handler `{evidence.overflow_handler}` is on the stack: it "
                 "aborts only after the thread ran into its stack's guard")
-    return (f"the fault address {_hex(evidence.si_addr)} is in the guard below the stack that starts at "
-            f"{_hex(evidence.stack_bottom)} (no access there), {_distance(evidence)} the stack pointer "
-            f"{_hex(evidence.sp)}: the thread used up its stack")
-
-
-def _distance(evidence: Evidence) -> str:
-    delta = (evidence.si_addr or 0) - (evidence.sp or 0)
-    return f"{abs(delta):#x} bytes {'above' if delta >= 0 else 'below'}"
+    fault = evidence.guard_fault
+    assert fault is not None  # proved
+    delta = fault.address - fault.sp
+    caught = "; a signal handler caught that fault, then the process died" if fault.caught else ""
+    return (f"the fault address {_hex(fault.address)} is in the guard below the stack that starts at "
+            f"{_hex(fault.stack_bottom)} (no access there), {abs(delta):#x} bytes "
+            f"{'above' if delta >= 0 else 'below'} the stack pointer {_hex(fault.sp)}: the thread used up "
+            f"its stack{caught}")
 
 
 PROOF_WORDS: dict[str, Callable[[Evidence], str]] = {

@@ -16,8 +16,9 @@ rustc with panic=abort) and crashed in directories of the test's own.
   program's function that passed the pointer; so is one inside an allocator that replaces the
   C library's heap (jemalloc, handed a stack buffer to free).
 - A runaway recursion is a stack overflow (the fault in the stack's guard, at the stack
-  pointer; on a thread's stack too; Rust's runtime catches it and aborts): the recursing
-  function is guilty, and a NULL dereference in the same place is not labelled so.
+  pointer; on a thread's stack too; caught by a handler that aborts, a crash reporter's or
+  Rust's runtime's, from the context the signal frame saved): the recursing function is
+  guilty, and a NULL dereference in the same place is not labelled so.
 - Shipped stripped of every symbol, each class reads alike once its symbols are known (the
   registry's symcache of the program as linked): the standard libraries' code a C++ or Rust
   program carries in its own module is the runtime's by name, never by module.
@@ -67,6 +68,8 @@ EXPECTED = {
     ("classes", "recurse"): (["stack-overflow", "segfault"], "walk_tree", "walk_tree"),
     ("classes-O2", "recurse"): (["stack-overflow", "segfault"], "walk_tree", "walk_tree"),
     ("classes", "thread-recurse"): (["stack-overflow", "segfault"], "walk_tree", "walk_tree"),
+    # ... caught by a crash reporter's handler, which aborts: the fault from its saved context
+    ("classes", "recurse-caught"): (["stack-overflow", "abort"], "walk_tree", "walk_tree"),
     ("classes-rs", "recurse"): (["stack-overflow", "abort"], "classes::walk_tree", "classes::walk_tree"),
     # AddressSanitizer's report, then its abort
     ("classes-asan", "heap-overflow"): (["abort"], "append_record", "main"),
@@ -161,16 +164,18 @@ def test_each_class_stripped_reads_alike_once_the_registry_has_its_symbols(
     assert signature.frames[:2] == [f"{function} [{program}]", *([f"{caller} [{program}]"] if caller else [])]
 
 
-def test_classes_stripped_without_symbols_that_are_different_bugs_keep_different_fingerprints(
+def test_classes_stripped_without_symbols_keep_their_labels_and_different_bugs_apart(
         stripped_class_cores: dict[tuple[str, str], dict]) -> None:
-    """Before any symbol arrives, a stripped program's different bugs stay apart: a Rust
-    program's panics and aborts all leave through the same std frames in its own module, the
-    guilty frame read (`+0x...`), so its unnamed callers tell them apart."""
+    """Before any symbol arrives, a stripped program's labels are exact (they come from the
+    evidence, not from names) and its different bugs stay apart: a Rust program's panics and
+    aborts all leave through the same std frames in its own module, the guilty frame read
+    (`+0x...`), so its unnamed callers tell them apart."""
     prints: dict[tuple[object, ...], set[str]] = {}
     for (program, argument), report in stripped_class_cores.items():
         labels, function, _ = EXPECTED[program, argument]
         signature = analyse_stack(report["stack"])
         assert signature is not None and "+0x" in signature.title
+        assert signature.labels == labels, (program, argument)
         prints.setdefault((program, tuple(labels), function), set()).add(signature.fingerprint)
     apart = [fingerprints for fingerprints in prints.values()]
     assert len(set().union(*apart)) == sum(len(fingerprints) for fingerprints in apart)  # none shared

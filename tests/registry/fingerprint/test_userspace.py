@@ -272,6 +272,24 @@ def test_a_stack_overflow_is_a_fault_in_a_stacks_guard_at_the_stack_pointer() ->
         labels["a NULL pointer"]).fingerprint
 
 
+def test_a_fault_a_handler_caught_in_a_guard_is_a_stack_overflow_when_the_process_aborts() -> None:
+    """A crash reporter's handler (or Rust's std) caught the fault on an alternate stack, then
+    aborted: the saved context's fault address and stack pointer prove it."""
+    def caught(address: str, sp: str) -> dict:
+        body = overflow("0x7fffe0041f00", "0x0")  # the abort's own registers: the handler's stack
+        body["signal"] = "SIGABRT"
+        body["evidence"] = evidence(si_code=-6, caught_fault_address=address, caught_fault_sp=sp)
+        body["evidence"].pop("si_addr")
+        return body
+
+    in_the_guard = caught("0x7ffffdffffe8", "0x7ffffdfffff0")
+    assert analyse_stack(in_the_guard).labels == ["stack-overflow", "abort"]
+    assert label_proofs(in_the_guard, ["stack-overflow"])[0]["proof"].endswith(
+        "the thread used up its stack; a signal handler caught that fault, then the process died")
+    assert analyse_stack(caught("0x10", "0x7ffffdfffff0")).labels == ["abort"]  # a NULL pointer
+    assert analyse_stack(caught("0x7ffffdffffe8", "0x7ffffe700000")).labels == ["abort"]  # %rsp far
+
+
 def test_rusts_guard_page_handler_on_the_stack_is_a_stack_overflow_and_its_proof_says_so() -> None:
     handler = {"function": "std::sys::pal::unix::stack_overflow::imp::signal_handler", "module": "trainer"}
     body = stack(signal="SIGABRT", frames=[*FRAMES[:3], handler, *FRAMES[3:]], evidence=evidence(si_code=-6))

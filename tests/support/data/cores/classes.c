@@ -3,7 +3,8 @@
  * pointer handed to the C library's math library, a stack buffer handed to free (the C
  * library's heap, or jemalloc's linked in, faults inside itself), and a write one past a heap
  * buffer (built with AddressSanitizer: its runtime reports it and aborts), and a runaway
- * recursion on the main thread's stack and on a thread's. Argument: the class to crash as. */
+ * recursion on the main thread's stack, on a thread's, and under a crash reporter's SIGSEGV
+ * handler (on an alternate stack) that aborts. Argument: the class to crash as. */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -68,6 +69,12 @@ __attribute__((noinline)) long walk_tree(long depth) {
     return walk_tree(depth + 1) + node[0];
 }
 
+/* A crash reporter's handler: it would log, then it aborts (the core is SIGABRT's). */
+static void report_and_abort(int signo) {
+    (void)signo;
+    abort();
+}
+
 static void *walk_in_a_thread(void *depth) {
     return (void *)walk_tree((long)depth);
 }
@@ -107,6 +114,14 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "recurse"))
         return (int)walk_tree(argc);
+    if (!strcmp(mode, "recurse-caught")) {
+        static char alternate[1 << 16];
+        stack_t spare = {.ss_sp = alternate, .ss_size = sizeof alternate};
+        struct sigaction action = {.sa_handler = report_and_abort, .sa_flags = SA_ONSTACK};
+        sigaltstack(&spare, NULL);
+        sigaction(SIGSEGV, &action, NULL);
+        return (int)walk_tree(argc);
+    }
     if (!strcmp(mode, "thread-recurse")) {
         pthread_t thread;
         pthread_attr_t attributes;
