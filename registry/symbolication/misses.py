@@ -8,11 +8,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, exists
+from sqlalchemy import String, cast, delete, exists, literal, select
 
 from registry.core.events import Report
-from registry.db import Database
-from registry.upsert import insert_ignore
+from registry.db import Database, utcnow
+from registry.upsert import DIALECTS, insert_ignore
 
 from .models import SymbolMiss
 
@@ -36,6 +36,19 @@ def note_misses(database: Database, report_id: str, build_ids: list[str]) -> Non
         for build_id in build_ids:
             insert_ignore(session, SymbolMiss, {"build_id": build_id, "report_id": report_id},
                           ["build_id", "report_id"])
+
+
+def note_reports_naming(database: Database, build_id: str) -> None:
+    """Note every stored userspace report whose payload names the build-id, as if each had
+    missed it: after DWARF replaced the build's symbol table, they are symbolicated again by
+    the notes' indexed path. One scan of the userspace payloads (a text search), in one
+    statement."""
+    naming = select(literal(build_id), Report.report_id, literal(utcnow())).where(
+        Report.source == "userspace", cast(Report.payload, String).icontains(build_id, autoescape=True))
+    with database.session() as session:
+        insert = DIALECTS[session.get_bind().dialect.name].insert(SymbolMiss.__table__)
+        session.execute(insert.from_select(["build_id", "report_id", "noted_at"], naming)
+                        .on_conflict_do_nothing())
 
 
 def committed(database: Database, build_ids: list[str]) -> None:

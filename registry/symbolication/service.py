@@ -11,8 +11,8 @@ it, and what happens when symbols arrive after the crashes that needed them.
 - Better symbols (`refresh`): a symbol table the store held as a build's debuginfo gave way to
   DWARF (registry.symbols.keep): the symcache made from the table is made again, in every
   process that looks (each looks for such replacements once a minute while it symbolicates),
-  and `arrived` symbolicates again every event of a report naming the build-id, once
-  (`resymbolicated_at`), so its frames get their file:line.
+  and `arrived` notes every userspace report naming the build-id as a miss and symbolicates
+  their events again, once (`resymbolicated_at`), so their frames get their file:line.
 - Arrival in another process (a CLI upload, another worker): the scheduler's symbols-arrived
   job (sync/symbolication) runs `arrived` for the build-ids missed that the store now holds, and
   for the replacements whose events are still to do.
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import String, cast, delete, or_, select, update
+from sqlalchemy import delete, select, update
 
 from registry.build_ids import BUILD_ID
 from registry.config import Settings
@@ -46,7 +46,7 @@ from registry.symbols.keep import held
 from registry.symbols.models import SymbolFile
 from registry.symbols.sources import SymbolSources
 
-from .misses import RECHECKS, UNSYMBOLICATED
+from .misses import RECHECKS, UNSYMBOLICATED, note_reports_naming
 from .models import SymbolMiss
 from .stack import MAX_FRAMES, Lookup, frame_build_id, names_by_frame, symbolicate
 from .symcache import SourceFrame, Symcaches
@@ -177,21 +177,20 @@ class Symbolicator:
             debug_file = self.sources.find(build_id, wait=False)
             if debug_file is None or not self.symcaches.build(build_id, debug_file):
                 return None
-        with self.database.session() as session:  # of reports stored (one in flight: `recheck`)
-            noted = list(session.scalars(select(SymbolMiss.report_id).join(
-                Report, Report.report_id == SymbolMiss.report_id).where(SymbolMiss.build_id == build_id)))
+        with self.database.session() as session:
             replacement = session.scalar(select(SymbolFile.id).where(
                 SymbolFile.build_id == build_id, SymbolFile.kind == "debuginfo",
                 SymbolFile.replaced_sha256.is_not(None), SymbolFile.resymbolicated_at.is_(None)))
+        if replacement is not None:  # every report naming it, as if it had missed it
+            note_reports_naming(self.database, build_id)
+        with self.database.session() as session:  # of reports stored (one in flight: `recheck`)
+            noted = list(session.scalars(select(SymbolMiss.report_id).join(
+                Report, Report.report_id == SymbolMiss.report_id).where(SymbolMiss.build_id == build_id)))
         if not noted and replacement is None:
             return RebuildSummary()
-        missed = select(SymbolMiss.report_id).where(SymbolMiss.build_id == build_id)
-        chosen = Report.report_id.in_(missed)
-        if replacement is not None:  # a scan of the userspace reports, once per replacement
-            naming = cast(Report.payload, String).icontains(build_id, autoescape=True)
-            chosen = or_(chosen, (Report.source == "userspace") & naming)
-        summary = rebuild(self.database, self.listeners, engine=self.with_cached_symbols,
-                          events_of=select(Report.event_id).where(chosen))
+        missed = select(Report.event_id).join(SymbolMiss, SymbolMiss.report_id == Report.report_id) \
+            .where(SymbolMiss.build_id == build_id)
+        summary = rebuild(self.database, self.listeners, engine=self.with_cached_symbols, events_of=missed)
         with self.database.session() as session:
             for start in range(0, len(noted), CHUNK):
                 done = noted[start:start + CHUNK]
