@@ -152,7 +152,6 @@ class Evidence:
     cfa: int | None
     slots: dict[int, Slot]
     frame_modules: tuple[str | None, str | None]  # of frame 0 and frame 1
-    si_addr: int | None = None
     # A fault in a stack's guard (no mapping, or a no-access one, within STACK_GUARD_GAP below
     # a writable mapping without a file): the crash's own, else one a signal handler caught.
     guard_fault: GuardFault | None = None
@@ -226,7 +225,6 @@ def read_evidence(stack: dict[str, Any]) -> Evidence | None:
     modules = [_text(f.get("module")).rsplit("/", 1)[-1] or None if isinstance(f, dict) else None
                for f in frames[:2]] + [None, None]
     perms = raw.get("pc_perms")
-    si_addr = as_int(raw.get("si_addr"))
     handler = next((name[0] for frame in frames[:MAX_FRAMES] if (name := frame_name(frame))
                     and _OVERFLOW_HANDLER.search(name[0])), None)
     return Evidence(
@@ -236,9 +234,9 @@ def read_evidence(stack: dict[str, Any]) -> Evidence | None:
         pc_bytes=_bytes(raw.get("pc_bytes")),
         pc_entry=raw.get("pc_entry") if isinstance(raw.get("pc_entry"), bool) else None,
         cfa=as_int(raw.get("cfa")), slots=_slots(raw.get("slots")),
-        frame_modules=(modules[0], modules[1]), si_addr=si_addr,
+        frame_modules=(modules[0], modules[1]),
         guard_fault=_guard_fault(stack.get("mappings"), [
-            (si_addr, sp[1] if sp else None, False),
+            (as_int(raw.get("si_addr")), sp[1] if sp else None, False),
             (as_int(raw.get("caught_fault_address")), as_int(raw.get("caught_fault_sp")), True)]),
         overflow_handler=handler)
 

@@ -104,11 +104,12 @@ class Symbolicator:
 
     def engine(self, console_log: str | None, stack: dict[str, Any] | None) -> Any:
         """Ingest's engine: symbolicated within the budget from the symcaches on disk."""
+        if isinstance(stack, dict):  # a stack to symbolicate: a kernel's report asks nothing
+            self.look_for_replacements()
         return self.identify(console_log, stack, self.cached, time.monotonic() + self.budget_s)
 
     def cached(self, build_id: str, address: int) -> Sequence[SourceFrame] | None:
         """The symcache's answer, or None after asking for the symbols without waiting."""
-        self.look_for_replacements()
         found = self.symcaches.lookup(build_id, address)
         if found is None:
             self.request(build_id)

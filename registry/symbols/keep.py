@@ -107,17 +107,17 @@ def checked_facts(path: Path, declared_build_id: str | None) -> SymbolFileFacts:
     return facts
 
 
-def improved_kinds(holding: dict[str, SymbolFile], lines: bool) -> set[str]:
-    """The held kinds a file with (or without) source lines would improve: debuginfo held as a
-    symbol table alone (or recorded before that was noted) when the file has DWARF."""
+def improves_debuginfo(holding: dict[str, SymbolFile], lines: bool) -> bool:
+    """Whether a file with (or without) source lines would improve the held debuginfo: a symbol
+    table alone (or one recorded before that was noted) when the file has DWARF."""
     debuginfo = holding.get("debuginfo")
-    return {"debuginfo"} if lines and debuginfo is not None and debuginfo.lines is not True else set()
+    return lines and debuginfo is not None and debuginfo.lines is not True
 
 
 def brings_nothing(facts: SymbolFileFacts, holding: dict[str, SymbolFile], lost: set[str]) -> bool:
     """Whether the build-id holds every kind the file has (and none it would improve)."""
     kept = set(holding) - lost
-    return set(facts.kinds) <= kept and not improved_kinds(holding, facts.lines)
+    return set(facts.kinds) <= kept and not improves_debuginfo(holding, facts.lines)
 
 
 def record(session: Session, store: DumpStore, key: str, facts: SymbolFileFacts, size: int, sha256: str,

@@ -34,7 +34,7 @@ from registry.symbols.keep import (
     drop_unused,
     file_dict,
     held,
-    improved_kinds,
+    improves_debuginfo,
     lost_kinds,
     object_key,
     record,
@@ -97,7 +97,7 @@ def start(session: Session, store: DumpStore, settings: Settings, request: dict[
     holding = held(session, build_id)  # read once: the answer lists the same files
     lost = lost_kinds(store, holding, serving=True)
     kept = set(holding) - lost
-    declared_enough = request.get("kinds") and set(request["kinds"]) <= kept and not improved_kinds(
+    declared_enough = request.get("kinds") and set(request["kinds"]) <= kept and not improves_debuginfo(
         holding, bool(request.get("lines")))
     if any(row.sha256 == sha256 for kind, row in holding.items() if kind in kept) or declared_enough:
         return stored_answer(session, build_id, holding=holding)

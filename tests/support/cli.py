@@ -15,10 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def crashreg(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"CRASHREG_DATABASE_URL": db_url}
-    return subprocess.run(
-        [sys.executable, "-m", "registry", *args], env=env, capture_output=True, text=True, timeout=120
-    )
+    return _run(os.environ | {"CRASHREG_DATABASE_URL": db_url}, args, timeout=120)
 
 
 def crashreg_for(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
@@ -27,5 +24,9 @@ def crashreg_for(settings: Settings, *args: str) -> subprocess.CompletedProcess[
     env = {key: value for key, value in os.environ.items() if not key.startswith("CRASHREG_")}
     env |= {"CRASHREG_DATABASE_URL": settings.database_url, "CRASHREG_DUMP_STORE": settings.dump_store.url,
             "CRASHREG_SYMBOL_CACHE_DIR": settings.symbols.cache_dir}
+    return _run(env, args, timeout=300)
+
+
+def _run(env: dict[str, str], args: tuple[str, ...], timeout: int) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "registry", *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+                          timeout=timeout, check=False)
