@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 11
+ALGORITHM_VERSION = 12
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash
@@ -802,6 +802,13 @@ USERSPACE_SKIP: tuple[str, ...] = (
     # throws out_of_range), Rust's std, core and alloc (their panics, unwrap and expect
     # failures, the abort), as a path or as the type a trait method is called on.
     "std::", "__gnu_cxx::", RUST_LIBRARY, rf"<(?:std::|{RUST_LIBRARY})",
+    # ... and their traits' methods on a type with no path: a primitive, a slice, a generic
+    # parameter (`<usize as core::slice::index::SliceIndex<[T]>>::index`, a Vec's index). A
+    # program's own type is named with its crate's path, and the orphan rule keeps a program
+    # from implementing the standard library's traits on the standard library's types.
+    rf"<[^:<>]+ as (?:std::|{RUST_LIBRARY})",
+    # the C++ runtime's allocation and casts, linked into the program (-static-libstdc++)
+    "operator new", "operator delete", "__dynamic_cast$",
     # Rust's panic machinery (std's own symbols are __rustc:: since 1.90) and a closure or fn
     # called through the Fn traits (v0 names)
     "__rustc::", "rust_panic", "__rust_start_panic", "__rust_begin_short_backtrace",
@@ -812,6 +819,19 @@ USERSPACE_SKIP: tuple[str, ...] = (
     # Go's runtime
     "runtime.sigpanic", "runtime.raise", "runtime.crash", "runtime.dieFromSignal", "runtime.fatalpanic",
     "runtime.gopanic",
+)
+
+# Source files of the runtime, matched at the start of the path symbolication names from the
+# debug info (registry/symbolication): code a header or a standard library puts in the
+# program's own module, inlined or instantiated there. Glibc's fortified memcpy and strcpy
+# (inlined from bits/string_fortified.h) call the C library's checks, which abort; a generic
+# of Rust's std, core or alloc panics; an intrinsic loads through the program's pointer: the
+# program's code that called them is guilty, as when they are read by name alone.
+USERSPACE_SKIP_FILES: tuple[str, ...] = (
+    r"/usr/include/",  # the C library's and the system's headers, libstdc++'s (c++/)
+    r"/usr/lib/gcc/[^/]+/[^/]+/include/",  # GCC's own: intrinsics, stdarg
+    r"/usr/lib/llvm-[^/]+/lib/clang/[^/]+/include/",  # clang's
+    r"/rustc/[0-9a-f]+/library/",  # Rust's standard library, as rustc records its sources
 )
 
 # glibc's libraries: libc itself and those split from it before 2.34 (libpthread, libdl, librt,

@@ -30,6 +30,7 @@ from .patterns import (
     STACK_OVERFLOW_HANDLERS,
     USERSPACE_LABELS,
     USERSPACE_SKIP,
+    USERSPACE_SKIP_FILES,
     USERSPACE_SKIP_MODULES,
 )
 
@@ -45,6 +46,7 @@ SI_KERNEL = 0x80  # si_code of a general protection fault: what a misaligned SSE
 
 _SKIP = skip_matcher(USERSPACE_SKIP)
 _SKIP_MODULE = re.compile("|".join(f"(?:{entry})" for entry in USERSPACE_SKIP_MODULES))
+_SKIP_FILE = re.compile("|".join(f"(?:{entry})" for entry in USERSPACE_SKIP_FILES))
 _RULES = (("userspace-runtime", _SKIP),)  # signal delivery, abort, unwinding, thread start
 _OVERFLOW_HANDLER = re.compile("|".join(f"(?:{entry})" for entry in STACK_OVERFLOW_HANDLERS))
 MAX_MAPPINGS = 4096  # read for the fault address's neighbourhood (a core reader sends at most that)
@@ -428,11 +430,13 @@ def runtime_module(module: str | None) -> bool:
     return isinstance(module, str) and bool(_SKIP_MODULE.search(module.rsplit("/", 1)[-1]))
 
 
-def runtime_frame(name: tuple[str, str | None]) -> bool:
+def runtime_frame(name: tuple[str, str | None], origin: FrameOrigin = NO_ORIGIN) -> bool:
     """A frame of the runtime, not of the program: by function (signal delivery, abort,
-    unwinding, thread start) or by module."""
+    unwinding, thread start), by module, or by the source file its debug info names (a
+    system header's or a standard library's code in the program's module)."""
     function, module = name
-    return bool(_SKIP.match(function)) or runtime_module(module)
+    return (bool(_SKIP.match(function)) or runtime_module(module)
+            or (origin.source is not None and bool(_SKIP_FILE.match(origin.source[0]))))
 
 
 def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | None]:
@@ -440,9 +444,10 @@ def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | N
     decisions, guilty = frame_decisions(crash.named, crash.guilty, _RULES, None)
     first = crash.guilty - guilty if crash.guilty is not None and guilty is not None else 0
     for at, decision in enumerate(decisions, first):
-        if decision["decision"] == "used" and runtime_frame((decision["function"], decision["module"])):
-            decision["decision"], decision["rule"] = "skipped", "userspace-runtime"
         origin = crash.origins[at] if at < len(crash.origins) else NO_ORIGIN
+        name = (decision["function"], decision["module"])
+        if decision["decision"] == "used" and runtime_frame(name, origin):
+            decision["decision"], decision["rule"] = "skipped", "userspace-runtime"
         if origin.source is not None:
             decision["file"], decision["line"] = origin.source
         if origin.offset is not None:
@@ -462,11 +467,15 @@ def _after_signal_delivery(frames: list[Any]) -> int | None:
                if isinstance(frame, dict) and frame.get("signal_frame") is True), None)
     if at is None:
         return None
-    handler = [name for name in map(frame_name, frames[:at]) if name is not None]
-    if handler and not runtime_frame(handler[0]):
+    handler, after = _read_frames(frames[:at]), _read_frames(frames[at + 1:])
+    if handler and not runtime_frame(*handler[0]):
         return None
-    after = [name for name in map(frame_name, frames[at + 1:]) if name is not None]
-    return len(after) if any(not runtime_frame(name) for name in after) else None
+    return len(after) if any(not runtime_frame(*read) for read in after) else None
+
+
+def _read_frames(frames: list[Any]) -> list[tuple[tuple[str, str | None], FrameOrigin]]:
+    """The frames that name something, each with where it lies."""
+    return [(name, frame_origin(frame)) for frame in frames if (name := frame_name(frame)) is not None]
 
 
 def unnamed(name: str, module: str | None) -> bool:
@@ -499,7 +508,7 @@ def parse_stack(stack: Any) -> UserCrash | None:
     crash.labels = failure_labels(evidence)
     if signal in SIGNAL_LABELS:
         crash.labels.append(SIGNAL_LABELS[signal])
-    read = [(name, frame_origin(frame)) for frame in frames if (name := frame_name(frame)) is not None]
+    read = _read_frames(frames)
     interrupted = _after_signal_delivery(frames)
     if evidence is not None and landed_after_a_bad_return(evidence):
         # Frame 0 is the bad pc (0, or data): the guilty frame is the function that returned.
@@ -511,10 +520,10 @@ def parse_stack(stack: Any) -> UserCrash | None:
     named = crash.named = [name for name, _ in read]
     crash.origins = [origin for _, origin in read]
     first = len(named) - interrupted if interrupted is not None and interrupted < len(named) else 0
-    crash.guilty = next((i for i, name in enumerate(named) if i >= first and not runtime_frame(name)),
-                        None)
-    kept = named[crash.guilty:] if crash.guilty is not None else []
-    kept = [name for name in kept if not runtime_frame(name)]
+    runtime = [runtime_frame(*frame) for frame in read]
+    crash.guilty = next((i for i in range(first, len(named)) if not runtime[i]), None)
+    guilty = len(named) if crash.guilty is None else crash.guilty
+    kept = [name for name, skipped in zip(named[guilty:], runtime[guilty:], strict=True) if not skipped]
     if kept:
         crash.function, crash.module = kept[0]
         crash.frames = [frame_label(name, None if unnamed(name, module) else module)

@@ -22,6 +22,11 @@ rustc with panic=abort) and crashed in directories of the test's own.
 - Shipped stripped of every symbol, each class reads alike once its symbols are known (the
   registry's symcache of the program as linked): the standard libraries' code a C++ or Rust
   program carries in its own module is the runtime's by name, never by module.
+- Built hardened (_FORTIFY_SOURCE, a stack protector), a fortified memcpy past its buffer and a
+  copy over the canary abort from glibc's checks, called from code its header inlined in the
+  program: the function that copied is guilty, named by symbol or by its debug info (whose
+  inlined frame is the header's wrapper). So is a Rust function whose index went through core's
+  generic code, and a C++ function whose allocation failed in the C++ runtime linked in.
 - A program built with AddressSanitizer that writes past a heap buffer aborts from the
   sanitizer's runtime, which the core reader unwinds (its library is mapped in pieces, some far
   below where it is loaded): the program's function that wrote is guilty.
@@ -79,6 +84,14 @@ EXPECTED = {
     ("classes-rs", "result-unwrap"): (["abort"], "classes::parse_port", "classes::main"),
     ("classes-rs", "index"): (["abort"], "classes::read_slot", "classes::main"),
     ("classes-rs", "abort"): (["abort"], "classes::give_up", "classes::main"),
+    # core's index, instantiated in the program, panics on a thread the program started
+    ("classes-rs", "thread-index"): (["abort"], "classes::tally", "classes::main::{{closure}}"),
+    # built hardened: the C library's checks abort from code its header inlined in the program
+    ("classes-hardened", "fortify"): (["abort"], "copy_header", "main"),
+    ("classes-hardened", "canary"): (["abort"], "label_of", "main"),
+    # the C++ runtime linked into the program: its operator new throws
+    ("classes-cc-static", "bad-alloc"): (["abort"], "inventory::reserve", "main"),
+    ("classes-cc-static", "at"): (["abort"], "inventory::lookup", "main"),
 }
 
 
@@ -98,7 +111,12 @@ def class_programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "classes-O2": ["gcc", "-g", "-O2", unprotected, *classes_c],
         "classes-jemalloc": ["gcc", "-g", "-O0", *classes_c, str(JEMALLOC)],
         "classes-asan": ["gcc", "-g", "-O1", "-fsanitize=address", "-fno-omit-frame-pointer", *classes_c],
+        # as dpkg-buildflags hardens Debian's packages
+        "classes-hardened": ["gcc", "-g", "-O2", "-D_FORTIFY_SOURCE=2", "-fstack-protector-strong",
+                             *classes_c],
         "classes-cc": ["g++", "-g", "-O0", str(SOURCES / "classes.cc")],
+        "classes-cc-static": ["g++", "-g", "-O0", "-static-libstdc++", "-static-libgcc",
+                              str(SOURCES / "classes.cc")],
         "classes-rs": [str(RUSTC), "-g", "-C", "panic=abort", str(SOURCES / "classes.rs")],
     }
     if not JEMALLOC.exists():

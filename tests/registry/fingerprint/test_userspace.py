@@ -176,13 +176,49 @@ def test_the_standard_libraries_code_in_the_program_is_the_runtimes_but_not_a_na
     for library in ("std::vector<int, std::allocator<int> >::_M_range_check(unsigned long) const",
                     "__gnu_cxx::__ops::_Iter_less_iter::operator()", "core::option::unwrap_failed",
                     "<alloc::vec::Vec<u32> as core::ops::index::Index<usize>>::index",
-                    "core::slice::index::slice_end_index_len_fail"):
+                    "core::slice::index::slice_end_index_len_fail",
+                    "<usize as core::slice::index::SliceIndex<[T]>>::index",
+                    "<&mut [u8] as std::io::Write>::write_all", "<T as alloc::string::ToString>::to_string",
+                    "operator new(unsigned long)", "operator delete[](void*)", "__dynamic_cast"):
         frames = [{"function": library, "module": program},
                   {"function": "ns::Store::flush(int)", "module": program}]
         assert analyse_stack(stack(signal="SIGABRT", frames=frames)).function == "ns::Store::flush", library
-    for own in ("core::Engine::run()", "core::net::Socket::read(char*)", "alloc_pool::grow(int)"):
+    # the program's own: its types implementing the standard library's traits, its class's own
+    # allocation operator, a function that only begins like the runtime's
+    for own in ("core::Engine::run()", "core::net::Socket::read(char*)", "alloc_pool::grow(int)",
+                "<store::Config as core::fmt::Display>::fmt", "<&store::Key as core::hash::Hash>::hash",
+                "Pool::operator new(unsigned long)", "operator_newline(int)", "dynamic_cast_table"):
         frames = [{"function": own, "module": program}, {"function": "main", "module": program}]
         assert analyse_stack(stack(frames=frames)).function == own.split("(")[0], own
+
+
+def test_code_from_a_system_header_or_rusts_library_is_the_runtimes_by_its_source_file() -> None:
+    """Symbolicated from debug info, a frame names the source file its code comes from: glibc's
+    fortified wrappers inlined from its headers (which call the C library's checks), GCC's
+    intrinsics, Rust's std compiled into the program are the runtime's code in the program's
+    module; the program's own files, a third-party crate's or a header of its own are not."""
+    program = "/opt/app/store"
+
+    def guilty(file: str, function: str = "memcpy") -> str:
+        frames = [{"module": "/usr/lib/x86_64-linux-gnu/libc.so.6", "function": "__chk_fail"},
+                  {"function": function, "module": program, "offset": "0x12e6", "file": file, "line": 29,
+                   "inlined": True},
+                  {"function": "copy_header", "module": program, "offset": "0x12e6",
+                   "file": "/src/store/io.c", "line": 11}]
+        signature = analyse_stack(stack(signal="SIGABRT", frames=frames))
+        assert signature is not None
+        return signature.function
+
+    for runtime in ("/usr/include/x86_64-linux-gnu/bits/string_fortified.h",
+                    "/usr/include/c++/12/bits/stl_vector.h",
+                    "/usr/lib/gcc/x86_64-linux-gnu/12/include/emmintrin.h",
+                    "/usr/lib/llvm-16/lib/clang/16/include/xmmintrin.h",
+                    "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/slice/index.rs"):
+        assert guilty(runtime) == "copy_header", runtime
+    for own in ("/src/store/include/usr/include/buffer.h", "store/bits/string_fortified.h",
+                "/root/.cargo/registry/src/index.crates.io-6f17d22bba15001f/bytes-1.5.0/src/buf/buf_impl.rs",
+                "/usr/local/include/store/buffer.h"):
+        assert guilty(own, function="fill_buffer") == "fill_buffer", own
 
 
 def test_a_ret_that_faults_on_a_target_that_is_not_canonical_is_a_bad_return() -> None:

@@ -4,7 +4,10 @@
  * library's heap, or jemalloc's linked in, faults inside itself), and a write one past a heap
  * buffer (built with AddressSanitizer: its runtime reports it and aborts), and a runaway
  * recursion on the main thread's stack, on a thread's, and under a crash reporter's SIGSEGV
- * handler (on an alternate stack) that aborts. Argument: the class to crash as. */
+ * handler (on an alternate stack) that aborts. Built hardened as distributions build (
+ * _FORTIFY_SOURCE, a stack protector): a fortified memcpy past a buffer and a string copied
+ * over a canary, each stopped by the C library's check from code its header inlined in the
+ * program. Argument: the class to crash as. */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -40,6 +43,25 @@ __attribute__((noinline)) int copy_name(const char *name) {
     char buf[8];
     strcpy(buf, name);
     return buf[0];
+}
+
+/* Hardened: memcpy is glibc's fortified wrapper (bits/string_fortified.h), inlined here, whose
+ * __memcpy_chk sees the copy is longer than the buffer and aborts. */
+__attribute__((noinline)) int copy_header(const char *header, size_t length) {
+    char field[8];
+    memcpy(field, header, length);
+    return field[0];
+}
+
+/* Hardened: a copy four bytes past the buffer (byte by byte, which no fortified wrapper
+ * checks) overwrites the stack protector's canary beside it, not the return address, and the
+ * return checks the canary. */
+__attribute__((noinline)) int label_of(const char *name) {
+    char label[8];
+    char *volatile into = label;
+    for (size_t at = 0; at < sizeof label + 4; at++)
+        into[at] = name[at];
+    return label[0];
 }
 
 /* modf stores the whole part through `whole`: NULL faults in libm, the program's bug. */
@@ -130,6 +152,10 @@ int main(int argc, char **argv) {
         pthread_create(&thread, &attributes, walk_in_a_thread, (void *)(long)argc);
         return pthread_join(thread, NULL);
     }
+    if (!strcmp(mode, "fortify"))  /* the results are used: main stays on the stack (no tail call) */
+        return copy_header(long_name, strlen(long_name)) == 'a';
+    if (!strcmp(mode, "canary"))
+        return label_of(long_name) == 'a';
     if (!strcmp(mode, "libm-null")) {
         double *whole = argc > 9 ? malloc(sizeof *whole) : NULL;
         return (int)fraction_of(argc + 0.5, whole);

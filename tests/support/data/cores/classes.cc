@@ -1,5 +1,6 @@
 // Failure classes of C++ programs beside crashy.cc's uncaught exception (issue 40): the standard
-// library's own code, instantiated in the program, throwing for it. Argument: the class.
+// library's own code, instantiated in the program (or, with -static-libstdc++, linked into it),
+// throwing for it. Argument: the class.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -16,6 +17,14 @@ __attribute__((noinline)) std::size_t name_length(const char *name) {
     return std::string(name).size();
 }
 
+// Far more than any heap can give: operator new (the C++ runtime's, linked into the program
+// with -static-libstdc++) throws bad_alloc.
+__attribute__((noinline)) char *reserve(std::size_t items) {
+    char *shelf = new char[items];
+    shelf[0] = 1;
+    return shelf;
+}
+
 }  // namespace inventory
 
 int main(int argc, char **argv) {
@@ -25,5 +34,7 @@ int main(int argc, char **argv) {
         return inventory::lookup(stock, 5 + argc);
     if (!std::strcmp(mode, "null-string"))
         return static_cast<int>(inventory::name_length(argc > 9 ? argv[0] : nullptr));
+    if (!std::strcmp(mode, "bad-alloc"))
+        return inventory::reserve(std::size_t{1} << (60 + argc))[0];
     return 2;
 }
