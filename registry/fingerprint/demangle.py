@@ -70,6 +70,9 @@ def demangle(symbol: str) -> str:
 # What c++filt and gdb print after a function's parameters.
 TRAILING_QUALIFIERS = re.compile(r"(?:\s*+(?:const|volatile|restrict|&&|&|noexcept|\[clone [^\]]*+\]))++$")
 OPERATOR_SYMBOL = re.compile(r"operator(?:\(\)|\[\]|->\*?|\"\"\s*+\w++|[<>=!+\-*/%^&|~,]++)")
+# A name that ends in the call operator itself, with no parameter list after it: a lambda's
+# `operator()` as debug info names an inlined call of it.
+CALL_OPERATOR_NAME = re.compile(r"(?<![\w$])operator\(\)$")
 OPENING, CLOSING = "<([{", ">)]}"
 # What c++filt adds to a Rust name: a v0 crate's hash (core[c1f1a4ba060b9bfa]), a legacy hash part.
 RUST_CRATE_HASH = re.compile(r"(?<=\w)\[[0-9a-f]{16}\]|::h[0-9a-f]{16}$")
@@ -86,7 +89,7 @@ def function_name(name: str) -> str:
     if name.startswith(SPECIAL_LABELS):
         return name
     name = TRAILING_QUALIFIERS.sub("", name)
-    if name.endswith(")"):
+    if name.endswith(")") and not CALL_OPERATOR_NAME.search(name):
         opened = _opening_parenthesis(name)
         if opened > 0:
             name = TRAILING_QUALIFIERS.sub("", name[:opened])

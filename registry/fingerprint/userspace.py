@@ -439,6 +439,14 @@ def runtime_frame(name: tuple[str, str | None], origin: FrameOrigin = NO_ORIGIN)
             or (origin.source is not None and bool(_SKIP_FILE.match(origin.source[0]))))
 
 
+def inlined_lambda(name: tuple[str, str | None], origin: FrameOrigin) -> bool:
+    """An inlined call of a lambda as the debug info names it: `operator()`, with no class or
+    enclosing function (a lambda's call operator has no linkage name). Every lambda a program
+    inlines has that name, so it names no bug: the function it was inlined into does, as the
+    symbol table alone names the crash."""
+    return origin.inlined and name[0] == "operator()"
+
+
 def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | None]:
     """The frames read, each guilty, used (real code) or skipped as runtime machinery."""
     decisions, guilty = frame_decisions(crash.named, crash.guilty, _RULES, None)
@@ -448,6 +456,8 @@ def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | N
         name = (decision["function"], decision["module"])
         if decision["decision"] == "used" and runtime_frame(name, origin):
             decision["decision"], decision["rule"] = "skipped", "userspace-runtime"
+        elif decision["decision"] == "used" and inlined_lambda(name, origin):
+            decision["decision"], decision["rule"] = "skipped", "inlined-lambda"
         if origin.source is not None:
             decision["file"], decision["line"] = origin.source
         if origin.offset is not None:
@@ -520,10 +530,10 @@ def parse_stack(stack: Any) -> UserCrash | None:
     named = crash.named = [name for name, _ in read]
     crash.origins = [origin for _, origin in read]
     first = len(named) - interrupted if interrupted is not None and interrupted < len(named) else 0
-    runtime = [runtime_frame(*frame) for frame in read]
-    crash.guilty = next((i for i in range(first, len(named)) if not runtime[i]), None)
+    passed = [runtime_frame(*frame) or inlined_lambda(*frame) for frame in read]
+    crash.guilty = next((i for i in range(first, len(named)) if not passed[i]), None)
     guilty = len(named) if crash.guilty is None else crash.guilty
-    kept = [name for name, skipped in zip(named[guilty:], runtime[guilty:], strict=True) if not skipped]
+    kept = [name for name, skipped in zip(named[guilty:], passed[guilty:], strict=True) if not skipped]
     if kept:
         crash.function, crash.module = kept[0]
         crash.frames = [frame_label(name, None if unnamed(name, module) else module)

@@ -26,7 +26,8 @@ rustc with panic=abort) and crashed in directories of the test's own.
   copy over the canary abort from glibc's checks, called from code its header inlined in the
   program: the function that copied is guilty, named by symbol or by its debug info (whose
   inlined frame is the header's wrapper). So is a Rust function whose index went through core's
-  generic code, and a C++ function whose allocation failed in the C++ runtime linked in.
+  generic code, a C++ function whose allocation failed in the C++ runtime linked in, and one
+  whose lambda, inlined, faulted (the debug info names every inlined lambda `operator()`).
 - A program built with AddressSanitizer that writes past a heap buffer aborts from the
   sanitizer's runtime, which the core reader unwinds (its library is mapped in pieces, some far
   below where it is loaded): the program's function that wrote is guilty.
@@ -89,9 +90,11 @@ EXPECTED = {
     # built hardened: the C library's checks abort from code its header inlined in the program
     ("classes-hardened", "fortify"): (["abort"], "copy_header", "main"),
     ("classes-hardened", "canary"): (["abort"], "label_of", "main"),
-    # the C++ runtime linked into the program: its operator new throws
+    # optimised, with the C++ runtime linked into the program: its operator new throws; a lambda
+    # inlined with std::for_each faults (the function it is inlined into is guilty)
     ("classes-cc-static", "bad-alloc"): (["abort"], "inventory::reserve", "main"),
     ("classes-cc-static", "at"): (["abort"], "inventory::lookup", "main"),
+    ("classes-cc-static", "lambda"): (["segfault"], "inventory::total", "main"),
 }
 
 
@@ -115,7 +118,7 @@ def class_programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "classes-hardened": ["gcc", "-g", "-O2", "-D_FORTIFY_SOURCE=2", "-fstack-protector-strong",
                              *classes_c],
         "classes-cc": ["g++", "-g", "-O0", str(SOURCES / "classes.cc")],
-        "classes-cc-static": ["g++", "-g", "-O0", "-static-libstdc++", "-static-libgcc",
+        "classes-cc-static": ["g++", "-g", "-O2", "-static-libstdc++", "-static-libgcc",
                               str(SOURCES / "classes.cc")],
         "classes-rs": [str(RUSTC), "-g", "-C", "panic=abort", str(SOURCES / "classes.rs")],
     }

@@ -81,6 +81,8 @@ def test_the_one_rule_reads_each_spelling_of_a_name() -> None:
     assert function_name("_Z3fooi") == function_name("foo(int)") == function_name("foo.clone.3") == "foo"
     assert function_name("int twice<int>(int)") == function_name("_Z5twiceIiET_S0_") == "twice<int>"
     assert function_name("Foo::operator()(int) const") == "Foo::operator()"
+    assert function_name("operator()") == function_name("operator()(int) const") == "operator()"
+    assert function_name("is_operator()") == "is_operator"
     assert function_name("std::ostream& std::operator<< <std::char_traits<char> >(std::ostream&, char)") \
         == "std::operator<< <std::char_traits<char> >"
     assert function_name("Foo::operator new(unsigned long)") == "Foo::operator new"

@@ -221,6 +221,27 @@ def test_code_from_a_system_header_or_rusts_library_is_the_runtimes_by_its_sourc
         assert guilty(own, function="fill_buffer") == "fill_buffer", own
 
 
+def test_an_inlined_lambda_names_no_bug_the_function_it_was_inlined_into_does() -> None:
+    """Debug info names a lambda's inlined call `operator()` with nothing around it, the same for
+    every lambda of a program: the function it was inlined into is guilty. A call operator read
+    by its symbol (a lambda's or functor's own function) keeps its qualified name."""
+    program = "/opt/app/store"
+    inlined = {"function": "operator()", "module": program, "offset": "0x1421", "file": "/src/store/sum.cc",
+               "line": 10, "inlined": True}
+    caller = {"function": "store::total(std::vector<int>&)", "module": program, "offset": "0x1421",
+              "file": "/src/store/sum.cc", "line": 9}
+    signature = analyse_stack(stack(frames=[inlined, caller, {"function": "main", "module": program}]))
+    assert signature is not None and signature.function == "store::total"
+    assert signature.frames == ["store::total [store]", "main [store]"]
+    skipped = next(frame for frame in signature.explanation["frames"] if frame["function"] == "operator()")
+    assert (skipped["decision"], skipped["rule"]) == ("skipped", "inlined-lambda")
+    for own, name in (("store::total(std::vector<int>&)::{lambda(int)#1}::operator()(int) const",
+                       "store::total(std::vector<int>&)::{lambda(int)#1}::operator()"),
+                      ("Adder::operator()(int)", "Adder::operator()")):
+        named = {"function": own, "module": program, "offset": "0x1421"}
+        assert analyse_stack(stack(frames=[named, caller])).function == name
+
+
 def test_a_ret_that_faults_on_a_target_that_is_not_canonical_is_a_bad_return() -> None:
     """A string over the return address: the `ret` (c3) faults as a general protection fault
     with the pc on it; the function returning is guilty. A canonical target, another

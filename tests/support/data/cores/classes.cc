@@ -1,6 +1,7 @@
 // Failure classes of C++ programs beside crashy.cc's uncaught exception (issue 40): the standard
 // library's own code, instantiated in the program (or, with -static-libstdc++, linked into it),
 // throwing for it. Argument: the class.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -25,6 +26,18 @@ __attribute__((noinline)) char *reserve(std::size_t items) {
     return shelf;
 }
 
+// A lambda that dereferences NULL for a negative count, run by std::for_each: optimised, both
+// are inlined into this function, and the debug info names the lambda's inlined call
+// `operator()`, as it names every lambda's.
+__attribute__((noinline)) int total(const std::vector<int> &counts) {
+    int sum = 0;
+    std::for_each(counts.begin(), counts.end(), [&sum](int count) {
+        int *volatile missing = nullptr;
+        sum += count < 0 ? *missing : count;
+    });
+    return sum;
+}
+
 }  // namespace inventory
 
 int main(int argc, char **argv) {
@@ -34,6 +47,8 @@ int main(int argc, char **argv) {
         return inventory::lookup(stock, 5 + argc);
     if (!std::strcmp(mode, "null-string"))
         return static_cast<int>(inventory::name_length(argc > 9 ? argv[0] : nullptr));
+    if (!std::strcmp(mode, "lambda"))
+        return inventory::total({3, -1, 4}) + 1;
     if (!std::strcmp(mode, "bad-alloc"))
         return inventory::reserve(std::size_t{1} << (60 + argc))[0];
     return 2;
