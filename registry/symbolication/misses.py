@@ -8,13 +8,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import String, cast, delete, exists, literal, select
+from sqlalchemy import Select, String, and_, cast, delete, exists, func, literal, literal_column, or_, select
 
 from registry.core.events import Report
 from registry.db import Database, utcnow
 from registry.upsert import DIALECTS, insert_ignore
 
-from .models import SymbolMiss
+from .models import NAMED_BUILD_IDS, SymbolMiss
 
 UNSYMBOLICATED = "unsymbolicated"  # the explanation's list of build-ids that lacked symbols
 UNSTORED_AFTER = timedelta(days=1)  # a report's own transaction ends within seconds of its note
@@ -39,16 +39,29 @@ def note_misses(database: Database, report_id: str, build_ids: list[str]) -> Non
 
 
 def note_reports_naming(database: Database, build_id: str) -> None:
-    """Note every stored userspace report whose payload names the build-id, as if each had
+    """Note every stored userspace report whose stack names the build-id, as if each had
     missed it: after DWARF replaced the build's symbol table, they are symbolicated again by
-    the notes' indexed path. One scan of the userspace payloads (a text search), in one
-    statement."""
-    naming = select(literal(build_id), Report.report_id, literal(utcnow())).where(
-        Report.source == "userspace", cast(Report.payload, String).icontains(build_id, autoescape=True))
+    the notes' indexed path. In one statement (reports_naming)."""
+    naming = reports_naming(database.engine.dialect.name, build_id)
     with database.session() as session:
         insert = DIALECTS[session.get_bind().dialect.name].insert(SymbolMiss.__table__)
         session.execute(insert.from_select(["build_id", "report_id", "noted_at"], naming)
                         .on_conflict_do_nothing())
+
+
+def reports_naming(dialect: str, build_id: str) -> Select[Any]:
+    """(build_id, report_id, now) of each userspace report whose stack names the build-id: on
+    PostgreSQL read from ix_reports_build_ids (the build-id as sent, in either case), on SQLite
+    by one search of the userspace payloads."""
+    if dialect == "postgresql":
+        spellings = sorted({build_id, build_id.lower(), build_id.upper()})
+        named = [NAMED_BUILD_IDS.op("@>")(func.jsonb_build_array(spelling)) for spelling in spellings]
+        # the literal source, as the partial index's predicate reads (a parameter would not prove it)
+        names = and_(Report.source == literal_column("'userspace'"), or_(*named))
+    else:
+        names = and_(Report.source == "userspace",
+                     cast(Report.payload, String).icontains(build_id, autoescape=True))
+    return select(literal(build_id), Report.report_id, literal(utcnow())).where(names)
 
 
 def committed(database: Database, build_ids: list[str]) -> None:

@@ -96,3 +96,36 @@ def test_the_check_finds_each_long_lock_and_passes_the_concurrent_forms(
     assert ("9001_holds_locks", "events", only) in found
     assert not any(f[1] == "web_sessions" for f in found)  # a small table may be locked briefly
     assert not any(f[0] == "9002_locks_briefly" for f in found), found
+
+
+ON_PARTITIONS_HOLDS_LOCKS = '''def upgrade() -> None:
+    op.execute("CREATE INDEX ix_reports_source ON ONLY reports (source)")
+    op.execute("CREATE INDEX reports_p0000_ix_reports_source ON reports_p0000 (source)")
+    op.execute("ALTER INDEX ix_reports_source ATTACH PARTITION reports_p0000_ix_reports_source")
+'''
+ON_PARTITIONS_LOCKS_BRIEFLY = '''def upgrade() -> None:
+    op.execute("CREATE INDEX ix_events_kernel ON ONLY events (kernel_version)")
+    with op.get_context().autocommit_block():
+        op.execute("CREATE INDEX CONCURRENTLY events_p0000_ix_events_kernel ON events_p0000 (kernel_version)")
+    op.execute("ALTER INDEX ix_events_kernel ATTACH PARTITION events_p0000_ix_events_kernel")
+'''
+
+
+def test_on_partitioned_tables_the_check_judges_each_partitions_own_index(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """An index on a partitioned table is built on each partition (which years of history
+    fill): one built there without CONCURRENTLY is a finding; the parent's own, ON ONLY, builds
+    nothing and is none."""
+    scripts = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS_DIR, scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    head = revisions_after(scripts, BEFORE_0028)[-1]
+    for name, down, body in (("9101_on_partitions_holds_locks", head, ON_PARTITIONS_HOLDS_LOCKS),
+                             ("9102_on_partitions_locks_briefly", "9101_on_partitions_holds_locks",
+                              ON_PARTITIONS_LOCKS_BRIEFLY)):
+        (scripts / "versions" / f"{name}.py").write_text(HEADER.format(revision=name, down=down) + body)
+    command.upgrade(alembic_config(scripts, postgres_url), head)
+
+    findings = {(f.revision, f.table, f.problem) for f in lock_findings(scripts, postgres_url, baseline=head)}
+    assert findings == {("9101_on_partitions_holds_locks", "reports_p0000",
+                         "index reports_p0000_ix_reports_source built on its rows under a lock")}

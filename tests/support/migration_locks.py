@@ -30,6 +30,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from registry.partitions import PARTITION_NAME
+
 # The migrations from here on are checked (older ones ran on every registry already).
 BASELINE = "0028_capture_removed"
 # Tables that grow with the fleet's history, or that every report touches: a long lock on any of
@@ -130,15 +132,16 @@ class OnDisk:
 
 
 def files_on_disk(database_url: str, tables: frozenset[int] = frozenset()) -> dict[int, OnDisk]:
-    """Each large table (by name, or by oid among `tables`) and each of its indexes, by oid."""
+    """Each large table (by name, or by oid among `tables`), each partition of the partitioned
+    ones (years of history fill them) and each of their indexes, by oid."""
     with psycopg.connect(database_url) as connection:
         rows = connection.execute(
             "WITH large AS (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace "
-            "AND (relname = ANY(%(names)s) OR oid = ANY(%(oids)s))) "
+            "AND (relname = ANY(%(names)s) OR oid = ANY(%(oids)s) OR (relkind = 'r' AND relname ~ %(partitions)s))) "
             "SELECT c.oid, c.relname, c.relfilenode, i.indrelid FROM pg_class c "
             "LEFT JOIN pg_index i ON i.indexrelid = c.oid "
             "WHERE c.oid IN (SELECT oid FROM large) OR i.indrelid IN (SELECT oid FROM large)",
-            {"names": sorted(LARGE_TABLES), "oids": sorted(tables)},
+            {"names": sorted(LARGE_TABLES), "oids": sorted(tables), "partitions": f"^{PARTITION_NAME.pattern}$"},
         ).fetchall()
     return {int(oid): OnDisk(name, int(node), table and int(table)) for oid, name, node, table in rows}
 
@@ -164,7 +167,9 @@ RENAMED_INDEX = re.compile(r"^ALTER\s+INDEX\s+(?P<old>\w+)\s+RENAME\s+TO\s+(?P<n
 
 def new_index_findings(revision: str, before: dict[int, OnDisk], after: dict[int, OnDisk],
                        statements: list[str]) -> list[Finding]:
-    """Indexes new on a table that was there before, that no concurrent build made."""
+    """Indexes new on a table that was there before, that no concurrent build made. A
+    partitioned table's own index has no storage (relfilenode 0) and is built on no rows: the
+    indexes of its partitions are (each judged here as the partition's)."""
     concurrent = set()
     for statement in (" ".join(text.split()) for text in statements):
         if match := CONCURRENT_INDEX.match(statement):
@@ -175,7 +180,7 @@ def new_index_findings(revision: str, before: dict[int, OnDisk], after: dict[int
     return [
         Finding(revision, before[now.table].name, f"index {now.name} built on its rows under a lock")
         for oid, now in sorted(after.items(), key=lambda item: item[1].name)
-        if oid not in before and now.table in tables and now.name not in concurrent
+        if oid not in before and now.table in tables and now.name not in concurrent and now.node != 0
     ]
 
 
