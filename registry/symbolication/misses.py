@@ -12,7 +12,7 @@ from sqlalchemy import Select, String, and_, cast, delete, exists, func, literal
 
 from registry.core.events import Report
 from registry.db import Database, utcnow
-from registry.upsert import DIALECTS, insert_ignore
+from registry.upsert import DIALECTS
 
 from .models import NAMED_BUILD_IDS, SymbolMiss
 
@@ -31,11 +31,16 @@ def unsymbolicated(crash: Any) -> list[str]:
 
 
 def note_misses(database: Database, report_id: str, build_ids: list[str]) -> None:
-    """Note, in a transaction of its own, the build-ids a report lacked symbols for."""
+    """Note, in a transaction and a statement of its own, the build-ids a report lacked symbols
+    for (a report naming a vendor's library that never has symbols notes it every time)."""
+    if not build_ids:
+        return
+    now = utcnow()
+    rows = [{"build_id": build_id, "report_id": report_id, "noted_at": now}
+            for build_id in dict.fromkeys(build_ids)]
     with database.session() as session:
-        for build_id in build_ids:
-            insert_ignore(session, SymbolMiss, {"build_id": build_id, "report_id": report_id},
-                          ["build_id", "report_id"])
+        insert = DIALECTS[session.get_bind().dialect.name].insert(SymbolMiss.__table__)
+        session.execute(insert.values(rows).on_conflict_do_nothing())
 
 
 def note_reports_naming(database: Database, build_id: str) -> None:

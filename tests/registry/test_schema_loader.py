@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from marshmallow import RAISE, Schema, ValidationError, fields
 
 from registry.ingest.api import REPORT_SCHEMA
-from registry.ingest.schemas import MAX_CONSOLE_LOG_BYTES
+from registry.ingest.schemas import MAX_CONSOLE_LOG_BYTES, MAX_FRAMES
 from registry.schema_loader import compiled_loader
 from testkit.reports import crash_report
 
@@ -105,6 +105,19 @@ CASES = [
     crash_report(stack={"frames": "all"}),
     crash_report(stack={"evidence": {"pc_bytes": "xyz"}}),
     crash_report(stack={"process": {"started_at": SOON}}),
+    # lists of objects, each item as its schema loads it
+    crash_report(console_log=None, stack={"frames": [None]}),
+    crash_report(console_log=None, stack={"frames": [5, {"function": "f"}]}),
+    crash_report(console_log=None, stack={"frames": [{"function": "f", "unknown": [1]}, {}]}),
+    crash_report(console_log=None, stack={"frames": [{"function": "f"}] * (MAX_FRAMES + 1)}),
+    crash_report(console_log=None, stack={"frames": [{"function": "f"}], "threads": [{"tid": 7}]}),
+    crash_report(console_log=None, stack={"frames": [{"function": "f"}],
+                                          "threads": [{"tid": -1, "frames": []}]}),
+    crash_report(console_log=None, stack={"frames": [{"function": "f"}], "threads": None}),
+    crash_report(console_log=None, stack={"frames": [{"function": "f"}], "threads": [{"frames": None}]}),
+    crash_report(console_log=None, stack={"frames": [{"function": "f"}],
+                                          "threads": [{"frames": [{"line": "7"}]}]}),
+    crash_report(console_log=None, stack={"frames": [{"function": "f"}], "threads": {"frames": []}}),
     [crash_report()],
     "report",
     None,
@@ -141,18 +154,20 @@ PATHS = [
     ("stack", name) for name in REPORT_SCHEMA.fields["stack"].schema.fields
 ] + [("stack", "process", name) for name in ("pid", "started_at", "uptime_s", "name")] + [
     ("stack", "frames", 0, name) for name in ("function", "line", "signal_frame")
-]
+] + [("stack", "frames", 0), ("stack", "frames", 1), ("stack", "threads")]
 
 
 def put(body: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
-    """Set the value at path, where the path's parents are still there as dicts and lists."""
+    """Set the value at path (a key, or an index of a list item there), where the path's
+    parents are still there as dicts and lists."""
     node: Any = body
     for part in path[:-1]:
         try:
             node = node[part]
         except (KeyError, IndexError, TypeError):
             return
-    if isinstance(node, dict):
+    in_list = isinstance(node, list) and isinstance(path[-1], int) and path[-1] < len(node)
+    if isinstance(node, dict) or in_list:
         node[path[-1]] = value
 
 

@@ -137,11 +137,13 @@ def files_on_disk(database_url: str, tables: frozenset[int] = frozenset()) -> di
     with psycopg.connect(database_url) as connection:
         rows = connection.execute(
             "WITH large AS (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace "
-            "AND (relname = ANY(%(names)s) OR oid = ANY(%(oids)s) OR (relkind = 'r' AND relname ~ %(partitions)s))) "
+            "AND (relname = ANY(%(names)s) OR oid = ANY(%(oids)s) "
+            "OR (relkind = 'r' AND relname ~ %(partitions)s))) "
             "SELECT c.oid, c.relname, c.relfilenode, i.indrelid FROM pg_class c "
             "LEFT JOIN pg_index i ON i.indexrelid = c.oid "
             "WHERE c.oid IN (SELECT oid FROM large) OR i.indrelid IN (SELECT oid FROM large)",
-            {"names": sorted(LARGE_TABLES), "oids": sorted(tables), "partitions": f"^{PARTITION_NAME.pattern}$"},
+            {"names": sorted(LARGE_TABLES), "oids": sorted(tables),
+             "partitions": f"^{PARTITION_NAME.pattern}$"},
         ).fetchall()
     return {int(oid): OnDisk(name, int(node), table and int(table)) for oid, name, node, table in rows}
 
