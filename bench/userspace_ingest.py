@@ -33,10 +33,6 @@ sys.path[:0] = [str(TREE), str(TREE / "bench")]
 import ingest_cpu  # noqa: E402
 import storm  # noqa: E402
 
-from registry.auth.tokens import create_token  # noqa: E402
-from registry.db import Database  # noqa: E402
-from registry.migrate import upgrade  # noqa: E402
-
 LIBRARIES = 6
 FRAMES, THREADS, THREAD_FRAMES = 30, 4, 16
 WARM = 50
@@ -81,13 +77,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reports", type=int, default=1200)
     args = parser.parse_args()
-    url = storm.create_database()
-    try:
-        upgrade(url)
-        database = Database(url)
-        with database.session() as session:
-            token, _ = create_token(session, "bench", "report", "agent")
-        database.dispose()
+    with storm.fresh_database() as (url, token):  # migrated, with a reporter token
         os.environ["CRASHREG_DATABASE_URL"] = url
         os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="crashreg-userspace-"))
         from registry.app import create_app
@@ -124,8 +114,6 @@ def main() -> int:
               f"({args.reports} reports)")
         compiled, schema = validation_ms(json.loads(bodies[0]))
         print(f"its validation: the compiled loader {compiled:.2f} ms, schema.load {schema:.2f} ms")
-    finally:
-        storm.drop_database(url)
     return 0
 
 

@@ -447,17 +447,23 @@ def inlined_lambda(name: tuple[str, str | None], origin: FrameOrigin) -> bool:
     return origin.inlined and name[0] == "operator()"
 
 
+def passed_over(name: tuple[str, str | None], origin: FrameOrigin) -> str | None:
+    """Why a frame read is not the program's own code the guilty frame is searched for (the
+    explanation's rule), or None: the runtime's, or a lambda's inlined call."""
+    if runtime_frame(name, origin):
+        return "userspace-runtime"
+    return "inlined-lambda" if inlined_lambda(name, origin) else None
+
+
 def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | None]:
     """The frames read, each guilty, used (real code) or skipped as runtime machinery."""
     decisions, guilty = frame_decisions(crash.named, crash.guilty, _RULES, None)
     first = crash.guilty - guilty if crash.guilty is not None and guilty is not None else 0
     for at, decision in enumerate(decisions, first):
         origin = crash.origins[at] if at < len(crash.origins) else NO_ORIGIN
-        name = (decision["function"], decision["module"])
-        if decision["decision"] == "used" and runtime_frame(name, origin):
-            decision["decision"], decision["rule"] = "skipped", "userspace-runtime"
-        elif decision["decision"] == "used" and inlined_lambda(name, origin):
-            decision["decision"], decision["rule"] = "skipped", "inlined-lambda"
+        rule = passed_over((decision["function"], decision["module"]), origin)
+        if decision["decision"] == "used" and rule is not None:
+            decision["decision"], decision["rule"] = "skipped", rule
         if origin.source is not None:
             decision["file"], decision["line"] = origin.source
         if origin.offset is not None:
@@ -530,7 +536,7 @@ def parse_stack(stack: Any) -> UserCrash | None:
     named = crash.named = [name for name, _ in read]
     crash.origins = [origin for _, origin in read]
     first = len(named) - interrupted if interrupted is not None and interrupted < len(named) else 0
-    passed = [runtime_frame(*frame) or inlined_lambda(*frame) for frame in read]
+    passed = [passed_over(*frame) is not None for frame in read]
     crash.guilty = next((i for i in range(first, len(named)) if not passed[i]), None)
     guilty = len(named) if crash.guilty is None else crash.guilty
     kept = [name for name, skipped in zip(named[guilty:], passed[guilty:], strict=True) if not skipped]

@@ -8,13 +8,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, String, and_, cast, delete, exists, func, literal, literal_column, or_, select
+from sqlalchemy import Select, String, and_, cast, delete, exists, func, literal, or_, select
 
 from registry.core.events import Report
 from registry.db import Database, utcnow
 from registry.upsert import DIALECTS
 
-from .models import NAMED_BUILD_IDS, SymbolMiss
+from .models import NAMED_BUILD_IDS, USERSPACE, SymbolMiss
 
 UNSYMBOLICATED = "unsymbolicated"  # the explanation's list of build-ids that lacked symbols
 UNSTORED_AFTER = timedelta(days=1)  # a report's own transaction ends within seconds of its note
@@ -61,8 +61,8 @@ def reports_naming(dialect: str, build_id: str) -> Select[Any]:
     if dialect == "postgresql":
         spellings = sorted({build_id, build_id.lower(), build_id.upper()})
         named = [NAMED_BUILD_IDS.op("@>")(func.jsonb_build_array(spelling)) for spelling in spellings]
-        # the literal source, as the partial index's predicate reads (a parameter would not prove it)
-        names = and_(Report.source == literal_column("'userspace'"), or_(*named))
+        # the index's own predicate, as written (a parameter for the source would not prove it)
+        names = and_(USERSPACE, or_(*named))
     else:
         names = and_(Report.source == "userspace",
                      cast(Report.payload, String).icontains(build_id, autoescape=True))
