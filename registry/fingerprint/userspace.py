@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .demangle import inlined_spelling
 from .frames import ExplainedFrame, canonical_function, frame_decisions, frame_label, skip_matcher
 from .patterns import (
     FAULT_ABOVE_SP,
@@ -504,10 +505,12 @@ def key_frames(kept: list[tuple[str, str | None]]) -> list[str]:
     a runtime the program carries in its own module (Rust's std, C++'s templates), the same for
     every panic or throw: then the unnamed frames of its module below it too, up to
     UNNAMED_KEY_FRAMES, so that crashes reached from different code stay apart (and their dumps
-    taken) until symbols name them and the rebuild joins what is one bug."""
+    taken) until symbols name them and the rebuild joins what is one bug. A named frame is keyed
+    as debug info spells it inlined (demangle.inlined_spelling): a release that stops inlining
+    the guilty function does not rename the bug."""
     guilty, module = kept[0]
     if not unnamed(guilty, module):
-        return [frame_label(guilty, module)]
+        return [frame_label(inlined_spelling(guilty), module)]
     run = itertools.takewhile(lambda frame: frame[1] == module and unnamed(*frame), kept)
     return [name for name, _ in itertools.islice(run, UNNAMED_KEY_FRAMES)]
 

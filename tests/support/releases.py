@@ -1,10 +1,11 @@
 """One bug shipped in two releases, stripped as distributions ship programs: C (gcc), C++
 (g++ -O2, the bug in an inlined function), Rust (rustc, an unwrap that panics and aborts) and
 C again whose first release tail-calls the bug's function (only the second has `main` on the
-stack). The second release adds code before the bug, so every offset moves. Each release is built
-with -g, split (`objcopy --only-keep-debug`, `strip --strip-debug --strip-unneeded`), and the
-stripped program crashed for real in a directory of its own; its core read by the core reader
-as a host would (agents/coredump) gives the report."""
+stack); apart, C++ whose first release inlines the bug's function and the second does not
+(INLINED_IN_RELEASE_1). The second release adds code before the bug, so every offset moves.
+Each release is built with -g, split (`objcopy --only-keep-debug`, `strip --strip-debug
+--strip-unneeded`), and the stripped program crashed for real in a directory of its own; its
+core read by the core reader as a host would (agents/coredump) gives the report."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,6 +115,37 @@ RUST_RELEASE_2 = {
     "call": 'if count > 7 { println!("{}", checksum("x")); }',
 }
 
+# C++ whose bug is in a function of an anonymous namespace that release 1 inlines (g++ -O2, one
+# caller) and release 2 does not: the debug info names the inlined call `read_slot`, the
+# out-of-line copy's symbol `store::(anonymous namespace)::read_slot`.
+CPP_INTERNAL_SOURCE = r"""
+#include <cstdio>
+#include <map>
+#include <string>
+namespace store {
+%(before)s
+namespace {
+struct Slot { int *value; };
+%(linkage)s int read_slot(const Slot &slot, int size) { return *slot.value * 3 + size; }
+}
+__attribute__((noinline)) int replay(int *value, int size)
+{
+    Slot slot{value};
+    return read_slot(slot, size) * 2;
+}
+}
+int main(int argc, char **argv)
+{
+    %(call)s
+    std::printf("%%d\n", store::replay(argc > 5 ? &argc : nullptr, argc));
+    return 0;
+}
+"""
+INLINED_IN_RELEASE_1 = {
+    "c++-internal": (CPP_INTERNAL_SOURCE, "cc", "read_slot",
+                     CPP_RELEASE_2 | {"linkage": "__attribute__((noinline))"}),
+}
+
 # language -> (source, file suffix, the function the bug is in as the engine names it, release 2's edits)
 LANGUAGES = {
     "c": (C_SOURCE, "c", "parse_header_field", C_RELEASE_2),
@@ -151,11 +184,11 @@ def compiler(source: Path, output: Path) -> list[str]:
 
 
 def build_release(root: Path, language: str, number: int, hostname: str = "app-17") -> Release:
-    template, suffix, _, edits = LANGUAGES[language]
+    template, suffix, _, edits = (LANGUAGES | INLINED_IN_RELEASE_1)[language]
     directory = root / f"{language}-{number}"
     directory.mkdir(parents=True)
     source = directory / f"service.{suffix}"
-    source.write_text(template % (edits if number == 2 else {"before": "", "call": ""}))
+    source.write_text(template % (edits if number == 2 else {"before": "", "call": "", "linkage": ""}))
     unstripped = directory / "service.full"
     subprocess.run(compiler(source, unstripped), check=True, capture_output=True, timeout=300)
     debug, stripped = directory / "service.debug", directory / "service"
@@ -170,6 +203,17 @@ def build_release(root: Path, language: str, number: int, hostname: str = "app-1
 @pytest.fixture(scope="session")
 def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Release, Release]]:
     """language -> its two releases, each crashed once (stripped)."""
+    return built_releases(tmp_path_factory, LANGUAGES)
+
+
+@pytest.fixture(scope="session")
+def inlining_releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Release, Release]]:
+    """INLINED_IN_RELEASE_1's programs: release 1 inlines the bug's function, release 2 does not."""
+    return built_releases(tmp_path_factory, INLINED_IN_RELEASE_1)
+
+
+def built_releases(tmp_path_factory: pytest.TempPathFactory,
+                   languages: dict[str, Any]) -> dict[str, tuple[Release, Release]]:
     problem = core_pattern_problem()
     if problem:
         pytest.skip(problem)
@@ -177,4 +221,4 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Releas
         pytest.skip("rustc or binutils missing")
     root = tmp_path_factory.mktemp("releases")
     return {language: (build_release(root, language, 1), build_release(root, language, 2))
-            for language in LANGUAGES}
+            for language in languages}

@@ -45,6 +45,11 @@ CPP = {
         "(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >&)",
     "_ZN6engine4Ring5flushEv.cold": "engine::Ring::flush()",
     "_ZTVN6engine4RingE": "vtable for engine::Ring",
+    # internal linkage (`static`), as g++ -O2 left them out of line
+    "_ZL6targetPKci": "target(char const*, int)",
+    "_ZN3netL9frame_sumEPKci": "net::frame_sum(char const*, int)",
+    "_ZL3maxIiET_S0_S0_": "int max<int>(int, int)",
+    "_ZZL3barvE5count": "bar()::count",
 }
 
 

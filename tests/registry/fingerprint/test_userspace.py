@@ -242,6 +242,38 @@ def test_an_inlined_lambda_names_no_bug_the_function_it_was_inlined_into_does() 
         assert analyse_stack(stack(frames=[named, caller])).function == name
 
 
+def test_a_function_of_an_anonymous_namespace_is_one_bug_inlined_or_not() -> None:
+    """GCC names an inlined function of internal linkage by its last component (no linkage name
+    in the debug info) and its out-of-line copy by its symbol, scopes included: the guilty frame
+    is keyed as the inlined spelling, so a release that stops inlining it keeps the signature.
+    The title shows the name as read; a lambda in such a function, or the runtime's code in an
+    anonymous namespace of std, are read as before."""
+    program = "/opt/app/store"
+    caller = {"function": "store::replay(int*, int)", "module": program, "offset": "0x1190"}
+    spellings = [
+        ("read_slot", {"file": "/src/store.cc", "line": 7, "inlined": True}),
+        ("store::(anonymous namespace)::read_slot(store::(anonymous namespace)::Slot const&, int)",
+         {"file": "/src/store.cc", "line": 7}),
+        ("_ZN5store12_GLOBAL__N_19read_slotERKNS0_4SlotEi.isra.0", {}),
+        ("(anonymous namespace)::Codec::read_slot(char const*)", {}),
+    ]
+    guilty = [{"function": name, "module": program, "offset": "0x11a0"} | more for name, more in spellings]
+    signatures = [analyse_stack(stack(frames=[frame, caller])) for frame in guilty]
+    assert {signature.fingerprint for signature in signatures if signature} == {signatures[0].fingerprint}
+    assert [signature.function for signature in signatures if signature] == [
+        "read_slot", "store::(anonymous namespace)::read_slot", "store::(anonymous namespace)::read_slot",
+        "(anonymous namespace)::Codec::read_slot"]
+    # a namespace's own function of the same name is another bug
+    named = analyse_stack(stack(frames=[{"function": "store::read_slot(int)", "module": program}, caller]))
+    assert named is not None and named.fingerprint != signatures[0].fingerprint
+    lambda_ = "(anonymous namespace)::load()::{lambda(int)#1}::operator()(int) const"
+    assert analyse_stack(stack(frames=[{"function": lambda_, "module": program}, caller])).function == (
+        "(anonymous namespace)::load()::{lambda(int)#1}::operator()")
+    message = "std::(anonymous namespace)::generic_error_category::message[abi:cxx11](int) const"
+    runtime = {"function": message, "module": program, "offset": "0x1200"}
+    assert analyse_stack(stack(frames=[runtime, caller])).function == "store::replay"
+
+
 def test_a_ret_that_faults_on_a_target_that_is_not_canonical_is_a_bad_return() -> None:
     """A string over the return address: the `ret` (c3) faults as a general protection fault
     with the pc on it; the function returning is guilty. A canonical target, another

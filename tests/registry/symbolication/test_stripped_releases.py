@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +29,7 @@ from registry.symbolication.models import SymbolMiss
 from testkit.pages import login
 from tests.support.cli import crashreg_for
 from tests.support.http import auth
-from tests.support.releases import LANGUAGES, Release, releases  # noqa: F401 (fixture)
+from tests.support.releases import LANGUAGES, Release, inlining_releases, releases  # noqa: F401 (fixtures)
 from tests.support.reported_releases import post, reported_without_symbols, settle, signatures_of
 from tests.support.symbols import Debuginfod, start_debuginfod
 
@@ -143,13 +144,7 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
         noted = set(session.execute(select(SymbolMiss.build_id, SymbolMiss.report_id)).all())
     assert noted == {(release.build_id, release.report["report_id"]) for release in (first, second)}
 
-    uploaded = crashreg_for(settings, "symbols", "upload", str(first.debug), str(second.debug))
-    assert uploaded.returncode == 0, uploaded.stderr
-    rebuilt = crashreg_for(settings, "signatures", "rebuild")
-    assert rebuilt.returncode == 0, rebuilt.stderr
-    fetched = re.search(r"stored stacks \(build-ids\): (\d+) of (\d+) \(done\)", rebuilt.stderr)
-    assert fetched is not None and fetched[1] == fetched[2] and int(fetched[1]) >= 2, rebuilt.stderr
-    assert "engine failed on (left unfingerprinted): 0" in rebuilt.stdout
+    uploaded_and_rebuilt(settings, first, second)
 
     after = signatures_of(database)
     assert list(after.values()) == [(function, 2)]  # one signature, each event counted once
@@ -164,6 +159,55 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
             sent = release.report["report_id"]
             event_id = session.scalar(select(Report.event_id).where(Report.report_id == sent))
         assert_frames_named(client, reader, str(event_id), function, release)
+
+
+def uploaded_and_rebuilt(settings: Settings, *built: Release) -> None:
+    """`crashreg symbols upload` of the releases' debug files, then `crashreg signatures rebuild`,
+    which symbolicates every stored stack of their build-ids again."""
+    uploaded = crashreg_for(settings, "symbols", "upload", *(str(release.debug) for release in built))
+    assert uploaded.returncode == 0, uploaded.stderr
+    rebuilt = crashreg_for(settings, "signatures", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    fetched = re.search(r"stored stacks \(build-ids\): (\d+) of (\d+) \(done\)", rebuilt.stderr)
+    assert fetched is not None and fetched[1] == fetched[2] and int(fetched[1]) >= 2, rebuilt.stderr
+    assert "engine failed on (left unfingerprinted): 0" in rebuilt.stdout
+
+
+def test_a_function_one_release_inlines_and_the_next_does_not_stays_one_signature(
+    settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
+    inlining_releases: dict[str, tuple[Release, Release]],  # noqa: F811
+) -> None:
+    """g++ -O2 inlines the bug's function, one of an anonymous namespace, into its one caller in
+    release 1 and not in release 2: the debug info names the inlined call `read_slot` and the
+    out-of-line copy by its symbol, `store::(anonymous namespace)::read_slot`. Reported before
+    the symbols, then uploaded and rebuilt: one signature, each event's guilty frame under its
+    release's name with file:line, and the next crash of either release lands there at once."""
+    from registry.app import create_app
+
+    first, second = inlining_releases["c++-internal"]
+    assert [defined_symbols(release.unstripped, "read_slot") for release in (first, second)] == [
+        [], ["_ZN5store12_GLOBAL__N_19read_slotERKNS0_4SlotEi.isra.0"]]
+    settings = with_symbols(settings, tmp_path)
+    token, reader = make_token("report"), make_token("read")
+    client = reported_without_symbols(create_app(settings, database), database, token, (first, second))
+    uploaded_and_rebuilt(settings, first, second)
+
+    [(function, events)] = signatures_of(database).values()
+    assert events == 2 and function in ("read_slot", "store::(anonymous namespace)::read_slot")
+    for release, name in ((first, "read_slot"), (second, "store::(anonymous namespace)::read_slot")):
+        with database.session() as session:
+            sent = release.report["report_id"]
+            event_id = session.scalar(select(Report.event_id).where(Report.report_id == sent))
+        assert_frames_named(client, reader, str(event_id), name, release)
+        late = post(client, token, release, report_id=f"{sent}-late")
+        assert late["known"] and late["signature"]["title"].endswith(f"in {function} [service] of service")
+    assert [events for _, events in signatures_of(database).values()] == [4]
+
+
+def defined_symbols(program: Path, containing: str) -> list[str]:
+    listed = subprocess.run(["nm", "--defined-only", str(program)], capture_output=True, text=True,
+                            check=True)
+    return [line.split()[-1] for line in listed.stdout.splitlines() if containing in line]
 
 
 @pytest.mark.parametrize("language", ["c"])
