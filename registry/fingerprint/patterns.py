@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 13
+ALGORITHM_VERSION = 14
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash
@@ -789,6 +789,13 @@ RUST_LIBRARY = (
 
 # Frames of the runtime rather than the program (matched at the start of a function name,
 # leading "_" ignored).
+# The C library's string and memory functions, by their C names (an entry of USERSPACE_SKIP).
+STATIC_LIBC_STRINGS = (
+    r"(?:mem(?:cpy|move|set|cmp|chr|rchr|mem|ccpy|pcpy)|rawmemchr|str(?:n?len|n?cpy|n?cat|n?cmp|n?casecmp|r?chr"
+    r"|chrnul|str|casestr|n?dup|tok(?:_r)?|c?spn|pbrk|sep|coll|xfrm)|stpn?cpy|wcs(?:n?len|n?cpy|n?cat|n?cmp"
+    r"|r?chr|str)|wmem(?:cpy|move|set|cmp|chr)|bcopy|bzero|explicit_bzero)$"
+)
+
 USERSPACE_SKIP: tuple[str, ...] = (
     # signal delivery, abort, assertions and the C library's own checks
     "__restore_rt", "__kernel_rt_sigreturn", "_sigtramp", "__sigreturn", "sigreturn",
@@ -813,6 +820,23 @@ USERSPACE_SKIP: tuple[str, ...] = (
     # called through the Fn traits (v0 names)
     "__rustc::", "rust_panic", "__rust_start_panic", "__rust_begin_short_backtrace",
     "__rust_end_short_backtrace", r"<.* as core::ops::function::Fn",
+    # The C library linked into the program (`gcc -static`): no module tells its code apart, so
+    # by name, exactly (a program's own `copy` or `measure` is no namesake), the functions a bad
+    # pointer or a corrupt heap faults in: strings and memory with their CPU variants
+    # (`__memmove_avx_unaligned_erms`), the heap, locks, stdio, sorting, number parsing and the
+    # math functions that store through a pointer, under any of their aliases (modf is also
+    # `modff64` and `modff32x`: each reader picks one). A variant's name begins with `__`,
+    # which C keeps for the implementation: a program's `memcpy_wrapper` is its own.
+    STATIC_LIBC_STRINGS, r"(?<=__)" + STATIC_LIBC_STRINGS[:-1] + r"_\w+$",
+    r"(?:int_(?:free|malloc|realloc|memalign)|malloc_consolidate|unlink_chunk|sysmalloc|tcache_\w+"
+    r"|libc_(?:free|malloc|calloc|realloc|memalign)|c?free|malloc|calloc|realloc|reallocarray|memalign"
+    r"|posix_memalign|aligned_alloc|valloc|pvalloc)$",
+    r"pthread_(?:mutex|rwlock|cond|spin|barrier)_\w+$", r"pthread_(?:join|detach|once|[gs]etspecific)$",
+    r"IO_\w+$", r"(?:v?[fsd]?n?w?printf|vfw?printf_internal|printf_buffer\w*|printf_fp\w*|f?w?puts|f?putw?c"
+    r"|fwrite|fread|fgetw?s|fclose|fflush|fopen|fdopen|fseeko?|getline|getdelim|v?[fs]?scanf)$",
+    r"(?:qsort(?:_r)?|msort_with_tmp|bsearch|[gs]etenv|unsetenv|ato(?:i|l|ll|f)"
+    r"|strto(?:u?ll?|u?q|[dfl]|imax|umax)(?:_l)?(?:_internal)?)$",
+    r"(?:modf|frexp|sincos|remquo|lgamma_r)(?:f|l|f\d+x?)?$",
     # thread and process start
     "backtrace$", "__libc_start_main", "__libc_start_call_main", "_start$",
     "start_thread", "clone$", "clone3$", "__clone",

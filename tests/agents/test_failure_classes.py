@@ -28,6 +28,10 @@ rustc with panic=abort) and crashed in directories of the test's own.
   inlined frame is the header's wrapper). So is a Rust function whose index went through core's
   generic code, a C++ function whose allocation failed in the C++ runtime linked in, and one
   whose lambda, inlined, faulted (the debug info names every inlined lambda `operator()`).
+- strlen handed NULL, a lock that was never made and a double free fault or abort in the C
+  library: the program's function that called it is guilty, in its own module (`gcc -static`,
+  where the C library's functions are known by name, under whichever alias a reader picks)
+  as in libc's.
 - A program built with AddressSanitizer that writes past a heap buffer aborts from the
   sanitizer's runtime, which the core reader unwinds (its library is mapped in pieces, some far
   below where it is loaded): the program's function that wrote is guilty.
@@ -95,6 +99,17 @@ EXPECTED = {
     ("classes-cc-static", "bad-alloc"): (["abort"], "inventory::reserve", "main"),
     ("classes-cc-static", "at"): (["abort"], "inventory::lookup", "main"),
     ("classes-cc-static", "lambda"): (["segfault"], "inventory::total", "main"),
+    # a bad pointer or a corrupt heap faults in the C library: the function that handed it over
+    # (at -O2 main tail-calls the last two: no caller is read)
+    ("classes-O2", "string-null"): (["segfault"], "name_length", "main"),
+    ("classes-O2", "mutex-null"): (["segfault"], "lock_table", None),
+    ("classes-O2", "double-free"): (["abort"], "drop_twice", None),
+    # ... with the C library linked into the program (gcc -static): known by name, not module
+    ("classes-static", "string-null"): (["segfault"], "name_length", "main"),
+    ("classes-static", "mutex-null"): (["segfault"], "lock_table", None),
+    ("classes-static", "double-free"): (["abort"], "drop_twice", None),
+    ("classes-static", "libm-null"): (["segfault"], "fraction_of", "main"),
+    ("classes-static", "free-stack"): (["abort"], "forget_buffer", "main"),
 }
 
 
@@ -112,6 +127,7 @@ def class_programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     builds = {
         "classes": ["gcc", "-g", "-O0", "-fno-omit-frame-pointer", unprotected, *classes_c],
         "classes-O2": ["gcc", "-g", "-O2", unprotected, *classes_c],
+        "classes-static": ["gcc", "-g", "-O2", "-static", unprotected, *classes_c],
         "classes-jemalloc": ["gcc", "-g", "-O0", *classes_c, str(JEMALLOC)],
         "classes-asan": ["gcc", "-g", "-O1", "-fsanitize=address", "-fno-omit-frame-pointer", *classes_c],
         # as dpkg-buildflags hardens Debian's packages

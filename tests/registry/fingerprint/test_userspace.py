@@ -192,6 +192,24 @@ def test_the_standard_libraries_code_in_the_program_is_the_runtimes_but_not_a_na
         assert analyse_stack(stack(frames=frames)).function == own.split("(")[0], own
 
 
+def test_the_c_librarys_functions_linked_into_the_program_are_the_runtimes_by_exact_name() -> None:
+    """A static program carries the C library in its own module: its functions are known by
+    their names and aliases, exactly, and the CPU variants by their implementation's `__`
+    prefix; a program's function that only begins like one of them is its own."""
+    program = "/opt/app/store"
+    for library in ("__memmove_avx_unaligned_erms", "memcpy", "__strlen_evex", "__memcpy_chk", "_int_free",
+                    "malloc_consolidate", "free", "__libc_malloc", "___pthread_mutex_lock",
+                    "pthread_cond_wait", "modff32x", "frexpl", "__vfprintf_internal", "_IO_fwrite",
+                    "msort_with_tmp", "____strtol_l_internal"):
+        caller = {"function": "store::flush(int)", "module": program}
+        assert analyse_stack(stack(frames=[{"function": library, "module": program}, caller])).function == (
+            "store::flush"), library
+    for own in ("memcpy_wrapper(char*)", "strlen_utf8", "free_list", "freeze", "printf_table",
+                "modf_table", "lock_table", "string_new"):
+        frames = [{"function": own, "module": program}, {"function": "main", "module": program}]
+        assert analyse_stack(stack(frames=frames)).function == own.split("(")[0], own
+
+
 def test_code_from_a_system_header_or_rusts_library_is_the_runtimes_by_its_source_file() -> None:
     """Symbolicated from debug info, a frame names the source file its code comes from: glibc's
     fortified wrappers inlined from its headers (which call the C library's checks), GCC's

@@ -7,7 +7,9 @@
  * handler (on an alternate stack) that aborts. Built hardened as distributions build (
  * _FORTIFY_SOURCE, a stack protector): a fortified memcpy past a buffer and a string copied
  * over a canary, each stopped by the C library's check from code its header inlined in the
- * program. Argument: the class to crash as. */
+ * program. Built static (the C library in the program's own module): strlen handed NULL, a
+ * lock that was never made, a double free, besides libm and free above. Argument: the class
+ * to crash as. */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -84,6 +86,24 @@ __attribute__((noinline)) int append_record(char *record, int length) {
     return record[0];
 }
 
+/* Handed NULL, the C library's strlen faults (its result used: no tail call). */
+__attribute__((noinline)) size_t name_length(const char *name) {
+    return strlen(name) + 1;
+}
+
+/* A lock that was never made: a pointer into nothing. */
+__attribute__((noinline)) int lock_table(pthread_mutex_t *lock) {
+    int locked = pthread_mutex_lock(lock);
+    return locked + pthread_mutex_unlock(lock);
+}
+
+/* Frees one buffer twice: the C library's heap aborts on the second. */
+__attribute__((noinline)) int drop_twice(char *record) {
+    free(record);
+    free(record);
+    return 1;
+}
+
 /* Recurses until the stack's guard stops it (its result used: no tail call to loop on). */
 __attribute__((noinline)) long walk_tree(long depth) {
     volatile char node[256];
@@ -156,6 +176,16 @@ int main(int argc, char **argv) {
         return copy_header(long_name, strlen(long_name)) == 'a';
     if (!strcmp(mode, "canary"))
         return label_of(long_name) == 'a';
+    if (!strcmp(mode, "string-null")) {
+        const char *volatile name = NULL;
+        return (int)name_length(name);
+    }
+    if (!strcmp(mode, "mutex-null")) {
+        pthread_mutex_t *volatile lock = (pthread_mutex_t *)16;
+        return lock_table(lock);
+    }
+    if (!strcmp(mode, "double-free"))
+        return drop_twice(malloc(48));
     if (!strcmp(mode, "libm-null")) {
         double *whole = argc > 9 ? malloc(sizeof *whole) : NULL;
         return (int)fraction_of(argc + 0.5, whole);
