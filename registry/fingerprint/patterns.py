@@ -787,15 +787,15 @@ RUST_LIBRARY = (
     r"|collections|rc|sync|slice|str|fmt|borrow))::"
 )
 
-# Frames of the runtime rather than the program (matched at the start of a function name,
-# leading "_" ignored).
-# The C library's string and memory functions, by their C names (an entry of USERSPACE_SKIP).
-STATIC_LIBC_STRINGS = (
+# The C library's string and memory functions, by their C names (for USERSPACE_SKIP).
+LIBC_STRING_FUNCTIONS = (
     r"(?:mem(?:cpy|move|set|cmp|chr|rchr|mem|ccpy|pcpy)|rawmemchr|str(?:n?len|n?cpy|n?cat|n?cmp|n?casecmp|r?chr"
     r"|chrnul|str|casestr|n?dup|tok(?:_r)?|c?spn|pbrk|sep|coll|xfrm)|stpn?cpy|wcs(?:n?len|n?cpy|n?cat|n?cmp"
-    r"|r?chr|str)|wmem(?:cpy|move|set|cmp|chr)|bcopy|bzero|explicit_bzero)$"
+    r"|r?chr|str)|wmem(?:cpy|move|set|cmp|chr)|bcopy|bzero|explicit_bzero)"
 )
 
+# Frames of the runtime rather than the program (matched at the start of a function name,
+# leading "_" ignored).
 USERSPACE_SKIP: tuple[str, ...] = (
     # signal delivery, abort, assertions and the C library's own checks
     "__restore_rt", "__kernel_rt_sigreturn", "_sigtramp", "__sigreturn", "sigreturn",
@@ -827,7 +827,7 @@ USERSPACE_SKIP: tuple[str, ...] = (
     # math functions that store through a pointer, under any of their aliases (modf is also
     # `modff64` and `modff32x`: each reader picks one). A variant's name begins with `__`,
     # which C keeps for the implementation: a program's `memcpy_wrapper` is its own.
-    STATIC_LIBC_STRINGS, r"(?<=__)" + STATIC_LIBC_STRINGS[:-1] + r"_\w+$",
+    LIBC_STRING_FUNCTIONS + "$", r"(?<=__)" + LIBC_STRING_FUNCTIONS + r"_\w+$",
     r"(?:int_(?:free|malloc|realloc|memalign)|malloc_consolidate|unlink_chunk|sysmalloc|tcache_\w+"
     r"|libc_(?:free|malloc|calloc|realloc|memalign)|c?free|malloc|calloc|realloc|reallocarray|memalign"
     r"|posix_memalign|aligned_alloc|valloc|pvalloc)$",
