@@ -3,7 +3,9 @@
 // throwing for it. Argument: the class.
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace inventory {
@@ -38,6 +40,16 @@ __attribute__((noinline)) int total(const std::vector<int> &counts) {
     return sum;
 }
 
+// A job that throws on a thread the program started: std::thread's invoker (std::__invoke_impl,
+// in this program: a name with a pack expansion, which the engine's demangler leaves raw) calls
+// it, the exception escapes the thread and std::terminate aborts.
+__attribute__((noinline)) void recount(int shelves) {
+    std::vector<int> counts(static_cast<std::size_t>(shelves));
+    if (shelves > 2)
+        throw std::runtime_error("recount failed");
+    counts[0] = shelves;
+}
+
 }  // namespace inventory
 
 int main(int argc, char **argv) {
@@ -49,6 +61,11 @@ int main(int argc, char **argv) {
         return static_cast<int>(inventory::name_length(argc > 9 ? argv[0] : nullptr));
     if (!std::strcmp(mode, "lambda"))
         return inventory::total({3, -1, 4}) + 1;
+    if (!std::strcmp(mode, "thread-throw")) {
+        std::thread job(inventory::recount, argc + 2);
+        job.join();
+        return 0;
+    }
     if (!std::strcmp(mode, "bad-alloc"))
         return inventory::reserve(std::size_t{1} << (60 + argc))[0];
     return 2;
