@@ -809,15 +809,15 @@ USERSPACE_SKIP: tuple[str, ...] = (
     # throws out_of_range), Rust's std, core and alloc (their panics, unwrap and expect
     # failures, the abort), as a path or as the type a trait method is called on.
     "std::", "__gnu_cxx::", RUST_LIBRARY, rf"<(?:std::|{RUST_LIBRARY})",
-    # ... also as a raw symbol the demangler leaves unread (`std::__invoke_impl`'s pack
-    # expansion): an Itanium name in std (`St`, or its abbreviations `Sa`, `Ss`, ...) or in
-    # __gnu_cxx, which a program may not declare its own code in
-    r"(?<=_)Z(?:N[rVKRO]*)?S[tabsiod]", r"(?<=_)ZN[rVKRO]*9__gnu_cxx",
     # ... and their traits' methods on a type with no path: a primitive, a slice, a generic
     # parameter (`<usize as core::slice::index::SliceIndex<[T]>>::index`, a Vec's index). A
     # program's own type is named with its crate's path, and the orphan rule keeps a program
     # from implementing the standard library's traits on the standard library's types.
     rf"<[^:<>]+ as (?:std::|{RUST_LIBRARY})",
+    # ... and libstdc++'s as a raw symbol the demangler leaves unread (`std::__invoke_impl`'s pack
+    # expansion): an Itanium name in std (`St`, or its abbreviations `Sa`, `Ss`, ...) or in
+    # __gnu_cxx, which a program may not declare its own code in
+    r"(?<=_)Z(?:N[rVKRO]*)?S[tabsiod]", r"(?<=_)ZN[rVKRO]*9__gnu_cxx",
     # the C++ runtime's allocation and casts, linked into the program (-static-libstdc++)
     "operator new", "operator delete", "__dynamic_cast$",
     # Rust's panic machinery (std's own symbols are __rustc:: since 1.90) and a closure or fn

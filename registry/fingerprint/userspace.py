@@ -67,6 +67,7 @@ class UserCrash:
     named: list[tuple[str, str | None]] = field(default_factory=list)  # every frame read
     guilty: int | None = None  # position of the guilty frame in `named`
     origins: list[FrameOrigin] = field(default_factory=list)  # of each frame in `named`
+    passed: list[str | None] = field(default_factory=list)  # of each frame in `named`: passed_over's rule
 
 
 SourceLine = tuple[str, int]  # file, line: where the debug info puts a frame
@@ -462,7 +463,7 @@ def explain_user_frames(crash: UserCrash) -> tuple[list[ExplainedFrame], int | N
     first = crash.guilty - guilty if crash.guilty is not None and guilty is not None else 0
     for at, decision in enumerate(decisions, first):
         origin = crash.origins[at] if at < len(crash.origins) else NO_ORIGIN
-        rule = passed_over((decision["function"], decision["module"]), origin)
+        rule = crash.passed[at] if at < len(crash.passed) else None
         if decision["decision"] == "used" and rule is not None:
             decision["decision"], decision["rule"] = "skipped", rule
         if origin.source is not None:
@@ -539,10 +540,10 @@ def parse_stack(stack: Any) -> UserCrash | None:
     named = crash.named = [name for name, _ in read]
     crash.origins = [origin for _, origin in read]
     first = len(named) - interrupted if interrupted is not None and interrupted < len(named) else 0
-    passed = [passed_over(*frame) is not None for frame in read]
-    crash.guilty = next((i for i in range(first, len(named)) if not passed[i]), None)
+    passed = crash.passed = [passed_over(*frame) for frame in read]
+    crash.guilty = next((i for i in range(first, len(named)) if passed[i] is None), None)
     guilty = len(named) if crash.guilty is None else crash.guilty
-    kept = [name for name, skipped in zip(named[guilty:], passed[guilty:], strict=True) if not skipped]
+    kept = [name for name, rule in zip(named[guilty:], passed[guilty:], strict=True) if rule is None]
     if kept:
         crash.function, crash.module = kept[0]
         crash.frames = [frame_label(name, None if unnamed(name, module) else module)

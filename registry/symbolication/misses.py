@@ -12,7 +12,7 @@ from sqlalchemy import Select, String, and_, cast, delete, exists, func, literal
 
 from registry.core.events import Report
 from registry.db import Database, utcnow
-from registry.upsert import DIALECTS
+from registry.upsert import DIALECTS, insert_ignore_statement
 
 from .models import NAMED_BUILD_IDS, USERSPACE, SymbolMiss
 
@@ -39,8 +39,8 @@ def note_misses(database: Database, report_id: str, build_ids: list[str]) -> Non
     rows = [{"build_id": build_id, "report_id": report_id, "noted_at": now}
             for build_id in dict.fromkeys(build_ids)]
     with database.session() as session:
-        insert = DIALECTS[session.get_bind().dialect.name].insert(SymbolMiss.__table__)
-        session.execute(insert.values(rows).on_conflict_do_nothing())
+        statement = insert_ignore_statement(session.get_bind().dialect.name, SymbolMiss.__table__, (), None)
+        session.connection().execute(statement, rows)  # one INSERT of every row (insertmanyvalues)
 
 
 def note_reports_naming(database: Database, build_id: str) -> None:

@@ -72,6 +72,12 @@ def build_id_of(path: Path) -> str:
     raise AssertionError(f"{path} has no build-id note:\n{notes}")
 
 
+def defined_symbols(binary: Path) -> list[str]:
+    """The names of the symbols the binary defines, as nm reads its symbol table."""
+    listed = subprocess.run(["nm", "--defined-only", str(binary)], capture_output=True, text=True, check=True)
+    return [line.split()[-1] for line in listed.stdout.splitlines()]
+
+
 def function_start(binary: Path, function: str) -> int:
     """The function's link-time address (its offset in a PIE), as nm reads the symbol table."""
     symbols = subprocess.run(["nm", str(binary)], capture_output=True, text=True, check=True).stdout

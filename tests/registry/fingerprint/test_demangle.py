@@ -10,6 +10,7 @@ import pytest
 
 from registry.fingerprint.demangle import demangle
 from tests.support.cores import CPP_MODE, Crash
+from tests.support.symbols import defined_symbols
 
 # Real symbols: rustc 1.x, a crate `r` with `mod engine { struct Ring<T> ... fn first }` and a
 # closure in main; the standard library's own (v0 since Rust 1.90 builds std with it).
@@ -66,10 +67,7 @@ def test_what_is_not_understood_stays_raw() -> None:
 @pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt (binutils) not installed")
 def test_the_programs_own_cxx_symbols_read_as_cxxfilt_prints_them(crash_cores: dict[str, Crash]) -> None:
     program = crash_cores[CPP_MODE].program
-    listed = subprocess.run(["nm", "--defined-only", str(program)], capture_output=True, text=True,
-                            check=True).stdout
-    symbols = sorted({line.split()[-1] for line in listed.splitlines()
-                      if line.split()[-1].startswith("_Z") and "@" not in line})
+    symbols = sorted({name for name in defined_symbols(program) if name.startswith("_Z") and "@" not in name})
     expected = subprocess.run(["c++filt"], input="\n".join(symbols), capture_output=True, text=True,
                               check=True).stdout.splitlines()
     assert len(symbols) > 30
