@@ -88,6 +88,7 @@ def function_name(name: str) -> str:
     name = RUST_CRATE_HASH.sub("", name)
     if name.startswith(SPECIAL_LABELS):
         return name
+    name = THUNK_LABEL.sub("", name)  # a thunk is keyed as the function it adjusts `this` for
     name = TRAILING_QUALIFIERS.sub("", name)
     if name.endswith(")") and not CALL_OPERATOR_NAME.search(name):
         opened = _opening_parenthesis(name)
@@ -195,10 +196,16 @@ STD_SUBSTITUTIONS = {
 }
 SPECIAL_NAMES = {"TV": "vtable for ", "TT": "VTT for ", "TI": "typeinfo for ", "TS": "typeinfo name for "}
 SPECIAL_LABELS = (*SPECIAL_NAMES.values(), "guard variable for ")
+# Thunks: T <call-offset> <encoding> (Tc: two call-offsets), named for the function they adjust to.
+THUNKS = {"Th": "non-virtual thunk to ", "Tv": "virtual thunk to ", "Tc": "covariant return thunk to "}
+THUNK_LABEL = re.compile("^(?:" + "|".join(THUNKS.values()) + ")")
 INTEGER_LITERALS = {"i": "", "j": "u", "l": "l", "m": "ul", "x": "ll", "y": "ull"}
 
 # A type: ("name", text) | ("pointer", inner, "*"|"&"|"&&"|" const"...) | ("function", ret, params, quals)
-# | ("array", element, dimension). Printed inside out, as C declarators are.
+# | ("array", element, dimension) | ("pack", text, elements): a template argument pack |
+# ("expansion", start, end, packs): `Dp`, the pattern spelled at [start, end) over the packs
+# (template parameters' indexes), one type per element.
+# Printed inside out, as C declarators are.
 Type = tuple
 
 
@@ -211,10 +218,15 @@ def render(node: Type) -> tuple[str, str]:
         ret = text(node[1]) + " " if node[1] is not None else ""
         return ret, f"({node[2]}){node[3]}"
     if kind == "array":
-        return text(node[1]) + " ", f"[{node[2]}]"
+        left, right = render(node[1])
+        return left.rstrip() + " ", f"[{node[2]}]{right}"
+    if kind == "expansion":
+        raise Unsupported("pack expansion outside a list")
     left, right = render(node[1])
-    if node[1][0] in ("function", "array"):
+    if node[1][0] == "function":
         return f"{left}({node[2].lstrip()}", f"){right}"
+    if node[1][0] == "array":  # c++filt: int (*) [4]
+        return f"{left}({node[2].lstrip()}", f") {right}"
     return left + node[2], right
 
 
@@ -243,17 +255,57 @@ def after_operator(name: str) -> str:
     return name + " " if name.endswith("<") else name
 
 
-def close_template(args: list[str]) -> str:
-    joined = ", ".join(args)
-    return f"<{joined}{' ' if joined.endswith('>') else ''}>"
+def close_template(args: list[Type]) -> str:
+    """`<args>`, spaced from a closing `>` as c++filt does (not after an empty trailing pack:
+    libiberty drops the separator it wrote for it, and its last character stays the space)."""
+    joined = ", ".join(text(arg) for arg in args if not is_empty_pack(arg))
+    spaced = joined.endswith(">") and not (args and is_empty_pack(args[-1]))
+    return f"<{joined}{' ' if spaced else ''}>"
+
+
+def is_empty_pack(node: Type) -> bool:
+    return node[0] == "pack" and not node[2]
+
+
+CV_QUALIFIERS = frozenset(("const", "volatile", "restrict"))
+
+
+def pointer_to(inner: Type, op: str) -> Type:
+    """`inner` with a pointer, reference or cv-qualifier; references to references collapse
+    (T& && is T&), as an argument pack's element substituted into `T&&` does. A cv-qualified
+    function type is qualified after its parameters, an array's qualifier is its element's
+    (c++filt: `void () const`, `char const (&) [2]`)."""
+    if op in ("&", "&&") and inner[0] == "pointer" and inner[2] in ("&", "&&"):
+        return ("pointer", inner[1], "&" if "&" in (op, inner[2]) else "&&")
+    if inner[0] in ("function", "array") and op.split() and CV_QUALIFIERS.issuperset(op.split()):
+        if inner[0] == "function":
+            return ("function", inner[1], inner[2], op + inner[3])
+        return ("array", pointer_to(inner[1], op), inner[2])
+    return ("pointer", inner, op)
+
+
+def holds_a_pack(node: Type) -> bool:
+    """A pack, or a pointer, reference or array of one: only an expansion may spell it."""
+    return node[0] == "pack" or (node[0] in ("pointer", "array") and holds_a_pack(node[1]))
+
+
+Spelling = tuple[int, int]  # where a type is spelled in the symbol: [start, end)
 
 
 class Itanium(Parser):
     def __init__(self, symbol: str) -> None:
         super().__init__(symbol, 2)
         self.substitutions: list[Type] = []
+        # Per substitution: the template arguments its template parameters were read in (None:
+        # it has none), their indexes and, for a type, where it is spelled. GCC reuses a type spelled with
+        # template parameters (`T_`, `OT_`) in a local name's function for the same spelling in
+        # the enclosing template, where `T_` names that one's first argument: such a type is
+        # read again from its spelling there.
+        self.substitution_contexts: list[tuple[list[Type] | None, tuple[int, ...], Spelling | None]] = []
         self.template_args: list[Type] = []  # of the function template: what T_, T0_ name
         self.last_args: list[Type] = []
+        self.parameters_read: list[int] = []  # the indexes of the template parameters read so far
+        self.type_starts: list[tuple[int, int]] = []  # (parameters_read, at) as each type began
 
     # cursor helpers
     def peek(self, size: int = 1) -> str:
@@ -283,10 +335,12 @@ class Itanium(Parser):
         return result
 
     # <encoding>
-    def encoding(self) -> str:
-        return self.nested(self._encoding)
+    def encoding(self, return_type: bool = True) -> str:
+        """`return_type`: print a function template's (not when it names a local entity's
+        function, as c++filt does not)."""
+        return self.nested(lambda: self._encoding(return_type))
 
-    def _encoding(self) -> str:
+    def _encoding(self, return_type: bool) -> str:
         special = self.special_name()
         if special is not None:
             return special
@@ -299,15 +353,41 @@ class Itanium(Parser):
         if is_template and last not in ("ctor", "dtor", "conversion"):
             ret = self.type()
         params = self.parameters()
-        return (text(ret) + " " if ret is not None else "") + f"{name}({params}){cv_quals}"
+        return (text(ret) + " " if ret is not None and return_type else "") + f"{name}({params}){cv_quals}"
 
     def parameters(self) -> str:
         types = []
         while self.at < len(self.s) and self.peek() not in ("E", "."):
-            types.append(self.type())
+            types.extend(self.listed_type())
         if types == [("name", "void")]:
             return ""
         return ", ".join(text(t) for t in types)
+
+    def listed_type(self) -> list[Type]:
+        """A type in a list (parameters, a pack's arguments): a pack expansion is its types."""
+        node = self.type()
+        if node[0] == "expansion":
+            return self.expanded(*node[1:])
+        if holds_a_pack(node):
+            raise Unsupported("a pack outside its expansion")
+        return [node]
+
+    def expanded(self, start: int, end: int, packs: frozenset[int]) -> list[Type]:
+        """The pattern spelled at [start, end) read once per element of its packs, each read
+        with the packs' parameters naming that element."""
+        sizes = {len(self.template_args[index][2]) for index in packs}
+        if len(sizes) != 1:  # no pack, or packs that disagree
+            raise Unsupported("pack expansion")
+        outer = self.template_args
+        types = []
+        try:
+            for element in range(sizes.pop()):
+                self.template_args = [arg[2][element] if index in packs else arg
+                                      for index, arg in enumerate(outer)]
+                types.append(self.read_again(start, end))
+        finally:
+            self.template_args = outer
+        return types
 
     def special_name(self) -> str | None:
         for code, label in SPECIAL_NAMES.items():
@@ -315,12 +395,29 @@ class Itanium(Parser):
                 return label + text(self.type())
         if self.take("GV"):
             return "guard variable for " + self.name()[0]
-        if self.take("Th") or self.take("Tv"):
-            raise Unsupported("thunk")
+        label = THUNKS.get(self.peek(2))
+        if label is not None:
+            self.at += 1  # T: the call-offsets follow (h..., v...; Tc: c, then two)
+            if self.take("c"):
+                self.call_offset()
+            self.call_offset()
+            return label + self.encoding()
         return None
+
+    def call_offset(self) -> None:
+        """h <offset> _ | v <offset> _ <virtual offset> _: read past (c++filt does not print it)."""
+        if self.take("h"):
+            self.number()
+        else:
+            self.expect("v")
+            self.number()
+            self.expect("_")
+            self.number()
+        self.expect("_")
 
     # <name>: (text, is a template, cv-qualifiers of a member function, kind of the last part)
     def name(self) -> tuple[str, bool, str, str]:
+        start = len(self.parameters_read)
         if self.peek() == "N":
             return self.nested_name()
         if self.peek() == "Z":
@@ -337,7 +434,7 @@ class Itanium(Parser):
             part, kind = self.unqualified_name(None)
             prefix = part
         if self.peek() == "I":
-            self.substitutions.append(("name", prefix))
+            self._remember(("name", prefix), start)
             return after_operator(prefix) + self.template_arguments(), True, "", kind
         return prefix, False, "", kind
 
@@ -349,6 +446,7 @@ class Itanium(Parser):
         return quals
 
     def nested_name(self) -> tuple[str, bool, str, str]:
+        start = len(self.parameters_read)
         self.expect("N")
         quals = self.cv_qualifiers()
         if self.take("R"):
@@ -383,25 +481,31 @@ class Itanium(Parser):
                     last_plain = base_name(part)
                 is_template = False
             if self.peek() != "E":
-                self.substitutions.append(("name", "::".join(parts)))
+                self._remember(("name", "::".join(parts)), start)
         return "::".join(parts), is_template, quals, last_kind
 
     def local_name(self) -> tuple[str, bool, str, str]:
         self.expect("Z")
-        function = self.encoding()
+        function = self.encoding(return_type=False)
         self.expect("E")
         if self.take("s"):
             entity = "string literal"
             kind, is_template = "name", False
         else:
-            entity, is_template, _, kind = self.name()
+            entity, is_template, quals, kind = self.name()
+            return self._discriminated(f"{function}::{entity}", is_template, quals, kind)
+        return self._discriminated(f"{function}::{entity}", is_template, "", kind)
+
+    def _discriminated(self, name: str, is_template: bool, quals: str, kind: str
+                       ) -> tuple[str, bool, str, str]:
+        """A local entity's name, past its discriminator (not printed)."""
         if self.take("_"):
             if self.take("_"):
                 self.number()
                 self.expect("_")
             else:
                 self.number()
-        return f"{function}::{entity}", is_template, "", kind
+        return name, is_template, quals, kind
 
     def unqualified_name(self, enclosing: str | None) -> tuple[str, str]:
         char = self.peek()
@@ -465,16 +569,19 @@ class Itanium(Parser):
         while not self.take("E"):
             args.append(self.template_argument())
         self.last_args = args
-        return close_template([text(arg) for arg in args if arg != ("pack", "")])
+        return close_template(args)
 
     def template_argument(self) -> Type:
         if self.peek() == "L":
             return ("name", self.literal())
         if self.take("J"):  # an argument pack: its arguments in place (none: nothing)
-            pack = []
+            pack: list[Type] = []
             while not self.take("E"):
-                pack.append(text(self.template_argument()))
-            return ("pack", ", ".join(pack))
+                if self.peek() in "LJX":
+                    pack.append(self.template_argument())
+                else:
+                    pack.extend(self.listed_type())
+            return ("pack", ", ".join(text(arg) for arg in pack), tuple(pack))
         if self.peek() == "X":
             raise Unsupported("expression")
         return self.type()
@@ -509,6 +616,7 @@ class Itanium(Parser):
         self.expect("_")
         if index >= len(self.template_args):
             raise Unsupported("template parameter out of range")
+        self.parameters_read.append(index)
         return self.template_args[index]
 
     def substitution(self) -> Type:
@@ -527,11 +635,32 @@ class Itanium(Parser):
             index = int(match.group(), 36) + 1
         if index >= len(self.substitutions):
             raise Unsupported("substitution out of range")
-        return self.substitutions[index]
+        context, parameters, spelling = self.substitution_contexts[index]
+        if context is None or context is self.template_args:
+            self.parameters_read.extend(parameters)
+            return self.substitutions[index]
+        if spelling is None:
+            raise Unsupported("a name of another template's parameters")
+        return self.read_again(*spelling)
+
+    def read_again(self, start: int, end: int) -> Type:
+        """The type spelled at [start, end) read in the current template (adding no substitution)."""
+        at, count = self.at, len(self.substitutions)
+        self.at = start
+        node = self.type()
+        if self.at != end:
+            raise Unsupported("a type read again")
+        self.at = at
+        del self.substitutions[count:], self.substitution_contexts[count:]
+        return node
 
     # <type>
     def type(self) -> Type:
-        return self.nested(self._type)
+        self.type_starts.append((len(self.parameters_read), self.at))
+        try:
+            return self.nested(self._type)
+        finally:
+            self.type_starts.pop()
 
     def _type(self) -> Type:
         char = self.peek()
@@ -546,16 +675,15 @@ class Itanium(Parser):
             return self._remember(("name", self.source_name()))
         if char in "rVK":
             quals = self.cv_qualifiers()
-            inner = self.type()
-            return self._remember(("pointer", inner, quals))
+            return self._remember(pointer_to(self.type(), quals))
         for code, op in (("P", "*"), ("R", "&"), ("O", "&&")):
             if self.take(code):
-                inner = self.type()
-                if op != "*" and inner[0] == "pointer" and inner[2] in ("&", "&&"):
-                    return self._remember(("pointer", inner[1], "&" if "&" in (op, inner[2]) else "&&"))
-                return self._remember(("pointer", inner, op))
-        if self.peek(2) == "Dp":
-            raise Unsupported("pack expansion")
+                return self._remember(pointer_to(self.type(), op))
+        if self.take("Dp"):
+            start, read = self.at, len(self.parameters_read)
+            self.type()
+            packs = {i for i in self.parameters_read[read:] if self.template_args[i][0] == "pack"}
+            return self._remember(("expansion", start, self.at, frozenset(packs)))
         if char == "F":
             return self._remember(self.function_type())
         if char == "A":
@@ -571,7 +699,7 @@ class Itanium(Parser):
             node = self.template_param()
             if self.peek() == "I":
                 self._remember(node)
-                node = ("name", text(node) + self.template_arguments())
+                return self._remember(("name", text(node) + self.template_arguments()))
             return self._remember(node)
         if char == "S" and self.peek(2) != "St":
             node = self.substitution()
@@ -583,12 +711,20 @@ class Itanium(Parser):
             name, _, _, _ = self.name()
             node = ("name", name)
             if self.substitutions[-1:] != [node]:
-                self.substitutions.append(node)
+                self._remember(node)
             return node
         raise Unsupported(f"type at {self.s[self.at:self.at + 4]!r}")
 
-    def _remember(self, node: Type) -> Type:
+    def _remember(self, node: Type, start: int | None = None) -> Type:
+        """`node` as the next substitution: the type being read, or the name that began where
+        `start` template parameters were read."""
+        spelling = None
+        if start is None:
+            start, began = self.type_starts[-1]
+            spelling = (began, self.at)
+        parameters = tuple(self.parameters_read[start:])
         self.substitutions.append(node)
+        self.substitution_contexts.append((self.template_args if parameters else None, parameters, spelling))
         return node
 
     def function_type(self) -> Type:
@@ -602,7 +738,7 @@ class Itanium(Parser):
                 ref = " &" if self.peek() == "R" else " &&"
                 self.at += 1
                 continue
-            params.append(self.type())
+            params.extend(self.listed_type())
         shown = "" if params == [("name", "void")] else ", ".join(text(p) for p in params)
         return ("function", ret, shown, ref)
 
@@ -611,6 +747,8 @@ class Itanium(Parser):
         dimension = ""
         if self.peek().isdigit():
             dimension = str(self.number())
+        elif self.peek() == "T":  # a template's non-type parameter: its value
+            dimension = text(self.template_param())
         elif self.peek() != "_":
             raise Unsupported("array dimension expression")
         self.expect("_")

@@ -32,6 +32,9 @@ rustc with panic=abort) and crashed in directories of the test's own.
   library: the program's function that called it is guilty, in its own module (`gcc -static`,
   where the C library's functions are known by name, under whichever alias a reader picks)
   as in libc's.
+- A variadic template's instance that faults is guilty under its readable name
+  (`inventory::record<int&, double>`, not `_ZN9inventory6recordIJRidEEEvPNS_7JournalEDpOT_`), and
+  so is named a variadic template's lambda that called a job that faulted.
 - A program built with AddressSanitizer that writes past a heap buffer aborts from the
   sanitizer's runtime, which the core reader unwinds (its library is mapped in pieces, some far
   below where it is loaded): the program's function that wrote is guilty.
@@ -85,9 +88,15 @@ EXPECTED = {
     ("classes-asan", "heap-overflow"): (["abort"], "append_record", "main"),
     ("classes-cc", "at"): (["abort"], "inventory::lookup", "main"),
     ("classes-cc", "null-string"): (["abort"], "inventory::name_length", "main"),
-    # an exception escaping a thread's job: std::thread's invoker below it is the runtime's, read
-    # by name or, where the demangler leaves it raw, by its mangled std:: prefix
+    # an exception escaping a thread's job: std::thread's invoker below it (a variadic template's
+    # instance, `std::__invoke_impl<void, void (*)(int), int>`) is the runtime's
     ("classes-cc", "thread-throw"): (["abort"], "inventory::recount", None),
+    # a variadic template's instance faults; a job faults, called by a variadic template's lambda
+    ("classes-cc", "variadic"): (["segfault"], "inventory::record<int&, double>", "main"),
+    ("classes-cc", "variadic-job"): (
+        ["segfault"], "main::{lambda(int*)#1}::operator()",
+        "inventory::run_job<main::{lambda(int*)#1}, int*&>(main::{lambda(int*)#1}&&, int*&)"
+        "::{lambda()#1}::operator()"),
     ("classes-rs", "option-unwrap"): (["abort"], "classes::pick_worker", "classes::main"),
     ("classes-rs", "result-unwrap"): (["abort"], "classes::parse_port", "classes::main"),
     ("classes-rs", "index"): (["abort"], "classes::read_slot", "classes::main"),

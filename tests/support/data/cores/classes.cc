@@ -41,13 +41,35 @@ __attribute__((noinline)) int total(const std::vector<int> &counts) {
 }
 
 // A job that throws on a thread the program started: std::thread's invoker (std::__invoke_impl,
-// in this program: a name with a pack expansion, which the engine's demangler leaves raw) calls
-// it, the exception escapes the thread and std::terminate aborts.
+// in this program: a variadic template's instance) calls it, the exception escapes the thread
+// and std::terminate aborts.
 __attribute__((noinline)) void recount(int shelves) {
     std::vector<int> counts(static_cast<std::size_t>(shelves));
     if (shelves > 2)
         throw std::runtime_error("recount failed");
     counts[0] = shelves;
+}
+
+// A variadic template's instance writes through a null journal: its symbol spells its
+// parameters as a pack expansion (`DpOT_`).
+struct Journal {
+    int entries[8];
+    int used;
+};
+
+template <typename... Fields>
+__attribute__((noinline)) void record(Journal *journal, Fields &&...fields) {
+    int values[] = {static_cast<int>(fields)...};
+    for (int value : values)
+        journal->entries[journal->used++] = value;
+}
+
+// A job run through a variadic template's lambda (as a pool runs one): the job faults, called
+// from a frame named inside the template's instance.
+template <typename Job, typename... Args>
+__attribute__((noinline)) int run_job(Job &&job, Args &&...args) {
+    auto bound = [&job, &args...]() { return job(args...); };
+    return bound();
 }
 
 }  // namespace inventory
@@ -65,6 +87,15 @@ int main(int argc, char **argv) {
         std::thread job(inventory::recount, argc + 2);
         job.join();
         return 0;
+    }
+    if (!std::strcmp(mode, "variadic")) {
+        inventory::Journal *journal = argc > 9 ? new inventory::Journal() : nullptr;
+        inventory::record(journal, argc, 2.5);
+        return 0;
+    }
+    if (!std::strcmp(mode, "variadic-job")) {
+        int *slot = argc > 9 ? &argc : nullptr;
+        return inventory::run_job([](int *shelf) { return *shelf + 1; }, slot);
     }
     if (!std::strcmp(mode, "bad-alloc"))
         return inventory::reserve(std::size_t{1} << (60 + argc))[0];
