@@ -22,6 +22,11 @@ from typing import TypeVar
 
 MAX_SYMBOL = 4096
 MAX_DEPTH = 64
+# A hostile symbol can name a type that names the one before it many times, level after level,
+# or read a pattern again for every element of a pack: the name's length (the longest of 83,567
+# real C++ names here is 4,015 characters) and what is read again are bounded.
+MAX_NAME = 16384
+MAX_READ_AGAIN = 4 * MAX_SYMBOL
 T = TypeVar("T")
 CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|llvm|localalias|clone|specialized)"
                           r"(?:\.\d++)?+|\.\d++)++$")
@@ -32,10 +37,26 @@ class Unsupported(ValueError):
 
 
 class Parser:
-    """A recursive-descent reader over one symbol, bounded in depth (hostile symbols nest)."""
+    """A recursive-descent reader over one symbol, bounded in depth (hostile symbols nest) and
+    in what it reads again (a substitution's spelling, a Rust backref)."""
 
     def __init__(self, symbol: str, at: int) -> None:
         self.s, self.at, self.depth = symbol, at, 0
+        self.read_again_length = 0
+
+    def read_again_at(self, start: int, parse: Callable[[], T]) -> T:
+        """`parse` from `start`, then back where the symbol was being read."""
+        at, self.at = self.at, start
+        try:
+            result = parse()
+            self.read_again_length += self.at - start
+        finally:
+            self.at = at
+        if self.read_again_length > MAX_READ_AGAIN:
+            raise Unsupported("too much to read again")
+        if isinstance(result, str) and len(result) > MAX_NAME:
+            raise Unsupported("name too long")
+        return result
 
     def nested(self, parse: Callable[[], T]) -> T:
         self.depth += 1
@@ -232,7 +253,10 @@ def render(node: Type) -> tuple[str, str]:
 
 def text(node: Type) -> str:
     left, right = render(node)
-    return (left + right).rstrip() if node[0] in ("function", "array") else left + right
+    written = (left + right).rstrip() if node[0] in ("function", "array") else left + right
+    if len(written) > MAX_NAME:
+        raise Unsupported("name too long")
+    return written
 
 
 def base_name(qualified: str) -> str:
@@ -332,6 +356,8 @@ class Itanium(Parser):
         result = self.encoding()
         if self.at != len(self.s):
             raise Unsupported(f"trailing {self.s[self.at:]!r}")
+        if len(result) > MAX_NAME:
+            raise Unsupported("name too long")
         return result
 
     # <encoding>
@@ -645,12 +671,15 @@ class Itanium(Parser):
 
     def read_again(self, start: int, end: int) -> Type:
         """The type spelled at [start, end) read in the current template (adding no substitution)."""
-        at, count = self.at, len(self.substitutions)
-        self.at = start
-        node = self.type()
-        if self.at != end:
-            raise Unsupported("a type read again")
-        self.at = at
+        count = len(self.substitutions)
+
+        def spelled() -> Type:
+            node = self.type()
+            if self.at != end:
+                raise Unsupported("a type read again")
+            return node
+
+        node = self.read_again_at(start, spelled)
         del self.substitutions[count:], self.substitution_contexts[count:]
         return node
 
@@ -859,11 +888,7 @@ class RustV0(Parser):
         target = self.base62() + 2
         if target >= self.at:
             raise Unsupported("forward backref")
-        saved, self.at = self.at, target
-        try:
-            return parse()
-        finally:
-            self.at = saved
+        return self.read_again_at(target, parse)
 
     def path(self, value: bool = False) -> str:
         return self.nested(lambda: self._path(value))
