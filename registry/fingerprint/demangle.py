@@ -373,6 +373,11 @@ class Itanium(Parser):
         name, is_template, cv_quals, last = self.name()
         if self.at >= len(self.s) or self.peek() == "E":
             return name
+        return self.function(name, is_template, cv_quals, last, return_type)
+
+    def function(self, name: str, is_template: bool, cv_quals: str, last: str,
+                 return_type: bool = True) -> str:
+        """A function's name with its return type (a template's) and its parameters."""
         ret = None
         if is_template:
             self.template_args = self.last_args
@@ -608,9 +613,31 @@ class Itanium(Parser):
                 else:
                     pack.extend(self.listed_type())
             return ("pack", ", ".join(text(arg) for arg in pack), tuple(pack))
-        if self.peek() == "X":
-            raise Unsupported("expression")
+        if self.take("X"):
+            value = self.expression()
+            self.expect("E")
+            return ("name", value)
         return self.type()
+
+    def expression(self) -> str:
+        """The one expression read: the address of a function or variable (`ad L_Z ... E`), a
+        template's non-type argument (a callback: `Timer<&Worker::tick>`). c++filt prints a
+        qualified function's without its parameters (`&Worker::tick`), another in parentheses
+        with them (`&(check(int))`, `&(int pick<int>(int))`), a variable's by its name."""
+        if not self.take("adL_Z"):
+            raise Unsupported("expression")
+        outer, qualified = self.template_args, self.peek() == "N" or self.peek(2) == "St"
+        name, is_template, cv_quals, last = self.name()
+        if self.peek() == "E":
+            address = f"&{name}"
+        elif qualified and not is_template:
+            self.function(name, is_template, cv_quals, last)
+            address = f"&{name}"
+        else:
+            address = f"&({self.function(name, is_template, cv_quals, last)})"
+        self.template_args = outer
+        self.expect("E")
+        return address
 
     def literal(self) -> str:
         self.expect("L")

@@ -87,6 +87,11 @@ CPP = {
     "_Z6extentIiLj7EEjRAT0__T_": "unsigned int extent<int, 7u>(int (&) [7u])",
     "_Z5applyIJA2_cEEvDpRKT_": "void apply<char [2]>(char const (&) [2])",
     "_ZTIKFvRK4NodeE": "typeinfo for void (Node const&) const",
+    # callbacks as template arguments: the address of a function, a member function, a variable
+    "_ZN5TimerIXadL_Z5checkiEEE3runEi": "Timer<&(check(int))>::run(int)",
+    "_ZN5TimerIXadL_Z5twiceIiET_S1_EEE3runEi": "Timer<&(int twice<int>(int))>::run(int)",
+    "_ZN8ScheduleIXadL_ZN6Worker4tickEvEEE3runERS0_": "Schedule<&Worker::tick>::run(Worker&)",
+    "_Z4bumpIXadL_Z5ticksEEEiv": "int bump<&ticks>()",
 }
 # What a fingerprint keys on, from the names above that need more than the name's own part.
 KEYS = {

@@ -2,7 +2,9 @@
 // it and reads its symbols as c++filt prints them): variadic templates (pack expansions in
 // parameters and in template arguments, empty packs, references collapsing), a lambda of a
 // variadic template run through std::function, thunks (non-virtual, virtual, covariant), a
-// local variable of a function template, arrays by pointer and by reference.
+// local variable of a function template, arrays by pointer and by reference, callbacks as
+// template arguments (the address of a function, a member function, a template's instance, a
+// variable).
 #include <cstdio>
 #include <functional>
 #include <tuple>
@@ -65,6 +67,24 @@ struct Shape { virtual Shape *copy() { return this; } virtual ~Shape() {} };
 struct Named { virtual ~Named() {} int id = 0; };
 struct Circle : Named, Shape { Circle *copy() override { return this; } };
 
+int check(int value) { return value + 1; }
+template <typename T> T twice(T value) { return value * 2; }
+struct Worker { int tick() { return 7; } };
+int ticks = 0;
+
+template <int (*Callback)(int)>
+struct Timer {
+    __attribute__((noinline)) int run(int value) { return Callback(value); }
+};
+
+template <int (Worker::*Method)()>
+struct Schedule {
+    __attribute__((noinline)) int run(Worker &worker) { return (worker.*Method)(); }
+};
+
+template <int *Counter>
+__attribute__((noinline)) int bump() { return ++*Counter; }
+
 __attribute__((noinline)) int sum_rows(int (*rows)[4], int count) {
     int sum = 0;
     for (int i = 0; i < count; i++)
@@ -107,6 +127,10 @@ int main(int argc, char **) {
     Shape *shape = &circle;
     int rows[2][4] = {{1}, {2}};
     int slots[7] = {};
+    Worker worker;
+    int callbacks = Timer<&check>().run(1) + Timer<&twice<int>>().run(2) + Schedule<&Worker::tick>().run(worker) +
+                    bump<&ticks>();
     return reader->read() + writer->write() + node->weight() + (shape->copy() != nullptr) +
-           sum_rows(rows, 2) + static_cast<int>(extent(slots) + extent(rows)) + tally(1) + tally(2.5);
+           sum_rows(rows, 2) + static_cast<int>(extent(slots) + extent(rows)) + tally(1) + tally(2.5) +
+           callbacks;
 }
