@@ -14,6 +14,7 @@ import pytest
 
 from testkit.reports import crash_report
 from tests.support.http import auth
+from tests.support.mangled import itanium_chain, rust_backref_chain
 
 NUL = "\x00"
 SURROGATE = "\ud800"
@@ -201,6 +202,21 @@ def test_a_report_with_nothing_to_fingerprint_is_400_naming_what_is_missing(clie
         assert set(error["fields"]) == {"console_log", "stack"}
     with_frames = crash_report(console_log=None, stack={"frames": [{"function": "main"}]})
     assert send(client, "POST", "/api/v1/reports", reporter, with_frames).status_code == 201
+
+
+@pytest.mark.parametrize("symbol", [itanium_chain(30), rust_backref_chain(30)], ids=["itanium", "rust-v0"])
+def test_a_symbol_whose_name_grows_threefold_a_level_is_kept_raw(client, reporter, symbol) -> None:
+    """A userspace frame named by a hostile symbol within the 512 characters a function may
+    have (each level names the type before it three times: 3^30 times the first once read) is
+    stored and titled as the raw symbol, answered at once."""
+    assert len(symbol) <= 512
+    program = "/opt/app/store"
+    stack = {"signal": "SIGSEGV", "executable": program,
+             "frames": [{"function": symbol, "module": program}, {"function": "main", "module": program}]}
+    response = send(client, "POST", "/api/v1/reports", reporter,
+                    crash_report(source="userspace", console_log=None, stack=stack))
+    assert response.status_code == 201, response.get_data(as_text=True)[:500]
+    assert symbol[:60] in response.json["signature"]["title"]
 
 
 def test_the_reporters_fingerprint_does_not_route_the_report(client, reporter) -> None:

@@ -12,6 +12,7 @@ import pytest
 from registry.fingerprint.demangle import demangle, function_name
 from tests.support import DATA
 from tests.support.cores import CPP_MODE, Crash
+from tests.support.mangled import itanium_chain, rust_backref_chain
 from tests.support.symbols import defined_symbols
 
 # Real symbols: rustc 1.x, a crate `r` with `mod engine { struct Ring<T> ... fn first }` and a
@@ -159,42 +160,6 @@ def test_a_template_heavy_programs_symbols_read_as_cxxfilt_prints_them(tmp_path:
                "Pool::submit<main::{lambda(int, double)#2}, int, double&>(main::{lambda(int, double)#2}&&, "
                "int&&, double&)::{lambda()#1}")
     assert all(any(name in read[s] for name in lambdas) or ("X" in s and read[s] == s) for s in instances)
-
-
-def itanium_chain(levels: int) -> str:
-    """A function taking, level after level, a pointer to a function of three of the type before."""
-    symbol, before = "_Z1fPi", "S_"
-    for level in range(1, levels + 1):
-        symbol += f"PFv{before * 3}E"
-        before = f"S{base36(2 * level - 1)}_"  # the pointer just added (S_ is the first substitution)
-    return symbol
-
-
-def base36(number: int) -> str:
-    digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    return (base36(number // 36) if number >= 36 else "") + digits[number % 36]
-
-
-def rust_backref_chain(levels: int) -> str:
-    """A v0 generic whose arguments are tuples of three backrefs to the tuple before."""
-    symbol, start = "_RIC1a", len("_RIC1a")
-    symbol += "TlllE"
-    for _ in range(levels):
-        backref = "B" + rust_base62(start - 2)
-        start = len(symbol)
-        symbol += f"T{backref * 3}E"
-    return symbol + "E"
-
-
-def rust_base62(number: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    if number == 0:
-        return "_"
-    number -= 1
-    written = digits[number % 62]
-    while number := number // 62:
-        written = digits[number % 62] + written
-    return written + "_"
 
 
 def test_a_symbol_naming_a_type_many_times_over_stays_raw() -> None:
