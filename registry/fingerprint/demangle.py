@@ -105,7 +105,8 @@ def function_name(name: str) -> str:
     twice<int>(int)` is `twice<int>`; `_ZN1r4main17h0123456789abcdefE` is `r::main`."""
     name = CLONE_SUFFIX.sub("", name.strip())
     if name[:2] in ("_Z", "_R"):
-        name = demangle(name)
+        read = demangle(name)
+        name = read if read != name or name[:2] == "_R" else itanium_name(name)
     name = RUST_CRATE_HASH.sub("", name)
     if name.startswith(SPECIAL_LABELS):
         return name
@@ -116,6 +117,23 @@ def function_name(name: str) -> str:
         if opened > 0:
             name = TRAILING_QUALIFIERS.sub("", name[:opened])
     return name[_after_return_type(name):]
+
+
+@lru_cache(maxsize=8192)
+def itanium_name(symbol: str) -> str:
+    """The function's name of an Itanium symbol `demangle` leaves raw for what follows its name
+    (an expression in its return type: SFINAE's `enable_if`), as function_name reads c++filt's
+    spelling of it; else the symbol."""
+    if len(symbol) > MAX_SYMBOL or symbol.startswith(("_ZT", "_ZGV")) or rust_legacy(symbol) is not None:
+        return symbol
+    parser = Itanium(symbol)
+    try:
+        name = parser.name()[0]
+    except (Unsupported, IndexError, ValueError, RecursionError):
+        return symbol
+    if len(name) > MAX_NAME or parser.peek() not in TYPE_STARTS:  # no function's types follow
+        return symbol
+    return name
 
 
 ANONYMOUS_NAMESPACE = "(anonymous namespace)"
@@ -220,6 +238,8 @@ SPECIAL_LABELS = (*SPECIAL_NAMES.values(), "guard variable for ")
 # Thunks: T <call-offset> <encoding> (Tc: two call-offsets), named for the function they adjust to.
 THUNKS = {"Th": "non-virtual thunk to ", "Tv": "virtual thunk to ", "Tc": "covariant return thunk to "}
 THUNK_LABEL = re.compile("^(?:" + "|".join(THUNKS.values()) + ")")
+# What a <type> begins with: after a function's name, its return type or first parameter.
+TYPE_STARTS = frozenset(BUILTIN_TYPES) | frozenset("PROKVrNSTFAMDuZ0123456789")
 INTEGER_LITERALS = {"i": "", "j": "u", "l": "l", "m": "ul", "x": "ll", "y": "ull"}
 
 # A type: ("name", text) | ("pointer", inner, "*"|"&"|"&&"|" const"...) | ("function", ret, params, quals)
