@@ -10,9 +10,10 @@
    ~100 MB one (a generated C++ program of templates, -g -O1, `objcopy --only-keep-debug`;
    built into --work the first time, ~20 minutes on a busy 2-core machine, or given by --big).
    Per file: build time, per-lookup time, inlined frames and file:line at the crash address.
-2. Names: the engine's demangler against c++filt over libstdc++'s, glibc's and Rust std's
-   exported symbols (symbolic's Python binding exposes no demangler: its symcaches give the
-   raw symbol, which the engine's one demangler names).
+2. Names: the engine's demangler against c++filt over the exported symbols of libstdc++,
+   glibc, Rust std and the large C++ libraries the machine has (LLVM, clang, Boost, the JVM,
+   SwiftShader: those found); symbolic's Python binding exposes no demangler: its symcaches
+   give the raw symbol, which the engine's one demangler names.
 3. Ingest: the CPU a userspace report costs (validation and `ingest_report`, SQLite,
    in-process, the calling thread's CPU) with a warm symcache against the same report without
    symbolication, alternated report by report in the same run; the symbolication step's own
@@ -23,7 +24,9 @@
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import re
 import statistics
 import subprocess
 import tempfile
@@ -247,29 +250,47 @@ def compare_libraries(files: dict[str, tuple[Path, Path, str]], lookups: int, li
 
 # --- names --------------------------------------------------------------------------------
 
+CLONE_NOTE = re.compile(r"(?: \[clone [^\]]*\])+$")  # c++filt's; the engine drops clone suffixes
+
 
 def exported(path: str) -> list[str]:
     return sorted({line.split()[-1].split("@")[0] for line in run(["nm", "-D", "--defined-only", path]).stdout
                    .splitlines() if len(line.split()) == 3})
 
 
+LIBRARIES = {  # name -> path (a glob: the first match; absent ones are left out)
+    "libstdc++.so.6": "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+    "libc.so.6": "/lib/x86_64-linux-gnu/libc.so.6",
+    "Rust std": str(Path.home() / ".rustup/toolchains/*stable*/lib/rustlib/*/lib/libstd-*.so"),
+    "LLVM": "/usr/lib/x86_64-linux-gnu/libLLVM-1[0-9].so.1",
+    "clang": "/usr/lib/llvm-1[0-9]/lib/libclang-cpp.so.1[0-9]",
+    "Boost (5 libraries)": "/usr/lib/x86_64-linux-gnu/libboost_*.so.1.*",
+    "the JVM": "/usr/lib/jvm/java-*/lib/server/libjvm.so",
+    "SwiftShader": "/usr/lib/chromium/libvk_swiftshader.so",
+}
+
+
 def compare_names() -> None:
     from registry.fingerprint.demangle import demangle, function_name
 
-    rust_std = next((Path.home() / ".rustup").glob("toolchains/*stable*/lib/rustlib/*/lib/libstd-*.so"), None)
     print("\n## names: the engine's demangler against c++filt (exported symbols)")
-    for name, path in (("libstdc++.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"),
-                       ("libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6"), ("Rust std", str(rust_std))):
-        symbols = exported(path)
-        filtered = run(["c++filt"], input="\n".join(symbols)).stdout.splitlines()
+    for name, pattern in LIBRARIES.items():
+        paths = sorted(glob.glob(pattern))
+        if not paths:
+            continue
+        paths = paths if name.startswith("Boost") else paths[:1]
+        symbols = sorted({symbol for path in paths for symbol in exported(path)})
+        filtered = [CLONE_NOTE.sub("", line)
+                    for line in run(["c++filt"], input="\n".join(symbols)).stdout.splitlines()]
         elapsed, ours = timed(lambda symbols=symbols: [demangle(s) for s in symbols])
         mangled = [i for i, s in enumerate(symbols) if s[:2] in ("_Z", "_R")]
         same = sum(ours[i] == filtered[i] for i in mangled)
-        raw = sum(ours[i] == symbols[i] for i in mangled)
+        raw = sum(ours[i] == symbols[i] != filtered[i] for i in mangled)
         keyed = sum(function_name(symbols[i]) == function_name(filtered[i]) for i in range(len(symbols)))
         print(f"  {name}: {len(symbols)} symbols, {len(mangled)} mangled: as c++filt prints {same}, left raw "
-              f"{raw}; same fingerprint name from the raw symbol and from c++filt's {keyed}/{len(symbols)}; "
-              f"{elapsed / max(len(symbols), 1) * 1e6:.1f} us a symbol")
+              f"{raw}, printed otherwise {len(mangled) - same - raw}; same fingerprint name from the raw "
+              f"symbol and from c++filt's {keyed}/{len(symbols)}; {elapsed / max(len(symbols), 1) * 1e6:.1f} "
+              "us a symbol")
 
 
 # --- ingest -------------------------------------------------------------------------------

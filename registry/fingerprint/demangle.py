@@ -110,7 +110,7 @@ def function_name(name: str) -> str:
     name = RUST_CRATE_HASH.sub("", name)
     if name.startswith(SPECIAL_LABELS):
         return name
-    name = THUNK_LABEL.sub("", name)  # a thunk is keyed as the function it adjusts `this` for
+    name = COPY_LABEL.sub("", name)  # a thunk or a clone is keyed as the function it stands for
     name = TRAILING_QUALIFIERS.sub("", name)
     if name.endswith(")") and not CALL_OPERATOR_NAME.search(name):
         opened = _opening_parenthesis(name)
@@ -124,7 +124,7 @@ def itanium_name(symbol: str) -> str:
     """The function's name of an Itanium symbol `demangle` leaves raw for what follows its name
     (an expression in its return type: SFINAE's `enable_if`), as function_name reads c++filt's
     spelling of it; else the symbol."""
-    if len(symbol) > MAX_SYMBOL or symbol.startswith(("_ZT", "_ZGV")) or rust_legacy(symbol) is not None:
+    if len(symbol) > MAX_SYMBOL or symbol.startswith(("_ZT", "_ZG")) or rust_legacy(symbol) is not None:
         return symbol
     parser = Itanium(symbol)
     try:
@@ -237,7 +237,8 @@ SPECIAL_NAMES = {"TV": "vtable for ", "TT": "VTT for ", "TI": "typeinfo for ", "
 SPECIAL_LABELS = (*SPECIAL_NAMES.values(), "guard variable for ")
 # Thunks: T <call-offset> <encoding> (Tc: two call-offsets), named for the function they adjust to.
 THUNKS = {"Th": "non-virtual thunk to ", "Tv": "virtual thunk to ", "Tc": "covariant return thunk to "}
-THUNK_LABEL = re.compile("^(?:" + "|".join(THUNKS.values()) + ")")
+TRANSACTION_CLONE = "transaction clone for "  # GCC's -fgnu-tm copy of a function: GTt <encoding>
+COPY_LABEL = re.compile("^(?:" + "|".join((*THUNKS.values(), TRANSACTION_CLONE)) + ")")
 # What a <type> begins with: after a function's name, its return type or first parameter.
 TYPE_STARTS = frozenset(BUILTIN_TYPES) | frozenset("PROKVrNSTFAMDuZ0123456789")
 INTEGER_LITERALS = {"i": "", "j": "u", "l": "l", "m": "ul", "x": "ll", "y": "ull"}
@@ -314,6 +315,10 @@ def is_empty_pack(node: Type) -> bool:
 CV_QUALIFIERS = frozenset(("const", "volatile", "restrict"))
 
 
+def is_cv(op: str) -> bool:
+    return bool(op.split()) and CV_QUALIFIERS.issuperset(op.split())
+
+
 def pointer_to(inner: Type, op: str) -> Type:
     """`inner` with a pointer, reference or cv-qualifier; references to references collapse
     (T& && is T&), as an argument pack's element substituted into `T&&` does. A cv-qualified
@@ -321,7 +326,10 @@ def pointer_to(inner: Type, op: str) -> Type:
     (c++filt: `void () const`, `char const (&) [2]`)."""
     if op in ("&", "&&") and inner[0] == "pointer" and inner[2] in ("&", "&&"):
         return ("pointer", inner[1], "&" if "&" in (op, inner[2]) else "&&")
-    if inner[0] in ("function", "array") and op.split() and CV_QUALIFIERS.issuperset(op.split()):
+    if inner[0] == "pointer" and is_cv(op) and is_cv(inner[2]):  # a const argument made const again
+        added = [word for word in op.split() if word not in inner[2].split()]
+        return ("pointer", inner[1], inner[2] + "".join(f" {word}" for word in added)) if added else inner
+    if inner[0] in ("function", "array") and is_cv(op):
         if inner[0] == "function":
             return ("function", inner[1], inner[2], op + inner[3])
         return ("array", pointer_to(inner[1], op), inner[2])
@@ -446,6 +454,8 @@ class Itanium(Parser):
                 return label + text(self.type())
         if self.take("GV"):
             return "guard variable for " + self.name()[0]
+        if self.take("GTt"):
+            return TRANSACTION_CLONE + self.encoding()
         label = THUNKS.get(self.peek(2))
         if label is not None:
             self.at += 1  # T: the call-offsets follow (h..., v...; Tc: c, then two)
@@ -751,7 +761,12 @@ class Itanium(Parser):
             return self._remember(("name", self.source_name()))
         if char in "rVK":
             quals = self.cv_qualifiers()
-            return self._remember(pointer_to(self.type(), quals))
+            inner = self.type()
+            if inner[0] == "function" and self.substitutions[-1] is inner:
+                # a member function's qualified type (`KFbvE`): a candidate as a whole only, as GCC
+                # substitutes it
+                del self.substitutions[-1], self.substitution_contexts[-1]
+            return self._remember(pointer_to(inner, quals))
         for code, op in (("P", "*"), ("R", "&"), ("O", "&&")):
             if self.take(code):
                 return self._remember(pointer_to(self.type(), op))

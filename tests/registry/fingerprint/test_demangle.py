@@ -34,6 +34,9 @@ RUST = {
     "call_onceCs6GmmlP4bgsG_1r":
         "<std::rt::lang_start<()>::{closure#0} as core::ops::function::FnOnce<()>>::call_once",
 }
+RECOGNIZER = "llvm::ScheduleHazardRecognizer"
+HAZARD = f"std::unique_ptr<{RECOGNIZER}, std::default_delete<{RECOGNIZER}> >"
+PREDICATE = "__gnu_cxx::__ops::_Iter_pred<std::_Mem_fn<bool (llvm::ScheduleHazardRecognizer::*)() const> >"
 CPP = {
     "_ZN7storage12_GLOBAL__N_17recoverERNS_7JournalINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEEEi":
         "storage::(anonymous namespace)::recover(storage::Journal<std::__cxx11::basic_string<char, "
@@ -88,6 +91,15 @@ CPP = {
     "_Z6extentIiLj7EEjRAT0__T_": "unsigned int extent<int, 7u>(int (&) [7u])",
     "_Z5applyIJA2_cEEvDpRKT_": "void apply<char [2]>(char const (&) [2])",
     "_ZTIKFvRK4NodeE": "typeinfo for void (Node const&) const",
+    # (LLVM 15's) a const argument made const again is const once; a member function's const
+    # type is one substitution, its unqualified type none (SG_ is the first parameter's type)
+    "_Z1fIKiEvRKT_": "void f<int const>(int const&)",
+    "_ZSt9__find_ifIPKSt10unique_ptrIN4llvm24ScheduleHazardRecognizerESt14default_deleteIS2_EEN9__gnu_cxx5__ops"
+    "10_Iter_predISt7_Mem_fnIMS2_KFbvEEEEET_SG_SG_T0_St26random_access_iterator_tag":
+        f"{HAZARD} const* std::__find_if<{HAZARD} const*, {PREDICATE} >({HAZARD} const*, {HAZARD} const*, "
+        f"{PREDICATE}, std::random_access_iterator_tag)",
+    # a transaction clone (libstdc++'s -fgnu-tm copies)
+    "_ZGTtNKSt11logic_error4whatEv": "transaction clone for std::logic_error::what() const",
     # callbacks as template arguments: the address of a function, a member function, a variable
     "_ZN5TimerIXadL_Z5checkiEEE3runEi": "Timer<&(check(int))>::run(int)",
     "_ZN5TimerIXadL_Z5twiceIiET_S1_EEE3runEi": "Timer<&(int twice<int>(int))>::run(int)",
@@ -100,6 +112,7 @@ KEYS = {
         "Pool::submit<main::{lambda(int)#1}, int>(main::{lambda(int)#1}&&, int&&)::{lambda()#1}::operator()",
     "_ZThn16_N7Channel5writeEv": "Channel::write",  # a thunk is keyed as the function it adjusts for
     "_ZTch0_h16_N6Circle4copyEv": "Circle::copy",
+    "_ZGTtNKSt11logic_error4whatEv": "std::logic_error::what",
     "_ZN3BoxIJicEE3putIJidEEEiDpPT_": "Box<int, char>::put<int, double>",
     # left raw for an expression in its return type (SFINAE), keyed as c++filt's spelling is
     "_ZN4llvm10checkedAddIlEENSt9enable_ifIXsr3std9is_signedIT_EE5valueENS_8OptionalIS2_EEE4typeES2_S2_":
