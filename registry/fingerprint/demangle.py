@@ -23,8 +23,9 @@ from typing import TypeVar
 MAX_SYMBOL = 4096
 MAX_DEPTH = 64
 # A hostile symbol can name a type that names the one before it many times, level after level,
-# or read a pattern again for every element of a pack: the name's length (the longest of 83,567
-# real C++ names here is 4,015 characters) and what is read again are bounded.
+# or read a pattern again for every element of a pack: the name's length (the longest c++filt
+# prints for LLVM's, clang's, libstdc++'s or Boost's exported symbols is 4,272 characters) and
+# what is read again are bounded.
 MAX_NAME = 16384
 MAX_READ_AGAIN = 4 * MAX_SYMBOL
 T = TypeVar("T")
@@ -349,10 +350,10 @@ class Itanium(Parser):
         super().__init__(symbol, 2)
         self.substitutions: list[Type] = []
         # Per substitution: the template arguments its template parameters were read in (None:
-        # it has none), their indexes and, for a type, where it is spelled. GCC reuses a type spelled with
-        # template parameters (`T_`, `OT_`) in a local name's function for the same spelling in
-        # the enclosing template, where `T_` names that one's first argument: such a type is
-        # read again from its spelling there.
+        # it has none), their indexes and, for a type, where it is spelled. GCC reuses a type
+        # spelled with template parameters (`T_`, `OT_`) in a local name's function for the same
+        # spelling in the enclosing template, where `T_` names that one's first argument: such a
+        # type is read again from its spelling there.
         self.substitution_contexts: list[tuple[list[Type] | None, tuple[int, ...], Spelling | None]] = []
         self.template_args: list[Type] = []  # of the function template: what T_, T0_ name
         self.last_args: list[Type] = []
