@@ -651,12 +651,40 @@ class Itanium(Parser):
         return self.type()
 
     def expression(self) -> str:
-        """The one expression read: the address of a function or variable (`ad L_Z ... E`), a
-        template's non-type argument (a callback: `Timer<&Worker::tick>`). c++filt prints a
-        qualified function's without its parameters (`&Worker::tick`), another in parentheses
-        with them (`&(check(int))`, `&(int pick<int>(int))`), a variable's by its name."""
+        """The expressions read (any other leaves the symbol raw): a member of a dependent
+        type (`sr`: SFINAE's `std::is_signed<T>::value`), its negation (`nt`), and the address
+        of a function or variable (`ad L_Z ... E`), a template's non-type argument (a callback:
+        `Timer<&Worker::tick>`)."""
+        if self.take("sr"):
+            return self.unresolved_name()
+        if self.take("nt"):
+            if not self.take("sr"):
+                raise Unsupported("expression")
+            return "!" + self.unresolved_name()
         if not self.take("adL_Z"):
             raise Unsupported("expression")
+        return self.address()
+
+    def unresolved_name(self) -> str:
+        """sr <level>+ E <name>: `std::is_signed<long>::value`, each level a name with its
+        template's arguments (read in the current template)."""
+        if self.peek() in ("N", "T", "S"):
+            raise Unsupported("unresolved type")
+        levels = []
+        while not self.take("E"):
+            levels.append(self.unresolved_level())
+        if not levels:
+            raise Unsupported("unresolved name")
+        return "::".join((*levels, self.unresolved_level()))
+
+    def unresolved_level(self) -> str:
+        name = self.source_name()
+        return after_operator(name) + self.template_arguments() if self.peek() == "I" else name
+
+    def address(self) -> str:
+        """c++filt prints a qualified function's address without its parameters
+        (`&Worker::tick`), another's in parentheses with them (`&(check(int))`, `&(int
+        pick<int>(int))`), a variable's by its name."""
         outer, qualified = self.template_args, self.peek() == "N" or self.peek(2) == "St"
         name, is_template, cv_quals, last = self.name()
         if self.peek() == "E":

@@ -814,10 +814,9 @@ USERSPACE_SKIP: tuple[str, ...] = (
     # program's own type is named with its crate's path, and the orphan rule keeps a program
     # from implementing the standard library's traits on the standard library's types.
     rf"<[^:<>]+ as (?:std::|{RUST_LIBRARY})",
-    # ... and libstdc++'s as a raw symbol the demangler leaves unread (an expression in its
-    # template arguments, as an older libstdc++'s `std::make_shared` has in its `enable_if`): an
-    # Itanium name in std (`St`, or its abbreviations `Sa`, `Ss`, ...) or in __gnu_cxx, which a
-    # program may not declare its own code in
+    # ... and libstdc++'s as a raw symbol the demangler leaves unread (a `decltype(...)` in its
+    # return type): an Itanium name in std (`St`, or its abbreviations `Sa`, `Ss`, ...) or in
+    # __gnu_cxx, which a program may not declare its own code in
     r"(?<=_)Z(?:N[rVKRO]*)?S[tabsiod]", r"(?<=_)ZN[rVKRO]*9__gnu_cxx",
     # the C++ runtime's allocation and casts, linked into the program (-static-libstdc++)
     "operator new", "operator delete", "__dynamic_cast$",
