@@ -666,10 +666,13 @@ class Itanium(Parser):
         return self.address()
 
     def unresolved_name(self) -> str:
-        """sr <level>+ E <name>: `std::is_signed<long>::value`, each level a name with its
-        template's arguments (read in the current template)."""
-        if self.peek() in ("N", "T", "S"):
-            raise Unsupported("unresolved type")
+        """sr <level>+ E <name> (`std::is_signed<long>::value`, each level a name with its
+        template's arguments, read in the current template) or, as GCC also writes it,
+        sr <type> <name> (`St11is_integralIT_E5value`), as libiberty reads either."""
+        if self.peek() in ("S", "T"):
+            return f"{text(self.type())}::{self.unresolved_level()}"
+        if not (self.peek().isdigit() or self.peek().islower()):
+            raise Unsupported("unresolved name")
         levels = []
         while not self.take("E"):
             levels.append(self.unresolved_level())

@@ -4,10 +4,11 @@
 // variadic template run through std::function, thunks (non-virtual, virtual, covariant), a
 // local variable of a function template, arrays by pointer and by reference, callbacks as
 // template arguments (the address of a function, a member function, a template's instance, a
-// variable).
+// variable), SFINAE's conditions (enable_if over a dependent type's member, negated).
 #include <cstdio>
 #include <functional>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -85,6 +86,16 @@ struct Schedule {
 template <int *Counter>
 __attribute__((noinline)) int bump() { return ++*Counter; }
 
+template <typename T>
+__attribute__((noinline)) typename std::enable_if<std::is_integral<T>::value, T>::type clamp_count(T value) {
+    return value < 0 ? 0 : value;
+}
+
+template <typename T>
+__attribute__((noinline)) typename std::enable_if<!std::is_integral<T>::value, int>::type clamp_count(T value) {
+    return value < 0 ? 0 : static_cast<int>(value);
+}
+
 __attribute__((noinline)) int sum_rows(int (*rows)[4], int count) {
     int sum = 0;
     for (int i = 0; i < count; i++)
@@ -129,7 +140,7 @@ int main(int argc, char **) {
     int slots[7] = {};
     Worker worker;
     int callbacks = Timer<&check>().run(1) + Timer<&twice<int>>().run(2) + Schedule<&Worker::tick>().run(worker) +
-                    bump<&ticks>();
+                    bump<&ticks>() + clamp_count(-2) + static_cast<int>(clamp_count(3L)) + clamp_count(1.5);
     return reader->read() + writer->write() + node->weight() + (shape->copy() != nullptr) +
            sum_rows(rows, 2) + static_cast<int>(extent(slots) + extent(rows)) + tally(1) + tally(2.5) +
            callbacks;
