@@ -579,10 +579,12 @@ class Itanium(Parser):
             self.at += 1
             return self.source_name(), "name"
         if self.take("C"):
-            self.take("I")  # inheriting constructor: CI1 <type>
+            inheriting = self.take("I")  # CI1 <base>: a constructor inherited from the base
             if self.peek() not in ("1", "2", "3", "4", "5"):
                 raise Unsupported("constructor")
             self.at += 1
+            if inheriting:  # named by the base, as c++filt prints it
+                return base_name(text(self.type())), "ctor"
             if not enclosing:
                 raise Unsupported("constructor outside a class")
             return enclosing, "ctor"
@@ -600,7 +602,13 @@ class Itanium(Parser):
             self.expect("_")
             return f"{{unnamed type#{index}}}", "name"
         if self.take("Ul"):
-            params = self.parameters()
+            # a generic lambda's `auto` parameters are its own template's (T_ is auto:1), which
+            # its call operator's instance names when it reuses them
+            outer, self.template_args = self.template_args, [("name", f"auto:{n}") for n in range(1, 33)]
+            try:
+                params = self.parameters()
+            finally:
+                self.template_args = outer
             self.expect("E")
             index = self.number() + 2 if self.peek() != "_" else 1
             self.expect("_")

@@ -104,6 +104,11 @@ CPP = {
         "llvm::checkedAdd<long>(long, long)",
     "_ZSt11make_sharedI4NodeJEESt10shared_ptrINSt9enable_ifIXntsr8is_arrayIT_EE5valueES3_E4typeEEDpOT0_":
         "std::shared_ptr<std::enable_if<!is_array<Node>::value, Node>::type> std::make_shared<Node>()",
+    # a generic lambda (its `auto` parameters are its template's, named by the call operator's
+    # instance); a constructor inherited from a base (`using Counter::Counter`)
+    "_ZZ4mainENKUlT_T0_E_clIiiEEDaS_S0_":
+        "auto main::{lambda(auto:1, auto:2)#1}::operator()<int, int>(int, int) const",
+    "_ZN5TallyCI17CounterEi": "Tally::Counter(int)",
     # a transaction clone (libstdc++'s -fgnu-tm copies)
     "_ZGTtNKSt11logic_error4whatEv": "transaction clone for std::logic_error::what() const",
     # callbacks as template arguments: the address of a function, a member function, a variable
@@ -119,6 +124,7 @@ KEYS = {
     "_ZThn16_N7Channel5writeEv": "Channel::write",  # a thunk is keyed as the function it adjusts for
     "_ZTch0_h16_N6Circle4copyEv": "Circle::copy",
     "_ZGTtNKSt11logic_error4whatEv": "std::logic_error::what",
+    "_ZZ4mainENKUlT_T0_E_clIiiEEDaS_S0_": "main::{lambda(auto:1, auto:2)#1}::operator()<int, int>",
     "_ZN3BoxIJicEE3putIJidEEEiDpPT_": "Box<int, char>::put<int, double>",
     # left raw for an expression it does not read in its return type (decltype), keyed as
     # c++filt's spelling is

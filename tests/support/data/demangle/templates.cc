@@ -4,7 +4,8 @@
 // variadic template run through std::function, thunks (non-virtual, virtual, covariant), a
 // local variable of a function template, arrays by pointer and by reference, callbacks as
 // template arguments (the address of a function, a member function, a template's instance, a
-// variable), SFINAE's conditions (enable_if over a dependent type's member, negated).
+// variable), SFINAE's conditions (enable_if over a dependent type's member, negated), generic
+// lambdas (`auto` parameters), an inherited constructor.
 #include <cstdio>
 #include <functional>
 #include <tuple>
@@ -96,6 +97,16 @@ __attribute__((noinline)) typename std::enable_if<!std::is_integral<T>::value, i
     return value < 0 ? 0 : static_cast<int>(value);
 }
 
+struct Counter {
+    explicit Counter(int start) : value(start) {}
+    template <typename T>
+    Counter(T start, int step) : value(static_cast<int>(start) + step) {}
+    int value;
+};
+struct Tally : Counter {
+    using Counter::Counter;  // inherited constructors
+};
+
 __attribute__((noinline)) int sum_rows(int (*rows)[4], int count) {
     int sum = 0;
     for (int i = 0; i < count; i++)
@@ -139,9 +150,13 @@ int main(int argc, char **) {
     int rows[2][4] = {{1}, {2}};
     int slots[7] = {};
     Worker worker;
+    auto add = [](auto left, auto right) { return left + right; };
+    auto measure = [argc](const auto &items) { return static_cast<int>(items.size()) + argc; };
+    int generic = add(1, 2) + static_cast<int>(add(1.5, 2)) + measure(std::vector<int>{1}) + Tally(4).value +
+                  Tally(2.5, 1).value;
     int callbacks = Timer<&check>().run(1) + Timer<&twice<int>>().run(2) + Schedule<&Worker::tick>().run(worker) +
                     bump<&ticks>() + clamp_count(-2) + static_cast<int>(clamp_count(3L)) + clamp_count(1.5);
     return reader->read() + writer->write() + node->weight() + (shape->copy() != nullptr) +
            sum_rows(rows, 2) + static_cast<int>(extent(slots) + extent(rows)) + tally(1) + tally(2.5) +
-           callbacks;
+           callbacks + generic;
 }
