@@ -245,7 +245,8 @@ TYPE_STARTS = frozenset(BUILTIN_TYPES) | frozenset("PROKVrNSTFAMDuZ0123456789")
 INTEGER_LITERALS = {"i": "", "j": "u", "l": "l", "m": "ul", "x": "ll", "y": "ull"}
 
 # A type: ("name", text) | ("pointer", inner, "*"|"&"|"&&"|" const"...) | ("function", ret, params, quals)
-# | ("array", element, dimension) | ("pack", text, elements): a template argument pack |
+# | ("array", element, dimension) | ("pack", text, elements, ends empty): a template argument
+# pack (ends empty: nothing, or an empty expansion, is its last) |
 # ("expansion", start, end, packs): `Dp`, the pattern spelled at [start, end) over the packs
 # (template parameters' indexes), one type per element.
 # Printed inside out, as C declarators are.
@@ -302,10 +303,11 @@ def after_operator(name: str) -> str:
 
 
 def close_template(args: list[Type]) -> str:
-    """`<args>`, spaced from a closing `>` as c++filt does (not after an empty trailing pack:
-    libiberty drops the separator it wrote for it, and its last character stays the space)."""
+    """`<args>`, spaced from a closing `>` as c++filt does (not after an empty trailing pack or
+    expansion: libiberty drops the separator it wrote for it, and its last character stays the
+    space)."""
     joined = ", ".join(text(arg) for arg in args if not is_empty_pack(arg))
-    spaced = joined.endswith(">") and not (args and is_empty_pack(args[-1]))
+    spaced = joined.endswith(">") and not (args and args[-1][0] == "pack" and args[-1][3])
     return f"<{joined}{' ' if spaced else ''}>"
 
 
@@ -646,12 +648,12 @@ class Itanium(Parser):
             return ("name", self.literal())
         if self.take("J"):  # an argument pack: its arguments in place (none: nothing)
             pack: list[Type] = []
+            ends_empty = True
             while not self.take("E"):
-                if self.peek() in "LJX":
-                    pack.append(self.template_argument())
-                else:
-                    pack.extend(self.listed_type())
-            return ("pack", ", ".join(text(arg) for arg in pack), tuple(pack))
+                listed = [self.template_argument()] if self.peek() in "LJX" else self.listed_type()
+                pack.extend(listed)
+                ends_empty = not listed or is_empty_pack(listed[-1])
+            return ("pack", ", ".join(text(arg) for arg in pack), tuple(pack), ends_empty)
         if self.take("X"):
             value = self.expression()
             self.expect("E")
@@ -659,10 +661,12 @@ class Itanium(Parser):
         return self.type()
 
     def expression(self) -> str:
-        """The expressions read (any other leaves the symbol raw): a member of a dependent
-        type (`sr`: SFINAE's `std::is_signed<T>::value`), its negation (`nt`), and the address
+        """The expressions read (any other leaves the symbol raw): a template parameter, a member
+        of a dependent type (`sr`: SFINAE's `std::is_signed<T>::value`), its negation (`nt`), and the address
         of a function or variable (`ad L_Z ... E`), a template's non-type argument (a callback:
         `Timer<&Worker::tick>`)."""
+        if self.peek() == "T":  # a non-type template parameter passed on (`_Tuple_impl<_Idx, ...>`)
+            return text(self.template_param())
         if self.take("sr"):
             return self.unresolved_name()
         if self.take("nt"):

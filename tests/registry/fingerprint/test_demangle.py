@@ -109,6 +109,11 @@ CPP = {
     "_ZZ4mainENKUlT_T0_E_clIiiEEDaS_S0_":
         "auto main::{lambda(auto:1, auto:2)#1}::operator()<int, int>(int, int) const",
     "_ZN5TallyCI17CounterEi": "Tally::Counter(int)",
+    # a template parameter passed on as an expression; c++filt's `>>` after an empty pack's
+    # expansion (libiberty drops the separator and keeps its space as the last character)
+    "_ZSt12__get_helperILm1ESt14default_deleteIN3svc7RequestEEJEERT0_RSt11_Tuple_implIXT_EJS4_DpT1_EE":
+        "std::default_delete<svc::Request>& std::__get_helper<1ul, std::default_delete<svc::Request>>"
+        "(std::_Tuple_impl<1ul, std::default_delete<svc::Request>>&)",
     # a transaction clone (libstdc++'s -fgnu-tm copies)
     "_ZGTtNKSt11logic_error4whatEv": "transaction clone for std::logic_error::what() const",
     # callbacks as template arguments: the address of a function, a member function, a variable
