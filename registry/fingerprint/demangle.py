@@ -37,6 +37,11 @@ class Unsupported(ValueError):
     """A mangling this demangler does not read."""
 
 
+# What reading a symbol this demangler does not understand may raise (a hostile one: past its
+# end, a bad number, nested too deep): the symbol then stays raw.
+UNREAD = (Unsupported, IndexError, ValueError, RecursionError)
+
+
 class Parser:
     """A recursive-descent reader over one symbol, bounded in depth (hostile symbols nest) and
     in what it reads again (a substitution's spelling, a Rust backref)."""
@@ -82,7 +87,7 @@ def demangle(symbol: str) -> str:
         if name.startswith("_Z"):
             legacy = rust_legacy(name)
             return legacy if legacy is not None else Itanium(name).demangle()
-    except (Unsupported, IndexError, ValueError, RecursionError):
+    except UNREAD:
         return name
     return name
 
@@ -130,7 +135,7 @@ def itanium_name(symbol: str) -> str:
     parser = Itanium(symbol)
     try:
         name = parser.name()[0]
-    except (Unsupported, IndexError, ValueError, RecursionError):
+    except UNREAD:
         return symbol
     if len(name) > MAX_NAME or parser.peek() not in TYPE_STARTS:  # no function's types follow
         return symbol
@@ -307,12 +312,17 @@ def close_template(args: list[Type]) -> str:
     expansion: libiberty drops the separator it wrote for it, and its last character stays the
     space)."""
     joined = ", ".join(text(arg) for arg in args if not is_empty_pack(arg))
-    spaced = joined.endswith(">") and not (args and args[-1][0] == "pack" and args[-1][3])
+    spaced = joined.endswith(">") and not (args and ends_empty(args[-1]))
     return f"<{joined}{' ' if spaced else ''}>"
 
 
 def is_empty_pack(node: Type) -> bool:
     return node[0] == "pack" and not node[2]
+
+
+def ends_empty(node: Type) -> bool:
+    """A pack with nothing, or an empty expansion, last."""
+    return node[0] == "pack" and node[3]
 
 
 CV_QUALIFIERS = frozenset(("const", "volatile", "restrict"))
@@ -661,10 +671,10 @@ class Itanium(Parser):
         return self.type()
 
     def expression(self) -> str:
-        """The expressions read (any other leaves the symbol raw): a template parameter, a member
-        of a dependent type (`sr`: SFINAE's `std::is_signed<T>::value`), its negation (`nt`), and the address
-        of a function or variable (`ad L_Z ... E`), a template's non-type argument (a callback:
-        `Timer<&Worker::tick>`)."""
+        """The expressions read (any other leaves the symbol raw): a template parameter, a
+        member of a dependent type (`sr`: SFINAE's `std::is_signed<T>::value`), its negation
+        (`nt`), and the address of a function or variable (`ad L_Z ... E`), a template's non-type
+        argument (a callback: `Timer<&Worker::tick>`)."""
         if self.peek() == "T":  # a non-type template parameter passed on (`_Tuple_impl<_Idx, ...>`)
             return text(self.template_param())
         if self.take("sr"):
@@ -781,7 +791,7 @@ class Itanium(Parser):
             return node
 
         node = self.read_again_at(start, spelled)
-        del self.substitutions[count:], self.substitution_contexts[count:]
+        self._forget_substitutions(count)
         return node
 
     # <type>
@@ -809,7 +819,7 @@ class Itanium(Parser):
             if inner[0] == "function" and self.substitutions[-1] is inner:
                 # a member function's qualified type (`KFbvE`): a candidate as a whole only, as GCC
                 # substitutes it
-                del self.substitutions[-1], self.substitution_contexts[-1]
+                self._forget_substitutions(len(self.substitutions) - 1)
             return self._remember(pointer_to(inner, quals))
         for code, op in (("P", "*"), ("R", "&"), ("O", "&&")):
             if self.take(code):
@@ -849,6 +859,10 @@ class Itanium(Parser):
                 self._remember(node)
             return node
         raise Unsupported(f"type at {self.s[self.at:self.at + 4]!r}")
+
+    def _forget_substitutions(self, count: int) -> None:
+        """Keep the first `count` substitutions only."""
+        del self.substitutions[count:], self.substitution_contexts[count:]
 
     def _remember(self, node: Type, start: int | None = None) -> Type:
         """`node` as the next substitution: the type being read, or the name that began where
