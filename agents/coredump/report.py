@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.reporter.report import report_skeleton
-from registry.fingerprint.demangle import demangle
+from registry.fingerprint.demangle import MAX_NAME, demangle
 
 from .core import CoreHead, Memory, Thread
 from .modules import Module, Opener, load_modules
@@ -94,9 +94,19 @@ def frame_object(view: ProcessView, frame: Frame) -> dict[str, Any]:
         out["build_id"] = module.build_id
     found = module.symbolize(frame.lookup_pc)
     if found:
-        out["function"] = demangle(found[0])
+        out |= named(found[0])
         out["function_offset"] = hexa(frame.pc - (frame.lookup_pc - found[1]))
     return out
+
+
+def named(symbol: str) -> dict[str, str]:
+    """A frame's `function` (demangled) and, when that is not the symbol itself, its `symbol`:
+    the registry keys on the symbol, which tells what the demangled spelling does not (a
+    `static` function). Each within the contract's bound (a longer one is cut: hostile)."""
+    function = demangle(symbol)[:MAX_NAME]
+    if function == symbol:
+        return {"function": function}
+    return {"function": function, "symbol": symbol[:MAX_NAME]}
 
 
 def code_pointer(view: ProcessView, value: int) -> dict[str, Any]:
@@ -107,7 +117,7 @@ def code_pointer(view: ProcessView, value: int) -> dict[str, Any]:
     out: dict[str, Any] = {"module": module.path, "call": view.is_return_address(value)}
     found = module.symbolize(value - 1 if out["call"] else value)
     if found:
-        out["function"] = demangle(found[0])
+        out["function"] = demangle(found[0])[:MAX_NAME]
     return out
 
 

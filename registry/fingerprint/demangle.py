@@ -142,17 +142,36 @@ def itanium_name(symbol: str) -> str:
     return name
 
 
+@lru_cache(maxsize=8192)
+def internal_linkage(symbol: str) -> bool:
+    """Whether an Itanium symbol names a function of internal linkage by its name's last part
+    (`static` in a namespace: `_ZN3netL6targetEPi`, net::target(int*)), which its demangled
+    spelling does not show. Not a local entity of such a function (a lambda in it)."""
+    name = CLONE_SUFFIX.sub("", symbol)
+    if not name.startswith("_Z") or len(name) > MAX_SYMBOL or rust_legacy(name) is not None:
+        return False
+    parser = Itanium(name)
+    try:
+        parser.nested(parser.name)
+    except UNREAD:
+        return False
+    return parser.internal
+
+
 ANONYMOUS_NAMESPACE = "(anonymous namespace)"
 
 
-def inlined_spelling(name: str) -> str:
+def inlined_spelling(name: str, internal: bool = False) -> str:
     """A function name as debug info spells the function wherever it is inlined. GCC writes no
     linkage name for a function of internal linkage, so an inlined call of one in an anonymous
-    namespace is named by its own last component alone (`checksum` for
-    `net::(anonymous namespace)::checksum`, `parse` for `(anonymous namespace)::Codec::parse`)
-    while the symbol of its out-of-line copy carries the scopes: keyed on this, one bug keeps
-    one name whether a release inlines it or not. Other names, and entities local to a
-    function (a lambda's `operator()`), are returned as they are."""
+    namespace, or of a `static` one (`internal`: its symbol says so, internal_linkage), is
+    named by its own last component alone (`checksum` for `net::(anonymous
+    namespace)::checksum`, `parse` for `(anonymous namespace)::Codec::parse`, `target` for
+    static `net::target`) while the symbol of its out-of-line copy carries the scopes: keyed on
+    this, one bug keeps one name whether a release inlines it or not. Other names, and
+    entities local to a function (a lambda's `operator()`), are returned as they are."""
+    if internal:
+        return _scopes(name)[-1]
     if ANONYMOUS_NAMESPACE not in name:
         return name
     parts = _scopes(name)
@@ -371,6 +390,7 @@ class Itanium(Parser):
         self.last_args: list[Type] = []
         self.parameters_read: list[int] = []  # the indexes of the template parameters read so far
         self.type_starts: list[tuple[int, int]] = []  # (parameters_read, at) as each type began
+        self.internal = False  # the symbol's own name (not a type's in it) was read last as L <name>
 
     # cursor helpers
     def peek(self, size: int = 1) -> str:
@@ -583,9 +603,12 @@ class Itanium(Parser):
 
     def unqualified_name(self, enclosing: str | None) -> tuple[str, str]:
         char = self.peek()
+        internal = char == "L" and self.s[self.at + 1:self.at + 2].isdigit()
+        if self.depth == 1:  # a part of the symbol's own name, not of a type or argument in it
+            self.internal = internal
         if char.isdigit():
             return self.source_name(), "name"
-        if char == "L" and self.s[self.at + 1:self.at + 2].isdigit():
+        if internal:
             # GCC's and clang's internal linkage (a `static` function): L <source-name>, printed
             # as the name alone, as c++filt does
             self.at += 1

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .demangle import inlined_spelling
+from .demangle import inlined_spelling, internal_linkage
 from .frames import ExplainedFrame, canonical_function, frame_decisions, frame_label, skip_matcher
 from .patterns import (
     FAULT_ABOVE_SP,
@@ -76,12 +76,14 @@ SourceLine = tuple[str, int]  # file, line: where the debug info puts a frame
 class FrameOrigin(NamedTuple):
     """Where a frame in `named` lies: the module offset of the stack frame it was read from,
     as sent (what ties a frame the registry named from debug info back to the frame the reporter
-    sent), its source line, and whether it is a call the debug info found inlined there
-    (registry/symbolication puts those before their caller, at the caller's offset)."""
+    sent), its source line, whether it is a call the debug info found inlined there
+    (registry/symbolication puts those before their caller, at the caller's offset), and
+    whether its symbol says the function has internal linkage (demangle.internal_linkage)."""
 
     offset: str | None
     source: SourceLine | None = None
     inlined: bool = False
+    internal: bool = False
 
 
 NO_ORIGIN = FrameOrigin(None)  # a frame read from no stack frame (the red zone's)
@@ -106,12 +108,28 @@ def _text(value: Any) -> str:
     return value[:MAX_NAME] if isinstance(value, str) else ""
 
 
+def _file_name(path: Any) -> str:
+    """A module's or executable's file name (a path's last part, then bounded: a long path's
+    cut would leave a directory's name)."""
+    return _text(path.rsplit("/", 1)[-1]) if isinstance(path, str) else ""
+
+
+def _bounded(name: str) -> str:
+    """A name within MAX_NAME: a longer one (a class template's instance over the standard
+    library's containers) keeps its head and its tail, which holds the function's own name
+    (`...::count`), with an ellipsis between."""
+    if len(name) <= MAX_NAME:
+        return name
+    head = MAX_NAME // 2
+    return f"{name[:head]}…{name[head + 1 - MAX_NAME:]}"
+
+
 def _function(value: Any) -> str:
     """A frame's function as the engine names it: named from the whole of what was sent (a
-    demangled C++ name runs past MAX_NAME before its parameters), then cut to MAX_NAME."""
+    demangled C++ name runs past MAX_NAME before its parameters), then bounded."""
     if not isinstance(value, str):
         return ""
-    return canonical_function(value[:MAX_SYMBOL].strip(), kernel=False)[:MAX_NAME]
+    return _bounded(canonical_function(value[:MAX_SYMBOL].strip(), kernel=False))
 
 
 def _register(registers: Any, names: tuple[str, ...]) -> tuple[str, int] | None:
@@ -174,7 +192,7 @@ def _slots(raw: Any) -> dict[int, Slot]:
         if offset is None or value is None:
             continue
         function = _function(item.get("function")) or None
-        module = _text(item.get("module")).rsplit("/", 1)[-1] or None
+        module = _file_name(item.get("module")) or None
         slots[offset] = Slot(offset, value, function, module, item.get("call") is True)
     return slots
 
@@ -226,7 +244,7 @@ def read_evidence(stack: dict[str, Any]) -> Evidence | None:
     ip = _register(stack.get("registers"), IP_REGISTERS)
     sp = _register(stack.get("registers"), SP_REGISTERS)
     frames = stack.get("frames") if isinstance(stack.get("frames"), list) else []
-    modules = [_text(f.get("module")).rsplit("/", 1)[-1] or None if isinstance(f, dict) else None
+    modules = [_file_name(f.get("module")) or None if isinstance(f, dict) else None
                for f in frames[:2]] + [None, None]
     perms = raw.get("pc_perms")
     handler = next((name[0] for frame in frames[:MAX_FRAMES] if (name := frame_name(frame))
@@ -395,11 +413,14 @@ def returning_function(evidence: Evidence) -> tuple[str, str | None] | None:
 
 
 def frame_name(frame: Any) -> tuple[str, str | None] | None:
-    """(function, module) of a frame; module+offset when it has no symbol; None if unusable."""
+    """(function, module) of a frame; module+offset when it has no symbol; None if unusable.
+    The function is read from the frame's `symbol` (as the symbol table or debug info spells
+    it) when it has one, else from `function` (its demangled spelling, which a reporter may
+    have cut)."""
     if not isinstance(frame, dict):
         return None
-    module = _text(frame.get("module")).rsplit("/", 1)[-1] or None
-    function = _function(frame.get("function"))
+    module = _file_name(frame.get("module")) or None
+    function = _function(frame.get("symbol")) or _function(frame.get("function"))
     if function and function != "??":
         return function, module
     offset = _text(frame.get("offset"))
@@ -424,7 +445,9 @@ def frame_origin(frame: Any) -> FrameOrigin:
         return NO_ORIGIN
     offset = frame.get("offset")
     offset = offset.lower()[:MAX_OFFSET] if isinstance(offset, str) and offset else None
-    return FrameOrigin(offset, _source_line(frame), frame.get("inlined") is True)
+    symbol = frame.get("symbol")
+    internal = isinstance(symbol, str) and internal_linkage(symbol[:MAX_SYMBOL])
+    return FrameOrigin(offset, _source_line(frame), frame.get("inlined") is True, internal)
 
 
 def runtime_module(module: str | None) -> bool:
@@ -501,17 +524,18 @@ def unnamed(name: str, module: str | None) -> bool:
     return module is not None and name.startswith(f"{module}+")
 
 
-def key_frames(kept: list[tuple[str, str | None]]) -> list[str]:
+def key_frames(kept: list[tuple[str, str | None]], internal: bool = False) -> list[str]:
     """What a userspace fingerprint keys on: the guilty frame, named. Unnamed, it may be code of
     a runtime the program carries in its own module (Rust's std, C++'s templates), the same for
     every panic or throw: then the unnamed frames of its module below it too, up to
     UNNAMED_KEY_FRAMES, so that crashes reached from different code stay apart (and their dumps
     taken) until symbols name them and the rebuild joins what is one bug. A named frame is keyed
-    as debug info spells it inlined (demangle.inlined_spelling): a release that stops inlining
-    the guilty function does not rename the bug."""
+    as debug info spells it inlined (demangle.inlined_spelling; `internal`: the guilty frame's
+    symbol says it has internal linkage): a release that stops inlining the guilty function
+    does not rename the bug."""
     guilty, module = kept[0]
     if not unnamed(guilty, module):
-        return [frame_label(inlined_spelling(guilty), module)]
+        return [frame_label(inlined_spelling(guilty, internal), module)]
     run = itertools.takewhile(lambda frame: frame[1] == module and unnamed(*frame), kept)
     return [name for name, _ in itertools.islice(run, UNNAMED_KEY_FRAMES)]
 
@@ -523,7 +547,7 @@ def parse_stack(stack: Any) -> UserCrash | None:
     frames = stack.get("frames")
     frames = frames[:MAX_FRAMES] if isinstance(frames, list) else []
     signal = _text(stack.get("signal")).upper()
-    crash = UserCrash(executable=_text(stack.get("executable")).rsplit("/", 1)[-1], signal=signal)
+    crash = UserCrash(executable=_file_name(stack.get("executable")), signal=signal)
     evidence = read_evidence(stack)
     crash.labels = failure_labels(evidence)
     if signal in SIGNAL_LABELS:
@@ -548,7 +572,7 @@ def parse_stack(stack: Any) -> UserCrash | None:
         crash.function, crash.module = kept[0]
         crash.frames = [frame_label(name, None if unnamed(name, module) else module)
                         for name, module in kept[:FRAMES_KEPT]]
-        crash.keyed = key_frames(kept)
+        crash.keyed = key_frames(kept, crash.origins[guilty].internal)
     if not kept and not crash.labels:
         return None
     return crash

@@ -13,6 +13,7 @@ from registry.bounds import time_problem
 from registry.build_ids import BUILD_ID
 from registry.core.events import REPORT_SOURCES
 from registry.core.schemas import HostSchema, SignatureSummarySchema, short_text
+from registry.fingerprint.demangle import MAX_NAME
 from registry.requests import WholeNumber
 
 MAX_CONSOLE_LOG_BYTES = 1024 * 1024
@@ -21,6 +22,11 @@ MAX_MAPPINGS = 4096
 MAX_UPTIME_S = 2**31 - 1  # 68 years
 NOTHING_TO_FINGERPRINT = "nothing to fingerprint: a report needs console_log or stack.frames"
 MAX_WARNINGS = 20
+# A frame's function: C++ names run long (std::map<std::string, std::vector<...>>::at is 1,770
+# characters as c++filt prints it, 2% of libstdc++'s, LLVM's and Boost's exported functions pass
+# 512); the bound is the longest the demangler writes (past it, a name stays its symbol).
+MAX_FUNCTION = MAX_NAME
+MAX_PATH = 1024  # a module's path, as a mapping's
 MAX_REPEAT_COUNT = 2**40  # a hot WARN_ON prints ~10^5 times a second: years of it
 # `$` alone also matches before a last newline; the lookahead keeps it (and OpenAPI's copy) to the end
 BUILD_ID_FIELD = rf"^{BUILD_ID.pattern}$(?!\n)"
@@ -30,11 +36,14 @@ class FrameSchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    function = short_text(512)
-    module = short_text(255)
+    function = short_text(MAX_FUNCTION)
+    symbol = short_text(MAX_FUNCTION, metadata={
+        "description": "the function's name as the symbol table or debug info spells it (mangled), "
+                       "when `function` is its demangled spelling: what the fingerprint reads it from"})
+    module = short_text(MAX_PATH)
     offset = short_text(32)
     address = short_text(32)
-    file = short_text(512)
+    file = short_text(MAX_PATH)
     line = WholeNumber(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
     build_id = short_text(128)
     function_offset = short_text(32)
@@ -50,7 +59,7 @@ class MappingSchema(Schema):
     start = fields.String(required=True, validate=validate.Length(max=32))
     end = fields.String(required=True, validate=validate.Length(max=32))
     perms = short_text(8)
-    path = short_text(1024)
+    path = short_text(MAX_PATH)
 
 
 MAX_SLOTS = 32
@@ -65,8 +74,8 @@ class SlotSchema(Schema):
 
     offset = WholeNumber(required=True, validate=validate.Range(min=-4096, max=4096))
     value = fields.String(required=True, validate=validate.Length(max=32))
-    function = short_text(512)
-    module = short_text(1024)
+    function = short_text(MAX_FUNCTION)
+    module = short_text(MAX_PATH)
     call = fields.Boolean(truthy={True}, falsy={False}, allow_none=True,
                           metadata={"description": "the value follows a call instruction"})
 
@@ -131,7 +140,7 @@ class StackSchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    executable = short_text(1024)
+    executable = short_text(MAX_PATH)
     build_id = short_text(128)
     signal = short_text(32)
     frames = fields.List(

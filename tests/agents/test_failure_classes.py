@@ -35,6 +35,10 @@ rustc with panic=abort) and crashed in directories of the test's own.
 - A variadic template's instance that faults is guilty under its readable name
   (`inventory::record<int&, double>`, not `_ZN9inventory6recordIJRidEEEvPNS_7JournalEDpOT_`), and
   so is named a variadic template's lambda that called a job that faulted.
+- A class template's instance over the standard library's containers faults (its name and the
+  std::map code's below it, as c++filt prints them, run past 1,500 characters each): the core
+  reader sends the names whole and the registry takes them (a 400 refused the report before);
+  the guilty frame is keyed on the name's head and tail, which holds the function's own name.
 - A program built with AddressSanitizer that writes past a heap buffer aborts from the
   sanitizer's runtime, which the core reader unwinds (its library is mapped in pieces, some far
   below where it is loaded): the program's function that wrote is guilty.
@@ -42,7 +46,9 @@ rustc with panic=abort) and crashed in directories of the test's own.
 
 from __future__ import annotations
 
+import json
 import subprocess
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,6 +61,7 @@ from registry.signatures.userspace import label_proofs
 from registry.symbolication.stack import symbolicate
 from registry.symbolication.symcache import Symcaches
 from tests.support import DATA
+from tests.support.agents import Registry, Site, run_reporter
 from tests.support.cores import core_pattern_problem, crash
 from tests.support.releases import RUSTC
 
@@ -93,6 +100,11 @@ EXPECTED = {
     ("classes-cc", "thread-throw"): (["abort"], "inventory::recount", None),
     # a variadic template's instance faults; a job faults, called by a variadic template's lambda
     ("classes-cc", "variadic"): (["segfault"], "inventory::record<int&, double>", "main"),
+    # a class template's instance over std::map<std::string, ...>: its name's head and tail
+    ("classes-cc", "long-names"): (["segfault"], (
+        "inventory::Catalog<std::map<std::__cxx11::basic_string<char, std::char_traits<char>, "
+        "std::allocator<…cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > "
+        "> > > > > > > > > >::count"), "main"),
     ("classes-cc", "variadic-job"): (
         ["segfault"], "main::{lambda(int*)#1}::operator()",
         "inventory::run_job<main::{lambda(int*)#1}, int*&>(main::{lambda(int*)#1}&&, int*&)"
@@ -191,6 +203,28 @@ def test_each_class_keeps_its_labels_exact_and_its_guilty_frame_the_programs_own
     assert signature is not None
     assert (signature.labels, signature.function, signature.module) == (labels, function, program)
     assert signature.frames[:2] == [f"{function} [{program}]", *([f"{caller} [{program}]"] if caller else [])]
+
+
+def test_a_core_with_names_of_thousands_of_characters_is_registered(
+        registry: Registry, make_site: Callable[..., Site], class_programs: Path, tmp_path: Path) -> None:
+    """The built reporter (system python3) sends the long-names class's core, its frames named
+    whole (1,770 to 2,675 characters, each with its symbol), and the registry stores it: the
+    event's guilty frame is the class template's `count`."""
+    core = crash(class_programs / "classes-cc", "long-names", tmp_path / "run")
+    sent = run_reporter(make_site(), "core", "--core", str(core))
+    assert sent.returncode == 0, sent.stderr
+    answer = json.loads(sent.stdout)
+    assert answer["decided_by"] == "registry", sent.stderr
+    event = registry.get(f"/api/v1/events/{answer['event_id']}")
+    explanation = event["explanation"]
+    keyed = EXPECTED["classes-cc", "long-names"][1]
+    assert explanation["frames"][explanation["guilty"]]["function"] == keyed
+    frames = event["userspace"]["frames"]
+    assert min(len(frame["function"]) for frame in frames[:4]) > 1500 and frames[4]["function"] == "main"
+    guilty = frames[event["userspace"]["guilty"]]["function"]
+    string = "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >"
+    assert guilty.startswith("inventory::Catalog<std::map<")
+    assert guilty.endswith(f" >::count({string} const&) const")
 
 
 @pytest.mark.parametrize(("program", "argument"), list(EXPECTED))

@@ -115,19 +115,20 @@ RUST_RELEASE_2 = {
     "call": 'if count > 7 { println!("{}", checksum("x")); }',
 }
 
-# C++ whose bug is in a function of an anonymous namespace that release 1 inlines (g++ -O2, one
-# caller) and release 2 does not: the debug info names the inlined call `read_slot`, the
-# out-of-line copy's symbol `store::(anonymous namespace)::read_slot`.
+# C++ whose bug is in a function of internal linkage (in an anonymous namespace, or `static` in
+# a named one) that release 1 inlines (g++ -O2, one caller) and release 2 does not: the debug
+# info names the inlined call `read_slot`, the out-of-line copy's symbol
+# `store::(anonymous namespace)::read_slot` or `store::read_slot` (_ZN5storeL9read_slot...).
 CPP_INTERNAL_SOURCE = r"""
 #include <cstdio>
 #include <map>
 #include <string>
 namespace store {
 %(before)s
-namespace {
+@OPEN@
 struct Slot { int *value; };
-%(linkage)s int read_slot(const Slot &slot, int size) { return *slot.value * 3 + size; }
-}
+@STORAGE@ %(linkage)s int read_slot(const Slot &slot, int size) { return *slot.value * 3 + size; }
+@CLOSE@
 __attribute__((noinline)) int replay(int *value, int size)
 {
     Slot slot{value};
@@ -141,9 +142,22 @@ int main(int argc, char **argv)
     return 0;
 }
 """
+
+
+def internal_source(anonymous: bool) -> str:
+    """CPP_INTERNAL_SOURCE with read_slot in an anonymous namespace, or `static`."""
+    marks = ({"@OPEN@": "namespace {", "@CLOSE@": "}", "@STORAGE@": ""} if anonymous
+             else {"@OPEN@": "", "@CLOSE@": "", "@STORAGE@": "static"})
+    source = CPP_INTERNAL_SOURCE
+    for mark, text in marks.items():
+        source = source.replace(mark, text)
+    return source
+
+
+NOT_INLINED = CPP_RELEASE_2 | {"linkage": "__attribute__((noinline))"}
 INLINED_IN_RELEASE_1 = {
-    "c++-internal": (CPP_INTERNAL_SOURCE, "cc", "read_slot",
-                     CPP_RELEASE_2 | {"linkage": "__attribute__((noinline))"}),
+    "c++-internal": (internal_source(anonymous=True), "cc", "read_slot", NOT_INLINED),
+    "c++-static": (internal_source(anonymous=False), "cc", "read_slot", NOT_INLINED),
 }
 
 # language -> (source, file suffix, the function the bug is in as the engine names it, release 2's edits)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.fingerprint.demangle import demangle, function_name
+from registry.fingerprint.demangle import demangle, function_name, internal_linkage
 from tests.support import DATA
 from tests.support.cores import CPP_MODE, Crash
 from tests.support.mangled import itanium_chain, rust_backref_chain
@@ -147,6 +147,28 @@ def test_known_symbols(symbol: str, name: str) -> None:
 @pytest.mark.parametrize(("symbol", "key"), KEYS.items())
 def test_a_name_is_keyed_on_its_function(symbol: str, key: str) -> None:
     assert function_name(symbol) == key == function_name(CXXFILT_SPELLINGS.get(symbol, demangle(symbol)))
+
+
+# Symbol -> whether its own name has internal linkage (a `static` function: L <name>)
+LINKAGE = {
+    "_ZN3netL6targetEPi": True,  # net::target(int*), static
+    "_ZL6targetPi": True,  # target(int*), static at file scope
+    "_ZN5storeL9read_slotERKNS_4SlotEi.isra.0": True,
+    "_ZN3netL4pickINS_3FooEEEvv": True,  # a static template: its argument's name is not its own
+    "_ZN3net6targetEPi": False,
+    "_ZN3net3Box4openEPi": False,  # a static member function has external linkage
+    "_ZZN3netL6targetEPiENKUlvE_clEv": False,  # a lambda in a static function
+    "_ZN12_GLOBAL__N_18anon_topEPi": False,  # an anonymous namespace's (its name says so)
+    "_ZN3net5outerIXadL_ZNS_L4fromEvEEE3runEv": False,  # a static function as a template argument
+    "_ZN3netL4pickILi5EEEvv": True,
+    "target": False,
+    "_ZN1r4main17h0123456789abcdefE": False,  # Rust
+}
+
+
+@pytest.mark.parametrize(("symbol", "internal"), LINKAGE.items())
+def test_a_static_functions_symbol_says_so(symbol: str, internal: bool) -> None:
+    assert internal_linkage(symbol) is internal
 
 
 def test_what_is_not_understood_stays_raw() -> None:

@@ -297,6 +297,38 @@ def test_a_function_of_an_anonymous_namespace_is_one_bug_inlined_or_not() -> Non
     assert analyse_stack(stack(frames=[runtime, caller])).function == "store::replay"
 
 
+def test_a_static_function_of_a_named_namespace_is_one_bug_inlined_or_not() -> None:
+    """A `static` function's demangled spelling (`store::read_slot(store::Slot const&, int)`)
+    does not say it has internal linkage; its symbol does (`_ZN5storeL9read_slot...`, the L),
+    which the core reader and the registry's symbolication send in `symbol`: keyed as debug info
+    names an inlined call of it, `read_slot`. Read from `symbol`, the name is the symbol's
+    whatever `function` says (a reporter may have cut it). A frame with the demangled spelling
+    alone (an older reporter), a namespace's function of external linkage of the same name and a
+    lambda in a static function keep their scopes."""
+    program = "/opt/app/store"
+    caller = {"function": "store::replay(int*, int)", "module": program, "offset": "0x1190"}
+    symbol = "_ZN5storeL9read_slotERKNS_4SlotEi.isra.0"
+    inlined = {"function": "read_slot", "symbol": "read_slot", "file": "/src/store.cc", "line": 7,
+               "inlined": True}
+    out_of_line = {"function": "store::read_slot(store::Slot const&, int)", "symbol": symbol}
+    cut = {"function": "store::read_slot(store::Slot co", "symbol": symbol}
+    guilty = [{"module": program, "offset": "0x11a0"} | more for more in (inlined, out_of_line, cut)]
+    signatures = [analyse_stack(stack(frames=[frame, caller])) for frame in guilty]
+    assert {signature.fingerprint for signature in signatures if signature} == {signatures[0].fingerprint}
+    assert [signature.function for signature in signatures if signature] == [
+        "read_slot", "store::read_slot", "store::read_slot"]
+    for other in ({"function": out_of_line["function"]},
+                  {"function": "store::read_slot(int)", "symbol": "_ZN5store9read_slotEi"}):
+        named = analyse_stack(stack(frames=[{"module": program} | other, caller]))
+        assert named is not None and named.fingerprint != signatures[0].fingerprint
+    lambda_ = {"function": "store::load(int)::{lambda(int)#1}::operator()(int) const",
+               "symbol": "_ZZN5storeL4loadEiENKUliE_clEi", "module": program}
+    keyed, spelled = (analyse_stack(stack(frames=[frame, caller]))
+                      for frame in (lambda_, {key: lambda_[key] for key in ("function", "module")}))
+    assert keyed is not None and spelled is not None and keyed.fingerprint == spelled.fingerprint
+    assert keyed.function == "store::load(int)::{lambda(int)#1}::operator()"
+
+
 def test_a_ret_that_faults_on_a_target_that_is_not_canonical_is_a_bad_return() -> None:
     """A string over the return address: the `ret` (c3) faults as a general protection fault
     with the pc on it; the function returning is guilty. A canonical target, another

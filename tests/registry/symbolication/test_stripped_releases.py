@@ -172,29 +172,41 @@ def uploaded_and_rebuilt(settings: Settings, *built: Release) -> None:
     assert "engine failed on (left unfingerprinted): 0" in rebuilt.stdout
 
 
+# INLINED_IN_RELEASE_1's programs -> the out-of-line copy's symbol in release 2, and its name
+OUT_OF_LINE = {
+    "c++-internal": ("_ZN5store12_GLOBAL__N_19read_slotERKNS0_4SlotEi.isra.0",
+                     "store::(anonymous namespace)::read_slot"),
+    "c++-static": ("_ZN5storeL9read_slotERKNS_4SlotEi.isra.0", "store::read_slot"),
+}
+
+
+@pytest.mark.parametrize("program", list(OUT_OF_LINE))
 def test_a_function_one_release_inlines_and_the_next_does_not_stays_one_signature(
-    settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
+    program: str, settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
     inlining_releases: dict[str, tuple[Release, Release]],  # noqa: F811
 ) -> None:
-    """g++ -O2 inlines the bug's function, one of an anonymous namespace, into its one caller in
-    release 1 and not in release 2: the debug info names the inlined call `read_slot` and the
-    out-of-line copy by its symbol, `store::(anonymous namespace)::read_slot`. Reported before
-    the symbols, then uploaded and rebuilt: one signature, each event's guilty frame under its
-    release's name with file:line, and the next crash of either release lands there at once."""
+    """g++ -O2 inlines the bug's function, one of internal linkage (in an anonymous namespace,
+    or `static` in a named one), into its one caller in release 1 and not in release 2: the
+    debug info names the inlined call `read_slot` and the out-of-line copy by its symbol,
+    `store::(anonymous namespace)::read_slot` or `store::read_slot` (whose symbol alone says it
+    is `static`). Reported before the symbols, then uploaded and rebuilt: one signature, each
+    event's guilty frame under its release's name with file:line, and the next crash of either
+    release lands there at once."""
     from registry.app import create_app
 
-    first, second = inlining_releases["c++-internal"]
+    first, second = inlining_releases[program]
+    symbol, qualified = OUT_OF_LINE[program]
     out_of_line = [[name for name in defined_symbols(release.unstripped) if "read_slot" in name]
                    for release in (first, second)]
-    assert out_of_line == [[], ["_ZN5store12_GLOBAL__N_19read_slotERKNS0_4SlotEi.isra.0"]]
+    assert out_of_line == [[], [symbol]]
     settings = with_symbols(settings, tmp_path)
     token, reader = make_token("report"), make_token("read")
     client = reported_without_symbols(create_app(settings, database), database, token, (first, second))
     uploaded_and_rebuilt(settings, first, second)
 
     [(function, events)] = signatures_of(database).values()
-    assert events == 2 and function in ("read_slot", "store::(anonymous namespace)::read_slot")
-    for release, name in ((first, "read_slot"), (second, "store::(anonymous namespace)::read_slot")):
+    assert events == 2 and function in ("read_slot", qualified)
+    for release, name in ((first, "read_slot"), (second, qualified)):
         with database.session() as session:
             sent = release.report["report_id"]
             event_id = session.scalar(select(Report.event_id).where(Report.report_id == sent))
