@@ -34,10 +34,26 @@ X86_TRAP_PF = 14
 # they were doing (a lock held, a peer in the same function) at a bounded cost.
 MAX_OTHER_THREADS = 32
 MAX_THREAD_FRAMES = 32
+# The contract's bounds (registry/ingest/schemas.py), in characters and in UTF-8 bytes: a text
+# past one is a 400, the whole report refused.
+MAX_PATH = 1024
 
 
 def hexa(value: int) -> str:
     return f"{value:#x}"
+
+
+def within(text: str, limit: int, tail: bool = False) -> str:
+    """`text` in at most `limit` UTF-8 bytes (so as many characters): its head, or its tail (a
+    path's, which keeps the file name the registry reads), never half a character."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    return (data[-limit:] if tail else data[:limit]).decode("utf-8", "ignore")
+
+
+def path_text(path: str) -> str:
+    return within(path, MAX_PATH, tail=True)
 
 
 def signal_name(number: int) -> str:
@@ -89,7 +105,7 @@ def frame_object(view: ProcessView, frame: Frame) -> dict[str, Any]:
     module = view.module_at(frame.pc)
     if module is None:
         return out
-    out |= {"module": module.path, "offset": hexa(frame.pc - module.bias)}
+    out |= {"module": path_text(module.path), "offset": hexa(frame.pc - module.bias)}
     if module.build_id:
         out["build_id"] = module.build_id
     found = module.symbolize(frame.lookup_pc)
@@ -102,11 +118,12 @@ def frame_object(view: ProcessView, frame: Frame) -> dict[str, Any]:
 def named(symbol: str) -> dict[str, str]:
     """A frame's `function` (demangled) and, when that is not the symbol itself, its `symbol`:
     the registry keys on the symbol, which tells what the demangled spelling does not (a
-    `static` function). Each within the contract's bound (a longer one is cut: hostile)."""
-    function = demangle(symbol)[:MAX_NAME]
+    `static` function). Each within the contract's bound (the demangler writes no longer name;
+    a longer symbol is hostile, and cut)."""
+    function = within(demangle(symbol), MAX_NAME)
     if function == symbol:
         return {"function": function}
-    return {"function": function, "symbol": symbol[:MAX_NAME]}
+    return {"function": function, "symbol": within(symbol, MAX_NAME)}
 
 
 def code_pointer(view: ProcessView, value: int) -> dict[str, Any]:
@@ -114,10 +131,10 @@ def code_pointer(view: ProcessView, value: int) -> dict[str, Any]:
     module = view.module_at(value)
     if module is None or not view.executable(value):
         return {}
-    out: dict[str, Any] = {"module": module.path, "call": view.is_return_address(value)}
+    out: dict[str, Any] = {"module": path_text(module.path), "call": view.is_return_address(value)}
     found = module.symbolize(value - 1 if out["call"] else value)
     if found:
-        out["function"] = demangle(found[0])[:MAX_NAME]
+        out["function"] = within(demangle(found[0]), MAX_NAME)
     return out
 
 
@@ -173,11 +190,11 @@ def stack_object(analysis: Analysis) -> dict[str, Any]:
     view, thread, process = analysis.view, analysis.thread, analysis.head.process
     program = analysis.program
     stack: dict[str, Any] = {
-        "executable": program.path if program else process.name if process else "",
+        "executable": path_text(program.path) if program else process.name if process else "",
         "signal": signal_name(thread.signal),
         "frames": [frame_object(view, frame) for frame in analysis.frames],
         "registers": {name: hexa(value) for name, value in thread.registers.items()},
-        "mappings": [{"start": hexa(m.start), "end": hexa(m.end), "perms": m.perms, "path": m.path}
+        "mappings": [{"start": hexa(m.start), "end": hexa(m.end), "perms": m.perms, "path": path_text(m.path)}
                      for m in view.mappings[:MAX_REPORTED_MAPPINGS]],
         "evidence": evidence_object(analysis),
         "threads": [{"tid": thread.tid, "frames": [frame_object(view, frame) for frame in

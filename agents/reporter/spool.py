@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,11 @@ from agents.reporter.log import log
 from agents.reporter.report import safe_report_id
 
 SENT_RETENTION_S = 7 * 86400
+TOO_LARGE = 413
+# What a report does without, in this order, when the registry refuses its body as too large
+# (its max_body_bytes): the other threads' stacks (which no fingerprint reads), then the
+# mappings. The crash reaches the registry without them rather than not at all.
+SLIMMER = (("the other threads' stacks", "threads"), ("the mappings", "mappings"))
 
 
 def kept_path(config: Config, report_id: str, folder: str = ".") -> Path:
@@ -28,6 +34,40 @@ def keep(config: Config, report_id: str, body: bytes, folder: str = ".") -> Path
     return write_atomically(kept_path(config, report_id, folder), body)
 
 
+def slimmed(report: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The report without one more of SLIMMER's parts at a time (those it has)."""
+    for what, part in SLIMMER:
+        stack = report.get("stack")
+        if isinstance(stack, dict) and stack.get(part):
+            report = report | {"stack": {key: value for key, value in stack.items() if key != part}}
+            yield what, report
+
+
+def sent_within_limit(config: Config, body: bytes) -> tuple[dict[str, Any], bytes]:
+    """The registry's answer to `body` and the body it took: refused as too large, the report
+    again without SLIMMER's parts, one more at a time. Unsent otherwise."""
+    try:
+        return send_report_body(config, body), body
+    except Unsent as error:
+        if error.status != TOO_LARGE:
+            raise
+        refused = error
+    try:
+        report = json.loads(body)
+    except ValueError:
+        raise refused from None
+    for what, smaller in slimmed(report):
+        log(f"the registry refused the report as too large ({len(body)} bytes): sending it without {what}")
+        body = report_body(smaller)
+        try:
+            return send_report_body(config, body), body
+        except Unsent as error:
+            if error.status != TOO_LARGE:
+                raise
+            refused = error
+    raise refused
+
+
 def deliver(config: Config, report: dict[str, Any]) -> dict[str, Any] | None:
     """Send a report and keep its body: in sent/ when delivered (a rerun for the same crash
     replays it instead of clashing with it), in the spool for the post-boot resend when not."""
@@ -36,7 +76,7 @@ def deliver(config: Config, report: dict[str, Any]) -> dict[str, Any] | None:
     kept = next((path for path in (unsent, sent) if path.exists()), None)
     body = kept.read_bytes() if kept else report_body(report)
     try:
-        answer = send_report_body(config, body)
+        answer, body = sent_within_limit(config, body)
     except Unsent as error:
         log(f"report not delivered: {error}")
         try:
@@ -54,14 +94,20 @@ def deliver(config: Config, report: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def resend(config: Config, path: Path) -> tuple[str, dict[str, Any] | None]:
-    """Send a spooled report's exact body: ("sent", the answer) once delivered, the file moved
-    to sent/; else set_aside's outcome and None."""
+    """Send a spooled report's exact body (or, refused as too large, sent_within_limit's):
+    ("sent", the answer) once delivered, the body taken kept in sent/; else set_aside's
+    outcome and None."""
+    body = path.read_bytes()
     try:
-        answer = send_report_body(config, path.read_bytes())
+        answer, taken = sent_within_limit(config, body)
     except Unsent as error:
         return set_aside(path, error), None
     (path.parent / "sent").mkdir(exist_ok=True)
-    path.replace(path.parent / "sent" / path.name)
+    if taken != body:
+        write_atomically(path.parent / "sent" / path.name, taken)
+        path.unlink()
+    else:
+        path.replace(path.parent / "sent" / path.name)
     return "sent", answer
 
 

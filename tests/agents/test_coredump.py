@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -29,11 +30,16 @@ from agents.coredump import (
     read_core_file,
     read_core_head,
 )
+from agents.coredump import report as core_report
 from agents.coredump.filemode import program_path
+from registry.config import Settings
 from registry.core.events import Event
 from registry.fingerprint import analyse_stack
+from registry.ingest import schemas
+from tests.support import cores
 from tests.support.agents import Registry, closed_port_url, run_reporter
 from tests.support.cores import CPP_MODE, RUNS, Crash
+from tests.support.http import serving
 
 EXIT_SKIP = 10
 JOURNAL = "storage::Journal<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > >"
@@ -94,6 +100,27 @@ SYSTEM_LIBRARIES = ("/lib", "/usr/lib")
 # What needs the C library's own CFI: a trampoline to unwind through a signal frame (handler),
 # the CFA of a fault inside strlen (misaligned-call's label).
 NEEDS_LIBC_CFI = {"handler", "misaligned-call"}
+
+
+def test_a_program_deeper_than_the_contracts_bound_on_a_path_is_reported_by_its_file_name(
+        crash_cores: dict[str, Crash], tmp_path: Path) -> None:
+    """A program installed under a path of more than 1,024 bytes (the contract's bound on a
+    path, a 400 refusing the whole report: a container's layered root, a build tree) is sent
+    with each path's tail, which keeps the file name the registry reads: a valid report, keyed
+    as the same program at a short path."""
+    assert (core_report.MAX_PATH, core_report.MAX_NAME) == (schemas.MAX_PATH, schemas.MAX_FUNCTION)
+    program = crash_cores["null"].program
+    deep = tmp_path.joinpath(*["d" * 200] * 6)
+    deep.mkdir(parents=True)
+    for name in (program.name, "libcrashy.so"):
+        shutil.copy(program.parent / name, deep / name)
+    report = core_file_report(str(cores.crash(deep / program.name, "null", tmp_path / "run")), "app-3")
+    assert len(str(deep).encode()) > schemas.MAX_PATH
+    assert schemas.ReportSchema().validate(report) == {}
+    executable = report["stack"]["executable"]
+    assert executable.endswith(f"/{program.name}") and len(executable.encode()) == schemas.MAX_PATH
+    short = core_file_report(str(crash_cores["null"].cores[0]), "app-3")
+    assert analyse_stack(report["stack"]).fingerprint == analyse_stack(short["stack"]).fingerprint
 
 
 @pytest.mark.parametrize("mode", sorted(set(EXPECTED) - NEEDS_LIBC_CFI))
@@ -265,6 +292,39 @@ def test_the_reporter_reports_a_core_to_the_registry(registry: Registry, make_si
     assert "no answer from the registry and no policy bundle" in spooled.stderr
     [body] = offline.spooled()
     assert json.loads(body.read_bytes())["stack"]["signal"] == "SIGABRT"
+
+
+def test_a_report_too_large_for_the_registry_arrives_without_its_other_threads(
+        settings: Settings, registry: Registry, make_site, crash_cores: dict[str, Crash]) -> None:
+    """A registry whose max_body_bytes a core's report passes refuses it with a 413: the
+    reporter sends it again without its other threads' stacks (which no fingerprint reads),
+    and the crash is registered as it would be in full, where it was spooled, then rejected at
+    the post-boot resend, before. A spooled report (the registry was down) is resent so too."""
+    first, second = crash_cores["thread"].cores[:2]
+    offline = make_site(url=closed_port_url())  # the registry down: the report waits in the spool
+    assert run_reporter(offline, "core", "--core", str(second)).returncode == 0
+    [spooled] = offline.spooled()
+    full = json.loads(spooled.read_bytes())
+    slim = full | {"stack": {key: value for key, value in full["stack"].items() if key != "threads"}}
+    sizes = [len(json.dumps(report, separators=(",", ":"))) for report in (slim, full)]
+    assert sizes[1] > sizes[0] + 500, sizes  # the other threads' stacks
+    small = replace(settings, max_body_bytes=sum(sizes) // 2)
+    with serving(small) as (url, _):
+        sent = run_reporter(make_site(url=url), "core", "--core", str(first))
+        assert sent.returncode == 0, sent.stderr
+        answer = json.loads(sent.stdout)
+        assert answer["decided_by"] == "registry", sent.stderr
+        assert "too large" in sent.stderr and "sending it without the other threads' stacks" in sent.stderr
+        event = registry.get(f"/api/v1/events/{answer['event_id']}")
+        assert event["signature"]["fingerprint"] == analyse_stack(full["stack"]).fingerprint
+
+        offline.url = url
+        offline.write()
+        resent = run_reporter(offline, "post-boot")
+        assert resent.returncode == 0, resent.stderr
+        assert offline.spooled() == [] and not (offline.spool / "rejected").exists()
+        kept = json.loads((offline.spool / "sent" / spooled.name).read_bytes())
+        assert "threads" not in kept["stack"] and kept["stack"]["frames"]
 
 
 def test_file_mode_takes_crash_and_start_times_from_systemd_coredump_and_its_options(
