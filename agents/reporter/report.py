@@ -10,14 +10,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+# The contract's bound on console_log (registry/ingest/schemas.py): a longer log is a 400, the
+# whole report refused, whatever CRASHREG_MAX_LOG_BYTES says.
+MAX_CONSOLE_LOG_BYTES = 1024 * 1024
+
 
 def tail_text(raw: bytes, limit: int) -> str:
-    """The last `limit` bytes as text (the crash is at the end), starting on a whole line."""
+    """The last `limit` bytes as text (the crash is at the end), starting on a whole line, and
+    within `limit` bytes as UTF-8 too (each byte that is not UTF-8 reads as U+FFFD, three) and
+    within the contract's bound."""
+    limit = min(limit, MAX_CONSOLE_LOG_BYTES)
     raw = raw.replace(b"\0", b"")
     if len(raw) > limit:
         raw = raw[-limit:]
         raw = raw[raw.find(b"\n") + 1 :]
-    return raw.decode("utf-8", "replace")
+    text = raw.decode("utf-8", "replace")
+    data = text.encode()
+    if len(data) > limit:  # grown by replacement characters: cut again, a cut character dropped
+        data = data[-limit:]
+        text = data[data.find(b"\n") + 1 :].decode("utf-8", "ignore")
+    return text
 
 
 def log_uptime(console_log: str) -> int | None:

@@ -14,7 +14,8 @@ import pytest
 from agents import build_reporter
 from agents.reporter.config import Config, parse_conf
 from agents.reporter.decide import Decision, makedumpfile_args
-from agents.reporter.report import tail_text
+from agents.reporter.report import MAX_CONSOLE_LOG_BYTES, tail_text
+from registry.ingest import schemas
 from registry.signatures.identify import identify
 from tests.support import DATA
 from tests.support.agents import (
@@ -205,6 +206,19 @@ def test_kernel_log_tail_starts_on_a_whole_line() -> None:
     whole = "[ 1.0] first line\n[ 2.0] second line\n[ 3.0] third \ufffd line\n"
     assert tail_text(raw, 1000) == whole
     assert tail_text(raw, 30) == "[ 3.0] third \ufffd line\n"
+
+
+def test_kernel_log_tail_stays_within_its_bytes_and_the_contracts() -> None:
+    """A console's bytes that are not UTF-8 (serial noise) read as U+FFFD, three bytes each: the
+    tail is cut again to its bound, and never past the contract's (a 400 refused the whole
+    report), whatever CRASHREG_MAX_LOG_BYTES says."""
+    assert MAX_CONSOLE_LOG_BYTES == schemas.MAX_CONSOLE_LOG_BYTES
+    noisy = tail_text(b"\xff" * 600_000 + b"\n[ 9.0] Kernel panic - not syncing: Fatal exception\n", 524_288)
+    assert noisy == "[ 9.0] Kernel panic - not syncing: Fatal exception\n"
+    for raw in (b"\xff" * 600_000, b"ab\xffcd\n" * 200_000):
+        assert 0 < len(tail_text(raw, 524_288).encode()) <= 524_288
+    long = tail_text(b"[ 1.0] a line\n" * 200_000, 4 << 20)
+    assert len(long.encode()) <= schemas.MAX_CONSOLE_LOG_BYTES and long.startswith("[ 1.0]")
 
 
 def test_nothing_that_breaks_stops_the_dump(make_site, tmp_path: Path) -> None:
