@@ -43,28 +43,33 @@ def slimmed(report: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield what, report
 
 
+def slimmer_bodies(body: bytes) -> Iterator[tuple[str, bytes]]:
+    """`body` as sent, then the report's body without each of SLIMMER's parts in turn (what is
+    left out, the body)."""
+    yield "", body
+    try:
+        report = json.loads(body)
+    except ValueError:  # not a report this reporter wrote: nothing to leave out
+        return
+    for what, smaller in slimmed(report):
+        yield what, report_body(smaller)
+
+
 def sent_within_limit(config: Config, body: bytes) -> tuple[dict[str, Any], bytes]:
     """The registry's answer to `body` and the body it took: refused as too large, the report
     again without SLIMMER's parts, one more at a time. Unsent otherwise."""
-    try:
-        return send_report_body(config, body), body
-    except Unsent as error:
-        if error.status != TOO_LARGE:
-            raise
-        refused = error
-    try:
-        report = json.loads(body)
-    except ValueError:
-        raise refused from None
-    for what, smaller in slimmed(report):
-        log(f"the registry refused the report as too large ({len(body)} bytes): sending it without {what}")
-        body = report_body(smaller)
+    refused: Unsent | None = None
+    for what, candidate in slimmer_bodies(body):
+        if refused is not None:
+            log(f"the registry refused the report as too large ({len(body)} bytes): "
+                f"sending it without {what}")
         try:
-            return send_report_body(config, body), body
+            return send_report_body(config, candidate), candidate
         except Unsent as error:
             if error.status != TOO_LARGE:
                 raise
-            refused = error
+            refused, body = error, candidate
+    assert refused is not None  # slimmer_bodies yields the body itself first
     raise refused
 
 
