@@ -420,9 +420,10 @@ def frame_name(frame: Any) -> tuple[str, str | None] | None:
     if not isinstance(frame, dict):
         return None
     module = _file_name(frame.get("module")) or None
-    function = _function(frame.get("symbol")) or _function(frame.get("function"))
-    if function and function != "??":
-        return function, module
+    for name in ("symbol", "function"):
+        function = _function(frame.get(name))
+        if function and function != "??":  # addr2line's and gdb's "no name"
+            return function, module
     offset = _text(frame.get("offset"))
     if module and offset:
         return f"{module}+{offset.lower()}", module

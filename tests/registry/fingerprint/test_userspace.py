@@ -323,6 +323,8 @@ def test_a_static_function_of_a_named_namespace_is_one_bug_inlined_or_not() -> N
         assert named is not None and named.fingerprint != signatures[0].fingerprint
     lambda_ = {"function": "store::load(int)::{lambda(int)#1}::operator()(int) const",
                "symbol": "_ZZN5storeL4loadEiENKUliE_clEi", "module": program}
+    unknown = {"function": "store::read_slot(int)", "symbol": "??", "module": program}  # no name in `symbol`
+    assert analyse_stack(stack(frames=[unknown, caller])).function == "store::read_slot"
     keyed, spelled = (analyse_stack(stack(frames=[frame, caller]))
                       for frame in (lambda_, {key: lambda_[key] for key in ("function", "module")}))
     assert keyed is not None and spelled is not None and keyed.fingerprint == spelled.fingerprint
