@@ -147,9 +147,12 @@ extract_log() {
         : > "$raw"
     fi
     size=$(wc -c < "$raw" | tr -d ' ')
-    if [ "$size" -gt "$CRASHREG_MAX_LOG_BYTES" ]; then
+    # Never past the contract's bound on console_log (1 MiB: a longer one is a 400).
+    limit=$CRASHREG_MAX_LOG_BYTES
+    [ "$limit" -le 1048576 ] 2>/dev/null || limit=1048576
+    if [ "$size" -gt "$limit" ]; then
         # Keep the tail (the crash is at the end) and drop the partial first line.
-        tail -c "$CRASHREG_MAX_LOG_BYTES" "$raw" | sed 1d > "$work/console.log"
+        tail -c "$limit" "$raw" | sed 1d > "$work/console.log"
     else
         cp "$raw" "$work/console.log"
     fi

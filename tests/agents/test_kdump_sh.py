@@ -17,6 +17,7 @@ from registry.db import Database
 from registry.fingerprint.console import line_frames
 from registry.fingerprint.frames import canonical_function
 from registry.fingerprint.patterns import TRIGGERS
+from registry.ingest import schemas
 from tests.support import golden
 from tests.support.agents import (
     BUSYBOX,
@@ -81,6 +82,22 @@ def test_console_log_is_escaped_into_valid_json(registry: Registry, make_site, r
     with database.session() as session:
         stored = session.scalar(select(Report.console_log).where(Report.report_id == f"kdump-{site.boot_id}"))
     assert stored == nasty.replace(b"\0", b"").decode("utf-8", "replace")
+
+
+def test_a_log_limit_past_the_contracts_sends_the_contracts(registry: Registry, make_site, run_sh,
+                                                             database: Database, tmp_path: Path) -> None:
+    """CRASHREG_MAX_LOG_BYTES set past the contract's 1 MiB bound on console_log (a 400, the
+    report refused and the crash decided offline) sends the last 1 MiB, the crash at its end."""
+    crash = (FIXTURES / "mlx5_null_deref.log").read_bytes()
+    dmesg = tmp_path / "long.log"
+    dmesg.write_bytes(b"[    1.000000] a line of a long boot's log\n" * 30_000 + crash)
+    site = make_site(dmesg=dmesg, extra={"CRASHREG_MAX_LOG_BYTES": str(4 << 20)})
+    run = run_sh(site)
+    assert run.returncode == 0, run.stderr
+    with database.session() as session:
+        stored = session.scalar(select(Report.console_log).where(Report.report_id == f"kdump-{site.boot_id}"))
+    assert stored is not None and stored.endswith(crash.decode())
+    assert len(stored.encode()) <= schemas.MAX_CONSOLE_LOG_BYTES < dmesg.stat().st_size
 
 
 def test_network_down_decides_from_the_offline_bundle_and_spools(
