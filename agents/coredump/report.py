@@ -12,7 +12,7 @@ import signal as signals
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.reporter.report import report_skeleton
+from agents.reporter.report import report_skeleton, within
 from registry.fingerprint.demangle import MAX_NAME, demangle
 
 from .core import CoreHead, Memory, Thread
@@ -43,16 +43,8 @@ def hexa(value: int) -> str:
     return f"{value:#x}"
 
 
-def within(text: str, limit: int, tail: bool = False) -> str:
-    """`text` in at most `limit` UTF-8 bytes (so as many characters): its head, or its tail (a
-    path's, which keeps the file name the registry reads), never half a character."""
-    data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
-        return text
-    return (data[-limit:] if tail else data[:limit]).decode("utf-8", "ignore")
-
-
 def path_text(path: str) -> str:
+    """A path within the contract's bound: its tail, which keeps the file name the registry reads."""
     return within(path, MAX_PATH, tail=True)
 
 

@@ -15,6 +15,15 @@ from typing import Any
 MAX_CONSOLE_LOG_BYTES = 1024 * 1024
 
 
+def within(text: str, limit: int, tail: bool = False) -> str:
+    """`text` in at most `limit` UTF-8 bytes (so as many characters): its head, or its tail,
+    never half a character."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    return (data[-limit:] if tail else data[:limit]).decode("utf-8", "ignore")
+
+
 def tail_text(raw: bytes, limit: int) -> str:
     """The last `limit` bytes as text (the crash is at the end), starting on a whole line, and
     within `limit` bytes as UTF-8 too (each byte that is not UTF-8 reads as U+FFFD, three) and
@@ -25,11 +34,8 @@ def tail_text(raw: bytes, limit: int) -> str:
         raw = raw[-limit:]
         raw = raw[raw.find(b"\n") + 1 :]
     text = raw.decode("utf-8", "replace")
-    data = text.encode()
-    if len(data) > limit:  # grown by replacement characters: cut again, a cut character dropped
-        data = data[-limit:]
-        text = data[data.find(b"\n") + 1 :].decode("utf-8", "ignore")
-    return text
+    cut = within(text, limit, tail=True)  # grown by replacement characters: cut again
+    return cut if cut == text else cut[cut.find("\n") + 1 :]
 
 
 def log_uptime(console_log: str) -> int | None:

@@ -107,12 +107,10 @@ def resend(config: Config, path: Path) -> tuple[str, dict[str, Any] | None]:
         answer, taken = sent_within_limit(config, body)
     except Unsent as error:
         return set_aside(path, error), None
+    if taken != body:  # kept as the registry took it, for a replay
+        write_atomically(path, taken)
     (path.parent / "sent").mkdir(exist_ok=True)
-    if taken != body:
-        write_atomically(path.parent / "sent" / path.name, taken)
-        path.unlink()
-    else:
-        path.replace(path.parent / "sent" / path.name)
+    path.replace(path.parent / "sent" / path.name)
     return "sent", answer
 
 

@@ -77,13 +77,13 @@ class FrameOrigin(NamedTuple):
     """Where a frame in `named` lies: the module offset of the stack frame it was read from,
     as sent (what ties a frame the registry named from debug info back to the frame the reporter
     sent), its source line, whether it is a call the debug info found inlined there
-    (registry/symbolication puts those before their caller, at the caller's offset), and
-    whether its symbol says the function has internal linkage (demangle.internal_linkage)."""
+    (registry/symbolication puts those before their caller, at the caller's offset), and its
+    symbol as sent (what says whether the function has internal linkage: key_frames)."""
 
     offset: str | None
     source: SourceLine | None = None
     inlined: bool = False
-    internal: bool = False
+    symbol: str | None = None
 
 
 NO_ORIGIN = FrameOrigin(None)  # a frame read from no stack frame (the red zone's)
@@ -447,8 +447,8 @@ def frame_origin(frame: Any) -> FrameOrigin:
     offset = frame.get("offset")
     offset = offset.lower()[:MAX_OFFSET] if isinstance(offset, str) and offset else None
     symbol = frame.get("symbol")
-    internal = isinstance(symbol, str) and internal_linkage(symbol[:MAX_SYMBOL])
-    return FrameOrigin(offset, _source_line(frame), frame.get("inlined") is True, internal)
+    symbol = symbol[:MAX_SYMBOL] if isinstance(symbol, str) else None
+    return FrameOrigin(offset, _source_line(frame), frame.get("inlined") is True, symbol)
 
 
 def runtime_module(module: str | None) -> bool:
@@ -525,17 +525,18 @@ def unnamed(name: str, module: str | None) -> bool:
     return module is not None and name.startswith(f"{module}+")
 
 
-def key_frames(kept: list[tuple[str, str | None]], internal: bool = False) -> list[str]:
+def key_frames(kept: list[tuple[str, str | None]], symbol: str | None = None) -> list[str]:
     """What a userspace fingerprint keys on: the guilty frame, named. Unnamed, it may be code of
     a runtime the program carries in its own module (Rust's std, C++'s templates), the same for
     every panic or throw: then the unnamed frames of its module below it too, up to
     UNNAMED_KEY_FRAMES, so that crashes reached from different code stay apart (and their dumps
     taken) until symbols name them and the rebuild joins what is one bug. A named frame is keyed
-    as debug info spells it inlined (demangle.inlined_spelling; `internal`: the guilty frame's
-    symbol says it has internal linkage): a release that stops inlining the guilty function
+    as debug info spells it inlined (demangle.inlined_spelling; `symbol`, the guilty frame's,
+    says whether it has internal linkage): a release that stops inlining the guilty function
     does not rename the bug."""
     guilty, module = kept[0]
     if not unnamed(guilty, module):
+        internal = symbol is not None and internal_linkage(symbol)
         return [frame_label(inlined_spelling(guilty, internal), module)]
     run = itertools.takewhile(lambda frame: frame[1] == module and unnamed(*frame), kept)
     return [name for name, _ in itertools.islice(run, UNNAMED_KEY_FRAMES)]
@@ -573,7 +574,7 @@ def parse_stack(stack: Any) -> UserCrash | None:
         crash.function, crash.module = kept[0]
         crash.frames = [frame_label(name, None if unnamed(name, module) else module)
                         for name, module in kept[:FRAMES_KEPT]]
-        crash.keyed = key_frames(kept, crash.origins[guilty].internal)
+        crash.keyed = key_frames(kept, crash.origins[guilty].symbol)
     if not kept and not crash.labels:
         return None
     return crash
