@@ -14,14 +14,19 @@ from agents.reporter.client import Unsent, report_body, send_report_body
 from agents.reporter.config import Config
 from agents.reporter.files import write_atomically
 from agents.reporter.log import log
-from agents.reporter.report import safe_report_id
+from agents.reporter.report import safe_report_id, tail_text
 
 SENT_RETENTION_S = 7 * 86400
 TOO_LARGE = 413
 # What a report does without, in this order, when the registry refuses its body as too large
 # (its max_body_bytes): the other threads' stacks (which no fingerprint reads), then the
-# mappings. The crash reaches the registry without them rather than not at all.
+# mappings, then the older half of its console log, again and again down to its last
+# MIN_CONSOLE_LOG_BYTES. The crash reaches the registry without them rather than not at all.
 SLIMMER = (("the other threads' stacks", "threads"), ("the mappings", "mappings"))
+# A console log within the contract's 1 MiB can still pass a 2 MiB body once written as JSON:
+# each control character is six bytes there (an ANSI-coloured console's ESC, a noisy serial
+# line's bytes). Its tail holds the crash: an oops with its stack and the lines before it.
+MIN_CONSOLE_LOG_BYTES = 16 * 1024
 
 
 def kept_path(config: Config, report_id: str, folder: str = ".") -> Path:
@@ -35,12 +40,18 @@ def keep(config: Config, report_id: str, body: bytes, folder: str = ".") -> Path
 
 
 def slimmed(report: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The report without one more of SLIMMER's parts at a time (those it has)."""
+    """The report without one more of SLIMMER's parts at a time (those it has), then with its
+    console log's newer half, and so on while it is past MIN_CONSOLE_LOG_BYTES."""
     for what, part in SLIMMER:
         stack = report.get("stack")
         if isinstance(stack, dict) and stack.get(part):
             report = report | {"stack": {key: value for key, value in stack.items() if key != part}}
             yield what, report
+    console_log = report.get("console_log")
+    while isinstance(console_log, str) and len(encoded := console_log.encode()) > MIN_CONSOLE_LOG_BYTES:
+        console_log = tail_text(encoded, len(encoded) // 2)
+        report = report | {"console_log": console_log}
+        yield f"the older half of its console log ({len(console_log.encode())} bytes left)", report
 
 
 def slimmer_bodies(body: bytes) -> Iterator[tuple[str, bytes]]:

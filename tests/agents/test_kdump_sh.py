@@ -29,6 +29,7 @@ from tests.support.agents import (
     Registry,
     busybox_path,
     closed_port_url,
+    control_character_console,
     run_reporter,
 )
 
@@ -98,6 +99,25 @@ def test_a_log_limit_past_the_contracts_sends_the_contracts(registry: Registry, 
         stored = session.scalar(select(Report.console_log).where(Report.report_id == f"kdump-{site.boot_id}"))
     assert stored is not None and stored.endswith(crash.decode())
     assert len(stored.encode()) <= schemas.MAX_CONSOLE_LOG_BYTES < dmesg.stat().st_size
+
+
+def test_a_noisy_console_past_the_registrys_body_limit_arrives_with_its_tail(
+        registry: Registry, make_site, run_sh, database: Database, tmp_path: Path) -> None:
+    """A kernel log within the contract's 1 MiB whose JSON passes the registry's 2 MiB body (a
+    control character is six bytes there) is refused with a 413: sent again with the newer half
+    of its log, the crash at its end is registered (decided offline and spooled, before)."""
+    crash = (FIXTURES / "mlx5_null_deref.log").read_bytes()
+    dmesg = tmp_path / "noisy.log"
+    dmesg.write_bytes(control_character_console(crash, 1 << 20))
+    site = make_site(dmesg=dmesg)
+    run = run_sh(site)
+    assert run.returncode == 0, run.stderr
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
+    assert "HTTP 413" in run.stderr and "without the older half of its console log" in run.stderr
+    with database.session() as session:
+        stored = session.scalar(select(Report.console_log).where(Report.report_id == f"kdump-{site.boot_id}"))
+    assert stored is not None and stored.endswith(crash.decode())
+    assert site.spooled() == []
 
 
 def test_network_down_decides_from_the_offline_bundle_and_spools(

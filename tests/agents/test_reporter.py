@@ -15,6 +15,7 @@ from agents import build_reporter
 from agents.reporter.config import Config, parse_conf
 from agents.reporter.decide import Decision, makedumpfile_args
 from agents.reporter.report import MAX_CONSOLE_LOG_BYTES, tail_text
+from registry.config import Settings
 from registry.ingest import schemas
 from registry.signatures.identify import identify
 from tests.support import DATA
@@ -25,6 +26,7 @@ from tests.support.agents import (
     FlakyFront,
     Registry,
     closed_port_url,
+    control_character_console,
     run_reporter,
 )
 
@@ -181,6 +183,41 @@ def test_post_boot_sets_aside_reports_the_registry_refuses(registry: Registry, m
     assert run.returncode == 0 and site.spooled() == []
     assert (site.spool / "rejected" / "kdump-broken.json").exists()
     assert "HTTP 400" in run.stderr
+
+
+def test_a_noisy_console_past_the_registrys_body_limit_arrives_with_its_tail(
+        registry: Registry, make_site, tmp_path: Path) -> None:
+    """A kernel log within the contract's 1 MiB whose JSON passes the registry's 2 MiB body
+    (a control character is six bytes there) is refused with a 413: the reporter sends it again
+    with the newer half of its log, and the crash at its end is registered, from the crash
+    kernel or from the post-boot resend of a spooled report (spooled, then rejected, before)."""
+    crash = (FIXTURES / "mlx5_null_deref.log").read_bytes()
+    dmesg = tmp_path / "noisy.log"
+    dmesg.write_bytes(control_character_console(crash, 1 << 20))
+    offline = make_site(url=closed_port_url(), dmesg=dmesg)
+    assert run_reporter(offline, "report").returncode == 0
+    [spooled] = offline.spooled()
+    assert len(spooled.read_bytes()) > Settings().max_body_bytes
+
+    site = make_site(dmesg=dmesg)
+    run = run_reporter(site, "report")
+    assert run.returncode == 0, run.stderr
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
+    assert "too large" in run.stderr and "without the older half of its console log" in run.stderr
+    event = registry.get(f"/api/v1/events/{site.decision()['CRASHREG_EVENT_ID']}")
+    crashed = identify(crash.decode(), None)
+    assert crashed is not None and event["fingerprint"] == crashed.fingerprint
+    [kept] = sorted((site.spool / "sent").glob("*.json"))
+    assert json.loads(kept.read_bytes())["console_log"].endswith(crash.decode())
+
+    offline.url = registry.url
+    offline.write()
+    resent = run_reporter(offline, "post-boot")
+    assert resent.returncode == 0, resent.stderr
+    assert offline.spooled() == [] and not (offline.spool / "rejected").exists()
+    taken = (offline.spool / "sent" / spooled.name).read_bytes()
+    assert len(taken) < Settings().max_body_bytes
+    assert json.loads(taken)["console_log"].endswith(crash.decode())
 
 
 def test_config_file_is_read_like_a_shell_would() -> None:

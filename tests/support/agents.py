@@ -40,6 +40,14 @@ BUSYBOX_APPLETS = (
 )
 
 
+def control_character_console(crash: bytes, noise_bytes: int) -> bytes:
+    """A kernel log ending in `crash` after `noise_bytes` of lines full of control characters
+    (a noisy serial line, an ANSI-coloured console): its tail within the contract's 1 MiB as
+    UTF-8, but past a 2 MiB body as JSON, where each such character is six bytes."""
+    line = b"[    1.000000] " + b"\x1b\x01\x02\x03\x07\x0e\x0f\x10" * 20 + b"\n"
+    return line * (noise_bytes // len(line) + 1) + crash
+
+
 def closed_port_url() -> str:
     """A URL nothing listens on: connections are refused at once."""
     return f"http://127.0.0.1:{closed_port()}"
