@@ -101,19 +101,30 @@ def test_a_log_limit_past_the_contracts_sends_the_contracts(registry: Registry, 
     assert len(stored.encode()) <= schemas.MAX_CONSOLE_LOG_BYTES < dmesg.stat().st_size
 
 
-def test_a_noisy_console_past_the_registrys_body_limit_arrives_with_its_tail(
-        registry: Registry, make_site, run_sh, database: Database, tmp_path: Path) -> None:
-    """A kernel log within the contract's 1 MiB whose JSON passes the registry's 2 MiB body (a
-    control character is six bytes there) is refused with a 413: sent again with the newer half
-    of its log, the crash at its end is registered (decided offline and spooled, before)."""
+# A serial line's noise: 100 bytes that are not UTF-8 (each U+FFFD, three bytes) in 181.
+INVALID_UTF8_LINE = b"[    1.000000] " + b"\xff" * 100 + b"x" * 65 + b"\n"
+
+
+@pytest.mark.parametrize("noise, refusal", [("control", "HTTP 413"), ("not-utf8", "HTTP 400")])
+def test_a_noisy_console_past_the_registrys_bounds_arrives_with_its_tail(
+        registry: Registry, make_site, run_sh, database: Database, tmp_path: Path, noise: str,
+        refusal: str) -> None:
+    """A kernel log's 512 KiB tail that passes the registry's bounds once sent is refused: as
+    JSON past the 2 MiB body, a control character being six bytes there (413), or as text past
+    the contract's 1 MiB, each byte that is not UTF-8 being three (400 naming console_log).
+    Sent again with the newer half of its log, the crash at its end is registered (decided
+    offline and spooled, then rejected at the post-boot resend, before)."""
     crash = (FIXTURES / "mlx5_null_deref.log").read_bytes()
     dmesg = tmp_path / "noisy.log"
-    dmesg.write_bytes(control_character_console(crash, 1 << 20))
+    if noise == "control":
+        dmesg.write_bytes(control_character_console(crash, 1 << 20))
+    else:
+        dmesg.write_bytes(INVALID_UTF8_LINE * 6_000 + crash)
     site = make_site(dmesg=dmesg)
     run = run_sh(site)
     assert run.returncode == 0, run.stderr
     assert site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
-    assert "HTTP 413" in run.stderr and "without the older half of its console log" in run.stderr
+    assert refusal in run.stderr and "without the older half of its console log" in run.stderr
     with database.session() as session:
         stored = session.scalar(select(Report.console_log).where(Report.report_id == f"kdump-{site.boot_id}"))
     assert stored is not None and stored.endswith(crash.decode())
