@@ -153,11 +153,13 @@ def _chunked(stream: Any, out: BinaryIO) -> None:
 
 
 class Unsent(Exception):
-    """The registry did not take the report: unreachable (status None), or it answered `status`."""
+    """The registry did not take the report: unreachable (status None), or it answered `status`
+    (`fields`: those its error names)."""
 
-    def __init__(self, problem: str, status: int | None = None) -> None:
+    def __init__(self, problem: str, status: int | None = None, fields: frozenset[str] = frozenset()) -> None:
         super().__init__(problem)
         self.status = status
+        self.fields = fields
 
     @property
     def refused(self) -> bool:
@@ -181,12 +183,21 @@ def post_with_retries(config: Config, path: str, body: bytes) -> Response:
                 return response
             status, problem = response.status, f"HTTP {response.status} {response.body[:300]!r}"
             if status not in RETRYABLE_STATUSES:
-                raise Unsent(problem, status)
+                raise Unsent(problem, status, error_fields(response.body))
         log(f"attempt {attempt + 1}: {problem}")
         if attempt < config.retries:
             time.sleep(delay)
             delay *= 2
     raise Unsent(problem, status)
+
+
+def error_fields(body: bytes) -> frozenset[str]:
+    """The fields a registry's error answer names (`{"error": {"fields": {...}}}`), if any."""
+    try:
+        fields = json.loads(body)["error"]["fields"]
+    except (ValueError, TypeError, KeyError):
+        return frozenset()
+    return frozenset(fields) if isinstance(fields, dict) else frozenset()
 
 
 def report_body(report: dict[str, Any]) -> bytes:

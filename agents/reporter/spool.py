@@ -18,14 +18,17 @@ from agents.reporter.report import safe_report_id, tail_text
 
 SENT_RETENTION_S = 7 * 86400
 TOO_LARGE = 413
-# What a report does without, in this order, when the registry refuses its body as too large
-# (its max_body_bytes): the other threads' stacks (which no fingerprint reads), then the
-# mappings, then the older half of its console log, again and again down to its last
-# MIN_CONSOLE_LOG_BYTES. The crash reaches the registry without them rather than not at all.
+BAD_REQUEST = 400
+# What a report does without, in this order, when the registry refuses it as too large: the
+# other threads' stacks (which no fingerprint reads), then the mappings, then the older half of
+# its console log, again and again down to its last MIN_CONSOLE_LOG_BYTES. The crash reaches
+# the registry without them rather than not at all.
 SLIMMER = (("the other threads' stacks", "threads"), ("the mappings", "mappings"))
 # A console log within the contract's 1 MiB can still pass a 2 MiB body once written as JSON:
 # each control character is six bytes there (an ANSI-coloured console's ESC, a noisy serial
-# line's bytes). Its tail holds the crash: an oops with its stack and the lines before it.
+# line's bytes): a 413. One spooled by crashreg-kdump.sh can pass the 1 MiB itself (each byte
+# that is not UTF-8 is U+FFFD, three bytes): a 400 naming console_log. Its tail holds the
+# crash: an oops with its stack and the lines before it.
 MIN_CONSOLE_LOG_BYTES = 16 * 1024
 
 
@@ -66,6 +69,11 @@ def slimmer_bodies(body: bytes) -> Iterator[tuple[str, bytes]]:
         yield what, report_body(smaller)
 
 
+def too_large(error: Unsent) -> bool:
+    """Refused for its size: the body (413), or its console log (a 400 naming it)."""
+    return error.status == TOO_LARGE or (error.status == BAD_REQUEST and "console_log" in error.fields)
+
+
 def sent_within_limit(config: Config, body: bytes) -> tuple[dict[str, Any], bytes]:
     """The registry's answer to `body` and the body it took: refused as too large, the report
     again without SLIMMER's parts, one more at a time. Unsent otherwise."""
@@ -77,7 +85,7 @@ def sent_within_limit(config: Config, body: bytes) -> tuple[dict[str, Any], byte
         try:
             return send_report_body(config, candidate), candidate
         except Unsent as error:
-            if error.status != TOO_LARGE:
+            if not too_large(error):
                 raise
             refused, body = error, candidate
     assert refused is not None  # slimmer_bodies yields the body itself first

@@ -131,6 +131,29 @@ def test_a_noisy_console_past_the_registrys_bounds_arrives_with_its_tail(
     assert site.spooled() == []
 
 
+def test_a_spooled_noisy_console_is_resent_with_its_tail(
+        registry: Registry, make_site, run_sh, database: Database, tmp_path: Path) -> None:
+    """With the registry down, crashreg-kdump.sh spools a report whose log passes the
+    contract's 1 MiB once each byte that is not UTF-8 is U+FFFD: the post-boot agent, refused
+    with a 400 naming console_log, sends it with the newer half of its log (it set the report
+    aside before, the crash never registered)."""
+    crash = (FIXTURES / "mlx5_null_deref.log").read_bytes()
+    dmesg = tmp_path / "noisy.log"
+    dmesg.write_bytes(INVALID_UTF8_LINE * 6_000 + crash)
+    site = make_site(url=closed_port_url(), dmesg=dmesg)
+    assert run_sh(site).returncode == 0
+    assert len(site.spooled()) == 1
+    site.url = registry.url
+    site.write()
+    resent = run_reporter(site, "post-boot")
+    assert resent.returncode == 0, resent.stderr
+    assert "without the older half of its console log" in resent.stderr
+    assert site.spooled() == [] and not (site.spool / "rejected").exists()
+    with database.session() as session:
+        stored = session.scalar(select(Report.console_log).where(Report.report_id == f"kdump-{site.boot_id}"))
+    assert stored is not None and stored.endswith(crash.decode())
+
+
 def test_network_down_decides_from_the_offline_bundle_and_spools(
     registry: Registry, make_site, run_sh
 ) -> None:
