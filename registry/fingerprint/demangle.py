@@ -94,8 +94,11 @@ def demangle(symbol: str) -> str:
 
 # --- the name a fingerprint keys on -------------------------------------------------------
 
-# What c++filt and gdb print after a function's parameters.
-TRAILING_QUALIFIERS = re.compile(r"(?:\s*+(?:const|volatile|restrict|&&|&|noexcept|\[clone [^\]]*+\]))++$")
+# What c++filt and gdb print after a function's parameters: each qualifier a word of its own,
+# after the parameters or a space (`is_const`, `write_volatile` and `operator&` are names).
+TRAILING_QUALIFIERS = re.compile(
+    r"(?:\s*+(?:(?<=[\s)])(?:const|volatile|restrict|noexcept|&&|&)|\[clone [^\]]*+\]))++$"
+)
 OPERATOR_SYMBOL = re.compile(r"operator(?:\(\)|\[\]|->\*?|\"\"\s*+\w++|[<>=!+\-*/%^&|~,]++)")
 # A name that ends in the call operator itself, with no parameter list after it: a lambda's
 # `operator()` as debug info names an inlined call of it.

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 # Bump whenever a change here or in the parser can move a crash to a different fingerprint.
-ALGORITHM_VERSION = 17
+ALGORITHM_VERSION = 18
 
 # How a pattern ranks when several appear in one log.
 STRONG = 0  # a crash; the first one in the log is the crash

@@ -149,6 +149,29 @@ def test_a_name_is_keyed_on_its_function(symbol: str, key: str) -> None:
     assert function_name(symbol) == key == function_name(CXXFILT_SPELLINGS.get(symbol, demangle(symbol)))
 
 
+# Names that end in a qualifier's word, or an operator that is one (a name of its own), and
+# names with qualifiers after their parameters, as c++filt and gdb print them -> their key.
+QUALIFIED = {
+    "is_const": "is_const",
+    "core::ptr::write_volatile": "core::ptr::write_volatile",
+    "apply_restrict(opt*)": "apply_restrict",
+    "set_noexcept": "set_noexcept",
+    "_ZNK3Foo8is_constEv": "Foo::is_const",
+    "Foo::is_const() const": "Foo::is_const",
+    "Foo::operator&(Foo const&)": "Foo::operator&",
+    "Foo::operator&&": "Foo::operator&&",
+    "Foo::get() const &": "Foo::get",
+    "Foo::get()&&": "Foo::get",
+    "Foo::get() const noexcept": "Foo::get",
+    "bar_volatile(int) volatile [clone .cold]": "bar_volatile",
+}
+
+
+@pytest.mark.parametrize(("name", "key"), QUALIFIED.items())
+def test_a_qualifiers_word_ends_a_name_only_after_its_parameters(name: str, key: str) -> None:
+    assert function_name(name) == key
+
+
 # Symbol -> whether its own name has internal linkage (a `static` function: L <name>)
 LINKAGE = {
     "_ZN3netL6targetEPi": True,  # net::target(int*), static
