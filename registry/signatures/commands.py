@@ -86,18 +86,25 @@ def signatures() -> None:
 
 @signatures.command("rebuild")
 @click.option("--dry-run", is_flag=True, help="show what would change, change nothing")
+@click.option("--allow-symbols-elsewhere", is_flag=True,
+              help="rebuild even though symbol files are recorded in another store than this "
+                   "command's (refused otherwise: the events they named would lose those names)")
 @pass_cli
-def rebuild_command(cli: CliContext, dry_run: bool) -> None:
+def rebuild_command(cli: CliContext, dry_run: bool, allow_symbols_elsewhere: bool) -> None:
     """Re-fingerprint all history from the stored raw reports with the current engine, userspace
-    stacks symbolicated with every symbol the registry's sources can give."""
+    stacks symbolicated with every symbol the registry's sources can give (run it with the
+    server's settings: its database and its dump store)."""
     database = cli.database()
     with database.session() as session:
         total = event_count(session)
     wired = cli_wiring()
     engine = load(wired.engine)
     if wired.symbolication_on_demand:  # symbols the sources have, waited for
-        engine = load(wired.symbolication_on_demand)(cli.settings, database, wired.signatures, engine,
-                                                     CountingProgress)
+        try:
+            engine = load(wired.symbolication_on_demand)(cli.settings, database, wired.signatures, engine,
+                                                         CountingProgress, allow_symbols_elsewhere)
+        except ValueError as refused:  # symbols recorded in another store than the settings'
+            raise click.ClickException(str(refused)) from None
     with CountingProgress(total, "re-fingerprinting events") as bar:
         summary = rebuild(database, wired.signatures, bar.update, dry_run, engine)
     for line in summary.lines():

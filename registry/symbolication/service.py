@@ -42,7 +42,8 @@ from registry.core.wiring import APP_FRAME_NAMES, APP_LISTENERS, Engine, Signatu
 from registry.db import Database, utcnow
 from registry.fingerprint.userspace import runtime_module
 from registry.signatures.rebuild import CHUNK, RebuildSummary, rebuild
-from registry.symbols.keep import held
+from registry.storage.store import store_location
+from registry.symbols.keep import held, recorded_elsewhere
 from registry.symbols.models import SymbolFile
 from registry.symbols.sources import SymbolSources
 
@@ -351,12 +352,32 @@ def install(app: Flask, inner: Engine) -> Engine:
     return engine
 
 
+class SymbolsElsewhere(ValueError):
+    """Symbol files are recorded in another store than the one a command was given."""
+
+
 def on_demand(settings: Settings, database: Database, listeners: SignatureListeners, inner: Engine,
-              progress: Callable[[int, str], AbstractContextManager[Any]]) -> Engine:
+              progress: Callable[[int, str], AbstractContextManager[Any]],
+              elsewhere_ok: bool = False) -> Engine:
     """`crashreg signatures rebuild`'s engine (Wiring.symbolication_on_demand): every symbol the
     sources can give for the stored stacks, fetched first; `progress(total, label)`: the
-    command's bar over the build-ids (a fetch from a slow server is a long wait)."""
-    symbolicator = symbolicator_for(settings, database, listeners, inner)
+    command's bar over the build-ids (a fetch from a slow server is a long wait).
+    SymbolsElsewhere, unless `elsewhere_ok`, when symbol files are recorded in another store:
+    rebuilt without them, the events they named would move back to unnamed signatures."""
+    sources = SymbolSources(settings, database)
+    with database.lookup() as session:
+        elsewhere = recorded_elsewhere(session, sources.store)
+    if elsewhere and not elsewhere_ok:
+        sources.close()
+        stores = ", ".join(f"{location} ({count})" for location, count in sorted(elsewhere.items()))
+        raise SymbolsElsewhere(
+            f"{sum(elsewhere.values())} symbol files are recorded in another store than this "
+            f"command's ({store_location(sources.store)}): {stores}. Run it with the registry "
+            "server's settings (CRASHREG_DUMP_STORE, docs/symbols.md), or pass "
+            "--allow-symbols-elsewhere to rebuild without them (the events they named lose "
+            "those names)"
+        )
+    symbolicator = symbolicator_for(settings, database, listeners, inner, sources)
     build_ids = stack_build_ids(database)
     with progress(len(build_ids), "symbols for the stored stacks (build-ids)") as bar:
         symbolicator.prepare(build_ids, bar.update)

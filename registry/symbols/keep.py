@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from registry.db import Database, utcnow
@@ -82,6 +82,17 @@ def held(session: Session, build_id: str) -> dict[str, SymbolFile]:
     """The build-id's stored files, by kind."""
     rows = session.scalars(select(SymbolFile).where(SymbolFile.build_id == build_id))
     return {row.kind: row for row in rows}
+
+
+def recorded_elsewhere(session: Session, store: DumpStore) -> dict[str, int]:
+    """Stores other than `store` that symbol files are recorded in, with how many: a command run
+    with other store settings than the registry's (a default store relative to its working
+    directory) does not find them."""
+    rows = session.execute(
+        select(SymbolFile.store, func.count()).where(SymbolFile.store != store_location(store))
+        .group_by(SymbolFile.store)
+    )
+    return {location: count for location, count in rows.tuples()}
 
 
 def lost_kinds(store: DumpStore, holding: dict[str, SymbolFile], serving: bool) -> set[str]:

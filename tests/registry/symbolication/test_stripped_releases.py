@@ -160,6 +160,32 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
         assert_frames_named(client, reader, str(event_id), function, release)
 
 
+def test_a_rebuild_that_cannot_see_the_registrys_symbols_refuses_to_run(
+    settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
+    releases: dict[str, tuple[Release, Release]],  # noqa: F811
+) -> None:
+    """`crashreg signatures rebuild` run with another dump store than the registry's (the
+    default store is relative to the working directory) finds none of the symbols uploaded:
+    rebuilt so, the events they named would move back to signatures named by offsets. It
+    refuses, naming the stores, and changes nothing; told to go on, it runs."""
+    from registry.app import create_app
+
+    settings = with_symbols(settings, tmp_path)
+    token, (first, second) = make_token("report"), releases[LANGUAGE_IDS[0]]
+    reported_without_symbols(create_app(settings, database), database, token, (first, second))
+    uploaded_and_rebuilt(settings, first, second)
+    named = signatures_of(database)
+    elsewhere = replace(settings, dump_store=replace(settings.dump_store, url=str(tmp_path / "elsewhere")))
+    refused = crashreg_for(elsewhere, "signatures", "rebuild")
+    assert refused.returncode == 1, refused.stderr
+    assert re.search(r"\d+ symbol files are recorded in another store", refused.stderr), refused.stderr
+    assert "--allow-symbols-elsewhere" in refused.stderr and "elsewhere" in refused.stderr
+    assert signatures_of(database) == named
+    planned = crashreg_for(elsewhere, "signatures", "rebuild", "--dry-run", "--allow-symbols-elsewhere")
+    assert planned.returncode == 0, planned.stderr
+    assert "dry run" in planned.stdout and signatures_of(database) == named
+
+
 def uploaded_and_rebuilt(settings: Settings, *built: Release) -> None:
     """`crashreg symbols upload` of the releases' debug files, then `crashreg signatures rebuild`,
     which symbolicates every stored stack of their build-ids again."""
