@@ -10,11 +10,12 @@ adds source lines and inlined calls. A file that adds nothing is not stored at a
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from registry.db import Database, utcnow
@@ -85,14 +86,14 @@ def held(session: Session, build_id: str) -> dict[str, SymbolFile]:
 
 
 def recorded_elsewhere(session: Session, store: DumpStore) -> dict[str, int]:
-    """Stores other than `store` that symbol files are recorded in, with how many: a command run
-    with other store settings than the registry's (a default store relative to its working
-    directory) does not find them."""
-    rows = session.execute(
-        select(SymbolFile.store, func.count()).where(SymbolFile.store != store_location(store))
-        .group_by(SymbolFile.store)
-    )
-    return {location: count for location, count in rows.tuples()}
+    """Stores other than `store` that symbol files are recorded in and `store` lacks, with how
+    many: a command run with other store settings than the registry's (a default store relative
+    to its working directory) does not find them. (Objects copied to `store` under their keys,
+    a store moved, are found.)"""
+    here = store_location(store)
+    rows = session.execute(select(SymbolFile.store, SymbolFile.key).where(SymbolFile.store != here))
+    missing = Counter(location for location, key in rows.tuples() if store.head(key) is None)
+    return dict(missing)
 
 
 def lost_kinds(store: DumpStore, holding: dict[str, SymbolFile], serving: bool) -> set[str]:

@@ -24,6 +24,7 @@ from sqlalchemy import func, select
 from registry.config import Settings, SymbolSettings
 from registry.core.events import Report
 from registry.db import Database
+from registry.storage.store import local_root
 from registry.symbolication.models import SymbolMiss
 from testkit.pages import login
 from tests.support.cli import crashreg_for
@@ -184,6 +185,14 @@ def test_a_rebuild_that_cannot_see_the_registrys_symbols_refuses_to_run(
     planned = crashreg_for(elsewhere, "signatures", "rebuild", "--dry-run", "--allow-symbols-elsewhere")
     assert planned.returncode == 0, planned.stderr
     assert "dry run" in planned.stdout and signatures_of(database) == named
+    # a store moved (its objects copied under their keys) holds them: no refusal, no change
+    source = local_root(settings.dump_store.url)
+    assert source is not None
+    shutil.copytree(source, tmp_path / "moved")
+    moved = replace(settings, dump_store=replace(settings.dump_store, url=str(tmp_path / "moved")))
+    rebuilt = crashreg_for(moved, "signatures", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert signatures_of(database) == named
 
 
 def uploaded_and_rebuilt(settings: Settings, *built: Release) -> None:
