@@ -120,23 +120,27 @@ def command_core_pipe(config: Config, args: argparse.Namespace) -> int:
 def command_core_file(config: Config, args: argparse.Namespace) -> int:
     """File mode: report a core on disk and print the decision (exit 10: skip, the core can
     go). A core that cannot be read is an error (exit 1): there is nothing to report."""
-    from agents.coredump import core_file_report
-    from agents.coredump.filemode import BadTime
+    from agents.coredump.filemode import BadTime, core_file_reading
     from agents.reporter.decide import decide_or_fall_back
     from agents.reporter.report import hostname_of
 
     try:
-        report = core_file_report(args.core, hostname_of(config.hostname), args.exe, args.crashed_at,
-                                  args.started_at)
+        report, analysis = core_file_reading(args.core, hostname_of(config.hostname), args.exe,
+                                             args.crashed_at, args.started_at)
     except BadTime as error:
         log(f"core {args.core}: {error}")
         return 2
     except Exception as error:  # a broken or hostile core: say so, never a traceback
         log(f"cannot read the core {args.core}: {type(error).__name__}: {error}")
         return 1
+    if analysis.missing_bytes:
+        log(f"the core {args.core} was cut short: {analysis.missing_bytes} of its {analysis.memory_bytes} "
+            "bytes of memory are missing (a disk that filled up?); its stack is read from what is there, "
+            "and it is recorded as a failed capture")
     decision = decide_or_fall_back(config, report)
     if decision.action != "skip":  # kept: the core on disk is this crash's capture
-        record_kept_core(config, report["report_id"], decision.event_id, args.core)
+        record_kept_core(config, report["report_id"], decision.event_id, args.core,
+                         complete=not analysis.missing_bytes)
     level = f" (dump level {decision.dump_level})" if decision.dump_level is not None else ""
     again = " (sent before: the registry's first answer)" if decision.duplicate else ""
     log(f"{report['report_id']}: {decision.action}{level} by {decision.decided_by}: {decision.reason}{again}")
@@ -147,15 +151,16 @@ def command_core_file(config: Config, args: argparse.Namespace) -> int:
     return EXIT_SKIP if decision.action == "skip" else EXIT_DUMP
 
 
-def record_kept_core(config: Config, report_id: str, event_id: str | None, core: str) -> None:
+def record_kept_core(config: Config, report_id: str, event_id: str | None, core: str, complete: bool) -> None:
     """File mode: a core the decision keeps is recorded as the event's capture where it lies
     (once per report: its capture_key), so the event's page says where it is and the capture
-    budget counts it; with CRASHREG_UPLOAD_DUMPS it goes to the dump store, as a handler's."""
+    budget counts it; with CRASHREG_UPLOAD_DUMPS it goes to the dump store, as a handler's. A
+    core cut short (not `complete`) is a failed capture: the crash's next core is taken."""
     from agents.reporter.captures import record_capture
 
     path = Path(core).resolve()
-    capture = {"method": "core", "status": "completed", "bytes": path.stat().st_size,
-               "target": str(path), "capture_key": f"{report_id}-core"}
+    capture = {"method": "core", "status": "completed" if complete else "failed",
+               "bytes": path.stat().st_size, "target": str(path), "capture_key": f"{report_id}-core"}
     try:
         record_capture(config, report_id, event_id, capture)
     except Exception as error:  # the decision stands: a record that could not be made is said

@@ -108,6 +108,14 @@ class CoreHead:
     def loads(self) -> list[Segment]:
         return [segment for segment in self.segments if segment.kind == PT_LOAD]
 
+    def memory_missing(self, file_size: int) -> tuple[int, int]:
+        """(bytes of memory past the end of a core file of `file_size` bytes, bytes of memory
+        it should hold): a core cut short (a disk that filled up, a copy interrupted) lacks
+        the mappings written last."""
+        loads = [segment for segment in self.loads if segment.filesz]
+        missing = sum(max(0, s.offset + s.filesz - max(s.offset, file_size)) for s in loads)
+        return missing, sum(segment.filesz for segment in loads)
+
 
 def parse_notes(raw: bytes, head: CoreHead) -> None:
     """Fill `head` from the raw PT_NOTE bytes of a core."""
@@ -192,9 +200,14 @@ def read_core_head(stream: BinaryIO) -> tuple[CoreHead, int]:
 
 
 def read_core_file(path: str) -> CoreHead:
+    """The head of the core file at `path`; NotElf if the file ends within it (cut short)."""
     with open(path, "rb") as core:
         def read_at(offset: int, size: int) -> bytes:
-            return os.pread(core.fileno(), size, offset)
+            data = os.pread(core.fileno(), size, offset)
+            if len(data) < size:
+                raise NotElf(f"the core ends after {os.fstat(core.fileno()).st_size} bytes, within its "
+                             f"head (bytes {offset} to {offset + size}): it was cut short")
+            return data
         return _head_from(read_at, read_at(0, EHDR.size))
 
 

@@ -59,13 +59,15 @@ def uncompressed(path: str) -> Iterator[str]:
 def core_file_analysis(path: str, executable: str | None = None) -> Analysis:
     """The analysis of the core at `path` (compressed or not); `executable` is the program's
     file when the path the core names is not where it is now. The files it read are closed:
-    what it holds is plain data, ready for a report per set of facts."""
+    what it holds is plain data, ready for a report per set of facts. A core cut short within
+    its head is NotElf; one cut in its memory is read from what is there (`missing_bytes`)."""
     with uncompressed(path) as plain:
         head = read_core_file(plain)
         memory = CoreMemory(plain, head.segments)
         try:
             analysis = analyse(head, memory, file_opener(executable, program_path(head)))
             close(analysis)
+            analysis.missing_bytes, analysis.memory_bytes = head.memory_missing(os.path.getsize(plain))
             return analysis
         finally:
             memory.close()
@@ -115,9 +117,15 @@ def core_file_report(path: str, hostname: str, executable: str | None = None, cr
                      started_at: str | None = None) -> dict[str, Any]:
     """The report of the core at `path`, with the crash and process start times its sources
     give (the module's docstring); what none gives is left out."""
+    return core_file_reading(path, hostname, executable, crashed_at, started_at)[0]
+
+
+def core_file_reading(path: str, hostname: str, executable: str | None = None, crashed_at: str | None = None,
+                      started_at: str | None = None) -> tuple[dict[str, Any], Analysis]:
+    """core_file_report's report, and the analysis it was made of."""
     crashed, started = crash_times(path, crashed_at, started_at)
     analysis = core_file_analysis(path, executable)
     facts = CrashFacts(hostname=hostname, crashed_at=iso_time(crashed.timestamp()),
                        process_started_at=iso_time(started.timestamp()) if started else None,
                        process_uptime_s=(crashed - started).total_seconds() if started else None)
-    return userspace_report(analysis, facts)
+    return userspace_report(analysis, facts), analysis

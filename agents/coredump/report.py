@@ -65,6 +65,8 @@ class Analysis:
     frames: list[Frame]
     program: Module | None
     stack: dict[str, Any] = field(default_factory=dict)
+    missing_bytes: int = 0  # of its memory, past the end of a core file cut short
+    memory_bytes: int = 0  # of memory the core file should hold
 
 
 def analyse(head: CoreHead, memory: Memory, opener: Opener) -> Analysis:

@@ -32,6 +32,7 @@ from agents.coredump import (
 )
 from agents.coredump import report as core_report
 from agents.coredump.filemode import program_path
+from agents.reporter.elf import PT_NOTE
 from registry.config import Settings
 from registry.core.events import Event
 from registry.fingerprint import analyse_stack
@@ -372,6 +373,31 @@ def test_an_unreadable_core_is_an_error_not_a_report(make_site, tmp_path: Path) 
     not_a_core.write_bytes(b"\x7fELF" + b"\0" * 60)
     run = run_reporter(site, "core", "--core", str(not_a_core))
     assert run.returncode == 1 and "cannot read the core" in run.stderr and site.spooled() == []
+
+
+def test_a_core_cut_short_is_an_error_within_its_head_and_a_failed_capture_in_its_memory(
+        registry: Registry, make_site, crash_cores: dict[str, Crash], tmp_path: Path) -> None:
+    """A core file cut short (a disk that filled up, a copy interrupted): within its head (its
+    notes) there is no crash to read, an error (exit 1) where a junk event was registered, its
+    pc read from nowhere; within its memory the crash is reported from what is there, said on
+    stderr, and the core recorded as a failed capture, not a completed one the budget counts."""
+    site = make_site()
+    intact = crash_cores["null"].cores[0]
+    notes = next(segment for segment in read_core_file(str(intact)).segments if segment.kind == PT_NOTE)
+    in_head = tmp_path / "in-head.core"
+    in_head.write_bytes(intact.read_bytes()[:notes.offset + notes.filesz // 2])
+    refused = run_reporter(site, "core", "--core", str(in_head))
+    assert refused.returncode == 1 and "cut short" in refused.stderr, refused.stderr
+    assert site.spooled() == []
+
+    in_memory = tmp_path / "in-memory.core"
+    size = intact.stat().st_size
+    in_memory.write_bytes(intact.read_bytes()[:(notes.offset + notes.filesz + size) // 2])
+    run = run_reporter(site, "core", "--core", str(in_memory))
+    assert run.returncode == 0, run.stderr
+    assert "was cut short" in run.stderr and "recorded as a failed capture" in run.stderr
+    event = registry.get(f"/api/v1/events/{json.loads(run.stdout)['event_id']}")
+    assert [(c["method"], c["status"]) for c in event["captures"]] == [("core", "failed")]
 
 
 def compressed_copies(core: Path, folder: Path) -> dict[str, Path]:
