@@ -120,7 +120,7 @@ def command_core_pipe(config: Config, args: argparse.Namespace) -> int:
 def command_core_file(config: Config, args: argparse.Namespace) -> int:
     """File mode: report a core on disk and print the decision (exit 10: skip, the core can
     go). A core that cannot be read is an error (exit 1): there is nothing to report."""
-    from agents.coredump.filemode import BadTime, core_file_reading
+    from agents.coredump.filemode import BadTime, core_file_reading, files_not_here
     from agents.reporter.decide import decide_or_fall_back
     from agents.reporter.report import hostname_of
 
@@ -133,6 +133,8 @@ def command_core_file(config: Config, args: argparse.Namespace) -> int:
     except Exception as error:  # a broken or hostile core: say so, never a traceback
         log(f"cannot read the core {args.core}: {type(error).__name__}: {error}")
         return 1
+    for problem in files_not_here(analysis, args.exe):
+        log(f"core {args.core}: {problem}")
     if analysis.missing_bytes:
         log(f"the core {args.core} was cut short: {analysis.missing_bytes} of its {analysis.memory_bytes} "
             "bytes of memory are missing (a disk that filled up?); its stack is read from what is there, "

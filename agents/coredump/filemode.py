@@ -31,7 +31,7 @@ from agents.reporter.compression import compression_at, decompress, file_head
 from agents.reporter.report import iso_time
 
 from .core import CoreHead, CoreMemory, read_core_file
-from .modules import file_opener
+from .modules import VDSO_PATH, file_opener
 from .report import AT_ENTRY, Analysis, CrashFacts, analyse, close, userspace_report
 
 
@@ -129,3 +129,23 @@ def core_file_reading(path: str, hostname: str, executable: str | None = None, c
                        process_started_at=iso_time(started.timestamp()) if started else None,
                        process_uptime_s=(crashed - started).total_seconds() if started else None)
     return userspace_report(analysis, facts), analysis
+
+
+def files_not_here(analysis: Analysis, executable: str | None) -> list[str]:
+    """File mode: what of the crashed process's files this machine lacks as it had them
+    (missing, or another build): frames through them are read from the core alone, and a
+    stack can come out shorter (the program's callers lost)."""
+    problems = []
+    program = analysis.program
+    if program is not None and program.source != "file":
+        problems.append(f"the program's file {executable or program.path} is not here or is another build "
+                        f"than the one that crashed (build-id {program.build_id or 'unknown'}): its frames "
+                        "are read from the core alone and may be fewer; pass --exe with that build's file")
+    libraries = [module for module in analysis.view.modules
+                 if module.source != "file" and module is not program and module.path != VDSO_PATH]
+    if libraries:
+        problems.append(f"{len(libraries)} of the process's shared objects are not here as it had them "
+                        f"({', '.join(sorted(m.path for m in libraries)[:3])}"
+                        f"{', ...' if len(libraries) > 3 else ''}): frames through them may be lost; "
+                        "read the core on the host that crashed")
+    return problems

@@ -400,6 +400,26 @@ def test_a_core_cut_short_is_an_error_within_its_head_and_a_failed_capture_in_it
     assert [(c["method"], c["status"]) for c in event["captures"]] == [("core", "failed")]
 
 
+def test_a_core_read_without_its_programs_file_says_so(
+        make_site, crash_cores: dict[str, Crash], tmp_path: Path) -> None:
+    """A core read where the program's file is gone (a copy that ran, deleted since) has its
+    frames through the program read from the core alone, fewer: the reporter says so and names
+    --exe, where it was silent; given the file, it does not."""
+    program = crash_cores["null"].program
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    for name in (program.name, "libcrashy.so"):
+        shutil.copy(program.parent / name, ran / name)
+    core = cores.crash(ran / program.name, "null", tmp_path / "run")
+    (ran / program.name).unlink()
+    site = make_site()
+    gone = run_reporter(site, "core", "--core", str(core))
+    assert gone.returncode == 0, gone.stderr
+    assert f"the program's file {ran / program.name} is not here" in gone.stderr and "--exe" in gone.stderr
+    given = run_reporter(site, "core", "--core", str(core), "--exe", str(program))
+    assert given.returncode == 0 and "is not here" not in given.stderr, given.stderr
+
+
 def compressed_copies(core: Path, folder: Path) -> dict[str, Path]:
     """The core as systemd-coredump's store keeps it (zstd, xz or lz4, as systemd was built) and
     as pipe mode may (gzip, xz), or bzip2, made with the standard library and the programs
