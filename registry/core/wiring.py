@@ -95,6 +95,9 @@ class Wiring:
     # engine) by `crashreg signatures rebuild`, giving the rebuild's.
     symbolication: Target = ""
     symbolication_on_demand: Target = ""
+    # Called as (settings, database, listeners, engine) by a command that reads stored stacks
+    # (`crashreg triage-bundle`): its FrameNames, each stack's symbols made ready first.
+    frame_names_on_demand: Target = ""
 
 
 def app_listeners() -> SignatureListeners:

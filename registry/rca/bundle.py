@@ -24,7 +24,7 @@ from registry.capture.service import CaptureView, capture_dict
 from registry.core.events import Event, EventSummary, Report, event_summary, userspace_stacks
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
-from registry.core.wiring import app_frame_names
+from registry.core.wiring import FrameNames, app_frame_names
 from registry.db import utcnow
 from registry.epidemiology.service import signature_epidemiology
 from registry.epidemiology.shapes import EpidemiologyBody
@@ -37,7 +37,10 @@ from registry.rca.service import RcaView, event_frames, functions_of, member_sig
 from registry.signatures.explanation import MARKS
 from registry.signatures.service import SignatureDetail, detail
 from registry.signatures.userspace import (
+    BEFORE_WINDOW,
+    OUTSIDE_WINDOW,
     CoreCommands,
+    UserFrame,
     UserspaceCrash,
     core_commands,
     frame_text,
@@ -268,7 +271,8 @@ def console_logs(session: Session, event_ids: list[int]) -> dict[int, str]:
     return logs
 
 
-def sampled_event_entries(session: Session, events: list[Event], public_url: str) -> list[SampledEvent]:
+def sampled_event_entries(session: Session, events: list[Event], public_url: str,
+                          frame_names: FrameNames | None = None) -> list[SampledEvent]:
     ids = [e.id for e in events]
     logs = console_logs(session, ids)
     frames = event_frames(session, ids)
@@ -279,7 +283,8 @@ def sampled_event_entries(session: Session, events: list[Event], public_url: str
     encodings = {capture_id: dump.encoding for capture_id, dump in
                  stored_dumps(session, [c.id for listed in captures.values() for c in listed]).items()}
     entries: list[SampledEvent] = []
-    names_now = app_frame_names()  # the registry's symbols, for frames outside the engine's window
+    # the registry's symbols, for frames outside the engine's window: a command's, or the app's
+    names_now = frame_names or app_frame_names()
     for event in events:
         log = logs.get(event.id)
         stack = stacks.get(event.id)
@@ -471,7 +476,10 @@ def workspace_dumps(
 
 
 def triage_bundle(session: Session, signature: Signature, public_url: str,
-                  program_label: str | None = None, link: LinkMaker | None = None) -> TriageBundle:
+                  program_label: str | None = None, link: LinkMaker | None = None,
+                  frame_names: FrameNames | None = None) -> TriageBundle:
+    """The signature's triage bundle; `frame_names`: a command's FrameNames (the app's by
+    default) for the frames outside the engine's window."""
     members = member_signature_ids(session, signature)
     signature_facts = facts(session, members)
     # a userspace signature's symbols come from debuginfod, its cores open in gdb: no kernel
@@ -484,7 +492,7 @@ def triage_bundle(session: Session, signature: Signature, public_url: str,
         "registry_url": public_url,
         "signature": {**detail(session, signature), "url": f"{public_url}/signatures/{signature.id}"},
         "facts": signature_facts,
-        "events": sampled_event_entries(session, sample_events(session, members), public_url),
+        "events": sampled_event_entries(session, sample_events(session, members), public_url, frame_names),
         "debuginfo": [debuginfo(v) for v in versions],
         "dumps": [],
         "rcas": signature_rcas(session, signature),
@@ -498,6 +506,15 @@ def triage_bundle(session: Session, signature: Signature, public_url: str,
     bundle["dumps"] = [] if userspace else workspace_dumps(session, bundle["events"], link)
     bundle["agents_md"] = _TEMPLATES.get_template("AGENTS.md").render(
         bundle=bundle, budget=AGENT_BUDGET, example=example_rca(bundle), userspace=userspace,
-        marks=MARKS, frame_text=frame_text,
+        frame_mark=frame_mark, frame_text=frame_text,
     )
     return bundle
+
+
+# A frame the engine did not decide on: passed over before its window, outside it, or not read.
+UNDECIDED_MARKS = {BEFORE_WINDOW: "-", OUTSIDE_WINDOW: "."}
+
+
+def frame_mark(frame: UserFrame) -> str:
+    """A frame's mark in AGENTS.md's stacks (its legend says what each means)."""
+    return MARKS.get(frame["decision"] or "") or UNDECIDED_MARKS.get(frame["note"] or "", "?")

@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from registry.cli_support import CliContext, pass_cli
 from registry.core.signatures import Signature
+from registry.core.wiring import cli_wiring, load
 from registry.rca.bundle import WORKSPACE, triage_bundle
 from registry.rca.models import Rca
 from registry.rca.service import recheck
@@ -61,7 +62,13 @@ def triage_bundle_command(cli: CliContext, signature: str, out: Path) -> None:
         settings = cli.settings
         link = link_maker(session, open_store(settings.dump_store, settings.public_url),
                           settings.dump_store.download_ttl_s, f"cli:{getpass.getuser()}", None, "bundle")
-        bundle = triage_bundle(session, found, settings.public_url, settings.epidemiology_program_label, link)
+        wired = cli_wiring()  # the registry's symbols, for the frames outside the engine's window
+        names = None
+        if wired.frame_names_on_demand:
+            names_for = load(wired.frame_names_on_demand)
+            names = names_for(settings, cli.database(), wired.signatures, load(wired.engine))
+        bundle = triage_bundle(session, found, settings.public_url, settings.epidemiology_program_label, link,
+                               names)
     written = write_bundle(bundle, out)
     click.echo(f"wrote {len(written)} files to {out} ({len(bundle['events'])} events sampled)", err=True)
 

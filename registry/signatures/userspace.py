@@ -308,6 +308,13 @@ def _from_red_zone(explained: ExplainedFrame) -> UserFrame:
                     explained) | {"note": "from the red zone: the function that returned (its frame is gone)"}
 
 
+# The notes of frames the engine's record does not hold (registry.fingerprint.frames keeps a
+# window of them around the guilty one): the innermost ones it passed over to reach a deep
+# guilty frame (the runtime's machinery: a Rust panic's, an abort's), and the callers past it.
+BEFORE_WINDOW = "passed over to reach the guilty frame (before the engine's window of frames)"
+OUTSIDE_WINDOW = "outside the engine's window of frames"
+
+
 def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame],
                    names_now: list[list[dict[str, Any]]] | None = None) -> list[UserFrame]:
     """Every frame the report sent, in order, each with the engine's decision on it and, where
@@ -316,7 +323,8 @@ def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame],
     came from (`_read_from`); a frame it could not name (a pc in no module: 0 after a return to
     null) keeps no decision, and a frame it took from the red zone (the function that returned
     to a bad address) is put after frame 0. A frame outside the engine's window is named by
-    `names_now` (FrameNames: what the registry's symbols say there now), with no decision."""
+    `names_now` (FrameNames: what the registry's symbols say there now), with no decision and
+    a note saying on which side of the window it lies."""
     names = [frame_name(f) for f in raw_frames]
     rows: list[UserFrame] = []
     at = 0
@@ -345,7 +353,7 @@ def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame],
             named = names_now[index] if names_now and index < len(names_now) else []  # inlined calls, itself
             rows += [_inlined_call(row, call) for call in named[:-1]]
             row = _decided(row, named[-1]) if named else row
-            row["note"] = "outside the engine's window of frames"
+            row["note"] = BEFORE_WINDOW if explained and at == 0 else OUTSIDE_WINDOW
         rows.append(row)
         while at < len(explained) and not read_later(index):
             rows.append(_from_red_zone(explained[at]))

@@ -38,7 +38,7 @@ from sqlalchemy import delete, select, update
 from registry.build_ids import BUILD_ID
 from registry.config import Settings
 from registry.core.events import Report
-from registry.core.wiring import APP_FRAME_NAMES, APP_LISTENERS, Engine, SignatureListeners
+from registry.core.wiring import APP_FRAME_NAMES, APP_LISTENERS, Engine, FrameNames, SignatureListeners
 from registry.db import Database, utcnow
 from registry.fingerprint.userspace import runtime_module
 from registry.signatures.rebuild import CHUNK, RebuildSummary, rebuild
@@ -303,11 +303,20 @@ def stack_build_ids(database: Database) -> set[str]:
         found.update(session.scalars(select(SymbolMiss.build_id).distinct()))
         for payload in session.scalars(userspace):
             stack = payload.get("stack") if isinstance(payload, dict) else None
-            if isinstance(stack, dict) and isinstance(stack.get("frames"), list):
-                found.update(build_id for frame in stack["frames"][:MAX_FRAMES]
-                             if isinstance(frame, dict) and not runtime_module(frame.get("module"))
-                             and (build_id := frame_build_id(stack, frame)) and BUILD_ID.fullmatch(build_id))
+            if isinstance(stack, dict):
+                found.update(program_build_ids(stack, MAX_FRAMES))
     return found
+
+
+def program_build_ids(stack: dict[str, Any], frames: int | None = None) -> set[str]:
+    """The build-ids of a stack's program frames (the runtime's modules aside), of its first
+    `frames` frames (all by default)."""
+    sent = stack.get("frames")
+    if not isinstance(sent, list):
+        return set()
+    return {build_id for frame in sent[:frames]
+            if isinstance(frame, dict) and not runtime_module(frame.get("module"))
+            and (build_id := frame_build_id(stack, frame)) and BUILD_ID.fullmatch(build_id)}
 
 
 def symbolicator_for(settings: Settings, database: Database, listeners: SignatureListeners, inner: Engine,
@@ -350,6 +359,20 @@ def install(app: Flask, inner: Engine) -> Engine:
     app.before_request(before_request)
     app.extensions[APP_FRAME_NAMES] = lambda stack: made().names(stack)
     return engine
+
+
+def names_on_demand(settings: Settings, database: Database, listeners: SignatureListeners,
+                    inner: Engine) -> FrameNames:
+    """A command's FrameNames (Wiring.frame_names_on_demand): what the registry's symbols name
+    a stored stack's frames, each of its build-ids' symcaches made first where the sources
+    have the debug file (waiting on them: a command, where a page reads only what is ready)."""
+    symbolicator = symbolicator_for(settings, database, listeners, inner)
+
+    def names(stack: dict[str, Any]) -> Any:
+        symbolicator.prepare(program_build_ids(stack))
+        return symbolicator.names(stack)
+
+    return names
 
 
 class SymbolsElsewhere(ValueError):

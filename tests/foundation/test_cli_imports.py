@@ -26,7 +26,7 @@ def declared_modules(wired: Wiring) -> set[str]:
     """Every module the wiring names: each imports a domain's API, services or jobs."""
     targets = [*wired.blueprints, *wired.commands.values(), *wired.collectors, *wired.signatures.folded,
                *wired.signatures.events_moved, wired.engine, wired.symbolication,
-               wired.symbolication_on_demand]
+               wired.symbolication_on_demand, wired.frame_names_on_demand]
     declared = {target.split(":")[0] for target in targets} | set(wired.job_modules)
     # less where the integrations register, which every command imports (sync.scheduler: its command)
     return declared - {entry.module for entry in entry_points(group=ENTRY_POINTS)}
