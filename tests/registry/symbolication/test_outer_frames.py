@@ -68,7 +68,8 @@ def test_frames_outside_the_engines_window_are_named_from_the_registrys_symbols(
     [bundled] = json.loads((out / "bundle.json").read_text())["events"]
     assert all(frame["function"] == program.function for frame in bundled["userspace"]["frames"])
     agents = (out / "AGENTS.md").read_text()
-    assert re.search(rf"^\. #{DEPTH - 1} {program.function} \[deep\+0x[0-9a-f]+\] at .*deep\.c:\d+", agents, re.M), agents
+    outermost = rf"^\. #{DEPTH - 1} {program.function} \[deep\+0x[0-9a-f]+\] at .*deep\.c:\d+"
+    assert re.search(outermost, agents, re.M), agents
 
 
 def test_frames_the_engine_passed_over_before_its_window_say_so(
