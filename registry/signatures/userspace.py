@@ -315,6 +315,13 @@ BEFORE_WINDOW = "passed over to reach the guilty frame (before the engine's wind
 OUTSIDE_WINDOW = "outside the engine's window of frames"
 
 
+def _named_now(row: UserFrame, names_now: list[list[dict[str, Any]]] | None, index: int) -> list[UserFrame]:
+    """A frame the engine did not read as the registry's symbols name it now (FrameNames):
+    the calls inlined there, then itself; as sent where they know nothing."""
+    named = names_now[index] if names_now and index < len(names_now) else []  # inlined calls, itself
+    return [*(_inlined_call(row, call) for call in named[:-1]), _decided(row, named[-1]) if named else row]
+
+
 def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame],
                    names_now: list[list[dict[str, Any]]] | None = None) -> list[UserFrame]:
     """Every frame the report sent, in order, each with the engine's decision on it and, where
@@ -350,9 +357,8 @@ def aligned_frames(raw_frames: list[Any], explained: list[ExplainedFrame],
         elif names[index] is None:
             row["note"] = "in no module: a bad pc, not read"
         else:
-            named = names_now[index] if names_now and index < len(names_now) else []  # inlined calls, itself
-            rows += [_inlined_call(row, call) for call in named[:-1]]
-            row = _decided(row, named[-1]) if named else row
+            *rows_inlined, row = _named_now(row, names_now, index)
+            rows += rows_inlined
             row["note"] = BEFORE_WINDOW if explained and at == 0 else OUTSIDE_WINDOW
         rows.append(row)
         while at < len(explained) and not read_later(index):
@@ -427,11 +433,20 @@ def process_facts(stack: dict[str, Any], crashed_at: datetime, version: str | No
     }
 
 
-def _threads(stack: dict[str, Any]) -> list[ThreadView]:
+def _threads(stack: dict[str, Any], names_now: FrameNames | None = None) -> list[ThreadView]:
+    """The other threads, each frame named by the registry's symbols (`names_now`) as the
+    crashing thread's frames outside the engine's window are."""
     threads = stack.get("threads")
-    return [{"tid": as_int(t.get("tid")),
-             "frames": [_frame(f, i) for i, f in enumerate(t.get("frames") or []) if isinstance(f, dict)]}
-            for t in (threads if isinstance(threads, list) else []) if isinstance(t, dict)]
+    views: list[ThreadView] = []
+    for thread in threads if isinstance(threads, list) else []:
+        if not isinstance(thread, dict):
+            continue
+        sent = [frame for frame in thread.get("frames") or [] if isinstance(frame, dict)]
+        names = names_now({**stack, "frames": sent}) if names_now and sent else None
+        rows = [row for index, frame in enumerate(sent)
+                for row in _named_now(_frame(frame, index), names, index)]
+        views.append({"tid": as_int(thread.get("tid")), "frames": rows})
+    return views
 
 
 def read_frames(stack: dict[str, Any], explanation: dict[str, Any] | None = None,
@@ -480,7 +495,7 @@ def userspace_crash(stack: dict[str, Any], crashed_at: datetime, version: str | 
         "registers": {str(k): str(registers[k]) for k in sorted(registers, key=_register_order)},
         "fault": fault_view(stack, signal),
         "process": process_facts(stack, crashed_at, version),
-        "threads": _threads(stack),
+        "threads": _threads(stack, names_now),
     }
 
 

@@ -39,15 +39,22 @@ def test_frames_outside_the_engines_window_are_named_from_the_registrys_symbols(
     offsets = [hex(start + (4 if at == 0 else 9)) for at in range(DEPTH)]  # the pc, then return addresses
     module = {"module": "/opt/deep/deep", "build_id": program.build_id}
     frames = [module | {"offset": offset} for offset in offsets]
+    threads = [{"tid": 4243, "frames": frames[1:4]}]  # another thread, in the same code
     report = crash_report(source="userspace", console_log=None,
-                          stack=stack(executable="/opt/deep/deep", build_id=program.build_id, frames=frames))
+                          stack=stack(executable="/opt/deep/deep", build_id=program.build_id, frames=frames,
+                                      threads=threads))
     client, reader = app.test_client(), make_token("read")
     answer = client.post("/api/v1/reports", json=report, headers=auth(make_token("report")))
     assert answer.status_code == 201, answer.json
     assert answer.json["signature"]["title"].startswith(f"SIGSEGV (segfault) in {program.function} ")
 
     event_id = answer.json["event_id"]
-    read = client.get(f"/api/v1/events/{event_id}", headers=auth(reader)).json["userspace"]["frames"]
+    userspace = client.get(f"/api/v1/events/{event_id}", headers=auth(reader)).json["userspace"]
+    read = userspace["frames"]
+    # the other threads' frames are named too (they were module+offset, symbols held or not)
+    [other] = userspace["threads"]
+    assert [(f["index"], f["function"], Path(f["file"]).name) for f in other["frames"]] == [
+        (index, program.function, "deep.c") for index in range(3)]
     sent = [frame for frame in read if frame["index"] is not None]
     assert [frame["index"] for frame in sent] == list(range(DEPTH))
     outside = [frame for frame in sent if frame["note"] == OUTSIDE]
