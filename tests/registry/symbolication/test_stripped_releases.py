@@ -83,7 +83,7 @@ def assert_frames_named(client: Any, token: str, event_id: str, function: str, r
     login(client, token)
     page = client.get(f"/events/{event_id}").get_data(as_text=True)
     assert f"<code>{named['file']}:{named['line']}</code>" in page
-    assert "red zone" not in page
+    assert "red zone" not in page and 'id="no-symbols"' not in page
 
 
 def test_the_tail_call_release_has_no_frame_of_main(releases: dict[str, tuple[Release, Release]]) -> None:  # noqa: F811
@@ -142,7 +142,11 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
     client = reported_without_symbols(create_app(settings, database), database, token, (first, second))
     with database.session() as session:
         noted = set(session.execute(select(SymbolMiss.build_id, SymbolMiss.report_id)).all())
+        unnamed = session.scalar(select(Report.event_id).where(Report.report_id == first.report["report_id"]))
     assert noted == {(release.build_id, release.report["report_id"]) for release in (first, second)}
+    login(client, make_token("read"))  # the event's page says what it lacks, and how to give it
+    page = client.get(f"/events/{unnamed}").get_data(as_text=True)
+    assert 'id="no-symbols"' in page and first.build_id in page and "crashreg symbols upload" in page
 
     uploaded_and_rebuilt(settings, first, second)
 
