@@ -21,11 +21,18 @@ from registry.signatures.service import find_signature
 from registry.storage.service import link_maker
 from registry.storage.store import open_store
 
+# The triage workspace, by the signature's kind: a kernel's (each dump beside its kernel's
+# debug info, for drgn), a userspace program's (its cores, for gdb) -> the files written.
+WORKSPACES = {
+    "kernel": {name: name for name in ("setup.sh", "inspect-dump.py", "Containerfile")},
+    "userspace": {"setup.sh": "setup-cores.sh"},
+}
+
 
 def write_bundle(bundle: dict, out: Path) -> list[Path]:
-    """bundle.json, AGENTS.md, console/<event_id>.log and the workspace (setup.sh, inspect-dump.py,
-    Containerfile); returns the files written."""
-    (out / "console").mkdir(parents=True, exist_ok=True)
+    """bundle.json, AGENTS.md, console/<event_id>.log and the workspace (WORKSPACES); returns
+    the files written."""
+    out.mkdir(parents=True, exist_ok=True)
     written = []
     events = bundle["events"]
     with click.progressbar(events, label="console logs", file=sys.stderr) as progress:
@@ -34,11 +41,13 @@ def write_bundle(bundle: dict, out: Path) -> list[Path]:
             event["console_log_file"] = None
             if log is not None:
                 path = out / "console" / f"{event['id']}.log"
+                path.parent.mkdir(exist_ok=True)
                 path.write_text(log, encoding="utf-8")
                 event["console_log_file"] = str(path.relative_to(out))
                 written.append(path)
-    for name in ("setup.sh", "inspect-dump.py", "Containerfile"):  # the triage workspace
-        shutil.copyfile(WORKSPACE / name, out / name)
+    userspace = bundle["signature"]["kind"] == "userspace"
+    for name, template in WORKSPACES["userspace" if userspace else "kernel"].items():
+        shutil.copyfile(WORKSPACE / template, out / name)
         written.append(out / name)
     agents = out / "AGENTS.md"
     agents.write_text(bundle.pop("agents_md"), encoding="utf-8")

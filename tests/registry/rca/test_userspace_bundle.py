@@ -6,9 +6,13 @@ written for a userspace crash."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+from dataclasses import replace
 
 from registry.config import DumpStoreSettings
+from registry.rca.commands import write_bundle
 from registry.storage.store import open_store
 from tests.support.capture import post_capture, report
 from tests.support.demo_cores import core_report
@@ -78,3 +82,41 @@ def test_a_userspace_bundle_lists_every_frame_labels_with_evidence_process_and_c
     assert posted.status_code == 201, posted.json
     statuses = {c["name"]: c["status"] for c in posted.json["checks"]}
     assert statuses["functions_in_frames"] == "pass" and posted.json["checks_passed"] is True
+
+
+def test_a_userspace_bundles_workspace_fetches_its_cores_for_gdb(
+    app, client, make_token, database, settings, live_server, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """`crashreg triage-bundle` of a userspace signature writes a workspace for its cores: a
+    setup.sh that downloads each stored core beside bundle.json under the name AGENTS.md's gdb
+    commands use, with no kernel tooling (drgn's inspect-dump.py, a Containerfile for drgn, an
+    empty console/), where it wrote the kernel's, whose setup.sh found "no capture"."""
+    app.extensions["crashreg.settings"] = replace(settings, public_url=live_server)
+    reporter = make_token("report")
+    answer = report(client, reporter, core_report("ring", "3.1.4", "vm-a1", "2026-11-20T10:00:00Z", 0))
+    capture = post_capture(client, reporter, answer["event_id"], method="core", status="completed",
+                           bytes=1000).json
+    store_dump(database, open_store(settings.dump_store, live_server), capture["id"])
+    read = make_token("read")
+    path = f"/api/v1/signatures/{answer['signature']['id']}/triage-bundle"
+    bundle = client.get(path, headers=auth(read)).json
+    out = tmp_path / "bundle"
+    written = write_bundle(bundle, out)
+    assert sorted(path.name for path in written) == ["AGENTS.md", "bundle.json", "setup.sh"]
+    assert sorted(path.name for path in out.iterdir()) == ["AGENTS.md", "bundle.json", "setup.sh"]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+
+    def setup(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "setup.sh"], cwd=out, env=env | extra, capture_output=True, text=True,
+                              timeout=120)
+
+    refused = setup()
+    assert refused.returncode == 1 and "set CRASHREG_TOKEN to a read token" in refused.stderr
+    done = setup(CRASHREG_TOKEN=read)
+    assert done.returncode == 0, done.stderr
+    events = json.loads((out / "bundle.json").read_text())["events"]
+    [core] = [c for event in events for c in event["core_commands"]]
+    assert (out / core["file"]).read_bytes() == b"\0" * 1000
+    assert f"{core['file']} downloaded" in done.stderr and core["file"] in (out / "AGENTS.md").read_text()
+    assert (out / "debuginfod-headers").read_text() == f"Authorization: Bearer {read}\n"
+
