@@ -145,11 +145,14 @@ def command_core_file(config: Config, args: argparse.Namespace) -> int:
                          complete=not analysis.missing_bytes)
     level = f" (dump level {decision.dump_level})" if decision.dump_level is not None else ""
     again = " (sent before: the registry's first answer)" if decision.duplicate else ""
-    log(f"{report['report_id']}: {decision.action}{level} by {decision.decided_by}: {decision.reason}{again}")
+    title = (decision.signature or {}).get("title")
+    bug = f" ({title})" if title else ""
+    log(f"{report['report_id']}: {decision.action}{level} by {decision.decided_by}: {decision.reason}"
+        f"{again}{bug}")
     print(json.dumps({"report_id": report["report_id"], "fingerprint": report.get("fingerprint"),
                       "action": decision.action, "dump_level": decision.dump_level,
                       "decided_by": decision.decided_by, "event_id": decision.event_id,
-                      "duplicate": decision.duplicate}))
+                      "duplicate": decision.duplicate, "signature": decision.signature}))
     return EXIT_SKIP if decision.action == "skip" else EXIT_DUMP
 
 

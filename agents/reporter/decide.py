@@ -27,6 +27,12 @@ class Decision:
     decided_by: str  # registry | bundle | fallback
     event_id: str | None = None
     duplicate: bool = False  # the registry had this report already: its first answer, again
+    # the registry's signature (id, fingerprint, title): its name for the bug, which a
+    # reporter's own fingerprint, read before the registry's symbols, may not be
+    signature: dict[str, Any] | None = None
+
+
+SIGNATURE_NAMES = ("id", "fingerprint", "title")
 
 
 def registry_decision(answer: dict[str, Any]) -> Decision:
@@ -34,8 +40,10 @@ def registry_decision(answer: dict[str, Any]) -> Decision:
     action = capture.get("action")
     if action not in ACTIONS:
         raise Unsent(f"unreadable capture answer {capture!r}")
+    signature = answer.get("signature")
+    named = {key: signature.get(key) for key in SIGNATURE_NAMES} if isinstance(signature, dict) else None
     return Decision(action, capture.get("reason", ""), capture.get("dump_level"), "registry",
-                    answer.get("event_id"), answer.get("duplicate") is True)
+                    answer.get("event_id"), answer.get("duplicate") is True, named)
 
 
 def bundle_decision(config: Config, fingerprint: str | None) -> Decision:

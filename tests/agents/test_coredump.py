@@ -272,6 +272,9 @@ def test_the_reporter_reports_a_core_to_the_registry(registry: Registry, make_si
     event = registry.get(f"/api/v1/events/{answer['event_id']}")
     assert event["sources"] == ["userspace"]
     assert event["signature"]["labels"] == ["return-to-null", "segfault"]
+    # the registry's name for the bug, to look it up by (the reporter's own fingerprint may differ)
+    assert answer["signature"] == {key: event["signature"][key] for key in ("id", "fingerprint", "title")}
+    assert f"({event['signature']['title']})" in first.stderr
     assert event["explanation"]["frames"][event["explanation"]["guilty"]]["function"] == "smash_return"
 
     rerun = run_reporter(site, "core", "--core", str(crash.cores[0]))
