@@ -54,6 +54,7 @@ from registry.signatures.checkpoint import CRASH, ENGINE_FAILED, NO_CRASH, WHOLE
 from registry.signatures.dialect import dialect_of
 from registry.signatures.identify import identify
 from registry.signatures.merging import MERGE, REBUILD, recount, set_alias
+from registry.signatures.service import stored_names
 
 # When signatures merge, the merged one takes the most active of their statuses.
 STATUS_PRECEDENCE = ("regressed", "triaged", "new", "resolved", "ignored")
@@ -361,17 +362,17 @@ class Rebuild:
             set_alias(self.session, signature.fingerprint, signature.id, REBUILD, "rebuild")
             signature.fingerprint = crash.fingerprint
         signature.algorithm_version = crash.algorithm_version
-        signature.title, signature.kind = crash.title[:512], crash.kind
-        signature.function, signature.module = crash.function, crash.module
+        for name, value in stored_names(crash).items():
+            setattr(signature, name, value)
+        signature.kind = crash.kind
         signature.frames, signature.labels = list(crash.frames), list(crash.labels)
         self.session.flush()
 
     def _create(self, crash: CrashSignature, origin: int | None, first_seen: datetime) -> Signature:
         parent = self.session.get(Signature, origin) if origin is not None else None
         signature = Signature(
-            fingerprint=crash.fingerprint, algorithm_version=crash.algorithm_version,
-            title=crash.title[:512], kind=crash.kind, function=crash.function,
-            module=crash.module, frames=list(crash.frames), labels=list(crash.labels),
+            fingerprint=crash.fingerprint, algorithm_version=crash.algorithm_version, kind=crash.kind,
+            **stored_names(crash), frames=list(crash.frames), labels=list(crash.labels),
             first_seen=first_seen, status=parent.status if parent else "new",
             owner=parent.owner if parent else None,
         )

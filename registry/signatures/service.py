@@ -80,6 +80,19 @@ def snapshot_of(values: Any) -> SignatureSnapshot:
     return SignatureSnapshot(**{name: values[name] for name in SNAPSHOT_FIELDS})
 
 
+# A crash's names as a signature's row holds them: a name past its column (a C++ template's
+# instantiation, a module's long file name, a hostile log's function) keeps its head; the
+# fingerprint keys the whole name.
+NAME_COLUMNS = ("title", "function", "module")
+
+
+def stored_names(crash: CrashSignature) -> dict[str, Any]:
+    columns = Signature.__table__.c  # type: ignore[attr-defined]
+    names = {name: getattr(crash, name) for name in NAME_COLUMNS}
+    return {name: value[:columns[name].type.length] if isinstance(value, str) else value
+            for name, value in names.items()}
+
+
 def resolve_or_create(
     session: Session, crash: CrashSignature, seen_at: datetime, known: SignatureSnapshot | None
 ) -> tuple[SignatureSnapshot, bool]:
@@ -95,10 +108,8 @@ def resolve_or_create(
         {
             "fingerprint": crash.fingerprint,
             "algorithm_version": crash.algorithm_version,
-            "title": crash.title[:512],
             "kind": crash.kind,
-            "function": crash.function,
-            "module": crash.module,
+            **stored_names(crash),
             "frames": list(crash.frames),
             "labels": list(crash.labels),
             "first_seen": seen_at,

@@ -15,6 +15,7 @@ import pytest
 from testkit.reports import crash_report
 from tests.support.http import auth
 from tests.support.mangled import itanium_chain, rust_backref_chain
+from tests.support.userspace import stack
 
 NUL = "\x00"
 SURROGATE = "\ud800"
@@ -190,6 +191,31 @@ def test_a_cursor_of_the_wrong_shape_for_its_sort_is_400(client, reporter, sort,
     response = client.get(f"/api/v1/signatures?sort={sort}&cursor={cursor(forged)}", headers=auth(reporter))
     refused(response, "cursor", says="invalid cursor")
     assert "not one this server issued" in response.json["error"]["message"]
+
+
+KERNEL_LOG = crash_report()["console_log"]
+LONG_NAMES = {  # a crash whose names pass a signature row's columns (module 128, function 255)
+    "kernel-module": crash_report(console_log=KERNEL_LOG.replace("[mlx5_core]", "[" + "k" * 129 + "]")),
+    "kernel-function": crash_report(console_log=KERNEL_LOG.replace("mlx5e_poll_rx_cq+", "g" * 256 + "+")),
+    "userspace-module": crash_report(console_log=None, source="userspace", stack=stack(frames=[
+        {"function": "parse_record", "module": "/usr/lib/" + "a" * 200 + ".so"}])),
+    "userspace-executable": crash_report(console_log=None, source="userspace", stack=stack(
+        executable="/" + "e" * 1023, frames=[{"function": "parse_record", "module": "/" + "e" * 1023}])),
+}
+
+
+@pytest.mark.parametrize("report", LONG_NAMES.values(), ids=LONG_NAMES.keys())
+def test_a_crash_whose_names_pass_a_signature_rows_columns_is_registered(client, reporter, report) -> None:
+    """Names within a report's bounds but past the signature row's columns are kept by their
+    head there (the fingerprint keys them whole): PostgreSQL refused the row, a 500 that a
+    reporter retries forever; SQLite stored them long."""
+    first = send(client, "POST", "/api/v1/reports", reporter, report)
+    assert first.status_code == 201, first.get_data(as_text=True)[:500]
+    signature = client.get(f"/api/v1/signatures/{first.json['signature']['id']}", headers=auth(reporter)).json
+    assert len(signature["function"] or "") <= 255 and len(signature["module"] or "") <= 128
+    second = {**report, "report_id": report["report_id"] + "-2"}
+    again = send(client, "POST", "/api/v1/reports", reporter, second)
+    assert again.status_code == 201 and again.json["signature"]["id"] == first.json["signature"]["id"]
 
 
 def test_a_report_with_nothing_to_fingerprint_is_400_naming_what_is_missing(client, reporter) -> None:
