@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, g, jsonify
@@ -23,7 +23,7 @@ from registry.errors import ApiError
 from registry.ids import ID_MAX
 from registry.openapi import documented
 from registry.outbox import publish
-from registry.requests import INT64_MAX, WholeNumber, json_body, load, load_query
+from registry.requests import WholeNumber, json_body, load, load_query
 from registry.signatures.service import SignatureSummary, detail, signature_or_404, stats_subquery, summary
 from registry.web import current_db
 
@@ -111,20 +111,26 @@ def encode_cursor(values: list[Any]) -> str:
 
 
 def _cursor_time(value: Any) -> datetime:
+    """An aware time the database can hold in UTC (the cursors issued are such)."""
     if not isinstance(value, str):
         raise TypeError("not a time")
-    return datetime.fromisoformat(value)
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        raise TypeError("not an aware time")
+    return moment.astimezone(UTC)  # OverflowError past year 1 or 9999 in UTC: not one issued
 
 
 def _cursor_count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
+    """A count the sort compares as a 32-bit integer (PostgreSQL's `integer`)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= ID_MAX:
         raise TypeError("not a count")
     return value
 
 
-def _cursor_none(value: Any) -> None:
-    if value is not None:
-        raise TypeError("not empty")
+def _cursor_id(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= ID_MAX:
+        raise TypeError("not an id")
+    return value
 
 
 # What the first element of a cursor must be, by sort key: the sort column's own type, so a
@@ -134,7 +140,7 @@ CURSOR_VALUES: CursorValues = {
     "last_seen": _cursor_time,
     "first_seen": _cursor_time,
     "events": _cursor_count,
-    "id": _cursor_none,
+    "id": _cursor_id,
 }
 
 
@@ -144,7 +150,7 @@ def decode_cursor(cursor: str, sort: str, cursor_values: CursorValues = CURSOR_V
         if isinstance(last_id, bool) or not isinstance(last_id, int) or not 0 < last_id <= ID_MAX:
             raise TypeError("not an id")
         return cursor_values[sort.lstrip("-")](value), last_id
-    except (ValueError, TypeError, json.JSONDecodeError, RecursionError):
+    except (ValueError, TypeError, OverflowError, json.JSONDecodeError, RecursionError):
         raise ApiError(
             400, "invalid", "cursor is not one this server issued", fields={"cursor": ["invalid cursor"]}
         ) from None

@@ -185,7 +185,11 @@ def cursor(value: Any) -> str:
 @pytest.mark.parametrize(
     ("sort", "forged"),
     [("events", ["abc", 1]), ("-events", [1.5, 1]), ("last_seen", [12, 1]), ("id", ["x", 1]),
-     ("events", [1, 2**70]), ("events", [1, "1"]), ("-first_seen", ["not a time", 3]), ("events", {"a": 1})],
+     ("events", [1, 2**70]), ("events", [1, "1"]), ("-first_seen", ["not a time", 3]), ("events", {"a": 1}),
+     # each a 500 before: a naive time, a time past the years UTC holds, no id, a count past 32 bits
+     ("-last_seen", ["2026-01-01T00:00:00", 1]), ("first_seen", ["2026-01-01", 1]),
+     ("last_seen", ["0001-01-01T00:00:00+00:01", 1]), ("-first_seen", ["9999-12-31T23:59:59-23:59", 1]),
+     ("-id", [None, 1]), ("id", [None, 1]), ("-events", [2**63 - 1, 1]), ("events", [2**31, 1])],
 )
 def test_a_cursor_of_the_wrong_shape_for_its_sort_is_400(client, reporter, sort, forged) -> None:
     response = client.get(f"/api/v1/signatures?sort={sort}&cursor={cursor(forged)}", headers=auth(reporter))
@@ -216,6 +220,26 @@ def test_a_crash_whose_names_pass_a_signature_rows_columns_is_registered(client,
     second = {**report, "report_id": report["report_id"] + "-2"}
     again = send(client, "POST", "/api/v1/reports", reporter, second)
     assert again.status_code == 201 and again.json["signature"]["id"] == first.json["signature"]["id"]
+
+
+@pytest.mark.parametrize("sort", ["id", "-id"])
+def test_the_signature_list_pages_by_id_with_the_cursors_it_issues(client, reporter, sort) -> None:
+    """Sorted by id, the next page's cursor is one the server takes back (it refused its own
+    cursors with a 400, so the list could not be paged by id)."""
+    log = crash_report()["console_log"]
+    for n in range(3):
+        body = crash_report(report_id=f"paged-{n}", console_log=log.replace("mlx5e_poll_rx_cq", f"poll_{n}"))
+        assert send(client, "POST", "/api/v1/reports", reporter, body).status_code == 201
+    seen, cursor_now = [], None
+    while True:
+        query = f"/api/v1/signatures?sort={sort}&limit=1" + (f"&cursor={cursor_now}" if cursor_now else "")
+        page = client.get(query, headers=auth(reporter))
+        assert page.status_code == 200, page.json
+        seen += [int(item["id"]) for item in page.json["signatures"]]
+        cursor_now = page.json["next_cursor"]
+        if cursor_now is None:
+            break
+    assert len(seen) == 3 and seen == sorted(seen, reverse=sort.startswith("-"))
 
 
 def test_a_report_with_nothing_to_fingerprint_is_400_naming_what_is_missing(client, reporter) -> None:
