@@ -87,7 +87,9 @@ def csrf_token() -> str:
 
 def check_csrf(submitted: str | None) -> None:
     expected = session.get("csrf")
-    if not expected or not submitted or not hmac.compare_digest(expected, submitted):
+    # as bytes: compare_digest refuses a str that is not ASCII, and a form may carry any text
+    if not expected or not submitted or not hmac.compare_digest(
+            expected.encode(), submitted.encode(errors="replace")):
         raise ApiError(400, "csrf", "the form's CSRF token is missing or stale: reload the page and retry")
 
 

@@ -54,6 +54,8 @@ def test_login_refusals_csrf_unknown_token_and_report_scope(client, make_token, 
     client.get("/login")
     no_csrf = client.post("/login", data={"token": make_token("read")})
     assert no_csrf.status_code == 400 and "CSRF" in no_csrf.get_data(as_text=True)
+    not_ascii = client.post("/login", data={"token": make_token("read"), "csrf_token": "\xe9"})  # was a 500
+    assert not_ascii.status_code == 400 and "CSRF" in not_ascii.get_data(as_text=True)
     unknown = login(client, "crs_nope_nope")
     assert unknown.status_code == 401 and "unknown or revoked token" in unknown.get_data(as_text=True)
     reporter = login(client, make_token("report"))

@@ -59,6 +59,11 @@ def test_webhook_forgery_is_rejected_and_redelivery_is_deduplicated(client, data
     assert [m.payload["issue_key"] for m in hints(database)] == ["CRASH-1"]
     bad_json = post_hook(client, b"{not json", signed(b"{not json"), identifier="d-2")
     assert bad_json.status_code == 400 and bad_json.json["error"]["code"] == "malformed_json"
+    assert post_hook(client, body, "sha256=\xe9", identifier="d-3").status_code == 401  # a 500 before
+    # a signed delivery naming no Jira issue's key (past the receipts' column: a 500 on PostgreSQL)
+    odd = json.dumps({"webhookEvent": "jira:issue_updated", "issue": {"key": "K" * 65}}).encode()
+    assert post_hook(client, odd, signed(odd), identifier="d-4").status_code == 202
+    assert [m.payload["issue_key"] for m in hints(database)] == ["CRASH-1"]
 
 
 def test_webhooks_are_refused_when_no_secret_is_configured(db_url, database):
