@@ -82,7 +82,7 @@ class EvidenceItem(fields.Field):
         if not isinstance(value, dict):
             raise ValidationError("an evidence item is an object with a 'type'")
         kind = value.get("type")
-        if kind not in EVIDENCE_TYPES:
+        if not isinstance(kind, str) or kind not in EVIDENCE_TYPES:
             raise ValidationError(f"type must be one of {', '.join(EVIDENCE_TYPES)}")
         rest = {k: v for k, v in value.items() if k != "type"}
         return {"type": kind, **EVIDENCE_TYPES[kind]().load(rest)}
@@ -94,9 +94,12 @@ class AgentSchema(Schema):
 
 
 class FixSchema(Schema):
+    """Bounded as the RCA's row and its signature's keep them (fixed_in_kernel, fix_url)."""
+
     commit = fields.String(validate=COMMIT)
-    kernel_version = fields.String(validate=KERNEL_VERSION, metadata={"description": "first kernel fixed"})
-    url = fields.String(validate=HTTP_URL, metadata=URL_DOC)
+    kernel_version = fields.String(validate=[KERNEL_VERSION, validate.Length(max=128)],
+                                   metadata={"description": "first kernel fixed"})
+    url = fields.String(validate=[HTTP_URL, validate.Length(max=1000)], metadata=URL_DOC)
 
 
 class RcaCreateSchema(Schema):

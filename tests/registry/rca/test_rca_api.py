@@ -105,6 +105,11 @@ def test_hallucinated_evidence_is_flagged_stored_and_published(client, database,
         ({"confidence": 1.5}, "confidence"),
         ({"author_kind": "robot"}, "author_kind"),
         ({"fix": {"kernel_version": "latest"}}, "fix"),
+        # each a 500 before: a type that is no name, values past the RCA row's columns
+        ({"evidence": [{"type": []}]}, "evidence"),
+        ({"evidence": [{"type": {"a": 1}}]}, "evidence"),
+        ({"fix": {"kernel_version": "6.1" + "x" * 200}}, "fix"),
+        ({"fix": {"url": "https://x.example/" + "a" * 1100}}, "fix"),
     ],
 )
 def test_malformed_rcas_are_refused_naming_the_field(
