@@ -41,11 +41,17 @@ class UpsertOutcome:
         }
 
 
+# The change history's columns: host attributes fit them; a host's labels, written as one
+# `k=v,...` text (the history shows them, nothing reads them back), keep their head.
+TRACKED_LENGTH = HostAttributeChange.__table__.c.new_value.type.length  # type: ignore[attr-defined]
+
+
 def tracked_value(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if name == "labels":
-        return ",".join(f"{k}={v}" for k, v in sorted(value.items())) or None
+        text = ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+        return (text if len(text) <= TRACKED_LENGTH else text[:TRACKED_LENGTH - 1] + "…") or None
     return str(value)
 
 

@@ -58,3 +58,22 @@ def test_inventory_validation_and_scope(client, make_token) -> None:
         ).status_code
         == 403
     )
+
+
+def test_a_hosts_many_labels_change_is_recorded_by_its_head(client, make_token, database) -> None:
+    """Labels each within bounds, written as one `k=v,...` text past the history's column: the
+    change is recorded with its head (PostgreSQL refused the row, a 500), the host's labels
+    whole."""
+    token = make_token("report")
+    host = {"hostname": "labelled", "labels": {"a": "1"}}
+    assert client.post("/api/v1/hosts", json={"hosts": [host]}, headers=auth(token)).status_code == 200
+    many = {"k1": "v" * 200, "k2": "w" * 200}
+    changed = client.post("/api/v1/hosts", json={"hosts": [host | {"labels": many}]}, headers=auth(token))
+    assert changed.status_code == 200, changed.json
+    assert changed.json["attribute_changes"] == 1
+    with database.session() as session:
+        labels = select(HostAttributeChange).where(HostAttributeChange.attribute == "labels")
+        change = session.scalars(labels).one()
+        assert change.old_value == "a=1" and len(change.new_value) == 255
+        assert change.new_value.startswith("k1=" + "v" * 200 + ",k2=w") and change.new_value.endswith("…")
+        assert session.scalars(select(Host.labels).where(Host.hostname == "labelled")).one() == many
