@@ -41,6 +41,7 @@ from registry.pages.verdict import verdict_statements
 from registry.rca.bundle import jira_issue
 from registry.rca.service import member_signature_ids, signature_rcas
 from registry.requests import load, load_query
+from registry.retention.api import PinRequestSchema
 from registry.retention.pins import pin, standing_pins, unpin
 from registry.signatures.api import (
     SignatureListQuery,
@@ -351,7 +352,8 @@ def capture_pin(capture_id: int) -> Response:
         if request.form.get("action") == "unpin":
             unpin(session, capture_id, g.token.name, g.token.id)
         else:
-            pin(session, capture_id, request.form.get("note") or None, g.token.name, g.token.id)
+            note = load(PinRequestSchema(), {"note": request.form.get("note") or None})["note"]  # as the API
+            pin(session, capture_id, note, g.token.name, g.token.id)
         event_id = session.scalar(select(Capture.event_id).where(Capture.id == capture_id))
     return redirect(url_for("pages.event", event_id=event_id, _anchor="capture"))
 

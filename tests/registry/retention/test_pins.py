@@ -57,6 +57,10 @@ def test_the_event_page_pins_and_unpins_with_the_triage_scope(client, make_token
     capture = post_capture(client, reporter, event_id, bytes=1 << 30).json["id"]
     login(client, make_token("triage", name="carol"))
     page = client.get(f"/events/{event_id}").get_data(as_text=True)
+    # a note past the pin's 500 characters is the API's 400, not a 500 on PostgreSQL
+    long_note = client.post(f"/captures/{capture}/pin", data={"csrf_token": csrf_from(page), "action": "pin",
+                                                               "note": "n" * 501})
+    assert long_note.status_code == 400 and "note" in long_note.get_data(as_text=True)
     pinned = client.post(f"/captures/{capture}/pin", data={"csrf_token": csrf_from(page), "action": "pin"})
     assert pinned.status_code == 302 and pinned.location.endswith(f"/events/{event_id}#capture")
     page = client.get(f"/events/{event_id}").get_data(as_text=True)
