@@ -127,10 +127,10 @@ def _cursor_count(value: Any) -> int:
     return value
 
 
-def _cursor_id(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= ID_MAX:
-        raise TypeError("not an id")
-    return value
+def _cursor_none(value: Any) -> None:
+    """Sorted by id, a cursor's id is all there is: `[null, id]`."""
+    if value is not None:
+        raise TypeError("not empty")
 
 
 # What the first element of a cursor must be, by sort key: the sort column's own type, so a
@@ -140,7 +140,7 @@ CURSOR_VALUES: CursorValues = {
     "last_seen": _cursor_time,
     "first_seen": _cursor_time,
     "events": _cursor_count,
-    "id": _cursor_id,
+    "id": _cursor_none,
 }
 
 
@@ -183,11 +183,14 @@ def signature_query(args: dict[str, Any], sorts: Sorts = SORTS,
         )
     if args.get("cursor"):
         value, last_id = decode_cursor(args["cursor"], args["sort"], cursor_values)
-        after = (
-            or_(key < value, and_(key == value, Signature.id < last_id))
-            if descending
-            else or_(key > value, and_(key == value, Signature.id > last_id))
-        )
+        if value is None:  # sorted by id
+            after = Signature.id < last_id if descending else Signature.id > last_id
+        else:
+            after = (
+                or_(key < value, and_(key == value, Signature.id < last_id))
+                if descending
+                else or_(key > value, and_(key == value, Signature.id > last_id))
+            )
         query = query.where(after)
     order = (key.desc(), Signature.id.desc()) if descending else (key.asc(), Signature.id.asc())
     return query.order_by(*order), key, descending
@@ -224,7 +227,10 @@ def signature_page(session: Session, args: dict[str, Any], sorts: Sorts = SORTS,
     items = [
         summary(session, row[0], (int(row[1] or 0), row[2]), jira_key=keys.get(row[0].id)) for row in page
     ]
-    next_cursor = encode_cursor([page[-1].sort_key, page[-1][0].id]) if len(rows) > len(page) else None
+    last = page[-1] if len(rows) > len(page) else None
+    # sorted by id, the id is the cursor (`[null, id]`, as every list sorted by id pages)
+    next_cursor = encode_cursor([None if args["sort"].lstrip("-") == "id" else last.sort_key, last[0].id]) \
+        if last is not None else None
     return items, next_cursor
 
 
