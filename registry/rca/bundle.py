@@ -69,6 +69,9 @@ _TEMPLATES = Environment(
     undefined=StrictUndefined,
     keep_trailing_newline=True,
     autoescape=False,  # Markdown for an agent, not HTML
+    # read once, as the code that renders it is: a deploy's new template beside a worker's old
+    # code (until its restart) would render with names that code does not pass (a 500)
+    auto_reload=False,
 )
 _TEMPLATES.filters["json"] = lambda value: json.dumps(value, indent=2)
 # The triage workspace written beside the bundle (crashreg triage-bundle --out DIR).
