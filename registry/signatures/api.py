@@ -89,7 +89,8 @@ class CapturePolicySchema(Schema):
 
 class SignaturePatchSchema(Schema):
     status = fields.String(validate=validate.OneOf(SIGNATURE_STATUSES))
-    title = fields.String(validate=validate.Length(min=1, max=512))
+    title = fields.String(validate=[validate.Length(min=1, max=512),
+                                    validate.Regexp(r".*\S", error="a title needs more than spaces")])
     owner = fields.String(validate=validate.Length(max=255), allow_none=True)
     notes = fields.String(validate=validate.Length(max=100_000), allow_none=True)
     capture_policy = fields.Nested(CapturePolicySchema)

@@ -99,6 +99,8 @@ def test_patch_triage_fields_and_policy(client, make_token) -> None:
     assert response.json["status"] == "triaged" and response.json["owner"] == "alice"
     assert response.json["capture_policy"]["mode"] == "filtered"
     assert client.patch(url, json={"status": "fixed"}, headers=auth(triage)).status_code == 400
+    blank = client.patch(url, json={"title": "   "}, headers=auth(triage))  # accepted before
+    assert blank.status_code == 400 and "title" in blank.json["error"]["fields"]
     unchanged = client.patch(url, json={}, headers=auth(triage))  # the document allows {}: a no-op
     assert unchanged.status_code == 200 and unchanged.json["owner"] == "alice"
     no_level = client.patch(
