@@ -42,7 +42,6 @@ from registry.core.wiring import APP_FRAME_NAMES, APP_LISTENERS, Engine, FrameNa
 from registry.db import Database, utcnow
 from registry.fingerprint.userspace import runtime_module
 from registry.signatures.rebuild import CHUNK, RebuildSummary, rebuild
-from registry.storage.store import store_location
 from registry.symbols.keep import held, recorded_elsewhere
 from registry.symbols.models import SymbolFile
 from registry.symbols.sources import SymbolSources
@@ -395,7 +394,7 @@ def on_demand(settings: Settings, database: Database, listeners: SignatureListen
         stores = ", ".join(f"{location} ({count})" for location, count in sorted(elsewhere.items()))
         raise SymbolsElsewhere(
             f"{sum(elsewhere.values())} symbol files are recorded in another store than this "
-            f"command's ({store_location(sources.store)}): {stores}. Run it with the registry "
+            f"command's ({sources.location}): {stores}. Run it with the registry "
             "server's settings (CRASHREG_DUMP_STORE, docs/symbols.md), or pass "
             "--allow-symbols-elsewhere to rebuild without them (the events they named lose "
             "those names)"

@@ -84,6 +84,7 @@ class SymbolSources:
         symbols = settings.symbols
         self.database = database or Database(settings.database_url)
         self.store = store or open_store(settings.dump_store, settings.public_url)
+        self.location = store_location(self.store)  # as symbol files' records name their store
         self.cache = Path(symbols.cache_dir)
         self.servers = [DebuginfodServer(url, symbols.timeout_s) for url in symbols.debuginfod_urls]
         self.max_bytes = symbols.max_file_bytes
