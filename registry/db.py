@@ -122,8 +122,10 @@ def _sqlite_autocommit_off(dbapi_connection: Any, _record: Any) -> None:
 
 def _sqlite_begin(conn: Any) -> None:
     # IMMEDIATE takes the write lock up front: no SQLITE_BUSY on a read-to-write upgrade,
-    # which busy_timeout cannot resolve. WAL readers outside transactions still proceed.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    # which busy_timeout cannot resolve. WAL readers outside transactions still proceed: a
+    # lookup's connection (AUTOCOMMIT) reads so, beside a writer.
+    if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def dialect_name(engine_or_session: Engine | Session) -> str:
@@ -238,12 +240,10 @@ class Database:
 
     @contextmanager
     def lookup(self) -> Iterator[Session]:
-        """For single-row lookups on hot paths: on PostgreSQL each statement commits on its own,
-        saving the BEGIN and COMMIT round trips of a unit of work."""
-        if self.engine.dialect.name != "postgresql":
-            with self.session() as session:
-                yield session
-            return
+        """For single-row lookups on hot paths, reads only: each statement on its own, with no
+        BEGIN and COMMIT round trips on PostgreSQL, and on SQLite outside a transaction, so it
+        neither waits for the write lock nor holds it (a command reading beside its own
+        transaction, a page's token lookup beside a report's write)."""
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             session = Session(bind=connection, expire_on_commit=False)
             try:

@@ -15,6 +15,7 @@ from registry.config import DumpStoreSettings
 from registry.rca.commands import write_bundle
 from registry.storage.store import open_store
 from tests.support.capture import post_capture, report
+from tests.support.cli import crashreg_for
 from tests.support.demo_cores import core_report
 from tests.support.http import auth
 from tests.support.rca import post_rca
@@ -100,6 +101,12 @@ def test_a_userspace_bundles_workspace_fetches_its_cores_for_gdb(
     read = make_token("read")
     path = f"/api/v1/signatures/{answer['signature']['id']}/triage-bundle"
     bundle = client.get(path, headers=auth(read)).json
+    # the command writes it too, reading the registry's symbols beside its own transaction (on
+    # SQLite it waited 30 s for the write lock it held, then failed)
+    cli = tmp_path / "cli"
+    command = crashreg_for(settings, "triage-bundle", answer["signature"]["id"], "--out", str(cli))
+    assert command.returncode == 0, command.stderr
+    assert sorted(path.name for path in cli.iterdir()) == ["AGENTS.md", "bundle.json", "setup.sh"]
     out = tmp_path / "bundle"
     written = write_bundle(bundle, out)
     assert sorted(path.name for path in written) == ["AGENTS.md", "bundle.json", "setup.sh"]
