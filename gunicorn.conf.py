@@ -52,6 +52,11 @@ max_requests = 10_000  # recycle workers now and then; jitter keeps them from re
 max_requests_jitter = 1_000
 accesslog = None  # the app writes one JSON line per request itself
 errorlog = "-"
+# gunicorn's control socket is one path per user by default ($HOME/.gunicorn/gunicorn.ctl):
+# a second gunicorn on the host (a registry for the pages beside one for reports, a bench)
+# takes it over from the first. Off unless CRASHREG_CONTROL_SOCKET names one of its own.
+control_socket = setting("CRASHREG_CONTROL_SOCKET", "") or None
+control_socket_disable = control_socket is None
 
 # Prometheus metrics merged across workers.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="crashreg-metrics-"))

@@ -91,7 +91,8 @@ def gunicorn_settings(environ: dict[str, str], monkeypatch: pytest.MonkeyPatch, 
         for name, value in environ.items():
             patch.setenv(name, value)
         values = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
-    names = ("bind", "workers", "worker_class", "threads", "worker_connections", "keepalive")
+    names = ("bind", "workers", "worker_class", "threads", "worker_connections", "keepalive",
+             "control_socket")
     return {name: values[name] for name in names}
 
 
