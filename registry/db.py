@@ -76,7 +76,9 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         # pysqlite's implicit BEGIN handling breaks SAVEPOINT; take control of transactions.
+        # Again at each checkout: a lookup's AUTOCOMMIT connection comes back reset to it.
         event.listen(engine, "connect", _sqlite_autocommit_off)
+        event.listen(engine, "checkout", _sqlite_autocommit_off)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
     kwargs.setdefault("pool_size", 5)
@@ -116,7 +118,7 @@ def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
         raise DisconnectionError(f"idle connection is gone: {error}") from error
 
 
-def _sqlite_autocommit_off(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_autocommit_off(dbapi_connection: Any, *_: Any) -> None:
     dbapi_connection.isolation_level = None
 
 
