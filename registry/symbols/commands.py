@@ -157,6 +157,9 @@ def list_files(cli: CliContext, build_id: str | None) -> None:
     listed = 0
     with cli.database().session() as session:
         for row in session.scalars(query.limit(1000)):
+            if not listed:  # the columns' names, above the first row
+                click.echo(f"{'build-id':{len(row.build_id)}} {'kind':10} {'holds':6} {'bytes':>12} "
+                           f"{'source':10} origin stored")
             click.echo(f"{row.build_id} {row.kind:10} {_content(row):6} {row.bytes:>12} {row.source:10} "
                        f"{row.origin} {row.stored_at.isoformat()}")
             listed += 1

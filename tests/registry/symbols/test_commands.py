@@ -55,7 +55,8 @@ def test_upload_keeps_each_file_under_its_own_build_id_and_refuses_the_rest(
     listed = run(settings, "list", "--build-id", uploaded.build_id.upper())
     assert listed.exit_code == 0, listed.output
     assert [line.split()[:3] for line in listed.output.splitlines() if not line.startswith("database")] == [
-        [uploaded.build_id, "executable", "-"], [uploaded.build_id, "debuginfo", "dwarf"]]
+        ["build-id", "kind", "holds"], [uploaded.build_id, "executable", "-"],
+        [uploaded.build_id, "debuginfo", "dwarf"]]
     assert run(settings, "list", "--build-id", "xyz").exit_code == 2
     unknown = run(settings, "list", "--build-id", "ab" * 20)
     assert unknown.exit_code == 0 and f"no symbol files for {'ab' * 20}" in unknown.output
