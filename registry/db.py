@@ -76,7 +76,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         # pysqlite's implicit BEGIN handling breaks SAVEPOINT; take control of transactions.
-        # Again at each checkout: a lookup's AUTOCOMMIT connection comes back reset to it.
+        # Again at each checkout: a connection for reads (AUTOCOMMIT) comes back reset to it.
         event.listen(engine, "connect", _sqlite_autocommit_off)
         event.listen(engine, "checkout", _sqlite_autocommit_off)
         event.listen(engine, "begin", _sqlite_begin)
@@ -125,7 +125,7 @@ def _sqlite_autocommit_off(dbapi_connection: Any, *_: Any) -> None:
 def _sqlite_begin(conn: Any) -> None:
     # IMMEDIATE takes the write lock up front: no SQLITE_BUSY on a read-to-write upgrade,
     # which busy_timeout cannot resolve. WAL readers outside transactions still proceed: a
-    # lookup's connection (AUTOCOMMIT) reads so, beside a writer.
+    # connection for reads alone (AUTOCOMMIT, Database.autocommit_reads) reads so, beside a writer.
     if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
@@ -242,10 +242,21 @@ class Database:
 
     @contextmanager
     def lookup(self) -> Iterator[Session]:
-        """For single-row lookups on hot paths, reads only: each statement on its own, with no
-        BEGIN and COMMIT round trips on PostgreSQL, and on SQLite outside a transaction, so it
-        neither waits for the write lock nor holds it (a command reading beside its own
-        transaction, a page's token lookup beside a report's write)."""
+        """For single-row lookups on hot paths (a token's, which stamps its last use now and
+        then): on PostgreSQL each statement commits on its own, saving the BEGIN and COMMIT
+        round trips of a unit of work; on SQLite a transaction (its write lock taken first)."""
+        if self.engine.dialect.name != "postgresql":
+            with self.session() as session:
+                yield session
+            return
+        with self.autocommit_reads() as session:
+            yield session
+
+    @contextmanager
+    def autocommit_reads(self) -> Iterator[Session]:
+        """For reads alone: each statement on its own, outside any transaction on both
+        databases, so on SQLite it neither waits for the write lock nor holds it (a command
+        reading the symbols' records beside its own transaction)."""
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             session = Session(bind=connection, expire_on_commit=False)
             try:

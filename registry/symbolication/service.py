@@ -209,7 +209,7 @@ class Symbolicator:
         the store's new file; whether it was made again."""
         if self.symcaches.lines(build_id) is not False:  # none yet, or made from DWARF
             return False
-        with self.database.lookup() as session:
+        with self.database.autocommit_reads() as session:
             debuginfo = held(session, build_id).get("debuginfo")
         if debuginfo is None or not debuginfo.lines:
             return False
@@ -232,7 +232,7 @@ class Symbolicator:
 
     def _replaced(self) -> None:
         try:
-            with self.database.lookup() as session:
+            with self.database.autocommit_reads() as session:
                 rows = session.execute(select(SymbolFile.build_id, SymbolFile.sha256).where(
                     SymbolFile.kind == "debuginfo", SymbolFile.replaced_sha256.is_not(None))).all()
             for build_id, sha256 in rows:
@@ -387,7 +387,7 @@ def on_demand(settings: Settings, database: Database, listeners: SignatureListen
     SymbolsElsewhere, unless `elsewhere_ok`, when symbol files are recorded in another store:
     rebuilt without them, the events they named would move back to unnamed signatures."""
     sources = SymbolSources(settings, database)
-    with database.lookup() as session:
+    with database.autocommit_reads() as session:
         elsewhere = recorded_elsewhere(session, sources.store)
     if elsewhere and not elsewhere_ok:
         sources.close()

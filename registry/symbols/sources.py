@@ -181,7 +181,7 @@ class SymbolSources:
         if cached.is_file():
             used(cached)
             return cached, True
-        with self.database.lookup() as session:
+        with self.database.autocommit_reads() as session:
             row = held(session, build_id).get(kind)
         local = self.store.local_path(row.key) if row is not None else None
         if local is not None:
@@ -203,7 +203,7 @@ class SymbolSources:
     def _fetch(self, build_id: str, kind: str) -> Path | None:
         """The store's file copied here, else the first server's (kept in the store), else None."""
         cached = self._cached(build_id, kind)
-        with self.database.lookup() as session:
+        with self.database.autocommit_reads() as session:
             row = held(session, build_id).get(kind)
         if row is not None:
             local = self.store.local_path(row.key)

@@ -1,5 +1,5 @@
-"""Database.lookup(): single reads on a connection of their own, outside any transaction, on
-both databases."""
+"""Database.autocommit_reads(): reads on a connection of their own, outside any transaction, on both
+databases."""
 
 from __future__ import annotations
 
@@ -14,21 +14,21 @@ def host(name: str) -> Host:
 
 
 def hosts(database: Database) -> int:
-    with database.lookup() as lookup:
-        return lookup.scalar(select(func.count()).select_from(Host)) or 0
+    with database.autocommit_reads() as reading:
+        return reading.scalar(select(func.count()).select_from(Host)) or 0
 
 
-def test_a_lookup_reads_beside_a_write_and_hands_its_connection_back_as_it_was(database: Database) -> None:
-    """A lookup reads while a session of the same process writes (on SQLite it waited 30 s for
+def test_reads_go_on_beside_a_write_and_hand_their_connection_back_as_it_was(database: Database) -> None:
+    """Reads go on while a session of the same process writes (on SQLite they waited 30 s for
     the write lock that session held, then failed: a command reading the registry's symbols
-    inside its own transaction), sees only what is committed, and its connection serves the
+    inside its own transaction), see only what is committed, and their connection serves the
     next sessions as before: a savepoint rolls back its part alone."""
     with database.session() as writer:
         writer.add(host("written"))
         writer.flush()  # SQLite's write lock, PostgreSQL's row: held until the commit
         assert hosts(database) == 0
     assert hosts(database) == 1
-    with database.session() as first, database.session() as second:  # the connections lookups used
+    with database.session() as first, database.session() as second:  # the connections reads used
         for at, session in enumerate((first, second)):
             if database.engine.dialect.name == "sqlite":  # the registry begins its transactions itself
                 assert session.connection().connection.dbapi_connection.isolation_level is None
