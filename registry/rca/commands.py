@@ -73,7 +73,7 @@ def triage_bundle_command(cli: CliContext, signature: str, out: Path) -> None:
                           settings.dump_store.download_ttl_s, f"cli:{getpass.getuser()}", None, "bundle")
         wired = cli_wiring()  # the registry's symbols, for the frames outside the engine's window
         names = None
-        if wired.frame_names_on_demand:
+        if wired.frame_names_on_demand and found.kind == "userspace":  # a kernel's frames need none
             names_for = load(wired.frame_names_on_demand)
             names = names_for(settings, cli.database(), wired.signatures, load(wired.engine))
         bundle = triage_bundle(session, found, settings.public_url, settings.epidemiology_program_label, link,

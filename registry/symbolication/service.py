@@ -364,11 +364,15 @@ def names_on_demand(settings: Settings, database: Database, listeners: Signature
                     inner: Engine) -> FrameNames:
     """A command's FrameNames (Wiring.frame_names_on_demand): what the registry's symbols name
     a stored stack's frames, each of its build-ids' symcaches made first where the sources
-    have the debug file (waiting on them: a command, where a page reads only what is ready)."""
+    have the debug file (waiting on them: a command, where a page reads only what is ready).
+    Each build-id is prepared once: a bundle asks again for each event and each of its threads."""
     symbolicator = symbolicator_for(settings, database, listeners, inner)
+    prepared: set[str] = set()
 
     def names(stack: dict[str, Any]) -> Any:
-        symbolicator.prepare(program_build_ids(stack))
+        wanted = program_build_ids(stack) - prepared
+        symbolicator.prepare(wanted)
+        prepared.update(wanted)
         return symbolicator.names(stack)
 
     return names
