@@ -228,10 +228,11 @@ def signature_page(session: Session, args: dict[str, Any], sorts: Sorts = SORTS,
     items = [
         summary(session, row[0], (int(row[1] or 0), row[2]), jira_key=keys.get(row[0].id)) for row in page
     ]
-    last = page[-1] if len(rows) > len(page) else None
-    # sorted by id, the id is the cursor (`[null, id]`, as every list sorted by id pages)
-    next_cursor = encode_cursor([None if args["sort"].lstrip("-") == "id" else last.sort_key, last[0].id]) \
-        if last is not None else None
+    next_cursor = None
+    if len(rows) > len(page):
+        last = page[-1]
+        by_id = args["sort"].lstrip("-") == "id"  # the id is the cursor: `[null, id]`, as every list by id
+        next_cursor = encode_cursor([None if by_id else last.sort_key, last[0].id])
     return items, next_cursor
 
 
