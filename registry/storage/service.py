@@ -89,8 +89,17 @@ def dump_dict(dump: Dump) -> DumpView:
     }
 
 
+# Captures that hold a process's core (a core handler's, full or filtered): their objects are
+# named `core`, as gdb and systemd name one; a kernel's dump is a `vmcore`.
+PROCESS_CORE_METHODS = ("core", "core_filtered")
+
+
 def object_key(event_id: int, capture: Capture, encoding: str) -> str:
-    name = "core" if capture.method == "raw" and capture.target and "core" in capture.target else "vmcore"
+    """The dump's object, named by what it holds; the download's file name follows it."""
+    process_core = capture.method in PROCESS_CORE_METHODS or (
+        capture.method == "raw" and capture.target is not None and "core" in capture.target
+    )
+    name = "core" if process_core else "vmcore"
     return f"events/{event_id}/captures/{capture.id}/{name}{ENCODINGS[encoding].suffix}"
 
 

@@ -227,6 +227,7 @@ def test_a_core_in_a_compression_an_older_registry_refuses_goes_gzipped(
     assert any("does not take xz-compressed dumps" in line for line in said), said
     assert (dump["state"], dump["encoding"], dump["raw_bytes"]) == ("stored", "gzip", len(data))
     assert gzip.decompress(download(registry, capture_id)) == data
+    assert dump["uri"].endswith(f"/captures/{capture_id}/core.gz")  # a process's core, not a vmcore
     assert core.is_file() and not state_path.exists()
     assert not core.with_name(core.name + ".crashreg.gz").exists()  # our copy, once stored
 
