@@ -77,14 +77,48 @@ def http_exchange(url: str, method: str, headers: dict[str, str], body: bytes | 
             sock = context.wrap_socket(sock, server_hostname=host)
         sock.settimeout(max_time if sink else max(0.1, deadline - time.monotonic()))
         lines = [f"{method} {target} HTTP/1.1", *(f"{key}: {value}" for key, value in all_headers.items())]
-        sock.sendall("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (body or b""))
-        with sock.makefile("rb") as stream:
-            response = read_response(stream, method, sink)
-        if sink is None and time.monotonic() > deadline:
-            raise TimeoutError(f"{method} {parts.path} took longer than {max_time}s")
-        return response
+        late = TimeoutError(f"{method} {parts.path} took longer than {max_time}s")
+        try:
+            sock.sendall("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (body or b""))
+        except (BrokenPipeError, ConnectionResetError) as unsent:
+            # A server may answer and close before it has read the body: gunicorn refuses one
+            # past its limit with a 413 that way. The answer waits in the receive queue.
+            try:
+                return _answer(sock, method, sink, deadline, late)
+            except OSError:
+                raise unsent from None
+        return _answer(sock, method, sink, deadline, late)
     finally:
         sock.close()
+
+
+def _answer(sock: socket.socket, method: str, sink: BinaryIO | None, deadline: float,
+            late: TimeoutError) -> Response:
+    """The response, read within the deadline (with a sink, each read within max_time)."""
+    if sink is not None:
+        with sock.makefile("rb") as stream:
+            return read_response(stream, method, sink)
+    with io.BufferedReader(_WithinDeadline(sock, deadline, late)) as stream:
+        return read_response(stream, method, None)
+
+
+class _WithinDeadline(socket.SocketIO):
+    """A socket's reads, each allowed what is left of the exchange's time: a server that
+    trickles its answer a byte at a time cannot hold the reporter past max_time."""
+
+    def __init__(self, sock: socket.socket, deadline: float, late: TimeoutError) -> None:
+        super().__init__(sock, "rb")
+        self._deadline, self._late = deadline, late
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise self._late
+        self._sock.settimeout(left)
+        try:
+            return super().readinto(buffer) or 0
+        except TimeoutError:
+            raise self._late from None
 
 
 def _line(stream: Any) -> bytes:

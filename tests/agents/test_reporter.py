@@ -29,6 +29,7 @@ from tests.support.agents import (
     control_character_console,
     run_reporter,
 )
+from tests.support.gunicorn import serving
 
 EXIT_SKIP = 10
 # A console log cut short before any crash: the engine finds none in it.
@@ -218,6 +219,31 @@ def test_a_noisy_console_past_the_registrys_body_limit_arrives_with_its_tail(
     taken = (offline.spool / "sent" / spooled.name).read_bytes()
     assert len(taken) < Settings().max_body_bytes
     assert json.loads(taken)["console_log"].endswith(crash.decode())
+
+
+def test_a_body_gunicorn_refuses_unread_arrives_slimmer(
+        make_site, make_token, db_url: str, tmp_path: Path) -> None:
+    """Served by gunicorn as in production: a report with a 1 MiB tail of control characters
+    (6 MiB of JSON) is answered 413 before gunicorn reads it, and the connection closed under
+    the reporter's send. It reads that answer after the failed send and sends the newer half of
+    its log; before, a broken pipe, retried, spooled, and the same at every post-boot resend."""
+    crash = (FIXTURES / "mlx5_null_deref.log").read_bytes()
+    dmesg = tmp_path / "noisy.log"
+    dmesg.write_bytes(control_character_console(crash, 1 << 20))
+    token_file = tmp_path / "served-token"
+    token_file.write_text(make_token("report", kind="agent") + "\n")
+    folder = tmp_path / "gunicorn"
+    folder.mkdir()
+    with serving(db_url, folder) as port:
+        site = make_site(url=f"http://127.0.0.1:{port}", token_file=token_file, dmesg=dmesg,
+                         extra={"CRASHREG_MAX_LOG_BYTES": str(1 << 20)})
+        run = run_reporter(site, "report")
+    assert run.returncode == 0, run.stderr
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
+    assert "too large" in run.stderr and "Broken pipe" not in run.stderr
+    assert site.spooled() == []
+    [kept] = sorted((site.spool / "sent").glob("*.json"))
+    assert json.loads(kept.read_bytes())["console_log"].endswith(crash.decode())
 
 
 def test_config_file_is_read_like_a_shell_would() -> None:

@@ -91,3 +91,72 @@ def test_a_head_answer_has_no_body_whatever_its_length_says() -> None:
         response = call(url, method="HEAD", body=None)
     assert (response.status, response.body) == (200, b"")
     assert b"Content-Length" not in requests[0]
+
+
+@contextmanager
+def refusing_server(answer: bytes) -> Iterator[str]:
+    """A server that reads a request's head, answers at once and closes without reading the
+    body (as gunicorn refuses a body past its limit): the client's send fails midway."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        thread.join(timeout=10)
+        listener.close()
+
+
+def test_an_answer_given_before_the_body_was_read_is_read_after_the_send_fails() -> None:
+    """A 413 sent before the server stopped reading reaches the reporter (which then slims the
+    report) instead of a broken pipe (which spooled a report no resend could deliver)."""
+    refusal = (b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\n"
+               b"too large")
+    with refusing_server(refusal) as url:
+        response = call(url, body=b"x" * (16 << 20))
+    assert isinstance(response, client.Response)
+    assert (response.status, response.body) == (413, b"too large")
+
+
+def test_a_server_trickling_its_answer_is_left_within_max_time() -> None:
+    """max_time bounds the whole answer, not each read: a proxy sending a byte at a time stops
+    holding the crash kernel (or the dying process) once it is spent."""
+    answer = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 400\r\n\r\n" + b"x" * 400
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent: list[int] = []
+    left = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            count = 0
+            try:
+                for byte in answer:
+                    conn.sendall(bytes([byte]))
+                    count += 1
+                    if left.wait(0.05):  # the client has given up: see whether the socket says so
+                        conn.sendall(b"x" * 65536 * 8)
+            except OSError:
+                pass
+            sent.append(count)
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    config = Config(url=url, token_file="/nonexistent", max_time=0.5)
+    with pytest.raises(TimeoutError, match=r"took longer than 0\.5s"):
+        client.http_request(config, "POST", "/api/v1/reports", b"{}")
+    left.set()
+    thread.join(timeout=60)
+    listener.close()
+    assert sent and sent[0] < len(answer)  # the client closed before the answer was whole

@@ -5,69 +5,25 @@ gthread setting serves others while a slow client trickles its request in."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.gunicorn import exchange, serving
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def exchange(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
-        conn.sendall(request)
-        data = b""
-        while chunk := conn.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status, *lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
-    return status, headers, body
-
-
-@contextmanager
-def serving(database: Path, folder: Path, **settings: str) -> Iterator[int]:
-    """gunicorn with gunicorn.conf.py and one worker over a copy of `database`; its port."""
-    shutil.copy(database, folder / "crashreg.db")
-    port = free_port()
-    env = os.environ | {"CRASHREG_DATABASE_URL": f"sqlite:///{folder}/crashreg.db",
-                        "PROMETHEUS_MULTIPROC_DIR": str(folder)} | settings
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "--workers", "1",
-         "--bind", f"127.0.0.1:{port}", "registry.wsgi:app"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=(folder / "gunicorn.log").open("wb"),
-    )
-    try:
-        for _ in range(600):  # readiness, not timing: up to a minute on a loaded machine
-            try:
-                if exchange(port, b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")[0].endswith("200 OK"):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail((folder / "gunicorn.log").read_text())
-        yield port
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+def sqlite_copy(template: Path, folder: Path) -> str:
+    shutil.copy(template, folder / "crashreg.db")
+    return f"sqlite:///{folder}/crashreg.db"
 
 
 @pytest.fixture(scope="module")
 def gunicorn(migrated_sqlite: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    with serving(migrated_sqlite, tmp_path_factory.mktemp("gunicorn")) as port:
+    folder = tmp_path_factory.mktemp("gunicorn")
+    with serving(sqlite_copy(migrated_sqlite, folder), folder) as port:
         yield port
 
 
@@ -93,7 +49,7 @@ def test_gthread_workers_answer_others_while_a_slow_client_trickles_its_request(
     CRASHREG_THREADS above 1. One thread waits on the half-sent headers, another serves. (A
     sync worker reads the headers before anything else: the second client would wait until
     the worker timeout killed it, past this test's socket timeout.)"""
-    with (serving(migrated_sqlite, tmp_path, CRASHREG_THREADS="2") as port,
+    with (serving(sqlite_copy(migrated_sqlite, tmp_path), tmp_path, CRASHREG_THREADS="2") as port,
           socket.create_connection(("127.0.0.1", port), timeout=30) as slow):
         slow.sendall(b"POST /api/v1/reports HTTP/1.1\r\nHost: t\r\nContent-Len")
         status, _, body = exchange(port, b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
