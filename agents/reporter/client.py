@@ -215,7 +215,8 @@ def post_with_retries(config: Config, path: str, body: bytes) -> Response:
         else:
             if 200 <= response.status < 300:
                 return response
-            status, problem = response.status, f"HTTP {response.status} {response.body[:300]!r}"
+            said = response.body[:300].decode("utf-8", "replace").strip()
+            status, problem = response.status, f"HTTP {response.status} {said}"
             if status not in RETRYABLE_STATUSES:
                 raise Unsent(problem, status, error_fields(response.body))
         log(f"attempt {attempt + 1}: {problem}")

@@ -95,11 +95,23 @@ class Config:
         return config
 
     def token(self) -> str | None:
+        """The token file's token: blanks and a byte-order mark around it left out. None when
+        unreadable or holding what no token has (the registry's 401 then spools the report)."""
         try:
-            return Path(self.token_file).read_text().strip() or None
+            token = Path(self.token_file).read_text(errors="replace").strip().strip("\ufeff").strip()
         except OSError:
             log(f"token file {self.token_file} unreadable")
             return None
+        if not TOKEN_TEXT.fullmatch(token):
+            if token:
+                log(f"token file {self.token_file} holds characters no token has (only printable ASCII "
+                    "without spaces): sent without a token")
+            return None
+        return token
+
+
+# What a bearer token may hold (RFC 6750's b64token, and more): printable ASCII, no spaces.
+TOKEN_TEXT = re.compile(r"[!-~]+")
 
 
 def parse_conf(text: str) -> dict[str, str]:

@@ -101,8 +101,9 @@ def deliver(config: Config, report: dict[str, Any]) -> dict[str, Any] | None:
     body = kept.read_bytes() if kept else report_body(report)
     try:
         answer, body = sent_within_limit(config, body)
-    except Unsent as error:
-        log(f"report not delivered: {error}")
+    except Exception as error:  # whatever broke the sending (a bad setting too): kept, not lost
+        problem = str(error) if isinstance(error, Unsent) else f"{type(error).__name__}: {error}"
+        log(f"report not delivered: {problem}")
         try:
             keep(config, report_id, body)
             log(f"spooled {report_id} for the post-boot resend")

@@ -176,6 +176,39 @@ def test_post_boot_keeps_what_it_cannot_send_and_sends_it_later(registry: Regist
     assert [r["report_id"] for r in event["reports"]] == [f"kdump-{site.boot_id}"]
 
 
+def test_a_token_file_with_a_byte_order_mark_is_read_as_its_token(
+        registry: Registry, make_site, tmp_path: Path) -> None:
+    """An editor's UTF-8 byte-order mark before the token (a header no HTTP request can carry:
+    the report was lost to the fallback decision, never spooled)."""
+    token_file = tmp_path / "bom-token"
+    token_file.write_bytes(b"\xef\xbb\xbf" + registry.report_token.encode() + b"\r\n")
+    site = make_site(token_file=token_file)
+    run = run_reporter(site, "report")
+    assert run.returncode == 0, run.stderr
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
+
+
+def test_a_token_no_header_can_carry_keeps_the_report_for_the_resend(
+        registry: Registry, make_site, tmp_path: Path) -> None:
+    """A token file holding what no token has (a character past Latin-1) is said, the report
+    goes without a token and is kept on the 401, and the post-boot resend says the same, with
+    no traceback; once the file is mended, the resend delivers it."""
+    token_file = tmp_path / "bad-token"
+    token_file.write_text("tok\u20ac" + registry.report_token + "\n")
+    site = make_site(token_file=token_file)
+    run = run_reporter(site, "report")
+    assert run.returncode == 0, run.stderr
+    assert "holds characters no token has" in run.stderr and "Traceback" not in run.stderr
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "fallback", run.stderr  # no bundle here
+    assert "HTTP 401" in run.stderr and "b'" not in run.stderr  # the registry's words, as text
+    [spooled] = site.spooled()
+    again = run_reporter(site, "post-boot")
+    assert again.returncode == 3 and "Traceback" not in again.stderr, again.stderr
+    assert site.spooled() == [spooled]
+    token_file.write_text(registry.report_token + "\n")
+    assert run_reporter(site, "post-boot").returncode == 0 and site.spooled() == []
+
+
 def test_post_boot_sets_aside_reports_the_registry_refuses(registry: Registry, make_site) -> None:
     site = make_site()
     site.spool.mkdir()
