@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -196,7 +197,12 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="crash kernel: report, decide, print makedumpfile args")
     report.add_argument("--dmesg-file", help="read the kernel log from this file, not the vmcore")
-    sub.add_parser("collect", help="core collector: makedumpfile with the decided arguments, then ARGS")
+    sub.add_parser("collect", help="core collector: makedumpfile with the decided arguments, then ARGS",
+                   usage="%(prog)s [makedumpfile's arguments, options included]",
+                   description="kdump's core collector: runs makedumpfile (CRASHREG_MAKEDUMPFILE) with the "
+                   "decision's arguments (the dump level; no dump for a skip) before the arguments given, "
+                   "e.g. `collect -l --message-level 7 /proc/vmcore /var/crash/vmcore`, then records the "
+                   "capture and uploads the dump per CRASHREG_KDUMP_UPLOAD.")
     sub.add_parser("post-boot", help="resend spooled reports and captures, report pstore's records")
     sub.add_parser("fetch-bundle", help="refresh the offline policy bundle")
     fingerprint = sub.add_parser("fingerprint", help="print the local fingerprint of console logs "
@@ -229,10 +235,18 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+# What the reporter writes (reports, cores and their copies, upload states) holds a kernel log
+# or a process's memory: readable by root alone, whatever umask it was started with (the
+# kernel starts a core_pattern helper with 0022).
+PRIVATE_UMASK = 0o077
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    # Everything after `collect` is makedumpfile's, options included.
-    split = argv.index("collect") + 1 if "collect" in argv else len(argv)
+    os.umask(PRIVATE_UMASK)
+    # Everything after `collect` is makedumpfile's, options included (but `collect --help`).
+    collect = argv.index("collect") + 1 if "collect" in argv else None
+    split = len(argv) if collect is None or argv[collect:] in (["--help"], ["-h"]) else collect
     args = parser().parse_args(argv[:split])
     args.args = argv[split:]
     return COMMANDS[args.command](Config.load(args.config), args)

@@ -3,17 +3,18 @@ uploaded to the dump store (upload.py), and the removal of cores a cap deleted."
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agents.reporter.client import Unsent, post_with_retries
+from agents.reporter.client import Unsent, post_with_retries, send_report_body
 from agents.reporter.config import Config
 from agents.reporter.files import write_atomically
 from agents.reporter.log import log
 from agents.reporter.report import safe_report_id
-from agents.reporter.spool import set_aside, spool_for_post_boot
+from agents.reporter.spool import kept_path, set_aside, spool_for_post_boot
 
 
 def record_capture(config: Config, report_id: str, event_id: str | None, capture: dict[str, Any],
@@ -45,10 +46,14 @@ def resend_capture(config: Config, path: Path, events: dict[str, str]) -> str:
     """A spooled capture, once its event is known (from the crash kernel or a resend of its
     report: `events`, report_id -> event id)."""
     spooled = json.loads(path.read_bytes())
-    event_id = spooled.get("event_id") or events.get(spooled.get("report_id") or path.stem)
+    report_id = spooled.get("report_id") or path.stem
+    event_id = spooled.get("event_id") or events.get(report_id) or event_of_sent_report(config, report_id)
     if not event_id:
-        log(f"{path.name}: its report is not delivered yet")
-        return "kept"
+        if kept_path(config, report_id).exists() or kept_path(config, report_id, "sent").exists():
+            log(f"{path.name}: its report is not delivered yet")
+            return "kept"
+        # Its report neither waits in the spool nor was delivered from here: no event will come.
+        return set_aside(path, Unsent(f"its report {report_id} was neither spooled nor delivered", 404))
     try:
         recorded = send_capture(config, event_id, spooled["capture"])
     except Unsent as error:
@@ -57,6 +62,16 @@ def resend_capture(config: Config, path: Path, events: dict[str, str]) -> str:
     path.unlink()
     log(f"{path.name}: capture recorded with event {event_id}")
     return upload_dump(config, path.stem, recorded) or "sent"
+
+
+def event_of_sent_report(config: Config, report_id: str) -> str | None:
+    """The event of a report delivered in an earlier run (its body kept in sent/), from a replay
+    of it (the registry answers a replay with the first answer); None if it cannot be asked."""
+    sent = kept_path(config, report_id, "sent")
+    try:
+        return str(send_report_body(config, sent.read_bytes())["event_id"])
+    except (OSError, Unsent, KeyError, TypeError, ValueError):
+        return None
 
 
 REMOVED_REASON = "deleted by the core handler to keep its directory under CRASHREG_CORE_DIR_MAX_BYTES"
@@ -105,8 +120,9 @@ def registry_post(config: Config) -> Callable[[str, dict[str, Any]], dict[str, A
 
 
 def upload_spooled(config: Config, state: Path) -> str:
-    """Finish one upload the spool describes (from its first part or where it stopped)."""
-    from agents.reporter.upload import Uploader, UploadError
+    """Finish one upload the spool describes (from its first part or where it stopped); our
+    compressed copy of a dump whose upload is refused goes (it holds the process's memory)."""
+    from agents.reporter.upload import Uploader, UploadError, UploadState, remove_packed_copy
 
     uploader = Uploader(registry_post(config), threads=max(1, config.upload_threads),
                         timeout=max(config.max_time, 60.0), ca_file=config.ca_file or None, log=log)
@@ -114,7 +130,11 @@ def upload_spooled(config: Config, state: Path) -> str:
         dump = uploader.upload(state)
     except (UploadError, OSError) as error:
         cause = error.__cause__
-        return set_aside(state, cause if isinstance(cause, Unsent) else Unsent(str(error)))
+        outcome = set_aside(state, cause if isinstance(cause, Unsent) else Unsent(str(error)))
+        if outcome == "rejected":
+            with contextlib.suppress(UploadError, OSError, ValueError):
+                remove_packed_copy(UploadState.read(state.parent / "rejected" / state.name))
+        return outcome
     log(f"{state.name}: dump stored at {dump['uri']} ({dump['bytes']} bytes)")
     return "sent"
 

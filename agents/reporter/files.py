@@ -14,11 +14,12 @@ from typing import BinaryIO
 def atomic_file(path: Path, durable: bool = False, mode: int | None = None) -> Iterator[BinaryIO]:
     """A file to write beside `path`, renamed over it once the block ends (removed if the block
     raises). `durable`: fsync before the rename (a state that must survive a power cut, not
-    only a crash of the writer). `mode`: the file's mode."""
+    only a crash of the writer). `mode`: the file's mode, from its creation on."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
+    created = 0o666 if mode is None else mode
     try:
-        with open(temporary, "wb") as out:
+        with open(temporary, "wb", opener=lambda name, flags: os.open(name, flags, created)) as out:
             yield out
             if durable:
                 out.flush()

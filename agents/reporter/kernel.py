@@ -74,6 +74,9 @@ def crash_kernel_uptime() -> float | None:
         return None
 
 
+COMMAND_NOT_FOUND = 127  # the exit status a shell gives a command it cannot run
+
+
 def collect(config: Config, arguments: list[str]) -> int:
     """Core collector: makedumpfile with the decided arguments (then `arguments`), then record
     the capture; makedumpfile's exit status."""
@@ -89,7 +92,11 @@ def collect(config: Config, arguments: list[str]) -> int:
     started = time.monotonic()
     import subprocess
 
-    returncode = subprocess.run([config.makedumpfile, *decided_args, *arguments], check=False).returncode
+    try:
+        returncode = subprocess.run([config.makedumpfile, *decided_args, *arguments], check=False).returncode
+    except OSError as error:  # not installed, not executable: a failed capture, as a shell would say
+        log(f"could not run {config.makedumpfile}: {error}")
+        returncode = COMMAND_NOT_FOUND
     report_id = decided.get("CRASHREG_REPORT_ID")
     if not report_id:
         return returncode

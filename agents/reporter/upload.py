@@ -130,9 +130,11 @@ def prepare(spool_dir: Path, report_id: str, capture_id: str, dump: Path) -> Pat
 
 @contextmanager
 def gzipped_copy(dump: Path) -> Iterator[tuple[Path, BinaryIO]]:
-    """Our gzipped copy beside `dump` (its path) and the stream to write it through."""
+    """Our gzipped copy beside `dump` (its path) and the stream to write it through: readable
+    by its owner alone, as it holds what the dump does (a process's memory, a kernel's)."""
     packed = dump.with_name(dump.name + PACKED_SUFFIX)
-    with atomic_file(packed) as out, gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz:
+    with (atomic_file(packed, mode=0o600) as out,
+          gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz):
         yield packed, cast(BinaryIO, gz)
 
 
@@ -280,7 +282,12 @@ class Uploader:
 
     @staticmethod
     def _finish(state: UploadState, state_path: Path) -> None:
-        if state.path.endswith(PACKED_SUFFIX):
-            Path(state.path).unlink(missing_ok=True)  # our compressed copy, not the dump itself
+        remove_packed_copy(state)
         state_path.unlink(missing_ok=True)
+
+
+def remove_packed_copy(state: UploadState) -> None:
+    """Our compressed copy of the upload's dump, once stored or refused; never the dump itself."""
+    if state.path.endswith(PACKED_SUFFIX):
+        Path(state.path).unlink(missing_ok=True)
 

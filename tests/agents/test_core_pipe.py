@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -137,13 +138,15 @@ INTERPRETER = CORE_PATTERN[1:].split()[:2]  # python3 and its flags, as the core
 
 
 def handle(conf: Path, twin: Twin, pyz: Path, core: Path | None = None) -> Handled:
-    """Run the pyz as the kernel runs a core_pattern pipe: the core on stdin, through a pipe."""
+    """Run the pyz as the kernel runs a core_pattern pipe: the core on stdin, through a pipe,
+    with the umask the kernel gives a usermode helper (kernel/umh.c: 0022)."""
     process = subprocess.Popen(
         [*INTERPRETER, str(pyz), "--config", str(conf), "core", "--pipe", *twin.pipe_values()],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         bufsize=0,
+        umask=0o022,
     )
     assert process.stdin is not None and process.stderr is not None
     fed = 0
@@ -196,6 +199,9 @@ def test_the_registrys_answers_full_filtered_skip_are_each_done_before_the_rest_
     assert handled.returncode == 0, handled.log
     [full] = cores.glob("*.core")
     assert full.read_bytes() == first.core.read_bytes()
+    # The process's memory is root's alone: the folder made for it and the core in it.
+    assert (stat.S_IMODE(cores.stat().st_mode), stat.S_IMODE(full.stat().st_mode)) == (0o700, 0o600)
+    assert {stat.S_IMODE(path.stat().st_mode) for path in site.spool.rglob("*") if path.is_file()} == {0o600}
     assert full.stat().st_blocks * 512 < full.stat().st_size
     answer = answer_of(registry, sent_body(site))
     assert answer["capture"]["action"] == "full"

@@ -368,6 +368,43 @@ def test_collect_records_the_capture_now_or_after_the_reboot(
     )
 
 
+def test_collect_without_makedumpfile_records_a_failed_capture(registry: Registry, make_site) -> None:
+    """makedumpfile missing from the crash kernel: said, exit 127 as a shell gives, and the
+    capture recorded as failed (a traceback and nothing recorded, before); `collect --help`
+    tells what collect does and runs nothing."""
+    site_missing = Path("/nonexistent/makedumpfile")
+    site = make_site(extra={"CRASHREG_MAKEDUMPFILE": str(site_missing)})
+    assert run_reporter(site, "report").returncode == 0
+    collected = run_reporter(site, "collect", "-l", "/proc/vmcore", str(site.root / "dump"))
+    assert collected.returncode == 127 and "Traceback" not in collected.stderr, collected.stderr
+    assert f"could not run {site_missing}" in collected.stderr
+    event = registry.get(f"/api/v1/events/{site.decision()['CRASHREG_EVENT_ID']}")
+    assert [(c["method"], c["status"]) for c in event["captures"]] == [("makedumpfile", "failed")]
+    helped = run_reporter(site, "collect", "--help")
+    assert helped.returncode == 0 and "makedumpfile" in helped.stdout and "could not run" not in helped.stderr
+
+
+def test_a_spooled_capture_finds_its_event_from_a_report_sent_before_or_is_set_aside(
+        registry: Registry, make_site) -> None:
+    """Post-boot, a spooled capture whose report went in an earlier run (kept in sent/) gets
+    its event from a replay of that report; one whose report is neither spooled nor sent (lost
+    before it was kept) is set aside for a human. Before, both said "its report is not
+    delivered yet" at every boot, and post-boot exited 3 for good."""
+    site = make_site()
+    assert run_reporter(site, "report").returncode == 0
+    event_id, report_id = site.decision()["CRASHREG_EVENT_ID"], site.decision()["CRASHREG_REPORT_ID"]
+    capture = {"method": "makedumpfile", "status": "failed", "bytes": None, "target": None,
+               "capture_key": f"{report_id}-makedumpfile"}
+    (site.spool / f"{report_id}.capture").write_text(json.dumps({"report_id": report_id, "capture": capture}))
+    orphan = {"report_id": "kdump-never-kept", "capture": capture | {"capture_key": "kdump-never-kept-x"}}
+    (site.spool / "kdump-never-kept.capture").write_text(json.dumps(orphan))
+    run = run_reporter(site, "post-boot")
+    assert run.returncode == 0, run.stderr
+    assert list(site.spool.glob("*.capture")) == []
+    assert (site.spool / "rejected" / "kdump-never-kept.capture").exists()
+    assert [c["status"] for c in registry.get(f"/api/v1/events/{event_id}")["captures"]] == ["failed"]
+
+
 def test_offline_a_log_without_a_crash_takes_the_bundles_no_signature_answer(
     registry: Registry, make_site
 ) -> None:

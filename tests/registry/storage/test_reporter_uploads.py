@@ -9,14 +9,17 @@ import gzip
 import lzma
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
+from agents.reporter.captures import upload_spooled
 from agents.reporter.client import Unsent
 from agents.reporter.compression import COMPRESSIONS
+from agents.reporter.config import Config
 from agents.reporter.upload import BASIC_ENCODINGS, Uploader, UploadError, UploadState, prepare
 from registry.dump_encodings import ENCODINGS
 from registry.storage.parts import MIB
@@ -68,13 +71,14 @@ def fake_makedumpfile(tmp_path: Path) -> tuple[Path, bytes]:
     return dumper, data
 
 
-def completed_capture(registry: Registry, site: Any, dump: Path, method: str = "core") -> str:
-    """The site's crash reported by its reporter, then a completed capture of `dump`; its id."""
+def completed_capture(registry: Registry, site: Any, dump: Path, method: str = "core",
+                      status: str = "completed") -> str:
+    """The site's crash reported by its reporter, then a capture of `dump` (completed); its id."""
     assert run_reporter(site, "report").returncode == 0
     event_id = site.decision()["CRASHREG_EVENT_ID"]
     recorded = requests.post(
         f"{registry.url}/api/v1/events/{event_id}/captures", headers=auth(registry.report_token),
-        json={"method": method, "status": "completed", "target": str(dump)}, timeout=30,
+        json={"method": method, "status": status, "target": str(dump)}, timeout=30,
     )
     assert recorded.status_code == 201, recorded.text
     return recorded.json()["id"]
@@ -230,6 +234,25 @@ def test_a_core_in_a_compression_an_older_registry_refuses_goes_gzipped(
     assert dump["uri"].endswith(f"/captures/{capture_id}/core.gz")  # a process's core, not a vmcore
     assert core.is_file() and not state_path.exists()
     assert not core.with_name(core.name + ".crashreg.gz").exists()  # our copy, once stored
+
+
+def test_a_refused_upload_leaves_no_copy_of_the_core_behind(registry: Registry, make_site) -> None:
+    """Our gzipped copy of a core is its owner's alone, and goes when the registry refuses the
+    upload (here: its capture failed): the state is set aside in rejected/ for a human, the
+    core itself stays, and no second copy of the process's memory lingers beside it."""
+    site = make_site()
+    core = site.root / "core"
+    core.write_bytes(b"\x7fELF" + os.urandom(DUMP_BYTES))
+    core.chmod(0o600)
+    capture_id = completed_capture(registry, site, core, status="failed")
+    site.spool.mkdir(exist_ok=True)
+    state_path = prepare(site.spool, "refused-core", capture_id, core)
+    packed = Path(UploadState.read(state_path).path)
+    assert packed.name == "core.crashreg.gz" and stat.S_IMODE(packed.stat().st_mode) == 0o600
+    config = Config(url=registry.url, token_file=str(site.token_file), retries=0, spool_dir=str(site.spool))
+    assert upload_spooled(config, state_path) == "rejected"
+    assert (site.spool / "rejected" / state_path.name).exists()
+    assert core.is_file() and not packed.exists()
 
 
 def test_a_core_this_host_cannot_decompress_for_an_older_registry_waits(
