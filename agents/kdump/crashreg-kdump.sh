@@ -62,14 +62,22 @@ load_config() {
     CRASHREG_UPLOAD_DUMPS=1
     CRASHREG_KDUMP_UPLOAD=spool
     conf=${CRASHREG_CONF:-/etc/crashreg/reporter.conf}
-    # A config with a syntax error would end the shell when sourced: try it in a subshell.
+    # A config with a syntax error would end the shell when sourced: try it in a subshell, and
+    # if it fails, line by line, leaving out the lines that do not parse (as the Python
+    # reporter reads it), so that one typo does not lose the registry's URL and the spool.
     # shellcheck disable=SC1090
     if [ ! -r "$conf" ]; then
         log "no readable config at $conf: offline decisions only"
     elif ( . "$conf" ) >/dev/null 2>&1; then
         . "$conf"
     else
-        log "config $conf does not parse: defaults, offline decisions only"
+        while IFS= read -r line || [ -n "$line" ]; do
+            if ( eval "$line" ) >/dev/null 2>&1; then
+                eval "$line"
+            else
+                log "config line '$line' ignored: it does not parse"
+            fi
+        done < "$conf"
     fi
 }
 

@@ -69,6 +69,21 @@ def test_online_answers_become_makedumpfile_arguments(registry: Registry, make_s
     assert event["signature"]["id"] == first_event["signature"]["id"]
 
 
+def test_a_config_line_that_does_not_parse_is_left_out_not_the_config(
+        registry: Registry, make_site, run_sh) -> None:
+    """An unbalanced quote on one line: that line is said and left out, as the Python reporter
+    does; the rest (the registry, the spool, the decision file) holds. Before, every setting
+    went back to its default: nothing sent, the host's real /var/spool and /run written."""
+    site = make_site()
+    with site.conf.open("a") as conf:
+        conf.write('CRASHREG_MAX_TIME="5\n')
+    run = run_sh(site)
+    assert run.returncode == 0, run.stderr
+    assert "config line 'CRASHREG_MAX_TIME=\"5' ignored" in run.stderr
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
+    assert site.decision()["CRASHREG_REPORT_ID"] == f"kdump-{site.boot_id}"
+
+
 def test_console_log_is_escaped_into_valid_json(registry: Registry, make_site, run_sh, database: Database,
                                                 tmp_path: Path) -> None:
     nasty = (FIXTURES / "mlx5_null_deref.log").read_bytes() + (
@@ -356,7 +371,9 @@ def test_nothing_that_breaks_stops_the_dump(registry: Registry, make_site, run_s
 def test_kdump_tools_defaults_hook_sets_makedumpfile_args_or_skips(
     registry: Registry, make_site, tmp_path: Path
 ) -> None:
-    """agents/kdump/kdump-tools-hook.sh as kdump-config (dash) sources it for `savecore`."""
+    """agents/kdump/kdump-tools-hook.sh as kdump-config (dash) sources it for `savecore`; the
+    decision file is named in the reporter's config alone (the hook read the default path,
+    and a skip there was not honoured)."""
     vmcore = tmp_path / "vmcore"
     vmcore.write_bytes(b"\x7fELF")
     kdump_config = tmp_path / "kdump-config"
@@ -369,7 +386,7 @@ def test_kdump_tools_defaults_hook_sets_makedumpfile_args_or_skips(
     for _ in range(4):  # K=3 full captures, then skip
         site = make_site()
         env = {"PATH": os.environ["PATH"], "CRASHREG_CONF": str(site.conf), "CRASHREG_VMCORE": str(vmcore),
-               "CRASHREG_HOOK": str(KDUMP_SH), "CRASHREG_DECISION_FILE": str(site.decision_file)}
+               "CRASHREG_HOOK": str(KDUMP_SH)}
         done = subprocess.run(["dash", str(kdump_config), "savecore"], capture_output=True, text=True,
                               env=env, timeout=120, check=False)
         answers.append((done.returncode, done.stdout.strip()))
