@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -288,8 +289,13 @@ def _where_looked(debug_dir: str, release: str | None, files: list[str], build_i
 def open_host(core: str, config: Config, debug_dir: str) -> tuple[Any, dict[str, Any], dict[str, str]]:
     """A drgn program over the host's memory with its kernel's debug info; what debug info was
     used (`dpu.debug_info`); the core's VMCOREINFO. Raises NoKernelDebugInfo when the kernel's
-    debug info is nowhere to be found, HostUnreadable when `core` is not a core drgn opens."""
-    import drgn
+    debug info is nowhere to be found, HostUnreadable when `core` is not a core drgn opens (or
+    this python3 has no drgn)."""
+    try:
+        import drgn
+    except ImportError as error:
+        raise HostUnreadable(f"{sys.executable} cannot import drgn ({error}): run the DPU agent with a "
+                             "python3 that has drgn (Debian's python3-drgn, or pip install drgn)") from None
 
     try:
         prog = drgn.program_from_core_dump(core)

@@ -34,7 +34,11 @@ log() { printf 'crashreg-kdump: %s\n' "$*" >&2; }
 write_atomically() {
     case "$1" in */*) into=${1%/*} ;; *) into=. ;; esac
     mkdir -p "$into" 2>/dev/null
-    cat > "$into/.${1##*/}.tmp" && mv "$into/.${1##*/}.tmp" "$1"
+    if cat > "$into/.${1##*/}.tmp" && mv "$into/.${1##*/}.tmp" "$1"; then
+        return 0
+    fi
+    rm -f "$into/.${1##*/}.tmp"  # a full disk: nothing half-written left to fill it further
+    return 1
 }
 
 load_config() {
@@ -636,5 +640,8 @@ case "${1:-report}" in
     collect) shift; collect "$@" ;;
     fetch-bundle) fetch_bundle ;;
     guilty-function) shift; for file in "$@"; do printf '%s\n' "$(guilty_function "$file")"; done ;;
+    -h|--help) printf 'usage: %s [report | collect MAKEDUMPFILE-ARGS... | fetch-bundle | guilty-function LOG...]\n' "$0"
+               printf 'config: %s (CRASHREG_CONF); agents/README.md says what each command does\n' \
+                   "${CRASHREG_CONF:-/etc/crashreg/reporter.conf}" ;;
     *) log "usage: $0 [report | collect MAKEDUMPFILE-ARGS... | fetch-bundle | guilty-function LOG...]"; exit 2 ;;
 esac

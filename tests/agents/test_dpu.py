@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from registry.core.events import Report
 from registry.db import Database
 from tests.support.agents import (
     FIXTURES,
+    SYSTEM_PYTHON,
     Registry,
     Run,
     Site,
@@ -201,3 +203,17 @@ def test_memory_that_is_not_a_core_is_one_line_and_no_report(make_site, tmp_path
         said = dpu.stderr.splitlines()[-1]
         assert said.startswith(f"crashreg-report: cannot read the host's memory at {core}: ")
         assert why in dpu.stderr and dpu.stderr.rstrip().endswith("; nothing reported")
+
+
+def test_a_python3_without_drgn_is_said_in_one_line(make_site, tmp_path: Path) -> None:
+    """The DPU agent run by a python3 that cannot import drgn (here: without site-packages):
+    one line naming the interpreter and what to install, exit 5, nothing sent; a traceback before."""
+    site = make_site()
+    memory = tmp_path / "mem"
+    memory.write_bytes(b"\x7fELF")
+    command = [SYSTEM_PYTHON, "-I", "-S", str(site.reporter), "dpu", "report", "--core", str(memory)]
+    done = subprocess.run(command, capture_output=True, text=True, env={"CRASHREG_CONF": str(site.conf)},
+                          timeout=120, check=False)
+    assert (done.returncode, done.stdout) == (EXIT_UNREADABLE, ""), done.stderr
+    assert "Traceback" not in done.stderr and "cannot import drgn" in done.stderr
+    assert site.spooled() == []

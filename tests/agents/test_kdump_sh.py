@@ -84,6 +84,32 @@ def test_a_config_line_that_does_not_parse_is_left_out_not_the_config(
     assert site.decision()["CRASHREG_REPORT_ID"] == f"kdump-{site.boot_id}"
 
 
+def test_help_is_an_answer_not_an_error(make_site) -> None:
+    site = make_site()
+    done = subprocess.run(["dash", str(KDUMP_SH), "--help"], capture_output=True, text=True, timeout=60,
+                          env={"CRASHREG_CONF": str(site.conf), "PATH": os.environ["PATH"]}, check=False)
+    assert done.returncode == 0 and done.stdout.startswith("usage: "), done
+
+
+def test_a_full_spool_leaves_no_half_written_file(make_site, tmp_path: Path) -> None:
+    """The spool on a full disk (a 16 KiB tmpfs, in a mount namespace of the test's own): the
+    report cannot be kept, which is said, and its half-written copy is removed rather than
+    left to fill what the decision file or a later report needs."""
+    dmesg = tmp_path / "long.log"
+    dmesg.write_bytes(control_character_console((FIXTURES / "mlx5_null_deref.log").read_bytes(), 64 << 10))
+    site = make_site(url=closed_port_url(), dmesg=dmesg)
+    site.spool.mkdir()
+    script = (f'mount -t tmpfs -o size=16k tmpfs "{site.spool}" || exit 99\n'
+              f'dash "{KDUMP_SH}" report >/dev/null\n'
+              f'ls -A "{site.spool}" >&2\n')
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=120,
+                          env={"CRASHREG_CONF": str(site.conf), "PATH": os.environ["PATH"]}, check=False)
+    assert done.returncode != 99, done.stderr
+    assert "could not spool the report" in done.stderr, done.stderr
+    assert ".tmp" not in done.stderr.rsplit("crashreg-kdump: ", 1)[-1], done.stderr
+    assert site.decision()["CRASHREG_ACTION"] == "filtered"  # decided all the same
+
+
 def test_console_log_is_escaped_into_valid_json(registry: Registry, make_site, run_sh, database: Database,
                                                 tmp_path: Path) -> None:
     nasty = (FIXTURES / "mlx5_null_deref.log").read_bytes() + (
