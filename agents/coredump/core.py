@@ -280,10 +280,25 @@ class ProcMemory:
         os.close(self.fd)
 
 
+class NoMemory:
+    """The memory of a process already gone from /proc (pipe mode, with the kernel not waiting
+    for the handler): every read fails, so its report holds what the core's head says
+    (registers, mappings, signal) and its frames begin at the pc."""
+
+    def __init__(self) -> None:
+        self.budget = MemoryBudget(0)
+
+    def read(self, address: int, size: int) -> bytes | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
 def read_u64(memory: Memory, address: int) -> int | None:
     raw = memory.read(address, 8)
     return int.from_bytes(raw, "little") if raw else None
 
 
-__all__ = ["CoreHead", "CoreMemory", "FileMapping", "Memory", "ProcMemory", "ProcessInfo", "SigInfo",
-           "Thread", "read_core_file", "read_core_head", "read_u64"]
+__all__ = ["CoreHead", "CoreMemory", "FileMapping", "Memory", "NoMemory", "ProcMemory", "ProcessInfo",
+           "SigInfo", "Thread", "read_core_file", "read_core_head", "read_u64"]

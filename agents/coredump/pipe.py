@@ -33,8 +33,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from agents.reporter.log import log
 from agents.reporter.report import boot_id_of, hostname_of, iso_time
 
-from .core import CoreHead, ProcMemory, read_core_head
-from .modules import proc_opener
+from .core import CoreHead, NoMemory, ProcMemory, read_core_head
+from .modules import file_opener, proc_opener
 from .report import CrashFacts, analyse, close, userspace_report
 
 # What acts on the answer (the writers, a chained handler's subprocess) is imported after it:
@@ -248,18 +248,27 @@ class PipeHandler:
         self.chain: subprocess.Popen[bytes] | None = None
         self.report_id = ""
         self.removed_keys: list[str] = []  # capture keys of older cores the directory's cap deleted
+        self.process_gone = False  # no /proc/<pid>: its memory is in stdin alone
 
     def elapsed(self) -> float | None:
         """Seconds since the kernel started the handler."""
         return since_boot_s() - self.figures.started_s if self.figures.started_s is not None else None
 
     def report(self, hostname: str) -> dict[str, Any]:
-        """Read the head (nothing past the notes), unwind from /proc, build the report."""
+        """Read the head (nothing past the notes), unwind from /proc, build the report; from the
+        head alone when the process is gone from /proc."""
         self.head, consumed = read_core_head(self.recording)
         self.figures.head_bytes = consumed
-        memory = ProcMemory(self.dumping.number("P"))
+        pid = self.dumping.number("P")
+        memory: ProcMemory | NoMemory
         try:
-            analysis = analyse(self.head, memory, proc_opener(self.dumping.number("P")))
+            memory, opener = ProcMemory(pid), proc_opener(pid)
+        except OSError as error:
+            log(f"process {pid} is gone from /proc ({error}){pipe_limit_hint()}: reported from the core's "
+                "head alone (frames from its pc), its memory only in a full core")
+            memory, opener, self.process_gone = NoMemory(), file_opener(), True
+        try:
+            analysis = analyse(self.head, memory, opener)
             try:
                 return userspace_report(analysis, crash_facts(self.dumping, hostname), fingerprint=False)
             finally:
@@ -307,7 +316,10 @@ class PipeHandler:
             captures.append(capture)
             if capture["status"] != "completed":
                 action = "filtered"  # over a cap: the bounded core is still worth keeping
-        if action == "filtered":
+        if action == "filtered" and self.process_gone:
+            log("a bounded core is read from /proc, gone: the core as the kernel streams it instead")
+            captures.append(self.capture("core", self.write_full))
+        elif action == "filtered":
             captures.append(self.capture("core_filtered", self.write_filtered))
         self.drain()
         return captures
@@ -375,6 +387,12 @@ class PipeHandler:
         if self.chain.stdin is not None:
             self.chain.stdin.close()
         self.chain.wait()
+
+
+def pipe_limit_hint(path: str = "/proc/sys/kernel/core_pipe_limit") -> str:
+    """Why a dumping process may be gone: the kernel waits for a handler only with a limit."""
+    unlimited = (_read(path) or "").strip() == "0"
+    return "; kernel.core_pipe_limit is 0: set it to 16 (agents/README.md)" if unlimited else ""
 
 
 class Decided(Protocol):

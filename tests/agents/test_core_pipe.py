@@ -11,6 +11,7 @@ the same with the kernel's own core_pattern.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -266,6 +267,37 @@ def test_the_pipe_report_is_the_file_mode_report_of_the_same_core(
         assert signature.function in {"check_invariant", "parse_record"}
         process = piped["stack"]["process"]
         assert process["uptime_s"] >= 0 and process["started_at"] <= piped["crashed_at"]
+
+
+def test_a_process_gone_from_proc_is_reported_from_the_core_and_its_core_kept(
+    registry: Registry, make_site: Callable[..., Site], twin_crash: Callable[[str], Twin], tmp_path: Path
+) -> None:
+    """The kernel did not wait for the handler (kernel.core_pipe_limit 0) and the process is
+    gone from /proc: the crash is reported from the core's head (its signal, its pc's frame, a
+    signature of its own) and a bounded core, which /proc would give, is the streamed core
+    instead. Before, nothing was reported and nothing kept."""
+    cores = tmp_path / "cores"
+    site = make_site(extra={"CRASHREG_CORE_DIR": str(cores), "CRASHREG_CORE_COMPRESSION": "none"})
+    live = twin_crash("null")
+    gone = dataclasses.replace(live, pid=2**22 + 7)  # past the largest pid_max: no such process
+    handled = handle(site.conf, gone, site.reporter)
+    assert handled.returncode == 0, handled.log
+    assert f"process {gone.pid} is gone from /proc" in handled.log
+    body = sent_body(site)
+    assert body["stack"]["signal"] == "SIGSEGV" and body["stack"]["frames"]
+    from_file = core_file_report(str(live.core), "gpu-a017")
+    assert body["stack"]["frames"][0]["offset"] == from_file["stack"]["frames"][0]["offset"]
+    answer = answer_of(registry, body)
+    assert answer["signature"] is not None and answer["capture"]["action"] == "full"
+    [kept] = cores.glob("*.core")
+    assert kept.read_bytes() == live.core.read_bytes()
+
+    filtered = {"capture_policy": {"mode": "filtered", "dump_level": 31}}
+    registry.patch_signature(answer["signature"]["id"], filtered)
+    again = dataclasses.replace(twin_crash("null"), pid=2**22 + 8)
+    assert handle(site.conf, again, site.reporter).returncode == 0
+    assert answer_of(registry, sent_body(site))["capture"]["action"] == "filtered"
+    assert len(list(cores.glob("*.core"))) == 2 and not list(cores.glob("*.filtered.core"))
 
 
 def offline_conf(root: Path, **extra: str) -> Path:
