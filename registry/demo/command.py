@@ -28,9 +28,9 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from registry.app import create_app
 from registry.auth.tokens import create_token
-from registry.cli_support import CliContext, pass_cli
+from registry.cli_support import CliContext, database_label, pass_cli
 from registry.config import Settings
-from registry.core.events import Event
+from registry.core.events import Event, Report
 from registry.core.signatures import Signature
 from registry.db import Database
 from registry.demo.feed import feed
@@ -198,13 +198,38 @@ def mixture_lines(rows: list[Any]) -> list[str]:
     return [*lines, f"  {HOW_TO_READ}"]
 
 
+# A database holding more crash reports than this that no demo sent is taken for a registry in
+# use: the demo's thousand crashes would mix with its own and spend its bugs' capture budgets.
+# A first hour's few reports by hand are far fewer.
+FOREIGN_REPORTS_TOLERATED = 100
+
+
+def foreign_reports(database: Database) -> int:
+    """Crash reports in the database that no demo sent (a demo's report_ids are `sim<seed>-N`),
+    counted up to one past the tolerated (a registry of years is not read through for it)."""
+    not_a_demos = ~Report.report_id.like("sim%")
+    sent_elsewhere = select(Report.id).where(not_a_demos).limit(FOREIGN_REPORTS_TOLERATED + 1)
+    with database.session() as session:
+        return session.scalar(select(func.count()).select_from(sent_elsewhere.subquery())) or 0
+
+
 def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serve: bool,
-             url: str | None = None) -> dict[str, Any]:
+             url: str | None = None, into_any_database: bool = False) -> dict[str, Any]:
     """`settings`: the program label (the environment's, else the database's) defaults to the
     one the simulated fleet carries, and is left stored in the database, so the pages and
-    `make run` on it answer as the demo printed."""
+    `make run` on it answer as the demo printed. A database in use (FOREIGN_REPORTS_TOLERATED)
+    is refused unless `into_any_database`."""
     upgrade(settings.database_url)
     tokens = Database(settings.database_url)
+    foreign = foreign_reports(tokens)
+    if foreign > FOREIGN_REPORTS_TOLERATED and not into_any_database:
+        tokens.dispose()
+        raise click.ClickException(
+            f"{database_label(settings)} holds {foreign} crash reports no demo sent: a registry in use. The "
+            "demo would add a simulated fleet's thousand crashes to its own and spend its bugs' capture "
+            "budgets. Run it on a database of its own (the embedded default, or CRASHREG_DATABASE_URL "
+            "naming an empty one), or pass --into-this-database to feed this one all the same."
+        )
     with tokens.session() as session:
         reporter, _ = create_token(session, f"demo-reporter-{config.seed}", "report", "agent")
         reader, _ = create_token(session, "demo-reader", "read", "human")
@@ -239,7 +264,7 @@ def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serv
     for line in summary_lines(registry.database, registry.url):
         click.echo(line)
     click.echo("")
-    click.echo(f"Registry: {registry.url}   (database {settings.database_url}; {registry.how})")
+    click.echo(f"Registry: {registry.url}   (database {database_label(settings)}; {registry.how})")
     click.echo(f"Read token: {reader}")
     click.echo(
         f"Program label: {label} (stored in the database: every registry on it compares a program's "
@@ -275,6 +300,9 @@ def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serv
     help="fleet size: physical hosts per cluster (12 clusters)",
 )
 @click.option("--serve/--no-serve", default=True, help="keep serving after the summary")
+@click.option("--into-this-database", "into_any_database", is_flag=True,
+              help=f"feed a database that holds more than {FOREIGN_REPORTS_TOLERATED} crash reports no demo "
+              "sent (refused without it: a registry in use)")
 @click.option(
     "--url",
     envvar="CRASHREG_PUBLIC_URL",
@@ -283,10 +311,11 @@ def run_demo(settings: Settings, host: str, port: int, config: FleetConfig, serv
 )
 @pass_cli
 def demo(cli: CliContext, seed: int, host: str, port: int, physical_per_cluster: int, serve: bool,
-         url: str | None) -> None:
-    """A simulated fleet of the last 90 days, end to end, on the embedded default database."""
+         into_any_database: bool, url: str | None) -> None:
+    """A simulated fleet of the last 90 days, end to end, on the embedded default database (or
+    another holding no registry's crashes)."""
     config = confounded(seed, physical_per_cluster=physical_per_cluster, start=today_start())
     try:
-        run_demo(cli.settings, host, port, config, serve, url.rstrip("/") if url else None)
+        run_demo(cli.settings, host, port, config, serve, url.rstrip("/") if url else None, into_any_database)
     except OSError as error:
         raise click.ClickException(f"cannot serve on {host}:{port}: {error} (try --port 0)") from None

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import select
+from sqlalchemy import func, select
 from werkzeug.serving import make_server
 
 from registry.app import create_app
@@ -21,6 +21,7 @@ from registry.config import Settings
 from registry.core.events import Event, Report
 from registry.core.signatures import Signature
 from registry.db import Database
+from registry.demo.command import FOREIGN_REPORTS_TOLERATED
 from registry.demo.labelled_cores import ARCHIVE, STACKS, read_cores
 from registry.epidemiology.models import EpidemiologyVerdict
 from registry.fingerprint import analyse_report
@@ -235,3 +236,23 @@ def test_the_stored_stacks_are_what_the_core_reader_reads_from_the_archive() -> 
     for kept, now in zip(stored, read, strict=True):
         assert the_archives(kept["stack"]) == the_archives(now["stack"]), kept["core"]
         assert analyse_report(None, kept["stack"]) == analyse_report(None, now["stack"]), kept["core"]
+
+
+def test_the_demo_refuses_a_registry_in_use(client, make_token, db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A database holding more crash reports than a first hour's (here 101 that no demo sent):
+    the demo stops before it writes anything, naming the database and the way to feed it
+    anyway. Before, it fed an operator's production database a thousand simulated crashes and
+    spent its real bugs' capture budgets."""
+    headers = {"Authorization": f"Bearer {make_token('report', kind='agent')}"}
+    for number in range(FOREIGN_REPORTS_TOLERATED + 1):
+        sent = client.post("/api/v1/reports", headers=headers, json={
+            "report_id": f"prod-{number}", "source": "crash_kernel", "crashed_at": "2026-12-01T00:00:00Z",
+            "host": {"hostname": f"gpu-{number}"}, "console_log": "Kernel panic - not syncing: hung_task"})
+        assert sent.status_code == 201, sent.text
+    monkeypatch.setenv("CRASHREG_DATABASE_URL", db_url)
+    monkeypatch.delenv("CRASHREG_PUBLIC_URL", raising=False)
+    result = CliRunner().invoke(main, [*DEMO, "--port", "0"])
+    assert result.exit_code == 1
+    assert "holds 101 crash reports no demo sent" in result.output and "--into-this-database" in result.output
+    with Database(db_url).session() as session:
+        assert session.scalar(select(func.count()).select_from(Report)) == FOREIGN_REPORTS_TOLERATED + 1
