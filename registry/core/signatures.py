@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import CheckConstraint, ForeignKey, Index, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
@@ -25,6 +25,9 @@ class Signature(Base):
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
     algorithm_version: Mapped[int] = mapped_column(Integer)
     title: Mapped[str] = mapped_column(String(512))
+    title_by_hand: Mapped[bool] = mapped_column(
+        default=False, server_default=false(),
+        doc="the title was set through the API: a rebuild keeps it (the engine's names it writes over)")
     kind: Mapped[str] = mapped_column(String(64))
     function: Mapped[str | None] = mapped_column(String(255))
     module: Mapped[str | None] = mapped_column(String(128))

@@ -295,6 +295,8 @@ def patch_signature(key: str) -> Any:
         for name in ("status", "title", "owner", "notes"):
             if name in changes:
                 setattr(signature, name, changes[name])
+        if "title" in changes:
+            signature.title_by_hand = True
         policy = changes.get("capture_policy", {})
         if "mode" in policy:
             signature.capture_policy = policy["mode"]

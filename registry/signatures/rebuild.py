@@ -363,7 +363,8 @@ class Rebuild:
             signature.fingerprint = crash.fingerprint
         signature.algorithm_version = crash.algorithm_version
         for name, value in stored_names(crash).items():
-            setattr(signature, name, value)
+            if name != "title" or not signature.title_by_hand:  # a triager's title stays
+                setattr(signature, name, value)
         signature.kind = crash.kind
         signature.frames, signature.labels = list(crash.frames), list(crash.labels)
         self.session.flush()

@@ -107,6 +107,30 @@ def test_rebuild_moves_merges_and_splits_carrying_triage(db_url, client, databas
     assert "re-fingerprinted: 0" in again.stdout
 
 
+def test_rebuild_keeps_a_title_set_by_hand_and_writes_the_engines_over_the_rest(
+        db_url, client, database, make_token) -> None:
+    """A triager's title (PATCH) survives the move a rebuild makes; a title the engine wrote is
+    the new engine's. Before, the hand-set title went back to the engine's."""
+    reporter, triage = make_token("report"), make_token("triage")
+    named, plain = report(client, reporter, GPF)["signature"], report(client, reporter, WARNING)["signature"]
+    patched = client.patch(f"/api/v1/signatures/{named['id']}", json={"title": "mlx5 RX ring GPF (ana)"},
+                           headers=auth(triage))
+    assert patched.status_code == 200, patched.text
+    for old in (named, plain):
+        with database.session() as session:  # as `age` does, but the title as it stands
+            session.execute(update(Signature).where(Signature.id == int(old["id"]))
+                            .values(fingerprint=f"old-{old['id']}", algorithm_version=0))
+            session.execute(update(Event).where(Event.signature_id == int(old["id"]))
+                            .values(fingerprint=f"old-{old['id']}", algorithm_version=0))
+        with database.session() as session:
+            session.execute(update(Signature).where(Signature.id == int(plain["id"])).values(title="old"))
+    rebuilt = crashreg(db_url, "signatures", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "moved: 2" in rebuilt.stdout, rebuilt.stdout
+    assert signature(client, triage, named["id"])["title"] == "mlx5 RX ring GPF (ana)"
+    assert signature(client, triage, plain["id"])["title"] == plain["title"]
+
+
 def test_rebuild_keeps_a_hand_merge_and_dry_run_changes_nothing(db_url, client, database,
                                                                make_token) -> None:
     reporter, triage = make_token("report"), make_token("triage")
