@@ -10,6 +10,7 @@ import time
 import uuid
 
 from flask import Flask, Response, g, request
+from flask.logging import default_handler
 
 from registry.config import Settings
 from registry.core.wiring import APP_ENGINE, APP_LISTENERS, Wiring, load
@@ -47,7 +48,10 @@ def _local_time(second: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(second))
 
 
-def configure_logging() -> None:
+def configure_logging(app: Flask | None = None) -> None:
+    """crashreg's loggers write JSON lines to stderr; so does `app`'s own logger (Flask's, for
+    errors its handlers log: a store or database failure, an unhandled exception's traceback),
+    instead of Flask's plain text among them."""
     root = logging.getLogger("crashreg")
     if not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
@@ -55,6 +59,10 @@ def configure_logging() -> None:
         root.addHandler(handler)
         root.setLevel(logging.INFO)
         root.propagate = False
+    if app is not None:
+        app.logger.removeHandler(default_handler)
+        if not any(isinstance(handler.formatter, JsonLogFormatter) for handler in app.logger.handlers):
+            app.logger.addHandler(root.handlers[0])
 
 
 def create_app(
@@ -68,7 +76,7 @@ def create_app(
     app.extensions["crashreg.settings"] = settings
     app.extensions["crashreg.db"] = database or Database(settings.database_url, settings.read_replica)
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    configure_logging()
+    configure_logging(app)
     app.url_map.converters["id"] = IdConverter
     install_error_handlers(app)
     wired = wired or wiring()
@@ -96,7 +104,7 @@ def _log_request(response: Response) -> Response:
     served = request._get_current_object()  # type: ignore[attr-defined]  # once, not per field
     endpoint = served.url_rule.rule if served.url_rule else "unmatched"
     REQUESTS.labels(endpoint, served.method, str(response.status_code)).inc()
-    request_id = g.request_id
+    request_id = g.get("request_id") or uuid.uuid4().hex  # none when the request failed before its hooks
     response.headers["X-Request-Id"] = request_id
     if not access_log.isEnabledFor(logging.INFO):
         return response
@@ -107,7 +115,7 @@ def _log_request(response: Response) -> Response:
         "path": served.path,
         "endpoint": endpoint,
         "status": response.status_code,
-        "duration_ms": round((time.perf_counter() - g.started) * 1000, 2),
+        "duration_ms": round((time.perf_counter() - g.get("started", time.perf_counter())) * 1000, 2),
         "remote": served.remote_addr,
         "token": token.name if token is not None else None,
     }

@@ -60,6 +60,13 @@ def head_revisions() -> frozenset[str]:
     return frozenset(ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads())
 
 
+@cache
+def known_revisions() -> frozenset[str]:
+    """Every migration this code has: a database at another is a later release's."""
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return frozenset(script.revision for script in scripts.walk_revisions())
+
+
 def current_revisions(engine: Engine) -> set[str]:
     with engine.connect() as connection:
         return set(MigrationContext.configure(connection).get_current_heads())

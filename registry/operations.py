@@ -9,7 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from registry.metrics import render, replica_metrics
-from registry.migrate import current_revisions
+from registry.migrate import current_revisions, known_revisions
 from registry.openapi import build_spec
 from registry.web import current_db
 
@@ -37,7 +37,8 @@ def readyz() -> Any:
                 "status": "unavailable",
                 "database": "reachable",
                 "migrations": {"current": sorted(current), "head": sorted(heads)},
-                "hint": "run: crashreg db upgrade",
+                "hint": "run: crashreg db upgrade" if current <= known_revisions() else
+                "the database is at a later release's migrations: deploy that release (docs/upgrading.md)",
             }
         ), 503
     body: dict[str, Any] = {"status": "ready", "database": "reachable", "migrations": sorted(current)}

@@ -15,9 +15,10 @@ import hmac
 import secrets
 from datetime import timedelta
 
-from flask import Flask, Request, session
+from flask import Flask, Request, request, session
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from sqlalchemy import delete, select
+from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException
 
 from registry.auth.models import HOLDER_FIELDS, ApiToken, TokenHolder
@@ -70,8 +71,25 @@ class SharedSecretSessions(SecureCookieSessionInterface):
             if not is_page_request(app, request):
                 return self.make_null_session(app)
             settings = app.extensions["crashreg.settings"]
-            ensure_secret_key(app, app.extensions["crashreg.db"], settings.secret_key)
+            try:
+                ensure_secret_key(app, app.extensions["crashreg.db"], settings.secret_key)
+            except DBAPIError as error:  # raised again where its 503 is made (unopened_session)
+                request.environ[SESSION_UNOPENED] = error
+                return self.make_null_session(app)
         return super().open_session(app, request)
+
+
+# Flask opens the session before the request's hooks and error handlers are in place: a database
+# down then was a 500 and a traceback. The error waits in the environ until the page's request
+# is dispatched, then answers as any view's lost database does (a 503).
+SESSION_UNOPENED = "crashreg.session_unopened"
+
+
+def unopened_session() -> None:
+    """before_request of the pages: the database error that kept the session from opening."""
+    error = request.environ.get(SESSION_UNOPENED)
+    if error is not None:
+        raise error
 
 
 def hash_session_id(session_id: str) -> str:

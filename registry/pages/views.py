@@ -35,6 +35,7 @@ from registry.pages.login import (
     current_login,
     log_in,
     log_out,
+    unopened_session,
 )
 from registry.pages.origins import origins
 from registry.pages.verdict import verdict_statements
@@ -119,6 +120,9 @@ def _cookie_settings(state: Any) -> None:
         SESSION_COOKIE_SECURE=settings.public_url.startswith("https://"),
     )
     state.app.session_interface = SharedSecretSessions()
+
+
+blueprint.before_request(unopened_session)
 
 
 @blueprint.after_request

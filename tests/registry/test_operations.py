@@ -6,9 +6,13 @@ import json
 import logging
 import re
 
+from sqlalchemy import text
+
+from registry.app import JsonLogFormatter, create_app
+from registry.config import Settings
 from registry.migrate import downgrade, upgrade
 from testkit.reports import crash_report
-from tests.support.http import auth
+from tests.support.http import auth, closed_port
 
 
 def test_health_and_readiness(client, db_url) -> None:
@@ -85,3 +89,30 @@ def test_log_line_time_is_the_formatters_own() -> None:
     record = logging.makeLogRecord({"msg": "request", "created": 1764754245.75})
     entry = json.loads(JsonLogFormatter().format(record))
     assert entry["time"] == logging.Formatter().formatTime(record, "%Y-%m-%dT%H:%M:%S%z")
+
+
+def test_readiness_names_a_database_a_later_release_migrated(client, database) -> None:
+    """An old release's worker beside a database a newer release migrated: not "upgrade", which
+    it cannot, but deploy the release the database is at."""
+    with database.session() as session:
+        (kept,) = session.execute(text("SELECT version_num FROM alembic_version")).one()
+        session.execute(text("UPDATE alembic_version SET version_num = '9999_a_later_release'"))
+    try:
+        ahead = client.get("/readyz")
+    finally:
+        with database.session() as session:
+            session.execute(text("UPDATE alembic_version SET version_num = :kept"), {"kept": kept})
+    assert ahead.status_code == 503 and "later release" in ahead.json["hint"]
+
+
+def test_pages_answer_503_when_the_database_is_down(tmp_path) -> None:
+    """With no secret key configured, a page opens its session from the database: down, that
+    was a 500 with a traceback (and a request log that failed too); now the API's 503."""
+    url = f"postgresql://postgres@127.0.0.1:{closed_port()}/crashreg"
+    app = create_app(Settings(database_url=url, secret_key=None))
+    for path in ("/login", "/signatures", "/events/1"):
+        answer = app.test_client().get(path)
+        assert answer.status_code == 503, (path, answer.data[:300])
+        assert answer.json["error"]["code"] == "unavailable" and answer.headers["X-Request-Id"]
+    # What Flask's own logger says of it (the database lost, a traceback) is a JSON line as well.
+    assert [type(handler.formatter) for handler in app.logger.handlers] == [JsonLogFormatter]
