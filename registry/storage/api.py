@@ -36,11 +36,12 @@ STORE = "crashreg.dump_store"
 STORE_RETRY_AFTER_S = 30
 
 
-@blueprint.errorhandler(BotoCoreError)
-@blueprint.errorhandler(ClientError)
+@blueprint.app_errorhandler(BotoCoreError)
+@blueprint.app_errorhandler(ClientError)
 def _store_failed(error: Exception) -> Any:
     """The S3 store unreachable or failing (refused connection, its own 5xx, credentials it
-    refuses): nothing changed here, so the reporter may retry; a 503 naming the store, not a 500."""
+    refuses): nothing changed here, so the reporter may retry; a 503 naming the store, not a
+    500. For every route: the store keeps symbol files too."""
     current_app.logger.warning("dump store failed: %s", error)
     return ApiError(
         503,

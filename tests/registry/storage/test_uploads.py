@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +141,11 @@ def test_the_local_stores_urls_expire_and_cannot_be_forged(api: Api, store_kind:
 
 
 @pytest.mark.parametrize("store_kind", ["s3"])
-def test_an_unreachable_store_is_a_503_not_a_500(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reporters retry any 5xx; a store that is down must say so (503, Retry-After), not
-    look like a registry bug."""
+def test_an_unreachable_store_is_a_503_not_a_500(api: Api, monkeypatch: pytest.MonkeyPatch,
+                                                 make_token: Callable[..., str]) -> None:
+    """Reporters and build pipelines retry any 5xx; a store that is down must say so (503,
+    Retry-After), not look like a registry bug: for a dump, and for a symbol file (a 500
+    before), which the same store keeps."""
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
@@ -153,6 +156,12 @@ def test_an_unreachable_store_is_a_503_not_a_500(api: Api, monkeypatch: pytest.M
     assert answer.json()["error"]["code"] == "unavailable"
     assert "dump store" in answer.json()["error"]["message"]
     assert answer.headers["Retry-After"] == str(STORE_RETRY_AFTER_S)
+    upload = {"build_id": "ab" * 20, "bytes": 1024, "sha256": "0" * 64}
+    symbols = requests.post(f"{api.url}/api/v1/symbols/uploads", json=upload,
+                            headers=auth(make_token("symbols")), timeout=30)
+    assert symbols.status_code == 503, symbols.text
+    assert symbols.json()["error"]["code"] == "unavailable"
+    assert symbols.headers["Retry-After"] == str(STORE_RETRY_AFTER_S)
 
 
 def the_open_upload(settings: Settings, database: Database, capture_id: str) -> tuple[DumpStore, Dump]:
