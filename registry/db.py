@@ -122,12 +122,18 @@ def _sqlite_autocommit_off(dbapi_connection: Any, *_: Any) -> None:
     dbapi_connection.isolation_level = None
 
 
+# A connection option: its transactions only read (Database.read_only).
+READS_ONLY = "crashreg_reads_only"
+
+
 def _sqlite_begin(conn: Any) -> None:
     # IMMEDIATE takes the write lock up front: no SQLITE_BUSY on a read-to-write upgrade,
-    # which busy_timeout cannot resolve. WAL readers outside transactions still proceed: a
-    # connection for reads alone (AUTOCOMMIT, Database.autocommit_reads) reads so, beside a writer.
-    if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    # which busy_timeout cannot resolve. WAL readers still proceed beside a writer: a connection
+    # for reads alone outside transactions (AUTOCOMMIT, Database.autocommit_reads), or in one
+    # that only reads (a deferred BEGIN: one snapshot, no write lock, Database.read_only).
+    options = conn.get_execution_options()
+    if options.get("isolation_level") != "AUTOCOMMIT":
+        conn.exec_driver_sql("BEGIN" if options.get(READS_ONLY) else "BEGIN IMMEDIATE")
 
 
 def dialect_name(engine_or_session: Engine | Session) -> str:
@@ -209,7 +215,7 @@ class Database:
             yield primary
             return
         if connection is None:
-            with self.session() as session:
+            with self.session() if on_primary else self.read_only() as session:
                 yield session
             return
         session = Session(bind=connection, expire_on_commit=False, info={"replica": True})
@@ -251,6 +257,23 @@ class Database:
             return
         with self.autocommit_reads() as session:
             yield session
+
+    @contextmanager
+    def read_only(self) -> Iterator[Session]:
+        """A session that only reads, in one snapshot: on SQLite a WAL reader's transaction (a
+        deferred BEGIN), which neither waits for the write lock nor holds it, so a read of
+        seconds (an epidemiology view, a long list) does not hold every report back; on
+        PostgreSQL a session as any. Nothing it does is committed."""
+        if self.engine.dialect.name != "sqlite":
+            with self.session() as session:
+                yield session
+            return
+        with self.engine.connect().execution_options(**{READS_ONLY: True}) as connection:
+            session = Session(bind=connection, expire_on_commit=False)
+            try:
+                yield session
+            finally:
+                session.close()
 
     @contextmanager
     def autocommit_reads(self) -> Iterator[Session]:

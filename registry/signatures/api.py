@@ -207,7 +207,7 @@ def signature_query(args: dict[str, Any], sorts: Sorts = SORTS,
 )
 def list_signatures() -> Any:
     args = load_query(SignatureListQuery())
-    with current_db().session() as session:
+    with current_db().read_only() as session:
         items, next_cursor = signature_page(session, args)
     return jsonify({"signatures": items, "next_cursor": next_cursor})
 
@@ -245,7 +245,7 @@ def signature_page(session: Session, args: dict[str, Any], sorts: Sorts = SORTS,
     tag="signatures",
 )
 def get_signature(key: str) -> Any:
-    with current_db().session() as session:
+    with current_db().read_only() as session:
         return jsonify(detail(session, signature_or_404(session, key)))
 
 

@@ -39,3 +39,21 @@ def test_reads_go_on_beside_a_write_and_hand_their_connection_back_as_it_was(dat
             nested.rollback()
             session.commit()
     assert hosts(database) == 3
+
+
+def test_a_read_only_session_holds_no_writer_back_and_reads_one_snapshot(database: Database) -> None:
+    """Database.read_only (the epidemiology view, the signature list, the pages' reads): a
+    writer goes on while it reads (on SQLite its transaction took the write lock, so one view of
+    seconds held every report back, and a third request waited out the busy timeout: a 503). On
+    SQLite what it reads is one snapshot; PostgreSQL's READ COMMITTED gives each statement its own."""
+    with database.session() as first:
+        first.add(host("before"))
+    with database.read_only() as reading:
+        assert reading.scalar(select(func.count()).select_from(Host)) == 1  # its snapshot starts
+        with database.session() as writer:
+            writer.add(host("meanwhile"))
+        seen = 1 if database.engine.dialect.name == "sqlite" else 2
+        assert reading.scalar(select(func.count()).select_from(Host)) == seen
+    assert hosts(database) == 2
+    with database.reads() as reads:  # reads() with no replica: the same on the primary
+        assert reads.scalar(select(func.count()).select_from(Host)) == 2
