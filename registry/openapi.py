@@ -10,6 +10,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask
 from marshmallow import Schema
+from werkzeug.routing.converters import AnyConverter, PathConverter
 
 from registry import __version__
 from registry.ids import ID_MAX
@@ -27,7 +28,18 @@ ERROR_STATUSES = {
     503: "dependency unavailable",
 }
 PATH_SCHEMAS = {"id": {"type": "integer", "minimum": 1, "maximum": ID_MAX}, "int": {"type": "integer"}}
-_PATH_PARAM = re.compile(r"<(?:(\w+):)?(\w+)>")
+# A rule's variable: `<name>`, `<converter:name>`, `<converter(arguments):name>`.
+_PATH_PARAM = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
+
+
+def _path_schema(converter_name: str, converter: Any) -> dict[str, Any]:
+    """A path variable's schema, from its converter: an id's range, `any`'s values, `path`'s
+    slashes (the rest: any text but a slash)."""
+    if isinstance(converter, AnyConverter):
+        return {"type": "string", "enum": sorted(converter.items)}
+    if isinstance(converter, PathConverter):
+        return {"type": "string", "description": "a path: may hold slashes"}
+    return PATH_SCHEMAS.get(converter_name, {"type": "string"})
 
 
 def documented(
@@ -107,7 +119,7 @@ def _operation(rule: Any, view: Any, doc: dict[str, Any]) -> dict[str, Any]:
             "in": "path",
             "name": name,
             "required": True,
-            "schema": PATH_SCHEMAS.get(converter, {"type": "string"}),
+            "schema": _path_schema(converter, rule._converters[name]),
         }
         for converter, name in _PATH_PARAM.findall(rule.rule)
     ]

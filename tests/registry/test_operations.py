@@ -116,3 +116,17 @@ def test_pages_answer_503_when_the_database_is_down(tmp_path) -> None:
         assert answer.json["error"]["code"] == "unavailable" and answer.headers["X-Request-Id"]
     # What Flask's own logger says of it (the database lost, a traceback) is a JSON line as well.
     assert [type(handler.formatter) for handler in app.logger.handlers] == [JsonLogFormatter]
+
+
+def test_openapi_paths_are_templates_with_each_variable_described(client) -> None:
+    """A variable with a converter of arguments (`any(...)`) was left in the path as Flask wrote
+    it, so the debuginfod artifact's path could not be called; `any` gives its values, `path`
+    says it may hold slashes."""
+    paths = client.get("/api/v1/openapi.json").json["paths"]
+    assert not [path for path in paths if "<" in path or ">" in path]
+    artifact = paths["/debuginfod/buildid/{build_id}/{kind}"]["get"]["parameters"]
+    assert {"in": "path", "name": "kind", "required": True,
+            "schema": {"type": "string", "enum": ["debuginfo", "executable"]}} in artifact
+    [source] = [p for p in paths["/debuginfod/buildid/{build_id}/source/{source}"]["get"]["parameters"]
+                if p["name"] == "source"]
+    assert "slashes" in source["schema"]["description"]
