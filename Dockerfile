@@ -25,6 +25,7 @@ USER crashreg
 WORKDIR /var/lib/crashreg
 VOLUME /var/lib/crashreg
 EXPOSE 8080
+# The port gunicorn binds: CRASHREG_BIND's (gunicorn.conf.py), 8080 by default.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
-    CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+    CMD port="${CRASHREG_BIND:-0.0.0.0:8080}"; curl -fsS "http://127.0.0.1:${port##*:}/healthz" || exit 1
 CMD ["gunicorn", "--config", "/srv/crashreg/gunicorn.conf.py", "registry.wsgi:app"]

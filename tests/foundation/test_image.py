@@ -192,7 +192,12 @@ def test_a_deployment_migrates_makes_tokens_serves_schedules_and_provisions(depl
     try:
         until(server, f"Listening at: http://127.0.0.1:{port}")
         url = f"http://127.0.0.1:{port}"
-        assert requests.get(f"{url}/healthz", timeout=60).status_code == 200  # the HEALTHCHECK's
+        assert requests.get(f"{url}/healthz", timeout=60).status_code == 200
+        # The HEALTHCHECK's own command, with the port CRASHREG_BIND names (it asked 8080).
+        bound = os.environ | {"CRASHREG_BIND": f"127.0.0.1:{port}"}
+        checked = subprocess.run(["sh", "-c", DOCKERFILE.healthcheck], capture_output=True, text=True,
+                                 env=bound, timeout=60, check=False)
+        assert checked.returncode == 0, checked.stderr
         answer = requests.post(f"{url}/api/v1/reports", json=readme_report(),
                                headers=auth(tokens["kdump-fleet"]), timeout=60)
         assert answer.status_code == 201, answer.text

@@ -35,6 +35,7 @@ class Dockerfile:
     install_dir: PurePosixPath = field(default=ROOT)  # the WORKDIR of the RUN line that runs pip
     workdir: PurePosixPath = field(default=ROOT)  # the last WORKDIR: where commands run
     cmd: list[str] = field(default_factory=list)
+    healthcheck: str = ""  # the HEALTHCHECK's command, run by a shell
 
     def pip_install(self) -> list[str]:
         """The arguments of the RUN line's `pip install` (e.g. ["install", "."])."""
@@ -90,6 +91,8 @@ def read_dockerfile(path: Path) -> Dockerfile:
             image.user = arguments
         elif keyword == "CMD":
             image.cmd = json.loads(arguments)
+        elif keyword == "HEALTHCHECK":
+            image.healthcheck = arguments.split(" CMD ", 1)[1]
     return image
 
 
