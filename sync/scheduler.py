@@ -71,8 +71,9 @@ class Scheduler:
 
         self.context = context
         self.lock = lock
-        self.jobs = {name: job for name, job in (jobs if jobs is not None else load_jobs()).items()
-                     if job.enabled(context.settings)}
+        known = jobs if jobs is not None else load_jobs()
+        self.jobs = {name: job for name, job in known.items() if job.enabled(context.settings)}
+        self.off = sorted(set(known) - set(self.jobs))  # not configured (Jira, Grafana): said at start
         self.leading = False
         self.guard = threading.Lock()
         self.apscheduler = BackgroundScheduler(timezone="UTC")
@@ -149,6 +150,10 @@ def scheduler_command(cli: CliContext) -> None:
     if not scheduler.jobs:
         raise click.ClickException("no job is enabled: configure CRASHREG_JIRA_* (see README, ## Jira)")
     click.echo(f"crashreg scheduler: jobs {', '.join(sorted(scheduler.jobs))}", err=True)
+    if scheduler.off:
+        click.echo(f"crashreg scheduler: off until configured: {', '.join(scheduler.off)} (the settings in "
+                   "docs/configuration.md: CRASHREG_JIRA_*, CRASHREG_GRAFANA_*, CRASHREG_ARCHIVE_AFTER_DAYS)",
+                   err=True)
     run_until_signalled(scheduler)
 
 
