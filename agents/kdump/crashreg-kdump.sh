@@ -453,7 +453,12 @@ write_decision() {
     args=$(makedumpfile_args)
     {
         printf 'CRASHREG_ACTION=%s\n' "$(sh_quote "$action")"
-        printf 'CRASHREG_DUMP_LEVEL=%s\n' "$(sh_quote "$dump_level")"
+        # The level makedumpfile is given: a filtered answer's, else the config's filtered level.
+        if [ "$action" = filtered ]; then
+            printf 'CRASHREG_DUMP_LEVEL=%s\n' "$(sh_quote "${dump_level:-$CRASHREG_FILTERED_LEVEL}")"
+        else
+            printf 'CRASHREG_DUMP_LEVEL=%s\n' "$(sh_quote "$dump_level")"
+        fi
         printf 'CRASHREG_REASON=%s\n' "$(sh_quote "$reason")"
         printf 'CRASHREG_DECIDED_BY=%s\n' "$(sh_quote "$decided_by")"
         printf 'CRASHREG_EVENT_ID=%s\n' "$(sh_quote "$event_id")"

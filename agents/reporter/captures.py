@@ -24,7 +24,8 @@ def record_capture(config: Config, report_id: str, event_id: str | None, capture
     if event_id:
         try:
             recorded = send_capture(config, event_id, capture)
-            log(f"capture recorded: {capture['status']}, {capture['bytes']} bytes")
+            size = "no dump" if capture["bytes"] is None else f"{capture['bytes']} bytes"
+            log(f"capture recorded: {capture['status']}, {size}")
             upload_dump(config, report_id, recorded, now=upload_now)
             return
         except Unsent as error:

@@ -76,9 +76,12 @@ def makedumpfile_args(config: Config, decision: Decision) -> list[str]:
 def write_decision(config: Config, decision: Decision, report_id: str) -> str:
     """The sourced env file kdump hooks read (same keys as the sh reporter); returns the args."""
     args = shlex.join(makedumpfile_args(config, decision))
+    # The level makedumpfile is given: a filtered answer's, else the config's filtered level.
+    level = decision.dump_level if decision.dump_level is not None or decision.action != "filtered" \
+        else config.filtered_level
     values = {
         "CRASHREG_ACTION": decision.action,
-        "CRASHREG_DUMP_LEVEL": "" if decision.dump_level is None else str(decision.dump_level),
+        "CRASHREG_DUMP_LEVEL": "" if level is None else str(level),
         "CRASHREG_REASON": decision.reason,
         "CRASHREG_DECIDED_BY": decision.decided_by,
         "CRASHREG_EVENT_ID": decision.event_id or "",

@@ -108,6 +108,7 @@ def test_a_full_spool_leaves_no_half_written_file(make_site, tmp_path: Path) -> 
     assert "could not spool the report" in done.stderr, done.stderr
     assert ".tmp" not in done.stderr.rsplit("crashreg-kdump: ", 1)[-1], done.stderr
     assert site.decision()["CRASHREG_ACTION"] == "filtered"  # decided all the same
+    assert site.decision()["CRASHREG_DUMP_LEVEL"] == "31"  # the level it dumps at, not ''
 
 
 def test_console_log_is_escaped_into_valid_json(registry: Registry, make_site, run_sh, database: Database,

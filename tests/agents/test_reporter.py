@@ -200,6 +200,7 @@ def test_a_token_no_header_can_carry_keeps_the_report_for_the_resend(
     assert run.returncode == 0, run.stderr
     assert "holds characters no token has" in run.stderr and "Traceback" not in run.stderr
     assert site.decision()["CRASHREG_DECIDED_BY"] == "fallback", run.stderr  # no bundle here
+    assert site.decision()["CRASHREG_DUMP_LEVEL"] == "31"  # the level it dumps at, not ''
     assert "HTTP 401" in run.stderr and "b'" not in run.stderr  # the registry's words, as text
     [spooled] = site.spooled()
     again = run_reporter(site, "post-boot")
