@@ -15,9 +15,11 @@ from agents.reporter.config import Config
 
 
 @contextmanager
-def raw_server(answer: bytes) -> Iterator[tuple[str, list[bytes]]]:
+def raw_server(answer: bytes, read_body: bool = True) -> Iterator[tuple[str, list[bytes]]]:
     """A TCP server that reads one request (headers and a Content-Length body), sends `answer`
-    byte for byte and closes: what the client must cope with, unpolished by any framework."""
+    byte for byte and closes: what the client must cope with, unpolished by any framework.
+    Not `read_body`: it answers after the headers and closes without reading the body (as
+    gunicorn refuses a body past its limit), so the client's send fails midway."""
     listener = socket.create_server(("127.0.0.1", 0))
     requests: list[bytes] = []
 
@@ -27,6 +29,9 @@ def raw_server(answer: bytes) -> Iterator[tuple[str, list[bytes]]]:
             data = b""
             while b"\r\n\r\n" not in data:
                 data += conn.recv(65536)
+            if not read_body:
+                conn.sendall(answer)
+                return
             head, _, body = data.partition(b"\r\n\r\n")
             length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
                            if line.lower().startswith(b"content-length:")), 0)
@@ -93,35 +98,12 @@ def test_a_head_answer_has_no_body_whatever_its_length_says() -> None:
     assert b"Content-Length" not in requests[0]
 
 
-@contextmanager
-def refusing_server(answer: bytes) -> Iterator[str]:
-    """A server that reads a request's head, answers at once and closes without reading the
-    body (as gunicorn refuses a body past its limit): the client's send fails midway."""
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            conn.sendall(answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        thread.join(timeout=10)
-        listener.close()
-
-
 def test_an_answer_given_before_the_body_was_read_is_read_after_the_send_fails() -> None:
     """A 413 sent before the server stopped reading reaches the reporter (which then slims the
     report) instead of a broken pipe (which spooled a report no resend could deliver)."""
     refusal = (b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\n"
                b"too large")
-    with refusing_server(refusal) as url:
+    with raw_server(refusal, read_body=False) as (url, _):
         response = call(url, body=b"x" * (16 << 20))
     assert isinstance(response, client.Response)
     assert (response.status, response.body) == (413, b"too large")
