@@ -30,5 +30,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("signatures") as table:
-        table.drop_column("title_by_hand")
+    # In place on both (SQLite 3.35+): a batch copy of `signatures` would drop the table the
+    # foreign keys of events, links and RCAs point at.
+    op.execute("ALTER TABLE signatures DROP COLUMN title_by_hand")

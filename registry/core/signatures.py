@@ -25,8 +25,10 @@ class Signature(Base):
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
     algorithm_version: Mapped[int] = mapped_column(Integer)
     title: Mapped[str] = mapped_column(String(512))
+    # The database's default and deferred: ingest neither writes nor reads it, so it runs on a
+    # database an upgrade has not brought to 0044 yet (migrations run beside live ingest).
     title_by_hand: Mapped[bool] = mapped_column(
-        default=False, server_default=false(),
+        server_default=false(), deferred=True,
         doc="the title was set through the API: a rebuild keeps it (the engine's names it writes over)")
     kind: Mapped[str] = mapped_column(String(64))
     function: Mapped[str | None] = mapped_column(String(255))
