@@ -631,6 +631,10 @@ collect() {
         if [ "$dump_status" = completed ] && [ -n "$target" ] && [ -n "$capture_id" ]; then
             upload_capture "$capture_id" "$target"
         fi
+    elif [ "$dump_status" != completed ] \
+        && grep -q '"status": *"completed"' "$CRASHREG_SPOOL_DIR/$CRASHREG_REPORT_ID.capture" 2>/dev/null; then
+        # A later run that failed does not undo a dump an earlier one took: its record stays.
+        log "capture not spooled: a completed capture of this crash waits in the spool already"
     else
         { printf '{"event_id":%s,"capture":' "$(json_value "${CRASHREG_EVENT_ID:-}")"
           tr -d '\n' < "$work/capture.json"; printf '}\n'; } | write_atomically "$CRASHREG_SPOOL_DIR/$CRASHREG_REPORT_ID.capture" \

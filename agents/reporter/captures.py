@@ -34,7 +34,19 @@ def record_capture(config: Config, report_id: str, event_id: str | None, capture
     # then the bounded one); the crash kernel's single one keeps the sh reporter's name.
     method = "" if capture["method"] == "makedumpfile" else f".{capture['method']}"
     path = Path(config.spool_dir) / f"{safe_report_id(report_id)}{method}.capture"
+    if capture["status"] != "completed" and spooled_status(path) == "completed":
+        # A later run that failed does not undo a dump an earlier one took: its record stays.
+        log("capture not spooled: a completed capture of this crash waits in the spool already")
+        return
     spool_for_post_boot(path, {"event_id": event_id, "report_id": report_id, "capture": capture}, "capture")
+
+
+def spooled_status(path: Path) -> str | None:
+    """The status of the capture spooled at `path`, if one is."""
+    try:
+        return json.loads(path.read_bytes())["capture"]["status"]  # type: ignore[no-any-return]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def send_capture(config: Config, event_id: str, capture: dict[str, Any]) -> dict[str, Any]:

@@ -310,6 +310,15 @@ def test_offline_capture_is_recorded_after_the_reboot(
     target = str(tmp_path / "dump")
     assert run_sh(site, "collect", "/proc/vmcore", target).returncode == 0
     assert (site.spool / f"kdump-{site.boot_id}.capture").exists()
+    # A second run that fails (the collector run again, its makedumpfile failing) does not undo
+    # the dump the first took: the completed capture stays spooled (a failed one replaced it).
+    failing = tmp_path / "failing-makedumpfile"
+    failing.write_text("#!/bin/sh\nexit 1\n")
+    failing.chmod(0o755)
+    site.extra = {"CRASHREG_MAKEDUMPFILE": str(failing)}
+    site.write()
+    again = run_sh(site, "collect", "/proc/vmcore", str(tmp_path / "dump-again"))
+    assert again.returncode != 0 and "a completed capture of this crash waits" in again.stderr, again.stderr
 
     site.url = registry.url
     site.write()

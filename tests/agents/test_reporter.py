@@ -352,6 +352,13 @@ def test_collect_records_the_capture_now_or_after_the_reboot(
         assert collected.returncode == 0, collected.stderr
     assert (offline.spool / f"kdump-{offline.boot_id}.capture").exists()
 
+    # A second run that fails offline does not undo the dump the first took (it replaced the
+    # completed capture spooled before with a failed one).
+    offline.extra = {"CRASHREG_MAKEDUMPFILE": "/nonexistent/makedumpfile"}
+    offline.write()
+    again = run_reporter(offline, "collect", "-l", "/proc/vmcore", str(offline.root / "dump-again"))
+    assert again.returncode == 127 and "a completed capture of this crash waits" in again.stderr, again.stderr
+
     offline.url = registry.url
     offline.write()
     assert run_reporter(offline, "post-boot").returncode == 0
