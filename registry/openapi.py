@@ -50,14 +50,17 @@ def documented(
     query: type[Schema] | None = None,
     errors: tuple[int, ...] = (400, 401, 403),
     tag: str | None = None,
+    request_required: bool = True,
 ) -> Callable[[F], F]:
     """Attach an OpenAPI operation to a view; the document is built from these, never by hand.
-    An operation with a `request` body also documents 413 (no need to list it in `errors`)."""
+    An operation with a `request` body also documents 413 (no need to list it in `errors`);
+    `request_required` False: the body may be left out (every field of it optional)."""
 
     def attach(view: F) -> F:
         view.openapi = {  # type: ignore[attr-defined]
             "summary": summary,
             "request": request,
+            "request_required": request_required,
             "responses": responses or {200: "OK"},
             "query": query,
             "errors": errors,
@@ -129,7 +132,7 @@ def _operation(rule: Any, view: Any, doc: dict[str, Any]) -> dict[str, Any]:
         operation["parameters"] = parameters
     if doc["request"] is not None:
         operation["requestBody"] = {
-            "required": True,
+            "required": doc["request_required"],
             "content": {"application/json": {"schema": doc["request"]}},
         }
     for status, body in doc["responses"].items():

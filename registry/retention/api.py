@@ -44,6 +44,7 @@ class PinHistorySchema(Schema):
     "Pin a capture's dump: retention never deletes it until it is unpinned (a repeat returns the "
     "standing pin, 200; 409 when retention is already deleting the dump)",
     request=PinRequestSchema,
+    request_required=False,
     responses={201: PinSchema, 200: PinSchema},
     errors=(400, 401, 403, 404, 409),
     tag="retention",
