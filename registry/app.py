@@ -109,13 +109,14 @@ def _log_request(response: Response) -> Response:
     if not access_log.isEnabledFor(logging.INFO):
         return response
     token = getattr(g, "token", None)
+    now = time.perf_counter()
     fields = {
         "request_id": request_id,
         "method": served.method,
         "path": served.path,
         "endpoint": endpoint,
         "status": response.status_code,
-        "duration_ms": round((time.perf_counter() - g.get("started", time.perf_counter())) * 1000, 2),
+        "duration_ms": round((now - g.get("started", now)) * 1000, 2),
         "remote": served.remote_addr,
         "token": token.name if token is not None else None,
     }

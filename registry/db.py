@@ -268,19 +268,21 @@ class Database:
             with self.session() as session:
                 yield session
             return
-        with self.engine.connect().execution_options(**{READS_ONLY: True}) as connection:
-            session = Session(bind=connection, expire_on_commit=False)
-            try:
-                yield session
-            finally:
-                session.close()
+        with self._reading(**{READS_ONLY: True}) as session:
+            yield session
 
     @contextmanager
     def autocommit_reads(self) -> Iterator[Session]:
         """For reads alone: each statement on its own, outside any transaction on both
         databases, so on SQLite it neither waits for the write lock nor holds it (a command
         reading the symbols' records beside its own transaction)."""
-        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        with self._reading(isolation_level="AUTOCOMMIT") as session:
+            yield session
+
+    @contextmanager
+    def _reading(self, **options: Any) -> Iterator[Session]:
+        """A session on a connection of its own with these execution options; nothing committed."""
+        with self.engine.connect().execution_options(**options) as connection:
             session = Session(bind=connection, expire_on_commit=False)
             try:
                 yield session

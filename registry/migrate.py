@@ -55,16 +55,20 @@ def downgrade(database_url: str, revision: str) -> None:
 
 
 @cache
+def _scripts() -> ScriptDirectory:
+    """The code's migrations (read once per process: they change only with the code)."""
+    return ScriptDirectory.from_config(alembic_config("sqlite://"))
+
+
+@cache
 def head_revisions() -> frozenset[str]:
-    """The code's migration heads (read once per process: they change only with the code)."""
-    return frozenset(ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads())
+    return frozenset(_scripts().get_heads())
 
 
 @cache
 def known_revisions() -> frozenset[str]:
     """Every migration this code has: a database at another is a later release's."""
-    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
-    return frozenset(script.revision for script in scripts.walk_revisions())
+    return frozenset(script.revision for script in _scripts().walk_revisions())
 
 
 def current_revisions(engine: Engine) -> set[str]:

@@ -451,14 +451,12 @@ makedumpfile_args() {
 
 write_decision() {
     args=$(makedumpfile_args)
+    # The level makedumpfile is given: a filtered answer's, else the config's filtered level.
+    level=$dump_level
+    [ "$action" = filtered ] && level=${dump_level:-$CRASHREG_FILTERED_LEVEL}
     {
         printf 'CRASHREG_ACTION=%s\n' "$(sh_quote "$action")"
-        # The level makedumpfile is given: a filtered answer's, else the config's filtered level.
-        if [ "$action" = filtered ]; then
-            printf 'CRASHREG_DUMP_LEVEL=%s\n' "$(sh_quote "${dump_level:-$CRASHREG_FILTERED_LEVEL}")"
-        else
-            printf 'CRASHREG_DUMP_LEVEL=%s\n' "$(sh_quote "$dump_level")"
-        fi
+        printf 'CRASHREG_DUMP_LEVEL=%s\n' "$(sh_quote "$level")"
         printf 'CRASHREG_REASON=%s\n' "$(sh_quote "$reason")"
         printf 'CRASHREG_DECIDED_BY=%s\n' "$(sh_quote "$decided_by")"
         printf 'CRASHREG_EVENT_ID=%s\n' "$(sh_quote "$event_id")"

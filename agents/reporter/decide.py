@@ -64,10 +64,14 @@ def bundle_decision(config: Config, fingerprint: str | None) -> Decision:
     return Decision(rule["action"], f"offline: {rule.get('reason', '')}", rule.get("dump_level"), "bundle")
 
 
+def filtered_level(config: Config, decision: Decision) -> int:
+    """The dump level a filtered dump is taken at: the answer's, else the config's."""
+    return decision.dump_level if decision.dump_level is not None else config.filtered_level
+
+
 def makedumpfile_args(config: Config, decision: Decision) -> list[str]:
     """full: every page (-d 0); filtered: the answer's dump level; skip: no dump at all."""
-    levels = {"full": 0, "filtered": decision.dump_level if decision.dump_level is not None
-              else config.filtered_level}
+    levels = {"full": 0, "filtered": filtered_level(config, decision)}
     if decision.action not in levels:
         return []
     return [*shlex.split(config.compression), "-d", str(levels[decision.action])]
@@ -76,9 +80,7 @@ def makedumpfile_args(config: Config, decision: Decision) -> list[str]:
 def write_decision(config: Config, decision: Decision, report_id: str) -> str:
     """The sourced env file kdump hooks read (same keys as the sh reporter); returns the args."""
     args = shlex.join(makedumpfile_args(config, decision))
-    # The level makedumpfile is given: a filtered answer's, else the config's filtered level.
-    level = decision.dump_level if decision.dump_level is not None or decision.action != "filtered" \
-        else config.filtered_level
+    level = filtered_level(config, decision) if decision.action == "filtered" else decision.dump_level
     values = {
         "CRASHREG_ACTION": decision.action,
         "CRASHREG_DUMP_LEVEL": "" if level is None else str(level),

@@ -209,7 +209,7 @@ def foreign_reports(database: Database) -> int:
     counted up to one past the tolerated (a registry of years is not read through for it)."""
     not_a_demos = ~Report.report_id.like("sim%")
     sent_elsewhere = select(Report.id).where(not_a_demos).limit(FOREIGN_REPORTS_TOLERATED + 1)
-    with database.session() as session:
+    with database.read_only() as session:
         return session.scalar(select(func.count()).select_from(sent_elsewhere.subquery())) or 0
 
 
