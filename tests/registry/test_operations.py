@@ -6,6 +6,7 @@ import json
 import logging
 import re
 
+import pytest
 from sqlalchemy import text
 
 from registry.app import JsonLogFormatter, create_app
@@ -105,10 +106,13 @@ def test_readiness_names_a_database_a_later_release_migrated(client, database) -
     assert ahead.status_code == 503 and "later release" in ahead.json["hint"]
 
 
-def test_pages_answer_503_when_the_database_is_down(tmp_path) -> None:
-    """With no secret key configured, a page opens its session from the database: down, that
-    was a 500 with a traceback (and a request log that failed too); now the API's 503."""
-    url = f"postgresql://postgres@127.0.0.1:{closed_port()}/crashreg"
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_pages_answer_503_when_the_database_is_down(tmp_path, backend: str) -> None:
+    """With no secret key configured, a page opens its session from the database: down (a
+    server that does not answer, a file that cannot be opened), that was a 500 with a traceback
+    (and a request log that failed too); now the API's 503."""
+    url = {"postgresql": f"postgresql://postgres@127.0.0.1:{closed_port()}/crashreg",
+           "sqlite": f"sqlite:///{tmp_path}/no-such-folder/crashreg.db"}[backend]
     app = create_app(Settings(database_url=url, secret_key=None))
     for path in ("/login", "/signatures", "/events/1"):
         answer = app.test_client().get(path)
