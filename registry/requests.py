@@ -179,6 +179,18 @@ class WholeNumber(fields.Integer):
         return super()._validated(value)
 
 
+class JsonBoolean(fields.Boolean):
+    """A boolean in a JSON body: true or false only. marshmallow's Boolean also takes 0, 1, "t",
+    "yes", "on" and more (and `truthy={True}` still takes 1, which equals True), so a client's
+    slip (a line count for `lines`, "no" for a review's `override_checks`) would be read as a
+    decision."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
 def id_field(**kwargs: Any) -> fields.Integer:
     """A row id in a query string or body: within the id column's range (0 means "none yet")."""
     return WholeNumber(validate=validate.Range(min=0, max=ID_MAX), **kwargs)

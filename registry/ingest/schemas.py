@@ -14,7 +14,7 @@ from registry.build_ids import BUILD_ID
 from registry.core.events import REPORT_SOURCES
 from registry.core.schemas import HostSchema, SignatureSummarySchema, short_text
 from registry.fingerprint.demangle import MAX_NAME
-from registry.requests import WholeNumber
+from registry.requests import JsonBoolean, WholeNumber
 
 MAX_CONSOLE_LOG_BYTES = 1024 * 1024
 MAX_FRAMES = 1024
@@ -47,9 +47,9 @@ class FrameSchema(Schema):
     line = WholeNumber(validate=validate.Range(min=0, max=2**31 - 1), allow_none=True)
     build_id = short_text(128)
     function_offset = short_text(32)
-    signal_frame = fields.Boolean(truthy={True}, falsy={False}, allow_none=True,
-                                  metadata={"description": "a signal trampoline: the frames after it "
-                                            "are what the signal interrupted"})
+    signal_frame = JsonBoolean(allow_none=True,
+                               metadata={"description": "a signal trampoline: the frames after it "
+                                         "are what the signal interrupted"})
 
 
 class MappingSchema(Schema):
@@ -76,8 +76,8 @@ class SlotSchema(Schema):
     value = fields.String(required=True, validate=validate.Length(max=32))
     function = short_text(MAX_FUNCTION)
     module = short_text(MAX_PATH)
-    call = fields.Boolean(truthy={True}, falsy={False}, allow_none=True,
-                          metadata={"description": "the value follows a call instruction"})
+    call = JsonBoolean(allow_none=True,
+                       metadata={"description": "the value follows a call instruction"})
 
 
 class EvidenceSchema(Schema):
@@ -90,8 +90,8 @@ class EvidenceSchema(Schema):
     si_addr = short_text(32)
     pc_perms = short_text(8, metadata={"description": "the fault pc's mapping, empty when unmapped"})
     pc_bytes = fields.String(validate=[validate.Length(max=64), HEX_BYTES], allow_none=True)
-    pc_entry = fields.Boolean(truthy={True}, falsy={False}, allow_none=True,
-                              metadata={"description": "the pc is a function's first byte"})
+    pc_entry = JsonBoolean(allow_none=True,
+                           metadata={"description": "the pc is a function's first byte"})
     cfa = short_text(32)
     slots = fields.List(fields.Nested(SlotSchema), validate=validate.Length(max=MAX_SLOTS), allow_none=True)
     caught_fault_address = short_text(32, metadata={

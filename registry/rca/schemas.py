@@ -7,7 +7,7 @@ from typing import Any
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from registry.rca.models import AUTHOR_KINDS, RCA_STATUSES, REVIEW_VERDICTS
-from registry.requests import WholeNumber
+from registry.requests import JsonBoolean, WholeNumber
 
 COMMIT = validate.Regexp(r"^[0-9a-f]{7,40}$", error="a git commit id: 7 to 40 lowercase hex digits")
 HTTP_URL = validate.URL(schemes={"http", "https"}, require_tld=False)
@@ -135,7 +135,7 @@ class RcaCreateSchema(Schema):
 class ReviewSchema(Schema):
     verdict = fields.String(required=True, validate=validate.OneOf(REVIEW_VERDICTS))
     note = fields.String(validate=validate.Length(max=20_000), allow_none=True)
-    override_checks = fields.Boolean(
+    override_checks = JsonBoolean(
         load_default=False,
         metadata={"description": "confirm although evidence checks failed (needs a note)"},
     )

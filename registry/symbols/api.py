@@ -13,7 +13,7 @@ from registry.auth.tokens import require_scope
 from registry.build_ids import BUILD_ID, normal_build_id
 from registry.errors import ApiError
 from registry.openapi import documented
-from registry.requests import WholeNumber, json_body, load
+from registry.requests import JsonBoolean, WholeNumber, json_body, load
 from registry.storage.api import PartUrlSchema, current_store
 from registry.storage.parts import MAX_PARTS
 from registry.storage.service import MAX_URLS_PER_REQUEST
@@ -75,7 +75,7 @@ class SymbolUploadRequestSchema(Schema):
                                  "(debuginfo, executable): when the build-id holds every one, the answer "
                                  "is `stored` and nothing is sent (another file of the same build is not "
                                  "sent in vain)"})
-    lines = fields.Boolean(
+    lines = JsonBoolean(
         metadata={"description": "the file has DWARF (source lines), as the client read it: a build-id whose "
                                  "debuginfo is a symbol table alone takes it in its place, even when it "
                                  "holds every kind declared"})

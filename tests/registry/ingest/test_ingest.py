@@ -259,6 +259,7 @@ def test_hostile_stack_evidence_is_a_400_naming_the_field(client, make_token) ->
     bad_slots = [{"offset": -8, "value": "0x0", "call": "yes"}] + [{"offset": 0, "value": "0x1"}] * 32
     for evidence, field in (({"slots": bad_slots}, "slots"), ({"pc_bytes": "zz"}, "pc_bytes"),
                             ({"si_code": 1.5}, "si_code"), ({"pc_entry": "true"}, "pc_entry"),
+                            ({"pc_entry": 1}, "pc_entry"),
                             ({"caught_fault_address": "0x" + "f" * 40}, "caught_fault_address"),
                             ({"caught_fault_sp": "0x1\u0000"}, "caught_fault_sp")):
         body = crash_report(source="userspace", console_log=None, stack=dict(good, evidence=evidence))

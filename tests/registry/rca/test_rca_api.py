@@ -216,6 +216,9 @@ def test_flagged_rca_is_confirmed_only_with_an_explicit_override(client, make_to
     assert refused.json["error"]["code"] == "checks_failed"
     assert [c["name"] for c in refused.json["error"]["fields"]["checks"]] == ["fix_version_consistent"]
     assert review(client, reviewer, rca_id, "confirmed", override_checks=True).status_code == 400
+    for slip in ("yes", 1, "no", 0):  # a JSON boolean only: nothing else is read as a decision
+        sloppy = review(client, reviewer, rca_id, "confirmed", "backported", override_checks=slip)
+        assert sloppy.status_code == 400 and "override_checks" in sloppy.json["error"]["fields"]
     forced = review(
         client, reviewer, rca_id, "confirmed", "fix was backported to -52 late", override_checks=True
     )

@@ -148,6 +148,8 @@ def test_a_file_that_is_not_the_declared_sha256_is_refused(
     {"build_id": "abcd", "bytes": 10, "sha256": "0" * 64, "kinds": ["debuginfo"], "lines": "maybe"},
     {"build_id": "abcd", "bytes": 10, "sha256": "0" * 64, "kinds": ["debuginfo"], "lines": None},
     {"build_id": "abcd", "bytes": 10, "sha256": "0" * 64, "kinds": ["debuginfo"], "lines": [1]},
+    {"build_id": "abcd", "bytes": 10, "sha256": "0" * 64, "kinds": ["debuginfo"], "lines": 0},  # a count
+    {"build_id": "abcd", "bytes": 10, "sha256": "0" * 64, "kinds": ["debuginfo"], "lines": "yes"},
     {"bytes": 10},
 ])
 def test_bad_upload_requests_are_a_400(pipeline: Pipeline, body: dict[str, Any]) -> None:
