@@ -301,6 +301,9 @@ def open_host(core: str, config: Config, debug_dir: str) -> tuple[Any, dict[str,
         prog = drgn.program_from_core_dump(core)
     except (OSError, ValueError) as error:  # drgn: FileNotFoundError, "not an ELF core file"
         raise HostUnreadable(f"cannot read the host's memory at {core}: {error}") from error
+    if not prog.flags & drgn.ProgramFlags.IS_LINUX_KERNEL:  # drgn's test: a VMCOREINFO note
+        raise HostUnreadable(f"cannot read the host's memory at {core}: a process's core, not a kernel's "
+                             "memory (no VMCOREINFO note); a process's core is reported with `core`")
     vmcoreinfo = read_vmcoreinfo(core)
     release, build_id = vmcoreinfo.get("OSRELEASE"), kernel_build_id(vmcoreinfo)
     files = debug_files(debug_dir, release) if debug_dir and release else []

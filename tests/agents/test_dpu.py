@@ -7,6 +7,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from agents.dpu import report as dpu_agent
@@ -22,6 +23,7 @@ from tests.support.agents import (
     closed_port_url,
     run_reporter,
 )
+from tests.support.cores import core_pattern_problem, crash
 from tests.support.vmcores import BUILD_ID, elf_vmcore
 
 SESSION = FIXTURES / "dpu_session.json"
@@ -203,6 +205,26 @@ def test_memory_that_is_not_a_core_is_one_line_and_no_report(make_site, tmp_path
         said = dpu.stderr.splitlines()[-1]
         assert said.startswith(f"crashreg-report: cannot read the host's memory at {core}: ")
         assert why in dpu.stderr and dpu.stderr.rstrip().endswith("; nothing reported")
+
+
+def test_a_process_core_is_one_line_and_no_report(make_site, tmp_path: Path) -> None:
+    """A process's core (no VMCOREINFO: drgn reads it as a program's) given for the host's
+    memory is said in one line naming what it is, exit 5, nothing sent; before, drgn's list of
+    the program's files without debug info, twice, as a kernel without debug info (exit 4)."""
+    problem = core_pattern_problem()
+    if problem:
+        pytest.skip(problem)
+    program = tmp_path / "crash"
+    subprocess.run(["gcc", "-x", "c", "-o", str(program), "-"], text=True, check=True,
+                   input="int main(void) { return *(volatile int *)0; }")
+    core = crash(program, None, tmp_path / "run")
+    site = make_site()
+    dpu = run_dpu(site, "report", "--core", str(core))
+    assert (dpu.returncode, dpu.stdout) == (EXIT_UNREADABLE, ""), dpu.stderr
+    assert dpu.stderr.splitlines() == [
+        f"crashreg-report: cannot read the host's memory at {core}: a process's core, not a kernel's memory "
+        "(no VMCOREINFO note); a process's core is reported with `core`; nothing reported"]
+    assert site.spooled() == []
 
 
 def test_a_python3_without_drgn_is_said_in_one_line(make_site, tmp_path: Path) -> None:
