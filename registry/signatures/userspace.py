@@ -10,6 +10,7 @@ Plain functions over plain data. The labels are decided by the engine's own proo
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
@@ -534,9 +535,9 @@ def _open_on_host(executable: str, target: str) -> str:
     no compressed core)."""
     wrapped = wrapping_of(target)
     if wrapped is None or wrapped.unpack is None:
-        return f"gdb {executable} {target}"
-    unwrapped = os.path.basename(target)[: -len(wrapped.suffix)]
-    return f"{wrapped.unpack} {target} > {unwrapped} && gdb {executable} {unwrapped}"
+        return f"gdb {executable} {shlex.quote(target)}"
+    unwrapped = shlex.quote(os.path.basename(target)[: -len(wrapped.suffix)])
+    return f"{wrapped.unpack} {shlex.quote(target)} > {unwrapped} && gdb {executable} {unwrapped}"
 
 
 def core_commands(public_url: str, event_id: int, process: ProcessFacts, hostname: str,
@@ -544,7 +545,9 @@ def core_commands(public_url: str, event_id: int, process: ProcessFacts, hostnam
     """The commands for each core captured (`stored`: capture id -> the stored dump's encoding).
     gdb reads the executable's and libraries' symbols by build-id from DEBUGINFOD_URLS."""
     base = public_url.rstrip("/")
-    executable = process["executable"] or "<the executable>"
+    # Paths and names come from the crashed host (a program may be named `$(...)`): every one is
+    # quoted for the shell the commands are pasted into.
+    executable = shlex.quote(process["executable"]) if process["executable"] else "<the executable>"
     found: list[CoreCommands] = []
     for capture in captures:
         if capture.get("method") not in CORE_METHODS:
@@ -571,7 +574,7 @@ def core_commands(public_url: str, event_id: int, process: ProcessFacts, hostnam
         found.append({
             "capture_id": str(capture_id), "method": str(capture.get("method")), "download": download,
             "file": file, "fetch": fetch,
-            "open": f"{WRITE_DEBUGINFOD_HEADERS} && DEBUGINFOD_URLS={base}/debuginfod/ "
+            "open": f"{WRITE_DEBUGINFOD_HEADERS} && DEBUGINFOD_URLS={shlex.quote(base + '/debuginfod/')} "
                     f"DEBUGINFOD_HEADERS_FILE={DEBUGINFOD_HEADERS} gdb -iex 'set debuginfod enabled on' "
                     f"{executable} {file}",
             "on_host": on_host,
