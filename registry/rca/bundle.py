@@ -8,7 +8,9 @@ keep an agent inside a budget and make it cite evidence the registry can check.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -64,16 +66,35 @@ AGENT_BUDGET = {
     "max_retries_per_request": 3,
 }
 
+
+
+class Block(str):
+    """Text AGENTS.md shows as its own lines (the example RCA's JSON), written as it is."""
+
+
+# Line breaks and other control characters, as JSON escapes them: what a crashed host, a
+# reporter or an RCA's author wrote never starts a line of AGENTS.md of its own (a heading, a
+# rule, a code fence an agent would take for the registry's instructions).
+_CONTROLS = (*range(0x09), *range(0x0B, 0x20), 0x7F, 0x85, 0x2028, 0x2029)  # a tab stays
+_ONE_LINE = {code: f"\\u{code:04x}" for code in _CONTROLS} | {0x0A: "\\n", 0x0D: "\\r"}
+
+
+def one_line(value: Any) -> Any:
+    """Jinja's `finalize`: every value AGENTS.md interpolates, on one line (but a Block)."""
+    return value.translate(_ONE_LINE) if isinstance(value, str) and not isinstance(value, Block) else value
+
+
 _TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
     undefined=StrictUndefined,
     keep_trailing_newline=True,
     autoescape=False,  # Markdown for an agent, not HTML
+    finalize=one_line,
     # read once, as the code that renders it is: a deploy's new template beside a worker's old
     # code (until its restart) would render with names that code does not pass (a 500)
     auto_reload=False,
 )
-_TEMPLATES.filters["json"] = lambda value: json.dumps(value, indent=2)
+_TEMPLATES.filters["json"] = lambda value: Block(json.dumps(value, indent=2))
 # The triage workspace written beside the bundle (crashreg triage-bundle --out DIR).
 WORKSPACE = Path(__file__).parent / "templates" / "workspace"
 
@@ -156,6 +177,7 @@ class WorkspaceDump(TypedDict):
     event_id: str
     capture_id: str
     kernel_version: str
+    kernel_dir: str  # the workspace's folder for the kernel's debug info and source (kernel_dir())
     target: str | None
     uri: str | None
     dump: str
@@ -441,6 +463,19 @@ def kernel_builds(session: Session, event_ids: list[int]) -> dict[int, KernelBui
     return {event_id: kernel_build(found) for event_id, found in payloads.items()}
 
 
+# A kernel release as `uname -r` prints one (Debian's, Ubuntu's, RHEL's): one path component.
+_RELEASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]{0,127}")
+
+
+def kernel_dir(version: str) -> str:
+    """The workspace's folder for a kernel (under debug/ and src/): its release, or for a version
+    no kernel prints (a slash, `..`, a shell's metacharacters: it comes from the reporter) a
+    name made of its hash, so that setup.sh writes nothing outside the workspace."""
+    if _RELEASE.fullmatch(version):
+        return version
+    return "kernel-" + hashlib.sha256(version.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def workspace_dumps(
     session: Session, events: list[SampledEvent], link: LinkMaker | None
 ) -> list[WorkspaceDump]:
@@ -456,19 +491,21 @@ def workspace_dumps(
         for capture in event["captures"]:
             if not version or capture["status"] != "completed" or not (capture["target"] or capture["uri"]):
                 continue
-            dump, vmlinux = f"dumps/{event['id']}-{capture['id']}.vmcore", f"debug/{version}/vmlinux"
+            folder = kernel_dir(version)
+            dump, vmlinux = f"dumps/{event['id']}-{capture['id']}.vmcore", f"debug/{folder}/vmlinux"
             in_store = stored.get(int(capture["id"]))
             given = link(in_store) if in_store is not None and link is not None else None
             dumps.append({
                 "event_id": event["id"],
                 "capture_id": capture["id"],
                 "kernel_version": version,
+                "kernel_dir": folder,
                 "target": capture["target"],
                 "uri": capture["uri"],
                 "dump": dump,
                 "vmlinux": vmlinux,
                 "kernel_build_id": build["build_id"],
-                "modules": [{**module, "debug": f"debug/{version}/modules/{module['name']}.ko"}
+                "modules": [{**module, "debug": f"debug/{folder}/modules/{module['name']}.ko"}
                             for module in build["modules"]],
                 "drgn": f"drgn -q -c {dump} -s {vmlinux} inspect-dump.py",
                 "download_url": given["url"] if given else None,

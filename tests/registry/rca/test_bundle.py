@@ -181,6 +181,7 @@ def test_cli_writes_bundle_agents_md_and_console_logs(cli, client, make_token, w
     dump = f"dumps/{world['rhel_event']}-{capture['id']}.vmcore"
     assert bundle["dumps"] == [{
         "event_id": str(world["rhel_event"]), "capture_id": capture["id"], "kernel_version": RHEL,
+        "kernel_dir": RHEL,
         "target": None, "uri": "s3://dumps/gpu-c3/vmcore", "dump": dump, "vmlinux": f"debug/{RHEL}/vmlinux",
         "kernel_build_id": None, "modules": [],  # no report carried the kernel's build-id
         "drgn": f"drgn -q -c {dump} -s debug/{RHEL}/vmlinux inspect-dump.py",

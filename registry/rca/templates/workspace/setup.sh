@@ -37,19 +37,21 @@ if [ -n "${CRASHREG_TOKEN:-}" ]; then
     (umask 077 && printf 'Authorization: Bearer %s\n' "$CRASHREG_TOKEN" > debuginfod-headers)
 fi
 
-# One line per dump: event, capture, kernel, dump file, vmlinux, target, uri, download link,
-# encoding, kernel build-id, modules (name=build-id,...), debug packages. Dumps whose kernel
-# build-id is known first: another dump of the same kernel then finds its vmlinux in place.
+# One line per dump: event, capture, kernel, the kernel's folder (under debug/ and src/), dump
+# file, vmlinux, target, uri, download link, encoding, kernel build-id, modules
+# (name=build-id,...), debug packages. Dumps whose kernel build-id is known first: another dump
+# of the same kernel then finds its vmlinux in place. A field's tabs and line breaks (a
+# reporter's text) are spaces: one dump, one line.
 plan=$(python3 -c '
-import json
+import json, re
 bundle = json.load(open("bundle.json"))
 packages = {d["kernel_version"]: d["debug_packages"] for d in bundle["debuginfo"]}
 for d in sorted(bundle["dumps"], key=lambda d: d.get("kernel_build_id") is None):
     modules = ",".join(m["name"] + "=" + m["build_id"] for m in d.get("modules") or [])
-    print("\t".join([d["event_id"], d["capture_id"], d["kernel_version"], d["dump"], d["vmlinux"],
-                     d["target"] or "-", d["uri"] or "-", d.get("download_url") or "-", d.get("encoding") or "-",
-                     d.get("kernel_build_id") or "-", modules or "-",
-                     " ".join(packages.get(d["kernel_version"], []))]))
+    fields = [d["event_id"], d["capture_id"], d["kernel_version"], d["kernel_dir"], d["dump"], d["vmlinux"],
+              d["target"] or "-", d["uri"] or "-", d.get("download_url") or "-", d.get("encoding") or "-",
+              d.get("kernel_build_id") or "-", modules or "-", " ".join(packages.get(d["kernel_version"], []))]
+    print("\t".join(re.sub(r"[\t\n\r\v\f\x1c-\x1e\x85\u2028\u2029]", " ", field) for field in fields))
 ') || { echo "setup.sh: cannot read bundle.json" >&2; exit 1; }
 debuginfod=$(python3 -c 'import json; print(json.load(open("bundle.json"))["debuginfod"]["urls"].split()[0])') || debuginfod=
 
@@ -66,7 +68,7 @@ from_debuginfod() {  # $1 build-id, $2 file: the registry's debuginfo for the bu
     echo "setup.sh: $2 from the registry's debuginfod (build-id $1)" >&2
 }
 
-module_debug_info() {  # $1 kernel version, $2 name=build-id,...: each module's debug info, when held
+module_debug_info() {  # $1 the kernel's folder, $2 name=build-id,...: each module's debug info, when held
     [ "$2" != - ] || return 0
     for module in $(printf '%s' "$2" | tr ',' ' '); do
         ko=debug/$1/modules/${module%%=*}.ko
@@ -102,8 +104,8 @@ debug_info() {  # $1 kernel version, $2 vmlinux path, $3 build-id, $4... candida
     return 1
 }
 
-source_tree() {  # $1 kernel version: its image package's source, unpacked to src/$1
-    version=$1 tree=src/$1
+source_tree() {  # $1 kernel version, $2 its folder: its image package's source, unpacked to src/$2
+    version=$1 tree=src/$2
     [ "${CRASHREG_WORKSPACE_SOURCE:-1}" = 0 ] && return 0
     [ -s "$tree/Makefile" ] && return 0
     build=$(apt-cache show "linux-image-$version" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
@@ -134,12 +136,12 @@ source_tree() {  # $1 kernel version: its image package's source, unpacked to sr
 }
 
 tab=$(printf '\t')
-printf '%s\n' "$plan" | while IFS=$tab read -r event capture version dump vmlinux target uri link encoding build_id modules packages; do
+printf '%s\n' "$plan" | while IFS=$tab read -r event capture version folder dump vmlinux target uri link encoding build_id modules packages; do
     [ -n "$event" ] || continue
     # shellcheck disable=SC2086
     debug_info "$version" "$vmlinux" "$build_id" $packages || missing=1
-    module_debug_info "$version" "$modules"
-    source_tree "$version" || missing=1
+    module_debug_info "$folder" "$modules"
+    source_tree "$version" "$folder" || missing=1
     if [ ! -e "$dump" ]; then
         if [ "$target" != - ] && [ -r "$dump_root/$target" ]; then
             ln -s "$(cd "$(dirname "$dump_root/$target")" && pwd)/$(basename "$target")" "$dump"
