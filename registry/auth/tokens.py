@@ -128,6 +128,29 @@ def require_scope(*scopes: str, checked_by_view: bool = False) -> Callable[[F], 
     return decorate
 
 
+def refuse_agent(token: TokenHolder, what: str) -> None:
+    """A write that changes the record by judgement (a signature's status, title or capture
+    policy, a merge, an unpin) is refused to agent tokens, whatever their scope: an AI agent
+    proposes an RCA, which a human reviews; nothing it concludes enters the record unreviewed."""
+    if token.kind == "agent":
+        raise ApiError(403, "forbidden", f"agent tokens may not {what}: that is a human's decision (an "
+                       "agent proposes an RCA, POST /api/v1/signatures/{key}/rcas, which a human reviews)")
+
+
+def human_decision(what: str) -> Callable[[F], F]:
+    """refuse_agent on a view, below require_scope (which sets g.token)."""
+
+    def decorate(view: F) -> F:
+        @wraps(view)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            refuse_agent(g.token, what)
+            return view(*args, **kwargs)
+
+        return guarded  # type: ignore[return-value]
+
+    return decorate
+
+
 def admit(row: TokenHolder | None, scopes: tuple[str, ...]) -> TokenHolder:
     """The request's caller (g.token) if its token is live and grants any of `scopes`."""
     if row is None:

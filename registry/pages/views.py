@@ -14,7 +14,7 @@ from marshmallow import fields, validate
 from sqlalchemy import select
 from werkzeug.wrappers import Response
 
-from registry.auth.tokens import caller_has_scope
+from registry.auth.tokens import caller_has_scope, refuse_agent
 from registry.capture.models import Capture
 from registry.capture.service import capture_dict
 from registry.core.events import Event, event_summary
@@ -354,6 +354,7 @@ def capture_pin(capture_id: int) -> Response:
         raise ApiError(403, "forbidden", "pinning a dump needs a token with the triage scope")
     with current_db().session() as session:
         if request.form.get("action") == "unpin":
+            refuse_agent(g.token, "unpin a dump")
             unpin(session, capture_id, g.token.name, g.token.id)
         else:
             note = load(PinRequestSchema(), {"note": request.form.get("note") or None})["note"]  # as the API

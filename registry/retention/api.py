@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint, g, jsonify, request
 from marshmallow import Schema, fields, validate
 
-from registry.auth.tokens import require_scope
+from registry.auth.tokens import human_decision, require_scope
 from registry.openapi import documented
 from registry.requests import json_body, load
 from registry.retention.pins import pin, pin_dict, pin_history, unpin
@@ -58,6 +58,7 @@ def put_pin(capture_id: int) -> Any:
 
 @blueprint.delete("/captures/<id:capture_id>/pin")
 @require_scope("triage")
+@human_decision("unpin a dump")
 @documented(
     "Unpin a capture's dump: retention's ordinary rules apply to it again (the pin is kept as history)",
     responses={200: PinSchema},

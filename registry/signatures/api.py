@@ -13,7 +13,7 @@ from marshmallow import Schema, fields, validate
 from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from registry.auth.tokens import require_scope
+from registry.auth.tokens import human_decision, require_scope
 from registry.core.events import Event, event_summary
 from registry.core.jira_links import JiraLink
 from registry.core.schemas import SignatureSummarySchema
@@ -280,6 +280,7 @@ def signature_events(key: str) -> Any:
 
 @blueprint.patch("/signatures/<key>")
 @require_scope("triage")
+@human_decision("change a signature's status, title, owner, notes or capture policy")
 @documented(
     "Triage a signature: status, title, owner, notes, capture policy",
     request=SignaturePatchSchema,

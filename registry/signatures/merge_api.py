@@ -15,7 +15,7 @@ from flask import Blueprint, g, jsonify
 from marshmallow import Schema, fields, validate
 from sqlalchemy import select
 
-from registry.auth.tokens import require_scope
+from registry.auth.tokens import human_decision, require_scope
 from registry.core.signatures import Signature
 from registry.core.wiring import app_listeners
 from registry.errors import ApiError
@@ -66,6 +66,7 @@ def _change(key: str, change: Callable[[Any, Signature, Signature], None], *,
 
 @blueprint.post("/signatures/<key>/merge")
 @require_scope("triage")
+@human_decision("merge signatures")
 @documented(
     "Merge another signature into this one (an alias rule: its future events land here)",
     request=MergeSchema,
@@ -81,6 +82,7 @@ def merge_signature(key: str) -> Any:
 
 @blueprint.post("/signatures/<key>/unmerge")
 @require_scope("triage")
+@human_decision("undo a merge")
 @documented(
     "Undo a merge: the other signature and its events stand alone again",
     request=MergeSchema,

@@ -67,6 +67,13 @@ def test_the_event_page_pins_and_unpins_with_the_triage_scope(client, make_token
     assert "pinned by carol" in page and ">Unpin<" in page
     history = client.get(f"/api/v1/captures/{capture}/pins", headers=auth(make_token("read"))).json["pins"]
     assert [(p["pinned_by"], p["unpinned_by"]) for p in history] == [("carol", None)]
+    login(client, make_token("triage", kind="agent"))  # an AI's token: it may pin, never unpin
+    page = client.get(f"/events/{event_id}").get_data(as_text=True)
+    agent = client.post(f"/captures/{capture}/pin", data={"csrf_token": csrf_from(page), "action": "unpin"})
+    assert agent.status_code == 403
+    assert "pinned by carol" in client.get(f"/events/{event_id}").get_data(as_text=True)
+    login(client, make_token("triage", name="carol"))
+    page = client.get(f"/events/{event_id}").get_data(as_text=True)
     client.post(f"/captures/{capture}/pin", data={"csrf_token": csrf_from(page), "action": "unpin"})
     assert "pinned by" not in client.get(f"/events/{event_id}").get_data(as_text=True)
     forged = client.post(f"/captures/{capture}/pin", data={"action": "pin"})
