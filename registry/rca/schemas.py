@@ -6,13 +6,15 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from registry.ids import ID_MAX, parse_id
 from registry.rca.models import AUTHOR_KINDS, RCA_STATUSES, REVIEW_VERDICTS
 from registry.requests import JsonBoolean, WholeNumber
 
 COMMIT = validate.Regexp(r"^[0-9a-f]{7,40}$", error="a git commit id: 7 to 40 lowercase hex digits")
 HTTP_URL = validate.URL(schemes={"http", "https"}, require_tld=False)
 URL_DOC = {"format": "uri", "pattern": "^https?://[^/?#\\s]+", "description": "an http(s) URL"}
-KERNEL_VERSION = validate.Regexp(r"^v?\d+\.\d+\S*$", error="a kernel version such as 6.8.0-52-generic")
+KERNEL_VERSION = [validate.Regexp(r"^v?\d+\.\d+\S*$", error="a kernel version such as 6.8.0-52-generic"),
+                  validate.Length(max=128)]
 LINK_KINDS = ("bug_tracker", "mailing_list", "other")
 MAX_EVIDENCE_ITEMS = 200
 
@@ -21,13 +23,27 @@ def _note() -> fields.String:
     return fields.String(validate=validate.Length(max=2000), metadata={"description": "why it matters"})
 
 
+class RowId(fields.String):
+    """A row's id as the API writes ids (a string of digits), within the id column's range, kept
+    as the API writes it ("01058" is 1058: the checks look the row up by it)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(metadata={"pattern": f"^[0-9]{{1,{len(str(ID_MAX))}}}$"}, **kwargs)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
+        parsed = parse_id(super()._deserialize(value, attr, data, **kwargs))
+        if parsed is None:
+            raise ValidationError(f"an id: a whole number from 1 to {ID_MAX}, as a string")
+        return str(parsed)
+
+
 class EventEvidence(Schema):
-    event_id = fields.String(required=True, validate=validate.Regexp(r"^\d{1,18}$"))
+    event_id = RowId(required=True)
     note = _note()
 
 
 class CaptureEvidence(Schema):
-    capture_id = fields.String(required=True, validate=validate.Regexp(r"^\d{1,18}$"))
+    capture_id = RowId(required=True)
     note = _note()
 
 
@@ -97,7 +113,7 @@ class FixSchema(Schema):
     """Bounded as the RCA's row and its signature's keep them (fixed_in_kernel, fix_url)."""
 
     commit = fields.String(validate=COMMIT)
-    kernel_version = fields.String(validate=[KERNEL_VERSION, validate.Length(max=128)],
+    kernel_version = fields.String(validate=KERNEL_VERSION,
                                    metadata={"description": "first kernel fixed"})
     url = fields.String(validate=[HTTP_URL, validate.Length(max=1000)], metadata=URL_DOC)
 

@@ -69,6 +69,7 @@ def test_hallucinated_evidence_is_flagged_stored_and_published(client, database,
         evidence=[
             {"type": "event", "event_id": other.event_ids[0]},
             {"type": "event", "event_id": "987654"},
+            {"type": "event", "event_id": "0" + seeded.event_ids[0]},  # the signature's own, as "01058"
             {"type": "function", "function": "btrfs_commit_transaction"},
             {"type": "kernel", "kernel_version": "6.9.1"},
         ],
@@ -110,6 +111,12 @@ def test_hallucinated_evidence_is_flagged_stored_and_published(client, database,
         ({"evidence": [{"type": {"a": 1}}]}, "evidence"),
         ({"fix": {"kernel_version": "6.1" + "x" * 200}}, "fix"),
         ({"fix": {"url": "https://x.example/" + "a" * 1100}}, "fix"),
+        # ids past the id column (a 500 on PostgreSQL before), none, or no id at all
+        ({"evidence": [{"type": "event", "event_id": "2147483648"}]}, "evidence"),
+        ({"evidence": [{"type": "capture", "capture_id": "999999999999999999"}]}, "evidence"),
+        ({"evidence": [{"type": "event", "event_id": "0"}]}, "evidence"),
+        ({"evidence": [{"type": "event", "event_id": "\u0661"}]}, "evidence"),
+        ({"evidence": [{"type": "kernel", "kernel_version": "6." + "1" * 400}]}, "evidence"),
     ],
 )
 def test_malformed_rcas_are_refused_naming_the_field(
