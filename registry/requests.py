@@ -17,7 +17,7 @@ from typing import Any
 
 from flask import request
 from marshmallow import Schema, ValidationError, fields, validate
-from werkzeug.exceptions import NotFound
+from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 from werkzeug.routing import BaseConverter
 
 from registry.errors import ApiError
@@ -105,6 +105,11 @@ def field_names(messages: dict[Any, Any]) -> str:
 def json_body() -> dict[str, Any]:
     """The request's JSON object, or a 400 saying what is wrong with it."""
     raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH raises 413 here
+    limit = request.max_content_length
+    if request.content_length is None and limit is not None and len(raw) >= limit and _more_input():
+        # A streamed (chunked) body: werkzeug stops reading at the limit without a 413, and the
+        # body's first MAX_CONTENT_LENGTH bytes would be taken for all of it.
+        raise RequestEntityTooLarge()
     try:
         body = json.loads(raw, parse_int=_parse_int)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -119,6 +124,14 @@ def json_body() -> dict[str, Any]:
     if problems:
         raise ApiError(400, "invalid", f"invalid fields: {field_names(problems)}", fields=problems)
     return body
+
+
+def _more_input() -> bool:
+    """Whether the server's input stream holds more than the body read so far."""
+    try:
+        return bool(request.environ["wsgi.input"].read(1))
+    except (OSError, ValueError):
+        return False
 
 
 def refuse_nul_in_request() -> None:

@@ -56,3 +56,35 @@ def test_gthread_workers_answer_others_while_a_slow_client_trickles_its_request(
         assert status.endswith("200 OK") and json.loads(body) == {"status": "ok"}
         slow.sendall(b"gth: 0\r\n\r\n")  # the rest arrives: an ordinary answer, a 401 (no token)
         assert b" 401 " in slow.recv(65536).split(b"\r\n", 1)[0]
+
+
+def chunked(path: str, token: str, body: bytes) -> bytes:
+    """A POST whose body is sent in chunks (Transfer-Encoding: chunked, no Content-Length)."""
+    pieces = [body[start:start + 65536] for start in range(0, len(body), 65536)]
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
+    return (f"POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode() + framed
+
+
+def test_a_chunked_body_past_the_limit_is_a_413_not_its_first_part(
+        db_url: str, make_token, database, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Sent chunked, a body past the limit was read up to the limit and that part taken for the
+    whole: a report padded past 2 MiB with spaces and then garbage was stored (201). Now a 413;
+    a chunked body within the limit is read whole."""
+    from sqlalchemy import func, select
+
+    from registry.core.events import Report
+    from testkit.reports import crash_report
+
+    token = make_token("report")
+    padded = json.dumps(crash_report(report_id="chunked-past")).encode() + b" " * (3 << 20) + b"garbage"
+    within = json.dumps(crash_report(report_id="chunked-within")).encode()
+    with serving(db_url, tmp_path) as port:
+        past = exchange(port, chunked("/api/v1/reports", token, padded))
+        whole = exchange(port, chunked("/api/v1/reports", token, within))
+    assert past[0].split()[1] == "413", past
+    assert json.loads(past[2])["error"]["code"] == "body_too_large"
+    assert whole[0].split()[1] == "201", whole
+    with database.session() as session:
+        assert session.scalars(select(Report.report_id)).all() == ["chunked-within"]
+        assert session.scalar(select(func.count()).select_from(Report)) == 1
