@@ -51,19 +51,27 @@ class Carried:
 SignatureFolded = Callable[["Session", int, int], Carried]
 # (session, event ids, signature id): those events now belong to that signature
 EventsMoved = Callable[["Session", Sequence[int], int], None]
+# (session, signature id, survivor id): merged into the survivor by hand (its row stays, for an unmerge)
+SignatureMerged = Callable[["Session", int, int], None]
 
 
 @dataclass
 class SignatureListeners:
-    """Told by signatures (a rebuild, a merge) when signatures fold into others and events move:
-    Targets of SignatureFolded and EventsMoved functions."""
+    """Told by signatures (a rebuild, a merge) when signatures fold into others, are merged by
+    hand and events move: Targets of SignatureFolded, SignatureMerged and EventsMoved functions."""
 
     folded: list[Target] = field(default_factory=list)
     events_moved: list[Target] = field(default_factory=list)
+    merged: list[Target] = field(default_factory=list)
 
     def fold(self, session: Session, loser_id: int, survivor_id: int) -> list[Carried]:
         listeners: list[SignatureFolded] = [load(target) for target in self.folded]
         return [listener(session, loser_id, survivor_id) for listener in listeners]
+
+    def merge(self, session: Session, merged_id: int, survivor_id: int) -> None:
+        listeners: list[SignatureMerged] = [load(target) for target in self.merged]
+        for listener in listeners:
+            listener(session, merged_id, survivor_id)
 
     def move_events(self, session: Session, event_ids: Sequence[int], signature_id: int) -> None:
         listeners: list[EventsMoved] = [load(target) for target in self.events_moved]

@@ -17,7 +17,7 @@ from registry.core.wiring import cli_wiring, load
 from registry.rca.bundle import WORKSPACE, triage_bundle
 from registry.rca.models import Rca
 from registry.rca.service import recheck
-from registry.signatures.service import find_signature
+from registry.signatures.service import canonical, find_signature
 from registry.storage.service import link_maker
 from registry.storage.store import open_store
 
@@ -105,6 +105,9 @@ def recheck_command(cli: CliContext, signatures: tuple[str, ...]) -> None:
         else:
             ids = select(Rca.signature_id).distinct()
             targets = list(session.scalars(select(Signature).where(Signature.id.in_(ids))))
+        # A merged signature's RCAs are checked as its survivor's, against the survivor's events.
+        standing = (canonical(session, sig) for sig in targets)
+        targets = list({sig.id: sig for sig in standing}.values())
         flagged = 0
         with click.progressbar(targets, label="rechecking", file=sys.stderr) as progress:
             for signature in progress:

@@ -34,6 +34,7 @@ from registry.rca.checks import (
 )
 from registry.rca.models import Rca, RcaReview
 from registry.signatures.identify import identify
+from registry.signatures.service import canonical
 from registry.signatures.userspace import frame_called, read_frames
 from registry.storage.service import lock_dumps
 
@@ -42,9 +43,14 @@ _FRAME_DECORATION = re.compile(r"^\?\s*|\+0x[0-9a-f]+(/0x[0-9a-f]+)?.*$|\s*\[.*\
 
 
 def member_signature_ids(session: Session, signature: Signature) -> list[int]:
-    """The signature and the signatures merged into it: their events are its events."""
-    merged = session.scalars(select(Signature.id).where(Signature.merged_into_id == signature.id)).all()
-    return [signature.id, *merged]
+    """The signature and the signatures merged into it, and into those: their events and RCAs
+    are its own."""
+    members, merged = [signature.id], [signature.id]
+    while merged:
+        into = select(Signature.id).where(Signature.merged_into_id.in_(merged))
+        merged = [found for found in session.scalars(into) if found not in members]
+        members += merged
+    return members
 
 
 def frame_function(frame: Any) -> str | None:
@@ -236,6 +242,7 @@ def propose(
             "an agent token posts AI-written RCAs only",
             fields={"author_kind": ['must be "ai" when posted with an agent token']},
         )
+    signature = canonical(session, signature)  # an RCA of a merged signature is its survivor's
     hold_cited_dumps(session, data["evidence"])
     agent = data.get("agent") or {}
     fix = data.get("fix") or {}
@@ -305,9 +312,9 @@ def review(session: Session, rca: Rca, data: ReviewRequest, token: TokenHolder, 
     refuse_reviewer(rca, token)
     if rca.status != "proposed":
         raise ApiError(409, "conflict", f"RCA {rca.id} is {rca.status}; only proposed RCAs are reviewed")
-    signature = session.scalars(
-        select(Signature).where(Signature.id == rca.signature_id).with_for_update()
-    ).one()
+    # The bug the RCA is about now: its signature, or the one it was merged into since.
+    standing = canonical(session, session.get_one(Signature, rca.signature_id))
+    signature = session.scalars(select(Signature).where(Signature.id == standing.id).with_for_update()).one()
     if run_rca_checks(session, signature, rca):
         publish_flagged(session, rca, public_url)
     if data["verdict"] == "confirmed" and not rca.checks_passed and not data["override_checks"]:
@@ -340,8 +347,11 @@ def review(session: Session, rca: Rca, data: ReviewRequest, token: TokenHolder, 
 
 
 def confirm(session: Session, signature: Signature, rca: Rca, token: TokenHolder, public_url: str) -> None:
+    """`rca` is the bug's one confirmed RCA: any other confirmed one of the signature or of a
+    signature merged into it is superseded by it."""
     previous = session.scalars(
-        select(Rca).where(Rca.signature_id == signature.id, Rca.status == "confirmed")
+        select(Rca).where(Rca.signature_id.in_(member_signature_ids(session, signature)),
+                          Rca.status == "confirmed", Rca.id != rca.id)
     ).all()
     for old in previous:
         old.status, old.superseded_by_id, old.superseded_at = "superseded", rca.id, utcnow()
@@ -481,15 +491,39 @@ def recheck(session: Session, signature: Signature, public_url: str) -> int:
     return flagged
 
 
+def keep_one_confirmed(session: Session, survivor: Signature, signature_ids: Iterable[int]) -> list[int]:
+    """Signatures that became one bug (a merge, a rebuild) keep one confirmed RCA: the
+    survivor's own, else the one reviewed last; the others are superseded by it (their ids
+    returned). Its fix version becomes the survivor's when the survivor has none."""
+    confirmed = session.scalars(
+        select(Rca).where(Rca.signature_id.in_(list(signature_ids)), Rca.status == "confirmed")
+    ).all()
+    if not confirmed:
+        return []
+    standing = max(confirmed, key=lambda r: (r.signature_id == survivor.id, r.reviewed_at or r.created_at,
+                                             r.id))
+    superseded = [rca for rca in confirmed if rca is not standing]
+    for rca in superseded:
+        rca.status, rca.superseded_by_id, rca.superseded_at = "superseded", standing.id, utcnow()
+    if survivor.fixed_in_kernel is None and standing.fixed_in_kernel:
+        survivor.fixed_in_kernel = standing.fixed_in_kernel
+    session.flush()
+    return [rca.id for rca in superseded]
+
+
+def settle_merged_rcas(session: Session, merged_id: int, survivor_id: int) -> None:
+    """A signature merged by hand: its RCAs stay its own (an unmerge gives them back) and count
+    as the survivor's; the bug keeps one confirmed RCA (a superseded one stays so after an unmerge)."""
+    survivor = canonical(session, session.get_one(Signature, survivor_id))
+    keep_one_confirmed(session, survivor, member_signature_ids(session, survivor))
+
+
 def carry_rcas(session: Session, loser_id: int, survivor_id: int) -> Carried:
-    """A signature merged away in a rebuild: its RCAs move to the survivor (a confirmed one
-    only when the survivor has none confirmed)."""
-    has_confirmed = session.scalar(select(func.count()).where(
-        Rca.signature_id == survivor_id, Rca.status == "confirmed"))
-    movable = select(Rca.id).where(Rca.signature_id == loser_id)
-    if has_confirmed:
-        movable = movable.where(Rca.status != "confirmed")
-    ids = session.scalars(movable).all()
+    """A signature merged away in a rebuild: its RCAs move to the survivor, which keeps one
+    confirmed RCA (keep_one_confirmed)."""
+    survivor = session.get_one(Signature, survivor_id)
+    keep_one_confirmed(session, survivor, {loser_id, *member_signature_ids(session, survivor)})
+    ids = session.scalars(select(Rca.id).where(Rca.signature_id == loser_id)).all()
     if ids:
         session.execute(update(Rca).where(Rca.id.in_(ids)).values(signature_id=survivor_id))
     return Carried(done=f"{len(ids)} RCA(s) carried" if ids else "")

@@ -96,6 +96,7 @@ def merge(session: Session, survivor: Signature, other: Signature, by: str | Non
     set_alias(session, other.fingerprint, survivor.id, MERGE, by)
     _move_events(session, Event.signature_id == other.id, survivor.id, listeners)
     recount(session, [survivor.id, other.id])
+    listeners.merge(session, other.id, survivor.id)
 
 
 def unmerge(session: Session, survivor: Signature, other: Signature, listeners: SignatureListeners) -> None:
