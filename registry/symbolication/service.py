@@ -319,14 +319,18 @@ def program_build_ids(stack: dict[str, Any], frames: int | None = None) -> set[s
 
 
 def symbolicator_for(settings: Settings, database: Database, listeners: SignatureListeners, inner: Engine,
-                     sources: SymbolSources | None = None) -> Symbolicator:
+                     sources: SymbolSources | None = None, hears_arrivals: bool = True) -> Symbolicator:
     """A Symbolicator over the symbol sources (its symcaches in their cache directory), told by
-    them when symbols arrive."""
+    them when symbols arrive (`hears_arrivals`: the server's, which symbolicates again the
+    events that missed them; a command that prepares every symbol itself does not: an arrival
+    during a rebuild's fetches moved events in the background, in a dry run too, and outside
+    the command's summary)."""
     sources = sources or SymbolSources(settings, database)
     symcaches = Symcaches(Path(settings.symbols.cache_dir) / SYMCACHE_DIR, made=sources.make_room)
     symbolicator = Symbolicator(inner, symcaches, sources, database, listeners)
-    sources.on_symbols_arrived(lambda arrival: symbolicator.in_background(arrival.build_id))
-    RECHECKS[database] = symbolicator.recheck
+    if hears_arrivals:
+        sources.on_symbols_arrived(lambda arrival: symbolicator.in_background(arrival.build_id))
+        RECHECKS[database] = symbolicator.recheck
     return symbolicator
 
 
@@ -366,7 +370,7 @@ def names_on_demand(settings: Settings, database: Database, listeners: Signature
     a stored stack's frames, each of its build-ids' symcaches made first where the sources
     have the debug file (waiting on them: a command, where a page reads only what is ready).
     Each build-id is prepared once: a bundle asks again for each event and each of its threads."""
-    symbolicator = symbolicator_for(settings, database, listeners, inner)
+    symbolicator = symbolicator_for(settings, database, listeners, inner, hears_arrivals=False)
     prepared: set[str] = set()
 
     def names(stack: dict[str, Any]) -> Any:
@@ -403,7 +407,7 @@ def on_demand(settings: Settings, database: Database, listeners: SignatureListen
             "--allow-symbols-elsewhere to rebuild without them (the events they named lose "
             "those names)"
         )
-    symbolicator = symbolicator_for(settings, database, listeners, inner, sources)
+    symbolicator = symbolicator_for(settings, database, listeners, inner, sources, hears_arrivals=False)
     build_ids = stack_build_ids(database)
     with progress(len(build_ids), "symbols for the stored stacks (build-ids)") as bar:
         symbolicator.prepare(build_ids, bar.update)

@@ -19,11 +19,12 @@ def crashreg(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def crashreg_for(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    """The crashreg command as a real process on a test's registry: its database, dump store and
-    symbol cache, and no other CRASHREG_ setting of the environment."""
+    """The crashreg command as a real process on a test's registry: its database, dump store,
+    symbol cache and debuginfod servers, and no other CRASHREG_ setting of the environment."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("CRASHREG_")}
     env |= {"CRASHREG_DATABASE_URL": settings.database_url, "CRASHREG_DUMP_STORE": settings.dump_store.url,
-            "CRASHREG_SYMBOL_CACHE_DIR": settings.symbols.cache_dir}
+            "CRASHREG_SYMBOL_CACHE_DIR": settings.symbols.cache_dir,
+            "CRASHREG_DEBUGINFOD_URLS": " ".join(settings.symbols.debuginfod_urls)}
     return _run(env, args, timeout=300)
 
 

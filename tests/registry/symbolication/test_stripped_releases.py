@@ -165,6 +165,32 @@ def test_symbols_that_arrive_after_the_crashes_move_them_to_one_named_signature_
         assert_frames_named(client, reader, str(event_id), function, release)
 
 
+def test_a_dry_run_rebuild_that_fetches_symbols_writes_nothing_and_the_rebuild_says_all(
+    settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
+    releases: dict[str, tuple[Release, Release]], release_debuginfod: Debuginfod,  # noqa: F811
+) -> None:
+    """Crashes reported before any symbols, then a debuginfod server configured: the rebuild
+    fetches the debug files. Each one fetched used to set off the server's arrival job in the
+    command: the events moved in the background, in a dry run too, and outside the summary
+    (the dry run printed "merged: 0 ... nothing was written" and had merged them)."""
+    from registry.app import create_app
+
+    token, (first, second) = make_token("report"), releases[LANGUAGE_IDS[0]]
+    reported_without_symbols(create_app(with_symbols(settings, tmp_path), database), database, token,
+                             (first, second))
+    unnamed = signatures_of(database)
+    served = with_symbols(settings, tmp_path, release_debuginfod.url)
+    planned = crashreg_for(served, "signatures", "rebuild", "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert signatures_of(database) == unnamed  # nothing written
+    assert "merged: 1" in planned.stdout and "nothing was written" in planned.stdout, planned.stdout
+    rebuilt = crashreg_for(served, "signatures", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "merged: 1" in rebuilt.stdout, rebuilt.stdout
+    function = LANGUAGES[LANGUAGE_IDS[0]][2]
+    assert list(signatures_of(database).values()) == [(function, 2)]
+
+
 def test_a_rebuild_that_cannot_see_the_registrys_symbols_refuses_to_run(
     settings: Settings, database: Database, tmp_path: Path, make_token: Callable[..., str],
     releases: dict[str, tuple[Release, Release]],  # noqa: F811
