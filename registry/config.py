@@ -230,6 +230,10 @@ class SymbolSettings:
     # debuginfod servers, tried in order (space-separated, as elfutils' DEBUGINFOD_URLS)
     debuginfod_urls: tuple[str, ...] = ()
     timeout_s: float = 10.0  # one server's connect and read timeout (each read, not the whole file)
+    max_time_s: float = 300.0  # one file's whole transfer from one server (as DEBUGINFOD_MAXTIME)
+    # how long a request to the registry's /debuginfod/ waits on the servers before a 503 (the
+    # fetch goes on): well within gunicorn's worker timeout, the worker serving reports meanwhile
+    request_wait_s: float = 15.0
     negative_ttl_s: int = 600  # how long a build-id no server had is not asked for again
     cache_dir: str = field(default_factory=lambda: str(Path.cwd() / DEFAULT_SYMBOL_CACHE_DIR))
     cache_max_mb: int = 32768  # the cache's cap: past it, the least recently used files go (0: none)
@@ -248,6 +252,8 @@ class SymbolSettings:
         values = _read(cls, env, {"cache_dir": "CRASHREG_SYMBOL_CACHE_DIR"})
         values |= _read(cls, env, {
             "timeout_s": "CRASHREG_DEBUGINFOD_TIMEOUT_S",
+            "max_time_s": "CRASHREG_DEBUGINFOD_MAXTIME_S",
+            "request_wait_s": "CRASHREG_DEBUGINFOD_REQUEST_WAIT_S",
             "negative_ttl_s": "CRASHREG_DEBUGINFOD_NEGATIVE_TTL_S",
             "max_file_mb": "CRASHREG_SYMBOL_MAX_FILE_MB",
             "cache_max_mb": "CRASHREG_SYMBOL_CACHE_MAX_MB",

@@ -19,7 +19,7 @@ from registry.storage.parts import MAX_PARTS
 from registry.storage.service import MAX_URLS_PER_REQUEST
 from registry.symbols.elf import KINDS, section_extent
 from registry.symbols.keep import Origin
-from registry.symbols.sources import SymbolsArrived, SymbolSources
+from registry.symbols.sources import StillFetching, SymbolsArrived, SymbolSources
 from registry.symbols.uploads import complete, files_of, start
 from registry.web import current_db, current_settings
 
@@ -196,6 +196,15 @@ def get_symbol_files(build_id: str) -> Any:
 # --- debuginfod (elfutils' protocol; DEBUGINFOD_URLS=<public URL>/debuginfod/) ---------------
 
 
+FETCHING_RETRY_AFTER_S = 10
+
+
+@blueprint.errorhandler(StillFetching)
+def _still_fetching(error: StillFetching) -> Any:
+    return ApiError(503, "unavailable", str(error),
+                    headers={"Retry-After": str(FETCHING_RETRY_AFTER_S)}).to_response()
+
+
 def _served(path: Any, artifact: str) -> Any:
     if path is None:
         raise ApiError(404, "not_found", f"no {artifact} for this build-id here or on the configured servers")
@@ -210,16 +219,17 @@ A_FILE = {200: {"application/octet-stream": {"type": "string", "format": "binary
 @blueprint.get("/debuginfod/buildid/<build_id>/<any(debuginfo, executable):kind>")
 @require_scope("read", *UPLOAD_SCOPES)
 @documented("debuginfod: a build-id's debug info or executable, from the store or the configured servers "
-            "(DEBUGINFOD_URLS=<registry>/debuginfod/)", responses=A_FILE, errors=(400, 401, 403, 404),
+            "(DEBUGINFOD_URLS=<registry>/debuginfod/); 503 with Retry-After while a server is still sending "
+            "it", responses=A_FILE, errors=(400, 401, 403, 404, 503),
             tag="symbols")
 def debuginfod_artifact(build_id: str, kind: str) -> Any:
-    return _served(current_sources().find(build_id_in_path(build_id), kind, wait=True), kind)
+    return _served(current_sources().find_for_request(build_id_in_path(build_id), kind), kind)
 
 
 @blueprint.get("/debuginfod/buildid/<build_id>/source/<path:source>")
 @require_scope("read", *UPLOAD_SCOPES)
 @documented("debuginfod: a source file of a build-id, from the configured servers", responses=A_FILE,
-            errors=(400, 401, 403, 404), tag="symbols")
+            errors=(400, 401, 403, 404, 503), tag="symbols")
 def debuginfod_source(build_id: str, source: str) -> Any:
     build_id = build_id_in_path(build_id)
     try:
@@ -237,11 +247,11 @@ SECTION_CHUNK = 1 << 20
 @documented("debuginfod: the raw contents of an ELF section of a build-id (e.g. .gdb_index, which gdb "
             "fetches alone): from its debug info, else, where that has none or only SHT_NOBITS, from its "
             "executable; from the store or the configured servers", responses=A_FILE,
-            errors=(400, 401, 403, 404), tag="symbols")
+            errors=(400, 401, 403, 404, 503), tag="symbols")
 def debuginfod_section(build_id: str, section: str) -> Any:
     build_id = build_id_in_path(build_id)
     for kind in KINDS:
-        path = current_sources().find(build_id, kind, wait=True)
+        path = current_sources().find_for_request(build_id, kind)
         if path is not None and (extent := section_extent(path, section)) is not None:
             return _slice_served(path, *extent)
     raise ApiError(404, "not_found", f"no section {section[:200]!r} with contents in this build-id's debug "

@@ -46,7 +46,7 @@ from registry.config import Settings
 from registry.db import Database
 from registry.storage.store import DumpStore, open_store, store_location
 from registry.symbols.cache import make_room, used
-from registry.symbols.debuginfod import DebuginfodServer, TooLarge
+from registry.symbols.debuginfod import DebuginfodServer, FetchFailed
 from registry.symbols.elf import KINDS, NotASymbolFile
 from registry.symbols.keep import Origin, held, keep_file
 from registry.symbols.misses import Misses
@@ -54,6 +54,14 @@ from registry.symbols.misses import Misses
 log = logging.getLogger(__name__)
 BACKGROUND_FETCHERS = 2
 NAME_MAX, PATH_MAX = 255, 4096  # Linux's limits on one path component and a whole path, in bytes
+
+
+class StillFetching(Exception):
+    """A request's wait for the servers is over and the fetch is not: ask again shortly."""
+
+    def __init__(self, build_id: str, artifact: str, waited_s: float) -> None:
+        super().__init__(f"{build_id}/{artifact} is still being fetched from the configured debuginfod "
+                         f"servers after {waited_s:g} s; ask again shortly")
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,9 @@ class SymbolSources:
         self.store = store or open_store(settings.dump_store, settings.public_url)
         self.location = store_location(self.store)  # as symbol files' records name their store
         self.cache = Path(symbols.cache_dir)
-        self.servers = [DebuginfodServer(url, symbols.timeout_s) for url in symbols.debuginfod_urls]
+        self.servers = [DebuginfodServer(url, symbols.timeout_s, symbols.max_time_s)
+                        for url in symbols.debuginfod_urls]
+        self.request_wait_s = symbols.request_wait_s
         self.max_bytes = symbols.max_file_bytes
         self.cache_max_bytes = symbols.cache_max_bytes
         self.misses = Misses(symbols.negative_ttl_s)
@@ -109,6 +119,17 @@ class SymbolSources:
                 self._in_background(build_id, kind)
             return None
         return self._fetch(build_id, kind)
+
+    def find_for_request(self, build_id: str, kind: str = "debuginfo") -> Path | None:
+        """find(wait=True) for a request a worker serves (the registry's /debuginfod/): the
+        fetch runs in the background and is waited for at most CRASHREG_DEBUGINFOD_REQUEST_WAIT_S,
+        then StillFetching (the fetch goes on and keeps its file for the next ask): a slow
+        server never holds the worker, which serves reports too, until gunicorn kills it."""
+        build_id = checked_request(build_id, kind)
+        here, _ = self._at_hand(build_id, kind)
+        if here is not None:
+            return here
+        return self._awaited(self._in_background(build_id, kind), build_id, kind)
 
     def forget(self, build_id: str, kind: str) -> None:
         """The store's file for the build-id's kind was replaced (registry.symbols.keep.record):
@@ -156,10 +177,20 @@ class SymbolSources:
             return cached
         if self.misses.known(build_id, artifact):
             return None
+        fetching = self._in_background(build_id, artifact, lambda: self._source(build_id, artifact, cached))
+        return self._awaited(fetching, build_id, artifact)
+
+    def _source(self, build_id: str, artifact: str, cached: Path) -> Path | None:
         found = self._from_servers(build_id, artifact, cached)
         if found is None:
             self.misses.remember(build_id, artifact)
         return found
+
+    def _awaited(self, fetching: Future[Path | None], build_id: str, artifact: str) -> Path | None:
+        try:
+            return fetching.result(timeout=self.request_wait_s)
+        except TimeoutError:  # concurrent.futures' since 3.11
+            raise StillFetching(build_id, artifact, self.request_wait_s) from None
 
     def make_room(self) -> None:
         """Keep the cache within its cap (registry.symbols.cache), after a file was added."""
@@ -188,13 +219,18 @@ class SymbolSources:
             self._known[(build_id, kind)] = local
         return local, row is not None
 
-    def _in_background(self, build_id: str, kind: str) -> None:
+    def _in_background(self, build_id: str, kind: str,
+                       work: Callable[[], Path | None] | None = None) -> Future[Path | None]:
+        """The fetch of `kind` (or `work`, fetching that artifact) on a background thread: the
+        one under way, else a new one."""
         with self._lock:
-            if (build_id, kind) in self._fetching:
-                return
-            future = self._background.submit(self._fetch, build_id, kind)
+            running = self._fetching.get((build_id, kind))
+            if running is not None:
+                return running
+            future = self._background.submit(work or (lambda: self._fetch(build_id, kind)))
             self._fetching[(build_id, kind)] = future
         future.add_done_callback(lambda _: self._done(build_id, kind))
+        return future
 
     def _done(self, build_id: str, kind: str) -> None:
         with self._lock:
@@ -252,6 +288,6 @@ class SymbolSources:
                 if server.fetch(build_id, artifact, destination, self.max_bytes):
                     self.make_room()
                     return destination
-            except (requests.RequestException, TooLarge, OSError) as error:
+            except (requests.RequestException, FetchFailed, OSError) as error:
                 log.warning("debuginfod %s failed for %s/%s: %s", server.url, build_id, artifact, error)
         return None

@@ -200,9 +200,11 @@ def headers_file(directory: Path, token: str) -> Path:
 
 class CountingServer:
     """A debuginfod stand-in for what a real one cannot be made to do on cue: answer every
-    request with `body` (None: 404) and count the requests, over real HTTP on loopback."""
+    request with `body` (None: 404) and count the requests, over real HTTP on loopback.
+    `trickle_s`: the body a byte at a time, that long apart (a server on a choked link);
+    `cut`: half the body announced, then the connection closed."""
 
-    def __init__(self, body: bytes | None = None) -> None:
+    def __init__(self, body: bytes | None = None, trickle_s: float | None = None, cut: bool = False) -> None:
         self.body = body
         self.requests: list[str] = []
         outer = self
@@ -218,7 +220,24 @@ class CountingServer:
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(outer.body)))
                 self.end_headers()
-                self.wfile.write(outer.body)
+                if cut:
+                    self.wfile.write(outer.body[: len(outer.body) // 2])
+                    self.close_connection = True
+                elif trickle_s is not None:
+                    self._trickle(outer.body, trickle_s)
+                else:
+                    self.wfile.write(outer.body)
+
+            def _trickle(self, body: bytes, every_s: float) -> None:
+                stopped = threading.Event()
+                for at in range(len(body)):
+                    try:
+                        self.wfile.write(body[at:at + 1])
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        return
+                    if stopped.wait(every_s):  # the pace of the server under test, not a test's wait
+                        return
 
             def log_message(self, *_: object) -> None:
                 pass

@@ -257,3 +257,33 @@ def test_a_section_no_file_holds_with_contents_is_a_404_and_needs_a_token(
     reporter = auth(make_token("report"))
     assert requests.get(f"{base}/.debug_info", timeout=30).status_code == 401
     assert requests.get(f"{base}/.debug_info", headers=reporter, timeout=30).status_code == 403
+
+
+def test_a_server_still_sending_is_a_503_and_the_worker_is_let_go(
+    app: Flask, live_server: str, make_token: Callable[..., str], tmp_path: Path,
+) -> None:
+    """A debuginfod server trickling its file held the request's worker (which serves reports
+    too) until gunicorn killed it at 60 s: a 500, and no miss remembered. Now the request waits
+    CRASHREG_DEBUGINFOD_REQUEST_WAIT_S, then a 503 with Retry-After while the fetch goes on in
+    the background (bounded by CRASHREG_DEBUGINFOD_MAXTIME_S); asked again after, a 404."""
+    from registry.symbols.api import current_sources
+    from tests.support.symbols import CountingServer
+
+    slow = CountingServer(b"\x7fELF" + b"\0" * 4096, trickle_s=0.2)
+    settings = app.extensions["crashreg.settings"]
+    symbols = SymbolSettings(debuginfod_urls=(slow.url,), cache_dir=str(tmp_path / "cache"), max_time_s=2.0,
+                             request_wait_s=0.2)
+    app.extensions["crashreg.settings"] = replace(settings, public_url=live_server, symbols=symbols)
+    read = make_token("read")
+    path = f"{live_server}/debuginfod/buildid/{'ab' * 20}/debuginfo"
+    try:
+        waiting = requests.get(path, headers=auth(read), timeout=30)
+        assert waiting.status_code == 503, waiting.text
+        assert waiting.headers["Retry-After"] == "10"
+        assert "still being fetched" in waiting.json()["error"]["message"]
+        with app.app_context():
+            current_sources().settle(timeout_s=60)
+        assert requests.get(path, headers=auth(read), timeout=30).status_code == 404
+    finally:
+        slow.stop()
+    assert len(slow.requests) == 1

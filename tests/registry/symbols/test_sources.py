@@ -22,9 +22,10 @@ from tests.support.symbols import CountingServer, Debuginfod, Program
 UNKNOWN = "0123456789abcdef0123456789abcdef01234567"
 
 
-def symbol_settings(settings: Settings, tmp_path: Path, *servers: str, ttl_s: int = 600) -> Settings:
+def symbol_settings(settings: Settings, tmp_path: Path, *servers: str, ttl_s: int = 600,
+                    max_time_s: float = 300.0) -> Settings:
     symbols = SymbolSettings(debuginfod_urls=servers, cache_dir=str(tmp_path / "symbol-cache"), timeout_s=10,
-                             negative_ttl_s=ttl_s)
+                             negative_ttl_s=ttl_s, max_time_s=max_time_s)
     return replace(settings, symbols=symbols)
 
 
@@ -32,8 +33,9 @@ def symbol_settings(settings: Settings, tmp_path: Path, *servers: str, ttl_s: in
 def sources_for(settings: Settings, database: Database, tmp_path: Path) -> Iterator:
     made: list[SymbolSources] = []
 
-    def make(*servers: str, ttl_s: int = 600, cache: str = "a") -> SymbolSources:
-        sources = SymbolSources(symbol_settings(settings, tmp_path / cache, *servers, ttl_s=ttl_s), database)
+    def make(*servers: str, ttl_s: int = 600, cache: str = "a", max_time_s: float = 300.0) -> SymbolSources:
+        chosen = symbol_settings(settings, tmp_path / cache, *servers, ttl_s=ttl_s, max_time_s=max_time_s)
+        sources = SymbolSources(chosen, database)
         made.append(sources)
         return sources
 
@@ -148,3 +150,22 @@ def test_a_malformed_request_is_refused(sources_for, build_id: str, kind: str) -
 def test_a_source_path_that_could_leave_the_cache_is_refused(sources_for, path: str) -> None:
     with pytest.raises(ValueError, match="not an absolute source path"):
         sources_for().source_file(UNKNOWN, path)
+
+
+@pytest.mark.parametrize("how", ["trickle", "cut"])
+def test_a_server_that_never_sends_its_file_whole_is_a_miss(
+        sources_for, database: Database, how: str) -> None:
+    """A server sending a byte every few tenths of a second kept every read within the read
+    timeout and held the fetch for good (the file's whole transfer is bounded now, as
+    DEBUGINFOD_MAXTIME does); one that closes before the length it announced gave half a file."""
+    server = CountingServer(b"\x7fELF" + b"\0" * 4096, trickle_s=0.2 if how == "trickle" else None,
+                            cut=how == "cut")
+    try:
+        sources: SymbolSources = sources_for(server.url, max_time_s=1.0)
+        assert sources.find(UNKNOWN, "debuginfo", wait=True) is None
+        assert sources.find(UNKNOWN, "debuginfo", wait=True) is None  # remembered: not asked again
+    finally:
+        server.stop()
+    assert len(server.requests) == 1
+    assert rows(database) == []
+    assert not list((Path(sources.cache) / UNKNOWN).glob("*"))
