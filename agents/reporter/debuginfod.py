@@ -18,6 +18,7 @@ server had is not asked for again by the same client (one agent run).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,10 @@ from agents.reporter.log import log
 
 KINDS = ("debuginfo", "executable")
 REFUSED = {401: "no credential", 403: "a credential without read access"}
+# The registry answers 503 with Retry-After while one of its servers is still sending a file it
+# fetches for the asker (docs/symbols.md): asked again that many times, each wait capped.
+BUSY_RETRIES = 6
+BUSY_WAIT_MAX_S = 30.0
 
 
 @dataclass
@@ -74,9 +79,15 @@ class Debuginfod:
         partial = target.with_name(f".{kind}.{os.getpid()}.part")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            with partial.open("wb") as sink:
-                answer = http_exchange(url, "GET", self.headers_for(server), None, self.timeout, self.timeout,
-                                       self.ca_file, sink)
+            for attempt in range(BUSY_RETRIES + 1):
+                with partial.open("wb") as sink:
+                    answer = http_exchange(url, "GET", self.headers_for(server), None, self.timeout,
+                                           self.timeout, self.ca_file, sink)
+                wait = busy_wait(answer.status, answer.headers)
+                if wait is None or attempt == BUSY_RETRIES:
+                    break
+                log(f"debuginfod {url}: HTTP 503, still fetching: asked again in {wait:g} s")
+                time.sleep(wait)
             if answer.status != 200:
                 why = REFUSED.get(answer.status)
                 return self._answered(url, f"HTTP {answer.status}" + (
@@ -101,6 +112,14 @@ class Debuginfod:
         """`URL: answer` for each server asked for this file in this run, in order."""
         path = f"/buildid/{build_id.lower()}/{kind}"
         return [f"{url}: {answer}" for url, answer in self.answers.items() if url.endswith(path)]
+
+
+def busy_wait(status: int, headers: dict[str, str]) -> float | None:
+    """How long to wait before asking again (a 503 with a Retry-After in seconds), else None."""
+    after = headers.get("retry-after", "")
+    if status != 503 or not after.isdigit():
+        return None
+    return min(float(after), BUSY_WAIT_MAX_S)
 
 
 def read_secret(path: str) -> str | None:

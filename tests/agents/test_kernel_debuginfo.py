@@ -205,6 +205,22 @@ def test_elfutils_debuginfod_serves_the_client_and_a_miss_is_asked_once(
         server.process.wait(timeout=30)
 
 
+def test_a_registry_still_fetching_the_file_is_asked_again(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The registry answers 503 with Retry-After while its own server is still sending the file
+    (docs/symbols.md): the DPU agent asks again as told and gets it, where it reported nothing."""
+    files = kernel_like_files(tmp_path / "build")
+    busy = CountingServer(files["module"].read_bytes(), busy=2)
+    try:
+        client = client_for(None, tmp_path, CRASHREG_DEBUGINFOD_URLS=busy.url)
+        found = client.find(build_id_of(files["module"]))
+    finally:
+        busy.stop()
+    assert found is not None and found.read_bytes() == files["module"].read_bytes()
+    assert len(busy.requests) == 3
+    assert capfd.readouterr().err.count("HTTP 503, still fetching: asked again in 0 s") == 2
+
+
 def test_a_file_of_another_build_is_not_kept_and_a_silent_server_times_out(
     tmp_path: Path, counting_server: CountingServer
 ) -> None:

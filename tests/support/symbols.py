@@ -202,9 +202,11 @@ class CountingServer:
     """A debuginfod stand-in for what a real one cannot be made to do on cue: answer every
     request with `body` (None: 404) and count the requests, over real HTTP on loopback.
     `trickle_s`: the body a byte at a time, that long apart (a server on a choked link);
-    `cut`: half the body announced, then the connection closed."""
+    `cut`: half the body announced, then the connection closed; `busy`: the first that many
+    requests answered 503 with `Retry-After: 0` (the registry while it fetches the file)."""
 
-    def __init__(self, body: bytes | None = None, trickle_s: float | None = None, cut: bool = False) -> None:
+    def __init__(self, body: bytes | None = None, trickle_s: float | None = None, cut: bool = False,
+                 busy: int = 0) -> None:
         self.body = body
         self.requests: list[str] = []
         outer = self
@@ -212,6 +214,12 @@ class CountingServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.requests.append(self.path)
+                if len(outer.requests) <= busy:
+                    self.send_response(503)
+                    self.send_header("Retry-After", "0")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if outer.body is None:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
