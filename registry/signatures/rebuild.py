@@ -7,8 +7,10 @@ fingerprints they now get:
 - one old -> one new: *move*. The old row takes the new fingerprint in place, so its id,
   status, owner, Jira link and RCAs stay; the old fingerprint becomes an alias of it.
 - several old -> one new: *merge*. The old signature with most events takes the new
-  fingerprint; the others are merged into it (alias rule, like a manual merge), and their
-  Jira links and RCAs move to it where it has none; the merged status is the most active.
+  fingerprint (or the one already holding it: symbols arriving a build-id at a time move one
+  release's signature first); the others are merged into it (alias rule, like a manual merge),
+  and their Jira links, RCAs, owner and a title set by hand move to it where it has none; the
+  merged status is the most active.
 - one old -> several new: *split*. The biggest share keeps the old row; the others get new
   signatures that inherit status and owner. A signature someone merged by hand does not
   split: the human decision stands, the new fingerprints become aliases of it.
@@ -415,6 +417,8 @@ class Rebuild:
         statuses = {loser.status, survivor.status}
         survivor.status = next(s for s in STATUS_PRECEDENCE if s in statuses)
         survivor.owner = survivor.owner or loser.owner
+        if loser.title_by_hand and not survivor.title_by_hand:  # a triager's title names the bug
+            survivor.title, survivor.title_by_hand = loser.title, True
         carried = ""
         for outcome in self.listeners.fold(self.session, loser.id, survivor.id):
             carried += outcome.done

@@ -131,6 +131,34 @@ def test_rebuild_keeps_a_title_set_by_hand_and_writes_the_engines_over_the_rest(
     assert signature(client, triage, plain["id"])["title"] == plain["title"]
 
 
+def test_a_title_set_by_hand_goes_with_its_bug_into_the_signature_it_is_merged_into(
+        db_url, client, database, make_token) -> None:
+    """Symbols arriving a build-id at a time move one release's signature to the named
+    fingerprint first; the next release's, holding the triager's title (the name Jira shows),
+    is merged into it. Its status and owner were carried, its title lost."""
+    reporter, triage = make_token("report"), make_token("triage")
+    standing = report(client, reporter, WARNING)["signature"]
+    events = [report(client, reporter, WARNING)["event_id"] for _ in range(2)]
+    with database.session() as session:  # the other release's signature, under its old fingerprint
+        twin = Signature(fingerprint="old-release-2", algorithm_version=0, title="old", kind="warning",
+                         first_seen=session.get_one(Signature, int(standing["id"])).first_seen)
+        session.add(twin)
+        session.flush()
+        session.execute(update(Event).where(Event.id.in_([int(e) for e in events]))
+                        .values(signature_id=twin.id, fingerprint="old-release-2", algorithm_version=0))
+    titled = client.patch(f"/api/v1/signatures/{twin.id}", json={"title": "Decoder crash (OPS-42)",
+                                                                   "owner": "alice"}, headers=auth(triage))
+    assert titled.status_code == 200, titled.text
+    rebuilt = crashreg(db_url, "signatures", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert f"merged  {twin.id} -> {standing['id']}" in rebuilt.stdout, rebuilt.stdout
+    merged = signature(client, triage, standing["id"])
+    assert (merged["title"], merged["owner"], merged["event_count"]) == ("Decoder crash (OPS-42)", "alice", 3)
+    again = crashreg(db_url, "signatures", "rebuild")  # still a hand-set title: the engine's does not return
+    assert again.returncode == 0
+    assert signature(client, triage, standing["id"])["title"] == "Decoder crash (OPS-42)"
+
+
 def test_rebuild_keeps_a_hand_merge_and_dry_run_changes_nothing(db_url, client, database,
                                                                make_token) -> None:
     reporter, triage = make_token("report"), make_token("triage")
