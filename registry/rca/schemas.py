@@ -47,8 +47,12 @@ class CaptureEvidence(Schema):
     note = _note()
 
 
+# As a frame's function may be (registry.fingerprint.demangle: C++ names run that long).
+MAX_FUNCTION = 16384
+
+
 class FunctionEvidence(Schema):
-    function = fields.String(required=True, validate=validate.Length(min=1, max=255))
+    function = fields.String(required=True, validate=validate.Length(min=1, max=MAX_FUNCTION))
     module = fields.String(validate=validate.Length(max=128))
     note = _note()
 
@@ -56,8 +60,9 @@ class FunctionEvidence(Schema):
 class SourceEvidence(Schema):
     file = fields.String(required=True, validate=validate.Length(min=1, max=500))
     line = WholeNumber(required=True, validate=validate.Range(min=1, max=2**31 - 1))
-    kernel_version = fields.String(required=True, validate=KERNEL_VERSION)
-    function = fields.String(validate=validate.Length(min=1, max=255))
+    kernel_version = fields.String(validate=KERNEL_VERSION, metadata={
+        "description": "the kernel the line is read at (required for a kernel signature's RCA)"})
+    function = fields.String(validate=validate.Length(min=1, max=MAX_FUNCTION))
     note = _note()
 
 

@@ -243,6 +243,13 @@ def propose(
             fields={"author_kind": ['must be "ai" when posted with an agent token']},
         )
     signature = canonical(session, signature)  # an RCA of a merged signature is its survivor's
+    unversioned = [str(at) for at, item in enumerate(data["evidence"])
+                   if item["type"] == "source" and not item.get("kernel_version")]
+    if unversioned and signature.kind != "userspace":
+        raise ApiError(400, "invalid", "a kernel signature's source lines name the kernel version they "
+                       "are read at", fields={"evidence": {at: {"kernel_version": ["required for a kernel "
+                                                                                "signature"]}
+                                                           for at in unversioned}})
     hold_cited_dumps(session, data["evidence"])
     agent = data.get("agent") or {}
     fix = data.get("fix") or {}

@@ -117,6 +117,8 @@ def test_hallucinated_evidence_is_flagged_stored_and_published(client, database,
         ({"evidence": [{"type": "event", "event_id": "0"}]}, "evidence"),
         ({"evidence": [{"type": "event", "event_id": "\u0661"}]}, "evidence"),
         ({"evidence": [{"type": "kernel", "kernel_version": "6." + "1" * 400}]}, "evidence"),
+        # a kernel signature's source line is read at a kernel version
+        ({"evidence": [{"type": "source", "file": "fs/ext4/super.c", "line": 3}]}, "evidence"),
     ],
 )
 def test_malformed_rcas_are_refused_naming_the_field(
@@ -327,3 +329,13 @@ def test_confirmed_fix_version_decides_regressions_of_the_resolved_signature(  #
     event = client.get(f"/api/v1/events/{new.event_ids[0]}", headers=auth(triage)).json
     assert event["regression"] == "regressed"
     assert event["signature"]["status"] == "regressed"
+
+
+def test_a_function_as_long_as_a_frame_may_name_it_can_be_cited(client, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    """C++ names run to 16,384 characters (a frame's limit); evidence stopped at 255."""
+    key = "std::basic_string<char, std::char_traits<char>, std::allocator<char> >, "
+    name = "std::map<" + key * 6 + ">::at"
+    body = ai_rca(seeded, evidence=[*ai_rca(seeded)["evidence"], {"type": "function", "function": name}])
+    posted = post_rca(client, make_token("triage", kind="agent"), seeded.signature_id, body)
+    assert posted.status_code == 201, posted.json
+    assert f"function {name} is in none of the signature's frames" in str(posted.json["checks"])

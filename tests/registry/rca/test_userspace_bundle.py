@@ -83,6 +83,11 @@ def test_a_userspace_bundle_lists_every_frame_labels_with_evidence_process_and_c
     assert posted.status_code == 201, posted.json
     statuses = {c["name"]: c["status"] for c in posted.json["checks"]}
     assert statuses["functions_in_frames"] == "pass" and posted.json["checks_passed"] is True
+    # the program's own source line, cited without a kernel version (a kernel's RCA names one)
+    cited = dict(example, evidence=[*example["evidence"], {"type": "source", "file": "ring.c", "line": 4,
+                                                          "function": RING}])
+    with_source = post_rca(client, make_token("triage", kind="agent"), signature_id, cited)
+    assert with_source.status_code == 201 and with_source.json["checks_passed"] is True, with_source.json
 
 
 def test_a_userspace_bundles_workspace_fetches_its_cores_for_gdb(
