@@ -126,15 +126,16 @@ def ensure_readonly_role(engine: Engine, grafana_db_url: str) -> RoleReport:
             connection.execute(text(f"ALTER ROLE {ident} SET statement_timeout = '{STATEMENT_TIMEOUT}'"))
             # Dashboard queries are short: JIT compilation would cost more than it saves.
             connection.execute(text(f"ALTER ROLE {ident} SET jit = off"))
-        _grant_views_only(connection, role, ident, url.database, report)
+        database = url.database or connection.execute(text("SELECT current_database()")).scalar_one()
+        _grant_views_only(connection, role, ident, database, report)
+        _revoke_temporary(connection, role, ident, database, report)
         _check_read_only_default(connection, role, report)
     return report
 
 
 def _grant_views_only(
-    connection: Connection, role: str, ident: str, database: str | None, report: RoleReport
+    connection: Connection, role: str, ident: str, database: str, report: RoleReport
 ) -> None:
-    database = database or connection.execute(text("SELECT current_database()")).scalar_one()
     connection.execute(text(f"GRANT CONNECT ON DATABASE {_quote_ident(connection, database)} TO {ident}"))
     connection.execute(text(f"GRANT USAGE ON SCHEMA {_quote_ident(connection, 'public')} TO {ident}"))
     for view in reporting_views(connection):
@@ -150,6 +151,48 @@ def _grant_views_only(
     if still:
         report.problems.append(
             f"role {role} can still reach {', '.join(still)} (granted to PUBLIC or a parent role)"
+        )
+
+
+def _revoke_temporary(
+    connection: Connection, role: str, ident: str, database: str, report: RoleReport
+) -> None:
+    """No temporary tables: a session that lifts its read-only default could fill the server's
+    disk with them. PUBLIC holds TEMPORARY by default and one member of PUBLIC cannot be left
+    out, so it is taken from PUBLIC when the registry's user may (owner or superuser): the
+    owner keeps it as owner, so the registry's own temporary tables (epidemiology) still work.
+    """
+    quoted_database = _quote_ident(connection, database)
+    if connection.execute(
+        text(
+            "SELECT EXISTS (SELECT 1 FROM aclexplode(d.datacl) a "
+            "WHERE a.grantee = r.oid AND a.privilege_type = 'TEMPORARY') "
+            "FROM pg_database d, pg_roles r WHERE d.datname = :d AND r.rolname = :r"
+        ),
+        {"d": database, "r": role},
+    ).scalar_one():
+        connection.execute(text(f"REVOKE TEMPORARY ON DATABASE {quoted_database} FROM {ident}"))
+        report.revoked.append(f"TEMPORARY on database {database}")
+    may_revoke_from_public = connection.execute(
+        text(
+            "SELECT r.rolsuper OR pg_has_role(current_user, d.datdba, 'USAGE') "
+            "FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = :d"
+        ),
+        {"d": database},
+    ).scalar_one()
+    public_temporary = "SELECT has_database_privilege('public', :d, 'TEMPORARY')"
+    if may_revoke_from_public and connection.execute(text(public_temporary), {"d": database}).scalar_one():
+        connection.execute(text(f"REVOKE TEMPORARY ON DATABASE {quoted_database} FROM PUBLIC"))
+        report.revoked.append(f"TEMPORARY on database {database} from PUBLIC")
+    if connection.execute(
+        text("SELECT has_database_privilege(:r, :d, 'TEMPORARY')"), {"r": role, "d": database}
+    ).scalar_one():
+        me = connection.execute(text("SELECT quote_ident(current_user)")).scalar_one()
+        report.problems.append(
+            f"role {role} may create temporary tables in {database} (TEMPORARY granted to PUBLIC "
+            f"or a parent role); as a DBA (the registry keeps its own) run: "
+            f"GRANT TEMPORARY ON DATABASE {quoted_database} TO {me}; "
+            f"REVOKE TEMPORARY ON DATABASE {quoted_database} FROM PUBLIC"
         )
 
 

@@ -66,8 +66,26 @@ def test_role_reads_views_only_and_cannot_write(database: Database, role_url: st
                 conn.execute(statement)
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("CREATE TABLE public.grafana_was_here (x int)")
+        # PUBLIC holds TEMPORARY by default: without it taken, the session could fill temp space.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE TEMP TABLE scratch AS SELECT generate_series(1, 100000) AS x")
         assert conn.execute("SHOW statement_timeout").fetchone() == ("30s",)
         assert conn.execute("SHOW jit").fetchone() == ("off",)
+
+
+def test_registry_keeps_its_temporary_tables(database: Database, role_url: str) -> None:
+    """TEMPORARY is taken from PUBLIC for the role's sake; the registry (the database's owner,
+    or a superuser) still makes the temporary tables its epidemiology refresh uses."""
+    ensure_readonly_role(database.engine, role_url)
+    with database.engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TEMP TABLE registry_scratch AS SELECT generate_series(1, 10) AS x")
+        assert connection.exec_driver_sql("SELECT count(*) FROM registry_scratch").scalar_one() == 10
+        owner = connection.exec_driver_sql(
+            "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()"
+        ).scalar_one()
+        assert connection.exec_driver_sql(
+            f"SELECT has_database_privilege('{owner}', current_database(), 'TEMPORARY')"
+        ).scalar_one()
 
 
 def test_rerun_checks_and_repairs_stray_privileges(database: Database, role_url: str) -> None:
@@ -75,10 +93,16 @@ def test_rerun_checks_and_repairs_stray_privileges(database: Database, role_url:
     role = make_url(role_url).username
     with database.engine.begin() as connection:
         connection.exec_driver_sql(f'GRANT SELECT, INSERT ON api_tokens TO "{role}"')
+        connection.exec_driver_sql(f'GRANT TEMPORARY ON DATABASE "{make_url(role_url).database}" TO "{role}"')
     report = ensure_readonly_role(database.engine, role_url)
-    assert not report.created and report.revoked == ["api_tokens"] and report.granted == []
-    with connect_as(role_url) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
-        conn.execute("SELECT * FROM api_tokens")
+    assert not report.created and report.granted == [] and report.ok
+    assert report.revoked == ["api_tokens", f"TEMPORARY on database {make_url(role_url).database}"]
+    with connect_as(role_url) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT * FROM api_tokens")
+        conn.execute("SET default_transaction_read_only = off")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE TEMP TABLE scratch (x int)")
 
 
 def test_registry_user_without_createrole_gets_instructions(database: Database, role_url: str) -> None:
