@@ -14,7 +14,7 @@ from sync.grafana.datasource import datasource_spec, dialect_name
 from sync.grafana.export import DEFAULT_GRAFANA_PROVISIONING, export, next_steps
 from sync.grafana.provision import Outcome
 from sync.grafana.role import RoleError
-from sync.grafana.rollups import refresh_reporting_copy, reporting_copy_path
+from sync.grafana.rollups import refresh_rollups, reporting_copy_path
 from sync.grafana.service import GrafanaNotConfigured, alert_rule_group, check_configured, provision
 
 
@@ -79,7 +79,7 @@ def export_command(cli: CliContext, directory: Path, grafana_provisioning: str) 
         written = export(directory, spec, boards, grafana_provisioning, rules)
         bar.update(1)
     if dialect_name(settings) == "sqlite":
-        refresh_reporting_copy(settings.database_url)
+        refresh_rollups(cli.database())  # the copy's daily views read the rollups: fold first
         written.append(reporting_copy_path(settings.database_url))
         click.echo("the reporting copy is kept current by `crashreg scheduler` (grafana-rollups)", err=True)
     for path in written:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,8 +27,10 @@ from sync.grafana.export import PASSWORD_ENV, export
 from sync.grafana.provision import Provisioner
 from sync.grafana.rollups import reporting_copy_path
 from sync.grafana.service import provision
+from testkit.grafana_sql import TimeRange, expand_target
 from tests.emulators.grafana import RunningGrafana
 from tests.support.grafana import run_cli
+from tests.support.rollups import ingest_some
 
 DASHBOARD_UIDS = {b["uid"] for b in build_dashboards("postgresql", "https://x")}
 
@@ -249,3 +255,33 @@ def test_cli_export_on_sqlite_builds_the_reporting_copy(
     silence = next(rule for rule in group["rules"] if rule["uid"] == "crashreg-ingest-silence")
     assert silence["data"][2]["model"]["conditions"][0]["evaluator"]["params"] == [45]
     assert silence["data"][0]["datasourceUid"] == "crashreg-sqlite"
+
+
+def test_cli_export_on_sqlite_folds_the_rollups_into_the_copy(
+    db_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    client: Any,
+    make_token: Callable[..., str],
+) -> None:
+    """Crashes reported before any fold are on the export's dashboards at once: the queued
+    changes are folded into the rollups before the copy is made (the daily panels read them)."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("the SQLite reporting copy")
+    reported = len(ingest_some(client, make_token("report")))
+    env = {"CRASHREG_DATABASE_URL": db_url}
+    result = run_cli(monkeypatch, ["grafana", "export", str(tmp_path / "out")], env)
+    assert result.exit_code == 0, result.output
+    (fleet,) = [board for board in build_dashboards("sqlite", "x") if board["uid"] == "crashreg-fleet"]
+    panels = {panel["title"]: panel["targets"][0] for panel in fleet["panels"]}
+    since = TimeRange(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 31, tzinfo=UTC))
+    copy = sqlite3.connect(f"file:{reporting_copy_path(db_url)}?mode=ro", uri=True)
+    try:
+        per_day = copy.execute(expand_target(panels["Crashes per day"], {}, since)).fetchall()
+        top = copy.execute(expand_target(panels["Top signatures"], {}, since)).fetchall()
+        events = copy.execute("SELECT count(*) FROM rpt_events").fetchone()
+    finally:
+        copy.close()
+    assert events == (reported,)
+    assert sum(crashes for _, crashes in per_day) == reported
+    assert len(top) == 4 and sum(row[6] for row in top) == reported
