@@ -196,8 +196,11 @@ def dedup_collapse(d: Dialect, t: AlertThresholds) -> AlertRule:
     return AlertRule(
         key="dedup-collapse",
         title="crashreg: most crashes open new signatures",
+        # New signatures over crashes: a signature first seen in the window counts once (the
+        # crash that opened it), however often it crashed since; one new bug is not a collapse.
         sql=(
-            f"SELECT SUM(CASE WHEN {d.seconds_before_end(window)} <= s.first_seen THEN 1 ELSE 0 END) "
+            "SELECT COUNT(DISTINCT CASE WHEN "
+            f"{d.seconds_before_end(window)} <= s.first_seen THEN e.signature_id END) "
             "* 1.0 / COUNT(*) AS new_share FROM rpt_events e "
             "JOIN rpt_signatures s ON s.signature_id = e.signature_id "
             f"WHERE {_window(d, 'e.crashed_at', window)} HAVING COUNT(*) >= {t.new_share_min_events}"

@@ -21,7 +21,7 @@ from dashboards.dialects import DIALECTS
 from registry.config import AlertThresholds
 from registry.db import Database
 from testkit.grafana_sql import TimeRange, expand_target
-from tests.support.alert_fleets import WAVE_BIOS, WAVE_SKU, Wave, load_normal, load_wave
+from tests.support.alert_fleets import WAVE_BIOS, WAVE_SKU, Wave, load_new_crashes, load_normal, load_wave
 from tests.support.fleet import LoadedFleet
 from tests.support.grafana import Runner, dialect_of
 
@@ -121,3 +121,28 @@ def test_every_rule_fires_on_the_wave(wave: Wave, read_only: Runner, db_url: str
     # The same wave evaluated as it happens: silence and the Jira backlog are not (yet) alarms.
     during = {key: evaluate(rule, read_only, now + timedelta(minutes=5))[0] for key, rule in rules.items()}
     assert {key for key, alerting in during.items() if not alerting} == {"ingest-silence", "jira-sync-behind"}
+
+
+
+@pytest.fixture(params=[(25, 1.0), (1, 0.04)], ids=["25-new-signatures", "one-new-bug"])
+def new_crashes(
+    request: pytest.FixtureRequest,
+    client: Any,
+    make_token: Callable[..., str],
+    database: Database,
+    now: datetime,
+) -> tuple[int, float]:
+    """25 crashes of so many new signatures, and the share of them that opened one."""
+    signatures, share = request.param
+    load_new_crashes(client, make_token("report"), database, now, signatures, crashes=25)
+    return signatures, share
+
+
+def test_dedup_collapse_counts_the_crashes_that_opened_a_signature(
+    new_crashes: tuple[int, float], read_only: Runner, db_url: str, now: datetime
+) -> None:
+    """25 crashes opening 25 signatures is fingerprinting gone wrong; 25 crashes of one new
+    bug is one new bug (one crash of the 25 opened a signature), not a collapse."""
+    signatures, share = new_crashes
+    alerting, _, values = evaluate(rules_for(db_url)["dedup-collapse"], read_only, now + timedelta(minutes=5))
+    assert values == {(): pytest.approx(share)} and alerting == (signatures > 1)

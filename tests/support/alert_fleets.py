@@ -5,10 +5,11 @@ through the HTTP API (inventory, reports, captures) as reporters would send them
 fleet crashes with the spread populations only (bugs that strike everywhere alike), and its
 kernel rollout brings no regression. The wave adds, within the last hour or so: the rollout
 regression population (crashes on the new kernel), a new BIOS on a dozen hosts and a new SKU
-of a dozen new hosts, all crashing with one never-seen bug; 25 crashes that each open a new
-signature; a resolved signature crashing again; failed captures for all of these; a
-warning that live hosts printed for days (the kernel log watcher) panicking a host; and 30
-crashes whose consoles were cut short before the crash (no crash the engine recognises).
+of a dozen new hosts, all crashing with one never-seen bug; 40 crashes that each open a new
+signature (more than the wave's other crashes); a resolved signature crashing again; failed
+captures for all of these; a warning that live hosts printed for days (the kernel log
+watcher) panicking a host; and 30 crashes whose consoles were cut short before the crash (no
+crash the engine recognises).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ ROLLOUT = tuple(p for p in DEFAULT_POPULATIONS if p.cause == "rollout")
 WAVE_BIOS = "9.9.9-wave"
 WAVE_SKU = "wave-sku-x1"
 WAVE_HOSTS = 12
+# Crashes opening a signature each: more than half of the wave's crashes (dedup-collapse).
+WAVE_NEW_SIGNATURES = 40
 NOVEL_BUG = Bug(
     "null_deref", "wave_rx_refill", "wave_nic", ("wave_napi_poll", "__napi_poll", "net_rx_action")
 )
@@ -87,6 +90,20 @@ def _send(client: Any, headers: dict[str, str], report: dict[str, Any]) -> dict[
     return {**answer.get_json(), "host": report["host"]}
 
 
+def load_new_crashes(
+    client: Any, token: str, database: Database, now: datetime, signatures: int, crashes: int
+) -> None:
+    """On a fresh registry, `crashes` crashes within the last hour, one a host, shared out among
+    `signatures` never-seen bugs (each opening one new signature); folded as the job does."""
+    headers = {"Authorization": f"Bearer {token}"}
+    rng = random.Random(23)
+    for index in range(crashes):
+        bug = Bug("null_deref", f"new_bug_{index % signatures:02d}", "new_mod", ("new_caller",))
+        host = {"hostname": f"new-{index:03d}", "region": "eu-1", "kernel_version": "6.8.0-52"}
+        _send(client, headers, _report(host, bug, now - timedelta(minutes=60 - index), rng))
+    refresh_rollups(database)
+
+
 def load_wave(client: Any, token: str, triage_token: str, database: Database, now: datetime) -> Wave:
     loaded = load_fleet(client, token, database, fleet_config(now, wave=True), history=False)
     headers = {"Authorization": f"Bearer {token}"}
@@ -116,7 +133,7 @@ def load_wave(client: Any, token: str, triage_token: str, database: Database, no
         reported = {k: v for k, v in host.items() if k in report_hosts[names[0]]}
         at = now - timedelta(minutes=90 - index)
         wave_events.append(_send(client, headers, _report(reported, NOVEL_BUG, at, rng)))
-    for index in range(25):  # every crash a new signature: fingerprinting gone wrong
+    for index in range(WAVE_NEW_SIGNATURES):  # every crash a new signature: fingerprinting gone wrong
         bug = Bug("null_deref", f"wave_unique_{index:02d}", "wave_mod", ("wave_caller", "do_syscall_64"))
         host = report_hosts[names[WAVE_HOSTS + index]]
         wave_events.append(
