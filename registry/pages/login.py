@@ -25,8 +25,7 @@ from registry.auth.models import HOLDER_FIELDS, ApiToken, TokenHolder
 from registry.auth.tokens import authenticate, caller_has_scope
 from registry.db import Database, utcnow
 from registry.errors import ApiError
-from registry.pages.models import AppSecret, WebSession
-from registry.upsert import insert_ignore
+from registry.pages.models import WebSession, shared_secret
 
 SESSION_LIFETIME = timedelta(hours=12)
 SECRET_NAME = "web_session_signing_key"
@@ -43,8 +42,7 @@ def ensure_secret_key(app: Flask, database: Database, configured: str | None) ->
         app.secret_key = configured
         return
     with database.session() as db:
-        insert_ignore(db, AppSecret, {"name": SECRET_NAME, "value": secrets.token_hex(32)}, ["name"])
-        app.secret_key = db.scalar(select(AppSecret.value).where(AppSecret.name == SECRET_NAME))
+        app.secret_key = shared_secret(db, SECRET_NAME)
 
 
 def is_page_request(app: Flask, request: Request) -> bool:

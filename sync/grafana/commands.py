@@ -89,7 +89,8 @@ def export_command(cli: CliContext, directory: Path, grafana_provisioning: str) 
         click.echo(f"  {number}. {step}", err=True)
     if spec.secret is not None and settings.grafana.db_url is None:
         click.echo(
-            "CRASHREG_GRAFANA_DB_URL is not set: the role's password is derived and not shown; "
-            "set CRASHREG_GRAFANA_DB_URL to choose it, then run `crashreg grafana provision`",
+            "CRASHREG_GRAFANA_DB_URL is not set: the role's password is random, kept in the "
+            "registry's database and not shown; set CRASHREG_GRAFANA_DB_URL to choose it, then run "
+            "`crashreg grafana provision`",
             err=True,
         )

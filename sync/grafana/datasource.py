@@ -15,7 +15,8 @@ from sqlalchemy.engine import make_url
 
 from dashboards.dialects import POSTGRES_DATASOURCE_UID, SQLITE_DATASOURCE_UID
 from registry.config import Settings
-from sync.grafana.role import derived_grafana_db_url
+from registry.db import Database
+from sync.grafana.role import derived_grafana_db_url, role_password
 from sync.grafana.rollups import reporting_copy_path
 
 DATASOURCE_NAME = "crashreg"
@@ -44,11 +45,16 @@ def dialect_name(settings: Settings) -> str:
     return "sqlite" if settings.database_url.startswith("sqlite") else "postgresql"
 
 
-def grafana_db_url(settings: Settings) -> str:
-    return settings.grafana.db_url or derived_grafana_db_url(settings.database_url, settings.read_replica.url)
+def grafana_db_url(settings: Settings, database: Database | None = None) -> str:
+    """CRASHREG_GRAFANA_DB_URL, else this registry's own role, its password read from (or made
+    in) `database`; without one (the export never writes the password) the URL has none."""
+    if settings.grafana.db_url:
+        return settings.grafana.db_url
+    password = role_password(database) if database is not None else None
+    return derived_grafana_db_url(settings.database_url, password, settings.read_replica.url)
 
 
-def datasource_spec(settings: Settings) -> DataSourceSpec:
+def datasource_spec(settings: Settings, database: Database | None = None) -> DataSourceSpec:
     if dialect_name(settings) == "sqlite":
         return DataSourceSpec(
             {
@@ -65,7 +71,7 @@ def datasource_spec(settings: Settings) -> DataSourceSpec:
             },
             secret=None,
         )
-    url = make_url(grafana_db_url(settings))
+    url = make_url(grafana_db_url(settings, database))
     port = url.port or 5432
     return DataSourceSpec(
         {

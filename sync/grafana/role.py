@@ -10,15 +10,21 @@ must exist and is checked, and every problem is reported with the SQL a DBA can 
 from __future__ import annotations
 
 import hashlib
-import hmac
 from dataclasses import dataclass, field
 
 from sqlalchemy import text
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from registry.db import Database
+from registry.pages.models import shared_secret
 
 REPORTING_VIEW_PREFIX = "rpt_"
-DEFAULT_ROLE = "crashreg_grafana"
+DEFAULT_ROLE_PREFIX = "crashreg_grafana_"
+PASSWORD_SECRET = "grafana_role_password"  # in app_secrets, which the role may not read
 STATEMENT_TIMEOUT = "30s"
+MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are cut without error
+# A role crashreg made says whose it is, so that a second registry on the server never takes it.
+OWNER_COMMENT = "crashreg: Grafana's read-only role of database "
 
 
 class RoleError(RuntimeError):
@@ -38,19 +44,44 @@ class RoleReport:
         return not self.problems
 
 
-def derived_grafana_db_url(database_url: str, read_database_url: str | None = None) -> str:
-    """CRASHREG_GRAFANA_DB_URL's default: the registry's database as `crashreg_grafana`, on the
-    read replica when there is one (CRASHREG_READ_DATABASE_URL: the role, made on the primary,
-    is replicated with everything else).
+def default_role_name(database: str) -> str:
+    """`crashreg_grafana_<database>`: roles are the server's, databases are not, so each registry
+    on a server has its own (one shared role had its password reset by each in turn). A name
+    too long for PostgreSQL keeps its start and ends in a digest of the whole database name."""
+    name = f"{DEFAULT_ROLE_PREFIX}{database}"
+    if len(name.encode()) <= MAX_IDENTIFIER_BYTES:
+        return name
+    digest = hashlib.sha256(database.encode()).hexdigest()[:8]
+    start = name.encode()[: MAX_IDENTIFIER_BYTES - len(digest) - 1].decode(errors="ignore")
+    return f"{start}_{digest}"
 
-    The password is derived (HMAC) from the registry's own URL, so it is stable across runs
-    and never stored; set CRASHREG_GRAFANA_DB_URL to choose one.
-    """
-    url = make_url(read_database_url or database_url)
-    password = hmac.new(database_url.encode(), b"crashreg-grafana-readonly", hashlib.sha256).hexdigest()[:32]
-    return url.set(drivername="postgresql", username=DEFAULT_ROLE, password=password).render_as_string(
-        hide_password=False
+
+def role_password(database: Database) -> str:
+    """The default role's password: random, made on first use and kept in the registry's
+    `app_secrets`, which only the registry reads (the role is refused every table). Nothing
+    anyone can learn outside the database (a URL, a host name) gives it away."""
+    with database.session() as session:
+        return shared_secret(session, PASSWORD_SECRET)[:32]
+
+
+def derived_grafana_db_url(
+    database_url: str, password: str | None, read_database_url: str | None = None
+) -> str:
+    """CRASHREG_GRAFANA_DB_URL's default: the registry's database as its own
+    `crashreg_grafana_<database>`, with `password` (`role_password`; None where it is not
+    needed, as in the export, which never writes it), on the read replica when there is one
+    (CRASHREG_READ_DATABASE_URL: the role, made on the primary, is replicated with the rest)."""
+    door = make_url(read_database_url or database_url)
+    url = URL.create(
+        "postgresql",
+        username=default_role_name(make_url(database_url).database or ""),
+        password=password,  # never the registry's own, which URL.set(password=None) would keep
+        host=door.host,
+        port=door.port,
+        database=door.database,
+        query=door.query,
     )
+    return url.render_as_string(hide_password=False)
 
 
 def reporting_views(connection: Connection) -> list[str]:
@@ -92,7 +123,7 @@ def _other_relations_readable(connection: Connection, role: str) -> list[str]:
 def ensure_readonly_role(engine: Engine, grafana_db_url: str) -> RoleReport:
     """Create (when permitted) or check the role of `grafana_db_url`; grant views only."""
     url = make_url(grafana_db_url)
-    role = url.username or DEFAULT_ROLE
+    role = url.username or default_role_name(url.database or "")
     report = RoleReport(role)
     with engine.begin() as connection:
         me = connection.execute(
@@ -110,15 +141,19 @@ def ensure_readonly_role(engine: Engine, grafana_db_url: str) -> RoleReport:
             if not may_manage:
                 raise RoleError(
                     f"role {role} does not exist and the registry's database user may not create "
-                    f"roles; as a DBA run: CREATE ROLE {ident} LOGIN PASSWORD '...'; "
-                    f"then run `crashreg grafana provision` again"
+                    f"roles; as a DBA run: CREATE ROLE {ident} LOGIN PASSWORD '...'; then set "
+                    "CRASHREG_GRAFANA_DB_URL to its URL with that password and run "
+                    "`crashreg grafana provision` again"
                 )
             password = _quote_literal(connection, url.password or "")
             connection.execute(text(f"CREATE ROLE {ident} LOGIN PASSWORD {password}"))
             report.created = True
         elif existing.rolsuper or existing.rolbypassrls or existing.rolcreaterole or existing.rolcreatedb:
             raise RoleError(f"role {role} is privileged (superuser, bypassrls, createrole or createdb)")
+        here = connection.execute(text("SELECT current_database()")).scalar_one()
+        database = url.database or here
         if may_manage:
+            _claim(connection, role, ident, here)
             if not report.created and url.password:
                 password = _quote_literal(connection, url.password)
                 connection.execute(text(f"ALTER ROLE {ident} LOGIN PASSWORD {password}"))
@@ -126,11 +161,26 @@ def ensure_readonly_role(engine: Engine, grafana_db_url: str) -> RoleReport:
             connection.execute(text(f"ALTER ROLE {ident} SET statement_timeout = '{STATEMENT_TIMEOUT}'"))
             # Dashboard queries are short: JIT compilation would cost more than it saves.
             connection.execute(text(f"ALTER ROLE {ident} SET jit = off"))
-        database = url.database or connection.execute(text("SELECT current_database()")).scalar_one()
         _grant_views_only(connection, role, ident, database, report)
         _revoke_temporary(connection, role, ident, database, report)
         _check_read_only_default(connection, role, report)
     return report
+
+
+def _claim(connection: Connection, role: str, ident: str, database: str) -> None:
+    """Mark the role as this database's registry's, or refuse one another registry marked:
+    resetting its password would lock that registry's Grafana out at every run."""
+    comment = connection.execute(
+        text("SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = :r"), {"r": role}
+    ).scalar_one()
+    mine = OWNER_COMMENT + database
+    if comment and comment.startswith(OWNER_COMMENT) and comment != mine:
+        raise RoleError(
+            f"role {role} is the Grafana role of another registry ({comment.removeprefix(OWNER_COMMENT)} "
+            "on the same server); set CRASHREG_GRAFANA_DB_URL to a role of this registry's own"
+        )
+    if comment is None:
+        connection.execute(text(f"COMMENT ON ROLE {ident} IS {_quote_literal(connection, mine)}"))
 
 
 def _grant_views_only(

@@ -58,13 +58,16 @@ def provision(
     check_configured(settings)
     dialect = dialect_name(settings)
     role = (
-        ensure_readonly_role(database.engine, grafana_db_url(settings)) if dialect == "postgresql" else None
+        ensure_readonly_role(database.engine, grafana_db_url(settings, database))
+        if dialect == "postgresql"
+        else None
     )
     if refresh:
         refresh_rollups(database)
     api = connect(settings.grafana.url or "", settings.grafana.token or "")
     dashboards = build_dashboards(dialect, settings.public_url)
-    report = Provisioner(api, database, force=force).run(datasource_spec(settings), dashboards, progress)
+    spec = datasource_spec(settings, database)
+    report = Provisioner(api, database, force=force).run(spec, dashboards, progress)
     alerts = AlertProvisioner(api, database, force=force)
     for outcome in alerts.run(alert_rule_group(settings, dashboards), progress):
         report.add(outcome)

@@ -226,16 +226,17 @@ def test_a_stopped_replica_degrades_to_the_primary_without_a_5xx_and_comes_back(
 
 def test_grafana_reads_the_replica_through_its_read_only_role(registry: Registry) -> None:
     seeded = seed(registry.client(), registry.database, registry.token("report"), "ext4_evict_inode", CRASHES)
-    door = grafana_db_url(registry.settings)
-    spec = datasource_spec(registry.settings)
+    door = grafana_db_url(registry.settings, registry.database)
+    spec = datasource_spec(registry.settings, registry.database)
     assert spec.body["url"] == f"127.0.0.1:{registry.pair.replica.port}"
-    assert spec.body["jsonData"]["database"] == "crashreg" and spec.body["user"] == "crashreg_grafana"
+    assert spec.body["jsonData"]["database"] == "crashreg"
+    assert spec.body["user"] == "crashreg_grafana_crashreg"  # the primary database's own role
     report = ensure_readonly_role(registry.database.engine, door)  # made on the primary
     assert report.ok, report.problems
     registry.pair.wait_replayed()
     with psycopg.connect(door, autocommit=True) as grafana:
         assert grafana.execute("SELECT pg_is_in_recovery(), current_user").fetchone() == (
-            True, "crashreg_grafana")
+            True, "crashreg_grafana_crashreg")
         ran = 0
         for board in build_dashboards("postgresql", "http://crashreg.test"):
             variables = {v["name"]: Variable.from_model(v, str(seeded.signature_id))

@@ -13,12 +13,21 @@ from sqlalchemy.engine import make_url
 
 from registry.config import Settings
 from registry.db import Database
-from sync.grafana.datasource import datasource_spec
-from sync.grafana.role import RoleError, derived_grafana_db_url, ensure_readonly_role, reporting_views
+from sync.grafana.datasource import datasource_spec, grafana_db_url
+from sync.grafana.role import (
+    MAX_IDENTIFIER_BYTES,
+    PASSWORD_SECRET,
+    RoleError,
+    default_role_name,
+    derived_grafana_db_url,
+    ensure_readonly_role,
+    reporting_views,
+)
 from sync.grafana.rollups import refresh_rollups
+from tests.support.databases import migrated_postgres_database
 from tests.support.roles import drop_role
 
-SECRET_TABLES = ("api_tokens", "reports", "jira_webhook_receipts", "events", "signatures")
+SECRET_TABLES = ("api_tokens", "reports", "jira_webhook_receipts", "events", "signatures", "app_secrets")
 
 
 @pytest.fixture
@@ -128,21 +137,84 @@ def test_privileged_role_is_refused(database: Database, role_url: str) -> None:
         ensure_readonly_role(database.engine, role_url)
 
 
-def test_derived_url_is_stable_and_not_the_registry_password() -> None:
+def test_default_role_is_the_database_s_own() -> None:
     registry_url = "postgresql+psycopg://crashreg:registry-pw@db:5432/crashreg"
-    derived = make_url(derived_grafana_db_url(registry_url))
-    assert derived.username == "crashreg_grafana" and derived.database == "crashreg"
-    assert derived.host == "db" and derived.password not in (None, "", "registry-pw")
-    assert derived_grafana_db_url(registry_url) == derived_grafana_db_url(registry_url)
+    derived = make_url(derived_grafana_db_url(registry_url, "pw"))
+    assert derived.username == "crashreg_grafana_crashreg" and derived.database == "crashreg"
+    assert derived.host == "db" and derived.password == "pw"
+    assert make_url(derived_grafana_db_url(registry_url, None)).password is None  # the export's
+    # Names PostgreSQL would cut to the same 63 bytes stay apart.
+    long_names = [default_role_name("registry_of_the_fleet_" + "x" * 50 + tail) for tail in ("a", "b")]
+    assert len(set(long_names)) == 2
+    assert all(len(name.encode()) <= MAX_IDENTIFIER_BYTES for name in long_names)
 
 
-def test_derived_url_names_the_read_replica_with_the_primary_s_role_password() -> None:
+def test_derived_url_names_the_read_replica_with_the_primary_s_role() -> None:
     """The role is made on the primary and replicated: same name and password, the replica's door."""
     registry_url = "postgresql+psycopg://crashreg:registry-pw@db:5432/crashreg"
-    on_replica = make_url(derived_grafana_db_url(registry_url, "postgresql://crashreg@replica:6432/crashreg"))
-    on_primary = make_url(derived_grafana_db_url(registry_url))
+    replica_url = "postgresql://crashreg@replica:6432/crashreg"
+    on_replica = make_url(derived_grafana_db_url(registry_url, "pw", replica_url))
+    on_primary = make_url(derived_grafana_db_url(registry_url, "pw"))
     assert (on_replica.host, on_replica.port, on_replica.database) == ("replica", 6432, "crashreg")
     assert (on_replica.username, on_replica.password) == (on_primary.username, on_primary.password)
+
+
+@pytest.fixture
+def default_role(postgres_only: str, settings: Settings) -> Iterator[str]:
+    """This registry's default role, dropped after the test."""
+    role = default_role_name(make_url(postgres_only).database or "")
+    yield role
+    drop_role(postgres_only, role)
+
+
+def test_default_password_is_random_and_kept_from_grafana(
+    database: Database, settings: Settings, default_role: str
+) -> None:
+    """Not derived from anything outside the database (a URL without its password gave it away):
+    random, kept in app_secrets, which the role itself may not read."""
+    door = grafana_db_url(settings, database)
+    assert make_url(door).username == default_role and grafana_db_url(settings, database) == door
+    password = make_url(door).password or ""
+    assert len(password) == 32 and password not in settings.database_url
+    assert datasource_spec(settings, database).secret == password
+    assert ensure_readonly_role(database.engine, door).ok
+    with connect_as(door) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("SELECT value FROM app_secrets")
+    with database.engine.begin() as connection:  # the same URL, another registry's secret
+        connection.execute(text("DELETE FROM app_secrets WHERE name = :n"), {"n": PASSWORD_SECRET})
+    assert make_url(grafana_db_url(settings, database)).password not in (None, password)
+
+
+def role_password_hash(database_url: str, role: str) -> str:
+    with psycopg.connect(make_url(database_url).render_as_string(hide_password=False)) as conn:
+        return conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (role,)).fetchone()[0]
+
+
+def test_two_registries_on_one_server_keep_their_own_roles(
+    database: Database, settings: Settings, default_role: str, role_url: str
+) -> None:
+    """Roles are the server's: a second registry (another database) provisioning every 5 minutes
+    must not reset the first one's password, nor take a role the first one made."""
+    first = grafana_db_url(settings, database)
+    assert ensure_readonly_role(database.engine, first).ok
+    ensure_readonly_role(database.engine, role_url)  # a role this registry was told to use
+    first_hash = role_password_hash(settings.database_url, default_role)
+    with migrated_postgres_database() as other_url:
+        other = Database(other_url)
+        other_settings = Settings(database_url=other_url)
+        second = grafana_db_url(other_settings, other)
+        try:
+            assert make_url(second).username != default_role
+            assert ensure_readonly_role(other.engine, second).ok
+            assert role_password_hash(settings.database_url, default_role) == first_hash
+            assert ensure_readonly_role(database.engine, first).ok  # and back: neither moves
+            assert role_password_hash(other_url, make_url(second).username or "") != first_hash
+            taken = make_url(role_url).set(database=make_url(other_url).database)
+            with pytest.raises(RoleError, match="another registry"):
+                ensure_readonly_role(other.engine, taken.render_as_string(hide_password=False))
+        finally:
+            other.dispose()
+            drop_role(other_url, make_url(second).username or "")
 
 
 def test_sqlite_data_source_reads_a_copy_of_the_views_only(db_url: str, database: Database) -> None:
