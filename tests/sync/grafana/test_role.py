@@ -24,7 +24,11 @@ from sync.grafana.role import (
     reporting_views,
 )
 from sync.grafana.rollups import refresh_rollups
-from tests.support.databases import migrated_postgres_database
+from tests.support.databases import (
+    create_postgres_database,
+    drop_postgres_database,
+    migrated_postgres_database,
+)
 from tests.support.roles import drop_role
 
 SECRET_TABLES = ("api_tokens", "reports", "jira_webhook_receipts", "events", "signatures", "app_secrets")
@@ -95,6 +99,33 @@ def test_registry_keeps_its_temporary_tables(database: Database, role_url: str) 
         assert connection.exec_driver_sql(
             f"SELECT has_database_privilege('{owner}', current_database(), 'TEMPORARY')"
         ).scalar_one()
+
+
+def test_registry_user_not_owning_the_database_gets_the_dba_s_temporary_sql(postgres_only: str) -> None:
+    """Only the database's owner may take TEMPORARY from PUBLIC: a registry user that is not is
+    told what a DBA runs, its own grant first (its epidemiology refresh makes temporary tables)."""
+    url = make_url(create_postgres_database())  # owned by the admin, as a DBA would make it
+    app_role, grafana_role = (f"crashreg_{kind}_{secrets.token_hex(4)}" for kind in ("app", "grafana"))
+    admin = Database(url.render_as_string(hide_password=False))
+    app = Database(url.set(username=app_role, password="pw").render_as_string(hide_password=False))
+    try:
+        with admin.engine.begin() as connection:
+            connection.exec_driver_sql(f"CREATE ROLE \"{app_role}\" LOGIN CREATEROLE PASSWORD 'pw'")
+            connection.exec_driver_sql(f'GRANT CREATE ON SCHEMA public TO "{app_role}"')
+        with app.engine.begin() as connection:  # the registry's migrations made its views
+            connection.exec_driver_sql("CREATE VIEW rpt_hosts AS SELECT 1 AS hosts")
+        report = ensure_readonly_role(
+            app.engine, url.set(username=grafana_role, password="pw").render_as_string(hide_password=False)
+        )
+        assert report.granted == ["rpt_hosts"] and len(report.problems) == 1
+        assert f"GRANT TEMPORARY ON DATABASE {url.database} TO {app_role}; " in report.problems[0]
+        assert f"REVOKE TEMPORARY ON DATABASE {url.database} FROM PUBLIC" in report.problems[0]
+    finally:
+        app.dispose()
+        admin.dispose()
+        drop_postgres_database(url.render_as_string(hide_password=False))
+        for role in (grafana_role, app_role):
+            drop_role(postgres_only, role)
 
 
 def test_rerun_checks_and_repairs_stray_privileges(database: Database, role_url: str) -> None:
