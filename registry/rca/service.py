@@ -68,7 +68,8 @@ def functions_of(frames: Iterable[Any]) -> set[str]:
 def report_frames(report: Report) -> list[str]:
     """A report's frames: a core reader's every frame (a frame without a function as
     module+offset, the function read from the red zone among them), else the stack it sent,
-    else what the fingerprint engine reads in its log."""
+    else every frame the fingerprint engine read in its log's trace (the frames it hashed
+    first, then the ones it passed over or read beyond them: an RCA may cite any)."""
     stack = (report.payload or {}).get("stack") or {}
     if report.source == "userspace" and isinstance(stack, dict):
         return [frame_called(frame) for frame in read_frames(stack)]
@@ -76,7 +77,10 @@ def report_frames(report: Report) -> list[str]:
     if frames:
         return frames
     crash = identify(report.console_log, None) if report.console_log else None
-    return [f for f in (frame_function(x) for x in (crash.frames if crash else [])) if f]
+    if crash is None:
+        return []
+    read = [*crash.frames, *(frame["function"] for frame in crash.explanation.get("frames") or [])]
+    return list(dict.fromkeys(f for f in map(frame_function, read) if f))
 
 
 def event_frames(session: Session, event_ids: Iterable[int]) -> dict[int, list[str]]:

@@ -16,7 +16,7 @@ from registry.outbox import OutboxMessage
 from registry.rca.models import Rca
 from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.rca import ai_rca, post_rca, review, seed
+from tests.support.rca import Seeded, ai_rca, post_rca, review, seed
 
 CRASHES = [
     ("gpu-a1", "6.8.0-52", "us-east"),
@@ -339,3 +339,21 @@ def test_a_function_as_long_as_a_frame_may_name_it_can_be_cited(client, make_tok
     posted = post_rca(client, make_token("triage", kind="agent"), seeded.signature_id, body)
     assert posted.status_code == 201, posted.json
     assert f"function {name} is in none of the signature's frames" in str(posted.json["checks"])
+
+
+def test_a_frame_of_the_console_trace_beyond_the_engines_window_can_be_cited(
+        client, database, make_token) -> None:  # type: ignore[no-untyped-def]
+    """A report with only a console log: the engine hashes three frames, but every frame of the
+    trace is the crash's (an RCA citing a deeper one was flagged as naming none of its frames)."""
+    from tests.support.golden import golden
+
+    answer = client.post("/api/v1/reports", headers=auth(make_token("report")), json=crash_report(
+        console_log=golden("kinds/gpf"), host={"hostname": "gpu-t1", "kernel_version": "6.8.0-52"})).json
+    seeded = Seeded(answer["signature"]["id"], [answer["event_id"]], ["tcf_exts_destroy"])
+    deeper = {"type": "function", "function": "entry_SYSCALL_64_after_hwframe"}
+    body = ai_rca(seeded, evidence=[{"type": "event", "event_id": answer["event_id"]}, deeper], fix=None)
+    posted = post_rca(client, make_token("triage", kind="agent"), seeded.signature_id,
+                      {k: v for k, v in body.items() if v is not None})
+    assert posted.status_code == 201, posted.json
+    statuses = {c["name"]: c["status"] for c in posted.json["checks"]}
+    assert statuses["functions_in_frames"] == "pass", posted.json["checks"]
