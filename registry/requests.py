@@ -139,9 +139,11 @@ def refuse_nul_in_request() -> None:
     problems: dict[str, list[str]] = {}
     if "\x00" in request.path:
         problems["path"] = [NUL_MESSAGE]
-    # Only a form body has form fields; reading any other body here would hold it to
-    # MAX_CONTENT_LENGTH before its view could lift the limit (a dump part streamed to disk).
-    is_form = request.mimetype in ("application/x-www-form-urlencoded", "multipart/form-data")
+    # Only a form body has form fields, and only the pages POST forms; reading any other body
+    # here would hold it to MAX_CONTENT_LENGTH before its view could lift the limit (a dump
+    # part streamed to disk, PUT with whatever content type the client library sets).
+    is_form = request.method == "POST" and request.mimetype in ("application/x-www-form-urlencoded",
+                                                                "multipart/form-data")
     # No query string, no arguments: a report's POST skips parsing one.
     sources = ((request.args,) if request.query_string else ()) + ((request.form,) if is_form else ())
     for source in sources:
