@@ -5,6 +5,12 @@ file for another build would name the wrong functions for every frame. What it s
 its sections, as debuginfod decides: `debuginfo` when it carries DWARF (`.debug_info` with
 contents), `executable` when it carries code (an executable section with contents, which
 `objcopy --only-keep-debug` leaves empty). An unstripped program serves both.
+
+A debug file `dwz -m` made refers to a supplementary file (the DWARF several builds share) by
+its build-id: without that file it has no types and no source lines. The link is the
+`.gnu_debugaltlink` section, a NUL-terminated path then the build-id's bytes; elfutils looks
+the file up by that build-id. (`dwz --dwarf-5` links by DWARF 5's `.debug_sup` instead, to a
+file without a build-id note, which the store refuses.)
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class SymbolFileFacts:
     build_id: str
     kinds: tuple[str, ...]  # of KINDS
     lines: bool = False  # DWARF: source lines, not a symbol table alone
+    alt_build_id: str | None = None  # the supplementary debug file it links to (dwz -m)
 
 
 def _build_id_note(elf: ELFFile) -> str | None:
@@ -61,6 +68,15 @@ def _kinds(elf: ELFFile) -> tuple[tuple[str, ...], bool]:
     return tuple(kind for kind, has in zip(KINDS, (symbols, code), strict=True) if has), dwarf
 
 
+def _alt_build_id(elf: ELFFile) -> str | None:
+    """The build-id of the supplementary file the debug file links to, if any."""
+    altlink = elf.get_section_by_name(".gnu_debugaltlink")
+    if altlink is None or altlink["sh_type"] == "SHT_NOBITS":
+        return None
+    _, nul, identity = altlink.data().partition(b"\0")
+    return normal_build_id(identity.hex()) if nul else None
+
+
 def read_facts(path: Path) -> SymbolFileFacts:
     """The file's build-id and kinds; NotASymbolFile when it is not ELF, has no build-id note,
     or serves nothing."""
@@ -72,6 +88,7 @@ def read_facts(path: Path) -> SymbolFileFacts:
             elf = ELFFile(file)
             build_id = _build_id_note(elf)
             kinds, lines = _kinds(elf)
+            alt_build_id = _alt_build_id(elf)
         except Exception as error:
             if not _is_damage(error):
                 raise
@@ -85,7 +102,22 @@ def read_facts(path: Path) -> SymbolFileFacts:
             "no_symbols",
             "the ELF file has neither debug info (DWARF, a symbol table) nor code: nothing to serve",
         )
-    return SymbolFileFacts(build_id, kinds, lines)
+    return SymbolFileFacts(build_id, kinds, lines, alt_build_id)
+
+
+def read_alt_build_id(path: Path) -> str | None:
+    """The build-id of the supplementary file `path` links to; None also when it is not ELF or
+    is damaged (a file recorded as kept was read whole before: it links to nothing then)."""
+    with path.open("rb") as file:
+        if file.read(4) != ELF_MAGIC:
+            return None
+        file.seek(0)
+        try:
+            return _alt_build_id(ELFFile(file))
+        except Exception as error:
+            if not _is_damage(error):
+                raise
+            return None
 
 
 def section_extent(path: Path, name: str) -> tuple[int, int] | None:

@@ -102,6 +102,30 @@ def compile_program(directory: Path, name: str, function: str = "parse_header_fi
     return Program(name, function, identity, unstripped, stripped, debug)
 
 
+@dataclass(frozen=True)
+class SharedDebugInfo:
+    """Two builds' debug files after `dwz -m`: each refers to `common` (the DWARF they shared,
+    moved into a supplementary file of its own) by its build-id, as Debian's and Fedora's
+    debug packages do."""
+
+    programs: tuple[Program, Program]
+    common: Path
+    common_build_id: str
+
+
+def dwz_shared(directory: Path) -> SharedDebugInfo:
+    """Two programs compiled and split (compile_program), their debug files run through `dwz -m
+    common.debug`."""
+    if shutil.which("dwz") is None:
+        pytest.skip("dwz is not installed")
+    one = compile_program(directory / "one", "one", "parse_one_header")
+    two = compile_program(directory / "two", "two", "parse_two_header", "h->length = 2;")
+    common = directory / "common.debug"
+    subprocess.run(["dwz", "-m", str(common), "-M", common.name,
+                    str(one.debug), str(two.debug)], check=True, capture_output=True, timeout=120)
+    return SharedDebugInfo((one, two), common, build_id_of(common))
+
+
 def symbol_tables_of(program: Path, directory: Path) -> tuple[Path, Path]:
     """What a pipeline that strips DWARF alone ships (`strip --strip-debug`: the symbol table and
     the code, serving debuginfo without source lines and the executable), and that symbol table

@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from registry.symbols.elf import NotASymbolFile, normal_build_id, read_facts, section_extent
-from tests.support.symbols import Program
+from registry.symbols.elf import (
+    NotASymbolFile,
+    normal_build_id,
+    read_alt_build_id,
+    read_facts,
+    section_extent,
+)
+from tests.support.symbols import Program, dwz_shared
 
 
 def test_the_kinds_follow_the_sections(symbol_programs: dict[str, Program]) -> None:
@@ -19,6 +25,17 @@ def test_the_kinds_follow_the_sections(symbol_programs: dict[str, Program]) -> N
     assert read_facts(program.unstripped).kinds == ("debuginfo", "executable")
     assert {read_facts(p).build_id for p in (program.debug, program.stripped, program.unstripped)} == {
         program.build_id}
+
+
+def test_a_dwz_debug_file_links_to_its_supplementary_file_by_build_id(
+        symbol_programs: dict[str, Program], tmp_path: Path) -> None:
+    shared = dwz_shared(tmp_path)
+    for program in shared.programs:
+        assert read_facts(program.debug).alt_build_id == shared.common_build_id
+        assert read_alt_build_id(program.debug) == shared.common_build_id
+    assert read_facts(shared.common).alt_build_id is None
+    assert read_facts(symbol_programs["uploaded"].debug).alt_build_id is None
+    assert read_alt_build_id(shared.common) is None
 
 
 def test_every_truncation_of_a_real_file_is_refused_by_name(symbol_programs: dict[str, Program],
