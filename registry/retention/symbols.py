@@ -1,10 +1,13 @@
 """Retention of symbol files: only those no stored event needs, and only past their age.
 
 A build-id any report ever named (its stack's `build_id`, a frame's, a mapping's, a kernel
-module's) is needed for good: its files stay, even once old events are archived. A file goes
-when CRASHREG_RETENTION_SYMBOL_DAYS is set, it was stored that long ago, and no report names
-its build-id (a build that never crashed). The row goes first, then the object once no row
-uses it: an interrupted run leaves an object without a row (space), never a row without its file.
+module's) is needed for good: its files stay, even once old events are archived. So is the
+supplementary file a stored debug file links to (dwz -m: `.gnu_debugaltlink`), which no report
+names but without which that debug file has no types or source lines. A file goes when
+CRASHREG_RETENTION_SYMBOL_DAYS is set, it was stored that long ago, no report names its
+build-id (a build that never crashed) and no stored file links to it. The row goes first,
+then the object once no row uses it: an interrupted run leaves an object without a row
+(space), never a row without its file.
 
 Which build-ids reports name is kept in `named_build_ids`, filled by a scan of the reports
 that resumes where it stopped (its ScanMark) and stops short of the last SETTLED minutes, so
@@ -14,11 +17,13 @@ searched directly. A run so costs the new reports once, not every payload per bu
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import String, cast, delete, exists, or_, select
+from sqlalchemy import String, cast, delete, exists, or_, select, update
 from sqlalchemy.orm import Session
 
 from registry.build_ids import BUILD_ID
@@ -26,6 +31,7 @@ from registry.core.events import Report
 from registry.db import Database, utcnow
 from registry.retention.models import NamedBuildId, ScanMark
 from registry.storage.store import DumpStore, store_location
+from registry.symbols.elf import read_alt_build_id
 from registry.symbols.models import SymbolFile, SymbolUpload
 from registry.upsert import insert_ignore
 
@@ -35,6 +41,7 @@ NAMED_SCAN = "reports:named_build_ids"
 SCAN_BATCH = 1000  # reports read per transaction of the scan
 SCAN_PROGRESS = 100  # batches between progress lines
 SETTLED = timedelta(minutes=10)  # far longer than any ingest transaction
+LINKS_BATCH = 100  # objects read for their links per transaction
 
 
 def build_ids_named(payload: Any) -> set[str]:
@@ -90,6 +97,51 @@ def named_by_a_report(session: Session, build_id: str, scanned_to: int) -> bool:
     return bool(session.scalar(select(or_(scanned, recent))))
 
 
+def linked_by_a_file(session: Session, build_id: str) -> bool:
+    """Whether a stored file links to the build-id's (a supplementary file of dwz's)."""
+    return bool(session.scalar(select(exists().where(SymbolFile.alt_build_id == build_id.lower()))))
+
+
+def alt_build_id_of_object(store: DumpStore, key: str) -> str | None:
+    """What the stored object links to, read from the object (an S3 store's fetched first);
+    None also when it is gone (it serves nothing then)."""
+    local = store.local_path(key)
+    if local is not None:
+        return read_alt_build_id(local)
+    if store.head(key) is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="crashreg-gc-") as scratch:
+        copy = Path(scratch) / "symbol-file"
+        store.fetch_file(key, copy)
+        return read_alt_build_id(copy)
+
+
+def read_unrecorded_links(database: Database, store: DumpStore, dry_run: bool,
+                          progress: Callable[[str], None]) -> set[str]:
+    """Record what the store's files kept before their links were (before migration 0045, or
+    by a process beside it) link to, each object read once. The build-ids they link to: a dry
+    run records nothing, and decides with these."""
+    unread = (SymbolFile.store == store_location(store), SymbolFile.alt_read.is_(False))
+    linked: set[str] = set()
+    after, read = "", 0
+    while True:
+        with database.session() as session:
+            keys = list(session.scalars(select(SymbolFile.key).where(*unread, SymbolFile.key > after)
+                                        .distinct().order_by(SymbolFile.key).limit(LINKS_BATCH)))
+        if not keys:
+            if read:
+                progress(f"links of symbol files stored before they were recorded: {read} file(s) read")
+            return linked
+        links = {key: alt_build_id_of_object(store, key) for key in keys}
+        linked |= {alt for alt in links.values() if alt is not None}
+        if not dry_run:
+            with database.session() as session:
+                for key, alt in links.items():
+                    session.execute(update(SymbolFile).where(SymbolFile.key == key)
+                                    .values(alt_build_id=alt, alt_read=True))
+        after, read = keys[-1], read + len(keys)
+
+
 def collect_symbols(database: Database, store: DumpStore, days: int, now: datetime, dry_run: bool,
                     progress: Callable[[str], None]) -> tuple[int, int]:
     """Files deleted (or, dry, that would be) and their bytes."""
@@ -97,6 +149,7 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
         return 0, 0
     here = SymbolFile.store == store_location(store)  # a file of another store is left alone
     scanned_to = scan_named_build_ids(database, now, progress)
+    linked_unrecorded = read_unrecorded_links(database, store, dry_run, progress)
     with database.session() as session:
         old = select(SymbolFile.build_id).where(here, SymbolFile.stored_at <= now - timedelta(days=days))
         candidates = list(session.scalars(old.distinct().order_by(SymbolFile.build_id).limit(BATCH)))
@@ -105,7 +158,8 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
         with database.session() as session:
             aged = (here, SymbolFile.build_id == build_id, SymbolFile.stored_at <= now - timedelta(days=days))
             rows = list(session.scalars(select(SymbolFile).where(*aged).with_for_update()))
-            if named_by_a_report(session, build_id, scanned_to):  # looked at once, under the rows' lock
+            if (build_id in linked_unrecorded or linked_by_a_file(session, build_id)  # under the rows' lock
+                    or named_by_a_report(session, build_id, scanned_to)):
                 continue
             sizes = {row.key: row.bytes for row in rows}  # one object may serve both kinds
             keys = set(sizes)
@@ -118,7 +172,8 @@ def collect_symbols(database: Database, store: DumpStore, days: int, now: dateti
             still_used = set(session.scalars(select(SymbolFile.key).where(SymbolFile.key.in_(keys))))
         for key in keys - still_used:
             store.delete(key)
-        progress(f"symbols of {build_id}: {len(rows)} file(s) deleted, no report names the build-id")
+        progress(f"symbols of {build_id}: {len(rows)} file(s) deleted, no report names the build-id "
+                 "and no file links to it")
     return deleted, freed
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from sqlalchemy import select, update
+from sqlalchemy import inspect, select, update
 from sqlalchemy.orm import Session
 
 from registry.db import Database, utcnow
@@ -132,16 +132,30 @@ def brings_nothing(facts: SymbolFileFacts, holding: dict[str, SymbolFile], lost:
     return set(facts.kinds) <= kept and not improves_debuginfo(holding, facts.lines)
 
 
+def links_recordable(session: Session) -> bool:
+    """Whether `symbol_files` records what a file links to (migration 0045): a process keeps
+    files beside the upgrade, and a row recorded without is read by the next gc instead. Asked
+    once per database connection."""
+    connection = session.connection()
+    recordable = connection.info.get("symbol_links_recordable")
+    if recordable is None:
+        columns = inspect(connection).get_columns(SymbolFile.__tablename__)
+        recordable = any(column["name"] == "alt_read" for column in columns)
+        connection.info["symbol_links_recordable"] = recordable
+    return bool(recordable)
+
+
 def record(session: Session, store: DumpStore, key: str, facts: SymbolFileFacts, size: int, sha256: str,
            origin: Origin, lost: set[str]) -> Recorded:
     """A row per kind the build-id did not have yet, or had `lost`, for the stored object
     `key`; and the debuginfo row made this file's when it holds no source lines and this file
     has them (naming the file it replaced)."""
     added, replaced = [], set()
+    links = {"alt_build_id": facts.alt_build_id, "alt_read": True} if links_recordable(session) else {}
     for kind in facts.kinds:
         row = {"build_id": facts.build_id, "kind": kind, "store": store_location(store), "key": key,
                "bytes": size, "sha256": sha256, "source": origin.source, "origin": origin.name[:255],
-               "token_id": origin.token_id, "stored_at": utcnow(), "lines": facts.lines}
+               "token_id": origin.token_id, "stored_at": utcnow(), "lines": facts.lines, **links}
         same = (SymbolFile.build_id == facts.build_id, SymbolFile.kind == kind)
         if kind in lost:
             session.execute(update(SymbolFile).where(*same).values(**row))

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, CheckConstraint, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
@@ -44,6 +54,14 @@ file's, naming the table's in `replaced_sha256`."""
     resymbolicated_at: Mapped[datetime | None] = mapped_column(
         doc="a replacement's: when the build's events were symbolicated again with it (NULL: still to do)"
     )
+    # Deferred, and alt_read the database's default: keeping a file (a debuginfod answer fetched
+    # for ingest, an upload) works on a database an upgrade has not brought to 0045 yet.
+    alt_build_id: Mapped[str | None] = mapped_column(
+        String(128), deferred=True,
+        doc="the supplementary debug file this one links to (dwz -m: .gnu_debugaltlink), kept with it")
+    alt_read: Mapped[bool] = mapped_column(
+        server_default=false(), deferred=True,
+        doc="alt_build_id was read from the file; false: stored before 0045, the gc reads it once")
 
     __table_args__ = (
         UniqueConstraint("build_id", "kind"),

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from registry.config import RetentionSettings, Settings
 from registry.core.events import Report
 from registry.db import Database, utcnow
+from registry.migrate import downgrade, upgrade
 from registry.retention.gc import collect
 from registry.retention.models import NamedBuildId, ScanMark
 from registry.retention.symbols import NAMED_SCAN, build_ids_named, scan_named_build_ids
@@ -23,7 +24,7 @@ from registry.symbols.keep import Origin, keep_file
 from registry.symbols.models import SymbolFile, SymbolUpload
 from testkit.reports import crash_report
 from tests.support.http import auth
-from tests.support.symbols import Program, symbol_programs  # noqa: F401 (fixture)
+from tests.support.symbols import Program, dwz_shared, symbol_programs  # noqa: F401 (fixture)
 from tests.support.userspace import stack
 
 
@@ -63,6 +64,70 @@ def test_only_files_no_report_names_go_and_only_past_their_age(
     assert list((root / "symbols" / never.build_id).glob("*")) == []
     assert len(list((root / "symbols" / crashed.build_id).glob("*"))) == 1
     assert "symbol files: deleted 2" in outcome.summary()
+
+
+def test_a_kept_debug_file_keeps_the_supplementary_file_it_links_to(
+    client: FlaskClient, database: Database, settings: Settings, store: DumpStore,
+    make_token: Callable[..., str], tmp_path: Path,
+) -> None:
+    """dwz -m moves the DWARF two builds share into a file no report names: a crashed build's
+    debug file is unreadable without it (gdb loses file:line and types)."""
+    shared = dwz_shared(tmp_path / "dwz")
+    crashed, never = shared.programs
+    for path in (crashed.debug, never.debug, shared.common):
+        keep_file(database, store, path, Origin("upload", "ci"))
+    post_naming(client, database, make_token("report"), crashed.build_id)
+    aged = replace(settings, retention=RetentionSettings(symbol_days=90))
+
+    for _ in range(2):  # a file that linked to it, deleted later in a run, lets it go the next
+        collect(database, store, aged, now=utcnow() + timedelta(days=91))
+    assert kept_build_ids(database) == {crashed.build_id, shared.common_build_id}
+    served = client.get(f"/debuginfod/buildid/{shared.common_build_id}/debuginfo",
+                        headers=auth(make_token("read")))
+    assert (served.status_code, served.data) == (200, shared.common.read_bytes())
+
+
+def test_a_supplementary_file_no_kept_file_links_to_goes(
+    database: Database, settings: Settings, store: DumpStore, tmp_path: Path,
+) -> None:
+    shared = dwz_shared(tmp_path / "dwz")
+    for path in (*(program.debug for program in shared.programs), shared.common):
+        keep_file(database, store, path, Origin("upload", "ci"))
+    aged = replace(settings, retention=RetentionSettings(symbol_days=90))
+    deleted = sum(collect(database, store, aged, now=utcnow() + timedelta(days=91)).symbols_deleted
+                  for _ in range(2))
+    assert (deleted, kept_build_ids(database)) == (3, set())
+
+
+def test_files_kept_before_migration_0045_are_read_once_by_the_gc(
+    client: FlaskClient, database: Database, db_url: str, settings: Settings, store: DumpStore,
+    make_token: Callable[..., str], tmp_path: Path,
+) -> None:
+    """Keeping files works on a database before 0045 (beside the upgrade); their rows say
+    nothing of what their file links to: the gc reads each file once (a dry run too, recording
+    nothing) and keeps what a kept file links to."""
+    shared = dwz_shared(tmp_path / "dwz")
+    crashed, never = shared.programs
+    database.dispose()
+    downgrade(db_url, "0044_signature_title_by_hand")
+    for path in (crashed.debug, never.debug, shared.common):
+        assert keep_file(database, store, path, Origin("upload", "ci")).new_kinds == ("debuginfo",)
+    database.dispose()
+    upgrade(db_url)
+    post_naming(client, database, make_token("report"), crashed.build_id)
+    aged = replace(settings, retention=RetentionSettings(symbol_days=90))
+    later = utcnow() + timedelta(days=91)
+
+    assert collect(database, store, aged, dry_run=True, now=later).symbols_deleted == 1  # `never` alone
+    with database.session() as session:
+        assert set(session.scalars(select(SymbolFile.alt_read))) == {False}
+    for _ in range(2):
+        collect(database, store, aged, now=later)
+    assert kept_build_ids(database) == {crashed.build_id, shared.common_build_id}
+    with database.session() as session:
+        rows = session.scalars(select(SymbolFile))
+        links = {row.build_id: (row.alt_read, row.alt_build_id) for row in rows}
+    assert links == {crashed.build_id: (True, shared.common_build_id), shared.common_build_id: (True, None)}
 
 
 def test_an_abandoned_symbol_upload_is_aborted_after_a_week(
