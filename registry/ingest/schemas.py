@@ -60,6 +60,9 @@ class MappingSchema(Schema):
     end = fields.String(required=True, validate=validate.Length(max=32))
     perms = short_text(8)
     path = short_text(MAX_PATH)
+    build_id = short_text(128, metadata={
+        "description": "the ELF object loaded from this mapping (the one of its file's first byte): "
+                       "its symbols are kept for reading the event's core, on a stack or not"})
 
 
 MAX_SLOTS = 32

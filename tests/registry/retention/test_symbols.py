@@ -130,6 +130,27 @@ def test_files_kept_before_migration_0045_are_read_once_by_the_gc(
     assert links == {crashed.build_id: (True, shared.common_build_id), shared.common_build_id: (True, None)}
 
 
+def test_a_library_the_crashed_process_only_mapped_keeps_its_symbols(
+    client: FlaskClient, database: Database, settings: Settings, store: DumpStore,
+    make_token: Callable[..., str], symbol_programs: dict[str, Program],  # noqa: F811
+) -> None:
+    """A mapping's `build_id` (the object loaded from it, as crashreg-report.pyz core sends it)
+    is accepted as the report's own field, and its symbols stay: gdb needs them to read the
+    event's core even where no frame is in that library."""
+    crashed, library = symbol_programs["uploaded"], symbol_programs["upstream"]
+    for program in (crashed, library):
+        keep_file(database, store, program.unstripped, Origin("upload", "ci"))
+    mapped = {"start": "0x7f0000000000", "end": "0x7f0000001000", "perms": "r--p",
+              "path": "/usr/lib/libupstream.so", "build_id": library.build_id}
+    report = crash_report(source="userspace", console_log=None,
+                          stack=stack(build_id=crashed.build_id, mappings=[mapped]))
+    answer = client.post("/api/v1/reports", json=report, headers=auth(make_token("report")))
+    assert (answer.status_code, answer.json["warnings"]) == (201, [])
+    aged = replace(settings, retention=RetentionSettings(symbol_days=90))
+    assert collect(database, store, aged, now=utcnow() + timedelta(days=91)).symbols_deleted == 0
+    assert kept_build_ids(database) == {crashed.build_id, library.build_id}
+
+
 def test_an_abandoned_symbol_upload_is_aborted_after_a_week(
     client: FlaskClient, database: Database, settings: Settings, store: DumpStore,
     make_token: Callable[..., str],
