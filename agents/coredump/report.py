@@ -17,7 +17,7 @@ from registry.fingerprint.demangle import MAX_NAME, demangle
 
 from .core import CoreHead, Memory, Thread
 from .modules import Module, Opener, load_modules
-from .unwind import Frame, ProcessView, unwind
+from .unwind import Frame, Mapping, ProcessView, unwind
 
 AT_ENTRY = 9
 FAULT_SIGNALS = frozenset({signals.SIGSEGV, signals.SIGBUS, signals.SIGILL, signals.SIGFPE, signals.SIGTRAP})
@@ -180,16 +180,29 @@ def caught_fault(analysis: Analysis) -> dict[str, Any]:
     return {"caught_fault_address": hexa(address), "caught_fault_sp": hexa(sp)}
 
 
+def mapping_object(mapping: Mapping, build_ids: dict[int, str]) -> dict[str, Any]:
+    """A mapping as /proc/<pid>/maps shows it; the one an object is loaded from (`build_ids`
+    by load address) with the object's build-id: a debugger reading the core needs the symbols
+    of every object mapped, and the registry keeps those of each build-id a report names. One
+    per object, from what loading the modules read already."""
+    out = {"start": hexa(mapping.start), "end": hexa(mapping.end), "perms": mapping.perms,
+           "path": path_text(mapping.path)}
+    build_id = build_ids.get(mapping.start)
+    if build_id:
+        out["build_id"] = build_id
+    return out
+
+
 def stack_object(analysis: Analysis) -> dict[str, Any]:
     view, thread, process = analysis.view, analysis.thread, analysis.head.process
     program = analysis.program
+    build_ids = {module.start: module.build_id for module in view.modules if module.build_id}
     stack: dict[str, Any] = {
         "executable": path_text(program.path) if program else process.name if process else "",
         "signal": signal_name(thread.signal),
         "frames": [frame_object(view, frame) for frame in analysis.frames],
         "registers": {name: hexa(value) for name, value in thread.registers.items()},
-        "mappings": [{"start": hexa(m.start), "end": hexa(m.end), "perms": m.perms, "path": path_text(m.path)}
-                     for m in view.mappings[:MAX_REPORTED_MAPPINGS]],
+        "mappings": [mapping_object(m, build_ids) for m in view.mappings[:MAX_REPORTED_MAPPINGS]],
         "evidence": evidence_object(analysis),
         "threads": [{"tid": thread.tid, "frames": [frame_object(view, frame) for frame in
                                                    unwind(view, thread.registers, MAX_THREAD_FRAMES)]}

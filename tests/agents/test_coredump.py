@@ -37,10 +37,12 @@ from registry.config import Settings
 from registry.core.events import Event
 from registry.fingerprint import analyse_stack
 from registry.ingest import schemas
+from registry.retention.symbols import build_ids_named
 from tests.support import cores
 from tests.support.agents import Registry, closed_port_url, run_reporter
 from tests.support.cores import CPP_MODE, RUNS, Crash
 from tests.support.http import serving
+from tests.support.symbols import build_id_of
 
 EXIT_SKIP = 10
 JOURNAL = "storage::Journal<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > >"
@@ -122,6 +124,27 @@ def test_a_program_deeper_than_the_contracts_bound_on_a_path_is_reported_by_its_
     assert executable.endswith(f"/{program.name}") and len(executable.encode()) == schemas.MAX_PATH
     short = core_file_report(str(crash_cores["null"].cores[0]), "app-3")
     assert analyse_stack(report["stack"]).fingerprint == analyse_stack(short["stack"]).fingerprint
+
+
+def test_each_mapped_object_is_reported_with_its_build_id_on_the_mapping_it_is_loaded_from(
+        crash_cores: dict[str, Crash]) -> None:
+    """gdb reading the core needs the debug info of every object the process mapped, not only
+    of those on its stack: the registry keeps the symbols of the build-ids a report names. Here
+    libcrashy.so is mapped but on no stack (the crash is in the program). One per object, on
+    the mapping of its first byte, not one per segment; a schema of its own, no warning."""
+    crash = crash_cores["null"]
+    report = report_of(crash.cores[0], crash)
+    stack, library = report["stack"], crash.program.parent / "libcrashy.so"
+    named = [(m["path"], m["build_id"]) for m in stack["mappings"] if "build_id" in m]
+    by_path = dict(named)
+    assert len(by_path) == len(named)
+    libc = next(path for path in by_path if "/libc.so" in path)
+    assert (by_path[str(crash.program)], by_path[str(library)], by_path[libc]) == (
+        stack["build_id"], build_id_of(library), build_id_of(Path(libc)))
+    assert all(frame.get("module") != str(library) for frame in stack["frames"])
+    assert build_id_of(library) in build_ids_named(report)
+    assert schemas.ReportSchema().validate(report) == {}
+    assert schemas.report_warnings(schemas.ReportSchema(), report) == []
 
 
 @pytest.mark.parametrize("mode", sorted(set(EXPECTED) - NEEDS_LIBC_CFI))
