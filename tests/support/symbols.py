@@ -6,6 +6,7 @@ directory of them on loopback."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import threading
@@ -220,6 +221,16 @@ def headers_file(directory: Path, token: str) -> Path:
     path.write_text("".join(f"{name}: {value}\n" for name, value in auth(token).items()))
     path.chmod(0o600)
     return path
+
+
+def client_env(tmp_path: Path, registry: str, token: str | None) -> dict[str, str]:
+    """elfutils' client environment: the registry as the only server, a cache of the test's own."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DEBUGINFOD_")}
+    env |= {"DEBUGINFOD_URLS": f"{registry}/debuginfod/", "DEBUGINFOD_TIMEOUT": "60",
+            "DEBUGINFOD_CACHE_PATH": str(tmp_path / "client-cache"), "HOME": str(tmp_path)}
+    if token:
+        env["DEBUGINFOD_HEADERS_FILE"] = str(headers_file(tmp_path, token))
+    return env
 
 
 class CountingServer:

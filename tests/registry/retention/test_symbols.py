@@ -3,6 +3,7 @@ file of a build that never crashed goes after CRASHREG_RETENTION_SYMBOL_DAYS, if
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
@@ -23,8 +24,9 @@ from registry.storage.store import DumpStore, local_root, open_store
 from registry.symbols.keep import Origin, keep_file
 from registry.symbols.models import SymbolFile, SymbolUpload
 from testkit.reports import crash_report
+from tests.support.cores import core_pattern_problem, crash
 from tests.support.http import auth
-from tests.support.symbols import Program, dwz_shared, symbol_programs  # noqa: F401 (fixture)
+from tests.support.symbols import Program, client_env, dwz_shared, symbol_programs  # noqa: F401 (fixture)
 from tests.support.userspace import stack
 
 
@@ -85,6 +87,33 @@ def test_a_kept_debug_file_keeps_the_supplementary_file_it_links_to(
     served = client.get(f"/debuginfod/buildid/{shared.common_build_id}/debuginfo",
                         headers=auth(make_token("read")))
     assert (served.status_code, served.data) == (200, shared.common.read_bytes())
+
+
+def test_gdb_reads_a_dwz_builds_core_from_the_registry_after_the_gc(
+    client: FlaskClient, database: Database, settings: Settings, store: DumpStore, live_server: str,
+    make_token: Callable[..., str], tmp_path: Path,
+) -> None:
+    """The engineer's view: gdb on the crashed build's core, its debug info through the
+    registry's debuginfod once symbol retention ran, still has source lines and types."""
+    if problem := core_pattern_problem():
+        pytest.skip(problem)
+    shared = dwz_shared(tmp_path / "dwz")
+    crashed, never = shared.programs
+    core = crash(crashed.stripped, None, tmp_path / "crash")
+    for path in (crashed.debug, never.debug, shared.common):
+        keep_file(database, store, path, Origin("upload", "ci"))
+    post_naming(client, database, make_token("report"), crashed.build_id)
+    aged = replace(settings, retention=RetentionSettings(symbol_days=90))
+    for _ in range(2):
+        collect(database, store, aged, now=utcnow() + timedelta(days=91))
+
+    gdb = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled on", "-ex", "bt",
+           "-ex", "ptype struct header", str(crashed.stripped), str(core)]
+    done = subprocess.run(gdb, env=client_env(tmp_path, live_server, make_token("read")), capture_output=True,
+                          text=True, timeout=300, check=False)
+    seen = done.stdout + done.stderr
+    assert f"in {crashed.function} (" in seen and f"{crashed.name}.c:" in seen, seen
+    assert "int length;" in seen, seen
 
 
 def test_a_supplementary_file_no_kept_file_links_to_goes(

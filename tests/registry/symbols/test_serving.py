@@ -5,7 +5,6 @@ nothing."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,7 +25,7 @@ from registry.symbols.models import SymbolFile
 from testkit.reports import crash_report
 from tests.support.cores import core_pattern_problem, crash
 from tests.support.http import auth
-from tests.support.symbols import Debuginfod, Program, headers_file
+from tests.support.symbols import Debuginfod, Program, client_env
 from tests.support.userspace import stack
 
 
@@ -44,16 +43,6 @@ def uploaded(app: Flask, database: Database, program: Program) -> None:
     settings = app.extensions["crashreg.settings"]
     store = open_store(settings.dump_store, settings.public_url)
     assert keep_file(database, store, program.debug, Origin("upload", "ci")).new_kinds == ("debuginfo",)
-
-
-def client_env(tmp_path: Path, registry: str, token: str | None) -> dict[str, str]:
-    """elfutils' client environment: the registry as the only server, a cache of the test's own."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("DEBUGINFOD_")}
-    env |= {"DEBUGINFOD_URLS": f"{registry}/debuginfod/", "DEBUGINFOD_TIMEOUT": "60",
-            "DEBUGINFOD_CACHE_PATH": str(tmp_path / "client-cache"), "HOME": str(tmp_path)}
-    if token:
-        env["DEBUGINFOD_HEADERS_FILE"] = str(headers_file(tmp_path, token))
-    return env
 
 
 def debuginfod_find(tmp_path: Path, registry: str, token: str | None,
