@@ -68,6 +68,7 @@ file's, naming the table's in `replaced_sha256`."""
         CheckConstraint(f"kind IN {SYMBOL_KINDS}", name="kind"),
         CheckConstraint(f"source IN {SYMBOL_SOURCES}", name="source"),
         Index("ix_symbol_files_stored_at", "stored_at"),
+        Index("ix_symbol_files_alt_build_id", "alt_build_id"),  # the files linking to one (retention)
     )
 
 
