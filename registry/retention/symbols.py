@@ -18,7 +18,7 @@ searched directly. A run so costs the new reports once, not every payload per bu
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from registry.symbols.elf import read_alt_build_id
 from registry.symbols.models import SymbolFile, SymbolUpload
 from registry.upsert import insert_ignore
 
-BATCH = 200  # build-ids looked at per run
+BATCH = 200  # old build-ids read per transaction (a run looks at them all)
 STALE_UPLOAD = timedelta(days=7)  # a pipeline resumes within minutes; an upload this old was abandoned
 NAMED_SCAN = "reports:named_build_ids"
 SCAN_BATCH = 1000  # reports read per transaction of the scan
@@ -142,21 +142,35 @@ def read_unrecorded_links(database: Database, store: DumpStore, dry_run: bool,
         after, read = keys[-1], read + len(keys)
 
 
+def old_build_ids(database: Database, store: DumpStore, cutoff: datetime) -> Iterator[str]:
+    """The build-ids of the store's files stored at or before `cutoff`, in order, BATCH read
+    per transaction: every one of them (the kept ones stay old, and stay among the first)."""
+    old = select(SymbolFile.build_id).distinct().where(SymbolFile.store == store_location(store),
+                                                        SymbolFile.stored_at <= cutoff)
+    after = ""
+    while True:
+        with database.session() as session:
+            page = old.where(SymbolFile.build_id > after).order_by(SymbolFile.build_id).limit(BATCH)
+            batch = list(session.scalars(page))
+        yield from batch
+        if len(batch) < BATCH:
+            return
+        after = batch[-1]
+
+
 def collect_symbols(database: Database, store: DumpStore, days: int, now: datetime, dry_run: bool,
                     progress: Callable[[str], None]) -> tuple[int, int]:
     """Files deleted (or, dry, that would be) and their bytes."""
     if days <= 0:
         return 0, 0
     here = SymbolFile.store == store_location(store)  # a file of another store is left alone
+    cutoff = now - timedelta(days=days)
     scanned_to = scan_named_build_ids(database, now, progress)
     linked_unrecorded = read_unrecorded_links(database, store, dry_run, progress)
-    with database.session() as session:
-        old = select(SymbolFile.build_id).where(here, SymbolFile.stored_at <= now - timedelta(days=days))
-        candidates = list(session.scalars(old.distinct().order_by(SymbolFile.build_id).limit(BATCH)))
     deleted = freed = 0
-    for build_id in candidates:
+    for build_id in old_build_ids(database, store, cutoff):
         with database.session() as session:
-            aged = (here, SymbolFile.build_id == build_id, SymbolFile.stored_at <= now - timedelta(days=days))
+            aged = (here, SymbolFile.build_id == build_id, SymbolFile.stored_at <= cutoff)
             rows = list(session.scalars(select(SymbolFile).where(*aged).with_for_update()))
             if (build_id in linked_unrecorded or linked_by_a_file(session, build_id)  # under the rows' lock
                     or named_by_a_report(session, build_id, scanned_to)):

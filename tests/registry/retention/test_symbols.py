@@ -19,9 +19,9 @@ from registry.db import Database, utcnow
 from registry.migrate import downgrade, upgrade
 from registry.retention.gc import collect
 from registry.retention.models import NamedBuildId, ScanMark
-from registry.retention.symbols import NAMED_SCAN, build_ids_named, scan_named_build_ids
-from registry.storage.store import DumpStore, local_root, open_store
-from registry.symbols.keep import Origin, keep_file
+from registry.retention.symbols import BATCH, NAMED_SCAN, build_ids_named, scan_named_build_ids
+from registry.storage.store import DumpStore, local_root, open_store, store_location
+from registry.symbols.keep import Origin, keep_file, object_key
 from registry.symbols.models import SymbolFile, SymbolUpload
 from testkit.reports import crash_report
 from tests.support.cores import core_pattern_problem, crash
@@ -178,6 +178,27 @@ def test_a_library_the_crashed_process_only_mapped_keeps_its_symbols(
     aged = replace(settings, retention=RetentionSettings(symbol_days=90))
     assert collect(database, store, aged, now=utcnow() + timedelta(days=91)).symbols_deleted == 0
     assert kept_build_ids(database) == {crashed.build_id, library.build_id}
+
+
+def test_old_files_kept_for_their_reports_do_not_hold_the_others_back(
+    database: Database, settings: Settings, store: DumpStore,
+    symbol_programs: dict[str, Program],  # noqa: F811
+) -> None:
+    """A run looks at every old file, BATCH build-ids at a time: the old files reports name
+    stay old, and when they were the first BATCH build-ids a run looked at, no other file ever
+    went."""
+    never = symbol_programs["upstream"]
+    keep_file(database, store, never.unstripped, Origin("upload", "ci"))
+    named = [f"{number:040x}" for number in range(1, BATCH + 2)]  # before `never` in order
+    with database.session() as session:
+        for build_id in named:
+            session.add(SymbolFile(build_id=build_id, kind="debuginfo", store=store_location(store),
+                                   key=object_key(build_id, "0" * 64), bytes=1, sha256="0" * 64,
+                                   source="upload", origin="ci", alt_read=True))
+            session.add(NamedBuildId(build_id=build_id, first_report_id=1))
+    aged = replace(settings, retention=RetentionSettings(symbol_days=90))
+    assert collect(database, store, aged, now=utcnow() + timedelta(days=91)).symbols_deleted == 2
+    assert kept_build_ids(database) == set(named)
 
 
 def test_an_abandoned_symbol_upload_is_aborted_after_a_week(
