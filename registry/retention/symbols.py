@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import String, cast, delete, exists, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from registry.build_ids import BUILD_ID
 from registry.core.events import Report
@@ -123,30 +123,37 @@ def read_unrecorded_links(database: Database, store: DumpStore, dry_run: bool,
     run records nothing, and decides with these."""
     unread = (SymbolFile.store == store_location(store), SymbolFile.alt_read.is_(False))
     linked: set[str] = set()
-    after, read = "", 0
+    after = read = 0
     while True:
         with database.session() as session:
-            keys = list(session.scalars(select(SymbolFile.key).where(*unread, SymbolFile.key > after)
-                                        .distinct().order_by(SymbolFile.key).limit(LINKS_BATCH)))
-        if not keys:
+            rows = session.execute(select(SymbolFile.id, SymbolFile.key).where(*unread, SymbolFile.id > after)
+                                   .order_by(SymbolFile.id).limit(LINKS_BATCH)).all()
+        if not rows:
             if read:
                 progress(f"links of symbol files stored before they were recorded: {read} file(s) read")
             return linked
-        links = {key: alt_build_id_of_object(store, key) for key in keys}
+        ids_by_key: dict[str, list[int]] = {}
+        for row in rows:  # an object serving both kinds has two rows
+            ids_by_key.setdefault(row.key, []).append(row.id)
+        links = {key: alt_build_id_of_object(store, key) for key in ids_by_key}
         linked |= {alt for alt in links.values() if alt is not None}
         if not dry_run:
             with database.session() as session:
                 for key, alt in links.items():
-                    session.execute(update(SymbolFile).where(SymbolFile.key == key)
+                    session.execute(update(SymbolFile).where(SymbolFile.id.in_(ids_by_key[key]))
                                     .values(alt_build_id=alt, alt_read=True))
-        after, read = keys[-1], read + len(keys)
+        after, read = rows[-1].id, read + len(links)
 
 
 def old_build_ids(database: Database, store: DumpStore, cutoff: datetime) -> Iterator[str]:
-    """The build-ids of the store's files stored at or before `cutoff`, in order, BATCH read
-    per transaction: every one of them (the kept ones stay old, and stay among the first)."""
-    old = select(SymbolFile.build_id).distinct().where(SymbolFile.store == store_location(store),
-                                                        SymbolFile.stored_at <= cutoff)
+    """The build-ids of the store's files stored at or before `cutoff` that no scanned report
+    names and no file links to (each is asked again under its rows' lock), in order, BATCH
+    read per transaction: all of them (the kept ones stay old, and would stay the first)."""
+    linker = aliased(SymbolFile)
+    old = select(SymbolFile.build_id).distinct().where(
+        SymbolFile.store == store_location(store), SymbolFile.stored_at <= cutoff,
+        ~exists().where(NamedBuildId.build_id == SymbolFile.build_id),
+        ~exists().where(linker.alt_build_id == SymbolFile.build_id))
     after = ""
     while True:
         with database.session() as session:
