@@ -107,7 +107,7 @@ def read_facts(path: Path) -> SymbolFileFacts:
 
 def read_alt_build_id(path: Path) -> str | None:
     """The build-id of the supplementary file `path` links to; None also when it is not ELF or
-    is damaged (a file recorded as kept was read whole before: it links to nothing then)."""
+    is damaged (it was checked when kept: such a file changed in the store, and serves nothing)."""
     with path.open("rb") as file:
         if file.read(4) != ELF_MAGIC:
             return None

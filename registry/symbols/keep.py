@@ -148,8 +148,8 @@ def links_recordable(session: Session) -> bool:
 def record(session: Session, store: DumpStore, key: str, facts: SymbolFileFacts, size: int, sha256: str,
            origin: Origin, lost: set[str]) -> Recorded:
     """A row per kind the build-id did not have yet, or had `lost`, for the stored object
-    `key`; and the debuginfo row made this file's when it holds no source lines and this file
-    has them (naming the file it replaced)."""
+    `key`, with the supplementary file it links to; and the debuginfo row made this file's when
+    it holds no source lines and this file has them (naming the file it replaced)."""
     added, replaced = [], set()
     links = {"alt_build_id": facts.alt_build_id, "alt_read": True} if links_recordable(session) else {}
     for kind in facts.kinds:
