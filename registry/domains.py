@@ -38,6 +38,7 @@ CORE_TABLES = (
     "registry.core.hosts",
     "registry.core.signatures",
     "registry.core.jira_links",
+    "registry.core.secrets",
     "registry.outbox",
 )
 # The application's own, beside registry/cli.py's db and serve: `demo` runs the whole app.

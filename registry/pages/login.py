@@ -23,9 +23,10 @@ from werkzeug.exceptions import HTTPException
 
 from registry.auth.models import HOLDER_FIELDS, ApiToken, TokenHolder
 from registry.auth.tokens import authenticate, caller_has_scope
+from registry.core.secrets import shared_secret
 from registry.db import Database, utcnow
 from registry.errors import ApiError
-from registry.pages.models import WebSession, shared_secret
+from registry.pages.models import WebSession
 
 SESSION_LIFETIME = timedelta(hours=12)
 SECRET_NAME = "web_session_signing_key"

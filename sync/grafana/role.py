@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
+from registry.core.secrets import shared_secret
 from registry.db import Database
-from registry.pages.models import shared_secret
 
 REPORTING_VIEW_PREFIX = "rpt_"
 DEFAULT_ROLE_PREFIX = "crashreg_grafana_"
-PASSWORD_SECRET = "grafana_role_password"  # in app_secrets, which the role may not read
+# The name of the app_secrets row holding the role's password (a table the role may not read).
+PASSWORD_SECRET = "grafana_role_password"  # pragma: allowlist secret
 STATEMENT_TIMEOUT = "30s"
 MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are cut without error
 # A role crashreg made says whose it is, so that a second registry on the server never takes it.

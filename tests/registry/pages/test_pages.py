@@ -9,8 +9,9 @@ from registry.app import create_app
 from registry.auth.models import ApiToken
 from registry.config import Settings
 from registry.core.jira_links import JiraLink
+from registry.core.secrets import AppSecret
 from registry.db import utcnow
-from registry.pages.models import AppSecret, WebSession
+from registry.pages.models import WebSession
 from testkit.pages import csrf_from, login
 from tests.support.rca import ai_rca, post_rca, review, seed
 
