@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from registry import domains
 from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
+from registry.core.wiring import SignatureListeners
 from registry.jira.state import JiraComment
 from registry.outbox import OutboxMessage
+from registry.signatures.merging import merge
 from registry.signatures.regression import fixed_kernel_from_versions
 from registry.signatures.service import canonical, find_signature
 from sync.jira.content import fingerprint_from_labels, parse_jira_time
@@ -77,7 +81,8 @@ def link_for_issue(session: Session, issue: dict[str, Any], options_url: str) ->
 
 
 def duplicate_target(session: Session, issue: dict[str, Any], own: Signature) -> Signature | None:
-    """The crashreg signature whose issue this one duplicates (Jira's Duplicate link)."""
+    """The signature now standing for the crashreg issue this one duplicates (Jira's
+    Duplicate link); possibly `own` itself, when that issue was already merged into this one."""
     for link in issue["fields"].get("issuelinks") or []:
         if link.get("type", {}).get("name") != "Duplicate" or "outwardIssue" not in link:
             continue
@@ -87,6 +92,35 @@ def duplicate_target(session: Session, issue: dict[str, Any], own: Signature) ->
         if other is not None and other.signature_id != own.id:
             return canonical(session, session.get_one(Signature, other.signature_id))
     return None
+
+
+@cache
+def signature_listeners() -> SignatureListeners:
+    """The domains' listeners a merge tells (captures follow their events, as in the API's merge)."""
+    return domains.wiring().signatures
+
+
+def merge_duplicate(ctx: SyncContext, issue: dict[str, Any], signature: Signature) -> None:
+    """Jira's Duplicate resolution is the registry's own merge (alias rule, events, counters),
+    the one POST /signatures/{id}/merge makes; never one that would fold a signature into itself."""
+    target = duplicate_target(ctx.session, issue, signature)
+    if target is None:
+        return  # not a duplicate of one of ours
+    if target.id == signature.id:
+        refusal = "the issue it duplicates is merged into this one: merging back would be a cycle"
+    elif canonical(ctx.session, signature).id == target.id:
+        return  # merged already: reconciliation reads issues again
+    elif signature.merged_into_id is not None:
+        refusal = f"already merged into signature {signature.merged_into_id}"
+    else:
+        refusal = None
+    if refusal is not None:
+        log.warning("Jira duplicate not merged", extra={"fields": {
+            "issue": issue["key"], "signature": signature.id, "reason": refusal}})
+        return
+    merge(ctx.session, target, signature, f"jira:{issue['key']}", signature_listeners())
+    log.info("merged Jira duplicate", extra={"fields": {
+        "issue": issue["key"], "signature": signature.id, "into": target.id}})
 
 
 def jira_has_news(session: Session, link: JiraLink, signature: Signature, category: str,
@@ -132,9 +166,7 @@ def apply_issue(ctx: SyncContext, issue: dict[str, Any]) -> bool:
         elif before[0] in ("resolved", "ignored") and outcome.status != before[0]:
             signature.resolution, signature.resolved_at = None, None
         if outcome.merge:
-            target = duplicate_target(ctx.session, issue, signature)
-            if target is not None:
-                signature.merged_into_id = target.id
+            merge_duplicate(ctx, issue, signature)
     assignee = fields.get("assignee")
     signature.owner = (assignee or {}).get("displayName") if assignee else None
     if (signature.status, signature.owner, signature.resolution, signature.merged_into_id) != before:

@@ -1,0 +1,73 @@
+"""Merges and Jira: a Duplicate resolved in Jira is the registry's own merge, never a cycle."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from registry.core.events import Event
+from registry.core.signatures import SignatureAlias
+from registry.signatures.service import signature_stats
+from tests.support.jira import Harness, function_name
+
+
+def close_as_duplicate(harness: Harness, duplicate_key: str, original_key: str) -> None:
+    """What an engineer does: link the issue as a duplicate, then resolve it as one."""
+    harness.emulator.link_duplicate(duplicate_key, original_key)
+    harness.emulator.transition(duplicate_key, "done", resolution="Duplicate")
+
+
+def listed_ids(client, make_token) -> set[str]:
+    answer = client.get("/api/v1/signatures?limit=100",
+                        headers={"Authorization": f"Bearer {make_token('read')}"})
+    return {s["id"] for s in answer.json["signatures"]}
+
+
+@pytest.mark.parametrize("rounds", ["same-round", "separate-rounds"])
+def test_issues_closed_as_duplicates_of_each_other_never_make_a_cycle(harness, client, make_token,
+                                                                      rounds, caplog):
+    x = harness.crash(function=function_name(1))["signature"]
+    y = harness.crash(function=function_name(2), host="gpu-b2")["signature"]
+    harness.sync()
+    x_key, y_key = harness.link(x["id"]).issue_key, harness.link(y["id"]).issue_key
+    harness.later(minutes=5)
+    close_as_duplicate(harness, x_key, y_key)
+    if rounds == "separate-rounds":
+        harness.later(minutes=5)
+        harness.sync()
+    harness.later(minutes=1)
+    close_as_duplicate(harness, y_key, x_key)
+    harness.later(minutes=5)
+    with caplog.at_level("WARNING", logger="crashreg.jira"):
+        harness.sync()
+    merged = {s["id"]: harness.signature(s["id"]).merged_into_id for s in (x, y)}
+    assert merged == {x["id"]: int(y["id"]), y["id"]: None}, "X into Y once, and never Y into X"
+    assert any("cycle" in getattr(record, "fields", {}).get("reason", "") for record in caplog.records)
+    assert harness.link(y["id"]).issue_key == y_key, "the issue stays linked"
+    assert y["id"] in listed_ids(client, make_token)
+    later = harness.crash(function=function_name(1), host="gpu-c3")
+    assert later["signature"]["id"] == y["id"], "X's crashes land on the signature it became"
+
+
+def test_a_jira_duplicate_is_the_registrys_merge_events_and_counts_move(harness, database):
+    dup = harness.crash(function=function_name(1), host="gpu-a1")["signature"]
+    harness.crash(function=function_name(1), host="gpu-a2")
+    original = harness.crash(function=function_name(2), host="gpu-b1")["signature"]
+    harness.sync()
+    harness.later(minutes=5)
+    close_as_duplicate(harness, harness.link(dup["id"]).issue_key,
+                       harness.link(original["id"]).issue_key)
+    harness.later(minutes=5)
+    harness.sync()
+    harness.later(minutes=5)
+    harness.sync()  # read back again (reconciliation's overlap): still one merge, no error
+    with database.session() as session:
+        assert signature_stats(session, int(original["id"]))[0] == 3
+        assert signature_stats(session, int(dup["id"]))[0] == 0
+        hosts = session.scalar(select(func.count(func.distinct(Event.host_id)))
+                               .where(Event.signature_id == int(original["id"])))
+        assert hosts == 3
+        alias = session.get_one(SignatureAlias, dup["fingerprint"])
+        assert alias.signature_id == int(original["id"])
+    assert harness.signature(dup["id"]).merged_into_id == int(original["id"])
+    assert harness.link(dup["id"]).last_error is None
