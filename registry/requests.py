@@ -51,6 +51,14 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+def storable_text(value: str) -> str:
+    """Another system's text (Jira's) as a column can hold it: NULs dropped, lone surrogates
+    replaced. Requests with such text are refused; what the registry reads from elsewhere is
+    taken, not refused."""
+    text = value.replace("\x00", "")
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def _value_problem(value: Any) -> str | None:
     if isinstance(value, str):
         return text_problem(value)
@@ -104,6 +112,16 @@ def field_names(messages: dict[Any, Any]) -> str:
 
 def json_body() -> dict[str, Any]:
     """The request's JSON object, or a 400 saying what is wrong with it."""
+    body = json_object()
+    problems = body_problems(body)
+    if problems:
+        raise ApiError(400, "invalid", f"invalid fields: {field_names(problems)}", fields=problems)
+    return body
+
+
+def json_object() -> dict[str, Any]:
+    """The request's JSON object as sent, values unchecked: for a sender whose text is taken as
+    it is (Jira's webhooks, which read only a few fields), or a 400 if it is not a JSON object."""
     raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH raises 413 here
     limit = request.max_content_length
     if request.content_length is None and limit is not None and len(raw) >= limit and _more_input():
@@ -120,9 +138,6 @@ def json_body() -> dict[str, Any]:
         ) from None
     if not isinstance(body, dict):
         raise ApiError(400, "malformed_json", "request body must be a JSON object")
-    problems = body_problems(body)
-    if problems:
-        raise ApiError(400, "invalid", f"invalid fields: {field_names(problems)}", fields=problems)
     return body
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from registry.jira.models import JiraWebhookReceipt
 from registry.outbox import publish
+from registry.requests import storable_text
 from registry.upsert import insert_ignore
 
 ISSUE_CHANGED_TOPIC = "jira.issue_changed"
@@ -39,11 +40,12 @@ def record_delivery(session: Session, identifier: str, payload: dict[str, Any]) 
     issue_key = issue.get("key") if isinstance(issue.get("key"), str) else None
     if issue_key is not None and not ISSUE_KEY.fullmatch(issue_key):
         issue_key = None  # no Jira issue's key: nothing of ours to look up
-    event = payload.get("webhookEvent") if isinstance(payload.get("webhookEvent"), str) else None
+    event = payload.get("webhookEvent")
+    event = storable_text(event)[:64] if isinstance(event, str) else None
     stored = insert_ignore(
         session,
         JiraWebhookReceipt,
-        {"identifier": identifier, "event": event and event[:64], "issue_key": issue_key},
+        {"identifier": identifier, "event": event, "issue_key": issue_key},
         ["identifier"],
     )
     if stored is None:

@@ -20,6 +20,7 @@ from registry.core.signatures import Signature
 from registry.core.wiring import SignatureListeners
 from registry.jira.state import JiraComment
 from registry.outbox import OutboxMessage
+from registry.requests import storable_text
 from registry.signatures.merging import merge
 from registry.signatures.regression import fixed_kernel_from_versions
 from registry.signatures.service import canonical, find_signature
@@ -30,6 +31,9 @@ from sync.jira.outbound import SyncContext
 log = logging.getLogger("crashreg.jira")
 INBOUND_FIELDS = ["status", "resolution", "resolutiondate", "fixVersions", "assignee", "labels",
                   "issuelinks", "updated", "comment"]
+OWNER_CHARS = Signature.__table__.c.owner.type.length
+RESOLUTION_CHARS = Signature.__table__.c.resolution.type.length
+KERNEL_CHARS = Signature.__table__.c.fixed_in_kernel.type.length
 KEPT_COMMENTS = 20  # the latest ones, for triage bundles; the issue itself has them all
 COMMENT_CHARS = 4000
 
@@ -43,13 +47,19 @@ def comment_text(body: Any) -> str:
     return ""
 
 
+def jira_text(value: Any, limit: int | None = None) -> str | None:
+    """Text Jira sent, as the registry's columns can hold it (a NUL in one comment made
+    PostgreSQL refuse the whole round); None stays None."""
+    return storable_text(value)[:limit] if isinstance(value, str) else None
+
+
 def latest_comments(field: dict[str, Any] | None) -> list[JiraComment]:
     comments = (field or {}).get("comments") or []
     return [
         {
-            "author": (c.get("author") or {}).get("displayName"),
-            "created": c.get("created"),
-            "body": comment_text(c.get("body"))[:COMMENT_CHARS],
+            "author": jira_text((c.get("author") or {}).get("displayName")),
+            "created": jira_text(c.get("created")),
+            "body": jira_text(comment_text(c.get("body")), COMMENT_CHARS) or "",
         }
         for c in comments[-KEPT_COMMENTS:]
     ]
@@ -158,17 +168,18 @@ def apply_issue(ctx: SyncContext, issue: dict[str, Any]) -> bool:
         outcome = decide(category, resolution, signature.status)
         signature.status = outcome.status
         if outcome.resolved:
-            versions = [v["name"] for v in fields.get("fixVersions") or []]
-            signature.resolution = resolution
+            versions = [jira_text(v["name"]) or "" for v in fields.get("fixVersions") or []]
+            signature.resolution = jira_text(resolution, RESOLUTION_CHARS)
             signature.resolved_at = parse_jira_time(fields.get("resolutiondate")) or ctx.now
             signature.fix_versions = versions
-            signature.fixed_in_kernel = fixed_kernel_from_versions(versions) or signature.fixed_in_kernel
+            kernels = [name for name in versions if len(name) <= KERNEL_CHARS]  # no kernel is longer
+            signature.fixed_in_kernel = fixed_kernel_from_versions(kernels) or signature.fixed_in_kernel
         elif before[0] in ("resolved", "ignored") and outcome.status != before[0]:
             signature.resolution, signature.resolved_at = None, None
         if outcome.merge:
             merge_duplicate(ctx, issue, signature)
     assignee = fields.get("assignee")
-    signature.owner = (assignee or {}).get("displayName") if assignee else None
+    signature.owner = jira_text((assignee or {}).get("displayName"), OWNER_CHARS) if assignee else None
     if (signature.status, signature.owner, signature.resolution, signature.merged_into_id) != before:
         signature.updated_at = ctx.now
         log.info("applied Jira state", extra={"fields": {

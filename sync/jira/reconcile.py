@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy.exc import DataError
+
 from registry.db import Database
 from registry.jira.models import JiraSyncCursor
 from sync.jira.client import JiraClient
@@ -22,15 +24,16 @@ from sync.jira.outbound import SyncContext
 CURSOR = "reconcile.updated"
 log = logging.getLogger("crashreg.jira.reconcile")
 # What an issue of an unexpected shape raises when read as the sync expects: a field missing
-# from the search answer (projected differently, a custom workflow), a null, another type.
-ODD_ISSUE = (KeyError, TypeError, AttributeError, ValueError)
+# from the search answer (projected differently, a custom workflow), a null, another type;
+# or, past the text the sync cleans, a value the database refuses to store.
+ODD_ISSUE = (KeyError, TypeError, AttributeError, ValueError, DataError)
 
 
 @dataclass
 class ReconcileReport:
     seen: int = 0
     applied: int = 0
-    skipped: int = 0  # issues of a shape the sync cannot read: logged, never a stop
+    skipped: int = 0  # issues the sync cannot read or store: logged, never a stop
     since: datetime | None = None
     complete: bool = True
 

@@ -283,3 +283,37 @@ def test_an_issue_of_an_odd_shape_is_logged_and_skipped_not_a_stop(harness, engi
     assert any(odd_key in message and "KeyError" in message for message in warnings)
     assert harness.signature(fine["id"]).status == "resolved"
     assert harness.signature(odd["id"]).status != "resolved"
+
+
+def test_text_postgresql_cannot_store_does_not_stop_reconciliation(harness, engineer):
+    """A NUL in a comment (jsonb refuses \\u0000), a display name past the owner column, a fix
+    version longer than any kernel: the text is made storable; the issue and every other issue
+    of the round are applied, and the cursor moves on."""
+    odd = harness.crash(function=function_name(1))["signature"]
+    fine = harness.crash(function=function_name(2), host="gpu-b2")["signature"]
+    harness.sync(with_reconcile=False)
+    odd_key, fine_key = harness.link(odd["id"]).issue_key, harness.link(fine["id"]).issue_key
+    harness.later(minutes=3)
+    harness.emulator.users["alice"].display_name = "Alice\x00 " + "E" * 300
+    engineer.add_comment(odd_key, "core at /srv/a\x00b, lost")
+    resolve_in_jira(harness, engineer, odd_key, "Fixed", versions=["6.8.0-60-" + "x" * 200])
+    harness.later(minutes=1)
+    resolve_in_jira(harness, engineer, fine_key, "Fixed")
+    harness.later(minutes=1)
+    report = harness.sync()
+    assert report.reconcile is not None and report.reconcile.skipped == 0
+    assert harness.signature(fine["id"]).status == "resolved"
+    resolved = harness.signature(odd["id"])
+    assert resolved.status == "resolved" and resolved.owner.startswith("Alice E")
+    (comment,) = harness.link(odd["id"]).comments
+    assert comment["body"] == "core at /srv/ab, lost" and "\x00" not in comment["author"]
+    assert resolved.fixed_in_kernel is None, "no kernel's version is that long"
+
+
+def test_a_webhook_carrying_text_postgresql_cannot_store_is_accepted(client, database):
+    """Jira does not retry a 4xx: a NUL in a comment it sends must not lose the hint."""
+    body = json.dumps({"webhookEvent": "comment_created\x00", "issue": {"key": "CRASH-7"},
+                       "comment": {"body": "a\x00b"}}).encode()
+    answer = post_hook(client, body, signed(body), identifier="d-nul")
+    assert answer.status_code == 202
+    assert [m.payload["issue_key"] for m in hints(database)] == ["CRASH-7"]
