@@ -114,12 +114,19 @@ def ensure_issue(ctx: SyncContext, signature: Signature) -> JiraLink:
     return link
 
 
+def applied_everything(link: JiraLink, updated: datetime | None) -> bool:
+    """Whether the issue, as read before a write of ours, had nothing the sync had not applied:
+    then the `updated` our write gives it is our own echo, no news for the inbound side (taken
+    as news, it put back a "done" over a regression Jira was not to reopen)."""
+    return link.jira_updated_at is not None and updated is not None and updated <= link.jira_updated_at
+
+
 def push_facts(ctx: SyncContext, signature: Signature, link: JiraLink) -> bool:
     """Rewrite the facts block if it changed; text outside the block is left as it is."""
     block = render_facts(collect_facts(ctx.session, signature, ctx.options.public_url))
     digest = facts_digest(block)
     if digest != link.facts_digest:
-        current = ctx.client.issue(link.issue_key, "description,labels").get("fields", {})
+        current = ctx.client.issue(link.issue_key, "description,labels,updated").get("fields", {})
         changes: dict[str, Any] = {}
         merged = merge_description(current.get("description"), block)
         if merged != current.get("description"):
@@ -129,6 +136,9 @@ def push_facts(ctx: SyncContext, signature: Signature, link: JiraLink) -> bool:
             changes["labels"] = [*(current.get("labels") or []), label]
         if changes:
             ctx.client.update_issue(link.issue_key, changes)
+            if applied_everything(link, parse_jira_time(current.get("updated"))):
+                link.jira_updated_at = parse_jira_time(
+                    ctx.client.issue(link.issue_key, "updated")["fields"]["updated"])
     changed = digest != link.facts_digest
     link.facts_digest, link.facts_pushed_at = digest, ctx.now
     link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0

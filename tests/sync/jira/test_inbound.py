@@ -317,3 +317,52 @@ def test_a_webhook_carrying_text_postgresql_cannot_store_is_accepted(client, dat
     answer = post_hook(client, body, signed(body), identifier="d-nul")
     assert answer.status_code == 202
     assert [m.payload["issue_key"] for m in hints(database)] == ["CRASH-7"]
+
+
+def regression_comments(harness, key: str) -> list[str]:
+    return [c["body"] for c in harness.emulator.issue(key).comments if "Regression" in c["body"]]
+
+
+def test_the_syncs_own_facts_update_is_not_news_from_jira(harness, engineer):
+    """Comment-only mode (or a workflow with no way out of done): the facts update the sync
+    writes after a regression bumps the issue's `updated`; that is no engineer resolving it
+    again, in the same round or later, and later crashes make no new regressions."""
+    harness.options = replace(harness.options, reopen_category="none")
+    signature = harness.crash(kernel="6.8.0-52-generic")["signature"]
+    harness.sync()
+    harness.later(minutes=5)
+    resolve_in_jira(harness, engineer, "CRASH-1", "Fixed", versions=["6.8.0-60"])
+    harness.later(minutes=5)
+    harness.sync()
+    harness.later(hours=1)
+    assert harness.crash(kernel="6.8.1-1-generic", host="new")["signature"]["status"] == "regressed"
+    harness.later(minutes=5)
+    puts = len(harness.emulator.calls("PUT", r"/issue/CRASH-1$"))
+    harness.sync()
+    assert len(harness.emulator.calls("PUT", r"/issue/CRASH-1$")) > puts, "the facts were pushed"
+    assert harness.signature(signature["id"]).status == "regressed"
+    for n in range(3):
+        harness.crash(kernel="6.8.1-1-generic", host=f"new-{n}")
+        harness.later(minutes=6)
+        harness.sync()
+    assert harness.signature(signature["id"]).status == "regressed"
+    assert len(regression_comments(harness, "CRASH-1")) == 1
+
+
+def test_a_status_set_in_the_registry_is_not_undone_by_its_own_facts_update(harness, engineer,
+                                                                             client, make_token):
+    harness.later(minutes=-30)  # the API stamps the real time: the sync's clock a little behind it
+    signature = harness.crash()["signature"]
+    harness.sync()
+    harness.later(minutes=5)
+    resolve_in_jira(harness, engineer, "CRASH-1", "Fixed")
+    harness.later(minutes=5)
+    harness.sync()
+    assert harness.signature(signature["id"]).status == "resolved"
+    answer = client.patch(f"/api/v1/signatures/{signature['id']}", json={"status": "triaged"},
+                          headers={"Authorization": f"Bearer {make_token('triage')}"})
+    assert answer.status_code == 200
+    for _ in range(2):
+        harness.later(minutes=6)
+        harness.sync()
+    assert harness.signature(signature["id"]).status == "triaged"
