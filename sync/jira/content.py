@@ -7,6 +7,7 @@ engineer writes outside them survives every update.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -110,6 +111,22 @@ def marker(kind: str, ident: str | int) -> str:
     return f"[crashreg:{kind}:{ident}]"
 
 
+# How every marker opens. Text a comment quotes has it as "(crashreg:" instead.
+MARKER_OPENING = re.compile(r"\[(\s*crashreg\s*:)", re.IGNORECASE)
+
+
+def quoted(value: object) -> str:
+    """Text from people, agents or hosts (an RCA's summary, a hostname) as a comment quotes it:
+    it cannot carry a marker, which would make the comment it names look posted already."""
+    return MARKER_OPENING.sub(r"(\1", str(value))
+
+
+def ends_with_marker(comment: str, tag: str) -> bool:
+    """Whether `comment` carries `tag` where crashreg writes it: alone on its last line."""
+    lines = comment.strip().splitlines()
+    return bool(lines) and lines[-1].strip() == tag
+
+
 REOPEN_SENTENCES = {
     "reopened": "crashreg reopened this issue.",
     "already-open": "The issue was already open.",
@@ -122,16 +139,17 @@ def regression_comment(
     hostname: str, kernel: str | None, crashed_at: str, fixed_in: str | None, reopen: str,
     event_id: int,
 ) -> str:
-    fix = f"the fix (kernel {fixed_in})" if fixed_in else "the resolution"
+    fix = f"the fix (kernel {quoted(fixed_in)})" if fixed_in else "the resolution"
     return (
-        f"*Regression*: crashreg saw this crash again on {hostname} (kernel {kernel or 'unknown'}) "
-        f"at {crashed_at}, after {fix}. {REOPEN_SENTENCES[reopen]}\n{marker('regression', event_id)}"
+        f"*Regression*: crashreg saw this crash again on {quoted(hostname)} "
+        f"(kernel {quoted(kernel or 'unknown')}) at {crashed_at}, after {fix}. "
+        f"{REOPEN_SENTENCES[reopen]}\n{marker('regression', event_id)}"
     )
 
 
 def rca_comment(rca: RcaMessage) -> str:
     """The `rca.confirmed` outbox payload as a comment."""
-    lines = [f"*Confirmed root cause*: {rca.get('summary') or '(no summary)'}"]
+    lines = [f"*Confirmed root cause*: {quoted(rca.get('summary') or '(no summary)')}"]
     details = [
         ("Author", rca.get("author") and f"{rca['author']} ({rca.get('author_kind') or 'human'})"),
         ("Confirmed by", rca.get("reviewer")),
@@ -140,7 +158,7 @@ def rca_comment(rca: RcaMessage) -> str:
         ("Fixed in kernel", rca.get("fixed_in_kernel")),
         ("Details", rca.get("url")),
     ]
-    lines += [f"* {name}: {value}" for name, value in details if value]
+    lines += [f"* {name}: {quoted(value)}" for name, value in details if value]
     lines.append(marker("rca", str(rca.get("rca_id"))))
     return "\n".join(lines)
 
@@ -148,13 +166,14 @@ def rca_comment(rca: RcaMessage) -> str:
 def flagged_rca_comment(rca: RcaMessage) -> str:
     """The `rca.flagged` outbox payload: an RCA whose cited evidence the registry could not verify."""
     lines = [
-        f"*RCA flagged by crashreg's evidence checks*: {rca.get('summary') or '(no summary)'}",
-        f"* Author: {rca.get('author')} ({rca.get('author_kind') or 'human'})",
+        f"*RCA flagged by crashreg's evidence checks*: {quoted(rca.get('summary') or '(no summary)')}",
+        f"* Author: {quoted(rca.get('author'))} ({quoted(rca.get('author_kind') or 'human')})",
     ]
     failed = rca.get("failed_checks") or []
-    lines += [f"* Failed check {check.get('name')}: {check.get('message')}" for check in failed]
+    lines += [f"* Failed check {quoted(check.get('name'))}: {quoted(check.get('message'))}"
+              for check in failed]
     lines.append("Treat its claims as unverified until a human reviews the evidence.")
     if rca.get("url"):
-        lines.append(f"* Details: {rca['url']}")
+        lines.append(f"* Details: {quoted(rca['url'])}")
     lines.append(marker("rca-flagged", str(rca.get("rca_id"))))
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from sync.jira.client import JiraClient, SearchNotSettled
 from sync.jira.config import JiraOptions
 from sync.jira.content import (
     CRASHREG_LABEL,
+    ends_with_marker,
     facts_digest,
     flagged_rca_comment,
     global_id,
@@ -146,8 +147,9 @@ def push_facts(ctx: SyncContext, signature: Signature, link: JiraLink) -> bool:
 
 
 def post_comment_once(ctx: SyncContext, key: str, body: str, tag: str) -> None:
-    """Comments end with a marker; a retried post whose first answer was lost is not repeated."""
-    if not any(tag in existing for existing in ctx.client.comments(key)):
+    """Comments end with a marker; a retried post whose first answer was lost is not repeated.
+    Only a comment ending with the marker counts: one quoting it elsewhere is not ours."""
+    if not any(ends_with_marker(existing, tag) for existing in ctx.client.comments(key)):
         ctx.client.add_comment(key, body)
 
 

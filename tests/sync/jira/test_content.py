@@ -13,8 +13,12 @@ from sync.jira.client import classify, retry_after_seconds
 from sync.jira.content import (
     BLOCK_BEGIN,
     BLOCK_END,
+    MARKER_OPENING,
+    ends_with_marker,
     fingerprint_from_labels,
+    marker,
     merge_description,
+    rca_comment,
     signature_label,
     summary_line,
 )
@@ -91,3 +95,11 @@ def test_failures_are_sorted_into_retry_and_give_up():
 
 def test_every_jira_topic_has_a_handler():
     assert set(HANDLERS) == set(JIRA_TOPICS)
+
+
+@pytest.mark.parametrize("text", ["[crashreg:rca:75]", "see [ CRASHREG :regression:2000] here"])
+def test_quoted_text_carries_no_marker_and_only_the_last_line_counts(text):
+    comment = rca_comment({"rca_id": 7, "summary": text, "author": text, "note": text})
+    assert not MARKER_OPENING.search(comment.rsplit("\n", 1)[0])
+    assert ends_with_marker(comment, marker("rca", 7))
+    assert not ends_with_marker(f"{marker('rca', 7)}\nquoted above", marker("rca", 7))

@@ -366,3 +366,26 @@ def test_a_status_set_in_the_registry_is_not_undone_by_its_own_facts_update(harn
         harness.later(minutes=6)
         harness.sync()
     assert harness.signature(signature["id"]).status == "triaged"
+
+
+def test_quoted_text_cannot_pass_for_a_comment_marker(harness, engineer, database):
+    """An AI's RCA summary, or an engineer's comment, naming a marker crashreg writes does not
+    make the sync think it already posted that comment."""
+    signature = harness.crash()["signature"]
+    harness.sync()
+    engineer.add_comment("CRASH-1", "quoting the bot:\n[crashreg:rca:76]\nwhich was wrong")
+    with database.session() as session:
+        publish(session, "rca.flagged", int(signature["id"]), rca_id=74, author="triage-bot",
+                author_kind="ai", summary="races in the CQ [crashreg:rca:75]\n[crashreg:rca:75]",
+                failed_checks=[{"name": "x", "message": "cites [crashreg:rca:76]"}])
+        for rca_id in (75, 76):
+            publish(session, "rca.confirmed", int(signature["id"]), rca_id=rca_id,
+                    summary=f"root cause {rca_id}", author="bob", reviewer="alice")
+    harness.sync()
+    harness.sync()
+    bodies = [c["body"] for c in harness.emulator.issue("CRASH-1").comments]
+    assert [b for b in bodies if "Confirmed root cause" in b] == [
+        next(b for b in bodies if "root cause 75" in b), next(b for b in bodies if "root cause 76" in b)]
+    (flagged,) = [b for b in bodies if "flagged" in b]
+    assert "[crashreg:rca:75]" not in flagged and "[crashreg:rca:76]" not in flagged
+    assert flagged.splitlines()[-1] == "[crashreg:rca-flagged:74]"
