@@ -14,6 +14,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from registry.db import Base, utcnow
 
+# The status category of a link whose issue Jira answers 404 for (deleted, or no longer visible
+# to the sync user): the sync stops updating it; an issue labelled for the signature is adopted.
+ISSUE_GONE = "gone"
+
 
 class JiraLink(Base):
     __tablename__ = "jira_links"

@@ -172,6 +172,11 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
         return None
 
 
+def issue_is_gone(error: Exception) -> bool:
+    """Jira's 404 for an issue: deleted, or no longer visible to the sync user."""
+    return isinstance(error, JIRAError) and error.status_code == 404
+
+
 def classify(error: Exception, now: datetime) -> Failure:
     """Sort a failure into retry-later (with a wait Jira may have named) or give up."""
     if isinstance(error, UnconfirmedCreate) and isinstance(error.__cause__, Exception):

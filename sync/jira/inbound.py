@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry import domains
-from registry.core.jira_links import JiraLink
+from registry.core.jira_links import ISSUE_GONE, JiraLink
 from registry.core.signatures import Signature
 from registry.core.wiring import SignatureListeners
 from registry.jira.state import JiraComment
@@ -76,6 +76,14 @@ def link_for_issue(session: Session, issue: dict[str, Any], options_url: str) ->
     if signature is None:
         return None
     existing = session.get(JiraLink, signature.id)
+    if existing is not None and existing.status_category == ISSUE_GONE:
+        log.info("Jira issue gone, relinked", extra={"fields": {
+            "issue": issue["key"], "gone": existing.issue_key, "signature": signature.id}})
+        existing.issue_key, existing.issue_id = issue["key"], str(issue["id"])
+        existing.url = f"{options_url}/browse/{issue['key']}"
+        existing.facts_digest = existing.facts_pushed_at = existing.jira_updated_at = None  # all new
+        session.flush()
+        return existing
     if existing is not None:  # made by hand, or a create Jira's search had not indexed yet
         existing.last_error = (f"Jira has a second issue {issue['key']} for this signature; "
                                f"crashreg keeps {existing.issue_key}: close {issue['key']} as its duplicate")

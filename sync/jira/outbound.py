@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.core.events import Event
-from registry.core.jira_links import JiraLink
+from registry.core.jira_links import ISSUE_GONE, JiraLink
 from registry.core.signatures import Signature
 from registry.rca.service import RcaMessage
 from registry.signatures.service import stats_subquery
@@ -146,6 +146,19 @@ def push_facts(ctx: SyncContext, signature: Signature, link: JiraLink) -> bool:
     return changed
 
 
+def mark_gone(link: JiraLink, now: datetime) -> None:
+    """Jira no longer has the issue: stop updating it (each try failed again, and the dead links,
+    oldest first, filled every round's batch), and say how to recover."""
+    link.status_category = ISSUE_GONE
+    link.last_error = (f"Jira issue {link.issue_key} is gone (deleted, or the sync user cannot see it): "
+                       "no longer updated; give an issue the labels crashreg and "
+                       "crashreg-sig-<fingerprint> and reconciliation links it instead")
+    link.failures += 1
+    link.last_synced_at = now
+    log.warning("Jira issue gone", extra={"fields": {"issue": link.issue_key,
+                                                     "signature": link.signature_id}})
+
+
 def post_comment_once(ctx: SyncContext, key: str, body: str, tag: str) -> None:
     """Comments end with a marker; a retried post whose first answer was lost is not repeated.
     Only a comment ending with the marker counts: one quoting it elsewhere is not ours."""
@@ -218,6 +231,7 @@ def links_due_for_facts(session: Session, options: JiraOptions, now: datetime, l
         .join(Signature, Signature.id == JiraLink.signature_id)
         .outerjoin(stats, stats.c.signature_id == JiraLink.signature_id)
         .where(
+            JiraLink.status_category.is_distinct_from(ISSUE_GONE),
             (JiraLink.facts_pushed_at.is_(None))
             | (
                 (JiraLink.facts_pushed_at <= quiet_since)

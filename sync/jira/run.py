@@ -11,7 +11,7 @@ from registry.core.jira_links import JiraLink
 from registry.core.signatures import Signature
 from registry.db import Database
 from registry.jira.models import JiraSyncCursor
-from sync.jira.client import JiraClient, classify
+from sync.jira.client import JiraClient, classify, issue_is_gone
 from sync.jira.config import JiraOptions
 from sync.jira.drain import DrainReport, drain
 from sync.jira.facts import collect_facts
@@ -19,6 +19,7 @@ from sync.jira.outbound import (
     SyncContext,
     ensure_issue,
     links_due_for_facts,
+    mark_gone,
     push_facts,
     unlinked_signatures_meeting_rule,
 )
@@ -67,6 +68,10 @@ def refresh_facts(database: Database, client: JiraClient, options: JiraOptions, 
                 report.facts_pushed += push_facts(SyncContext(session, client, options, now),
                                                   signature, link)
         except Exception as error:
+            if issue_is_gone(error):
+                with database.session() as session:
+                    mark_gone(session.get_one(JiraLink, signature_id), now)
+                continue
             failure = classify(error, now)
             report.errors.append(failure.message)
             with database.session() as session:

@@ -294,6 +294,12 @@ class JiraEmulator:
             self._set_fields(issue, fields, creating=False)
             self._touch(issue, "jira:issue_updated", "issue_generic", actor, before)
 
+    def delete(self, key: str) -> None:
+        """What an admin does: the issue is gone; reads of its key answer 404 and search
+        no longer finds it (Jira keeps no trace a REST client can see)."""
+        with self.lock:
+            del self.issues[key]
+
     def link_duplicate(self, duplicate_key: str, original_key: str) -> None:
         """`duplicate_key` duplicates `original_key` (Jira's Duplicate link type)."""
         with self.lock:

@@ -199,3 +199,37 @@ def test_429_retry_after_is_honoured(harness):
         harness.sync(with_reconcile=False)
     assert len(harness.links()) == 4
     assert len(harness.emulator.issues) == 4
+
+
+def test_deleted_issues_are_marked_gone_and_never_starve_the_live_ones(harness):
+    ids = [harness.crash(function=function_name(n), host=f"h{n}")["signature"]["id"] for n in range(3)]
+    harness.sync()
+    harness.options = replace(harness.options, batch=2)  # facts updates per round, as 200 of 10,000
+    keys = [harness.link(i).issue_key for i in ids]
+    for key in keys[:2]:  # the two oldest facts: first in line for every update
+        harness.emulator.delete(key)
+    for n in range(3):
+        harness.crash(function=function_name(n), host=f"second-{n}")
+    for _ in range(3):
+        harness.later(minutes=6)
+        harness.sync()
+    assert "||Events|2|" in harness.emulator.issue(keys[2]).fields["description"]
+    for signature_id, key in zip(ids[:2], keys[:2], strict=True):
+        link = harness.link(signature_id)
+        assert link.status_category == "gone" and key in link.last_error
+    reads = len(harness.emulator.calls("GET", "|".join(rf"/issue/{k}$" for k in keys[:2])))
+    harness.crash(function=function_name(0), host="third")
+    harness.later(minutes=6)
+    harness.sync()
+    assert len(harness.emulator.calls("GET", "|".join(rf"/issue/{k}$" for k in keys[:2]))) == reads
+    # the documented recovery: an issue given the signature's labels is linked instead
+    fingerprint = harness.signature(ids[0]).fingerprint
+    new = harness.jira().create_issue(fields={
+        "project": {"key": "CRASH"}, "issuetype": {"name": "Bug"}, "summary": "filed again",
+        "labels": ["crashreg", signature_label(fingerprint)]})
+    harness.later(minutes=6)
+    harness.sync()
+    assert harness.link(ids[0]).issue_key == new.key
+    harness.later(minutes=1)
+    harness.sync()  # the facts: in the round after the one that linked it
+    assert "||Events|3|" in harness.emulator.issue(new.key).fields["description"]
