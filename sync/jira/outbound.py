@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from registry.core.events import Event
@@ -248,8 +248,15 @@ def links_due_for_facts(session: Session, options: JiraOptions, now: datetime, l
 
 
 def unlinked_signatures_meeting_rule(session: Session, options: JiraOptions, limit: int) -> list[Signature]:
-    """For threshold create rules: signatures that have now earned an issue."""
+    """For threshold create rules: signatures that have now earned an issue. The whole rule is
+    the query's: a batch taken first and checked after filled up with signatures that do not
+    meet it (200 single-host ones kept a hosts>=2 rule from ever filing)."""
     stats = stats_subquery()
+    hosts = (
+        select(func.count(func.distinct(Event.host_id)))
+        .where(Event.signature_id == Signature.id)
+        .scalar_subquery()
+    )
     query = (
         select(Signature)
         .join(stats, stats.c.signature_id == Signature.id)
@@ -263,4 +270,6 @@ def unlinked_signatures_meeting_rule(session: Session, options: JiraOptions, lim
         .order_by(Signature.id)
         .limit(limit)
     )
+    if options.create_rule.min_hosts > 1:  # a count over the events: only when the rule has one
+        query = query.where(hosts >= options.create_rule.min_hosts)
     return list(session.scalars(query))

@@ -233,3 +233,22 @@ def test_deleted_issues_are_marked_gone_and_never_starve_the_live_ones(harness):
     harness.later(minutes=1)
     harness.sync()  # the facts: in the round after the one that linked it
     assert "||Events|3|" in harness.emulator.issue(new.key).fields["description"]
+
+
+def test_a_hosts_rule_is_not_starved_by_signatures_that_do_not_meet_it(harness):
+    """Single-host signatures (the lowest ids, a batch's worth) never block one that has earned
+    its issue."""
+    harness.options = replace(harness.options, create_rule=CreateRule.parse("hosts>=2"), batch=2)
+    for n in range(3):
+        harness.crash(function=function_name(n), host="lonely")
+    earned = harness.crash(function=function_name(9), host="a")["signature"]
+    for _ in range(2):  # the outbox's signature.created messages: none meets the rule yet
+        harness.later(minutes=1)
+        harness.sync()
+    assert not harness.emulator.issues
+    harness.crash(function=function_name(9), host="b")
+    for _ in range(2):
+        harness.later(minutes=1)
+        harness.sync()
+    assert harness.link(earned["id"]) is not None
+    assert len(harness.emulator.issues) == 1
