@@ -132,9 +132,12 @@ def push_facts(ctx: SyncContext, signature: Signature, link: JiraLink) -> bool:
         merged = merge_description(current.get("description"), block)
         if merged != current.get("description"):
             changes["description"] = merged
-        label = signature_label(signature.fingerprint)  # new after a fingerprint rebuild
-        if label not in (current.get("labels") or []):
-            changes["labels"] = [*(current.get("labels") or []), label]
+        labels = current.get("labels") or []
+        # both: the signature's (new after a fingerprint rebuild), and `crashreg`, which
+        # reconciliation and the webhook's JQL select by (someone may have removed it)
+        missing = [x for x in (CRASHREG_LABEL, signature_label(signature.fingerprint)) if x not in labels]
+        if missing:
+            changes["labels"] = [*labels, *missing]
         if changes:
             ctx.client.update_issue(link.issue_key, changes)
             if applied_everything(link, parse_jira_time(current.get("updated"))):

@@ -252,3 +252,19 @@ def test_a_hosts_rule_is_not_starved_by_signatures_that_do_not_meet_it(harness):
         harness.sync()
     assert harness.link(earned["id"]) is not None
     assert len(harness.emulator.issues) == 1
+
+
+def test_facts_updates_put_back_the_labels_inbound_sync_searches_by(harness):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    label = signature_label(signature["fingerprint"])
+    harness.emulator.edit("CRASH-1", {"labels": [label, "triage"]})  # someone tidied the labels
+    harness.crash(host="gpu-b2")
+    harness.later(minutes=6)
+    harness.sync()
+    assert sorted(harness.emulator.issue("CRASH-1").fields["labels"]) == ["crashreg", label, "triage"]
+    harness.later(minutes=3)
+    harness.emulator.transition("CRASH-1", "done")
+    harness.later(minutes=3)
+    harness.sync()  # reconciliation searches labels = crashreg
+    assert harness.signature(signature["id"]).status == "resolved"
