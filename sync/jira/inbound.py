@@ -24,9 +24,10 @@ from registry.requests import storable_text
 from registry.signatures.merging import merge
 from registry.signatures.regression import fixed_kernel_from_versions
 from registry.signatures.service import canonical, find_signature
+from sync.jira.client import issue_is_gone
 from sync.jira.content import fingerprint_from_labels, parse_jira_time
 from sync.jira.mapping import decide
-from sync.jira.outbound import SyncContext
+from sync.jira.outbound import SyncContext, mark_gone
 
 log = logging.getLogger("crashreg.jira")
 INBOUND_FIELDS = ["status", "resolution", "resolutiondate", "fixVersions", "assignee", "labels",
@@ -200,5 +201,17 @@ def apply_issue(ctx: SyncContext, issue: dict[str, Any]) -> bool:
 
 
 def on_issue_changed(ctx: SyncContext, signature: Signature | None, payload: dict[str, Any]) -> None:
-    """A webhook hint: read the issue back from Jira and apply it."""
-    apply_issue(ctx, ctx.client.issue(payload["issue_key"], ",".join(INBOUND_FIELDS) + ",key"))
+    """A webhook hint: read the issue back from Jira and apply it. A hint for an issue Jira does
+    not show the bot (unknown, or deleted since) is dropped: a refusal would only repeat."""
+    key = payload["issue_key"]
+    try:
+        issue = ctx.client.issue(key, ",".join(INBOUND_FIELDS) + ",key")
+    except Exception as error:
+        if not issue_is_gone(error):
+            raise
+        log.info("Jira hint dropped: no such issue for the sync user", extra={"fields": {"issue": key}})
+        link = ctx.session.scalar(select(JiraLink).where(JiraLink.issue_key == key))
+        if link is not None:
+            mark_gone(link, ctx.now)
+        return
+    apply_issue(ctx, issue)

@@ -389,3 +389,20 @@ def test_quoted_text_cannot_pass_for_a_comment_marker(harness, engineer, databas
     (flagged,) = [b for b in bodies if "flagged" in b]
     assert "[crashreg:rca:75]" not in flagged and "[crashreg:rca:76]" not in flagged
     assert flagged.splitlines()[-1] == "[crashreg:rca-flagged:74]"
+
+
+def test_a_hint_for_an_issue_jira_does_not_show_is_dropped_not_a_failure(harness, client, caplog):
+    """A signed delivery naming an issue the bot cannot read (unknown, or deleted since): no
+    permanent refusal that `jira requeue` could only repeat; a linked one is marked gone."""
+    signature = harness.crash()["signature"]
+    harness.sync()
+    harness.emulator.delete("CRASH-1")
+    for n, key in enumerate(("CRASH-99", "CRASH-1")):
+        body = json.dumps({"webhookEvent": "jira:issue_updated", "issue": {"key": key}}).encode()
+        assert post_hook(client, body, signed(body), identifier=f"d-gone-{n}").status_code == 202
+    with caplog.at_level("INFO", logger="crashreg.jira"):
+        report = harness.sync(with_reconcile=False)
+    assert report.drain.processed == 2 and report.drain.failed == 0
+    assert all(m.processed_at and m.last_error is None for m in hints(harness.database))
+    assert harness.link(signature["id"]).status_category == "gone"
+    assert any(getattr(r, "fields", {}).get("issue") == "CRASH-99" for r in caplog.records)
