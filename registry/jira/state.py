@@ -20,6 +20,7 @@ from registry.outbox import OutboxMessage
 JIRA_TOPICS = (
     "signature.created",
     "signature.regressed",
+    "signature.merged",
     "rca.confirmed",
     "rca.flagged",
     ISSUE_CHANGED_TOPIC,

@@ -25,6 +25,7 @@ from registry.core.signatures import (
     SignatureCounter,
 )
 from registry.core.wiring import SignatureListeners
+from registry.db import utcnow
 from registry.errors import ApiError
 from registry.signatures.service import canonical
 
@@ -93,6 +94,7 @@ def merge(session: Session, survivor: Signature, other: Signature, by: str | Non
                        fields={"other": ["already merged into this signature"]})
     other.merged_into_id = survivor.id
     survivor.first_seen = min(survivor.first_seen, other.first_seen)  # the bug was seen when either was
+    survivor.updated_at = utcnow()  # its counts changed: readers of changes (Jira's facts) see it
     set_alias(session, other.fingerprint, survivor.id, MERGE, by)
     _move_events(session, Event.signature_id == other.id, survivor.id, listeners)
     recount(session, [survivor.id, other.id])

@@ -177,3 +177,18 @@ def flagged_rca_comment(rca: RcaMessage) -> str:
         lines.append(f"* Details: {quoted(rca['url'])}")
     lines.append(marker("rca-flagged", str(rca.get("rca_id"))))
     return "\n".join(lines)
+
+
+def merged_marker(other_id: int, survivor_id: int) -> str:
+    return marker("merged", f"{other_id}-{survivor_id}")
+
+
+def merged_comment(survivor_id: int, survivor_url: str, survivor_key: str | None, other_id: int) -> str:
+    """On the issue of a signature merged into another (POST /signatures/{id}/merge): where its
+    crashes are counted from now on; its own facts stay as they were last written."""
+    where = f"{survivor_key} ({survivor_url})" if survivor_key else survivor_url
+    return (
+        f"*Merged*: crashreg merged this signature into signature {survivor_id}; its crashes are "
+        f"counted there from now on: {where}. The facts above are no longer updated.\n"
+        f"{merged_marker(other_id, survivor_id)}"
+    )

@@ -30,6 +30,7 @@ from sync.jira.outbound import (
     on_rca_confirmed,
     on_rca_flagged,
     on_signature_created,
+    on_signature_merged,
     on_signature_regressed,
 )
 
@@ -39,6 +40,7 @@ Handler = Callable[[SyncContext, Signature | None, dict[str, Any]], None]
 HANDLERS: dict[str, Handler] = {
     "signature.created": on_signature_created,
     "signature.regressed": on_signature_regressed,
+    "signature.merged": on_signature_merged,
     "rca.confirmed": on_rca_confirmed,
     "rca.flagged": on_rca_flagged,
     ISSUE_CHANGED_TOPIC: on_issue_changed,

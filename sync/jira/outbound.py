@@ -31,6 +31,8 @@ from sync.jira.content import (
     global_id,
     marker,
     merge_description,
+    merged_comment,
+    merged_marker,
     parse_jira_time,
     rca_comment,
     regression_comment,
@@ -208,6 +210,19 @@ def on_signature_regressed(ctx: SyncContext, signature: Signature, payload: dict
     link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
 
 
+def on_signature_merged(ctx: SyncContext, survivor: Signature, payload: dict[str, Any]) -> None:
+    """The merged signature's issue says where it went, once; the survivor's facts follow from
+    its changed counts (links_due_for_facts)."""
+    link = ctx.session.get(JiraLink, payload.get("other"))
+    if link is None or link.status_category == ISSUE_GONE:
+        return
+    survivor_link = ctx.session.get(JiraLink, survivor.id)
+    body = merged_comment(survivor.id, registry_url(ctx.options.public_url, survivor),
+                          survivor_link.issue_key if survivor_link else None, link.signature_id)
+    post_comment_once(ctx, link.issue_key, body, merged_marker(link.signature_id, survivor.id))
+    link.last_synced_at, link.last_error, link.failures = ctx.now, None, 0
+
+
 def rca_commenter(
     render: Callable[[RcaMessage], str], kind: str
 ) -> Callable[[SyncContext, Signature, RcaMessage], None]:
@@ -235,6 +250,7 @@ def links_due_for_facts(session: Session, options: JiraOptions, now: datetime, l
         .outerjoin(stats, stats.c.signature_id == JiraLink.signature_id)
         .where(
             JiraLink.status_category.is_distinct_from(ISSUE_GONE),
+            Signature.merged_into_id.is_(None),  # its counts moved: its issue keeps its last facts
             (JiraLink.facts_pushed_at.is_(None))
             | (
                 (JiraLink.facts_pushed_at <= quiet_since)

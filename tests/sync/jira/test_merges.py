@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 
 from registry.core.events import Event
 from registry.core.signatures import SignatureAlias
+from registry.db import utcnow
 from registry.signatures.service import signature_stats
 from tests.support.jira import Harness, function_name
 
@@ -71,3 +72,29 @@ def test_a_jira_duplicate_is_the_registrys_merge_events_and_counts_move(harness,
         assert alias.signature_id == int(original["id"])
     assert harness.signature(dup["id"]).merged_into_id == int(original["id"])
     assert harness.link(dup["id"]).last_error is None
+
+
+def test_an_api_merge_updates_the_survivors_issue_and_says_so_on_the_merged_one(
+        harness, client, make_token):
+    """The merged signature's crashes are older than the survivor's last facts update: only
+    the merge itself can tell the sync that the survivor's counts changed."""
+    harness.later(minutes=-30)  # the crashes: older than anything the API stamps
+    survivor = harness.crash(function=function_name(1), host="gpu-a1")["signature"]
+    other = harness.crash(function=function_name(2), host="gpu-b1")["signature"]
+    harness.crash(function=function_name(2), host="gpu-b2")
+    harness.sync()
+    survivor_key, other_key = harness.link(survivor["id"]).issue_key, harness.link(other["id"]).issue_key
+    harness.clock.advance(seconds=(utcnow() - harness.clock()).total_seconds())  # the real time
+    harness.sync()  # the facts, as of now: nothing has changed since
+    answer = client.post(f"/api/v1/signatures/{survivor['id']}/merge", json={"other": other["id"]},
+                         headers={"Authorization": f"Bearer {make_token('triage')}"})
+    assert answer.status_code == 200
+    for _ in range(2):
+        harness.later(minutes=6)
+        harness.sync()
+    description = harness.emulator.issue(survivor_key).fields["description"]
+    assert "||Events|3|" in description and "||Hosts|3|" in description
+    merged = harness.emulator.issue(other_key)
+    assert "||Events|2|" in merged.fields["description"], "its last facts, not zeros"
+    (comment,) = [c["body"] for c in merged.comments]
+    assert "Merged" in comment and survivor_key in comment
