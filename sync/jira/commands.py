@@ -20,7 +20,12 @@ def jira() -> None:
 @pass_cli
 def sync(cli: CliContext, once: bool) -> None:
     """Sync with Jira: every 30 s (reconciliation every 10 min) until stopped, or --once."""
+    import requests
+    from jira import JIRAError
+
     from registry.app import configure_logging
+    from registry.db import utcnow
+    from sync.jira.client import classify
     from sync.jira.jobs import jira_reconcile
     from sync.leader import leader_lock
     from sync.scheduler import JOBS, JobContext, Scheduler, load_jobs, run_until_signalled
@@ -41,6 +46,8 @@ def sync(cli: CliContext, once: bool) -> None:
             "another crashreg (scheduler or sync) holds the leader lock and is syncing; not syncing twice")
     try:
         click.echo(json.dumps(jira_reconcile(context), default=str))
+    except (requests.RequestException, JIRAError) as error:  # Jira down or refusing us: one line
+        raise click.ClickException(f"Jira sync failed: {classify(error, utcnow()).message}") from None
     finally:
         lock.release()
 

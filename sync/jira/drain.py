@@ -141,7 +141,7 @@ def drain(database: Database, client: JiraClient, options: JiraOptions,
             report.given_up += failure.permanent
             report.errors.append(failure.message)
             log.warning("Jira sync failed", extra={"fields": {
-                "message": message_id, "error": failure.message, "permanent": failure.permanent}})
+                "outbox_message": message_id, "error": failure.message, "permanent": failure.permanent}})
             if failure.stop_run:
                 report.stopped = failure.message
                 if failure.retry_after_s is not None:

@@ -146,3 +146,13 @@ def test_check_command_prints_one_line_per_check(harness):
     assert "ok    reachable" in ok.stdout and "webhook" in ok.stdout
     bad = crashreg("jira", "check", env=jira_env(harness, CRASHREG_JIRA_PROJECT="NOPE"))
     assert bad.returncode == 1 and "FAIL" in bad.stdout and "NOPE" in bad.stdout
+
+
+@pytest.mark.parametrize("jira_flavour", ["datacenter"], indirect=True)
+def test_sync_once_with_jira_down_says_so_in_one_line(harness):
+    """Ours, not the flavour's: one flavour."""
+    down = crashreg("jira", "sync", "--once", env=jira_env(harness, CRASHREG_JIRA_URL="http://127.0.0.1:9"))
+    assert down.returncode == 1
+    assert "Traceback" not in down.stderr
+    (line,) = [x for x in down.stderr.splitlines() if "Jira" in x]
+    assert "cannot reach Jira" in line

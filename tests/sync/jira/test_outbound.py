@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 
@@ -9,6 +10,7 @@ import pytest
 import requests
 from sqlalchemy import delete
 
+from registry.app import JsonLogFormatter
 from registry.core.jira_links import JiraLink
 from sync.jira.config import CreateRule
 from sync.jira.content import BLOCK_BEGIN, global_id, signature_label
@@ -268,3 +270,14 @@ def test_facts_updates_put_back_the_labels_inbound_sync_searches_by(harness):
     harness.later(minutes=3)
     harness.sync()  # reconciliation searches labels = crashreg
     assert harness.signature(signature["id"]).status == "resolved"
+
+
+def test_a_failed_message_is_logged_with_its_message_and_its_outbox_id_apart(harness, caplog):
+    harness.options = replace(harness.options, issue_type="Epic-that-does-not-exist")
+    harness.crash()
+    with caplog.at_level("WARNING", logger="crashreg.jira"):
+        harness.sync(with_reconcile=False)
+    (record,) = [r for r in caplog.records if r.name == "crashreg.jira"]
+    line = json.loads(JsonLogFormatter().format(record))
+    assert line["message"] == "Jira sync failed"
+    assert isinstance(line["outbox_message"], int) and "400" in line["error"]
