@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from registry.core.events import Event
-from registry.core.signatures import SignatureAlias
+from registry.core.signatures import Signature, SignatureAlias
 from registry.db import utcnow
+from registry.migrate import downgrade, upgrade
 from registry.signatures.service import signature_stats
 from tests.support.jira import Harness, function_name
 
@@ -98,3 +99,17 @@ def test_an_api_merge_updates_the_survivors_issue_and_says_so_on_the_merged_one(
     assert "||Events|2|" in merged.fields["description"], "its last facts, not zeros"
     (comment,) = [c["body"] for c in merged.comments]
     assert "Merged" in comment and survivor_key in comment
+
+
+@pytest.mark.parametrize("jira_flavour", ["datacenter"], indirect=True)
+def test_signatures_an_earlier_release_merged_into_themselves_are_repaired(harness, db_url):
+    """Migration 0045: what the cycle left behind (merged_into_id = its own id) stands again."""
+    database = harness.database
+    database.dispose()
+    downgrade(db_url, "0044_signature_title_by_hand")
+    harness.crash(function=function_name(1))
+    with database.session() as session:
+        session.execute(update(Signature).values(merged_into_id=Signature.id))
+    database.dispose()
+    upgrade(db_url)
+    assert harness.signature(1).merged_into_id is None
