@@ -162,6 +162,16 @@ def jira_has_news(session: Session, link: JiraLink, signature: Signature, catego
     return pending_regression is None
 
 
+def restates_applied_resolution(link: JiraLink, signature: Signature, category: str,
+                                resolved_at: datetime | None) -> bool:
+    """Whether a done issue only re-states the resolution the sync already applied (done when last
+    read, resolved at the same time): any edit (a comment, a fix version) bumps `updated`, but only
+    a new resolution overrides what the registry did since (a regression Jira was not to reopen,
+    a status set through the API)."""
+    return (category == link.status_category == "done" and resolved_at is not None
+            and resolved_at == signature.resolved_at)
+
+
 def apply_issue(ctx: SyncContext, issue: dict[str, Any]) -> bool:
     """Apply the issue's state to its signature; False when the issue is not one of ours."""
     link = link_for_issue(ctx.session, issue, ctx.options.url)
@@ -173,13 +183,15 @@ def apply_issue(ctx: SyncContext, issue: dict[str, Any]) -> bool:
     updated = parse_jira_time(fields.get("updated"))
     resolution = (fields.get("resolution") or {}).get("name")
     before = (signature.status, signature.owner, signature.resolution, signature.merged_into_id)
+    resolved_at = parse_jira_time(fields.get("resolutiondate"))
     if jira_has_news(ctx.session, link, signature, category, updated):
         outcome = decide(category, resolution, signature.status)
-        signature.status = outcome.status
+        if not restates_applied_resolution(link, signature, category, resolved_at):
+            signature.status = outcome.status
         if outcome.resolved:
             versions = [jira_text(v["name"]) or "" for v in fields.get("fixVersions") or []]
             signature.resolution = jira_text(resolution, RESOLUTION_CHARS)
-            signature.resolved_at = parse_jira_time(fields.get("resolutiondate")) or ctx.now
+            signature.resolved_at = resolved_at or ctx.now
             signature.fix_versions = versions
             kernels = [name for name in versions if len(name) <= KERNEL_CHARS]  # no kernel is longer
             signature.fixed_in_kernel = fixed_kernel_from_versions(kernels) or signature.fixed_in_kernel

@@ -406,3 +406,32 @@ def test_a_hint_for_an_issue_jira_does_not_show_is_dropped_not_a_failure(harness
     assert all(m.processed_at and m.last_error is None for m in hints(harness.database))
     assert harness.link(signature["id"]).status_category == "gone"
     assert any(getattr(r, "fields", {}).get("issue") == "CRASH-99" for r in caplog.records)
+
+
+def test_only_a_new_resolution_in_jira_resolves_a_regressed_signature_again(harness, engineer):
+    """Comment-only mode: the issue stays done. An engineer's comment on it is no resolving it
+    again; reopening and resolving it is."""
+    harness.options = replace(harness.options, reopen_category="none")
+    signature = harness.crash(kernel="6.8.0-52-generic")["signature"]
+    harness.sync()
+    harness.later(minutes=5)
+    resolve_in_jira(harness, engineer, "CRASH-1", "Fixed", versions=["6.8.0-60"])
+    harness.later(minutes=5)
+    harness.sync()
+    harness.later(hours=1)
+    harness.crash(kernel="6.8.1-1-generic", host="new")
+    harness.later(minutes=5)
+    harness.sync()
+    harness.later(minutes=1)
+    engineer.add_comment("CRASH-1", "looking at the new crash")
+    harness.later(minutes=1)
+    harness.sync()
+    assert harness.signature(signature["id"]).status == "regressed"
+    assert harness.link(signature["id"]).comments[-1]["body"] == "looking at the new crash"
+    harness.emulator.transition("CRASH-1", "new")
+    harness.later(minutes=1)
+    resolve_in_jira(harness, engineer, "CRASH-1", "Fixed", versions=["6.8.0-60", "6.8.1-2"])
+    harness.later(minutes=1)
+    harness.sync()
+    resolved = harness.signature(signature["id"])
+    assert resolved.status == "resolved" and resolved.fixed_in_kernel == "6.8.1-2"
