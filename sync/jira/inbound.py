@@ -66,11 +66,26 @@ def latest_comments(field: dict[str, Any] | None) -> list[JiraComment]:
     ]
 
 
+def point_at(link: JiraLink, issue: dict[str, Any], options_url: str) -> JiraLink:
+    """The link now names `issue` (its key changed in a move, or it replaces a gone one)."""
+    link.issue_key, link.issue_id = issue["key"], str(issue["id"])
+    link.url = f"{options_url}/browse/{issue['key']}"
+    return link
+
+
 def link_for_issue(session: Session, issue: dict[str, Any], options_url: str) -> JiraLink | None:
-    """The link by issue key, or rebuilt from the issue's signature label if the row was lost."""
+    """The link by issue key, or by issue id (a moved issue keeps its id, not its key), or
+    rebuilt from the issue's signature label if the row was lost."""
     link = session.scalar(select(JiraLink).where(JiraLink.issue_key == issue["key"]))
     if link is not None:
         return link
+    moved = session.scalar(select(JiraLink).where(JiraLink.issue_id == str(issue["id"])))
+    if moved is not None:
+        log.info("Jira issue moved, relinked", extra={"fields": {
+            "issue": issue["key"], "was": moved.issue_key, "signature": moved.signature_id}})
+        point_at(moved, issue, options_url)
+        session.flush()
+        return moved
     fingerprint = fingerprint_from_labels(issue["fields"].get("labels") or [])
     # through aliases too: the label may carry a fingerprint from before a rebuild or merge
     signature = find_signature(session, fingerprint) if fingerprint else None
@@ -80,8 +95,7 @@ def link_for_issue(session: Session, issue: dict[str, Any], options_url: str) ->
     if existing is not None and existing.status_category == ISSUE_GONE:
         log.info("Jira issue gone, relinked", extra={"fields": {
             "issue": issue["key"], "gone": existing.issue_key, "signature": signature.id}})
-        existing.issue_key, existing.issue_id = issue["key"], str(issue["id"])
-        existing.url = f"{options_url}/browse/{issue['key']}"
+        point_at(existing, issue, options_url)
         existing.facts_digest = existing.facts_pushed_at = existing.jira_updated_at = None  # all new
         session.flush()
         return existing

@@ -191,6 +191,7 @@ class JiraEmulator:
         self.rate_limit: RateLimit | None = None
         self.denied: dict[str, set[str]] = {}  # user name -> project permissions they lack
         self.index_lag = timedelta(0)  # Cloud: a new issue is found by search only after this
+        self.moved_keys: dict[str, str] = {}  # an issue's old key -> its key since a move
         self.server = None
         self.thread: threading.Thread | None = None
         self.port = 0
@@ -299,6 +300,23 @@ class JiraEmulator:
         no longer finds it (Jira keeps no trace a REST client can see)."""
         with self.lock:
             del self.issues[key]
+
+    def move(self, key: str, project_key: str, actor: str = "alice") -> str:
+        """What an admin does: move the issue to another project. It keeps its id and gets that
+        project's next key; reads of its old key still find it. Returns the new key."""
+        with self.lock:
+            issue = self.issues.pop(key)
+            before = self._snapshot(issue)
+            project = self.projects[project_key]
+            project["counter"] += 1
+            issue.key, issue.project_key = f"{project_key}-{project['counter']}", project_key
+            issue.fields["project"] = {k: v for k, v in self._project_json(project).items()
+                                       if k != "issueTypes"}
+            self.issues[issue.key] = issue
+            self.moved_keys.update({old: issue.key for old, new in self.moved_keys.items() if new == key})
+            self.moved_keys[key] = issue.key
+            self._touch(issue, "jira:issue_updated", "issue_moved", actor, before)
+            return issue.key
 
     def link_duplicate(self, duplicate_key: str, original_key: str) -> None:
         """`duplicate_key` duplicates `original_key` (Jira's Duplicate link type)."""
@@ -725,7 +743,8 @@ class JiraEmulator:
                 "deploymentType": "DataCenter", "buildNumber": 9120012}
 
     def _get_issue(self, ref: str) -> Issue:
-        issue = self.issues.get(ref.upper()) or next(
+        key = self.moved_keys.get(ref.upper(), ref.upper())  # Jira still answers an old key
+        issue = self.issues.get(key) or next(
             (i for i in self.issues.values() if str(i.id) == ref), None)
         if issue is None:
             raise JiraHttpError(404, ["Issue does not exist or you do not have permission to "

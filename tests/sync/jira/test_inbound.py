@@ -435,3 +435,18 @@ def test_only_a_new_resolution_in_jira_resolves_a_regressed_signature_again(harn
     harness.sync()
     resolved = harness.signature(signature["id"])
     assert resolved.status == "resolved" and resolved.fixed_in_kernel == "6.8.1-2"
+
+
+def test_an_issue_moved_to_another_project_keeps_its_link(harness, database):
+    """Moved, the issue keeps its id and gets a new key: it is the same issue, not a second one."""
+    harness.emulator.add_project("OPS")
+    signature = harness.crash()["signature"]
+    harness.sync()
+    harness.later(minutes=3)
+    new_key = harness.emulator.move("CRASH-1", "OPS")
+    with database.session() as session:  # the webhook's hint, as Jira sends it after a move
+        publish(session, "jira.issue_changed", None, issue_key=new_key, event="jira:issue_updated")
+    harness.sync(with_reconcile=False)
+    link = harness.link(signature["id"])
+    assert (link.issue_key, link.last_error) == (new_key, None)
+    assert link.url.endswith(f"/browse/{new_key}")
