@@ -22,11 +22,12 @@ from registry.jira.state import JIRA_TOPICS, PERMANENT_ERROR_PREFIX
 from registry.jira.webhook import ISSUE_CHANGED_TOPIC
 from registry.outbox import OutboxMessage
 from registry.signatures.service import canonical
-from sync.jira.client import Failure, JiraClient, classify
+from sync.jira.client import Failure, JiraClient, classify, issue_is_gone
 from sync.jira.config import JiraOptions
 from sync.jira.inbound import on_issue_changed
 from sync.jira.outbound import (
     SyncContext,
+    mark_gone,
     on_rca_confirmed,
     on_rca_flagged,
     on_signature_created,
@@ -108,7 +109,10 @@ def wanted(topic: str, signature: Signature | None) -> bool:
     return not (topic == "signature.created" and signature.status == "ignored")
 
 
-def record_failure(database: Database, message_id: int, failure: Failure, now: datetime) -> None:
+def record_failure(database: Database, message_id: int, failure: Failure, now: datetime,
+                   issue_gone: bool = False) -> None:
+    """On the message (retry later, or refused) and on its signature's link; a 404 (the only
+    issue a handler reads or writes is the link's) marks that link gone."""
     with database.session() as session:
         message = session.get_one(OutboxMessage, message_id)
         message.attempts += 1
@@ -123,7 +127,9 @@ def record_failure(database: Database, message_id: int, failure: Failure, now: d
             message.next_attempt_at = now + wait
             message.last_error = failure.message
         link = session.get(JiraLink, message.signature_id) if message.signature_id else None
-        if link is not None:
+        if link is not None and issue_gone:
+            mark_gone(link, now)
+        elif link is not None:
             link.last_error, link.failures = message.last_error, link.failures + 1
 
 
@@ -136,7 +142,7 @@ def drain(database: Database, client: JiraClient, options: JiraOptions,
             report.processed += 1
         except Exception as error:  # every failure is recorded on the message, none is lost
             failure = classify(error, now)
-            record_failure(database, message_id, failure, now)
+            record_failure(database, message_id, failure, now, issue_is_gone(error))
             report.failed += 1
             report.given_up += failure.permanent
             report.errors.append(failure.message)

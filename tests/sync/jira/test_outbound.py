@@ -12,6 +12,7 @@ from sqlalchemy import delete
 
 from registry.app import JsonLogFormatter
 from registry.core.jira_links import JiraLink
+from registry.outbox import publish
 from sync.jira.config import CreateRule
 from sync.jira.content import BLOCK_BEGIN, global_id, signature_label
 from sync.jira.drain import requeue_refused
@@ -281,3 +282,21 @@ def test_a_failed_message_is_logged_with_its_message_and_its_outbox_id_apart(har
     line = json.loads(JsonLogFormatter().format(record))
     assert line["message"] == "Jira sync failed"
     assert isinstance(line["outbox_message"], int) and "400" in line["error"]
+
+
+def test_a_comment_refused_for_a_gone_issue_is_posted_once_the_signature_is_linked_again(harness):
+    signature = harness.crash()["signature"]
+    harness.sync()
+    harness.emulator.delete("CRASH-1")
+    with harness.database.session() as session:
+        publish(session, "rca.confirmed", int(signature["id"]), rca_id=3, summary="CQ race")
+    assert harness.sync(with_reconcile=False).drain.given_up == 1
+    new = harness.jira().create_issue(fields={
+        "project": {"key": "CRASH"}, "issuetype": {"name": "Bug"}, "summary": "filed again",
+        "labels": ["crashreg", signature_label(signature["fingerprint"])]})
+    harness.later(minutes=3)
+    harness.sync()
+    assert harness.link(signature["id"]).issue_key == new.key
+    assert requeue_refused(harness.database) == 1
+    assert harness.sync().drain.processed == 1
+    assert ["CQ race" in c["body"] for c in harness.emulator.issue(new.key).comments] == [True]
