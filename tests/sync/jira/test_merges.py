@@ -103,10 +103,10 @@ def test_an_api_merge_updates_the_survivors_issue_and_says_so_on_the_merged_one(
 
 @pytest.mark.parametrize("jira_flavour", ["datacenter"], indirect=True)
 def test_signatures_an_earlier_release_merged_into_themselves_are_repaired(harness, db_url):
-    """Migration 0045: what the cycle left behind (merged_into_id = its own id) stands again."""
+    """Migration 0046: what the cycle left behind (merged_into_id = its own id) stands again."""
     database = harness.database
     database.dispose()
-    downgrade(db_url, "0044_signature_title_by_hand")
+    downgrade(db_url, "0045_symbol_file_links")
     harness.crash(function=function_name(1))
     with database.session() as session:
         session.execute(update(Signature).values(merged_into_id=Signature.id))
