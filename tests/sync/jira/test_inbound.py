@@ -243,7 +243,9 @@ def test_a_flagged_rca_is_posted_once_with_its_failed_checks(harness, database):
     assert "flagged" in comments[0] and "mlx5e_xmit" in comments[0] and "triage-bot (ai)" in comments[0]
 
 
-def test_with_reopening_off_a_regression_is_only_commented(harness, engineer):
+def regressed_with_reopening_off(harness, engineer):  # type: ignore[no-untyped-def]
+    """Comment-only mode: a signature resolved in Jira (fixed in 6.8.0-60) that crashed on a
+    newer kernel, before the sync tells Jira; the signature."""
     harness.options = replace(harness.options, reopen_category="none")
     signature = harness.crash(kernel="6.8.0-52-generic")["signature"]
     harness.sync()
@@ -254,6 +256,11 @@ def test_with_reopening_off_a_regression_is_only_commented(harness, engineer):
     harness.later(hours=1)
     assert harness.crash(kernel="6.8.1-1-generic", host="new")["signature"]["status"] == "regressed"
     harness.later(minutes=5)
+    return signature
+
+
+def test_with_reopening_off_a_regression_is_only_commented(harness, engineer):
+    signature = regressed_with_reopening_off(harness, engineer)
     harness.sync()
     issue = harness.emulator.issue("CRASH-1")
     assert issue.fields["status"]["statusCategory"]["key"] == "done"
@@ -327,16 +334,7 @@ def test_the_syncs_own_facts_update_is_not_news_from_jira(harness, engineer):
     """Comment-only mode (or a workflow with no way out of done): the facts update the sync
     writes after a regression bumps the issue's `updated`; that is no engineer resolving it
     again, in the same round or later, and later crashes make no new regressions."""
-    harness.options = replace(harness.options, reopen_category="none")
-    signature = harness.crash(kernel="6.8.0-52-generic")["signature"]
-    harness.sync()
-    harness.later(minutes=5)
-    resolve_in_jira(harness, engineer, "CRASH-1", "Fixed", versions=["6.8.0-60"])
-    harness.later(minutes=5)
-    harness.sync()
-    harness.later(hours=1)
-    assert harness.crash(kernel="6.8.1-1-generic", host="new")["signature"]["status"] == "regressed"
-    harness.later(minutes=5)
+    signature = regressed_with_reopening_off(harness, engineer)
     puts = len(harness.emulator.calls("PUT", r"/issue/CRASH-1$"))
     harness.sync()
     assert len(harness.emulator.calls("PUT", r"/issue/CRASH-1$")) > puts, "the facts were pushed"
@@ -411,16 +409,7 @@ def test_a_hint_for_an_issue_jira_does_not_show_is_dropped_not_a_failure(harness
 def test_only_a_new_resolution_in_jira_resolves_a_regressed_signature_again(harness, engineer):
     """Comment-only mode: the issue stays done. An engineer's comment on it is no resolving it
     again; reopening and resolving it is."""
-    harness.options = replace(harness.options, reopen_category="none")
-    signature = harness.crash(kernel="6.8.0-52-generic")["signature"]
-    harness.sync()
-    harness.later(minutes=5)
-    resolve_in_jira(harness, engineer, "CRASH-1", "Fixed", versions=["6.8.0-60"])
-    harness.later(minutes=5)
-    harness.sync()
-    harness.later(hours=1)
-    harness.crash(kernel="6.8.1-1-generic", host="new")
-    harness.later(minutes=5)
+    signature = regressed_with_reopening_off(harness, engineer)
     harness.sync()
     harness.later(minutes=1)
     engineer.add_comment("CRASH-1", "looking at the new crash")
