@@ -346,6 +346,15 @@ class Rebuild:
         holder = self.session.scalar(select(Signature.id).where(Signature.fingerprint == fp))
         if holder is not None:  # merged away: its merge rule routes the fingerprint
             return self.canonical.get(holder, holder)
+        # An alias routes the fingerprint to a signature that stands after this plan: ingest
+        # sends its crashes there (a release whose stripped binary has only a symbol table joins
+        # its bug by the name an earlier move left as an alias), so the rebuild does too.
+        aliased = self.session.scalar(
+            select(SignatureAlias.signature_id).where(SignatureAlias.fingerprint == fp))
+        routed = self.canonical.get(aliased, aliased) if aliased is not None else None
+        if routed is not None and routed in target.values():
+            self.summary.notes.append(f"{fp} stays with signature {routed}, which its alias names")
+            return routed
         origin = min(origins.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0] or 0))[0]
         if origin is not None and origin in hand_merged and origin in target.values():
             set_alias(self.session, fp, origin, MERGE, "rebuild")

@@ -159,6 +159,31 @@ def test_a_title_set_by_hand_goes_with_its_bug_into_the_signature_it_is_merged_i
     assert signature(client, triage, standing["id"])["title"] == "Decoder crash (OPS-42)"
 
 
+def test_a_fingerprint_an_alias_routes_stays_with_its_signature_on_rebuild(
+        db_url, client, database, make_token) -> None:
+    """Ingest sends a crash whose fingerprint is an alias to the aliased signature (a release
+    with only a symbol table names its bug as the signature did before DWARF moved it); the
+    rebuild split those crashes off into a signature of their own, honouring only merge rules."""
+    from registry.signatures.merging import REBUILD, set_alias
+
+    reporter, triage = make_token("report"), make_token("triage")
+    named = report(client, reporter, GPF)["signature"]
+    joined = report(client, reporter, WARNING)
+    with database.session() as session:  # the WARNING crash joined by an alias, as ingest does
+        set_alias(session, joined["signature"]["fingerprint"], int(named["id"]), REBUILD, "rebuild")
+        session.execute(update(Event).where(Event.id == int(joined["event_id"]))
+                        .values(signature_id=int(named["id"])))
+        session.execute(delete(SignatureCounter).where(
+            SignatureCounter.signature_id == int(joined["signature"]["id"])))
+        session.execute(delete(Signature).where(Signature.id == int(joined["signature"]["id"])))
+    for run in range(2):
+        rebuilt = crashreg(db_url, "signatures", "rebuild")
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        assert "moved: 0, merged: 0, split: 0, new: 0" in rebuilt.stdout, (run, rebuilt.stdout)
+    assert signature(client, triage, named["id"])["event_count"] == 2
+    assert signature(client, triage, joined["signature"]["fingerprint"])["id"] == named["id"]
+
+
 def test_rebuild_keeps_a_hand_merge_and_dry_run_changes_nothing(db_url, client, database,
                                                                make_token) -> None:
     reporter, triage = make_token("report"), make_token("triage")
