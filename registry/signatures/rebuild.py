@@ -13,7 +13,8 @@ fingerprints they now get:
   merged status is the most active.
 - one old -> several new: *split*. The biggest share keeps the old row; the others get new
   signatures that inherit status and owner. A signature someone merged by hand does not
-  split: the human decision stands, the new fingerprints become aliases of it.
+  split: the human decision stands, the new fingerprints become aliases of it. Nor do the
+  crashes of a fingerprint an alias routes to a standing signature: ingest sends them there.
 
 Captures and their capture slots follow their events to whichever signature the events land
 on (capture history, savings, the dedup counts and the K-dump budget read them by signature).
