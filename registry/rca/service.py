@@ -303,7 +303,9 @@ def hold_cited_dumps(session: Session, evidence: list[dict[str, Any]]) -> None:
 
 
 def refuse_reviewer(rca: Rca, token: TokenHolder) -> None:
-    """Agents never review; nobody reviews an RCA they wrote or posted."""
+    """Agents never review; nobody reviews an RCA they wrote or posted. An AI-written RCA's
+    author is its agent, no reviewer: only a human author's name refuses the reviewer of that
+    name (an agent naming itself after a reviewer kept that reviewer out)."""
     if token.kind == "agent":
         raise ApiError(
             403,
@@ -311,7 +313,8 @@ def refuse_reviewer(rca: Rca, token: TokenHolder) -> None:
             "agent tokens may propose RCAs but never review them: a human with a triage token reviews",
         )
     reviewer = token.name.casefold()
-    if token.id == rca.token_id or reviewer in {rca.author.casefold(), rca.token_name.casefold()}:
+    wrote = {rca.author.casefold()} if rca.author_kind == "human" else set()
+    if token.id == rca.token_id or reviewer in wrote | {rca.token_name.casefold()}:
         raise ApiError(
             403,
             "forbidden",

@@ -162,6 +162,22 @@ def test_review_refusals_agent_self_and_read_scope(client, database, make_token,
         assert session.get(Rca, int(rca_id)).status == "proposed"
 
 
+def test_an_agent_naming_itself_after_a_reviewer_does_not_keep_that_reviewer_out(
+        client, make_token, seeded) -> None:  # type: ignore[no-untyped-def]
+    """An AI-written RCA's author is its agent: a human reviewer of the same name may review it
+    (the reviewer of that name was refused, 403); the page says which token posted it."""
+    from testkit.pages import login
+
+    body = ai_rca(seeded, author="bob", agent={"name": "bob", "model": "model-x-2026"})
+    rca_id = post_rca(client, make_token("triage", kind="agent", name="claude-runner"), seeded.signature_id,
+                      body).json["id"]
+    reviewed = review(client, make_token("triage", name="bob"), rca_id, "rejected", "not the mechanism")
+    assert reviewed.status_code == 200, reviewed.json
+    login(client, make_token("read"))
+    page = client.get(f"/signatures/{seeded.signature_id}").get_data(as_text=True)
+    assert "posted with token claude-runner" in page
+
+
 def test_confirm_sets_fix_version_and_a_second_confirm_supersedes(
     client, database, make_token, seeded
 ) -> None:  # type: ignore[no-untyped-def]
