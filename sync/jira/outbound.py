@@ -98,10 +98,7 @@ def ensure_issue(ctx: SyncContext, signature: Signature) -> JiraLink:
     else:
         log.info("linked existing Jira issue", extra={"fields": {"issue": issue["key"],
                                                                  "signature": signature.id}})
-    ctx.client.upsert_remote_link(
-        issue["key"], global_id(signature.fingerprint),
-        registry_url(ctx.options.public_url, signature), f"crashreg: {summary_line(signature.title)}",
-    )
+    link_back(ctx, issue["key"], signature)
     link = JiraLink(
         signature_id=signature.id,
         issue_key=issue["key"],
@@ -124,10 +121,22 @@ def applied_everything(link: JiraLink, updated: datetime | None) -> bool:
     return link.jira_updated_at is not None and updated is not None and updated <= link.jira_updated_at
 
 
+def link_back(ctx: SyncContext, key: str, signature: Signature) -> None:
+    """The issue's remote link to the signature's page (one per signature: its global id)."""
+    ctx.client.upsert_remote_link(
+        key, global_id(signature.fingerprint),
+        registry_url(ctx.options.public_url, signature), f"crashreg: {summary_line(signature.title)}",
+    )
+
+
 def push_facts(ctx: SyncContext, signature: Signature, link: JiraLink) -> bool:
-    """Rewrite the facts block if it changed; text outside the block is left as it is."""
+    """Rewrite the facts block if it changed; text outside the block is left as it is. An
+    issue linked by reconciliation (found by its labels: a create whose answer was lost, a gone
+    issue's successor) gets its remote link with its first facts."""
     block = render_facts(collect_facts(ctx.session, signature, ctx.options.public_url))
     digest = facts_digest(block)
+    if link.facts_pushed_at is None:
+        link_back(ctx, link.issue_key, signature)
     if digest != link.facts_digest:
         current = ctx.client.issue(link.issue_key, "description,labels,updated").get("fields", {})
         changes: dict[str, Any] = {}

@@ -13,9 +13,11 @@ from sqlalchemy import delete
 from registry.app import JsonLogFormatter
 from registry.core.jira_links import JiraLink
 from registry.outbox import publish
+from sync.jira.client import JiraClient
 from sync.jira.config import CreateRule
 from sync.jira.content import BLOCK_BEGIN, global_id, signature_label
 from sync.jira.drain import requeue_refused
+from sync.jira.reconcile import reconcile
 from tests.support.jira import function_name
 
 
@@ -84,6 +86,27 @@ def test_a_lost_create_response_makes_no_duplicate(harness):
     assert second.drain.processed == 1
     assert len(harness.emulator.issues) == 1
     assert harness.link(signature["id"]).issue_key == "CRASH-1"
+    (remote,) = harness.emulator.issue("CRASH-1").remote_links
+    assert remote["object"]["url"].endswith(f"/signatures/{signature['id']}")
+
+
+def test_an_issue_reconciliation_found_first_after_a_lost_create_links_back(harness):
+    """Reconciliation ran before the create's retry and linked the issue Jira had made by its
+    labels; the retry then found the link and never posted the issue's remote link back to the
+    signature. The first facts update posts it."""
+    signature = harness.crash()["signature"]
+    harness.emulator.lose_next_create = True
+    assert harness.sync(with_reconcile=False).drain.failed == 1
+    harness.later(minutes=1)
+    reconcile(harness.database, JiraClient(harness.options), harness.options, harness.clock())
+    assert harness.link(signature["id"]).issue_key == "CRASH-1"  # from its labels
+    harness.later(minutes=20)
+    harness.sync()
+    harness.later(minutes=20)
+    harness.sync()
+    assert len(harness.emulator.issues) == 1
+    (remote,) = harness.emulator.issue("CRASH-1").remote_links
+    assert remote["object"]["url"].endswith(f"/signatures/{signature['id']}")
 
 
 def test_a_lagging_search_index_after_a_lost_create_makes_no_duplicate(harness):
