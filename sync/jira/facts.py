@@ -32,11 +32,16 @@ def _top(session: Session, column: Any, signature_id: int) -> list[tuple[str, in
     return [(str(value), int(count)) for value, count in rows]
 
 
+def host_count(signature_id: Any) -> Any:
+    """The number of hosts a signature crashed on, as a scalar subquery (correlated when
+    `signature_id` is a column)."""
+    return select(func.count(func.distinct(Event.host_id))).where(
+        Event.signature_id == signature_id).scalar_subquery()
+
+
 def collect_facts(session: Session, signature: Signature, public_url: str) -> Facts:
     events, last_seen = signature_stats(session, signature.id)
-    hosts = session.scalar(
-        select(func.count(func.distinct(Event.host_id))).where(Event.signature_id == signature.id)
-    )
+    hosts = session.scalar(select(host_count(signature.id)))
     captures = session.execute(
         select(Capture.status, func.count())
         .where(Capture.signature_id == signature.id)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.core.events import Event
@@ -40,7 +40,7 @@ from sync.jira.content import (
     signature_label,
     summary_line,
 )
-from sync.jira.facts import collect_facts, registry_url
+from sync.jira.facts import collect_facts, host_count, registry_url
 
 log = logging.getLogger("crashreg.jira")
 REOPENED, ALREADY_OPEN, NOT_REOPENED = "reopened", "already-open", "not-reopened"
@@ -280,11 +280,6 @@ def unlinked_signatures_meeting_rule(session: Session, options: JiraOptions, lim
     the query's: a batch taken first and checked after filled up with signatures that do not
     meet it (200 single-host ones kept a hosts>=2 rule from ever filing)."""
     stats = stats_subquery()
-    hosts = (
-        select(func.count(func.distinct(Event.host_id)))
-        .where(Event.signature_id == Signature.id)
-        .scalar_subquery()
-    )
     query = (
         select(Signature)
         .join(stats, stats.c.signature_id == Signature.id)
@@ -299,5 +294,5 @@ def unlinked_signatures_meeting_rule(session: Session, options: JiraOptions, lim
         .limit(limit)
     )
     if options.create_rule.min_hosts > 1:  # a count over the events: only when the rule has one
-        query = query.where(hosts >= options.create_rule.min_hosts)
+        query = query.where(host_count(Signature.id) >= options.create_rule.min_hosts)
     return list(session.scalars(query))
