@@ -123,10 +123,11 @@ def json_object() -> dict[str, Any]:
     """The request's JSON object as sent, values unchecked: for a sender whose text is taken as
     it is (Jira's webhooks, which read only a few fields), or a 400 if it is not a JSON object."""
     raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH raises 413 here
-    limit = request.max_content_length
-    if request.content_length is None and limit is not None and len(raw) >= limit and _more_input():
+    streamed = request.content_length is None
+    if streamed and len(raw) >= (request.max_content_length or math.inf) and _more_input():
         # A streamed (chunked) body: werkzeug stops reading at the limit without a 413, and the
-        # body's first MAX_CONTENT_LENGTH bytes would be taken for all of it.
+        # body's first MAX_CONTENT_LENGTH bytes would be taken for all of it. (Only a body
+        # without a Content-Length asks for the limit: a report's path reads nothing more.)
         raise RequestEntityTooLarge()
     try:
         body = json.loads(raw, parse_int=_parse_int)
