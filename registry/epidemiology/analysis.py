@@ -42,6 +42,8 @@ class SignatureSample:
     daily: Mapping[date, int]
     joint: JointCounts  # events carrying both of two values
     uptimes_s: Sequence[float] = ()
+    # distinct hosts, a VM apiece: the independent units a bug's crashes clump on (findings)
+    hostnames: int | None = None
     inventory_events: int | None = None  # events on hosts the inventory knows, when known
     # events whose host the inventory shows with other changing values (kernel, firmware...)
     # than the event carried, with no history of the change: a snapshot taken since
@@ -76,10 +78,12 @@ class SignatureSample:
 
         counts: Counter[AttributeValue] = Counter()
         per_host: Counter[str] = Counter()
+        hostnames: set[str] = set()
         daily: Counter[date] = Counter()
         for record in records:
             counts.update(record.values)
             per_host[physical_host_of(record.values) or "?"] += 1
+            hostnames.update(value for name, value in record.values if name == "hostname")
             daily[record.crashed_at.date()] += 1
         return cls(
             events=len(records),
@@ -89,6 +93,7 @@ class SignatureSample:
             daily=dict(daily),
             joint=joint_from_units([(1.0, r.values) for r in records]),
             uptimes_s=[r.uptime_s for r in records if r.uptime_s is not None],
+            hostnames=len(hostnames),
             split=split,
         )
 
@@ -235,7 +240,7 @@ class Context:
 
 
 def _scored(sample: SignatureSample, baseline: Baseline) -> Scored:
-    return analyse_attributes(sample.counts, sample.events, baseline, sample.joint)
+    return analyse_attributes(sample.counts, sample.events, baseline, sample.joint, hosts=sample.hostnames)
 
 
 def _merge(fleet: Scored, others: Scored) -> Scored:

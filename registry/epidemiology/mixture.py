@@ -7,6 +7,8 @@ A unit (physical host, host, cluster) is a concentrated component when it is a f
 large lift, the events outside it are spread (enough of them, on enough hosts, none carrying
 half), and the unit holds far more events than the spread part predicts for a unit of its
 size (Poisson upper tail of its events given the outside events and its baseline share,
+counted in the clumps the spread part's hosts crash in: a bug that recurs on whichever host it
+hits puts several crashes on each, and a unit holding as many as they do is one of them;
 corrected for every unit it could have been: the baseline's size, not only the values with
 enough events to be tested, since the busiest of many hosts always looks busy). Then the
 verdict belongs to the spread part, and the unit is reported beside it.
@@ -82,8 +84,11 @@ def concentrated_part(sample: SignatureSample, scored: Scored) -> Part | None:
             continue
         share = min(max(finding.baseline_count, 0.5) / max(finding.baseline_total, 1.0), 0.5)
         expected = outside.events * share / (1.0 - share)
+        # a spread host's crashes: the clumps the test counts in
+        clump = max(1.0, outside.events / max(outside.hostnames or outside.hosts, 1))
         family = math.log10(max(scored.tests, finding.baseline_total, 1.0))
-        log10_p = min(0.0, poisson_upper_log10(inside.events, expected) + family)
+        clumps = max(1, round(inside.events / clump))
+        log10_p = min(0.0, poisson_upper_log10(clumps, expected / clump) + family)
         if log10_p < LOG10_ALPHA:
             return Part(finding, inside, outside, expected, log10_p)
     return None

@@ -446,7 +446,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         least, least_per_host = MIN_SUPPORT, max(MIN_SUPPORT, math.ceil(2 * events / fleet_hosts))
     if stored is None:
         counts = value_counts(session, grouped, least, least_per_host)
-        hosts, top_host_events = _per_host(session, grouped)
+        hosts, top_host_events, hostnames = _per_host(session, grouped)
     else:
         since_groups = Snapshots(f"({since}GROUP BY {SNAPSHOT})", read.params, read.expanding)
         since_sample = since_groups.filtered()
@@ -455,6 +455,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
             added = per_physical if key[0] == "physical_host" else counts
             added[key] = added.get(key, 0) + n
         hosts, top_host_events = len(per_physical), max(per_physical.values(), default=0)
+        hostnames = _per_host(session, grouped)[2]
         counts = {
             key: n for key, n in counts.items() if n >= (least_per_host if key[0] == "hostname" else least)
         } | {key: n for key, n in per_physical.items() if n >= least}
@@ -479,6 +480,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         daily=daily,
         joint=joint_counts(session, grouped),
         uptimes_s=ordered,
+        hostnames=int(hostnames or 0),
         inventory_events=int(known or 0),
         unrecorded_changes=int(unrecorded or 0),
         split=_splitter(session, ids, (), snapshots),
@@ -525,11 +527,12 @@ def _inventory_sql(session: Session, snapshots: str) -> str:
 
 
 def _per_host(session: Session, grouped: EventFilter) -> Any:
-    """(distinct physical hosts, events on the busiest one) of grouped events."""
+    """(distinct physical hosts, events on the busiest one, distinct hosts) of grouped events."""
     return session.execute(
         grouped.statement(
-            f"SELECT count(*), max(n) FROM (SELECT {PHYSICAL} AS p, {grouped.count} AS n "
-            f"FROM {grouped.source} WHERE {grouped.sql} GROUP BY {PHYSICAL}) AS per_host"
+            f"SELECT count(*), max(n), sum(hosts) FROM (SELECT {PHYSICAL} AS p, {grouped.count} AS n, "
+            f"count(DISTINCT host_id) AS hosts FROM {grouped.source} WHERE {grouped.sql} "
+            f"GROUP BY {PHYSICAL}) AS per_host"
         ),
         grouped.params,
     ).one()
@@ -570,6 +573,7 @@ def sample_part(
         counts=value_counts(session, grouped),
         hosts=int(per_host[0] or 0),
         top_host_events=int(per_host[1] or 0),
+        hostnames=int(per_host[2] or 0),
         daily=daily,
         joint=joint_counts(session, grouped),
         uptimes_s=Ascending(sorted(map(float, uptimes))),

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from .attributes import FAMILY
-from .findings import LOG10_ALPHA, MIN_SUPPORT, TESTS, Finding, Scored
+from .findings import LOG10_ALPHA, MIN_SUPPORT, Finding, Scored
 from .shapes import VerdictDetail
 
 
@@ -57,13 +57,14 @@ def _matching_rule(finding: Finding) -> VerdictRule | None:
 
 
 def _decides_after(candidate: Finding, extra: int, tests: int, test_name: str) -> bool:
-    """Would `extra` more events, shared like the ones seen so far, make it significant?"""
+    """Would `extra` more events, shared (and clumped) like the ones seen so far, make it
+    significant?"""
     n = candidate.signature_events + extra
     k = round(candidate.events * n / candidate.signature_events)
-    if k < MIN_SUPPORT:
+    if candidate.clumps(k) < MIN_SUPPORT:
         return False
     grown = k - candidate.events if test_name == "fisher" else 0
-    log10_p = TESTS[test_name](
+    log10_p = candidate.log10_p_of(
         k, n, candidate.baseline_count + grown, candidate.baseline_total + (extra if grown else 0)
     )
     return log10_p + math.log10(max(tests, 1)) < LOG10_ALPHA

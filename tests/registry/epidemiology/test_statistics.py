@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from fractions import Fraction
 
 import pytest
 
+from registry.epidemiology.analysis import CrashRecord, SignatureSample
 from registry.epidemiology.exact import (
     benjamini_hochberg_log10,
     binomial_upper_log10,
@@ -18,6 +19,7 @@ from registry.epidemiology.exact import (
 from registry.epidemiology.findings import Baseline, analyse_attributes, joint_from_units
 from registry.epidemiology.onset import InventoryChange, onset
 from registry.epidemiology.uptime import DAY_S, histogram_outside_counts, outside_counts, uptime_profile
+from registry.epidemiology.verdict import decide
 
 
 def _brute_binomial(k: int, n: int, p: float) -> float:
@@ -137,8 +139,9 @@ def test_sku_wide_problem_is_not_blamed_on_one_of_its_bios_versions() -> None:
     scored = analyse_attributes(counts, 40, fleet, joint_from_units([(1.0, e) for e in events]))
     assert scored.findings[0].key == ("sku", "gpu")
     assert all(f.explained_by == ("sku", "gpu") for f in scored.explained)
-    # both BIOS versions crash in proportion to their hosts: the SKU explains them
-    assert {f.key for f in scored.explained} == {("bios_version", "2.1"), ("bios_version", "2.3")}
+    # both BIOS versions crash in proportion to their hosts: the SKU explains them (2.1's ten
+    # crashes are not even significant against the fleet's 2,000 values they could have been)
+    assert {f.key for f in scored.explained} == {("bios_version", "2.3")}
     assert [f.key for f in scored.findings] == [("sku", "gpu")]
 
 
@@ -146,8 +149,55 @@ def test_below_minimum_support_is_never_a_finding() -> None:
     fleet = _fleet(_hosts(1000, sku="cpu", bios_version="1.0") + _hosts(1, sku="x", bios_version="9"))
     counts = {("sku", "x"): 2, ("bios_version", "9"): 2}
     scored = analyse_attributes(counts, 2, fleet, joint_from_units([]))
-    assert scored.findings == () and scored.tests == 0
+    assert scored.findings == ()
     assert scored.candidates[0].key in counts  # still a candidate for "more events needed"
+
+
+# Four hundred bare-metal hosts: the first hundred of one SKU, the first twenty of them with a
+# microcode of their own; ten clusters.
+FLEET_HOSTS = {
+    f"h{i:03d}": frozenset({
+        ("hostname", f"h{i:03d}"), ("physical_host", f"h{i:03d}"), ("cluster", f"c{i % 10}"),
+        ("sku", "gpu-h100" if i < 100 else "gpu-a100"), ("microcode", "0xbad1" if i < 20 else "0x10"),
+    })
+    for i in range(400)
+}
+
+
+def _verdict_on(crashes: dict[str, int]) -> tuple[str, list[tuple[str, str]]]:
+    """The verdict and kept findings of a signature with `crashes` (hostname -> how many)."""
+    records = [CrashRecord(datetime(2026, 11, 1, tzinfo=UTC), FLEET_HOSTS[name])
+               for name, n in crashes.items() for _ in range(n)]
+    sample = SignatureSample.from_records(records)
+    fleet = _fleet([(1.0, values) for values in FLEET_HOSTS.values()])
+    scored = analyse_attributes(sample.counts, sample.events, fleet, sample.joint, hosts=sample.hostnames)
+    verdict = decide(scored, sample.events, sample.hosts, sample.top_host_share)
+    return verdict.verdict, [f.key for f in scored.findings]
+
+
+def test_a_bug_recurring_on_the_few_hosts_it_hit_is_not_their_hardware() -> None:
+    """Twenty crashes on four hosts that happen to share a SKU (a chance of 1 in 256) are four
+    hosts' worth of evidence: no hardware verdict, and no host a finding of its own."""
+    verdict, findings = _verdict_on({"h003": 5, "h017": 5, "h042": 5, "h077": 5})
+    assert verdict == "inconclusive" and findings == []
+
+
+def test_a_bad_microcode_crashing_its_hosts_again_and_again_is_found() -> None:
+    crashes = {f"h{i:03d}": 2 for i in range(20)} | {"h150": 1, "h200": 1, "h250": 1, "h300": 1}
+    verdict, findings = _verdict_on(crashes)
+    assert verdict == "hardware-config" and findings[0] == ("microcode", "0xbad1")
+
+
+def test_three_crashes_of_a_rare_value_are_weighed_against_every_value_they_could_have_been() -> None:
+    """Three crashes on three hosts of a microcode 5% of the fleet runs: 1 in 8,000 for that one
+    value, but one of the fleet's ~900 values would do as well."""
+    verdict, findings = _verdict_on({"h001": 1, "h005": 1, "h009": 1})
+    assert verdict == "inconclusive" and findings == []
+
+
+def test_one_host_crashing_far_more_than_the_others_stays_a_single_host_finding() -> None:
+    verdict, findings = _verdict_on({"h123": 12, "h150": 1, "h200": 1, "h250": 1})
+    assert verdict == "single-host" and findings[0] == ("physical_host", "h123")
 
 
 def _days(start: date, counts: list[int]) -> dict[date, int]:
