@@ -9,17 +9,24 @@ from dashboards.model import Dashboard, Panel, Query, dashboard
 UID = "crashreg-epidemiology"
 
 
+# A signature's findings from the analysis its verdict rests on (rpt_epidemiology_findings also
+# holds the case-control view's, the same values again against another baseline).
+OF_THE_VERDICT = (
+    "JOIN rpt_epidemiology_verdicts v ON v.signature_id = f.signature_id AND f.baseline = v.baseline"
+)
+
+
 def _findings(d: Dialect, title: str, where: str, description: str) -> Panel:
     return Panel(
         title,
         "table",
         (
             Query(
-                "SELECT f.signature_id, s.title, f.verdict, f.attribute, f.value, "
+                "SELECT f.signature_id, s.title, f.verdict, f.attribute, f.value, f.baseline, "
                 "f.in_signature, f.overall, f.lift, f.p_value, f.events, f.hosts, "
                 f"{d.ts('f.computed_at')} AS computed_at FROM rpt_epidemiology_findings f "
-                "JOIN rpt_signatures s ON s.signature_id = f.signature_id "
-                f"WHERE {where} ORDER BY f.lift DESC LIMIT 200",
+                f"JOIN rpt_signatures s ON s.signature_id = f.signature_id {OF_THE_VERDICT} "
+                f"WHERE {where} ORDER BY f.p_value, f.lift DESC LIMIT 200",
                 table=True,
                 time_columns=("computed_at",),
             ),

@@ -110,9 +110,11 @@ def build(dialect: Dialect, public_url: str) -> Dashboard:
             "table",
             (
                 Query(
-                    "SELECT attribute, value, in_signature, overall, lift, p_value, verdict, "
-                    f"{d.ts('computed_at')} AS computed_at FROM rpt_epidemiology_findings "
-                    "WHERE signature_id = $signature ORDER BY lift DESC",
+                    "SELECT f.attribute, f.value, f.baseline, f.in_signature, f.overall, f.lift, "
+                    f"f.p_value, f.verdict, {d.ts('f.computed_at')} AS computed_at "
+                    "FROM rpt_epidemiology_findings f LEFT JOIN rpt_epidemiology_verdicts v "
+                    "ON v.signature_id = f.signature_id WHERE f.signature_id = $signature "
+                    "AND (f.baseline = v.baseline OR f.baseline = 'timing') ORDER BY f.p_value, f.lift DESC",
                     table=True,
                     time_columns=("computed_at",),
                 ),

@@ -74,6 +74,10 @@ def test_every_panel_query_returns_rows_as_grafana_runs_it(
                 elif panel["type"] == "timeseries":
                     assert columns[0] == "time", (panel["title"], columns)
                     assert all(isinstance(row[0], int | float) or hasattr(row[0], "real") for row in rows)
+                elif "findings" in panel["title"]:  # each once: the analysis the verdict rests on
+                    named = [c for c in ("signature_id", "attribute", "value") if c in columns]
+                    keys = [tuple(row[columns.index(c)] for c in named) for row in rows]
+                    assert len(keys) == len(set(keys)), (panel["title"], sorted(keys))
     assert not failures, "\n\n".join(failures)
     assert ran == sum(len(p["targets"]) for b in build_dashboards(dialect, "x") for p in b["panels"])
 
