@@ -18,7 +18,9 @@ from sqlalchemy import text
 
 from dashboards import build_dashboards
 from registry.db import Database, utcnow
+from registry.epidemiology.service import store as store_epidemiology
 from sync.grafana.annotations import push_annotations
+from sync.grafana.rollups import refresh_reporting_copy
 from testkit.grafana_sql import (
     TimeRange,
     Variable,
@@ -87,6 +89,37 @@ def test_every_panel_query_returns_rows_as_grafana_runs_it(
     assert sum(row[1] for row in rows) == len(fleet.events)
     before = TimeRange(fleet.start - timedelta(days=60), fleet.start - timedelta(days=1))
     assert read_only(expand_target(per_day, {}, before))[1] == []
+
+
+def test_findings_panels_show_each_finding_once_from_the_analysis_the_verdict_rests_on(
+    fleet: LoadedFleet, read_only: Runner, database: Database, db_url: str
+) -> None:
+    """The refresh stores the case-control view's findings beside the verdict's own: the same
+    values against the other crashes, with other numbers. A panel shows the verdict's."""
+    _, busiest = read_only("SELECT signature_id FROM rpt_signatures ORDER BY event_count DESC LIMIT 1")
+    signature_id = busiest[0][0]
+    finding = {"attribute": "microcode", "value": "0xbad1", "in_signature": 0.9, "overall": 0.05,
+               "lift": 18.2, "p_value": 1e-30, "log10_p": -30.0, "events": 40, "explained_by": None,
+               "baseline": "fleet"}
+    body = {"verdict": "hardware-config", "baseline": "fleet", "events": 44, "hosts": 20,
+            "verdict_detail": {"reason": "microcode", "finding": finding}, "findings": [finding],
+            "views": {"crashes": {"findings": [finding | {"lift": 3.9, "baseline": "crashes"}]}}}
+    with database.session() as session:
+        store_epidemiology(session, signature_id, body, utcnow())  # type: ignore[arg-type]
+    if db_url.startswith("sqlite"):
+        refresh_reporting_copy(db_url)  # what Grafana's SQLite data source opens, as the job makes it
+    time_range = TimeRange(fleet.start, fleet.end)
+    shown = {}
+    for board in build_dashboards(dialect_of(db_url), "https://crashreg.example"):
+        signature = next((v for v in board["templating"]["list"] if v["name"] == "signature"), None)
+        variables = {"signature": Variable.from_model(signature, str(signature_id))} if signature else {}
+        for panel in board["panels"]:
+            if "findings" in panel["title"]:
+                columns, rows = read_only(expand_target(panel["targets"][0], variables, time_range))
+                shown[panel["title"]] = [row[columns.index("lift")] for row in rows
+                                         if row[columns.index("value")] == "0xbad1"]
+    assert shown == {"Hardware-configuration findings": [18.2], "Kernel-version findings": [],
+                     "Epidemiology findings": [18.2]}
 
 
 def test_annotations_are_pushed_once_and_resume_after_an_outage(

@@ -54,15 +54,17 @@ def grafana_settings(settings: Settings, grafana: RunningGrafana) -> Iterator[Se
 def read_only(db_url: str, database: Database) -> Iterator[Runner]:
     """Run SQL the way Grafana's data source would reach the database."""
     if db_url.startswith("sqlite"):
-        # The reporting copy the data source opens (refreshed by load_fleet, as the job does).
-        conn = sqlite3.connect(f"file:{reporting_copy_path(db_url)}?mode=ro", uri=True)
-
+        # The reporting copy the data source opens (refreshed by load_fleet, as the job does),
+        # opened afresh each query: a refresh replaces the file.
         def run_sqlite(sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-            cursor = conn.execute(sql)
-            return [c[0] for c in cursor.description], cursor.fetchall()
+            conn = sqlite3.connect(f"file:{reporting_copy_path(db_url)}?mode=ro", uri=True)
+            try:
+                cursor = conn.execute(sql)
+                return [c[0] for c in cursor.description], cursor.fetchall()
+            finally:
+                conn.close()
 
         yield run_sqlite
-        conn.close()
         return
     role = f"crashreg_grafana_{secrets.token_hex(4)}"
     role_url = make_url(db_url).set(drivername="postgresql", username=role, password=secrets.token_hex(12))
