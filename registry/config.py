@@ -31,12 +31,25 @@ def _whole_number(name: str, value: str) -> int:
     return int(number)
 
 
+# The longest duration a setting may name, by its variable's unit: a hundred years is "forever"
+# for any window or age (a million days put a capture window's start before year 1: every report
+# a 500).
+LONGEST = {"_DAYS": 36_500, "_HOURS": 876_000, "_MINUTES": 52_560_000}
+
+
+def _within_longest(variable: str, value: float, text: str) -> None:
+    for unit, longest in LONGEST.items():
+        if variable.endswith(unit) and value > longest:
+            raise ValueError(f"{variable} must be at most {longest:,} (a hundred years), got {text}")
+
+
 def _read(
     section: type, env: Mapping[str, str], variables: Mapping[str, str], *, non_negative: bool = False
 ) -> dict[str, Any]:
     """The fields of `section` whose variable (field name -> variable) is set, each read as its
     default's type. Unset, empty or blank means the field's default: every default is written once,
-    on the dataclass field, and nowhere else."""
+    on the dataclass field, and nowhere else. A duration (by its unit, LONGEST) is at most a
+    hundred years."""
     defaults = {item.name: item.default for item in fields(section)}
     values: dict[str, Any] = {}
     for name, variable in variables.items():
@@ -52,6 +65,8 @@ def _read(
             values[name] = value
         if non_negative and values[name] < 0:
             raise ValueError(f"{variable} must be >= 0, got {value}")
+        if isinstance(values[name], int | float):
+            _within_longest(variable, values[name], value)
     return values
 
 
@@ -302,12 +317,13 @@ class Settings:
             "database_url": "CRASHREG_DATABASE_URL",
             "public_url": "CRASHREG_PUBLIC_URL",
             "secret_key": "CRASHREG_SECRET_KEY",
-            "full_captures_per_window": "CRASHREG_CAPTURE_FULL_PER_WINDOW",
-            "capture_window_days": "CRASHREG_CAPTURE_WINDOW_DAYS",
             "epidemiology_program_label": "CRASHREG_EPIDEMIOLOGY_PROGRAM_LABEL",
             "partition_width": "CRASHREG_PARTITION_WIDTH",
         })
         values |= _read(cls, env, {
+            # a negative K skipped a new bug's first crashes; a negative window made every one full
+            "full_captures_per_window": "CRASHREG_CAPTURE_FULL_PER_WINDOW",
+            "capture_window_days": "CRASHREG_CAPTURE_WINDOW_DAYS",
             "no_signature_full_per_host": "CRASHREG_CAPTURE_NO_SIGNATURE_PER_HOST",
             "no_signature_full_per_fleet": "CRASHREG_CAPTURE_NO_SIGNATURE_PER_FLEET",
         }, non_negative=True)
@@ -324,6 +340,8 @@ class Settings:
         )
         if settings.partition_width < 1:
             raise ValueError(f"CRASHREG_PARTITION_WIDTH must be >= 1, got {settings.partition_width}")
+        if settings.capture_window_days < 1:  # a window of no days holds no capture: every crash full
+            raise ValueError(f"CRASHREG_CAPTURE_WINDOW_DAYS must be >= 1, got {settings.capture_window_days}")
         urls = (settings.database_url, settings.read_replica.url)
         if settings.read_replica.url and not all(url.startswith("postgresql") for url in urls if url):
             raise ValueError(

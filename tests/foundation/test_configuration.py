@@ -172,6 +172,21 @@ def test_a_read_replica_needs_postgresql_on_both_sides() -> None:
     assert "//replica/" not in repr(settings)  # the URL may hold a password
 
 
+@pytest.mark.parametrize(("name", "value", "refusal"), [
+    ("CRASHREG_CAPTURE_WINDOW_DAYS", "-7", "must be >= 0"),  # every crash a full 2 TB dump
+    ("CRASHREG_CAPTURE_WINDOW_DAYS", "0", "must be >= 1"),
+    ("CRASHREG_CAPTURE_FULL_PER_WINDOW", "-3", "must be >= 0"),  # a new bug's first crashes skipped
+    ("CRASHREG_CAPTURE_WINDOW_DAYS", "1000000", "must be at most 36,500"),  # every report a 500
+    ("CRASHREG_RETENTION_LOG_DAYS", "1000000", "must be at most 36,500"),
+    ("CRASHREG_RETENTION_DUMP_DAYS", "99999999999", "must be at most 36,500"),
+    ("CRASHREG_ALERT_NEW_SIGNATURE_HOURS", "1e12", "must be at most 876,000"),
+])
+def test_a_setting_no_operator_means_is_refused_at_start(name: str, value: str, refusal: str) -> None:
+    with pytest.raises(ValueError, match=f"{name} {refusal}"):
+        Settings.from_env({name: value})
+    assert Settings.from_env({name: "36500" if "DAYS" in name else "5"})  # a century, or a few: fine
+
+
 def test_other_docs_state_the_same_defaults() -> None:
     """Tables elsewhere in docs/ (jira.md's, contract.md's) repeat some variables: a
     default written as a value there is the same value (words may differ)."""
