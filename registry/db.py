@@ -69,7 +69,10 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for either database; SQLite gets WAL, foreign keys and a busy timeout."""
+    """An engine for either database; SQLite gets WAL, foreign keys and a busy timeout. A
+    failed statement's error (and so its log line) leaves out its parameters: a report's
+    console log, a caller's token hash."""
+    kwargs.setdefault("hide_parameters", True)
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     if url.startswith("sqlite"):

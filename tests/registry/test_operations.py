@@ -8,6 +8,7 @@ import re
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from registry.app import JsonLogFormatter, create_app
 from registry.config import Settings
@@ -142,3 +143,11 @@ def test_a_body_the_server_does_without_is_documented_as_optional(client) -> Non
     paths = client.get("/api/v1/openapi.json").json["paths"]
     assert paths["/api/v1/captures/{capture_id}/pin"]["put"]["requestBody"]["required"] is False
     assert paths["/api/v1/reports"]["post"]["requestBody"]["required"] is True
+
+
+def test_a_failed_statements_error_leaves_out_its_parameters(database) -> None:
+    """What an error's log line holds: the statement, never a report's text or a token hash."""
+    with pytest.raises(DBAPIError) as failed, database.session() as session:
+        session.execute(text("SELECT CAST(:console_log AS INTEGER) FROM no_such_table"),
+                        {"console_log": "customer text 5eb63bbbe01eeed0"})
+    assert "no_such_table" in str(failed.value) and "5eb63bbbe01eeed0" not in str(failed.value)
