@@ -192,6 +192,26 @@ def ensure_ahead(
     return made
 
 
+# What PostgreSQL says of a row whose id lies past the last partition (check_violation).
+NO_PARTITION = "no partition of relation"
+
+
+def is_missing_partition(error: DBAPIError) -> bool:
+    """Did `error` refuse a row because no partition takes its id (the partitions job has not
+    run for a while)?"""
+    return getattr(error.orig, "sqlstate", None) == "23514" and NO_PARTITION in str(error.orig)
+
+
+def ids_left(connection: Connection) -> dict[str, int]:
+    """Per partitioned table, the ids its partitions still take above the next id (0 or less:
+    the next insert has no partition)."""
+    found = partitions(connection)
+    return {
+        table: max(p.upper for p in found if p.table == table) - next_id(connection, table)
+        for table in PARTITIONED if any(p.table == table for p in found)
+    }
+
+
 def partitions_ahead(connection: Connection) -> dict[str, int]:
     """Per partitioned table, its empty partitions above the next id ({} when not partitioned)."""
     found = partitions(connection)
@@ -211,12 +231,21 @@ def maintain(engine: Engine, progress: Callable[[str], Any] = lambda line: None)
 
 def partition_metrics(session: Session) -> Iterable[Metric]:
     """crashreg_partitions_ahead{table}: empty partitions above the next id (alert below 1:
-    the next inserts past the last partition fail; docs/partitioning.md)."""
+    the partitions job is not keeping up; docs/partitioning.md); crashreg_partition_ids_left{table}:
+    the ids the partitions still take (0 or less: the next report waits for ingest to make one)."""
     ahead = GaugeMetricFamily(
         "crashreg_partitions_ahead",
         "Empty partitions of a partitioned table above its next id (kept at 2 by the partitions job)",
         labels=["table"],
     )
-    for table, count in partitions_ahead(session.connection()).items():
+    left = GaugeMetricFamily(
+        "crashreg_partition_ids_left",
+        "Ids a partitioned table's partitions still take above its next id (<= 0: none left)",
+        labels=["table"],
+    )
+    connection = session.connection()
+    for table, count in partitions_ahead(connection).items():
         ahead.add_metric([table], count)
-    return [ahead]
+    for table, count in ids_left(connection).items():
+        left.add_metric([table], count)
+    return [ahead, left]

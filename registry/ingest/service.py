@@ -60,6 +60,7 @@ from registry.ingest.sql import (
     report_at_once,
 )
 from registry.outbox import publish
+from registry.partitions import is_missing_partition, maintain
 from registry.signatures.identify import CrashSignature, identify
 from registry.signatures.regression import REGRESSED, regression_verdict
 from registry.signatures.service import (
@@ -203,11 +204,17 @@ def ingest_report(
     try:
         result = stored_or_replayed(db, settings, incoming, caller)
     except DBAPIError as error:
-        if not error.connection_invalidated:
+        if is_missing_partition(error):
+            # The partitions job has not run for a while and the ids ran past the last
+            # partition: make the next ones (as the job would) rather than refuse every report.
+            log.warning("no partition for report %s's rows: making the partitions ahead", incoming.report_id)
+            maintain(db.engine)
+        elif not error.connection_invalidated:
             raise
-        # The pooled connection died with its server (a restart, a failover; registry.db pings
-        # only idle ones) and the pool has dropped the rest: nothing of this transaction was
-        # stored, or if its commit got through, the report_id makes the second try a replay.
+        # Else the pooled connection died with its server (a restart, a failover; registry.db
+        # pings only idle ones) and the pool has dropped the rest. Either way nothing of this
+        # transaction was stored, or if its commit got through, the report_id makes the second
+        # try a replay.
         result = stored_or_replayed(db, settings, incoming, caller)
     if missing:
         committed(db, missing)

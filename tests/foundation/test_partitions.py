@@ -326,6 +326,33 @@ def test_partitions_are_kept_ahead_of_the_ids(before_partitions: str) -> None:
     assert f"events: {AHEAD} empty partition(s) ahead" in listed.stderr
 
 
+@postgres_only
+def test_reports_past_the_last_partition_are_stored_once_and_the_command_says_so(
+    before_partitions: str, tmp_path: Path
+) -> None:
+    """No scheduler for a while: the ids run past the last partition. Reporters retry a 500
+    forever, and every report was refused until an operator noticed; ingest makes the
+    partitions instead, and `db partitions` (exit 1) and the gauge say what happened."""
+    url = before_partitions
+    upgrade(url)
+    for table in ("events", "reports"):
+        top = partitions_of(url, table)[-1].upper
+        rows(url, f"SELECT setval('{table}_id_seq', {top - 3})")  # two ids left in the last one
+    listed = crashreg(url, "db", "partitions")
+    assert listed.returncode == 0 and "events: 0 empty partition(s) ahead, 2 id(s) left" in listed.stderr
+    with registry(url, tmp_path) as (base, token):
+        reports = [crash_report(report_id=f"past-{n}") for n in range(5)]
+        answers = [post(base, token, report) for report in reports]
+        again = post(base, token, reports[-1])
+        metrics = requests.get(f"{base}/metrics", timeout=60).text
+    assert [a.status_code for a in answers] == [201] * 5 and again.status_code == 200
+    assert rows(url, "SELECT count(*) FROM reports WHERE report_id LIKE 'past-%'") == [(5,)]
+    assert re.search(r'crashreg_partition_ids_left\{table="events"\} [1-9]', metrics)
+    rows(url, f"SELECT setval('events_id_seq', {partitions_of(url, 'events')[-1].upper})")
+    exhausted = crashreg(url, "db", "partitions")
+    assert exhausted.returncode == 1 and "the next id has no partition" in exhausted.stderr
+
+
 def partitions_of(url: str, table: str) -> list[Any]:
     database = Database(url)
     try:
