@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -121,7 +121,7 @@ def db_archive(cli: CliContext, before: datetime, dry_run: bool) -> None:
     database = _partitioned(cli, "archiving")
     store = open_store(cli.settings.dump_store, cli.settings.public_url)
     done = archive(database.engine, store, before.replace(tzinfo=UTC), dry_run,
-                   lambda line: click.echo(line, err=True))
+                   lambda line: click.echo(line, err=True), timedelta(days=cli.settings.capture_window_days))
     verb = "would archive" if dry_run else "archived"
     for partition in done.archive:
         click.echo(f"{verb} {partition.name}")

@@ -309,6 +309,9 @@ class ReportAnswerSchema(Schema):
     known = fields.Boolean()
     signature = fields.Nested(SignatureSummarySchema, allow_none=True)
     capture = fields.Nested(CaptureAnswerSchema)
+    archived = fields.Boolean(metadata={
+        "description": "present (true) on a resend of a report that was archived: `duplicate` is true, "
+        "`signature` null (it went to the archive with the report)"})
     warnings = fields.List(
         fields.String(), metadata={"description": "what was ignored in the report (unknown fields)"}
     )

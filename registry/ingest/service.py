@@ -20,9 +20,9 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -88,6 +88,34 @@ class ReportAnswer(TypedDict):
     known: bool
     signature: SignatureSummary | None
     capture: CaptureAnswer
+    archived: NotRequired[bool]  # a resend of a report that was archived (archived_answer)
+
+
+class ArchivedEvent(Exception):
+    """The crash's event was archived: its natural key is kept (event_keys), its row is gone."""
+
+
+# A report_id whose key is kept and whose row is not: archived (docs/partitioning.md, "Archive";
+# a key and its row are written by one statement, so a committed key without its row is never
+# one being stored). Read only when a write found the key taken: never on a new report's path.
+ARCHIVED_REPORT = text(
+    "SELECT k.event_id FROM report_keys k WHERE k.report_id = :report_id "
+    "AND NOT EXISTS (SELECT FROM reports r WHERE r.id = k.id)")
+ARCHIVED_EVENT = text("SELECT event_id FROM event_keys WHERE host_id = :host_id AND boot_key = :boot_key")
+ARCHIVED_REASON = "a resend of a report that was archived: its event is in the archive, not stored again"
+
+
+def archived_answer(connection: Connection, report_id: str) -> ReportAnswer | None:
+    """The answer to a resend of an archived report (None: the report_id is not archived): the
+    event it made and `duplicate`, as a replay says; its signature and first answer went to the
+    archive with it, so they are not given, and no dump is asked for."""
+    if not reports_keyed(connection):
+        return None
+    event_id = connection.execute(ARCHIVED_REPORT, {"report_id": report_id}).scalar()
+    if event_id is None:
+        return None
+    return {"event_id": str(event_id), "duplicate": True, "known": True, "signature": None,
+            "capture": {"action": "skip", "reason": ARCHIVED_REASON, "dump_level": None}, "archived": True}
 
 
 @dataclass(frozen=True)
@@ -238,10 +266,21 @@ def stored_or_replayed(
         if db.engine.dialect.name == "postgresql":
             return stored_on_postgresql(db, settings, incoming, caller)
         return stored_by_steps(db, settings, incoming, caller)
-    except IntegrityError:
-        # Another worker stored this report_id between our check and our commit.
+    except (IntegrityError, ArchivedEvent) as error:
+        # Another worker stored this report_id between our check and our commit; or its key, or
+        # its crash's event key, is kept from an archived report (never stored twice).
         with db.session() as session:
             stored = read_stored_report(session.connection(), incoming.report_id)
+            archived = archived_answer(session.connection(), incoming.report_id) if stored is None else None
+        if archived is not None:
+            return IngestResult(archived, created=False)
+        if isinstance(error, ArchivedEvent):
+            raise ApiError(
+                409,
+                "conflict",
+                "the crash this report belongs to was archived: a further report of it is not stored",
+                fields={"boot_id": [f"its crash's event ({error}) is in the archive"]},
+            ) from None
         replay = replayed_answer(stored, incoming.digest)
         if replay is None:
             raise
@@ -611,7 +650,9 @@ def find_or_open_event(
             regression,
         )
         return event, True
-    row = connection.execute(LOCKED_EVENT, {"host_id": host.id, "boot_key": boot_key}).one()
+    row = connection.execute(LOCKED_EVENT, {"host_id": host.id, "boot_key": boot_key}).one_or_none()
+    if row is None:  # the event key is kept, the event archived (docs/partitioning.md)
+        raise ArchivedEvent(archived_event_id(connection, host.id, boot_key))
     event = OpenEvent(
         row.id,
         row.crashed_at,
@@ -634,6 +675,10 @@ def find_or_open_event(
     if changes:
         connection.execute(update(Event.__table__).where(EVENTS.id == event.id).values(**changes))
     return event, False
+
+
+def archived_event_id(connection: Connection, host_id: int, boot_key: str) -> int | None:
+    return connection.execute(ARCHIVED_EVENT, {"host_id": host_id, "boot_key": boot_key}).scalar()
 
 
 def fingerprint_values(incoming: IncomingReport, signature: SignatureSnapshot | None) -> dict[str, Any]:

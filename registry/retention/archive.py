@@ -3,11 +3,15 @@ docs/partitioning.md, "Archive").
 
 Whole partitions go: an events partition whose newest event was received before the cutoff,
 with the reports partitions whose every report belongs to an event archived in the same run.
-A partition that anything else still points at (a capture, a slot, a console trim, an RCA's
-evidence) is skipped and reported, so no stored reference dangles. Each partition is written
-as gzipped JSON Lines with a manifest, read back and checked (rows, sha256) before it is
-detached (CONCURRENTLY) and dropped. The signature counters keep the archived events in a
-shard of their own (ARCHIVED_SHARD) that recounts add to and never rebuild.
+The rows of other tables that are only history of a partition's rows (DEPENDENTS: its reports'
+console trims, the capture slots its events held once the capture window is over) go with it,
+into files of their own beside its file. A partition that anything else still points at (a
+capture, a slot that still counts, an RCA's evidence) is skipped and reported, so no stored
+reference dangles. Each partition is written as gzipped JSON Lines with a manifest, read back
+and checked (rows, sha256) before it is detached (CONCURRENTLY) and dropped. The signature
+counters keep the archived events in a shard of their own (ARCHIVED_SHARD) that recounts add to
+and never rebuild. The natural keys of the archived rows stay (event_keys, report_keys): a
+resend of an archived report is recognised (registry.ingest.service.archived_answer).
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ import gzip
 import hashlib
 import json
 import tempfile
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from datetime import datetime
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import IntegrityError
 
 from registry.core.signatures import ARCHIVED_SHARD, COUNTER_SHARDS
 from registry.partitions import PARTITIONED, Partition, in_short_transaction, next_id, partitions
@@ -30,10 +35,39 @@ from registry.storage.store import DumpStore
 
 FORMAT = "crashreg-archive/1"
 PREFIX = "archive"
-KEY_TABLE = {"events": "event_keys", "reports": "report_keys"}
 KEY_BATCH = 10_000
-# The column a manifest's crashed_at range is read from (reports have none: NULL, no range).
-CRASHED_AT = {"events": "crashed_at", "reports": "NULL"}
+# The columns a manifest's received_at and crashed_at ranges are read from (NULL: no range).
+RECEIVED_AT = {"events": "received_at", "reports": "received_at"}
+CRASHED_AT = {"events": "crashed_at"}
+
+
+@dataclass(frozen=True)
+class Dependent:
+    """Rows of `table` whose `column` points into a partition of a partitioned table and that
+    are only history of its rows: written to the archive with the partition (their own file and
+    manifest, the partition's name under archive/<table>/) and deleted before its detach.
+    `counts`: the condition under which such a row is still in use (`:since`, the start of the
+    capture window); then it pins the partition instead."""
+
+    table: str
+    column: str
+    key: tuple[str, ...]  # the row's primary key
+    counts: str | None = None
+
+
+# Console trims go with their report (whose log they describe); its event goes in the same run
+# (plan), so a trim never pins an events partition. A capture slot or a no-signature slot whose
+# holder is archived is the slot's last holder, long over: the slot is free either way (a slot
+# never used and one aged out of the window are claimed alike, registry.capture.decide).
+SLOT_COUNTS = "since >= :since"
+DEPENDENTS = {
+    "reports": (Dependent("console_trims", "report_id", ("report_id",)),),
+    "events": (Dependent("capture_slots", "event_id", ("signature_id", "slot"), SLOT_COUNTS),
+               Dependent("no_signature_slots", "event_id", ("budget", "slot"), SLOT_COUNTS)),
+}
+# What points into a partitioned table and goes with the other one's partitions: not a pin.
+GOES_WITH = {"events": {("console_trims", "event_id")}, "reports": set()}
+DEFAULT_CAPTURE_WINDOW = timedelta(days=7)  # Settings.capture_window_days
 Progress = Callable[[str], Any]
 LOWEST_ID = -(2**63)  # where the first partition (from MINVALUE) starts
 
@@ -53,6 +87,8 @@ class Manifest:
     file: str
     columns: list[str]
     migration: str
+    # For a partition: the manifests of its dependents' files (DEPENDENTS), [] when it has none.
+    dependents: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -82,14 +118,20 @@ def _referencing(connection: Connection, table: str) -> list[tuple[str, str]]:
         "AND array_length(c.conkey, 1) = 1"), {"t": table}).all() if t not in PARTITIONED]
 
 
-def _pinned_by(connection: Connection, partition: Partition) -> str | None:
-    """Why a partition must stay: the first outside row that points into it (None: nothing)."""
+def _pinned_by(connection: Connection, partition: Partition, since: datetime) -> str | None:
+    """Why a partition must stay: the first outside row that points into it and does not go with
+    it (None: nothing). `since`: the start of the capture window (a slot since then counts)."""
     lower = _lower(partition)
-    bounds = {"lo": lower, "hi": partition.upper}
+    bounds = {"lo": lower, "hi": partition.upper, "since": since}
+    dependents = {(d.table, d.column): d for d in DEPENDENTS[partition.table]}
     for table, column in _referencing(connection, partition.table):
-        if connection.execute(text(
-                f"SELECT 1 FROM {table} WHERE {column} >= :lo AND {column} < :hi LIMIT 1"), bounds).first():
-            return f"{table}.{column} points into it"
+        dependent = dependents.get((table, column))
+        if (table, column) in GOES_WITH[partition.table] or (dependent and dependent.counts is None):
+            continue
+        still = f" AND {dependent.counts}" if dependent else ""
+        if connection.execute(text(f"SELECT 1 FROM {table} WHERE {column} >= :lo AND {column} < :hi{still} "
+                                   f"LIMIT 1"), bounds).first():
+            return f"{table}.{column} points into it" + (" (a slot that still counts)" if dependent else "")
     if partition.table == "events" and connection.execute(text(
             "SELECT 1 FROM rcas, jsonb_array_elements(CAST(evidence AS jsonb)) AS e "
             "WHERE e->>'type' = 'event' AND (e->>'event_id')::bigint >= :lo "
@@ -98,8 +140,11 @@ def _pinned_by(connection: Connection, partition: Partition) -> str | None:
     return None
 
 
-def plan(connection: Connection, before: datetime) -> Plan:
-    """The partitions an archive at `before` takes, and the old ones it leaves (and why)."""
+def plan(connection: Connection, before: datetime,
+         capture_window: timedelta = DEFAULT_CAPTURE_WINDOW) -> Plan:
+    """The partitions an archive at `before` takes, and the old ones it leaves (and why). A slot
+    pointing into a partition pins it while it may still count: since the capture window began."""
+    since = connection.execute(text("SELECT now() - :window"), {"window": capture_window}).scalar_one()
     found = partitions(connection)
     by_table = {t: [p for p in found if p.table == t] for t in PARTITIONED}
     old = {t: _old(by_table[t], next_id(connection, t)) for t in PARTITIONED}
@@ -109,7 +154,7 @@ def plan(connection: Connection, before: datetime) -> Plan:
         newest = connection.execute(text(f"SELECT max(received_at) FROM {partition.name}")).scalar()
         if newest is None or newest >= before:
             continue  # empty, or not old enough: not an archive's business yet
-        why = _pinned_by(connection, partition)
+        why = _pinned_by(connection, partition, since)
         if why:
             skipped[partition.name] = why
         else:
@@ -124,7 +169,7 @@ def plan(connection: Connection, before: datetime) -> Plan:
                 skipped.setdefault(name, f"reports of events in {', '.join(held_back)}, which stay")
         reports = [p for p in reports if not owners[p.name] - taken]
         for partition in reports:  # due with its events: unless something points into it
-            why = _pinned_by(connection, partition)
+            why = _pinned_by(connection, partition, since)
             if why:
                 skipped[partition.name] = why
         reports = [p for p in reports if p.name not in skipped]
@@ -168,39 +213,50 @@ def _range(connection: Connection, name: str, column: str) -> tuple[str | None, 
 
 
 def write(engine: Engine, store: DumpStore, partition: Partition, workdir: Path) -> Manifest:
-    """The partition as gzipped JSON Lines in the store, with its manifest, read back and checked
-    (read in one snapshot)."""
+    """The partition as gzipped JSON Lines in the store, with its manifest, and beside it its
+    dependents' rows (DEPENDENTS), each read back and checked (read in one snapshot)."""
     with engine.connect() as connection:
         connection = connection.execution_options(isolation_level="REPEATABLE READ")
         with connection.begin():
-            manifest = _write(connection, store, partition, workdir)
-    verify(store, manifest, workdir)
+            dependents = [_write(connection, store, partition, workdir, d.table,
+                                 f"{d.table} WHERE {d.column} >= :lo AND {d.column} < :hi", ", ".join(d.key))
+                          for d in DEPENDENTS[partition.table]]
+            manifest = _write(connection, store, partition, workdir, partition.table, partition.name, "id",
+                              [manifest_key(d.table, d.partition) for d in dependents])
+    for written in (*dependents, manifest):
+        verify(store, written, workdir)
     return manifest
 
 
-def _write(connection: Connection, store: DumpStore, partition: Partition, workdir: Path) -> Manifest:
-    file_key = f"{PREFIX}/{partition.table}/{partition.name}.jsonl.gz"
-    local = workdir / f"{partition.name}.jsonl.gz"
+def _write(connection: Connection, store: DumpStore, partition: Partition, workdir: Path, table: str,
+           source: str, order: str, dependents: list[str] | None = None) -> Manifest:
+    """The rows of `source` (a partition, or a dependent table and the condition that picks the
+    partition's rows of it) stored under archive/<table>/<partition>, with their manifest."""
+    file_key = f"{PREFIX}/{table}/{partition.name}.jsonl.gz"
+    local = workdir / f"{table}.{partition.name}.jsonl.gz"
+    bounds = {"lo": _lower(partition), "hi": partition.upper}
     rows = 0
     with gzip.open(local, "wt", encoding="utf-8") as out:
         result = connection.execution_options(yield_per=5000).execute(text(
-            f"SELECT row_to_json(t)::text FROM {partition.name} AS t ORDER BY id"))
+            f"SELECT row_to_json(t)::text FROM (SELECT * FROM {source}) AS t ORDER BY {order}"), bounds)
         for (line,) in result:
             out.write(line + "\n")
             rows += 1
-    columns = list(connection.execute(text(f"SELECT * FROM {partition.name} LIMIT 0")).keys())
+    columns = list(connection.execute(text(f"SELECT * FROM {table} LIMIT 0")).keys())
+    name = partition.name if table == partition.table else table
     manifest = Manifest(
-        format=FORMAT, table=partition.table, partition=partition.name,
+        format=FORMAT, table=table, partition=partition.name,
         id_range=(partition.lower, partition.upper),
-        received_at=_range(connection, partition.name, "received_at"),
-        crashed_at=_range(connection, partition.name, CRASHED_AT[partition.table]),
+        received_at=_range(connection, name, RECEIVED_AT.get(table, "NULL")),
+        crashed_at=_range(connection, name, CRASHED_AT.get(table, "NULL")),
         rows=rows, sha256=_sha256(local), file=file_key, columns=columns,
         migration=str(connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one()),
+        dependents=dependents or [],
     )
     store.put_file(file_key, local)
-    manifest_path = workdir / f"{partition.name}.manifest.json"
+    manifest_path = workdir / f"{table}.{partition.name}.manifest.json"
     manifest_path.write_text(json.dumps(asdict(manifest), indent=2) + "\n")
-    store.put_file(manifest_key(partition.table, partition.name), manifest_path)
+    store.put_file(manifest_key(table, partition.name), manifest_path)
     return manifest
 
 
@@ -238,17 +294,87 @@ def _move_counts(connection: Connection, name: str) -> None:
         f"last_seen = greatest(signature_counters.last_seen, EXCLUDED.last_seen)"))
 
 
-def drop(connection: Connection, partition: Partition, progress: Progress) -> None:
-    """Detach (CONCURRENTLY: reads and writes go on), then in one transaction move the counts
-    and drop the table; then the natural keys of its rows, in batches. `connection`: autocommit.
+def _fetched(store: DumpStore, key: str, workdir: Path) -> Manifest:
+    local = workdir / key.replace("/", ".")
+    store.fetch_file(key, local)
+    return Manifest(**json.loads(local.read_text()))
+
+
+def _lines(store: DumpStore, manifest: Manifest, workdir: Path) -> Iterator[list[str]]:
+    """The rows of an archived file (checked against its manifest), KEY_BATCH at a time."""
+    verify(store, manifest, workdir)
+    local = workdir / f"{manifest.table}.{manifest.partition}.rows.jsonl.gz"
+    store.fetch_file(manifest.file, local)
+    with gzip.open(local, "rt", encoding="utf-8") as lines:
+        batch: list[str] = []
+        for line in lines:
+            batch.append(line.rstrip("\n"))
+            if len(batch) == KEY_BATCH:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+    local.unlink()
+
+
+def _delete_dependents(connection: Connection, store: DumpStore, partition: Partition,
+                       dependents: list[Manifest], workdir: Path, progress: Progress) -> None:
+    """Delete, in one short transaction, the dependents' rows as they were archived; a row
+    changed since it was written stops the run with nothing deleted."""
+    def delete(c: Connection) -> None:
+        for manifest in dependents:
+            dependent = next(d for d in DEPENDENTS[partition.table] if d.table == manifest.table)
+            same_key = " AND ".join(f"CAST(t.{k} AS text) = CAST(a.line AS jsonb)->>'{k}'"
+                                    for k in dependent.key)
+            deleted = sum(c.execute(text(
+                f"DELETE FROM {dependent.table} AS t USING unnest(CAST(:lines AS text[])) AS a(line) "
+                f"WHERE t.{dependent.column} >= :lo AND t.{dependent.column} < :hi AND {same_key} "
+                f"AND to_jsonb(t) = CAST(a.line AS jsonb)"),
+                {"lines": batch, "lo": _lower(partition), "hi": partition.upper}).rowcount
+                for batch in _lines(store, manifest, workdir))
+            if deleted != manifest.rows:
+                raise RuntimeError(f"{manifest.table}: {manifest.rows - deleted} of the {manifest.rows} rows "
+                                   f"archived with {partition.name} changed since they were written: nothing "
+                                   f"dropped; run the archive again")
+            progress(f"{partition.name}: {deleted} rows of {manifest.table} archived with it, deleted")
+    in_short_transaction(connection, delete, progress)
+
+
+def _put_back(connection: Connection, store: DumpStore, manifest: Manifest, workdir: Path) -> None:
+    """The archived dependents of a partition that stays, back where they were (a row there
+    already, or a slot taken since by another event, is left as it is)."""
+    for key in manifest.dependents:  # each batch by itself: put back twice, a row is there once
+        dependent = _fetched(store, key, workdir)
+        for batch in _lines(store, dependent, workdir):
+            _load(connection, dependent.table, dependent.table, batch, put_back=True)
+
+
+def drop(connection: Connection, partition: Partition, progress: Progress, store: DumpStore | None = None,
+         manifest: Manifest | None = None, workdir: Path | None = None) -> None:
+    """Delete its archived dependents (`manifest`'s), detach (CONCURRENTLY: reads and writes go
+    on), then in one transaction move the counts and drop the table. `connection`: autocommit.
     A run stopped half way is finished: a detach left pending is finalized, a table already
-    detached is not detached again."""
+    detached is not detached again (its dependents went before its detach). A detach refused
+    (a row pointing into the partition written meanwhile: a trim, a capture) puts the
+    dependents back. The natural keys of its rows stay."""
     pending = connection.execute(text(
         "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = CAST(:name AS regclass)"),
         {"name": partition.name}).scalar()
     if pending is not None:
+        dependents = []
+        if not pending and manifest is not None and store is not None and workdir is not None:
+            dependents = [_fetched(store, key, workdir) for key in manifest.dependents]
+            _delete_dependents(connection, store, partition, dependents, workdir, progress)
         how = "FINALIZE" if pending else "CONCURRENTLY"
-        connection.execute(text(f"ALTER TABLE {partition.table} DETACH PARTITION {partition.name} {how}"))
+        try:
+            connection.execute(text(f"ALTER TABLE {partition.table} DETACH PARTITION {partition.name} {how}"))
+        except IntegrityError:
+            if dependents:
+                assert manifest is not None and store is not None and workdir is not None
+                _put_back(connection, store, manifest, workdir)
+                progress(f"{partition.name}: its detach was refused; its archived rows of "
+                         f"{', '.join(d.table for d in dependents)} are back")
+            raise
 
     def counts_and_table(c: Connection) -> None:
         if partition.table == "events":
@@ -256,13 +382,6 @@ def drop(connection: Connection, partition: Partition, progress: Progress) -> No
         c.execute(text(f"DROP TABLE {partition.name}"))
 
     in_short_transaction(connection, counts_and_table, progress)
-    key_table, column = KEY_TABLE[partition.table], "event_id" if partition.table == "events" else "id"
-    lower = _lower(partition)
-    while connection.execute(text(
-            f"DELETE FROM {key_table} WHERE ctid IN (SELECT ctid FROM {key_table} "
-            f"WHERE {column} >= :lo AND {column} < :hi LIMIT {KEY_BATCH})"),
-            {"lo": lower, "hi": partition.upper}).rowcount:
-        progress(f"{partition.name}: natural keys removed (batch of up to {KEY_BATCH})")
 
 
 def _detached(connection: Connection) -> list[str]:
@@ -276,7 +395,9 @@ def _detached(connection: Connection) -> list[str]:
 
 def _finish(connection: Connection, store: DumpStore, workdir: Path, progress: Progress) -> list[Partition]:
     """Finish the partitions an earlier run detached, once their archive checks out; a detached
-    table with no archive is not ours and is left alone."""
+    table with no archive is not ours and is left alone. A partition an earlier run wrote but
+    left attached (stopped, or its detach refused) gets its archived dependents back, if they
+    were deleted: it is planned and written afresh."""
     finished = []
     for name in _detached(connection):
         table = name.rsplit("_p", 1)[0]
@@ -284,66 +405,63 @@ def _finish(connection: Connection, store: DumpStore, workdir: Path, progress: P
         if store.head(key) is None:
             progress(f"{name}: a detached table with no archive in the store: left alone")
             continue
-        store.fetch_file(key, workdir / f"{name}.manifest.json")
-        manifest = Manifest(**json.loads((workdir / f"{name}.manifest.json").read_text()))
+        manifest = _fetched(store, key, workdir)
         verify(store, manifest, workdir)
         partition = Partition(table, name, manifest.id_range[0], manifest.id_range[1])
         drop(connection, partition, progress)
         progress(f"{name}: archived earlier, detached; now dropped")
         finished.append(partition)
+    for partition in partitions(connection):
+        key = manifest_key(partition.table, partition.name)
+        if DEPENDENTS[partition.table] and store.head(key) is not None:
+            _put_back(connection, store, _fetched(store, key, workdir), workdir)
     return finished
 
 
 def archive(engine: Engine, store: DumpStore, before: datetime, dry_run: bool = False,
-            progress: Progress = lambda line: None) -> Plan:
+            progress: Progress = lambda line: None,
+            capture_window: timedelta = DEFAULT_CAPTURE_WINDOW) -> Plan:
     """Archive the partitions `plan` picks (nothing but the plan when `dry_run`)."""
     with engine.connect() as connection:
         connection = connection.execution_options(isolation_level="AUTOCOMMIT")
         if dry_run:
-            return plan(connection, before)
+            return plan(connection, before, capture_window)
         with tempfile.TemporaryDirectory(prefix="crashreg-archive-") as workdir:
-            finished = _finish(connection, store, Path(workdir), progress)  # before the plan: their keys
-            chosen = plan(connection, before)
-            for partition in chosen.archive:  # reports first: their keys point at the events
+            finished = _finish(connection, store, Path(workdir), progress)  # before the plan: they hold keys
+            chosen = plan(connection, before, capture_window)
+            for partition in chosen.archive:  # reports first: their rows point at the events
                 manifest = write(engine, store, partition, Path(workdir))
                 where = store.uri(manifest.file)
                 progress(f"{partition.name}: {manifest.rows} rows written to {where}, verified")
-                drop(connection, partition, progress)
+                drop(connection, partition, progress, store, manifest, Path(workdir))
                 progress(f"{partition.name}: detached and dropped")
     return Plan(archive=finished + chosen.archive, skipped=chosen.skipped)
 
 
 def restore(engine: Engine, store: DumpStore, manifest_key_: str, table: str) -> int:
     """Load an archived partition into the side table `table` (the columns of its parent, no
-    keys, triggers or references: for reading); its row count. ValueError: no such manifest,
-    or the table exists."""
+    keys, triggers or references: for reading), and its dependents' rows into
+    `<table>_<their table>` (old_reports_console_trims); its row count. ValueError: no such
+    manifest, or a table exists."""
     if store.head(manifest_key_) is None:
         raise ValueError(f"no archive manifest at {store.uri(manifest_key_)}")
-    with engine.connect() as connection:
-        if connection.execute(text("SELECT to_regclass(:t)"), {"t": table}).scalar() is not None:
-            raise ValueError(f"table {table} exists: restore into a new one")
     with tempfile.TemporaryDirectory(prefix="crashreg-restore-") as workdir:
-        manifest_path = Path(workdir) / "manifest.json"
-        store.fetch_file(manifest_key_, manifest_path)
-        manifest = Manifest(**json.loads(manifest_path.read_text()))
-        verify(store, manifest, Path(workdir))
-        local = Path(workdir) / "rows.jsonl.gz"
-        store.fetch_file(manifest.file, local)
+        manifest = _fetched(store, manifest_key_, Path(workdir))
+        loaded = [(manifest, table)] + [(dependent, f"{table}_{dependent.table}") for dependent in
+                                        (_fetched(store, key, Path(workdir)) for key in manifest.dependents)]
+        with engine.connect() as connection:
+            for _, name in loaded:
+                if connection.execute(text("SELECT to_regclass(:t)"), {"t": name}).scalar() is not None:
+                    raise ValueError(f"table {name} exists: restore into a new one")
         with engine.begin() as connection:
-            connection.execute(text(f"CREATE TABLE {table} (LIKE {manifest.table} INCLUDING DEFAULTS)"))
-            with gzip.open(local, "rt", encoding="utf-8") as lines:
-                batch: list[dict[str, str]] = []
-                for line in lines:
-                    batch.append({"row": line})
-                    if len(batch) == KEY_BATCH:
-                        _load(connection, table, manifest.table, batch)
-                        batch = []
-                _load(connection, table, manifest.table, batch)
+            for archived, name in loaded:
+                connection.execute(text(f"CREATE TABLE {name} (LIKE {archived.table} INCLUDING DEFAULTS)"))
+                for batch in _lines(store, archived, Path(workdir)):
+                    _load(connection, name, archived.table, batch)
         return manifest.rows
 
 
-def _load(connection: Connection, table: str, parent: str, batch: list[dict[str, str]]) -> None:
-    if batch:
-        connection.execute(text(
-            f"INSERT INTO {table} SELECT * FROM json_populate_record(NULL::{parent}, CAST(:row AS json))"),
-            batch)
+def _load(connection: Connection, table: str, parent: str, batch: list[str], put_back: bool = False) -> None:
+    connection.execute(text(
+        f"INSERT INTO {table} SELECT * FROM json_populate_record(NULL::{parent}, CAST(:row AS json))"
+        + (" ON CONFLICT DO NOTHING" if put_back else "")), [{"row": line} for line in batch])

@@ -29,5 +29,6 @@ def archive_old_partitions(context: JobContext) -> dict[str, object]:
     if engine.dialect.name != "postgresql":
         return {"archived": [], "kept": {}}
     before = context.clock() - timedelta(days=settings.retention.archive_after_days)
-    done = archive(engine, open_store(settings.dump_store, settings.public_url), before)
+    done = archive(engine, open_store(settings.dump_store, settings.public_url), before,
+                   capture_window=timedelta(days=settings.capture_window_days))
     return {"archived": [p.name for p in done.archive], "kept": done.skipped}

@@ -1,7 +1,9 @@
 """Archiving old partitions (docs/partitioning.md, "Archive"): a registry of several small
 partitions served over HTTP, its old partitions written to the dump store, read back and
 dropped, with every count, rollup and page as it was; later reports count on; a rebuild does
-not count the archived history away; an archive can be loaded back for reading."""
+not count the archived history away; an archive can be loaded back for reading. Console trims
+and spent capture slots go with their partitions and come back with them; the natural keys stay,
+so a resend of an archived report is answered as a duplicate, never stored again."""
 
 from __future__ import annotations
 
@@ -26,12 +28,13 @@ from registry.db import Database
 from registry.migrate import upgrade
 from registry.partitions import maintain, partitions
 from registry.retention.archive import write
+from registry.retention.gc import collect
 from registry.rollups.fold import fold
 from registry.signatures.merging import recount
 from registry.storage.store import open_store
 from sync.scheduler import JobContext, load_jobs
 from testkit.pages import csrf_from
-from testkit.reports import crash_report
+from testkit.reports import NULL_DEREF_LOG, crash_report
 from tests.support.cli import crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
 from tests.support.http import auth, serving
@@ -41,6 +44,7 @@ WIDTH = 4
 CSRF = re.compile(r'name="csrf_token" value="[^"]*"')  # a new one each sign-in
 WHOLE = "SELECT id, host_id, boot_key, signature_id, crashed_at, received_at, first_source"
 postgres_only = pytest.mark.skipif("postgresql" not in BACKENDS, reason="partitions are PostgreSQL's")
+SLOTS_COUNT = "capture_slots.event_id points into it (a slot that still counts)"
 
 
 @pytest.fixture
@@ -55,6 +59,11 @@ def small_partitions(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def rows(url: str, query: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(url) as connection:
         return connection.execute(query).fetchall()
+
+
+def run(url: str, statement: str) -> None:
+    with psycopg.connect(url) as connection:
+        connection.execute(statement)
 
 
 def counts(url: str) -> list[tuple[Any, ...]]:
@@ -82,9 +91,12 @@ class Served:
     def __init__(self, base: str, reporter: str, reader: str) -> None:
         self.base, self.reporter, self.reader = base, reporter, reader
 
+    def send(self, report: dict[str, Any]) -> requests.Response:
+        return requests.post(f"{self.base}/api/v1/reports", json=report, headers=auth(self.reporter),
+                             timeout=60)
+
     def post(self, report: dict[str, Any]) -> dict[str, Any]:
-        answer = requests.post(f"{self.base}/api/v1/reports", json=report, headers=auth(self.reporter),
-                               timeout=60)
+        answer = self.send(report)
         assert answer.status_code == 201, answer.text
         return answer.json()
 
@@ -155,7 +167,7 @@ def test_old_partitions_are_archived_and_every_count_stays(
         assert dry.stdout.splitlines() == [
             "would archive reports_p0002", "would archive reports_p0003", "would archive reports_p0004",
             "would archive events_p0002", "would archive events_p0003", "would archive events_p0004",
-            "kept events_p0000: capture_slots.event_id points into it",
+            f"kept events_p0000: {SLOTS_COUNT}",
             "kept reports_p0000: reports of events in events_p0000, which stay",
         ]
         assert event_partitions(url) == partitions_before and not store.exists()
@@ -179,11 +191,11 @@ def test_old_partitions_are_archived_and_every_count_stays(
         events_manifest = json.loads((store / "events" / "events_p0002.manifest.json").read_text())
         assert events_manifest["crashed_at"][1].startswith("2026-12-01T08:00:00")
 
-        # gone from the database, natural keys too; what stays is whole
+        # gone from the database but for their natural keys; what stays is whole
         assert event_partitions(url) == ["events_p0000", "events_p0005", "events_p0006", "events_p0007"]
         assert rows(url, "SELECT count(*) FROM events") == [(10,)]
-        assert rows(url, "SELECT count(*) FROM event_keys WHERE event_id >= 8 AND event_id < 20") == [(0,)]
-        assert rows(url, "SELECT count(*) FROM report_keys WHERE id >= 8 AND id < 20") == [(0,)]
+        assert rows(url, "SELECT count(*) FROM event_keys WHERE event_id >= 8 AND event_id < 20") == [(12,)]
+        assert rows(url, "SELECT count(*) FROM report_keys WHERE id >= 8 AND id < 20") == [(12,)]
         assert served.signatures() == signatures and counts(url) == counted
         assert served.get(f"/api/v1/signatures/{signatures[0]['id']}") == signature
         listed, signature_page = served.pages(signatures[0]["id"])
@@ -252,13 +264,120 @@ def test_the_scheduled_archive_follows_the_setting(small_partitions: str, tmp_pa
         later = now + timedelta(days=31)
         assert job.run(JobContext(configured, database, clock=lambda: later)) == {
             "archived": ["reports_p0002", "events_p0002"],
-            "kept": {"events_p0000": "capture_slots.event_id points into it",
+            "kept": {"events_p0000": SLOTS_COUNT,
                      "reports_p0000": "reports of events in events_p0000, which stay"},
         }
     assert "events_p0002" not in event_partitions(url) and counts(url) == counted
     assert rows(url, "SELECT count(*) FROM pg_class WHERE relname LIKE '%_p0002'") == [(0,)]
-    assert rows(url, "SELECT count(*) FROM event_keys WHERE event_id >= 8 AND event_id < 12") == [(0,)]
+    assert rows(url, "SELECT count(*) FROM event_keys WHERE event_id >= 8 AND event_id < 12") == [(4,)]
     assert (tmp_path / "dumps" / "archive" / "events" / "events_p0002.manifest.json").is_file()
+
+
+NOISE = "".join(f"[    {i / 1000:.6f}] pci 0000:{i % 256:02x}:00.0: reg 0x10: [mem 0x{i:08x}]\n"
+                for i in range(2000))  # boot noise before the crash: what a trim cuts
+SLOTS = "SELECT signature_id, slot, event_id, state, since FROM capture_slots ORDER BY 1, 2"
+TRIMS = "SELECT report_id, event_id, first_line, total_lines, whole_bytes, kept_bytes FROM console_trims"
+
+
+def loaded(url: str, manifest: str, table: str) -> None:
+    restored = crashreg(url, "db", "restore-archive", manifest, "--into", table)
+    assert restored.returncode == 0, restored.stderr
+
+
+@postgres_only
+def test_trims_and_spent_slots_go_to_the_archive_with_their_partitions(
+    small_partitions: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A year on, the gc has trimmed every old log but the exemplars' and the capture window is
+    long over: the console trims and the capture slots pointing into the old partitions go to
+    the archive with them (and come back with restore-archive) instead of keeping them for ever."""
+    url = small_partitions
+    monkeypatch.setenv("CRASHREG_DUMP_STORE", str(tmp_path / "dumps"))
+    with serve(url, tmp_path) as (base, database):
+        served = Served(base, *tokens(database))
+        for n in range(14):  # ids 1..14: [MINVALUE, 8) with the slots, [8, 12) old, [12, 16) current
+            served.post(crash_report(host={"hostname": f"gpu-{n % 3}"}, console_log=NOISE + NULL_DEREF_LOG))
+            maintain(database.engine)
+        aged = (("events", "received_at"), ("reports", "received_at"), ("capture_slots", "since"))
+        for table, column in aged:
+            run(url, f"UPDATE {table} SET {column} = {column} - interval '400 days'")
+        outcome = collect(database, open_store(settings(url, tmp_path).dump_store, "http://crashreg.test"),
+                          settings(url, tmp_path))
+        assert outcome.logs_trimmed == 11 and outcome.logs_kept_by_rule == {"exemplar": 3}
+        slots, trims = rows(url, SLOTS), rows(url, f"{TRIMS} WHERE report_id < 12 ORDER BY 1")
+        assert [slot[2] for slot in slots] == [1, 2, 3] and len(trims) == 8
+        old_reports = rows(url, "SELECT id, report_id, console_log FROM reports WHERE id >= 8 AND id < 12")
+
+        dry = crashreg(url, "db", "archive", "--before", "2100-01-01", "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        assert dry.stdout.splitlines() == [
+            "would archive reports_p0000", "would archive reports_p0002",
+            "would archive events_p0000", "would archive events_p0002",
+        ]
+        archived = crashreg(url, "db", "archive", "--before", "2100-01-01")
+        assert archived.returncode == 0, archived.stderr
+        assert "reports_p0002: 4 rows of console_trims archived with it, deleted" in archived.stderr
+        assert event_partitions(url) == ["events_p0003", "events_p0004", "events_p0005"]
+        assert rows(url, SLOTS) == [] and rows(url, f"{TRIMS} WHERE report_id < 12") == []
+        assert rows(url, "SELECT count(*) FROM console_trims") == [(3,)]  # the current partition's
+        # the slots are free: the next crash of the bug gets its full capture as a first one did
+        assert served.post(crash_report(host={"hostname": "gpu-late"}))["capture"]["action"] == "full"
+
+    loaded(url, "archive/reports/reports_p0002.manifest.json", "old_reports")
+    loaded(url, "archive/reports/reports_p0000.manifest.json", "older_reports")
+    loaded(url, "archive/events/events_p0000.manifest.json", "old_events")
+    assert rows(url, "SELECT id, report_id, console_log FROM old_reports ORDER BY id") == old_reports
+    assert rows(url, f"{TRIMS.replace('console_trims', 'older_reports_console_trims')} UNION ALL "
+                     f"{TRIMS.replace('console_trims', 'old_reports_console_trims')} ORDER BY 1") == trims
+    assert rows(url, SLOTS.replace("capture_slots", "old_events_capture_slots")) == slots
+    assert rows(url, "SELECT count(*) FROM old_events_no_signature_slots") == [(0,)]
+
+
+@postgres_only
+def test_a_resend_of_an_archived_report_is_its_duplicate(
+    small_partitions: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The natural keys of archived rows stay: a resend of an archived report (a spool's, an
+    import re-run's) is answered 200 as a duplicate and stored nowhere, and a further source of
+    an archived crash opens no event of its own (409)."""
+    url = small_partitions
+    monkeypatch.setenv("CRASHREG_DUMP_STORE", str(tmp_path / "dumps"))
+    sent = [crash_report(report_id=f"a-{n}", boot_id=f"boot-{n}", host={"hostname": f"gpu-{n % 3}"})
+            for n in range(14)]  # ids 1..14: [MINVALUE, 8) kept (its slots count), [8, 12) archived
+    with serve(url, tmp_path) as (base, database):
+        served = Served(base, *tokens(database))
+        first = []
+        for report in sent:
+            first.append(served.post(report))
+            maintain(database.engine)
+        archived = crashreg(url, "db", "archive", "--before", "2100-01-01")
+        assert archived.returncode == 0, archived.stderr
+        assert "archived events_p0002" in archived.stdout.splitlines()
+        signatures, counted = served.signatures(), counts(url)
+
+        for n, report in enumerate(sent):  # every one again: the archived ones too
+            again = served.send(report)
+            assert again.status_code == 200, again.text
+            if 8 <= int(first[n]["event_id"]) < 12:
+                assert again.json() == {
+                    "event_id": first[n]["event_id"], "duplicate": True, "known": True, "signature": None,
+                    "capture": {"action": "skip", "dump_level": None, "reason": "a resend of a report that "
+                                "was archived: its event is in the archive, not stored again"},
+                    "archived": True, "warnings": []}
+            else:
+                assert again.json() == {**first[n], "duplicate": True}
+        late = served.send(crash_report(source="dpu", boot_id="boot-9", host={"hostname": "gpu-0"}))
+        assert late.status_code == 409, late.text
+        assert late.json()["error"]["fields"] == {"boot_id": [f"its crash's event ({first[9]['event_id']}) "
+                                                              f"is in the archive"]}
+        assert rows(url, "SELECT count(*) FROM events") == [(10,)]
+        assert rows(url, "SELECT count(*) FROM reports") == [(10,)]
+        assert served.signatures() == signatures and counts(url) == counted
+
+    # the kept keys are no hindrance to reading an archive back
+    loaded(url, "archive/reports/reports_p0002.manifest.json", "old_reports")
+    assert [r for (r,) in rows(url, "SELECT report_id FROM old_reports ORDER BY id")] == [
+        f"a-{n}" for n in range(7, 11)]
 
 
 def test_sqlite_has_no_partitions_to_archive(tmp_path: Path) -> None:
