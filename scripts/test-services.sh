@@ -14,12 +14,13 @@ missing=()
 # the crash lab (tests/lab) boots QEMU (TCG), packs initramfs images with cpio, makes and reads
 # the guest disk with mkfs.ext4/debugfs, builds its module with gcc/make, reads dumps with drgn;
 # the core handler's bounded cores are opened with gdb and eu-stack; the symbol tests serve debug
-# files split with objcopy (binutils) from a real debuginfod and ask it with debuginfod-find; the
+# files split with objcopy (binutils) from a real debuginfod and ask it with debuginfod-find, and
+# share their DWARF with dwz as distributions do (the symbol store keeps the shared file); the
 # backup test runs the sqlite3 shell (its online backup) as docs/operations.md does.
 # (The kernel, its headers, kexec-tools and makedumpfile the lab fetches itself, cached.)
 for pair in dash:dash busybox:busybox curl:curl chromium:chromium chromedriver:chromium-driver \
     qemu-system-x86_64:qemu-system-x86 cpio:cpio debugfs:e2fsprogs gcc:gcc make:make drgn:python3-drgn \
-    gdb:gdb eu-stack:elfutils objcopy:binutils debuginfod:debuginfod debuginfod-find:debuginfod \
+    gdb:gdb eu-stack:elfutils objcopy:binutils debuginfod:debuginfod debuginfod-find:debuginfod dwz:dwz \
     sqlite3:sqlite3; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
