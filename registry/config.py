@@ -277,6 +277,19 @@ class SymbolSettings:
         return cls(debuginfod_urls=urls, **values)
 
 
+# The URL schemes crashreg's drivers take (psycopg 3, the standard library's sqlite3): another
+# (postgresql+psycopg2://, mysql://) would fail deep in SQLAlchemy with a missing module.
+DATABASE_SCHEMES = ("postgresql://", "postgresql+psycopg://", "sqlite://", "sqlite+pysqlite://")
+
+
+def _speaks(variable: str, url: str) -> None:
+    if not url.startswith(DATABASE_SCHEMES):
+        scheme = url.partition("://")[0] if "://" in url else url[:40]
+        raise ValueError(
+            f"{variable}: crashreg speaks to PostgreSQL through psycopg 3 (postgresql://user@host/db) "
+            f"or to SQLite (sqlite:///path), not {scheme!r}")
+
+
 def default_database_url() -> str:
     """A SQLite file in the working directory: the embedded default."""
     return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
@@ -338,6 +351,10 @@ class Settings:
             symbols=SymbolSettings.from_env(env),
             read_replica=ReadReplicaSettings.from_env(env),
         )
+        for variable, url in (("CRASHREG_DATABASE_URL", settings.database_url),
+                              ("CRASHREG_READ_DATABASE_URL", settings.read_replica.url)):
+            if url:
+                _speaks(variable, url)
         if settings.partition_width < 1:
             raise ValueError(f"CRASHREG_PARTITION_WIDTH must be >= 1, got {settings.partition_width}")
         if settings.capture_window_days < 1:  # a window of no days holds no capture: every crash full

@@ -187,6 +187,14 @@ def test_a_setting_no_operator_means_is_refused_at_start(name: str, value: str, 
     assert Settings.from_env({name: "36500" if "DAYS" in name else "5"})  # a century, or a few: fine
 
 
+@pytest.mark.parametrize("url", ["postgresql+psycopg2://db/crashreg", "mysql://db/crashreg",
+                                 "postgresql+asyncpg://db/crashreg", "oracle://db"])
+def test_a_database_url_for_another_driver_is_one_line_naming_the_ones_crashreg_speaks(url: str) -> None:
+    with pytest.raises(ValueError, match=r"CRASHREG_DATABASE_URL: crashreg speaks to PostgreSQL through "
+                                         r"psycopg 3 .* not '" + url.partition(":")[0].replace("+", r"\+")):
+        Settings.from_env({"CRASHREG_DATABASE_URL": url})
+
+
 def test_other_docs_state_the_same_defaults() -> None:
     """Tables elsewhere in docs/ (jira.md's, contract.md's) repeat some variables: a
     default written as a value there is the same value (words may differ)."""
