@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from registry.cli_support import CliContext, database_label, first_line, pass_cli
+from registry.cli_support import (
+    CliContext,
+    database_label,
+    first_line,
+    known_revisions,
+    pass_cli,
+    schema_problem,
+)
 from registry.core.wiring import CLI_WIRING, load
 from registry.domains import wiring
 
@@ -42,14 +49,23 @@ def db() -> None:
 @pass_cli
 def db_upgrade(cli: CliContext, revision: str) -> None:
     """Apply migrations up to REVISION (default head): the release step."""
+    from alembic.util.exc import CommandError
     from sqlalchemy.exc import SQLAlchemyError
 
-    from registry.migrate import upgrade
+    from registry.db import make_engine
+    from registry.migrate import current_revisions, upgrade
 
     label = database_label(cli.settings)
     try:
+        engine = make_engine(cli.settings.database_url)
+        try:
+            current = current_revisions(engine)
+        finally:
+            engine.dispose()
+        if current - known_revisions():  # Alembic would say "Can't locate revision" in a traceback
+            raise click.ClickException(f"database {label} {schema_problem(current, frozenset(), set())}")
         upgrade(cli.settings.database_url, revision)
-    except SQLAlchemyError as error:
+    except (SQLAlchemyError, CommandError) as error:
         raise click.ClickException(f"cannot migrate database {label}: {first_line(error)}") from None
     click.echo(f"database {label} at {revision}", err=True)
 

@@ -57,8 +57,9 @@ def schema_problem(current: set[str], heads: frozenset[str], known: set[str]) ->
     unknown = current - known
     if unknown:
         return (
-            f"is at revision {', '.join(sorted(unknown))}, which this crashreg does not know "
-            "(a newer release migrated it): run that release, or a newer one"
+            f"is at revision {', '.join(sorted(unknown))}, which this crashreg does not know: a newer "
+            "release migrated it (run that release, or a newer one), or a build that was never released "
+            "(its migrations may have been renumbered since: restore the backup taken before it)"
         )
     return (
         f"is at revision {', '.join(sorted(current))}, this crashreg needs {', '.join(sorted(heads))}: "
@@ -66,7 +67,7 @@ def schema_problem(current: set[str], heads: frozenset[str], known: set[str]) ->
     )
 
 
-def _known_revisions() -> set[str]:
+def known_revisions() -> set[str]:
     from alembic.script import ScriptDirectory  # Alembic: only once a command opens its database
 
     from registry.migrate import alembic_config
@@ -100,7 +101,7 @@ def open_database(settings: Settings, migrated: bool = True) -> Database:
         current = current_revisions(database.engine)
     except SQLAlchemyError as error:
         raise click.ClickException(f"cannot open database {label}: {first_line(error)}") from None
-    problem = schema_problem(current, head_revisions(), _known_revisions()) if migrated else None
+    problem = schema_problem(current, head_revisions(), known_revisions()) if migrated else None
     if problem:
         database.dispose()
         raise click.ClickException(f"database {label} {problem}")

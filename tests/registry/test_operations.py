@@ -14,6 +14,7 @@ from registry.app import JsonLogFormatter, create_app
 from registry.config import Settings
 from registry.migrate import downgrade, upgrade
 from testkit.reports import crash_report
+from tests.support.cli import crashreg
 from tests.support.http import auth, closed_port
 
 
@@ -105,6 +106,22 @@ def test_readiness_names_a_database_a_later_release_migrated(client, database) -
         with database.session() as session:
             session.execute(text("UPDATE alembic_version SET version_num = :kept"), {"kept": kept})
     assert ahead.status_code == 503 and "later release" in ahead.json["hint"]
+
+
+def test_db_upgrade_of_a_database_at_a_revision_it_does_not_know_is_one_line(database, db_url) -> None:
+    """A revision a build never released named (renumbered since): Alembic's "Can't locate
+    revision" was an 80-line traceback; and the hint named only a newer release."""
+    with database.session() as session:
+        (kept,) = session.execute(text("SELECT version_num FROM alembic_version")).one()
+        session.execute(text("UPDATE alembic_version SET version_num = '0037_epidemiology_sample_counts'"))
+    try:
+        upgraded = crashreg(db_url, "db", "upgrade")
+    finally:
+        with database.session() as session:
+            session.execute(text("UPDATE alembic_version SET version_num = :kept"), {"kept": kept})
+    assert upgraded.returncode == 1 and "Traceback" not in upgraded.stderr
+    assert "at revision 0037_epidemiology_sample_counts, which this crashreg does not know" in upgraded.stderr
+    assert "a build that was never released" in upgraded.stderr
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
