@@ -301,7 +301,11 @@ class Watcher:
         if time.monotonic() < self.retry_at:
             return
         for path in sorted(Path(self.config.spool_dir).glob("live-*.json")):
-            outcome, answer = resend(self.config, path)
+            try:
+                outcome, answer = resend(self.config, path)
+            except Exception as error:  # the watcher never dies of a delivery: it tries again later
+                log(f"{path.name}: not sent: {type(error).__name__}: {error}")
+                outcome, answer = "kept", None
             if outcome == "kept":
                 self.retry_at = time.monotonic() + self.retry_delay
                 self.retry_delay = min(self.retry_delay * 2, MAX_RETRY_DELAY_S)

@@ -4,7 +4,9 @@ post-boot agent."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,18 +122,45 @@ def deliver(config: Config, report: dict[str, Any]) -> dict[str, Any] | None:
 
 def resend(config: Config, path: Path) -> tuple[str, dict[str, Any] | None]:
     """Send a spooled report's exact body (or, refused as too large, sent_within_limit's):
-    ("sent", the answer) once delivered, the body taken kept in sent/; else set_aside's
-    outcome and None."""
-    body = path.read_bytes()
+    ("sent", the answer) once delivered, the body taken kept in sent/; ("skipped", None) when
+    another drainer (the watcher, the post-boot timer, a manual run) has it or has moved it
+    already; else set_aside's outcome and None. Each file is sent under an advisory lock
+    (flock), so two drainers at once never send one report concurrently, and a file that
+    vanishes between the listing, the read and the move is left to whoever moved it."""
+    import fcntl
+
     try:
-        answer, taken = sent_within_limit(config, body)
-    except Unsent as error:
-        return set_aside(path, error), None
-    if taken != body:  # kept as the registry took it, for a replay
-        write_atomically(path, taken)
-    (path.parent / "sent").mkdir(exist_ok=True)
-    path.replace(path.parent / "sent" / path.name)
-    return "sent", answer
+        spooled = path.open("rb")
+    except FileNotFoundError:
+        return "skipped", None
+    with spooled:
+        try:
+            fcntl.flock(spooled, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"{path.name}: being sent by another process")
+            return "skipped", None
+        if not _still_at(path, spooled.fileno()):  # sent and moved by another drainer meanwhile
+            return "skipped", None
+        body = spooled.read()
+        try:
+            answer, taken = sent_within_limit(config, body)
+        except Unsent as error:
+            return set_aside(path, error), None
+        # Moved meanwhile by another drainer that sent it too (the same report_id): not an error.
+        with contextlib.suppress(FileNotFoundError):
+            if taken != body:  # kept as the registry took it, for a replay
+                write_atomically(path, taken)
+            (path.parent / "sent").mkdir(exist_ok=True)
+            path.replace(path.parent / "sent" / path.name)
+        return "sent", answer
+
+
+def _still_at(path: Path, fd: int) -> bool:
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        return path.stat().st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def replayed(answer: dict[str, Any]) -> str:
@@ -144,7 +173,8 @@ def set_aside(path: Path, error: Unsent) -> str:
     if not error.refused:
         return "kept"
     (path.parent / "rejected").mkdir(exist_ok=True)
-    path.replace(path.parent / "rejected" / path.name)
+    with contextlib.suppress(FileNotFoundError):  # moved by another drainer meanwhile
+        path.replace(path.parent / "rejected" / path.name)
     return "rejected"
 
 
@@ -161,6 +191,9 @@ def prune_sent(folder: Path) -> None:
     """Sent copies only serve reruns for a recent crash; drop them after a week."""
     cutoff = time.time() - SENT_RETENTION_S
     for path in folder.glob("*.json"):
-        if path.stat().st_mtime < cutoff:
-            path.unlink()
-            path.with_suffix(".examined").unlink(missing_ok=True)
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                path.with_suffix(".examined").unlink(missing_ok=True)
+        except FileNotFoundError:  # pruned by another drainer meanwhile
+            continue

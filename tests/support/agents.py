@@ -295,3 +295,50 @@ class FlakyFront:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.thread.join()
+
+
+Answer = tuple[int, dict[str, str], bytes]
+
+
+class ScriptedServer:
+    """A real HTTP server on loopback that answers POSTs from a script: the n-th request gets
+    `answers[n]` (status, headers, body; the last one again for any after it), after
+    `before_answer()` has run (what another process does meanwhile). The requests' paths are
+    kept in `seen`."""
+
+    def __init__(self, answers: list[Answer], before_answer: Callable[[], None] = lambda: None) -> None:
+        self.answers, self.seen = answers, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.seen.append(self.path)
+                before_answer()
+                status, headers, body = outer.answers[min(len(outer.seen), len(outer.answers)) - 1]
+                self.send_response(status)
+                for name, value in (headers | {"Content-Length": str(len(body))}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(SERVER_POLL_S,),
+                                       daemon=True)
+
+    def __enter__(self) -> ScriptedServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.thread.join()
+        self.server.server_close()
+
+
+CREATED: Answer = (201, {"Content-Type": "application/json"},
+                   b'{"event_id": "1", "capture": {"action": "full", "reason": "a new bug"}}')
