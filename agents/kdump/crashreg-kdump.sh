@@ -238,17 +238,35 @@ build_report() {
 
 # --- asking the registry --------------------------------------------------------------
 
+# The token file's token, read as the Python reporter reads it (config.read_token): a UTF-8
+# byte-order mark and blanks (spaces, tabs, CR, LF) around it left out.
+token_of() {
+    bom=$(printf '\357\273\277')
+    tr '\t\r\n' '   ' < "$1" | LC_ALL=C sed "s/^ *//; s/^$bom//; s/^ *//; s/ *\$//"
+}
+
+# The Authorization header line for the token file's token; none (said) when the file is
+# unreadable or holds what no token has (printable ASCII without spaces): the registry's 401
+# then keeps the report in the spool.
+auth_header() {
+    if [ ! -r "$CRASHREG_TOKEN_FILE" ]; then
+        log "token file $CRASHREG_TOKEN_FILE unreadable"
+        return 0
+    fi
+    token=$(token_of "$CRASHREG_TOKEN_FILE")
+    case "$token" in
+        '') ;;
+        *[!!-~]*) log "token file $CRASHREG_TOKEN_FILE holds characters no token has: sent without a token" ;;
+        *) printf 'Authorization: Bearer %s\n' "$token" ;;
+    esac
+}
+
 # POST $2 (a JSON file) to $1 under /api/v1; on a 2xx answer leave it in $work/answer.json
 # and return 0. Retries with exponential backoff on network errors, 408, 429 and 5xx.
 post_json() {
     [ -n "$CRASHREG_URL" ] || return 1
     command -v curl >/dev/null 2>&1 || { log "curl not found"; return 1; }
-    : > "$work/headers"
-    if [ -r "$CRASHREG_TOKEN_FILE" ]; then
-        printf 'Authorization: Bearer %s\n' "$(tr -d ' \r\n' < "$CRASHREG_TOKEN_FILE")" > "$work/headers"
-    else
-        log "token file $CRASHREG_TOKEN_FILE unreadable"
-    fi
+    auth_header > "$work/headers"
     printf 'Content-Type: application/json\n' >> "$work/headers"
     url=${CRASHREG_URL%/}/api/v1$1
     set -- --silent --show-error --output "$work/answer.json" --write-out '%{http_code}' \
@@ -511,7 +529,7 @@ fetch_bundle() {
     work=$(mktemp -d "${TMPDIR:-/tmp}/crashreg.XXXXXX") || return 1
     trap 'rm -rf "$work"' EXIT
     umask 077
-    printf 'Authorization: Bearer %s\n' "$(tr -d ' \r\n' < "$CRASHREG_TOKEN_FILE")" > "$work/headers" || return 1
+    auth_header > "$work/headers" || return 1
     set -- --silent --show-error --fail --connect-timeout "$CRASHREG_CONNECT_TIMEOUT" \
         --max-time "$CRASHREG_MAX_TIME" --header "@$work/headers" --output "$work/bundle" \
         --write-out '%{http_code}' --retry "$CRASHREG_RETRIES"

@@ -95,19 +95,26 @@ class Config:
         return config
 
     def token(self) -> str | None:
-        """The token file's token: blanks and a byte-order mark around it left out. None when
-        unreadable or holding what no token has (the registry's 401 then spools the report)."""
-        try:
-            token = Path(self.token_file).read_text(errors="replace").strip().strip("\ufeff").strip()
-        except OSError:
-            log(f"token file {self.token_file} unreadable")
-            return None
-        if not TOKEN_TEXT.fullmatch(token):
-            if token:
-                log(f"token file {self.token_file} holds characters no token has (only printable ASCII "
-                    "without spaces): sent without a token")
-            return None
-        return token
+        """The token file's token (read_token); None when unreadable or holding what no token
+        has (the registry's 401 then spools the report)."""
+        return read_token(self.token_file, "token file")
+
+
+def read_token(path: str, what: str) -> str | None:
+    """A token file's token, one rule for every reader (the sh reporter's token_of too): a
+    UTF-8 byte-order mark and blanks (spaces, tabs, CR, LF) around it are left out. None when
+    unreadable or holding what no token has."""
+    try:
+        token = Path(path).read_text(errors="replace").strip().removeprefix("\ufeff").strip()
+    except OSError:
+        log(f"{what} {path} unreadable")
+        return None
+    if not TOKEN_TEXT.fullmatch(token):
+        if token:
+            log(f"{what} {path} holds characters no token has (only printable ASCII without spaces): "
+                "sent without a token")
+        return None
+    return token
 
 
 # What a bearer token may hold (RFC 6750's b64token, and more): printable ASCII, no spaces.

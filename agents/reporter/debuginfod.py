@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.reporter.client import http_exchange
-from agents.reporter.config import Config
+from agents.reporter.config import Config, read_token
 from agents.reporter.elf import file_build_id, file_reader
 from agents.reporter.log import log
 
@@ -123,13 +123,8 @@ def busy_wait(status: int, headers: dict[str, str]) -> float | None:
 
 
 def read_secret(path: str) -> str | None:
-    if not path:
-        return None
-    try:
-        return Path(path).read_text().strip() or None
-    except OSError:
-        log(f"debuginfod token file {path} unreadable")
-        return None
+    """CRASHREG_DEBUGINFOD_TOKEN_FILE's token, read as every token file is (read_token)."""
+    return read_token(path, "debuginfod token file") if path else None
 
 
 def headers_file(path: str) -> dict[str, str]:

@@ -84,6 +84,19 @@ def test_a_config_line_that_does_not_parse_is_left_out_not_the_config(
     assert site.decision()["CRASHREG_REPORT_ID"] == f"kdump-{site.boot_id}"
 
 
+def test_a_token_file_with_a_byte_order_mark_and_crlf_is_read_as_its_token(
+        registry: Registry, make_site, run_sh, tmp_path: Path) -> None:
+    """One rule for every token file (the Python reporter's): a UTF-8 byte-order mark and blanks
+    around the token are left out. The sh reporter removed spaces, CR and LF only: the BOM went
+    into the header, the registry answered 401, and the report fell back to the bundle."""
+    token_file = tmp_path / "bom-token"
+    token_file.write_bytes(b"\xef\xbb\xbf" + registry.report_token.encode() + b"\t\r\n")
+    site = make_site(token_file=token_file)
+    run = run_sh(site)
+    assert run.returncode == 0, run.stderr
+    assert site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
+
+
 def test_help_is_an_answer_not_an_error(make_site) -> None:
     site = make_site()
     done = subprocess.run(["dash", str(KDUMP_SH), "--help"], capture_output=True, text=True, timeout=60,

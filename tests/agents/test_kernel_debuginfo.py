@@ -158,6 +158,18 @@ def test_a_read_token_fetches_kernel_debug_files_from_the_registry_into_the_cach
     assert offline.find(module_id) == tmp_path / "cache" / module_id / "debuginfo"
 
 
+def test_a_debuginfod_token_file_with_a_byte_order_mark_and_crlf_is_read_as_its_token(
+    registry: Registry, uploaded: dict[str, Path], tmp_path: Path
+) -> None:
+    """Read as every token file is: the byte-order mark an editor puts before it is left out
+    (it was sent, and the header could not even be written)."""
+    token_file = tmp_path / "bom-read"
+    token_file.write_bytes(b"\xef\xbb\xbf" + registry.read_token.encode() + b"\r\n")
+    client = client_for(registry, tmp_path, CRASHREG_DEBUGINFOD_TOKEN_FILE=str(token_file))
+    assert client.token == registry.read_token
+    assert client.find(build_id_of(uploaded["vmlinux"])) is not None
+
+
 def test_the_report_token_is_never_a_debuginfod_credential(
     registry: Registry, uploaded: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
