@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agents.reporter.compression import compression_at, decompress, file_head
+from agents.reporter.log import printable
 from agents.reporter.report import iso_time
 
 from .core import CoreHead, CoreMemory, read_core_file
@@ -138,14 +139,15 @@ def files_not_here(analysis: Analysis, executable: str | None) -> list[str]:
     problems = []
     program = analysis.program
     if program is not None and program.source != "file":
-        problems.append(f"the program's file {executable or program.path} is not here or is another build "
-                        f"than the one that crashed (build-id {program.build_id or 'unknown'}): its frames "
-                        "are read from the core alone and may be fewer; pass --exe with that build's file")
+        name = printable(executable or program.path)
+        problems.append(f"the program's file {name} is not here or is another build than the one that "
+                        f"crashed (build-id {program.build_id or 'unknown'}): its frames are read from the "
+                        "core alone and may be fewer; pass --exe with that build's file")
     libraries = [module for module in analysis.view.modules
                  if module.source != "file" and module is not program and module.path != VDSO_PATH]
     if libraries:
         problems.append(f"{len(libraries)} of the process's shared objects are not here as it had them "
-                        f"({', '.join(sorted(m.path for m in libraries)[:3])}"
+                        f"({', '.join(printable(path) for path in sorted(m.path for m in libraries)[:3])}"
                         f"{', ...' if len(libraries) > 3 else ''}): frames through them may be lost; "
                         "read the core on the host that crashed")
     return problems

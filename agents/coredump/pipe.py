@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from agents.reporter.log import log
+from agents.reporter.log import log, printable
 from agents.reporter.report import boot_id_of, hostname_of, iso_time
 
 from .core import CoreHead, NoMemory, ProcMemory, read_core_head
@@ -419,7 +419,7 @@ def handle(
     try:
         report = handler.report(hostname_of(config.hostname))
         handler.figures.mark("reading")
-    except (OSError, ValueError) as error:  # not a core we can read: nothing to report
+    except Exception as error:  # not a core we can read (a broken or hostile one): said, nothing to report
         log(f"core of pid {dumping.values['P']} unreadable: {type(error).__name__}: {error}")
         handler.start_chain()
         handler.drain()
@@ -439,7 +439,8 @@ def handle(
         removed(handler.removed_keys)
     process = report["stack"].get("process", {})
     log(
-        f"core of pid {dumping.values['P']} ({process.get('name', '?')}) {report['stack'].get('signal')} "
+        f"core of pid {dumping.values['P']} ({printable(process.get('name') or '?')}) "
+        f"{report['stack'].get('signal')} "
         f"{report['report_id']}: {decision.action} by {decision.decided_by} ({decision.reason}); "
         + handler.figures.line()
     )
