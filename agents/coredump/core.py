@@ -36,6 +36,11 @@ from agents.reporter.elf import (
 NT_PRSTATUS, NT_PRPSINFO, NT_AUXV = 1, 3, 6
 NT_SIGINFO, NT_FILE = 0x53494749, 0x46494C45
 MAX_NOTES_BYTES = 64 << 20  # 16k threads of notes; a larger PT_NOTE is not a real core's
+# Where a real core's head ends at the latest: the kernel writes the program headers (56 bytes
+# each, at most PN_XNUM of them) right after the ELF header, and the notes right after those.
+# A header or note offset past this is a corrupt core's, and never read up to through a pipe.
+MAX_HEAD_BYTES = EHDR.size + PN_XNUM * 56 + MAX_NOTES_BYTES
+READ_PIECE = 1 << 20  # a pipe is read (or skipped) this much at a time
 MAX_FILE_ENTRIES = 1 << 16
 
 # struct user_regs_struct (arch/x86/include/asm/user_64.h), the pr_reg of NT_PRSTATUS.
@@ -176,7 +181,7 @@ class _Sequential:
     def read_exactly(self, size: int) -> bytes:
         chunks = []
         while size > 0:
-            chunk = self.stream.read(size)
+            chunk = self.stream.read(min(size, READ_PIECE))
             if not chunk:
                 raise NotElf(f"the core ends after {self.position} bytes")
             chunks.append(chunk)
@@ -187,7 +192,11 @@ class _Sequential:
     def read_at(self, offset: int, size: int) -> bytes:
         if offset < self.position:
             raise NotElf(f"offset {offset} lies behind the stream's position {self.position}")
-        self.read_exactly(offset - self.position)
+        if offset + size > MAX_HEAD_BYTES:
+            raise NotElf(f"bytes {offset} to {offset + size} lie past any core's head ({MAX_HEAD_BYTES} "
+                         "bytes): a corrupt program header")
+        while self.position < offset:  # skipped a piece at a time
+            self.read_exactly(min(offset - self.position, READ_PIECE))
         return self.read_exactly(size)
 
 

@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import stat
+import struct
 import subprocess
 import threading
 import time
@@ -553,3 +554,47 @@ def test_a_core_the_directory_cap_deletes_is_marked_removed_in_the_registry(
     assert "CRASHREG_CORE_DIR_MAX_BYTES" in gone["removed_reason"]
     [stands] = registry.get(f"/api/v1/events/{second['event_id']}")["captures"]
     assert stands["removed_at"] is None and Path(stands["target"]).exists()
+
+
+def test_a_process_name_with_a_newline_stays_on_the_handlers_one_line(
+    twin_crash: Callable[[str], Twin], installed: Path, tmp_path: Path
+) -> None:
+    """A process names itself (prctl PR_SET_NAME) with a newline: the handler's one line per
+    core is not split into two, the second of them the process's own words."""
+    twin = twin_crash("null")
+    raw = twin.core.read_bytes()
+    comm = b"crashy".ljust(16, b"\0")  # NT_PRPSINFO's pr_fname, in the notes before any memory
+    assert comm in raw
+    renamed = tmp_path / "renamed.core"
+    renamed.write_bytes(raw.replace(comm, b"cra\nshy\x1b[1m".ljust(16, b"\0"), 1))
+    handled = handle(offline_conf(tmp_path), twin, installed / "crashreg-report.pyz", core=renamed)
+    assert handled.returncode == 0, handled.log
+    [line] = [line for line in handled.log.splitlines() if line.startswith("crashreg-report: core of pid")]
+    assert f"core of pid {twin.pid} (cra\\x0ashy\\x1b[1m) " in line
+    assert all(line.startswith("crashreg-report: ") for line in handled.log.splitlines()), handled.log
+
+
+def elf_core_head(phoff: int, note_offset: int) -> bytes:
+    """An ELF core's header and one PT_NOTE program header, with the offsets given."""
+    ident = b"\x7fELF" + bytes([2, 1, 1]) + b"\0" * 9
+    header = ident + struct.pack("<HHIQQQIHHHHHH", 4, 62, 1, 0, phoff, 0, 0, 64, 56, 1, 64, 0, 0)
+    note = struct.pack("<IIQQQQQQ", 4, 0, note_offset, 0, 0, 512, 0, 4)
+    return header + b"\0" * (phoff - 64) + note if phoff < 4096 else header
+
+
+@pytest.mark.parametrize(("phoff", "note_offset"), [(64, 1 << 40), (1 << 40, 120)],
+                         ids=["note-offset", "program-header-offset"])
+def test_a_core_whose_head_lies_past_any_cores_is_unreadable_not_a_memory_error(
+    installed: Path, tmp_path: Path, phoff: int, note_offset: int
+) -> None:
+    """A corrupt offset (a terabyte into the core) was read up to in one call: MemoryError, a
+    traceback and nothing said. Now: one line, as for any other core it cannot read."""
+    core = tmp_path / "corrupt.core"
+    core.write_bytes(elf_core_head(phoff, note_offset) + b"\0" * (1 << 16))
+    values = [str(os.getpid()), str(os.getpid()), "11", "1700000000", "0", "0", "0", "1", "h", "!bin!x"]
+    done = subprocess.run([*INTERPRETER, str(installed / "crashreg-report.pyz"), "--config",
+                           str(offline_conf(tmp_path)), "core", "--pipe", *values],
+                          stdin=core.open("rb"), capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr
+    assert "unreadable: NotElf: bytes " in done.stderr and "past any core's head" in done.stderr
