@@ -44,7 +44,7 @@ from typing import Any
 from agents.reporter import EXIT_DUMP, EXIT_NO_DEBUG_INFO, EXIT_SKIP, EXIT_UNREADABLE
 from agents.reporter.config import Config
 from agents.reporter.debuginfod import Debuginfod
-from agents.reporter.decide import decide
+from agents.reporter.decide import decide_or_fall_back
 from agents.reporter.elf import build_id_of, iter_notes
 from agents.reporter.log import log
 from agents.reporter.report import console_report, tail_text, utc_now
@@ -355,7 +355,7 @@ def command_report(config: Config, args: argparse.Namespace) -> int:
     if args.save_record:
         Path(args.save_record).write_text(json.dumps(record, indent=1))
     report = dpu_report(record, config)
-    decision = decide(config, report)
+    decision = decide_or_fall_back(config, report)  # a decision whatever breaks, as `report`'s
     print(json.dumps({"report_id": report["report_id"], "event_id": decision.event_id,
                       "action": decision.action, "dump_level": decision.dump_level,
                       "reason": decision.reason, "decided_by": decision.decided_by}))

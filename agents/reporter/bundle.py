@@ -18,6 +18,8 @@ def load_bundle(path: str) -> dict[str, Any] | None:
         bundle = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+    if not isinstance(bundle, dict):  # `null`, a list: no bundle this reporter wrote
+        return None
     return bundle if bundle.get("format") == "crashreg-policy-bundle" else None
 
 

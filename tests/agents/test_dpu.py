@@ -82,6 +82,17 @@ def test_dpu_report_spools_when_the_registry_is_down_and_post_boot_delivers_it(
     assert signature["event_count"] == 1
 
 
+def test_a_bundle_holding_null_still_gives_a_decision(make_site) -> None:
+    """Offline with a bundle file that holds `null`: the agent printed a traceback and exited 1,
+    no decision; now it decides as the crash kernel's reporter does (decide_or_fall_back)."""
+    site = make_site(url=closed_port_url())
+    site.bundle_json.write_text("null\n")
+    offline = run_dpu(site, "report", "--record", str(SESSION))
+    assert offline.returncode == 0 and "Traceback" not in offline.stderr, offline.stderr
+    assert json.loads(offline.stdout)["decided_by"] in ("bundle", "fallback")
+    assert len(site.spooled()) == 1
+
+
 def test_an_all_zero_boot_id_is_no_identity_and_is_not_sent(registry: Registry, make_site) -> None:
     """The kernel makes its boot_id on first read: a host that never read it has all zeros."""
     assert dpu_agent.boot_id_text(bytes(16)) is None
