@@ -67,8 +67,7 @@ def http_exchange(url: str, method: str, headers: dict[str, str], body: bytes | 
     all_headers = {"Host": parts.netloc, "Accept": "application/json", "Accept-Encoding": "identity",
                    "Connection": "close"} | headers
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    address = (host, parts.port or (443 if https else 80))
-    sock = socket.create_connection(address, timeout=connect_timeout)
+    sock = connect(host, parts.port or (443 if https else 80), connect_timeout)
     try:
         if https:
             import ssl
@@ -90,6 +89,52 @@ def http_exchange(url: str, method: str, headers: dict[str, str], body: bytes | 
         return _answer(sock, method, sink, deadline, late)
     finally:
         sock.close()
+
+
+def connect(host: str, port: int, timeout: float) -> socket.socket:
+    """A TCP connection to host:port within `timeout` seconds, its name lookup included (as
+    curl's --connect-timeout): socket.create_connection resolves before any timeout applies,
+    and a resolver that never answers held each attempt for its own retries (10 s and more)."""
+    deadline = time.monotonic() + timeout
+    problem: OSError = OSError(f"no address for {host}")
+    for family, kind, protocol, _, address in lookup(host, port, timeout):
+        sock = socket.socket(family, kind, protocol)
+        try:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            sock.connect(address)
+            return sock
+        except OSError as error:
+            sock.close()
+            problem = error
+    raise problem
+
+
+def lookup(host: str, port: int, timeout: float) -> list[tuple[Any, ...]]:
+    """getaddrinfo's addresses for host:port, within `timeout` seconds: an address is read at
+    once; a name is looked up in a daemon thread, abandoned (TimeoutError) once the time is
+    up (no resolver call can be interrupted, and the process need not wait for it to exit)."""
+    try:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        pass  # a name, not an address
+    import threading
+
+    found: list[Any] = []
+
+    def resolve() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as error:
+            found.append(error)
+
+    resolver = threading.Thread(target=resolve, name=f"lookup {host}", daemon=True)
+    resolver.start()
+    resolver.join(timeout)
+    if not found:
+        raise TimeoutError(f"the name lookup of {host} took longer than {timeout:g}s")
+    if isinstance(found[0], OSError):
+        raise found[0]
+    return found[0]
 
 
 def _answer(sock: socket.socket, method: str, sink: BinaryIO | None, deadline: float,

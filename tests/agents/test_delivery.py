@@ -5,11 +5,15 @@ loopback (tests/support/agents.py), never a mocked HTTP path."""
 from __future__ import annotations
 
 import fcntl
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agents.kernellog.watch import Watcher
+from agents.reporter import client
 from agents.reporter.config import Config
 from agents.reporter.spool import resend
 from tests.support.agents import CREATED, ScriptedServer, closed_port_url
@@ -81,3 +85,45 @@ def test_the_watcher_survives_a_spool_file_it_cannot_read(
     watcher = Watcher(config, tmp_path / "state.json", 60.0)
     watcher.deliver()
     assert "live-a.json: not sent: IsADirectoryError" in capsys.readouterr().err
+
+
+# --- name lookups ----------------------------------------------------------------------
+
+SILENT_NAME = "registry.silent.invalid"  # its resolver never answers
+KNOWN_NAME = "registry.known.invalid"  # resolved to loopback
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The resolver a host may have: SILENT_NAME's lookup blocks (until the test ends), and
+    KNOWN_NAME is 127.0.0.1; the names looked up are kept, in order."""
+    real, asked, released = socket.getaddrinfo, [], threading.Event()
+
+    def getaddrinfo(host: str, port: object, *args: object, **kwargs: object) -> object:
+        flags = kwargs.get("flags", 0)
+        if host in (SILENT_NAME, KNOWN_NAME) and not flags & socket.AI_NUMERICHOST:
+            asked.append(host)
+            if host == SILENT_NAME:
+                released.wait(30)
+                raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+            host = "127.0.0.1"
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    yield asked
+    released.set()
+
+
+def test_a_name_lookup_that_never_answers_is_bounded_by_the_connect_timeout(resolver: list[str]) -> None:
+    config = Config(url=f"http://{SILENT_NAME}:8080", token_file="/nonexistent", connect_timeout=0.2,
+                    max_time=20)
+    with pytest.raises(TimeoutError, match=rf"name lookup of {SILENT_NAME} took longer than 0\.2s"):
+        client.http_request(config, "POST", "/api/v1/reports", b"{}")
+    assert resolver == [SILENT_NAME]
+
+
+def test_a_name_is_looked_up_and_connected_to(resolver: list[str]) -> None:
+    with ScriptedServer([CREATED]) as server:
+        config = Config(url=server.url.replace("127.0.0.1", KNOWN_NAME), token_file="/nonexistent")
+        response = client.http_request(config, "POST", "/api/v1/reports", b"{}")
+    assert (response.status, server.seen, resolver) == (201, ["/api/v1/reports"], [KNOWN_NAME])
