@@ -109,6 +109,7 @@ def command_core_pipe(config: Config, args: argparse.Namespace) -> int:
     from agents.reporter.captures import record_capture, record_removed
     from agents.reporter.decide import decide_or_fall_back
 
+    config.deadline = config.core_deadline  # the dying process is held until the answer
     return pipe.handle(
         args.pipe,
         config,

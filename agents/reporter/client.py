@@ -41,18 +41,23 @@ COPY_PIECE = 1 << 20
 
 
 def http_request(
-    config: Config, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    config: Config, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+    within: float | None = None,
 ) -> Response:
     """One request to the registry with the config's token: connect within connect_timeout,
-    all of it within max_time."""
+    all of it within max_time, and both within `within` seconds when given (what is left of a
+    delivery's deadline)."""
     if not config.url:
         raise Unsent("no registry URL configured")
     token = config.token()
     auth = {"Authorization": f"Bearer {token}"} if token else {}
     if body is not None:
         auth |= {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    connect_timeout, max_time = config.connect_timeout, config.max_time
+    if within is not None:
+        connect_timeout, max_time = min(connect_timeout, within), min(max_time, within)
     return http_exchange(config.url.rstrip("/") + path, method, auth | (headers or {}), body,
-                         config.connect_timeout, config.max_time, config.ca_file)
+                         connect_timeout, max_time, config.ca_file)
 
 
 def http_exchange(url: str, method: str, headers: dict[str, str], body: bytes | None, connect_timeout: float,
@@ -248,13 +253,18 @@ class Unsent(Exception):
         return 400 <= status < 500 and status not in RETRYABLE_STATUSES | {401, 403}
 
 
-def post_with_retries(config: Config, path: str, body: bytes) -> Response:
-    """POST with retries and exponential backoff on network errors, 408, 429 and 5xx."""
+def post_with_retries(config: Config, path: str, body: bytes, until: float | None = None) -> Response:
+    """POST with retries on network errors, 408, 429 and 5xx, all within one deadline: `until`
+    (time.monotonic()), by default CRASHREG_DEADLINE seconds from now. Each attempt's timeouts
+    are clipped to the time left; each wait is retry_wait's (the answer's Retry-After, else the
+    backoff, plus jitter), and a wait that would reach the deadline is not waited: Unsent at
+    once, so the caller falls back (decides offline, spools) while there is time."""
+    until = time.monotonic() + config.deadline if until is None else until
     delay = config.retry_delay
     for attempt in range(config.retries + 1):
-        status = None
+        status, retry_after = None, None
         try:
-            response = http_request(config, "POST", path, body)
+            response = http_request(config, "POST", path, body, within=max(0.001, until - time.monotonic()))
         except OSError as error:
             problem = f"{type(error).__name__}: {error}"
         else:
@@ -264,11 +274,28 @@ def post_with_retries(config: Config, path: str, body: bytes) -> Response:
             status, problem = response.status, f"HTTP {response.status} {said}"
             if status not in RETRYABLE_STATUSES:
                 raise Unsent(problem, status, error_fields(response.body))
+            retry_after = response.headers.get("retry-after")
         log(f"attempt {attempt + 1}: {problem}")
-        if attempt < config.retries:
-            time.sleep(delay)
-            delay *= 2
+        if attempt == config.retries:
+            break
+        import random
+
+        wait = retry_wait(delay, retry_after, random.random())
+        if time.monotonic() + wait >= until:
+            log(f"no attempt after a wait of {wait:.1f} s: past the delivery's deadline "
+                f"(CRASHREG_DEADLINE, {config.deadline:g} s)")
+            break
+        time.sleep(wait)
+        delay *= 2
     raise Unsent(problem, status)
+
+
+def retry_wait(delay: float, retry_after: str | None, jitter: float) -> float:
+    """Seconds before the next attempt: the answer's Retry-After in seconds (the registry's on a
+    503; an HTTP date is not read), else half the backoff `delay`; plus `jitter` (0 to 1) times
+    the delay, so that a fleet's hosts, failed or told alike, do not come back in lockstep."""
+    told = (retry_after or "").strip()
+    return (float(told) if told.isdigit() else delay / 2) + jitter * delay
 
 
 def error_fields(body: bytes) -> frozenset[str]:
@@ -284,6 +311,6 @@ def report_body(report: dict[str, Any]) -> bytes:
     return json.dumps(report, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def send_report_body(config: Config, body: bytes) -> dict[str, Any]:
-    """POST /api/v1/reports; the registry's answer, or Unsent."""
-    return post_with_retries(config, "/api/v1/reports", body).json()
+def send_report_body(config: Config, body: bytes, until: float | None = None) -> dict[str, Any]:
+    """POST /api/v1/reports (within `until`, post_with_retries'); the registry's answer, or Unsent."""
+    return post_with_retries(config, "/api/v1/reports", body, until).json()

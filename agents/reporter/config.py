@@ -26,6 +26,8 @@ class Config:
     max_time: float = 20.0
     retries: int = 3
     retry_delay: float = 1.0
+    deadline: float = 60.0  # seconds for one delivery: every attempt and wait; then the fallback
+    core_deadline: float = 10.0  # the same for the core handler, which holds the dying process
     spool_dir: str = "/var/spool/crashreg"
     bundle: str = "/etc/crashreg/policy-bundle.txt"
     bundle_json: str = "/etc/crashreg/policy-bundle.json"

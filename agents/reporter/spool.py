@@ -78,14 +78,16 @@ def too_large(error: Unsent) -> bool:
 
 def sent_within_limit(config: Config, body: bytes) -> tuple[dict[str, Any], bytes]:
     """The registry's answer to `body` and the body it took: refused as too large, the report
-    again without SLIMMER's parts, one more at a time. Unsent otherwise."""
+    again without SLIMMER's parts, one more at a time, all within one CRASHREG_DEADLINE.
+    Unsent otherwise."""
     refused: Unsent | None = None
+    until = time.monotonic() + config.deadline  # one deadline for the delivery, slimmer bodies too
     for what, candidate in slimmer_bodies(body):
         if refused is not None:
             log(f"the registry refused the report as too large ({len(body)} bytes): "
                 f"sending it without {what}")
         try:
-            return send_report_body(config, candidate), candidate
+            return send_report_body(config, candidate, until), candidate
         except Unsent as error:
             if not too_large(error):
                 raise

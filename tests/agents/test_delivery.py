@@ -16,7 +16,7 @@ from agents.kernellog.watch import Watcher
 from agents.reporter import client
 from agents.reporter.config import Config
 from agents.reporter.spool import resend
-from tests.support.agents import CREATED, ScriptedServer, closed_port_url
+from tests.support.agents import CREATED, Answer, ScriptedServer, closed_port_url
 
 BOOT_ID = "2b4f8d1e-6c3a-4f5e-9d7b-0a1c2e3f4a5b"
 REPORT = b'{"report_id": "live-x", "source": "live_kernel"}'
@@ -127,3 +127,65 @@ def test_a_name_is_looked_up_and_connected_to(resolver: list[str]) -> None:
         config = Config(url=server.url.replace("127.0.0.1", KNOWN_NAME), token_file="/nonexistent")
         response = client.http_request(config, "POST", "/api/v1/reports", b"{}")
     assert (response.status, server.seen, resolver) == (201, ["/api/v1/reports"], [KNOWN_NAME])
+
+
+# --- one deadline per delivery, Retry-After, jitter ----------------------------------------
+
+BUSY_FOR_AN_HOUR: Answer = (503, {"Retry-After": "3600"}, b'{"error": "busy"}')
+
+
+def post(url: str, **values: object) -> object:
+    settings = {"url": url, "token_file": "/nonexistent", "retries": 3, "retry_delay": 0.0} | values
+    return client.post_with_retries(Config(**settings), "/api/v1/reports", b"{}")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("delay", "retry_after", "jitter", "wait"), [
+    (1.0, None, 0.0, 0.5), (1.0, None, 1.0, 1.5), (4.0, None, 0.25, 3.0),  # backoff: 0.5 to 1.5 times
+    (4.0, "30", 0.5, 32.0), (1.0, " 0 ", 0.0, 0.0),  # told: that long, and jitter on top
+    (2.0, "Wed, 21 Oct 2026 07:28:00 GMT", 0.0, 1.0), (2.0, "-5", 0.0, 1.0),  # not seconds: the backoff
+])
+def test_the_wait_before_a_retry_is_retry_after_else_the_backoff_with_jitter(
+        delay: float, retry_after: str | None, jitter: float, wait: float) -> None:
+    assert client.retry_wait(delay, retry_after, jitter) == wait
+
+
+def test_a_retry_after_past_the_deadline_ends_the_delivery_at_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The registry says come back in an hour: the reporter does not retry at +1, +2, +4 s
+    regardless (nor wait the hour): it gives up now, and its caller falls back and spools."""
+    with ScriptedServer([BUSY_FOR_AN_HOUR]) as server, pytest.raises(client.Unsent) as unsent:
+        post(server.url, deadline=60.0)
+    assert unsent.value.status == 503 and len(server.seen) == 1
+    assert "no attempt after a wait of 3600.0 s: past the delivery's deadline (CRASHREG_DEADLINE, 60 s)" \
+        in capsys.readouterr().err
+
+
+def test_a_retry_after_within_the_deadline_is_waited_and_retried() -> None:
+    with ScriptedServer([(503, {"Retry-After": "0"}, b""), CREATED]) as server:
+        assert post(server.url, deadline=60.0).status == 201  # type: ignore[attr-defined]
+    assert len(server.seen) == 2
+
+
+def test_every_attempt_is_clipped_to_what_is_left_of_the_deadline() -> None:
+    """A registry that accepts and never answers: MAX_TIME=5 would hold the crash kernel (or
+    the dying process) 5 s an attempt, 4 attempts; the delivery's 0.3 s bound the first
+    attempt itself, and no second one starts."""
+    accepted: list[socket.socket] = []
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(client.Unsent, match=r"took longer than 0\.[0-3]\d*s"):
+            post(url, max_time=5.0, deadline=0.3)
+        silent.settimeout(0)
+        try:
+            while True:
+                accepted.append(silent.accept()[0])
+        except BlockingIOError:
+            pass
+    for conn in accepted:
+        conn.close()
+    assert len(accepted) == 1
+
+
+def test_the_core_handler_has_a_shorter_deadline_than_the_crash_kernel() -> None:
+    defaults = Config()
+    assert 0 < defaults.core_deadline < defaults.deadline
