@@ -49,6 +49,7 @@ load_config() {
     CRASHREG_MAX_TIME=20
     CRASHREG_RETRIES=3
     CRASHREG_RETRY_DELAY=1
+    CRASHREG_DEADLINE=60
     CRASHREG_SPOOL_DIR=/var/spool/crashreg
     CRASHREG_BUNDLE=/etc/crashreg/policy-bundle.txt
     CRASHREG_FINGERPRINTER=
@@ -65,6 +66,7 @@ load_config() {
     CRASHREG_HOSTNAME=
     CRASHREG_UPLOAD_DUMPS=1
     CRASHREG_KDUMP_UPLOAD=spool
+    for name in $SECONDS_SETTINGS $COUNT_SETTINGS; do eval "default_$name=\$$name"; done
     conf=${CRASHREG_CONF:-/etc/crashreg/reporter.conf}
     # A config with a syntax error would end the shell when sourced: try it in a subshell, and
     # if it fails, line by line, leaving out the lines that do not parse (as the Python
@@ -83,6 +85,37 @@ load_config() {
             fi
         done < "$conf"
     fi
+    for name in $SECONDS_SETTINGS; do whole_number "$name" seconds; done
+    for name in $COUNT_SETTINGS; do whole_number "$name" count; done
+}
+
+# The numeric settings, which shell arithmetic and test(1) take as whole numbers only (the
+# Python reporter reads seconds as fractions): a fraction of seconds is rounded up, and
+# anything else that is not a whole number is said once and the default taken.
+SECONDS_SETTINGS="CRASHREG_CONNECT_TIMEOUT CRASHREG_MAX_TIME CRASHREG_RETRY_DELAY CRASHREG_DEADLINE"
+COUNT_SETTINGS="CRASHREG_RETRIES CRASHREG_FILTERED_LEVEL CRASHREG_MAX_LOG_BYTES CRASHREG_UPLOAD_DUMPS"
+whole_number() {
+    eval "raw=\$$1"
+    value=$(printf '%s' "$raw" | tr -d ' \t')
+    round=0
+    case "$2:$value" in
+        *:|*:.|*:*[!0-9.]*|*:*.*.*|count:*.*) value=bad ;;
+        *:*.*)
+            case "${value#*.}" in *[1-9]*) round=1 ;; esac
+            value=${value%%.*}
+            value=${value:-0}
+            ;;
+    esac
+    while case "$value" in 0?*) true ;; *) false ;; esac; do value=${value#0}; done
+    case "$value" in
+        *[!0-9]*|??????????*)
+            eval "value=\$default_$1"
+            if [ "$2" = seconds ]; then what="a number of seconds"; else what="a whole number"; fi
+            log "$1='$raw' is not $what: $value taken"
+            eval "$1=\$value"
+            ;;
+        *) eval "$1=$((value + round))" ;;
+    esac
 }
 
 # --- JSON -----------------------------------------------------------------------------

@@ -353,6 +353,22 @@ def test_overloaded_registry_is_retried_with_backoff(registry: Registry, make_si
     assert site.decision()["CRASHREG_DECIDED_BY"] == "registry" and site.spooled() == []
 
 
+def test_numeric_settings_the_shell_cannot_count_with_never_fail_closed(
+        registry: Registry, make_site, run_sh) -> None:
+    """CRASHREG_RETRY_DELAY=0.5 is valid for the Python reporters: the first retry's
+    $((delay * 2)) ended dash ("Illegal number") and busybox ash, exit 2, no decision, nothing
+    spooled. A fraction of seconds is rounded up now; garbage is said once and the default taken."""
+    with FlakyFront(registry.url, failures=1) as front:
+        odd = {"CRASHREG_RETRY_DELAY": "0.5", "CRASHREG_CONNECT_TIMEOUT": "2.5", "CRASHREG_MAX_TIME": "lots",
+               "CRASHREG_RETRIES": " 2 "}
+        site = make_site(url=front.url, extra=odd)
+        run = run_sh(site)
+    assert (run.returncode, run.args) == (0, "-c -d 0"), run.stderr
+    assert front.seen == 2 and site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
+    assert run.stderr.count("is not a") == 1, run.stderr
+    assert "CRASHREG_MAX_TIME='lots' is not a number of seconds: 20 taken" in run.stderr
+
+
 def test_offline_match_by_the_python_fingerprinter(registry: Registry, make_site, run_sh) -> None:
     known = make_site()
     assert run_sh(known).returncode == 0
