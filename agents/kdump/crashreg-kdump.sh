@@ -295,7 +295,10 @@ auth_header() {
 }
 
 # POST $2 (a JSON file) to $1 under /api/v1; on a 2xx answer leave it in $work/answer.json
-# and return 0. Retries with exponential backoff on network errors, 408, 429 and 5xx.
+# and return 0. Retries on network errors, 408, 429 and 5xx, each after retry_wait's wait, all
+# within one deadline: $delivery_ends (epoch seconds) when the caller set one for its whole
+# delivery, else CRASHREG_DEADLINE seconds from now. Each attempt's curl timeouts are clipped
+# to what is left, and a wait that would reach the deadline is not waited: the caller falls back.
 post_json() {
     [ -n "$CRASHREG_URL" ] || return 1
     command -v curl >/dev/null 2>&1 || { log "curl not found"; return 1; }
@@ -303,25 +306,51 @@ post_json() {
     printf 'Content-Type: application/json\n' >> "$work/headers"
     url=${CRASHREG_URL%/}/api/v1$1
     set -- --silent --show-error --output "$work/answer.json" --write-out '%{http_code}' \
-        --connect-timeout "$CRASHREG_CONNECT_TIMEOUT" --max-time "$CRASHREG_MAX_TIME" \
-        --header "@$work/headers" --data-binary "@$2"
+        --dump-header "$work/answer.headers" --header "@$work/headers" --data-binary "@$2"
     [ -z "$CRASHREG_CA_FILE" ] || set -- "$@" --cacert "$CRASHREG_CA_FILE"
+    ends=${delivery_ends:-$(($(date +%s) + CRASHREG_DEADLINE))}
     attempt=0
     delay=$CRASHREG_RETRY_DELAY
     while :; do
-        status=$(curl "$@" "$url" 2>"$work/curl.err")
+        left=$((ends - $(date +%s)))
+        [ "$left" -ge 1 ] || left=1
+        connect=$CRASHREG_CONNECT_TIMEOUT max_time=$CRASHREG_MAX_TIME
+        [ "$connect" -le "$left" ] || connect=$left
+        [ "$max_time" -le "$left" ] || max_time=$left
+        : > "$work/answer.headers"
+        status=$(curl "$@" --connect-timeout "$connect" --max-time "$max_time" "$url" 2>"$work/curl.err")
         rc=$?
+        retry_after=
         case "$rc:$status" in
             0:2??) return 0 ;;
-            0:408|0:429|0:5??) log "registry answered HTTP $status" ;;
+            0:408|0:429|0:5??)
+                log "registry answered HTTP $status"
+                retry_after=$(tr -d '\r' < "$work/answer.headers" | tr 'A-Z' 'a-z' \
+                    | sed -n 's/^retry-after: *\([0-9]\{1,9\}\) *$/\1/p' | tail -n 1)
+                ;;
             0:*) log "registry refused it: HTTP $status $(head -c 300 "$work/answer.json")"; return 1 ;;
             *) log "curl exit $rc: $(head -n 1 "$work/curl.err")" ;;
         esac
         attempt=$((attempt + 1))
         [ "$attempt" -le "$CRASHREG_RETRIES" ] || return 1
-        sleep "$delay"
+        wait=$(retry_wait "$delay" "$retry_after")
+        if [ $(($(date +%s) + wait)) -ge "$ends" ]; then
+            log "no attempt after a wait of $wait s: past the delivery's deadline (CRASHREG_DEADLINE, $CRASHREG_DEADLINE s)"
+            return 1
+        fi
+        sleep "$wait"
         delay=$((delay * 2))
     done
+}
+
+# Seconds before the next attempt, as the Python reporter's client.retry_wait in whole
+# seconds: the answer's Retry-After ($2) when it has one, else half the backoff delay ($1);
+# plus 0 to $1 seconds of jitter (from the kernel's random uuid, else the pid), so that a
+# fleet's hosts, failed or told alike, do not come back in lockstep.
+retry_wait() {
+    random=$(cut -c 1-4 /proc/sys/kernel/random/uuid 2>/dev/null)
+    case "$random" in [0-9a-f][0-9a-f][0-9a-f][0-9a-f]) random=$((0x$random)) ;; *) random=$$ ;; esac
+    printf '%s\n' $((${2:-$(($1 / 2))} + random % ($1 + 1)))
 }
 
 # POST the report. Refused as too large, it is sent again with its console log's newer half,
@@ -331,6 +360,14 @@ post_json() {
 # each byte that is not UTF-8 is U+FFFD, three bytes, so a noisy tail can pass the 1 MiB.
 MIN_LOG_BYTES=16384
 post_report() {
+    delivery_ends=$(($(date +%s) + CRASHREG_DEADLINE))  # one deadline, the slimmer bodies' too
+    post_within_limit
+    sent=$?
+    delivery_ends=
+    return $sent
+}
+
+post_within_limit() {
     while ! post_json /reports "$work/report.json"; do
         size=$(wc -c < "$work/console.log" | tr -d ' ')
         case "$status" in

@@ -21,12 +21,14 @@ from registry.ingest import schemas
 from tests.support import golden
 from tests.support.agents import (
     BUSYBOX,
+    CREATED,
     FIXTURES,
     KDUMP_SH,
     SHELLS,
     SYSTEM_PYTHON,
     FlakyFront,
     Registry,
+    ScriptedServer,
     busybox_path,
     closed_port_url,
     control_character_console,
@@ -367,6 +369,27 @@ def test_numeric_settings_the_shell_cannot_count_with_never_fail_closed(
     assert front.seen == 2 and site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
     assert run.stderr.count("is not a") == 1, run.stderr
     assert "CRASHREG_MAX_TIME='lots' is not a number of seconds: 20 taken" in run.stderr
+
+
+def test_a_retry_after_past_the_deadline_ends_the_delivery_at_once(make_site, run_sh) -> None:
+    """The registry says come back in an hour (Retry-After on a 503): the crash kernel does not
+    retry regardless (four attempts), nor wait the hour: it decides offline and spools now."""
+    busy = (503, {"Retry-After": "3600"}, b'{"error": "busy"}')
+    with ScriptedServer([busy]) as server:
+        site = make_site(url=server.url, extra={"CRASHREG_DEADLINE": "60"})
+        run = run_sh(site)
+    assert (run.returncode, run.args) == (0, "-c -d 31"), run.stderr
+    assert len(server.seen) == 1 and site.decision()["CRASHREG_DECIDED_BY"] == "fallback"
+    assert "no attempt after a wait of 36" in run.stderr and "(CRASHREG_DEADLINE, 60 s)" in run.stderr
+    assert len(site.spooled()) == 1
+
+
+def test_a_retry_after_within_the_deadline_is_waited_and_retried(make_site, run_sh) -> None:
+    with ScriptedServer([(503, {"Retry-After": "0"}, b""), CREATED]) as server:
+        site = make_site(url=server.url)
+        run = run_sh(site)
+    assert (run.returncode, run.args) == (0, "-c -d 0"), run.stderr
+    assert len(server.seen) == 2 and site.decision()["CRASHREG_DECIDED_BY"] == "registry"
 
 
 def test_offline_match_by_the_python_fingerprinter(registry: Registry, make_site, run_sh) -> None:
