@@ -24,7 +24,7 @@ ROLLOUTS = (
     ("sku", "sku", "SKU"),
 )
 ROLLOUT_PANELS = {
-    "kernel_version": (epidemiology.UID, "Crash rate by kernel version (per 1,000 hosts running it)"),
+    "kernel_version": (epidemiology.UID, epidemiology.KERNEL_RATE_PANEL),
     "bios_version": (epidemiology.UID, "Hardware-configuration findings"),
     "sku": (epidemiology.UID, "Hardware-configuration findings"),
 }

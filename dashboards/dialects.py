@@ -67,6 +67,23 @@ class Dialect:
         """The evaluation time in epoch seconds, as each data source's backend expands it."""
         return "$__unixEpochTo()" if self.is_postgres else "($__to / 1000)"
 
+    def range_start_epoch(self) -> str:
+        """The start of the query's time range in epoch seconds (whole seconds on both)."""
+        return "$__unixEpochFrom()" if self.is_postgres else "($__from / 1000)"
+
+    def now_epoch(self) -> str:
+        """The database's now in epoch seconds."""
+        return "EXTRACT(EPOCH FROM now())" if self.is_postgres else "CAST(strftime('%s', 'now') AS INTEGER)"
+
+    def range_days_epochs(self) -> tuple[str, str]:
+        """The time range as the daily panels count it (whole UTC days whose start lies in it,
+        `$__timeFilter(day)`), in epoch seconds: the first such day's midnight, and the end of
+        the last such day or now, whichever is earlier."""
+        start = f"((CAST({self.range_start_epoch()} AS BIGINT) + {DAY_S - 1}) / {DAY_S} * {DAY_S})"
+        end = f"(CAST({self.range_end_epoch()} AS BIGINT) / {DAY_S} * {DAY_S} + {DAY_S})"
+        least = "LEAST" if self.is_postgres else "min"
+        return start, f"{least}({end}, {self.now_epoch()})"
+
     def epoch_to_time(self, epoch: str) -> str:
         """Epoch seconds as a value comparable with the views' timestamps."""
         if self.is_postgres:

@@ -7,6 +7,7 @@ from dashboards.dialects import Dialect
 from dashboards.model import Dashboard, Panel, Query, dashboard
 
 UID = "crashreg-epidemiology"
+KERNEL_RATE_PANEL = "Crash rate by kernel version (crashes per 1,000 host-days)"
 
 
 # A signature's findings from the analysis its verdict rests on (rpt_epidemiology_findings also
@@ -34,6 +35,50 @@ def _findings(d: Dialect, title: str, where: str, description: str) -> Panel:
         width=24,
         links=(SIGNATURE_LINK,),
         description=description,
+    )
+
+
+def _kernel_rates(d: Dialect) -> Panel:
+    """Crashes per 1,000 host-days of each kernel: its crashes in the range over the time hosts
+    ran it in the same range (rpt_kernel_intervals), never over the hosts running it now, which
+    during a rollout makes the new kernel look better than the old one."""
+    w_from, w_to = d.range_days_epochs()
+    greatest, least = ("GREATEST", "LEAST") if d.is_postgres else ("max", "min")
+    valid_from, valid_to = d.epoch("k.valid_from"), d.epoch("k.valid_to")
+    overlap = f"{least}(w.w_to, COALESCE({valid_to}, w.w_to)) - {greatest}(w.w_from, {valid_from})"
+    return Panel(
+        KERNEL_RATE_PANEL,
+        "table",
+        (
+            Query(
+                "SELECT kernel_version, crashes, hosts, host_days, crashes_per_1k_host_days FROM ("
+                "SELECT kernel_version, SUM(crashes) AS crashes, SUM(hosts) AS hosts, "
+                "SUM(host_days) AS host_days, "
+                "SUM(crashes) * 1000.0 / NULLIF(SUM(host_days), 0) AS crashes_per_1k_host_days FROM ("
+                "SELECT b.value AS kernel_version, SUM(b.events) AS crashes, 0 AS hosts, 0 AS host_days "
+                "FROM rpt_daily_breakdown b "
+                f"WHERE b.dimension = 'kernel_version' AND {d.time_filter('b.day')} GROUP BY b.value "
+                "UNION ALL "
+                "SELECT k.kernel_version, 0, COUNT(DISTINCT k.hostname), "
+                f"SUM({overlap}) / 86400.0 "
+                f"FROM rpt_kernel_intervals k CROSS JOIN (SELECT {w_from} AS w_from, {w_to} AS w_to) w "
+                f"WHERE {valid_from} < w.w_to AND (k.valid_to IS NULL OR {valid_to} > w.w_from) "
+                "GROUP BY k.kernel_version"
+                ") r GROUP BY kernel_version) t "
+                "ORDER BY CASE WHEN crashes_per_1k_host_days IS NULL THEN 1 ELSE 0 END, "
+                "crashes_per_1k_host_days DESC, crashes DESC",
+                table=True,
+                time_columns=(),
+            ),
+        ),
+        width=24,
+        description=(
+            "Each kernel's crashes in the time range per 1,000 host-days it ran in the same range "
+            "(whole UTC days, as the daily panels count them): a host running a kernel for the "
+            "whole range of 30 days adds 30 host-days. Host-days come from the inventory's "
+            "history of kernel changes; hosts with no kernel recorded are left out. No rate: "
+            "crashes of a kernel no host is recorded running."
+        ),
     )
 
 
@@ -85,23 +130,7 @@ def build(dialect: Dialect, public_url: str) -> Dashboard:
             "f.attribute = 'kernel_version'",
             "Kernel versions over-represented in a signature: candidate regressions.",
         ),
-        Panel(
-            "Crash rate by kernel version (per 1,000 hosts running it)",
-            "table",
-            (
-                Query(
-                    "SELECT b.value AS kernel_version, SUM(b.events) AS crashes, k.hosts, "
-                    "SUM(b.events) * 1000.0 / NULLIF(k.hosts, 0) AS crashes_per_1k_hosts "
-                    "FROM rpt_daily_breakdown b "
-                    "LEFT JOIN rpt_kernel_fleet k ON k.kernel_version = b.value "
-                    f"WHERE b.dimension = 'kernel_version' AND {d.time_filter('b.day')} "
-                    "GROUP BY b.value, k.hosts ORDER BY crashes_per_1k_hosts DESC",
-                    table=True,
-                    time_columns=(),
-                ),
-            ),
-            width=24,
-        ),
+        _kernel_rates(d),
     )
     return dashboard(
         UID,
