@@ -20,7 +20,7 @@ A plain view: a panel's read costs one pass over the hosts and the kernel change
 
 Revision ID: 0047_rpt_kernel_intervals
 Revises: 0046_self_merged_signatures
-Create Date: 2026-12-08 10:00:00
+Create Date: 2026-12-07 19:00:00
 """
 
 from collections.abc import Sequence
