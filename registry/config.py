@@ -283,8 +283,11 @@ DATABASE_SCHEMES = ("postgresql://", "postgresql+psycopg://", "sqlite://", "sqli
 
 
 def _speaks(variable: str, url: str) -> None:
+    if "://" not in url:
+        raise ValueError(f"{variable} {url[:80]!r} is not a database URL "
+                         "(postgresql://user@host/db or sqlite:///path)")
     if not url.startswith(DATABASE_SCHEMES):
-        scheme = url.partition("://")[0] if "://" in url else url[:40]
+        scheme = url.partition("://")[0]
         raise ValueError(
             f"{variable}: crashreg speaks to PostgreSQL through psycopg 3 (postgresql://user@host/db) "
             f"or to SQLite (sqlite:///path), not {scheme!r}")

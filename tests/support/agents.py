@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 import requests
@@ -255,7 +255,26 @@ def run_reporter(site: Site, *args: str, script: Path | None = None) -> Run:
 
 
 
-class FlakyFront:
+class LoopbackServer:
+    """A real HTTP server on loopback with `handler`, serving in a thread inside `with`."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(SERVER_POLL_S,),
+                                       daemon=True)
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.thread.join()
+        self.server.server_close()
+
+
+class FlakyFront(LoopbackServer):
     """A real HTTP front that answers 503 to the first `failures` requests, then forwards
     each request to the registry: a registry that is briefly overloaded or restarting."""
 
@@ -283,24 +302,13 @@ class FlakyFront:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(SERVER_POLL_S,),
-                                       daemon=True)
-
-    def __enter__(self) -> FlakyFront:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.thread.join()
+        super().__init__(Handler)
 
 
 Answer = tuple[int, dict[str, str], bytes]
 
 
-class ScriptedServer:
+class ScriptedServer(LoopbackServer):
     """A real HTTP server on loopback that answers POSTs from a script: the n-th request gets
     `answers[n]` (status, headers, body; the last one again for any after it), after
     `before_answer()` has run (what another process does meanwhile). The requests' paths are
@@ -325,19 +333,7 @@ class ScriptedServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(SERVER_POLL_S,),
-                                       daemon=True)
-
-    def __enter__(self) -> ScriptedServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.thread.join()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 CREATED: Answer = (201, {"Content-Type": "application/json"},
