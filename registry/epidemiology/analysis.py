@@ -46,8 +46,10 @@ class SignatureSample:
     hostnames: int | None = None
     inventory_events: int | None = None  # events on hosts the inventory knows, when known
     # events whose host the inventory shows with other changing values (kernel, firmware...)
-    # than the event carried, with no history of the change: a snapshot taken since
+    # than the event carried, with no history of the change: a snapshot taken since; and of
+    # them, per attribute, those it shows another value of (read when the total calls for it)
     unrecorded_changes: int = 0
+    unrecorded_by_attribute: Mapping[str, int] = field(default_factory=dict)
     split: Split | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -243,12 +245,13 @@ def _scored(sample: SignatureSample, baseline: Baseline) -> Scored:
     return analyse_attributes(sample.counts, sample.events, baseline, sample.joint, hosts=sample.hostnames)
 
 
-def _merge(fleet: Scored, others: Scored) -> Scored:
-    """Changing attributes from the case-control baseline, the rest from the fleet's host-time."""
+def _merge(fleet: Scored, others: Scored, compared: frozenset[str]) -> Scored:
+    """The `compared` attributes from the case-control baseline, the rest from the fleet's
+    host-time."""
 
     def pick(mine: Sequence[Finding], theirs: Sequence[Finding]) -> tuple[Finding, ...]:
-        kept = [f for f in mine if f.attribute not in CHANGING]
-        kept += [f for f in theirs if f.attribute in CHANGING]
+        kept = [f for f in mine if f.attribute not in compared]
+        kept += [f for f in theirs if f.attribute in compared]
         return tuple(sorted(kept, key=lambda f: (f.log10_p, f.log10_p_raw, -f.lift)))
 
     return replace(
@@ -259,9 +262,12 @@ def _merge(fleet: Scored, others: Scored) -> Scored:
     )
 
 
-def unrecorded_changes(records: Iterable[CrashRecord], states: Sequence[HostState]) -> int:
+def unrecorded_changes(
+    records: Iterable[CrashRecord], states: Sequence[HostState]
+) -> tuple[int, dict[str, int]]:
     """How many crashes carried changing values their host's inventory (one state, no history)
-    does not show: the inventory is a snapshot taken after they changed."""
+    does not show (the inventory is a snapshot taken after they changed), and per attribute how
+    many carried another value of it."""
     by_host: dict[str, list[HostState]] = defaultdict(list)
     for state in states:
         by_host[state.hostname].append(state)
@@ -269,13 +275,15 @@ def unrecorded_changes(records: Iterable[CrashRecord], states: Sequence[HostStat
     def changing(values: Iterable[AttributeValue]) -> set[AttributeValue]:
         return {v for v in values if v[0] in CHANGING_SCALARS}
 
-    count = 0
+    count, by_attribute = 0, Counter[str]()
     for record in records:
         hostname = next((value for name, value in record.values if name == "hostname"), None)
         known = by_host.get(hostname or "", [])
-        if len(known) == 1 and changing(record.values) != changing(known[0].values):
+        differs = changing(record.values) ^ changing(known[0].values) if len(known) == 1 else set()
+        if differs:
             count += 1
-    return count
+            by_attribute.update({name for name, _ in differs})
+    return count, dict(by_attribute)
 
 
 # Crashes whose values the inventory contradicts (without history) before the snapshot is
@@ -283,27 +291,38 @@ def unrecorded_changes(records: Iterable[CrashRecord], states: Sequence[HostStat
 MAX_UNRECORDED_SHARE = 0.05
 
 
-def _case_control_why(sample: SignatureSample, context: Context, uptime: Mapping) -> str | None:
-    """Why the values that change are better compared with the other crashes, or None."""
+def _case_control_why(
+    sample: SignatureSample, context: Context, uptime: Mapping
+) -> tuple[str | None, frozenset[str]]:
+    """Why values that change are better compared with the other crashes (or None), and which
+    attributes: all that change, but when the only reason is a snapshot inventory contradicted
+    by the crashes, only those it is wrong about (a snapshot taken after a kernel rollout still
+    knows the hosts' BIOS; the other crashes, which other bugs concentrate on, are the worse
+    baseline for it)."""
     first = signature_window(sample)[0]
     since = context.inventory_since
-    if sample.unrecorded_changes and sample.unrecorded_changes >= MAX_UNRECORDED_SHARE * sample.events:
-        return (
-            f"{sample.unrecorded_changes} of the {sample.events} crashes carried kernel or firmware "
-            "values their hosts' inventory no longer shows, with no history of the change: it says "
-            "what hosts run now, not what they ran then"
-        )
+    least = max(1.0, MAX_UNRECORDED_SHARE * sample.events)
+    if sample.unrecorded_changes and sample.unrecorded_changes >= least:
+        wrong = frozenset(name for name, n in sample.unrecorded_by_attribute.items() if n >= least)
+        if not sample.unrecorded_by_attribute:  # not read: every changing attribute, as before
+            wrong = CHANGING
+        if wrong:
+            named = ", ".join(sorted(wrong & set(CHANGING_SCALARS)))
+            return (
+                f"{sample.unrecorded_changes} of the {sample.events} crashes carried {named} values their "
+                "hosts' inventory no longer shows, with no history of the change: it says what hosts run "
+                "now, not what they ran then", wrong)
     if since is not None and since > first + BACKDATE_WITHIN:
         return (
             f"the inventory was first loaded on {since.date().isoformat()}, after the first crash "
-            f"({first.date().isoformat()}): it says what hosts run now, not what they ran then"
+            f"({first.date().isoformat()}): it says what hosts run now, not what they ran then", CHANGING
         )
     if uptime.get("bound") == "at least":
         return (
             f"these crashes need at least {uptime['bound_days']} days of uptime, and a host up that "
-            "long is one no rollout has rebooted yet (the controls are crashes at such uptimes too)"
+            "long is one no rollout has rebooted yet (the controls are crashes at such uptimes too)", CHANGING
         )
-    return None
+    return None, frozenset()
 
 
 @dataclass(frozen=True)
@@ -313,6 +332,7 @@ class _Scoring:
     fleet: Baseline | None
     others: Baseline | None
     why: str | None
+    compared: frozenset[str] = frozenset()  # the attributes `why` moves to the case-control baseline
 
     def __call__(self, sample: SignatureSample) -> Scored | None:
         if self.fleet is None:
@@ -320,7 +340,7 @@ class _Scoring:
         main = _scored(sample, self.fleet)
         if self.why is None or self.others is None:
             return main
-        return _merge(main, _scored(sample, self.others))
+        return _merge(main, _scored(sample, self.others), self.compared)
 
     @property
     def name(self) -> str:
@@ -385,12 +405,14 @@ NO_BASELINE = Verdict("inconclusive", "no baseline: neither an inventory nor oth
 def analyse_signature(sample: SignatureSample, context: Context) -> SignatureAnalysis:
     """The contract's epidemiology body (without the `signature` object)."""
     uptime = uptime_profile(sample.uptimes_s, context.uptimes)
-    why = _case_control_why(sample, context, uptime) if context.fleet is not None else None
+    why, compared = (
+        _case_control_why(sample, context, uptime) if context.fleet is not None else (None, frozenset())
+    )
     start, end = signature_window(sample)
     low = min(sample.uptimes_s) if uptime.get("bound") == "at least" and sample.uptimes_s else None
     wanted = context.fleet is None or why is not None or context.crash_view
     others = context.case_control(Controls(start, end, low)) if context.case_control and wanted else None
-    scoring = _Scoring(context.fleet, others, why)
+    scoring = _Scoring(context.fleet, others, why, compared)
     scored = scoring(sample)
     components: list[ConcentratedComponent | SpreadComponent] = []
     if scored is None:

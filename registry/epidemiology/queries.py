@@ -25,7 +25,7 @@ from registry.core.hosts import Host
 from registry.core.signatures import Signature
 from registry.db import on_replica
 
-from .analysis import SignatureSample, crash_baseline
+from .analysis import MAX_UNRECORDED_SHARE, SignatureSample, crash_baseline
 from .attributes import CHANGING_SCALARS, HOST_ATTRIBUTES, AttributeValue
 from .dialect import dialect_of
 from .findings import MIN_SUPPORT, Baseline, JointCounts, Pair
@@ -472,6 +472,11 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         known, unrecorded = session.execute(
             grouped.statement(_inventory_sql(session, snapshots.source)), grouped.params
         ).one()
+    by_attribute: dict[str, int] = {}
+    if unrecorded and unrecorded >= MAX_UNRECORDED_SHARE * events:  # which values the snapshot is wrong about
+        unrecorded_sql = _unrecorded_sql(session, snapshots.source)
+        row = session.execute(grouped.statement(unrecorded_sql), grouped.params).one()
+        by_attribute = {name: int(n) for name, n in zip(CHANGING_SCALARS, row, strict=True) if n}
     return SignatureSample(
         events=events,
         counts=counts,
@@ -483,6 +488,7 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         hostnames=int(hostnames or 0),
         inventory_events=int(known or 0),
         unrecorded_changes=int(unrecorded or 0),
+        unrecorded_by_attribute=by_attribute,
         split=_splitter(session, ids, (), snapshots),
     )
 
@@ -513,6 +519,10 @@ def inventory_version(session: Session) -> str | None:
     return None if sql is None else repr(tuple(session.execute(text(sql)).one()))
 
 
+# A grouped event's inventory host, known and without attribute history (a snapshot).
+SNAPSHOT_HOST = "h.in_inventory AND h.id NOT IN (SELECT host_id FROM host_attribute_changes)"
+
+
 def _inventory_sql(session: Session, snapshots: str) -> str:
     """Of the grouped events: those on hosts the inventory knows, and those whose inventory host
     (without attribute history) now shows other changing values than the event carried (see
@@ -521,9 +531,19 @@ def _inventory_sql(session: Session, snapshots: str) -> str:
     differs = " OR ".join(f"s.{name} {distinct} h.{name}" for name in CHANGING_SCALARS)
     return (
         "SELECT sum(CASE WHEN h.in_inventory THEN s.n END), "
-        "coalesce(sum(CASE WHEN h.in_inventory AND h.id NOT IN (SELECT host_id FROM host_attribute_changes) "
-        f"AND ({differs}) THEN s.n ELSE 0 END), 0) FROM {snapshots} s JOIN hosts h ON h.id = s.host_id"
+        f"coalesce(sum(CASE WHEN {SNAPSHOT_HOST} AND ({differs}) THEN s.n ELSE 0 END), 0) "
+        f"FROM {snapshots} s JOIN hosts h ON h.id = s.host_id"
     )
+
+
+def _unrecorded_sql(session: Session, snapshots: str) -> str:
+    """Of the grouped events, per changing attribute (CHANGING_SCALARS, in order): those whose
+    snapshot inventory host shows another value of it than the event carried."""
+    distinct = dialect_of(session).is_distinct_from
+    return "SELECT " + ", ".join(
+        f"coalesce(sum(CASE WHEN {SNAPSHOT_HOST} AND s.{name} {distinct} h.{name} THEN s.n ELSE 0 END), 0)"
+        for name in CHANGING_SCALARS
+    ) + f" FROM {snapshots} s JOIN hosts h ON h.id = s.host_id"
 
 
 def _per_host(session: Session, grouped: EventFilter) -> Any:

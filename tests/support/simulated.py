@@ -111,9 +111,9 @@ class SimulatedRegistry:
 
     def analyse(self, bug: Bug) -> dict:
         records = self.records[bug_key(bug)]
-        sample = replace(
-            SignatureSample.from_records(records), unrecorded_changes=unrecorded_changes(records, self.states)
-        )
+        changed, by_attribute = unrecorded_changes(records, self.states)
+        sample = replace(SignatureSample.from_records(records), unrecorded_changes=changed,
+                         unrecorded_by_attribute=by_attribute)
         population, hosts = self.population(bug)
         states = [s for s in self.states if hosts is None or s.hostname in hosts]
         fleet = fleet_view(sample, fleet_baseline(states, *signature_window(sample)))
