@@ -7,6 +7,7 @@ baseline predicts, a lift and a p-value, so the page, Grafana and the verdict re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -85,7 +86,8 @@ def start_finding(
     exposure: Mapping[date, float] | None,
 ) -> TimeFinding | None:
     """ "Only since <day>": the events from the change point on, against the share of the
-    population's host-days from then on (binomial)."""
+    population's host-days from then on (binomial), corrected for every day of the window the
+    change point could have been (it was chosen from the same crashes it is tested on)."""
     change = onset.get("change_point")
     if not change or onset.get("shape") not in STARTING_SHAPES:
         return None
@@ -98,7 +100,7 @@ def start_finding(
     k = sum(c for d, c in daily.items() if d >= since)
     if not n or share >= 1.0:
         return None
-    log10_p = binomial_upper_log10(k, n, share)
+    log10_p = min(0.0, binomial_upper_log10(k, n, share) + math.log10(len(days)))
     if log10_p >= LOG10_ALPHA or (k / n) / share < MIN_LIFT:
         return None
     words = "rising" if onset["shape"] == "slow rise" else "only"

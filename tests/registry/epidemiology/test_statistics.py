@@ -17,6 +17,7 @@ from registry.epidemiology.exact import (
     poisson_upper_log10,
 )
 from registry.epidemiology.findings import Baseline, analyse_attributes, joint_from_units
+from registry.epidemiology.narrative import start_finding
 from registry.epidemiology.onset import InventoryChange, onset
 from registry.epidemiology.uptime import DAY_S, histogram_outside_counts, outside_counts, uptime_profile
 from registry.epidemiology.verdict import decide
@@ -198,6 +199,18 @@ def test_three_crashes_of_a_rare_value_are_weighed_against_every_value_they_coul
 def test_one_host_crashing_far_more_than_the_others_stays_a_single_host_finding() -> None:
     verdict, findings = _verdict_on({"h123": 12, "h150": 1, "h200": 1, "h250": 1})
     assert verdict == "single-host" and findings[0] == ("physical_host", "h123")
+
+
+def test_a_start_date_is_weighed_against_every_day_it_could_have_been() -> None:
+    """Nine of twelve crashes in the last 30 days of 91 (a third of the host-days): 1 in 260 for
+    that one day, but the change point was picked from these crashes among 91 days."""
+    start = date(2026, 9, 1)
+    daily = {start + timedelta(days=d): 1 for d in (5, 20, 40)} | {
+        start + timedelta(days=61 + 3 * i): 1 for i in range(9)}
+    onset_found = {"change_point": (start + timedelta(days=61)).isoformat(), "shape": "clear start"}
+    assert start_finding(daily, onset_found, start, start + timedelta(days=90), None) is None
+    strong = daily | {start + timedelta(days=62 + 3 * i): 2 for i in range(9)}  # 27 of 30 since
+    assert start_finding(strong, onset_found, start, start + timedelta(days=90), None) is not None
 
 
 def _days(start: date, counts: list[int]) -> dict[date, int]:
