@@ -230,6 +230,8 @@ def signatures() -> str:
         sort=args["sort"],
         sort_controls=controls,
         sorted_by=sorted_by,
+        # the verdicts and their physical hosts are the last refresh's, the events live
+        refreshed=min((v.computed_at for v in verdicts.values()), default=None),
     )
 
 

@@ -47,6 +47,9 @@ def test_the_list_sorts_by_each_control_says_how_and_badges_a_mixed_signature(
 
     default = client.get("/signatures").get_data(as_text=True)
     assert '<p class="sub" id="sorted-by">Sorted by last seen, newest first.</p>' in default
+    # the verdicts and physical hosts are a refresh's, beside live event counts: said, with when
+    assert re.search(r'id="refreshed">Events are counted live; verdicts and their physical hosts are those '
+                     r"of the epidemiology refresh of \d{4}-\d\d-\d\d \d\d:\d\d UTC", default)
     assert re.search(r'class="active" aria-current="true" title="click to reverse">Last seen ↓</a>', default)
     for label in ("Last seen", "Events", "Physical hosts", "First seen", "Verdict"):
         assert f">{label}" in default
