@@ -71,6 +71,15 @@ def test_online_answers_become_makedumpfile_arguments(registry: Registry, make_s
     assert event["signature"]["id"] == first_event["signature"]["id"]
 
 
+def test_a_proxy_variable_left_in_the_environment_is_not_used(registry: Registry, make_site, run_sh) -> None:
+    """The Python reporters read no proxy variable; curl did, so a stray one sent the crash
+    kernel's report to a proxy that is not there (a fallback decision) and only for sh."""
+    site = make_site()
+    nowhere = closed_port_url()
+    run = run_sh(site, environ={"http_proxy": nowhere, "HTTP_PROXY": nowhere, "https_proxy": nowhere})
+    assert run.returncode == 0 and site.decision()["CRASHREG_DECIDED_BY"] == "registry", run.stderr
+
+
 def test_a_config_line_that_does_not_parse_is_left_out_not_the_config(
         registry: Registry, make_site, run_sh) -> None:
     """An unbalanced quote on one line: that line is said and left out, as the Python reporter

@@ -221,8 +221,9 @@ def run_sh(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Run]
     """Run crashreg-kdump.sh for real under dash or busybox ash."""
     shell = request.param
 
-    def run(site: Site, *args: str, tmpdir: Path = tmp_path, script: Path = KDUMP_SH) -> Run:
-        env = {"CRASHREG_CONF": str(site.conf), "TMPDIR": str(tmpdir), "LC_ALL": "C"}
+    def run(site: Site, *args: str, tmpdir: Path = tmp_path, script: Path = KDUMP_SH,
+            environ: dict[str, str] | None = None) -> Run:
+        env = {"CRASHREG_CONF": str(site.conf), "TMPDIR": str(tmpdir), "LC_ALL": "C"} | (environ or {})
         if shell == "busybox":
             command = [BUSYBOX, "ash", str(script), *args]
             env["PATH"] = busybox_path(tmp_path)
