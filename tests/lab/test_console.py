@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.lab.lab import Boot
+from tests.lab.lab import Boot, read_boot_id
 
 
 def booted(console: str) -> Boot:
@@ -24,6 +24,9 @@ def test_a_marker_line_is_read_without_a_kernel_message_printed_inside_it() -> N
     pattern = booted(console).marker_line("core_pattern")
     assert pattern == "LAB: core_pattern |/usr/bin/handler %P %u %g %d %h %E"
     assert booted(console).marker_line("boot_id") == "LAB: boot_id 1234-abcd"
+    assert read_boot_id(console) == "1234-abcd"
+    # as a run's console showed it: the message right after the id, the id's line ended there
+    assert read_boot_id("LAB: boot_id 9666-cf[   12.000001] random: crng init done\n\n") == "9666-cf"
 
 
 def test_a_kernel_message_of_its_own_line_is_left_alone() -> None:
