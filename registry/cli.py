@@ -98,19 +98,20 @@ def db_current(cli: CliContext) -> None:
 def db_partitions(cli: CliContext, ensure: bool) -> None:
     """PostgreSQL: the partitions of events and reports (docs/partitioning.md), and how many
     empty ones lie ahead of each table's next id."""
-    from registry.partitions import ids_left, maintain, partitions, partitions_ahead
+    from registry.partitions import maintain, partitions, room
 
     database = _partitioned(cli, "partitions")
     if ensure:
         maintain(database.engine, lambda line: click.echo(line, err=True))
     with database.engine.connect() as connection:
-        found, ahead, left = partitions(connection), partitions_ahead(connection), ids_left(connection)
+        found = partitions(connection)
+        rooms = room(connection, found)
     for partition in found:
         lower = "MINVALUE" if partition.lower is None else partition.lower
         click.echo(f"{partition.table:<8} {partition.name:<16} [{lower}, {partition.upper})")
-    for table, count in ahead.items():
-        click.echo(f"{table}: {count} empty partition(s) ahead, {max(left[table], 0)} id(s) left", err=True)
-    if any(count <= 0 for count in left.values()):
+    for table, r in rooms.items():
+        click.echo(f"{table}: {r.ahead} empty partition(s) ahead, {max(r.ids_left, 0)} id(s) left", err=True)
+    if any(r.ids_left <= 0 for r in rooms.values()):
         raise click.ClickException(
             "the next id has no partition (is the scheduler's partitions job running?): ingest makes "
             "one when a report needs it; `crashreg db partitions --ensure` makes them now")

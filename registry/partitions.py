@@ -202,23 +202,31 @@ def is_missing_partition(error: DBAPIError) -> bool:
     return getattr(error.orig, "sqlstate", None) == "23514" and NO_PARTITION in str(error.orig)
 
 
-def ids_left(connection: Connection) -> dict[str, int]:
-    """Per partitioned table, the ids its partitions still take above the next id (0 or less:
-    the next insert has no partition)."""
-    found = partitions(connection)
-    return {
-        table: max(p.upper for p in found if p.table == table) - next_id(connection, table)
-        for table in PARTITIONED if any(p.table == table for p in found)
-    }
+@dataclass(frozen=True)
+class Room:
+    """A partitioned table's room above its next id: empty partitions (`ahead`), and the ids its
+    partitions still take (`ids_left`; 0 or less: the next insert has no partition)."""
+
+    ahead: int
+    ids_left: int
+
+
+def room(connection: Connection, found: list[Partition] | None = None) -> dict[str, Room]:
+    """Per partitioned table ({} when not partitioned), from one read of the partitions
+    (`found`, when the caller has read them) and each sequence."""
+    found = partitions(connection) if found is None else found
+    rooms = {}
+    for table in PARTITIONED:
+        mine = [p for p in found if p.table == table]
+        if mine:
+            upcoming = next_id(connection, table)
+            rooms[table] = Room(ahead_of(mine, upcoming), max(p.upper for p in mine) - upcoming)
+    return rooms
 
 
 def partitions_ahead(connection: Connection) -> dict[str, int]:
     """Per partitioned table, its empty partitions above the next id ({} when not partitioned)."""
-    found = partitions(connection)
-    return {
-        table: ahead_of([p for p in found if p.table == table], next_id(connection, table))
-        for table in PARTITIONED if any(p.table == table for p in found)
-    }
+    return {table: r.ahead for table, r in room(connection).items()}
 
 
 def maintain(engine: Engine, progress: Callable[[str], Any] = lambda line: None) -> list[str]:
@@ -243,9 +251,7 @@ def partition_metrics(session: Session) -> Iterable[Metric]:
         "Ids a partitioned table's partitions still take above its next id (<= 0: none left)",
         labels=["table"],
     )
-    connection = session.connection()
-    for table, count in partitions_ahead(connection).items():
-        ahead.add_metric([table], count)
-    for table, count in ids_left(connection).items():
-        left.add_metric([table], count)
+    for table, r in room(session.connection()).items():
+        ahead.add_metric([table], r.ahead)
+        left.add_metric([table], r.ids_left)
     return [ahead, left]
