@@ -444,9 +444,9 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
     if events >= LARGE_SIGNATURE:
         fleet_hosts = session.scalar(select(func.count()).select_from(Host)) or 1
         least, least_per_host = MIN_SUPPORT, max(MIN_SUPPORT, math.ceil(2 * events / fleet_hosts))
+    hosts, top_host_events, hostnames = _per_host(session, grouped)
     if stored is None:
         counts = value_counts(session, grouped, least, least_per_host)
-        hosts, top_host_events, hostnames = _per_host(session, grouped)
     else:
         since_groups = Snapshots(f"({since}GROUP BY {SNAPSHOT})", read.params, read.expanding)
         since_sample = since_groups.filtered()
@@ -454,8 +454,6 @@ def signature_sample(session: Session, ids: Sequence[int]) -> SignatureSample:
         for key, n in value_counts(session, since_sample).items():
             added = per_physical if key[0] == "physical_host" else counts
             added[key] = added.get(key, 0) + n
-        hosts, top_host_events = len(per_physical), max(per_physical.values(), default=0)
-        hostnames = _per_host(session, grouped)[2]
         counts = {
             key: n for key, n in counts.items() if n >= (least_per_host if key[0] == "hostname" else least)
         } | {key: n for key, n in per_physical.items() if n >= least}
