@@ -3,6 +3,7 @@
 import json
 import multiprocessing
 import os
+import sys
 import tempfile
 
 from gunicorn import util
@@ -60,6 +61,17 @@ control_socket_disable = control_socket is None
 
 # Prometheus metrics merged across workers.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="crashreg-metrics-"))
+
+
+def on_starting(server):
+    """A refused setting or a missing database stops the master with one line, before any
+    worker prints its traceback of the same error."""
+    from registry.app import serving_problem
+
+    problem = serving_problem()
+    if problem is not None:
+        server.log.error("crashreg cannot start: %s", problem)
+        sys.exit(1)
 
 
 def post_worker_init(worker):

@@ -14,7 +14,7 @@ from flask.logging import default_handler
 
 from registry.config import Settings
 from registry.core.wiring import APP_ENGINE, APP_LISTENERS, Wiring, load
-from registry.db import Database
+from registry.db import Database, sqlite_path
 from registry.domains import wiring
 from registry.errors import install_error_handlers
 from registry.metrics import REQUESTS
@@ -63,6 +63,21 @@ def configure_logging(app: Flask | None = None) -> None:
         app.logger.removeHandler(default_handler)
         if not any(isinstance(handler.formatter, JsonLogFormatter) for handler in app.logger.handlers):
             app.logger.addHandler(root.handlers[0])
+
+
+def serving_problem() -> str | None:
+    """Why the registry cannot serve with this environment's settings (None: it can), in one
+    line: a refused setting, or a SQLite file that is not there, which opening would create
+    empty (a mistyped path then looks like a database waiting for `crashreg db upgrade`)."""
+    try:
+        settings = Settings.from_env()
+    except ValueError as error:
+        return str(error)
+    path = sqlite_path(settings.database_url)
+    if path is not None and not path.exists():
+        return (f"no database at {path}: run `crashreg db upgrade` to create it, "
+                "or point CRASHREG_DATABASE_URL at yours")
+    return None
 
 
 def create_app(

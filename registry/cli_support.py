@@ -9,25 +9,15 @@ never a traceback, and never an empty SQLite file created as a side effect of lo
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from registry.config import Settings
-from registry.db import Database
+from registry.db import Database, sqlite_path
 
 UPGRADE_HINT = "run `crashreg db upgrade`"
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file a SQLite URL names (relative to the working directory), None for memory or
-    another database."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return None
-    return Path(parsed.database).resolve()
 
 
 def database_label(settings: Settings) -> str:

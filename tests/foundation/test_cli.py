@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from sqlalchemy.engine import make_url
 
 from registry.cli import main
-from registry.cli_support import CliContext, sqlite_path
+from registry.cli_support import CliContext
+from registry.db import sqlite_path
 from registry.config import Settings
 from registry.migrate import head_revisions
 from tests.support.cli import REPO, crashreg

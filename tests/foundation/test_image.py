@@ -174,6 +174,24 @@ def test_the_docs_give_the_commands_run_here() -> None:
     assert " ".join(DOCKERFILE.cmd) in section
 
 
+def test_the_cmd_before_the_release_step_stops_with_one_line(installed: Installed) -> None:
+    """Served before `db upgrade` (or with a mistyped SQLite path), the CMD stops at once with
+    one line naming the file and the step, and creates no empty database there: /readyz would
+    then ask to migrate that file while the real one is elsewhere. SQLite only: a PostgreSQL
+    database that is not there is refused by its server."""
+    home = Path(tempfile.mkdtemp(prefix="home-", dir=installed.root))
+    give_to_unprivileged(home)
+    deployment = Deployment(installed, home, None)
+    cmd = [installed.translated(word) for word in DOCKERFILE.cmd]
+    served = deployment.run(*cmd, CRASHREG_BIND=f"127.0.0.1:{closed_port()}")
+    assert served.returncode == 1
+    (refusal,) = [line for line in served.stderr.splitlines() if "[ERROR]" in line]
+    assert refusal.endswith(f"crashreg cannot start: no database at {home / 'crashreg.db'}: run `crashreg db "
+                            "upgrade` to create it, or point CRASHREG_DATABASE_URL at yours"), served.stderr
+    assert "Traceback" not in served.stderr
+    assert not list(home.glob("crashreg.db*"))
+
+
 def test_a_deployment_migrates_makes_tokens_serves_schedules_and_provisions(deployment: Deployment) -> None:
     """db upgrade, tokens create, the CMD (gunicorn) answering a report and a page, the
     scheduler started and stopped, grafana provision and jira check against the emulators."""
