@@ -15,8 +15,8 @@ from sqlalchemy.engine import make_url
 
 from registry.cli import main
 from registry.cli_support import CliContext
-from registry.db import sqlite_path
 from registry.config import Settings
+from registry.db import sqlite_path
 from registry.migrate import head_revisions
 from tests.support.cli import REPO, crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
