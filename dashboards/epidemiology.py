@@ -40,12 +40,14 @@ def _findings(d: Dialect, title: str, where: str, description: str) -> Panel:
 
 def _kernel_rates(d: Dialect) -> Panel:
     """Crashes per 1,000 host-days of each kernel: its crashes in the range over the time hosts
-    ran it in the same range (rpt_kernel_intervals), never over the hosts running it now, which
-    during a rollout makes the new kernel look better than the old one."""
+    ran it in the same range, never over the hosts running it now, which during a rollout makes
+    the new kernel look better than the old one. The host-time is summed from the kernels' daily
+    rollup in delta form (registry/rollups/kernels.py): over [a, b), (b - a) x the intervals
+    started minus ended before b, less each day's (starts - ends) x (day - a) plus its moments;
+    its hosts, the intervals started before b less those ended by a and the gaps inside."""
     w_from, w_to = d.range_days_epochs()
-    greatest, least = ("GREATEST", "LEAST") if d.is_postgres else ("max", "min")
-    valid_from, valid_to = d.epoch("k.valid_from"), d.epoch("k.valid_to")
-    overlap = f"{least}(w.w_to, COALESCE({valid_to}, w.w_to)) - {greatest}(w.w_from, {valid_from})"
+    day, ended, resumed = d.epoch("k.day"), d.epoch("g.ended_day"), d.epoch("g.resumed_day")
+    window = f"CROSS JOIN (SELECT {w_from} AS w_from, {w_to} AS w_to) w"
     return Panel(
         KERNEL_RATE_PANEL,
         "table",
@@ -59,12 +61,17 @@ def _kernel_rates(d: Dialect) -> Panel:
                 "FROM rpt_daily_breakdown b "
                 f"WHERE b.dimension = 'kernel_version' AND {d.time_filter('b.day')} GROUP BY b.value "
                 "UNION ALL "
-                "SELECT k.kernel_version, 0, COUNT(DISTINCT k.hostname), "
-                f"SUM({overlap}) / 86400.0 "
-                f"FROM rpt_kernel_intervals k CROSS JOIN (SELECT {w_from} AS w_from, {w_to} AS w_to) w "
-                f"WHERE {valid_from} < w.w_to AND (k.valid_to IS NULL OR {valid_to} > w.w_from) "
-                "GROUP BY k.kernel_version"
-                ") r GROUP BY kernel_version) t "
+                "SELECT k.kernel_version, 0, "
+                f"SUM(k.starts) - SUM(CASE WHEN {day} < w.w_from THEN k.ends ELSE 0 END), "
+                "((w.w_to - w.w_from) * SUM(k.starts - k.ends) "
+                f"- SUM(CASE WHEN {day} >= w.w_from "
+                f"THEN (k.starts - k.ends) * ({day} - w.w_from) + k.offset_s ELSE 0 END)) / 86400.0 "
+                f"FROM rpt_kernel_daily k {window} WHERE {day} < w.w_to AND w.w_from < w.w_to "
+                "GROUP BY k.kernel_version, w.w_from, w.w_to "
+                "UNION ALL "
+                f"SELECT g.kernel_version, 0, -SUM(g.gaps), 0 FROM rpt_kernel_gaps g {window} "
+                f"WHERE {ended} >= w.w_from AND {resumed} < w.w_to GROUP BY g.kernel_version"
+                ") r GROUP BY kernel_version) t WHERE crashes > 0 OR hosts > 0 "
                 "ORDER BY CASE WHEN crashes_per_1k_host_days IS NULL THEN 1 ELSE 0 END, "
                 "crashes_per_1k_host_days DESC, crashes DESC",
                 table=True,
@@ -74,10 +81,10 @@ def _kernel_rates(d: Dialect) -> Panel:
         width=24,
         description=(
             "Each kernel's crashes in the time range per 1,000 host-days it ran in the same range "
-            "(whole UTC days, as the daily panels count them): a host running a kernel for the "
-            "whole range of 30 days adds 30 host-days. Host-days come from the inventory's "
-            "history of kernel changes; hosts with no kernel recorded are left out. No rate: "
-            "crashes of a kernel no host is recorded running."
+            "(whole UTC days, as the daily panels count them; today's up to now): a host running "
+            "a kernel for the whole range of 30 days adds 30 host-days. Host-days come from the "
+            "inventory's history of kernel changes; hosts with no kernel recorded are left out. "
+            "No rate: crashes of a kernel no host is recorded running."
         ),
     )
 

@@ -103,22 +103,25 @@ def _starts(connection: Connection, hosts: list[int]) -> dict[int, Any]:
     return {host: day for host, day in connection.execute(STARTS, {"hosts": hosts})} if hosts else {}
 
 
-def apply_fleet(connection: Connection, marks: dict[tuple[int, Any], int], retired: dict[Any, int]) -> None:
-    """Add marks and retirements; each host whose earliest mark moved joins on its new day."""
+def apply_fleet(connection: Connection, marks: dict[tuple[int, Any], int],
+                retired: dict[Any, int]) -> set[int]:
+    """Add marks and retirements; each host whose earliest mark moved joins on its new day.
+    Returns those hosts (their kernel intervals start from that day: registry.rollups.kernels)."""
     rows = [{"host_id": h, "day": d, "marks": n} for (h, d), n in marks.items() if n]
     hosts = sorted({row["host_id"] for row in rows})
     before = _starts(connection, hosts)
     add_deltas(connection, UPSERT_MARKS, EMPTIED_MARKS, rows, ("marks",))
     after = _starts(connection, hosts)
     fleet: dict[Any, list[int]] = {day: [0, n] for day, n in retired.items() if n}
-    for host in hosts:
-        if before.get(host) != after.get(host):
-            for day, delta in ((before.get(host), -1), (after.get(host), 1)):
-                if day is not None:
-                    fleet.setdefault(day, [0, 0])[0] += delta
+    moved = {host for host in hosts if before.get(host) != after.get(host)}
+    for host in moved:
+        for day, delta in ((before.get(host), -1), (after.get(host), 1)):
+            if day is not None:
+                fleet.setdefault(day, [0, 0])[0] += delta
     add_deltas(connection, UPSERT_FLEET, EMPTIED_FLEET,
             [{"day": day, "joined": j, "retired": r} for day, (j, r) in fleet.items() if j or r],
             ("joined", "retired"))
+    return moved
 
 
 def build_statements(dialect: str) -> dict[str, dict[str, str]]:

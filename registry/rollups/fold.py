@@ -24,6 +24,7 @@ from sqlalchemy import Connection, bindparam, text
 from registry.db import Database
 
 from . import captures_fleet as others
+from . import kernels
 from .deltas import add_deltas
 from .dialect import DAY
 
@@ -56,6 +57,7 @@ class Deltas:
     host_marks: dict[tuple[int, Any], int] = field(default_factory=dict)
     retired: dict[Any, int] = field(default_factory=dict)
     captures: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)  # key -> CAPTURE_COUNTS
+    kernel_hosts: set[int] = field(default_factory=set)  # hosts whose kernel intervals to compute again
     changes: int = 0  # how many queued changes were summed
 
 
@@ -142,15 +144,23 @@ def _add_hosts(changes: list[dict[str, Any]], summed: Deltas) -> None:
     others.host_deltas(changes, summed.host_marks, summed.retired)
 
 
+def _add_kernel_hosts(changes: list[dict[str, Any]], summed: Deltas) -> None:
+    summed.kernel_hosts.update(change["host_id"] for change in changes)
+
+
 # queue -> (what a batch returns, how its rows add to the deltas)
 QUEUES: dict[str, tuple[Callable[[str], str], Callable[[list[dict[str, Any]], Deltas], Any]]] = {
     "rollup_changes": (_events_returning, deltas),
     "rollup_capture_changes": (others.capture_returning, _add_captures),
     "rollup_host_changes": (others.host_returning, _add_hosts),
+    "rollup_kernel_hosts": (lambda _dialect: "host_id", _add_kernel_hosts),
 }
-# queue -> the groups of rollups (`rollup_backfills.rollups`) its changes add to
-FEEDS = {"rollup_changes": {"events", "fleet"}, "rollup_capture_changes": {"captures"},
-         "rollup_host_changes": {"fleet"}}
+# queue -> the groups of rollups (`rollup_backfills.rollups`) its changes add to (a host's first
+# day in the fleet moving moves its kernel intervals' start)
+FEEDS = {"rollup_changes": {"events", "fleet", "kernels"}, "rollup_capture_changes": {"captures"},
+         "rollup_host_changes": {"fleet", "kernels"}, "rollup_kernel_hosts": {"kernels"}}
+# group -> the groups computed from its rollups, built again with it
+BUILT_WITH = {"fleet": {"kernels"}}
 
 
 def _take_batch(connection: Connection, queue: str, limit: int) -> Deltas | None:
@@ -187,7 +197,9 @@ def apply(connection: Connection, summed: Deltas) -> None:
                                      (UPSERT_SOURCES, sources, "sources")):
         add_deltas(connection, statement, EMPTIED[emptied], rows, ("events",))
     others.apply_captures(connection, summed.captures)
-    others.apply_fleet(connection, summed.host_marks, summed.retired)
+    moved = others.apply_fleet(connection, summed.host_marks, summed.retired)
+    if summed.kernel_hosts or moved:
+        kernels.recount_hosts(connection, summed.kernel_hosts | moved)
     # A touched signature day is summed anew from its host rows; with a host row counted down,
     # the day itself may have gone.
     days = _by_day(host_daily)
@@ -295,9 +307,16 @@ def _events_statements(dialect: str) -> dict[str, str]:
     }
 
 
+# The kernels' tables are emptied and every host queued: the rebuild then folds them as the
+# rollups job does (one computation of a host's intervals, registry.rollups.kernels).
+KERNEL_STATEMENTS = {"rollup_kernel_intervals": "", "rollup_kernel_daily": "", "rollup_kernel_gaps": "",
+                     "rollup_kernel_hosts": "INSERT INTO rollup_kernel_hosts (host_id) SELECT id FROM hosts"}
+
+
 def _build_statements(dialect: str) -> dict[str, dict[str, str]]:
     """Per group of rollups (what `rollup_backfills.rollups` names), its tables' builds."""
-    return {"events": _events_statements(dialect), **others.build_statements(dialect)}
+    return {"events": _events_statements(dialect), **others.build_statements(dialect),
+            "kernels": KERNEL_STATEMENTS}
 
 
 GROUPS = frozenset(_build_statements("sqlite"))
@@ -307,7 +326,8 @@ def _rebuild(connection: Connection, groups: Collection[str], progress: Progress
     """In one snapshot (PostgreSQL: REPEATABLE READ; SQLite: its write lock): the queued
     changes that snapshot holds taken (folded, BATCH at a time, where they feed a rollup not
     built here; dropped where the build counts them anyway), then each group's tables built
-    from the database."""
+    from the database, then what the builds queued folded (the kernels' hosts)."""
+    groups = set(groups).union(*(BUILT_WITH.get(group, set()) for group in groups))
     if connection.dialect.name == "postgresql":
         connection.execution_options(isolation_level="REPEATABLE READ")
     try:
@@ -325,9 +345,14 @@ def _rebuild(connection: Connection, groups: Collection[str], progress: Progress
             for table in statements:
                 connection.execute(text(f"DELETE FROM {table}"))
             for table, sql in statements.items():
+                if not sql:
+                    continue  # emptied only
                 if progress:
                     progress(f"building {table}")
                 connection.execute(text(sql))
+            for queue in QUEUES:
+                while summed := _take_batch(connection, queue, BATCH):
+                    apply(connection, summed)
             connection.execute(text("DELETE FROM rollup_backfills WHERE rollups IN :groups").bindparams(
                 bindparam("groups", expanding=True)), {"groups": sorted(groups)})
     finally:

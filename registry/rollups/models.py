@@ -167,3 +167,53 @@ class FleetDaily(Base):
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     joined: Mapped[int] = mapped_column(BigInteger)
     retired: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupKernelHost(Base):
+    """A host whose kernel intervals must be computed again (migration 0048's triggers on hosts
+    and on their kernel changes; the fold, for a host whose first day in the fleet moved)."""
+
+    __tablename__ = "rollup_kernel_hosts"
+
+    id: Mapped[int] = mapped_column(QueueId, primary_key=True)
+    host_id: Mapped[int] = mapped_column(Integer)
+
+
+class KernelInterval(Base):
+    """A stretch of time a host ran one kernel version, as `registry.rollups.kernels` computes
+    it from the inventory: what `rollup_kernel_daily` and `rollup_kernel_gaps` hold the sums of."""
+
+    __tablename__ = "rollup_kernel_intervals"
+
+    host_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    valid_from: Mapped[datetime] = mapped_column(primary_key=True)
+    kernel_version: Mapped[str] = mapped_column(String(255))
+    valid_to: Mapped[datetime | None] = mapped_column(doc="None: still running it")
+
+
+class KernelDaily(Base):
+    """Per UTC day and kernel version: the intervals starting and ending that day, and the sums of
+    their moments in microseconds after the day's midnight (an end at midnight counts to the day
+    before, at 86,400 s). Host-time over any range is a sum of these (`rpt_kernel_daily`)."""
+
+    __tablename__ = "rollup_kernel_daily"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    kernel_version: Mapped[str] = mapped_column(String(255), primary_key=True)
+    starts: Mapped[int] = mapped_column(BigInteger)
+    ends: Mapped[int] = mapped_column(BigInteger)
+    start_us: Mapped[int] = mapped_column(BigInteger)
+    end_us: Mapped[int] = mapped_column(BigInteger)
+
+
+class KernelGaps(Base):
+    """A host that ran a kernel again after running another (a rollback): per kernel, the day its
+    earlier interval ended and the day the next began. What makes distinct hosts over a range
+    exact (`rpt_kernel_gaps`): such a host's two intervals must count once."""
+
+    __tablename__ = "rollup_kernel_gaps"
+
+    kernel_version: Mapped[str] = mapped_column(String(255), primary_key=True)
+    ended_day: Mapped[date] = mapped_column(Date, primary_key=True)
+    resumed_day: Mapped[date] = mapped_column(Date, primary_key=True)
+    gaps: Mapped[int] = mapped_column(BigInteger)

@@ -144,3 +144,63 @@ def test_kernel_crash_rate_counts_no_host_time_outside_the_range(
     since_midnight = (now - now.replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds() / 86400
     for kernel, hosts in ((NEW, 9), (OLD, 4)):
         assert by_kernel[kernel] == pytest.approx(hosts * (1 + since_midnight), abs=hosts * 2 / 86400)
+
+
+def rates(read_only: Runner, db_url: str, window: TimeRange) -> dict[str, tuple[int, int, float]]:
+    """Per kernel: crashes, hosts, host-days."""
+    _, rows = read_only(expand_target(kernel_rate_target(dialect_of(db_url)), {}, window))
+    return {row[0]: (int(row[1]), int(row[2]), float(row[3] or 0)) for row in rows}
+
+
+def test_changes_to_days_already_rolled_up_are_counted_again(
+    rollout: dict[str, int], read_only: Runner, db_url: str, client: Any, make_token: Callable[..., str],
+    database: Database,
+) -> None:
+    """After the rollup folded the rollout: a back-dated observation (h07 on NEW since D0+15d), a
+    rollback (h01 back on OLD at D0+27d: one host on OLD, not two) and a retirement (h11 at
+    D0+35d) move the host-days of the range exactly."""
+    headers = {"Authorization": f"Bearer {make_token('report')}"}
+    for name, kernel, when in (("h07", NEW, day(15)), ("h01", OLD, day(27))):
+        body = {"hosts": [host(name, kernel)], "observed_at": iso(when)}
+        assert client.post("/api/v1/hosts", json=body, headers=headers).status_code == 200
+    with database.session() as session:
+        session.execute(text("UPDATE hosts SET retired_at = :at WHERE hostname = 'h11'"), {"at": day(35)})
+    refresh_rollups(database)
+    # h07: 25 days from OLD to NEW; h01: 13 from NEW to OLD; h11: 5 off NEW
+    expected = {OLD: (rollout[OLD], 11, HOST_DAYS[OLD] - 25 + 13),
+                NEW: (rollout[NEW], 10, HOST_DAYS[NEW] + 25 - 13 - 5)}
+    got = rates(read_only, db_url, RANGE)
+    assert {k: v[:2] for k, v in got.items()} == {k: v[:2] for k, v in expected.items()}
+    for kernel, (_, _, host_days) in expected.items():
+        assert got[kernel][2] == pytest.approx(host_days, abs=1e-6)
+
+
+def test_today_counts_up_to_now(
+    rollout: dict[str, int], read_only: Runner, db_url: str, client: Any, make_token: Callable[..., str],
+    database: Database,
+) -> None:
+    """A host first seen today counts from its sighting, a kernel changed today moves the host at
+    that moment, and neither counts past now."""
+    headers = {"Authorization": f"Bearer {make_token('report')}"}
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    when = midnight + (datetime.now(UTC) - midnight) / 2
+    body = {"hosts": [host("h16", NEW), host("h12", OLD)], "observed_at": iso(when)}
+    assert client.post("/api/v1/hosts", json=body, headers=headers).status_code == 200
+    refresh_rollups(database)
+    now = datetime.now(UTC)
+    got = rates(read_only, db_url, TimeRange(now - timedelta(days=2), now + timedelta(days=3)))
+    today, half = (now - midnight).total_seconds() / 86400, (when - midnight).total_seconds() / 86400
+    # NEW: 9 hosts since yesterday's midnight, h16 from `when`, h12 until it; OLD: 4, h12 from `when`
+    expected = {NEW: (10, 9 * (1 + today) + (today - half) - (today - half)),
+                OLD: (5, 4 * (1 + today) + (today - half))}
+    for kernel, (hosts, host_days) in expected.items():
+        assert got[kernel][1] == hosts
+        assert got[kernel][2] == pytest.approx(host_days, abs=12 * 2 / 86400)  # the read's now is later
+
+
+def test_a_range_holding_no_whole_day_counts_no_host_days(rollout: dict[str, int], read_only: Runner,
+                                                          db_url: str) -> None:
+    """Two hours inside one day: no day starts in it (the daily panels show nothing), so no host
+    counts either (the view read before 0048 gave every running host negative host-days)."""
+    inside = TimeRange(day(20) + timedelta(hours=13), day(20) + timedelta(hours=15))
+    assert rates(read_only, db_url, inside) == {}

@@ -4,18 +4,20 @@ compare after each kind of change."""
 from __future__ import annotations
 
 from collections import Counter
+from datetime import date
 from typing import Any
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from registry.core.events import Event
-from registry.core.hosts import Host
+from registry.core.hosts import Host, HostAttributeChange
 from registry.core.signatures import Signature
 from registry.db import Database
 from registry.rollups.captures_fleet import NO_ACTION, NO_NUMBER
 from registry.rollups.dialect import DURATION
 from registry.rollups.fold import DIMENSIONS, ONLY_WHEN_SET, UNKNOWN, fold
+from registry.rollups.kernels import HostHistory, KernelDeltas, kernel_intervals
 from tests.support.golden import golden
 from tests.support.signatures import report
 
@@ -60,7 +62,8 @@ def scanned(session: Session) -> Rollups:
         "signature_daily": {key: tuple(v) for key, v in signature_daily.items()},
         "sources": {key: tuple(v) for key, v in sources.items()},
         "capture_daily": scanned_captures(session),
-        **scanned_fleet(session),
+        **(fleet := scanned_fleet(session)),
+        **scanned_kernels(session, fleet["host_days"]),
     }
 
 
@@ -100,6 +103,41 @@ def scanned_fleet(session: Session) -> Rollups:
             "fleet_daily": {key: tuple(v) for key, v in fleet.items()}}
 
 
+Marks = dict[tuple[Any, ...], tuple[int, ...]]
+
+
+def scanned_intervals(session: Session, marks: Marks) -> dict[int, list[Any]]:
+    """Every host's kernel intervals from its row, its kernel changes and its marks (days)."""
+    first_days: dict[int, date] = {}
+    for host_id, day in marks:
+        first_days[host_id] = min(date.fromisoformat(day), first_days.get(host_id, date.max))
+    changes: dict[int, list[Any]] = {}
+    change = HostAttributeChange
+    for host_id, old, at in session.execute(
+            select(change.host_id, change.old_value, change.changed_at)
+            .where(change.attribute == "kernel_version").order_by(change.changed_at, change.id)):
+        changes.setdefault(host_id, []).append((old, at))
+    return {
+        host.id: kernel_intervals(HostHistory(
+            host.first_seen, host.retired_at, host.kernel_version, first_days.get(host.id),
+            changes.get(host.id, ())))
+        for host in session.scalars(select(Host))
+    }
+
+
+def scanned_kernels(session: Session, marks: Marks) -> Rollups:
+    """The kernels' daily sums and gaps from every host's intervals computed afresh."""
+    summed = KernelDeltas()
+    for intervals in scanned_intervals(session, marks).values():
+        summed.add(intervals, 1)
+    return {
+        "kernel_daily": {(day.isoformat(), kernel): tuple(counts)
+                         for (day, kernel), counts in summed.daily.items() if any(counts)},
+        "kernel_gaps": {(kernel, ended.isoformat(), resumed.isoformat()): (n,)
+                        for (kernel, ended, resumed), n in summed.gaps.items() if n},
+    }
+
+
 STORED = {
     "breakdown": "SELECT day, dimension, value, events, memory_gb, memory_known, repeats "
                  "FROM rollup_breakdown_daily",
@@ -110,9 +148,11 @@ STORED = {
                      "bytes_known, downtime_us, downtime_known FROM rollup_capture_daily",
     "host_days": "SELECT host_id, day, marks FROM rollup_host_days",
     "fleet_daily": "SELECT day, joined, retired FROM rollup_fleet_daily",
+    "kernel_daily": "SELECT day, kernel_version, starts, ends, start_us, end_us FROM rollup_kernel_daily",
+    "kernel_gaps": "SELECT kernel_version, ended_day, resumed_day, gaps FROM rollup_kernel_gaps",
 }
 KEY_LENGTH = {"breakdown": 3, "host_daily": 3, "signature_daily": 2, "sources": 2, "capture_daily": 5,
-              "host_days": 2, "fleet_daily": 1}
+              "host_days": 2, "fleet_daily": 1, "kernel_daily": 2, "kernel_gaps": 3}
 
 
 def stored(session: Session) -> Rollups:
@@ -122,14 +162,14 @@ def stored(session: Session) -> Rollups:
         rows = {}
         for row in session.execute(text(sql)):
             length = KEY_LENGTH[name]
-            key = tuple(_day(v) if column == "day" else v
+            key = tuple(_day(v) if column.endswith("day") else v
                         for column, v in zip(row._fields[:length], row[:length], strict=True))
             rows[key] = tuple(int(v) for v in row[length:])
         found[name] = rows
     return found
 
 
-QUEUES = ("rollup_changes", "rollup_capture_changes", "rollup_host_changes")
+QUEUES = ("rollup_changes", "rollup_capture_changes", "rollup_host_changes", "rollup_kernel_hosts")
 
 
 def queued(session: Session, queues: tuple[str, ...] = QUEUES) -> int:
