@@ -49,7 +49,7 @@ class RollupBackfill(Base):
     __tablename__ = "rollup_backfills"
 
     rollups: Mapped[str] = mapped_column(String(16), primary_key=True, server_default=text("'events'"),
-                                         doc="events, captures or fleet (registry.rollups.fold.GROUPS)")
+                                         doc="a group of registry.rollups.fold.GROUPS")
     requested_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
