@@ -4,10 +4,12 @@ Grafana's crash rate by kernel version read `rpt_kernel_intervals` (0047), a pla
 computed every host's kernel intervals at each refresh: 5-9 s at 100,000 hosts with monthly
 kernels. Now the intervals are kept per host (`rollup_kernel_intervals`) and summed per UTC day
 and kernel (`rollup_kernel_daily`: intervals starting and ending that day and their moments;
-`rollup_kernel_gaps`: hosts back on a kernel they ran before), by the rollups job, from a queue
-of hosts (`rollup_kernel_hosts`) that triggers fill when a host comes, goes, is retired, changes
-its first sighting or kernel, or when one of its kernel changes is recorded, corrected or deleted
-(the fold also queues a host whose first day in the fleet moved). registry/rollups/kernels.py
+`rollup_kernel_gaps`: hosts back on a kernel they ran before), by the rollups job, for the hosts
+of the fleet's queue (`rollup_host_changes`, 0037's: a host comes, goes, is retired or its first
+sighting changes; the fold also takes a host whose first day in the fleet moved) and of a queue of
+its own (`rollup_kernel_hosts`) that triggers fill when a host's kernel changes, or one of its
+recorded kernel changes is written, corrected or deleted. No trigger of this rollup fires when a
+report inserts a host: ingest pays nothing for it. registry/rollups/kernels.py
 says how; docs/grafana.md what the panel reads: `rpt_kernel_daily` and `rpt_kernel_gaps`, which
 replace `rpt_kernel_intervals` (no panel or rule reads it any more).
 
@@ -43,15 +45,13 @@ def _enqueue(host: str) -> str:
 
 
 PG_FUNCTIONS = {
-    "rollup_kernel_host_enqueue": (
-        f"IF TG_OP = 'DELETE' THEN {_enqueue('OLD.id')} ELSE {_enqueue('NEW.id')} END IF; RETURN NULL;"
-    ),
+    "rollup_kernel_host_enqueue": f"{_enqueue('NEW.id')} RETURN NULL;",
     "rollup_kernel_change_enqueue": (
         f"IF TG_OP <> 'INSERT' THEN {_enqueue('OLD.host_id')} END IF; "
         f"IF TG_OP <> 'DELETE' THEN {_enqueue('NEW.host_id')} END IF; RETURN NULL;"
     ),
 }
-HOST_COUNTED = ("kernel_version", "first_seen", "retired_at")
+HOST_KERNEL = ("kernel_version",)  # its first sighting and retirement: the fleet's queue
 CHANGE_COLUMNS = ("host_id", "attribute", "old_value", "changed_at")
 
 
@@ -66,26 +66,12 @@ def _distinct(columns: Sequence[str], dialect: str) -> str:
 
 # name -> (table, timing and events, WHEN (dialect -> SQL) or None, PostgreSQL function, SQLite body)
 TRIGGERS = {
-    "hosts_kernels_rollup_insert": (
-        "hosts",
-        "AFTER INSERT",
-        None,
-        "rollup_kernel_host_enqueue",
-        _enqueue("NEW.id"),
-    ),
     "hosts_kernels_rollup_update": (
         "hosts",
-        f"AFTER UPDATE OF {', '.join(HOST_COUNTED)}",
-        lambda d: _distinct(HOST_COUNTED, d),
+        f"AFTER UPDATE OF {', '.join(HOST_KERNEL)}",
+        lambda d: _distinct(HOST_KERNEL, d),
         "rollup_kernel_host_enqueue",
         _enqueue("NEW.id"),
-    ),
-    "hosts_kernels_rollup_delete": (
-        "hosts",
-        "AFTER DELETE",
-        None,
-        "rollup_kernel_host_enqueue",
-        _enqueue("OLD.id"),
     ),
     "host_changes_kernels_rollup_insert": (
         "host_attribute_changes",

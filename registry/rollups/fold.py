@@ -141,7 +141,10 @@ def _add_captures(changes: list[dict[str, Any]], summed: Deltas) -> None:
 
 
 def _add_hosts(changes: list[dict[str, Any]], summed: Deltas) -> None:
+    """A host came, went, was retired or moved its first sighting: its fleet marks, and its
+    kernel intervals computed again (they run from its first sighting to its retirement)."""
     others.host_deltas(changes, summed.host_marks, summed.retired)
+    summed.kernel_hosts.update(change["host_id"] for change in changes)
 
 
 def _add_kernel_hosts(changes: list[dict[str, Any]], summed: Deltas) -> None:

@@ -170,8 +170,9 @@ class FleetDaily(Base):
 
 
 class RollupKernelHost(Base):
-    """A host whose kernel intervals must be computed again (migration 0048's triggers on hosts
-    and on their kernel changes; the fold, for a host whose first day in the fleet moved)."""
+    """A host whose kernel intervals must be computed again: migration 0048's triggers on a
+    host's kernel and its recorded kernel changes (the fold also takes the fleet queue's hosts,
+    and a host whose first day in the fleet moved)."""
 
     __tablename__ = "rollup_kernel_hosts"
 
