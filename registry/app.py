@@ -89,7 +89,9 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["CRASHREG_MIGRATION_HEADS"] = head_revisions()
     app.extensions["crashreg.settings"] = settings
-    app.extensions["crashreg.db"] = database or Database(settings.database_url, settings.read_replica)
+    app.extensions["crashreg.db"] = database or Database(
+        settings.database_url, settings.read_replica, lock_wait_s=settings.ingest_lock_wait_s
+    )
     app.json.sort_keys = False  # type: ignore[attr-defined]
     configure_logging(app)
     app.url_map.converters["id"] = IdConverter

@@ -320,6 +320,12 @@ class Settings:
     # PostgreSQL: ids per partition of events and reports, chosen once, when migration 0034
     # partitions them (docs/partitioning.md); later partitions take the newest one's width
     partition_width: int = 1_000_000
+    # How long a reporter's request (a report, a capture's record, a dump upload's start) waits for
+    # a lock another transaction holds (an operator's ALTER TABLE, LOCK TABLE, VACUUM FULL, a
+    # migration; SQLite: any writer) before answering the retryable 503: reporters retry and
+    # spool, and a sync worker held for the lock's whole life holds every page and /healthz
+    # too. 0: as long as the lock is held, as every other connection waits (registry/db.py).
+    ingest_lock_wait_s: float = 3.0
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     dump_store: DumpStoreSettings = field(default_factory=DumpStoreSettings)
@@ -342,6 +348,7 @@ class Settings:
             "capture_window_days": "CRASHREG_CAPTURE_WINDOW_DAYS",
             "no_signature_full_per_host": "CRASHREG_CAPTURE_NO_SIGNATURE_PER_HOST",
             "no_signature_full_per_fleet": "CRASHREG_CAPTURE_NO_SIGNATURE_PER_FLEET",
+            "ingest_lock_wait_s": "CRASHREG_INGEST_LOCK_WAIT_S",
         }, non_negative=True)
         settings = cls(
             **values,

@@ -78,10 +78,11 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database).resolve()
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
+def make_engine(url: str, lock_wait_s: float = 0, **kwargs: Any) -> Engine:
     """An engine for either database; SQLite gets WAL, foreign keys and a busy timeout. A
     failed statement's error (and so its log line) leaves out its parameters: a report's
-    console log, a caller's token hash."""
+    console log, a caller's token hash. `lock_wait_s`: its connections give up waiting for a
+    lock after so long (0: they wait as long as it is held; SQLite: its busy timeout)."""
     kwargs.setdefault("hide_parameters", True)
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
@@ -93,14 +94,36 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         event.listen(engine, "connect", _sqlite_autocommit_off)
         event.listen(engine, "checkout", _sqlite_autocommit_off)
         event.listen(engine, "begin", _sqlite_begin)
-        return engine
-    kwargs.setdefault("pool_size", 5)
-    kwargs.setdefault("max_overflow", 10)
-    engine = create_engine(url, **kwargs)
-    event.listen(engine, "connect", _stamp_idle)
-    event.listen(engine, "checkin", _stamp_idle)
-    event.listen(engine, "checkout", _ping_if_idle)
+    else:
+        kwargs.setdefault("pool_size", 5)
+        kwargs.setdefault("max_overflow", 10)
+        engine = create_engine(url, **kwargs)
+        event.listen(engine, "connect", _stamp_idle)
+        event.listen(engine, "checkin", _stamp_idle)
+        event.listen(engine, "checkout", _ping_if_idle)
+    if lock_wait_s:
+        milliseconds = max(1, round(lock_wait_s * 1000))  # 0 would mean no bound on either
+        bound = LOCK_WAIT[engine.dialect.name].format(milliseconds)
+        event.listen(engine, "connect", _bounded_lock_waits(bound))
     return engine
+
+
+# What makes a connection give up waiting for a lock after so many milliseconds, run once when
+# it is made (not in each transaction): PostgreSQL's lock_timeout (a table's lock or a row's),
+# SQLite's busy timeout (the database's one write lock, which BEGIN IMMEDIATE takes first).
+LOCK_WAIT = {"postgresql": "SET lock_timeout = {}", "sqlite": "PRAGMA busy_timeout = {}"}
+# The SQLSTATE of a statement whose lock_timeout ran out (SQLite's: SQLITE_BUSY).
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+def _bounded_lock_waits(statement: str) -> Callable[[Any, Any], None]:
+    def bound(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute(statement)
+        cursor.close()
+        dbapi_connection.commit()  # PostgreSQL: kept past the transaction the driver began for it
+
+    return bound
 
 
 # A pooled connection is pinged before use only when it has sat idle: a connection used a
@@ -179,18 +202,27 @@ def on_replica(session: Session) -> bool:
 
 class Database:
     """One engine and its session factory; the Flask app and the CLI each hold one. With a read
-    replica (`read.url`), `reads()` may serve from it (registry/replica.py says when)."""
+    replica (`read.url`), `reads()` may serve from it (registry/replica.py says when).
+
+    With `lock_wait_s` (the app's: CRASHREG_INGEST_LOCK_WAIT_S), reporters' work (ingest's
+    `autocommit()` connections, `session(bounded=True)`) runs on an engine of its own whose
+    connections give up waiting for a lock after so long, set once as each is made: no
+    statement a report. Every other connection (pages, jobs, migrations, the CLI) waits as long
+    as a lock is held: a bound there would cut the waits they mean to make."""
 
     def __init__(
         self,
         url: str,
         read: ReadReplicaSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
+        lock_wait_s: float = 0,
         **engine_kwargs: Any,
     ) -> None:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.bounded_engine = make_engine(url, lock_wait_s, **engine_kwargs) if lock_wait_s else self.engine
+        self.bounded_sessions = sessionmaker(self.bounded_engine, expire_on_commit=False)
         self.replica = (
             ReadReplica(replica_engine(read.url), self.engine, read, clock) if read and read.url else None
         )
@@ -198,13 +230,14 @@ class Database:
         # the pool holds, so that sessions always find one (a report needing `store`'s
         # transaction takes a session after its autocommit connection is kept).
         self._autocommit_idle: list[tuple[Connection, float]] = []
-        pool = self.engine.pool
+        pool = self.bounded_engine.pool
         self._autocommit_kept = max(1, pool.size() - 1) if isinstance(pool, QueuePool) else 1
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """A unit of work: commit on success, roll back on any error."""
-        session = self.sessions()
+    def session(self, bounded: bool = False) -> Iterator[Session]:
+        """A unit of work: commit on success, roll back on any error. `bounded`: a reporter's,
+        whose lock waits are bounded (the class's docstring)."""
+        session = (self.bounded_sessions if bounded else self.sessions)()
         try:
             yield session
             session.commit()
@@ -260,15 +293,16 @@ class Database:
             return wal_position(connection)
 
     @contextmanager
-    def lookup(self) -> Iterator[Session]:
+    def lookup(self, bounded: bool = False) -> Iterator[Session]:
         """For single-row lookups on hot paths (a token's, which stamps its last use now and
         then): on PostgreSQL each statement commits on its own, saving the BEGIN and COMMIT
-        round trips of a unit of work; on SQLite a transaction (its write lock taken first)."""
+        round trips of a unit of work; on SQLite a transaction (its write lock taken first).
+        `bounded`: a reporter's, whose lock waits are bounded (the class's docstring)."""
         if self.engine.dialect.name != "postgresql":
-            with self.session() as session:
+            with self.session(bounded) as session:
                 yield session
             return
-        with self.autocommit_reads() as session:
+        with self.autocommit_reads(bounded) as session:
             yield session
 
     @contextmanager
@@ -285,17 +319,18 @@ class Database:
             yield session
 
     @contextmanager
-    def autocommit_reads(self) -> Iterator[Session]:
+    def autocommit_reads(self, bounded: bool = False) -> Iterator[Session]:
         """For reads alone: each statement on its own, outside any transaction on both
         databases, so on SQLite it neither waits for the write lock nor holds it (a command
         reading the symbols' records beside its own transaction)."""
-        with self._reading(isolation_level="AUTOCOMMIT") as session:
+        with self._reading(bounded, isolation_level="AUTOCOMMIT") as session:
             yield session
 
     @contextmanager
-    def _reading(self, **options: Any) -> Iterator[Session]:
+    def _reading(self, bounded: bool = False, **options: Any) -> Iterator[Session]:
         """A session on a connection of its own with these execution options; nothing committed."""
-        with self.engine.connect().execution_options(**options) as connection:
+        engine = self.bounded_engine if bounded else self.engine
+        with engine.connect().execution_options(**options) as connection:
             session = Session(bind=connection, expire_on_commit=False)
             try:
                 yield session
@@ -310,7 +345,7 @@ class Database:
         crash storm (bench/README.md). Idle ones wait in a stack, one per concurrent user (a
         sync worker keeps one), up to one less than the pool's size; one idle past
         PING_AFTER_IDLE_S is pinged first, as the pool pings its own, and one invalidated by a
-        lost server is dropped."""
+        lost server is dropped. Its lock waits are bounded (the class's docstring)."""
         connection = self._idle_autocommit_connection()
         try:
             yield connection
@@ -341,13 +376,14 @@ class Database:
             except DBAPIError:
                 connection.invalidate()
                 connection.close()
-        connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        connection = self.bounded_engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         connection.exec_driver_sql(PLAN_GENERICALLY)
         return connection
 
     def dispose(self) -> None:
         while self._autocommit_idle:
             self._autocommit_idle.pop()[0].close()
-        self.engine.dispose()
+        for engine in {self.engine, self.bounded_engine}:
+            engine.dispose()
         if self.replica is not None:
             self.replica.engine.dispose()

@@ -8,6 +8,8 @@ from flask import Flask, jsonify
 from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
 
+from registry.db import LOCK_NOT_AVAILABLE
+
 
 class ApiError(Exception):
     def __init__(
@@ -49,6 +51,21 @@ HTTP_CODES = {
 }
 # SQLSTATE class 54 (PostgreSQL): a statement exceeded a limit, e.g. an index entry's size.
 PROGRAM_LIMIT_EXCEEDED = "54"
+# What a retryable 503 says, by what the driver said (PostgreSQL's SQLSTATE, SQLite's result code):
+# a lock not free within the wait (CRASHREG_INGEST_LOCK_WAIT_S), else the database is unavailable.
+UNAVAILABLE_BECAUSE = {
+    LOCK_NOT_AVAILABLE: "a table this request writes is locked by another transaction (an ALTER TABLE, "
+    "LOCK TABLE, VACUUM FULL or migration) and was not free in time; nothing was stored; retry shortly",
+    "SQLITE_BUSY": "the registry's database is locked by another writer (a migration, a job, a sqlite3 "
+    "shell) and was not free in time; nothing was stored; retry shortly",
+}
+DATABASE_UNAVAILABLE = "the registry's database is unavailable; retry shortly"
+
+
+def driver_code(error: DBAPIError) -> str:
+    """What the driver calls a database error: PostgreSQL's SQLSTATE, SQLite's result code name."""
+    orig = error.orig
+    return getattr(getattr(orig, "diag", None), "sqlstate", None) or getattr(orig, "sqlite_errorname", "")
 
 
 def install_error_handlers(app: Flask) -> None:
@@ -58,20 +75,20 @@ def install_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(OperationalError)
     def _database_unavailable(error: OperationalError) -> Any:
-        sqlstate = getattr(getattr(error.orig, "diag", None), "sqlstate", None) or ""
-        if sqlstate.startswith(PROGRAM_LIMIT_EXCEEDED):
+        code = driver_code(error)
+        if code.startswith(PROGRAM_LIMIT_EXCEEDED):
             # A value too large to store or index: retrying cannot help, so no 503.
             app.logger.warning("value too large to store: %s", error.orig)
             return ApiError(
                 422, "too_large", f"a value is too large to store: {str(error.orig).splitlines()[0]}"
             ).to_response()
-        # Unreachable, restarting or overloaded database: nothing was stored, so the caller may
-        # safely retry (reports are idempotent on report_id).
-        app.logger.warning("database unavailable: %s", type(error.orig).__name__)
+        # Unreachable, restarting, overloaded or locked database: the transaction rolled back
+        # whole, so the caller may safely retry (reports are idempotent on report_id).
+        app.logger.warning("database unavailable: %s %s", type(error.orig).__name__, code)
         return ApiError(
             503,
             "unavailable",
-            "the registry's database is unavailable; retry shortly",
+            UNAVAILABLE_BECAUSE.get(code, DATABASE_UNAVAILABLE),
             headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
         ).to_response()
 

@@ -23,6 +23,8 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from registry.db import LOCK_NOT_AVAILABLE
+
 PARTITIONED = ("events", "reports")
 AHEAD = 2  # empty partitions kept above each table's next id
 # The partitions' names: the table's, then the partition's lower bound in widths.
@@ -37,7 +39,7 @@ RANGE = re.compile(r"FOR VALUES FROM \((MINVALUE|-?\d+)\) TO \((-?\d+)\)")
 LOCK_TIMEOUT = "500ms"
 LOCK_TRIES = 30
 RETRY_PAUSE_S = 0.5
-LOCK_NOT_AVAILABLE, DEADLOCK = "55P03", "40P01"
+DEADLOCK = "40P01"
 
 T = TypeVar("T")
 

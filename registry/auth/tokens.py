@@ -119,7 +119,7 @@ def require_scope(*scopes: str, checked_by_view: bool = False) -> Callable[[F], 
             if checked_by_view:
                 presented_token()
             else:
-                admit(load_caller(), scopes)
+                admit(load_caller(scopes), scopes)
             return view(*args, **kwargs)
 
         guarded.required_scopes = scopes  # type: ignore[attr-defined]
@@ -188,9 +188,11 @@ def presented_token() -> str:
     return token
 
 
-def load_caller() -> TokenHolder | None:
+def load_caller(scopes: tuple[str, ...]) -> TokenHolder | None:
     """The presented token's live row, read on a lookup connection of its own (None: unknown or
-    revoked; a missing token is a 401)."""
+    revoked; a missing token is a 401). For a request reporters make (`scopes`, the ones it
+    admits, hold theirs), the lookup waits for a lock no longer than their writes do
+    (registry.db.Database): on SQLite it takes the write lock."""
     token = presented_token()
-    with current_db().lookup() as session:
+    with current_db().lookup(bounded="report" in scopes) as session:
         return authenticate(session, token)

@@ -116,7 +116,7 @@ class BundleSchema(Schema):
 )
 def post_capture(event_id: int) -> Any:
     values = load(CaptureCreateSchema(), json_body())
-    with current_db().session() as session:
+    with current_db().session(bounded=True) as session:
         capture, created = record_capture(session, event_id, values)
         return jsonify(capture_dict(capture)), 201 if created else 200
 
@@ -132,7 +132,7 @@ def post_capture(event_id: int) -> Any:
 )
 def patch_capture(capture_id: int) -> Any:
     changes = load(CapturePatchSchema(), json_body())
-    with current_db().session() as session:
+    with current_db().session(bounded=True) as session:
         return jsonify(capture_dict(update_capture(session, capture_id, changes)))
 
 
@@ -163,7 +163,7 @@ class CapturesRemovedAnswerSchema(Schema):
 )
 def post_captures_removed() -> Any:
     notice = load(CapturesRemovedSchema(), json_body())
-    with current_db().session() as session:
+    with current_db().session(bounded=True) as session:
         removed, unknown = mark_removed(session, notice["capture_keys"], notice["reason"])
     return jsonify({"removed": removed, "unknown": unknown})
 

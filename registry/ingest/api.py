@@ -220,7 +220,7 @@ def post_report() -> Any:
     try:
         raw, report = validated_report()
     except (ApiError, HTTPException):
-        admit(load_caller(), REPORTER_SCOPES)
+        admit(load_caller(REPORTER_SCOPES), REPORTER_SCOPES)
         raise
     warnings = report_warnings(REPORT_SCHEMA, raw)
     result = ingest_report(current_db(), current_settings(), report, raw, caller, app_engine())

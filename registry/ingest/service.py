@@ -269,7 +269,7 @@ def stored_or_replayed(
     except (IntegrityError, ArchivedEvent) as error:
         # Another worker stored this report_id between our check and our commit; or its key, or
         # its crash's event key, is kept from an archived report (never stored twice).
-        with db.session() as session:
+        with db.session(bounded=True) as session:
             stored = read_stored_report(session.connection(), incoming.report_id)
             archived = archived_answer(session.connection(), incoming.report_id) if stored is None else None
         if archived is not None:
@@ -293,7 +293,7 @@ def stored_by_steps(
     """The one read, then `store`'s steps, in one transaction: SQLite's path (its BEGIN
     IMMEDIATE from the read on serialises its writers), and the answer every write planned on
     PostgreSQL must give (tests/registry/ingest/test_writers_agree.py)."""
-    with db.session() as session:
+    with db.session(bounded=True) as session:
         connection = session.connection()
         context, replay = checked(connection, incoming, caller)
         if replay is not None:
@@ -339,7 +339,7 @@ def stored_on_postgresql(
     if written is not None:
         return outcome(incoming, written)
     last_read.forget(fingerprint)
-    with db.session() as session:
+    with db.session(bounded=True) as session:
         return created(incoming, store(session, session.connection(), settings, incoming, context))
 
 

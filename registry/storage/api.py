@@ -176,7 +176,7 @@ class DownloadSchema(Schema):
 def post_upload(capture_id: int) -> Any:
     values = load(UploadRequestSchema(), json_body())
     settings = current_settings().dump_store
-    with current_db().session() as session:
+    with current_db().session(bounded=True) as session:
         return jsonify(start_upload(session, current_store(), settings, capture_id, values))
 
 
@@ -192,7 +192,7 @@ def post_upload(capture_id: int) -> Any:
 def post_complete(capture_id: int) -> Any:
     values = load(CompleteSchema(), json_body())
     md5s = {part["number"]: part["md5"] for part in values["parts"]}
-    with current_db().session() as session:
+    with current_db().session(bounded=True) as session:
         return jsonify(complete_upload(session, current_store(), capture_id, md5s))
 
 

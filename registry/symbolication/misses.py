@@ -32,13 +32,14 @@ def unsymbolicated(crash: Any) -> list[str]:
 
 def note_misses(database: Database, report_id: str, build_ids: list[str]) -> None:
     """Note, in a transaction and a statement of its own, the build-ids a report lacked symbols
-    for (a report naming a vendor's library that never has symbols notes it every time)."""
+    for (a report naming a vendor's library that never has symbols notes it every time). Part
+    of the report's request: its lock waits are bounded as ingest's are."""
     if not build_ids:
         return
     now = utcnow()
     rows = [{"build_id": build_id, "report_id": report_id, "noted_at": now}
             for build_id in dict.fromkeys(build_ids)]
-    with database.session() as session:
+    with database.session(bounded=True) as session:
         statement = insert_ignore_statement(session.get_bind().dialect.name, SymbolMiss.__table__, (), None)
         session.connection().execute(statement, rows)  # one INSERT of every row (insertmanyvalues)
 
