@@ -20,7 +20,7 @@ import gzip
 import hashlib
 import json
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -43,30 +43,61 @@ CRASHED_AT = {"events": "crashed_at"}
 
 @dataclass(frozen=True)
 class Dependent:
-    """Rows of `table` whose `column` points into a partition of a partitioned table and that
-    are only history of its rows: written to the archive with the partition (their own file and
-    manifest, the partition's name under archive/<table>/) and deleted before its detach.
-    `counts`: the condition under which such a row is still in use (`:since`, the start of the
-    capture window); then it pins the partition instead."""
+    """Rows of `table` whose `column` points into a partition of a partitioned table (or, for a
+    dependent's `children`, at its parent's single-column key) and that are only history of its
+    rows: written to the archive with the partition (their own file and manifest, the
+    partition's name under archive/<table>/), deleted before its detach (children first) and
+    put back if it stays (parents first). `counts`: why such a row is still in use, and the
+    condition that says so (`:since`, the start of the capture window); then it pins the
+    partition instead. `noun`: how a reason names the row (none: the reason alone)."""
 
     table: str
     column: str
     key: tuple[str, ...]  # the row's primary key
-    counts: str | None = None
+    counts: Mapping[str, str] = field(default_factory=dict)
+    noun: str | None = None
+    children: tuple[Dependent, ...] = ()
 
 
 # Console trims go with their report (whose log they describe); its event goes in the same run
 # (plan), so a trim never pins an events partition. A capture slot or a no-signature slot whose
 # holder is archived is the slot's last holder, long over: the slot is free either way (a slot
 # never used and one aged out of the window are claimed alike, registry.capture.decide).
-SLOT_COUNTS = "since >= :since"
+SLOT_COUNTS = {"a slot that still counts": "since >= :since"}
+# A capture is finished when nothing can change it or needs its dump any more: it is no longer
+# under way, no triage of its dump is running, its dump is not in the store (never uploaded, or
+# deleted by retention: the row then is history) and no standing pin holds it. Then it, its
+# dump's row, the dump's download records and its pins are history of its event and go with it
+# (an RCA citing it keeps the partition: RCA_CITES). Until then it pins the event's partition.
+CAPTURE_COUNTS = {
+    "under way": "status = 'started'",
+    "its dump being triaged": "processing_state IN ('pending', 'processing')",
+    "its dump in the store": "EXISTS (SELECT 1 FROM dumps d WHERE d.capture_id = captures.id "
+                             "AND d.state <> 'deleted')",
+    "pinned": "EXISTS (SELECT 1 FROM dump_pins p WHERE p.capture_id = captures.id AND p.unpinned_at IS NULL)",
+}
+CAPTURES = Dependent("captures", "event_id", ("id",), CAPTURE_COUNTS, "capture", (
+    Dependent("dumps", "capture_id", ("id",), children=(Dependent("dump_downloads", "dump_id", ("id",)),)),
+    Dependent("dump_pins", "capture_id", ("id",)),
+))
 DEPENDENTS = {
     "reports": (Dependent("console_trims", "report_id", ("report_id",)),),
     "events": (Dependent("capture_slots", "event_id", ("signature_id", "slot"), SLOT_COUNTS),
-               Dependent("no_signature_slots", "event_id", ("budget", "slot"), SLOT_COUNTS)),
+               Dependent("no_signature_slots", "event_id", ("budget", "slot"), SLOT_COUNTS),
+               CAPTURES),
 }
 # What points into a partitioned table and goes with the other one's partitions: not a pin.
 GOES_WITH = {"events": {("console_trims", "event_id")}, "reports": set()}
+# What an RCA's evidence names that keeps an events partition (registry.rca.checks reads both).
+RCA_CITES = {
+    "one of its events": "e->>'type' = 'event' AND (e->>'event_id')::bigint >= :lo "
+                         "AND (e->>'event_id')::bigint < :hi",
+    "a capture of one of its events": "e->>'type' = 'capture' AND (e->>'capture_id')::bigint IN "
+                                      "(SELECT id FROM captures WHERE event_id >= :lo AND event_id < :hi)",
+}
+# The captures' rollup counts history (migration 0049: its trigger queues nothing while this is
+# on): the archive's delete of captures, and their putting back, are not changes of it.
+QUIET = "SET LOCAL crashreg.archiving = 'on'"
 DEFAULT_CAPTURE_WINDOW = timedelta(days=7)  # Settings.capture_window_days
 Progress = Callable[[str], Any]
 LOWEST_ID = -(2**63)  # where the first partition (from MINVALUE) starts
@@ -118,25 +149,70 @@ def _referencing(connection: Connection, table: str) -> list[tuple[str, str]]:
         "AND array_length(c.conkey, 1) = 1"), {"t": table}).all() if t not in PARTITIONED]
 
 
+def _within(child: Dependent, parent: Dependent, where: str) -> str:
+    """The condition that picks a child's rows of the parent rows `where` picks."""
+    return f"{child.column} IN (SELECT {parent.key[0]} FROM {parent.table} WHERE {where})"
+
+
+def _tree(table: str) -> list[tuple[Dependent, str]]:
+    """The dependents of a partitioned table's partitions, each parent before its children,
+    with the condition that picks a partition's rows of it (`:lo`, `:hi`: the partition's ids)."""
+    found: list[tuple[Dependent, str]] = []
+
+    def visit(dependent: Dependent, where: str) -> None:
+        found.append((dependent, where))
+        for child in dependent.children:
+            visit(child, _within(child, dependent, where))
+
+    for dependent in DEPENDENTS[table]:
+        visit(dependent, f"{dependent.column} >= :lo AND {dependent.column} < :hi")
+    return found
+
+
+def _in_use(connection: Connection, dependent: Dependent, where: str, bounds: dict[str, Any]) -> str | None:
+    """Why a partition's rows of a dependent (those `where` picks) must stay: the first that
+    still counts, a row of another table pointing at one of them, or the same of a child's."""
+    reasons = list(dependent.counts)
+    if reasons:
+        which = " ".join(f"WHEN {dependent.counts[r]} THEN {n}" for n, r in enumerate(reasons))
+        found = connection.execute(text(
+            f"SELECT CASE {which} END, {', '.join(dependent.key)} FROM {dependent.table} WHERE {where} AND ("
+            f"{' OR '.join(f'({c})' for c in dependent.counts.values())}) LIMIT 1"), bounds).first()
+        if found:
+            why, key = reasons[found[0]], ", ".join(map(str, found[1:]))
+            return why if dependent.noun is None else f"{dependent.noun} {key}: {why}"
+    children = {(c.table, c.column) for c in dependent.children}
+    for table, column in _referencing(connection, dependent.table):
+        if (table, column) not in children and connection.execute(text(
+                f"SELECT 1 FROM {table} WHERE {column} IN (SELECT {dependent.key[0]} FROM {dependent.table} "
+                f"WHERE {where}) LIMIT 1"), bounds).first():
+            return f"{table}.{column} points at one of its {dependent.table}"
+    for child in dependent.children:
+        if why := _in_use(connection, child, _within(child, dependent, where), bounds):
+            return why
+    return None
+
+
 def _pinned_by(connection: Connection, partition: Partition, since: datetime) -> str | None:
     """Why a partition must stay: the first outside row that points into it and does not go with
     it (None: nothing). `since`: the start of the capture window (a slot since then counts)."""
-    lower = _lower(partition)
-    bounds = {"lo": lower, "hi": partition.upper, "since": since}
+    bounds = {"lo": _lower(partition), "hi": partition.upper, "since": since}
     dependents = {(d.table, d.column): d for d in DEPENDENTS[partition.table]}
     for table, column in _referencing(connection, partition.table):
-        dependent = dependents.get((table, column))
-        if (table, column) in GOES_WITH[partition.table] or (dependent and dependent.counts is None):
+        if (table, column) in GOES_WITH[partition.table]:
             continue
-        still = f" AND {dependent.counts}" if dependent else ""
-        if connection.execute(text(f"SELECT 1 FROM {table} WHERE {column} >= :lo AND {column} < :hi{still} "
-                                   f"LIMIT 1"), bounds).first():
-            return f"{table}.{column} points into it" + (" (a slot that still counts)" if dependent else "")
-    if partition.table == "events" and connection.execute(text(
-            "SELECT 1 FROM rcas, jsonb_array_elements(CAST(evidence AS jsonb)) AS e "
-            "WHERE e->>'type' = 'event' AND (e->>'event_id')::bigint >= :lo "
-            "AND (e->>'event_id')::bigint < :hi LIMIT 1"), bounds).first():
-        return "an RCA's evidence names one of its events"
+        where = f"{column} >= :lo AND {column} < :hi"
+        dependent = dependents.get((table, column))
+        if dependent is not None:
+            if why := _in_use(connection, dependent, where, bounds):
+                return f"{table}.{column} points into it ({why})"
+        elif connection.execute(text(f"SELECT 1 FROM {table} WHERE {where} LIMIT 1"), bounds).first():
+            return f"{table}.{column} points into it"
+    if partition.table == "events":
+        for what, cited in RCA_CITES.items():
+            if connection.execute(text(f"SELECT 1 FROM rcas, jsonb_array_elements(CAST(evidence AS jsonb)) "
+                                       f"AS e WHERE {cited} LIMIT 1"), bounds).first():
+                return f"an RCA's evidence names {what}"
     return None
 
 
@@ -207,7 +283,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _range(connection: Connection, name: str, column: str) -> tuple[str | None, str | None]:
+def _range(connection: Connection, name: str, column: str | None) -> tuple[str | None, str | None]:
+    if column is None:  # a dependent's rows: no range of their own to read
+        return None, None
     low, high = connection.execute(text(f"SELECT min({column}), max({column}) FROM {name}")).one()
     return (low.isoformat() if low else None, high.isoformat() if high else None)
 
@@ -218,9 +296,8 @@ def write(engine: Engine, store: DumpStore, partition: Partition, workdir: Path)
     with engine.connect() as connection:
         connection = connection.execution_options(isolation_level="REPEATABLE READ")
         with connection.begin():
-            dependents = [_write(connection, store, partition, workdir, d.table,
-                                 f"{d.table} WHERE {d.column} >= :lo AND {d.column} < :hi", ", ".join(d.key))
-                          for d in DEPENDENTS[partition.table]]
+            dependents = [_write(connection, store, partition, workdir, d.table, f"{d.table} WHERE {where}",
+                                 ", ".join(d.key)) for d, where in _tree(partition.table)]
             manifest = _write(connection, store, partition, workdir, partition.table, partition.name, "id",
                               [manifest_key(d.table, d.partition) for d in dependents])
     for written in (*dependents, manifest):
@@ -247,8 +324,8 @@ def _write(connection: Connection, store: DumpStore, partition: Partition, workd
     manifest = Manifest(
         format=FORMAT, table=table, partition=partition.name,
         id_range=(partition.lower, partition.upper),
-        received_at=_range(connection, name, RECEIVED_AT.get(table, "NULL")),
-        crashed_at=_range(connection, name, CRASHED_AT.get(table, "NULL")),
+        received_at=_range(connection, name, RECEIVED_AT.get(table)),
+        crashed_at=_range(connection, name, CRASHED_AT.get(table)),
         rows=rows, sha256=_sha256(local), file=file_key, columns=columns,
         migration=str(connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one()),
         dependents=dependents or [],
@@ -319,17 +396,23 @@ def _lines(store: DumpStore, manifest: Manifest, workdir: Path) -> Iterator[list
 
 def _delete_dependents(connection: Connection, store: DumpStore, partition: Partition,
                        dependents: list[Manifest], workdir: Path, progress: Progress) -> None:
-    """Delete, in one short transaction, the dependents' rows as they were archived; a row
-    changed since it was written stops the run with nothing deleted."""
+    """Delete, in one short transaction, the dependents' rows as they were archived, children
+    before their parents; a row changed since it was written, or a parent that gained a child
+    since, stops the run with nothing deleted."""
+    archived = {manifest.table: manifest for manifest in dependents}
+
     def delete(c: Connection) -> None:
-        for manifest in dependents:
-            dependent = next(d for d in DEPENDENTS[partition.table] if d.table == manifest.table)
+        c.exec_driver_sql(QUIET)
+        for dependent, where in reversed(_tree(partition.table)):
+            manifest = archived[dependent.table]
             same_key = " AND ".join(f"CAST(t.{k} AS text) = CAST(a.line AS jsonb)->>'{k}'"
                                     for k in dependent.key)
+            childless = "".join(f" AND NOT EXISTS (SELECT 1 FROM {child.table} WHERE "
+                                f"{child.table}.{child.column} = t.{dependent.key[0]})"
+                                for child in dependent.children)
             deleted = sum(c.execute(text(
                 f"DELETE FROM {dependent.table} AS t USING unnest(CAST(:lines AS text[])) AS a(line) "
-                f"WHERE t.{dependent.column} >= :lo AND t.{dependent.column} < :hi AND {same_key} "
-                f"AND to_jsonb(t) = CAST(a.line AS jsonb)"),
+                f"WHERE {where} AND {same_key} AND to_jsonb(t) = CAST(a.line AS jsonb){childless}"),
                 {"lines": batch, "lo": _lower(partition), "hi": partition.upper}).rowcount
                 for batch in _lines(store, manifest, workdir))
             if deleted != manifest.rows:
@@ -341,12 +424,18 @@ def _delete_dependents(connection: Connection, store: DumpStore, partition: Part
 
 
 def _put_back(connection: Connection, store: DumpStore, manifest: Manifest, workdir: Path) -> None:
-    """The archived dependents of a partition that stays, back where they were (a row there
-    already, or a slot taken since by another event, is left as it is)."""
-    for key in manifest.dependents:  # each batch by itself: put back twice, a row is there once
-        dependent = _fetched(store, key, workdir)
-        for batch in _lines(store, dependent, workdir):
-            _load(connection, dependent.table, dependent.table, batch, put_back=True)
+    """The archived dependents of a partition that stays, back where they were, parents before
+    their children, in one transaction (a row there already, or a slot taken since by another
+    event, is left as it is: put back twice, a row is there once)."""
+    archived = {d.table: d for d in (_fetched(store, key, workdir) for key in manifest.dependents)}
+
+    def load(c: Connection) -> None:
+        c.exec_driver_sql(QUIET)
+        for dependent, _ in _tree(manifest.table):
+            if dependent.table in archived:  # an archive written before it went with its partition has none
+                for batch in _lines(store, archived[dependent.table], workdir):
+                    _load(c, dependent.table, dependent.table, batch, put_back=True)
+    in_short_transaction(connection, load)
 
 
 def drop(connection: Connection, partition: Partition, progress: Progress, store: DumpStore | None = None,

@@ -38,6 +38,7 @@ from testkit.reports import NULL_DEREF_LOG, crash_report
 from tests.support.cli import crashreg
 from tests.support.databases import BACKENDS, create_postgres_database, drop_postgres_database
 from tests.support.http import auth, serving
+from tests.support.retention import store_dump
 from tests.support.rollups import stored
 
 WIDTH = 4
@@ -386,3 +387,178 @@ def test_sqlite_has_no_partitions_to_archive(tmp_path: Path) -> None:
     refused = crashreg(url, "db", "archive", "--before", "2026-01-01")
     assert refused.returncode == 1
     assert "archiving: PostgreSQL only, SQLite's tables are not partitioned" in refused.stderr
+
+
+CAPTURES = "SELECT id, event_id, method, status, processing_state, bytes FROM captures"
+CHILDREN = {  # a capture's rows that go with it, as read back
+    "dumps": "SELECT id, capture_id, key, state, bytes, deleted_at FROM dumps",
+    "dump_downloads": "SELECT id, dump_id, actor, via, object_uri FROM dump_downloads",
+    "dump_pins": "SELECT id, capture_id, pinned_by, pinned_at, unpinned_at FROM dump_pins",
+}
+
+
+def captured(url: str, table: str = "captures") -> dict[str, list[tuple[Any, ...]]]:
+    """The captures of events_p0002's events and their children (those of `table`, a side table's prefix)."""
+    prefix = "" if table == "captures" else table.removesuffix("captures")
+    return {name: rows(url, f"{query.replace(f'FROM {name}', f'FROM {prefix}{name}')} ORDER BY id")
+            for name, query in (("captures", CAPTURES), *CHILDREN.items())}
+
+
+class Captured(Served):
+    """A registry whose events 8..11 (events_p0002) have captures, recorded through the API."""
+
+    def __init__(self, base: str, database: Database, url: str, tmp_path: Path) -> None:
+        super().__init__(base, *tokens(database))
+        with database.session() as session:
+            self.triage, _ = create_token(session, f"triage-{uuid.uuid4().hex[:6]}", "triage", "human")
+        self.database, self.url, self.tmp_path = database, url, tmp_path
+        self.store = open_store(settings(url, tmp_path).dump_store, "http://crashreg.test")
+        for n in range(14):  # ids 1..14: [MINVALUE, 8) with the slots, [8, 12) old, [12, 16) current
+            self.post(crash_report(host={"hostname": f"gpu-{n % 3}"}))
+            maintain(database.engine)
+
+    def capture(self, event_id: int, **fields: Any) -> str:
+        body = {"method": "makedumpfile", "status": "completed", "bytes": 1000} | fields
+        answer = requests.post(f"{self.base}/api/v1/events/{event_id}/captures", json=body,
+                               headers=auth(self.reporter), timeout=60)
+        assert answer.status_code == 201, answer.text
+        return str(answer.json()["id"])
+
+    def call(self, method: str, path: str, token: str, **body: Any) -> requests.Response:
+        return requests.request(method, f"{self.base}{path}", json=body or None, headers=auth(token),
+                                timeout=60)
+
+    def finished(self) -> list[str]:
+        """Captures retention and engineers are done with: a dump downloaded, pinned, unpinned and
+        deleted by the gc once its bug was fixed; a failed capture; a completed one never uploaded."""
+        kept = self.capture(8)
+        store_dump(self.database, self.store, kept)
+        assert self.call("GET", f"/api/v1/captures/{kept}/download", self.reader).status_code == 200
+        assert self.call("PUT", f"/api/v1/captures/{kept}/pin", self.triage, note="look").status_code == 201
+        assert self.call("DELETE", f"/api/v1/captures/{kept}/pin", self.triage).status_code == 200
+        run(self.url, "UPDATE signatures SET status = 'resolved', resolved_at = now() - interval '400 days'")
+        assert collect(self.database, self.store, settings(self.url, self.tmp_path)).dumps_deleted == 1
+        return [kept, self.capture(9, status="failed", bytes=None), self.capture(10)]
+
+
+@postgres_only
+def test_finished_captures_go_to_the_archive_with_their_partition(
+    small_partitions: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every old partition holds captures: those whose evidence is finished go with it (their
+    dumps' rows, downloads and pins too), history counts them as before, and they come back
+    with restore-archive without being counted twice."""
+    url = small_partitions
+    monkeypatch.setenv("CRASHREG_DUMP_STORE", str(tmp_path / "dumps"))
+    store = tmp_path / "dumps" / "archive"
+    with serve(url, tmp_path) as (base, database):
+        served = Captured(base, database, url, tmp_path)
+        ids = served.finished()
+        before, rolled = captured(url), rollups(url)
+        assert [len(before[name]) for name in before] == [3, 1, 1, 1]
+        assert before["dumps"][0][3] == "deleted" and before["dump_pins"][0][4] is not None
+
+        archived = crashreg(url, "db", "archive", "--before", "2100-01-01")
+        assert archived.returncode == 0, archived.stderr
+        assert archived.stdout.splitlines() == [
+            "archived reports_p0002", "archived events_p0002", f"kept events_p0000: {SLOTS_COUNT}",
+            "kept reports_p0000: reports of events in events_p0000, which stay"]
+        assert "events_p0002: 3 rows of captures archived with it, deleted" in archived.stderr
+        assert rows(url, "SELECT count(*) FROM rollup_capture_changes") == [(0,)]  # nothing counted out
+        assert rollups(url) == rolled
+        assert captured(url) == {name: [] for name in before}
+        partition = json.loads((store / "events" / "events_p0002.manifest.json").read_text())
+        assert partition["dependents"] == [f"archive/{table}/events_p0002.manifest.json" for table in (
+            "capture_slots", "no_signature_slots", "captures", "dumps", "dump_downloads", "dump_pins")]
+        for table, count in (("captures", 3), *((name, 1) for name in CHILDREN)):
+            manifest = json.loads((store / table / "events_p0002.manifest.json").read_text())
+            data = tmp_path / "dumps" / manifest["file"]
+            lines = [json.loads(line) for line in gzip.decompress(data.read_bytes()).splitlines()]
+            assert (manifest["table"], manifest["partition"]) == (table, "events_p0002")
+            assert manifest["rows"] == count
+            assert len(lines) == count and manifest["sha256"] == sha256(data)
+        for path in (f"/api/v1/captures/{ids[0]}/dump", f"/api/v1/captures/{ids[0]}/pins",
+                     f"/api/v1/captures/{ids[1]}/download"):
+            assert served.call("GET", path, served.reader).status_code == 404
+        assert served.call("PATCH", f"/api/v1/captures/{ids[2]}", served.reporter,
+                           status="failed").status_code == 404
+        assert served.call("PUT", f"/api/v1/captures/{ids[2]}/pin", served.triage).status_code == 404
+        gc = collect(database, served.store, settings(url, tmp_path))  # nothing of theirs to trip on
+        assert gc.dumps_deleted == 0
+
+    loaded(url, "archive/events/events_p0002.manifest.json", "old_events")
+    assert captured(url, "old_events_captures") == before
+    assert rollups(url) == rolled  # a side table counts nowhere
+
+
+@postgres_only
+def test_captures_in_use_keep_their_partition(
+    small_partitions: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture under way, its dump being triaged, pinned or in the store keeps its event's
+    partition, and the run says which capture and why."""
+    url = small_partitions
+    monkeypatch.setenv("CRASHREG_DUMP_STORE", str(tmp_path / "dumps"))
+    with serve(url, tmp_path) as (base, database):
+        served = Captured(base, database, url, tmp_path)
+        served.finished()
+        held = served.capture(11, status="started")
+
+        def kept() -> str:
+            dry = crashreg(url, "db", "archive", "--before", "2100-01-01", "--dry-run")
+            assert dry.returncode == 0, dry.stderr
+            return next(line for line in dry.stdout.splitlines() if line.startswith("kept events_p0002"))
+
+        def change(path: str, method: str = "PATCH", token: str = served.reporter, **body: Any) -> None:
+            assert served.call(method, path, token, **body).status_code in (200, 201)
+
+        why = f"kept events_p0002: captures.event_id points into it (capture {held}: "
+        assert kept() == why + "under way)"
+        change(f"/api/v1/captures/{held}", status="completed", processing_state="processing")
+        assert kept() == why + "its dump being triaged)"
+        change(f"/api/v1/captures/{held}", processing_state="done")
+        change(f"/api/v1/captures/{held}/pin", "PUT", served.triage)
+        assert kept() == why + "pinned)"
+        change(f"/api/v1/captures/{held}/pin", "DELETE", served.triage)
+        store_dump(database, served.store, held)
+        assert kept() == why + "its dump in the store)"
+        archived = crashreg(url, "db", "archive", "--before", "2100-01-01")
+        assert archived.returncode == 0, archived.stderr
+        assert kept() in archived.stdout.splitlines() and "events_p0002" in event_partitions(url)
+
+
+@postgres_only
+def test_captures_are_put_back_when_the_detach_is_refused(
+    small_partitions: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A late capture of an archived event written after the archive deleted the captures (a
+    trigger writes one in the deleting transaction): the detach is refused, the captures and
+    their children are back as they were, counted once, and the next run archives them all."""
+    url = small_partitions
+    monkeypatch.setenv("CRASHREG_DUMP_STORE", str(tmp_path / "dumps"))
+    with serve(url, tmp_path) as (base, database):
+        served = Captured(base, database, url, tmp_path)
+        served.finished()
+        before, rolled = captured(url), rollups(url)
+        run(url, "CREATE FUNCTION late_capture() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "INSERT INTO captures (event_id, signature_id, method, status, created_at, updated_at) "
+                 "SELECT id, signature_id, 'drgn', 'failed', now(), now() FROM events WHERE id = 11; "
+                 "RETURN NULL; END $$")
+        run(url, "CREATE TRIGGER late_capture AFTER DELETE ON captures FOR EACH STATEMENT "
+                 "EXECUTE FUNCTION late_capture()")
+        refused = crashreg(url, "db", "archive", "--before", "2100-01-01")
+        assert refused.returncode != 0
+        assert ("events_p0002: its detach was refused; its archived rows of capture_slots, "
+                "no_signature_slots, captures, dumps, dump_downloads, dump_pins are back") in refused.stderr
+        run(url, "DROP TRIGGER late_capture ON captures")
+        late = captured(url)
+        assert late["captures"][:-1] == before["captures"]
+        assert late["captures"][-1][1:4] == (11, "drgn", "failed")
+        assert {name: late[name] for name in CHILDREN} == {name: before[name] for name in CHILDREN}
+        assert "events_p0002" in event_partitions(url)
+        assert rollups(url) == rolled  # neither their delete nor their putting back was counted
+
+        again = crashreg(url, "db", "archive", "--before", "2100-01-01")
+        assert again.returncode == 0, again.stderr
+        assert "archived events_p0002" in again.stdout.splitlines() and captured(url)["captures"] == []
+        assert rollups(url) == rolled
