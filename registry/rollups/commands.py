@@ -28,11 +28,12 @@ def fold_command(cli: CliContext) -> None:
 
 
 @rollups.command("rebuild")
-@click.option("--yes", is_flag=True, help="Do not ask: events already archived drop out of the counts.")
+@click.option("--yes", is_flag=True,
+              help="Do not ask: events and captures already archived drop out of the counts.")
 @pass_cli
 def rebuild_command(cli: CliContext, yes: bool) -> None:
-    """Compute the rollups again from the events there are (repair). Counts of events archived
-    or deleted are lost: the rollups are otherwise their only record."""
+    """Compute the rollups again from the events there are (repair). Counts of events (and
+    captures) archived or deleted are lost: the rollups are otherwise their only record."""
     if not yes:
         click.confirm("Rebuild the rollups from the events in the database?", abort=True)
     rebuild(cli.database(), progress=_progress)
