@@ -27,6 +27,7 @@ from registry.config import DumpStoreSettings, RetentionSettings, Settings, Symb
 from registry.db import Database
 from registry.migrate import upgrade
 from registry.partitions import maintain, partitions
+from registry.rca.models import Rca
 from registry.retention.archive import write
 from registry.retention.gc import collect
 from registry.rollups.fold import fold
@@ -495,19 +496,26 @@ def test_finished_captures_go_to_the_archive_with_their_partition(
 def test_captures_in_use_keep_their_partition(
     small_partitions: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A capture under way, its dump being triaged, pinned or in the store keeps its event's
-    partition, and the run says which capture and why."""
+    """A capture cited by an RCA, under way, its dump being triaged, pinned or in the store keeps
+    its event's partition, and the run says which capture and why."""
     url = small_partitions
     monkeypatch.setenv("CRASHREG_DUMP_STORE", str(tmp_path / "dumps"))
     with serve(url, tmp_path) as (base, database):
         served = Captured(base, database, url, tmp_path)
-        served.finished()
-        held = served.capture(11, status="started")
+        cited = served.finished()[1]
 
         def kept() -> str:
             dry = crashreg(url, "db", "archive", "--before", "2100-01-01", "--dry-run")
             assert dry.returncode == 0, dry.stderr
             return next(line for line in dry.stdout.splitlines() if line.startswith("kept events_p0002"))
+
+        with database.session() as session:
+            session.add(Rca(signature_id=int(served.signatures()[0]["id"]), status="rejected", summary="s",
+                            body="b", author="bob", author_kind="human", token_name="t", checks=[],
+                            checks_passed=True, evidence=[{"type": "capture", "capture_id": cited}]))
+        assert kept() == "kept events_p0002: an RCA's evidence names a capture of one of its events"
+        run(url, "DELETE FROM rcas")
+        held = served.capture(11, status="started")
 
         def change(path: str, method: str = "PATCH", token: str = served.reporter, **body: Any) -> None:
             assert served.call(method, path, token, **body).status_code in (200, 201)
