@@ -4,10 +4,11 @@ docs/partitioning.md, "Archive").
 Whole partitions go: an events partition whose newest event was received before the cutoff,
 with the reports partitions whose every report belongs to an event archived in the same run.
 The rows of other tables that are only history of a partition's rows (DEPENDENTS: its reports'
-console trims, the capture slots its events held once the capture window is over) go with it,
-into files of their own beside its file. A partition that anything else still points at (a
-capture, a slot that still counts, an RCA's evidence) is skipped and reported, so no stored
-reference dangles. Each partition is written as gzipped JSON Lines with a manifest, read back
+console trims, the capture slots its events held once the capture window is over, its events'
+finished captures with their dumps' rows, downloads and pins) go with it, into files of their
+own beside its file. A partition that anything else still points at (a capture still in use, a
+slot that still counts, an RCA's evidence) is skipped and reported, so no stored reference
+dangles. Each partition is written as gzipped JSON Lines with a manifest, read back
 and checked (rows, sha256) before it is detached (CONCURRENTLY) and dropped. The signature
 counters keep the archived events in a shard of their own (ARCHIVED_SHARD) that recounts add to
 and never rebuild. The natural keys of the archived rows stay (event_keys, report_keys): a
