@@ -8,11 +8,13 @@ console trims, the capture slots its events held once the capture window is over
 finished captures with their dumps' rows, downloads and pins) go with it, into files of their
 own beside its file. A partition that anything else still points at (a capture still in use, a
 slot that still counts, an RCA's evidence) is skipped and reported, so no stored reference
-dangles. Each partition is written as gzipped JSON Lines with a manifest, read back
-and checked (rows, sha256) before it is detached (CONCURRENTLY) and dropped. The signature
-counters keep the archived events in a shard of their own (ARCHIVED_SHARD) that recounts add to
-and never rebuild. The natural keys of the archived rows stay (event_keys, report_keys): a
-resend of an archived report is recognised (registry.ingest.service.archived_answer).
+dangles. What history figures count of the rows it takes (deleted dumps, trimmed console logs)
+it tallies as it deletes them (TALLIES), so those figures stay as they were. Each partition is
+written as gzipped JSON Lines with a manifest, read back and checked (rows, sha256) before it is
+detached (CONCURRENTLY) and dropped. The signature counters keep the archived events in a shard
+of their own (ARCHIVED_SHARD) that recounts add to and never rebuild. The natural keys of the
+archived rows stay (event_keys, report_keys): a resend of an archived report is recognised
+(registry.ingest.service.archived_answer).
 """
 
 from __future__ import annotations
@@ -86,6 +88,47 @@ DEPENDENTS = {
     "events": (Dependent("capture_slots", "event_id", ("signature_id", "slot"), SLOT_COUNTS),
                Dependent("no_signature_slots", "event_id", ("budget", "slot"), SLOT_COUNTS),
                CAPTURES),
+}
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What the archive took of a dependent's rows that history figures count (the dump store's
+    deleted dumps, the trimmed console logs: registry.retention.metrics, rpt_dumps, migration
+    0049): how many (`rows`) and their bytes (the sum of `size`) of the rows `counted` picks,
+    in `table` by their `key` (when retention deleted or trimmed them: one gc run's time, so a
+    tally has a row a run, and a panel's time range counts it exactly). Added in the transaction
+    that deletes the rows, taken off by the rows a put-back puts back: the figures add it, and
+    stay as they were."""
+
+    table: str
+    key: str
+    counted: str
+    rows: str
+    size: str
+
+    def _grouped(self, source: str) -> str:
+        return (f"SELECT {self.key} AS key, count(*) AS n, sum({self.size}) AS b FROM {source} "
+                f"WHERE {self.counted} GROUP BY 1")
+
+    def added(self, source: str) -> str:
+        """A CTE adding `source`'s counted rows (the rows a statement deleted)."""
+        t, rows = self.table, self.rows
+        return (f", tallied AS (INSERT INTO {t} ({self.key}, {rows}, bytes) {self._grouped(source)} "
+                f"ON CONFLICT ({self.key}) DO UPDATE SET {rows} = {t}.{rows} + EXCLUDED.{rows}, "
+                f"bytes = {t}.bytes + EXCLUDED.bytes)")
+
+    def taken(self, source: str) -> str:
+        """A CTE taking off `source`'s counted rows (the rows a statement put back): only what a
+        deletion added, so a key the tally has not is left alone."""
+        return (f", tallied AS (UPDATE {self.table} AS s SET {self.rows} = s.{self.rows} - g.n, "
+                f"bytes = s.bytes - g.b FROM ({self._grouped(source)}) AS g WHERE s.{self.key} = g.key)")
+
+
+TALLIES = {
+    "dumps": Tally("archived_dumps", "deleted_at", "state = 'deleted'", "dumps", "bytes"),
+    "console_trims": Tally("archived_console_trims", "trimmed_at", "kept_bytes < whole_bytes", "logs",
+                           "whole_bytes - kept_bytes"),
 }
 # What points into a partitioned table and goes with the other one's partitions: not a pin.
 GOES_WITH = {"events": {("console_trims", "event_id")}, "reports": set()}
@@ -398,8 +441,9 @@ def _lines(store: DumpStore, manifest: Manifest, workdir: Path) -> Iterator[list
 def _delete_dependents(connection: Connection, store: DumpStore, partition: Partition,
                        dependents: list[Manifest], workdir: Path, progress: Progress) -> None:
     """Delete, in one short transaction, the dependents' rows as they were archived, children
-    before their parents; a row changed since it was written, or a parent that gained a child
-    since, stops the run with nothing deleted."""
+    before their parents, adding what history figures count of them to their TALLIES; a row
+    changed since it was written, or a parent that gained a child since, stops the run with
+    nothing deleted."""
     archived = {manifest.table: manifest for manifest in dependents}
 
     def delete(c: Connection) -> None:
@@ -411,10 +455,12 @@ def _delete_dependents(connection: Connection, store: DumpStore, partition: Part
             childless = "".join(f" AND NOT EXISTS (SELECT 1 FROM {child.table} WHERE "
                                 f"{child.table}.{child.column} = t.{dependent.key[0]})"
                                 for child in dependent.children)
+            tallied = TALLIES[dependent.table].added("gone") if dependent.table in TALLIES else ""
             deleted = sum(c.execute(text(
-                f"DELETE FROM {dependent.table} AS t USING unnest(CAST(:lines AS text[])) AS a(line) "
-                f"WHERE {where} AND {same_key} AND to_jsonb(t) = CAST(a.line AS jsonb){childless}"),
-                {"lines": batch, "lo": _lower(partition), "hi": partition.upper}).rowcount
+                f"WITH gone AS (DELETE FROM {dependent.table} AS t USING unnest(CAST(:lines AS text[])) AS "
+                f"a(line) WHERE {where} AND {same_key} AND to_jsonb(t) = CAST(a.line AS jsonb){childless} "
+                f"RETURNING t.*){tallied} SELECT count(*) FROM gone"),
+                {"lines": batch, "lo": _lower(partition), "hi": partition.upper}).scalar_one()
                 for batch in _lines(store, manifest, workdir))
             if deleted != manifest.rows:
                 raise RuntimeError(f"{manifest.table}: {manifest.rows - deleted} of the {manifest.rows} rows "
@@ -427,7 +473,8 @@ def _delete_dependents(connection: Connection, store: DumpStore, partition: Part
 def _put_back(connection: Connection, store: DumpStore, manifest: Manifest, workdir: Path) -> None:
     """The archived dependents of a partition that stays, back where they were, parents before
     their children, in one transaction (a row there already, or a slot taken since by another
-    event, is left as it is: put back twice, a row is there once)."""
+    event, is left as it is: put back twice, a row is there once); their TALLIES lose exactly
+    the rows put back."""
     archived = {d.table: d for d in (_fetched(store, key, workdir) for key in manifest.dependents)}
 
     def load(c: Connection) -> None:
@@ -435,7 +482,7 @@ def _put_back(connection: Connection, store: DumpStore, manifest: Manifest, work
         for dependent, _ in _tree(manifest.table):
             if dependent.table in archived:  # an archive written before it went with its partition has none
                 for batch in _lines(store, archived[dependent.table], workdir):
-                    _load(c, dependent.table, dependent.table, batch, put_back=True)
+                    _load_back(c, dependent.table, batch)
     in_short_transaction(connection, load)
 
 
@@ -551,7 +598,21 @@ def restore(engine: Engine, store: DumpStore, manifest_key_: str, table: str) ->
         return manifest.rows
 
 
-def _load(connection: Connection, table: str, parent: str, batch: list[str], put_back: bool = False) -> None:
-    connection.execute(text(
-        f"INSERT INTO {table} SELECT * FROM json_populate_record(NULL::{parent}, CAST(:row AS json))"
-        + (" ON CONFLICT DO NOTHING" if put_back else "")), [{"row": line} for line in batch])
+def _rows(parent: str) -> str:
+    """The rows of a batch of archived lines (`:lines`) as rows of `parent`."""
+    return (f"SELECT r.* FROM unnest(CAST(:lines AS text[])) AS a(line), "
+            f"json_populate_record(NULL::{parent}, CAST(a.line AS json)) AS r")
+
+
+def _load(connection: Connection, table: str, parent: str, batch: list[str]) -> None:
+    connection.execute(text(f"INSERT INTO {table} {_rows(parent)}"), {"lines": batch})
+
+
+def _load_back(connection: Connection, table: str, batch: list[str]) -> None:
+    """Put a batch back into its table; its tally (if any) loses the rows that went in."""
+    tally = TALLIES.get(table)
+    tallied = tally.taken("back") if tally else ""
+    connection.execute(text(f"WITH back AS (INSERT INTO {table} {_rows(table)} ON CONFLICT DO NOTHING "
+                            f"RETURNING *){tallied} SELECT count(*) FROM back"), {"lines": batch})
+    if tally:  # a key whose rows are all back is no longer the archive's
+        connection.execute(text(f"DELETE FROM {tally.table} WHERE {tally.rows} = 0"))

@@ -57,6 +57,28 @@ class ConsoleTrim(Base):
     __table_args__ = (Index("ix_console_trims_event", "event_id"),)
 
 
+class ArchivedDumps(Base):
+    """The deleted dumps whose rows the archive took (registry.retention.archive.TALLIES), by
+    the time retention deleted them: the dump store's history figures add them."""
+
+    __tablename__ = "archived_dumps"
+
+    deleted_at: Mapped[datetime] = mapped_column(primary_key=True, doc="the gc run that deleted them")
+    dumps: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+
+
+class ArchivedConsoleTrims(Base):
+    """The console trims that freed bytes whose rows the archive took, by the time retention
+    trimmed them: the trimmed console logs' figures add them."""
+
+    __tablename__ = "archived_console_trims"
+
+    trimmed_at: Mapped[datetime] = mapped_column(primary_key=True, doc="the gc run that trimmed them")
+    logs: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+
+
 class NamedBuildId(Base):
     """A build-id some stored report names (its stack's, a frame's, a mapping's, a module's):
     its symbols are needed for good. Filled by retention's scan of the reports

@@ -3,7 +3,10 @@ partitions served over HTTP, its old partitions written to the dump store, read 
 dropped, with every count, rollup and page as it was; later reports count on; a rebuild does
 not count the archived history away; an archive can be loaded back for reading. Console trims
 and spent capture slots go with their partitions and come back with them; the natural keys stay,
-so a resend of an archived report is answered as a duplicate, never stored again."""
+so a resend of an archived report is answered as a duplicate, never stored again. The history
+figures read from rows the archive takes (the dump store's deleted dumps, the trimmed console
+logs: /metrics and Grafana's rpt_dumps) stay as they were through an archive, a put-back and a
+restore."""
 
 from __future__ import annotations
 
@@ -21,7 +24,9 @@ from typing import Any
 import psycopg
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
+from dashboards import build_dashboards
 from registry.auth.tokens import create_token
 from registry.config import DumpStoreSettings, RetentionSettings, Settings, SymbolSettings
 from registry.db import Database
@@ -34,6 +39,7 @@ from registry.rollups.fold import fold
 from registry.signatures.merging import recount
 from registry.storage.store import open_store
 from sync.scheduler import JobContext, load_jobs
+from testkit.grafana_sql import TimeRange, expand_target
 from testkit.pages import csrf_from
 from testkit.reports import NULL_DEREF_LOG, crash_report
 from tests.support.cli import crashreg
@@ -47,6 +53,13 @@ CSRF = re.compile(r'name="csrf_token" value="[^"]*"')  # a new one each sign-in
 WHOLE = "SELECT id, host_id, boot_key, signature_id, crashed_at, received_at, first_source"
 postgres_only = pytest.mark.skipif("postgresql" not in BACKENDS, reason="partitions are PostgreSQL's")
 SLOTS_COUNT = "capture_slots.event_id points into it (a slot that still counts)"
+# The history figures read from rows the archive takes: Prometheus's (the counters must never
+# drop: a drop reads as a reset) and the captures dashboard's dump store panels over rpt_dumps.
+HISTORY = ("crashreg_dump_store_objects", "crashreg_dump_store_bytes",
+           "crashreg_retention_dumps_deleted_total", "crashreg_retention_dump_bytes_freed_total",
+           "crashreg_retention_console_logs_trimmed_total",
+           "crashreg_retention_console_log_bytes_freed_total")
+DUMP_PANELS = ("Dump store by state", "Dump bytes freed by retention per day")
 
 
 @pytest.fixture
@@ -66,6 +79,19 @@ def rows(url: str, query: str) -> list[tuple[Any, ...]]:
 def run(url: str, statement: str) -> None:
     with psycopg.connect(url) as connection:
         connection.execute(statement)
+
+
+def history(base: str, url: str) -> dict[Any, Any]:
+    """The history figures as their consumers read them: a scrape of /metrics, and the panels'
+    SQL as Grafana expands it for the last 30 days."""
+    scraped = text_string_to_metric_families(requests.get(f"{base}/metrics", timeout=60).text)
+    figures: dict[Any, Any] = {(sample.name, sample.labels.get("state")): sample.value
+                               for family in scraped for sample in family.samples if sample.name in HISTORY}
+    now = datetime.now(UTC)
+    month = TimeRange(now - timedelta(days=30), now + timedelta(days=1))
+    board = next(b for b in build_dashboards("postgresql", "x") if b["uid"] == "crashreg-captures")
+    return figures | {panel["title"]: rows(url, expand_target(panel["targets"][0], {}, month))
+                      for panel in board["panels"] if panel["title"] in DUMP_PANELS}
 
 
 def counts(url: str) -> list[tuple[Any, ...]]:
@@ -286,26 +312,38 @@ def loaded(url: str, manifest: str, table: str) -> None:
     assert restored.returncode == 0, restored.stderr
 
 
+def trimmed(base: str, database: Database, url: str, tmp_path: Path) -> tuple[Served, dict[Any, Any]]:
+    """A year on: 14 crashes (ids 1..14: [MINVALUE, 8) with the slots, [8, 12) old, [12, 16)
+    current) whose logs the gc has trimmed but the exemplars', their capture window long over;
+    and the history figures then."""
+    served = Served(base, *tokens(database))
+    for n in range(14):
+        served.post(crash_report(host={"hostname": f"gpu-{n % 3}"}, console_log=NOISE + NULL_DEREF_LOG))
+        maintain(database.engine)
+    aged = (("events", "received_at"), ("reports", "received_at"), ("capture_slots", "since"))
+    for table, column in aged:
+        run(url, f"UPDATE {table} SET {column} = {column} - interval '400 days'")
+    outcome = collect(database, open_store(settings(url, tmp_path).dump_store, "http://crashreg.test"),
+                      settings(url, tmp_path))
+    assert outcome.logs_trimmed == 11 and outcome.logs_kept_by_rule == {"exemplar": 3}
+    figures = history(base, url)
+    assert figures[("crashreg_retention_console_logs_trimmed_total", None)] == 11
+    assert figures[("crashreg_retention_console_log_bytes_freed_total", None)] == outcome.log_bytes_freed > 0
+    return served, figures
+
+
 @postgres_only
 def test_trims_and_spent_slots_go_to_the_archive_with_their_partitions(
     small_partitions: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A year on, the gc has trimmed every old log but the exemplars' and the capture window is
     long over: the console trims and the capture slots pointing into the old partitions go to
-    the archive with them (and come back with restore-archive) instead of keeping them for ever."""
+    the archive with them (and come back with restore-archive) instead of keeping them for ever;
+    the trimmed logs' figures stay."""
     url = small_partitions
     monkeypatch.setenv("CRASHREG_DUMP_STORE", str(tmp_path / "dumps"))
     with serve(url, tmp_path) as (base, database):
-        served = Served(base, *tokens(database))
-        for n in range(14):  # ids 1..14: [MINVALUE, 8) with the slots, [8, 12) old, [12, 16) current
-            served.post(crash_report(host={"hostname": f"gpu-{n % 3}"}, console_log=NOISE + NULL_DEREF_LOG))
-            maintain(database.engine)
-        aged = (("events", "received_at"), ("reports", "received_at"), ("capture_slots", "since"))
-        for table, column in aged:
-            run(url, f"UPDATE {table} SET {column} = {column} - interval '400 days'")
-        outcome = collect(database, open_store(settings(url, tmp_path).dump_store, "http://crashreg.test"),
-                          settings(url, tmp_path))
-        assert outcome.logs_trimmed == 11 and outcome.logs_kept_by_rule == {"exemplar": 3}
+        served, figures = trimmed(base, database, url, tmp_path)
         slots, trims = rows(url, SLOTS), rows(url, f"{TRIMS} WHERE report_id < 12 ORDER BY 1")
         assert [slot[2] for slot in slots] == [1, 2, 3] and len(trims) == 8
         old_reports = rows(url, "SELECT id, report_id, console_log FROM reports WHERE id >= 8 AND id < 12")
@@ -322,17 +360,56 @@ def test_trims_and_spent_slots_go_to_the_archive_with_their_partitions(
         assert event_partitions(url) == ["events_p0003", "events_p0004", "events_p0005"]
         assert rows(url, SLOTS) == [] and rows(url, f"{TRIMS} WHERE report_id < 12") == []
         assert rows(url, "SELECT count(*) FROM console_trims") == [(3,)]  # the current partition's
+        assert history(base, url) == figures
         # the slots are free: the next crash of the bug gets its full capture as a first one did
         assert served.post(crash_report(host={"hostname": "gpu-late"}))["capture"]["action"] == "full"
 
-    loaded(url, "archive/reports/reports_p0002.manifest.json", "old_reports")
-    loaded(url, "archive/reports/reports_p0000.manifest.json", "older_reports")
-    loaded(url, "archive/events/events_p0000.manifest.json", "old_events")
+        loaded(url, "archive/reports/reports_p0002.manifest.json", "old_reports")
+        loaded(url, "archive/reports/reports_p0000.manifest.json", "older_reports")
+        loaded(url, "archive/events/events_p0000.manifest.json", "old_events")
+        assert history(base, url) == figures  # a side table counts nowhere
     assert rows(url, "SELECT id, report_id, console_log FROM old_reports ORDER BY id") == old_reports
     assert rows(url, f"{TRIMS.replace('console_trims', 'older_reports_console_trims')} UNION ALL "
                      f"{TRIMS.replace('console_trims', 'old_reports_console_trims')} ORDER BY 1") == trims
     assert rows(url, SLOTS.replace("capture_slots", "old_events_capture_slots")) == slots
     assert rows(url, "SELECT count(*) FROM old_events_no_signature_slots") == [(0,)]
+
+
+@postgres_only
+def test_trims_are_put_back_when_the_detach_is_refused(
+    small_partitions: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gc trims a log of an archived report again after the archive deleted its trim (a
+    trigger does it in the deleting transaction, as the gc would: the log is its crash report
+    already, nothing freed): the detach is refused and the other trims are back. The figures
+    stay through it all: the trim written meanwhile is there instead of the archived one, which
+    stays counted; and the next run archives them."""
+    url = small_partitions
+    monkeypatch.setenv("CRASHREG_DUMP_STORE", str(tmp_path / "dumps"))
+    with serve(url, tmp_path) as (base, database):
+        _, figures = trimmed(base, database, url, tmp_path)
+        trims = rows(url, f"{TRIMS} WHERE report_id >= 8 AND report_id < 12 ORDER BY 1")
+        run(url, "CREATE FUNCTION trimmed_again() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "INSERT INTO console_trims (report_id, event_id, trimmed_at, first_line, total_lines, "
+                 "whole_bytes, kept_bytes) SELECT report_id, event_id, now(), 1, total_lines, kept_bytes, "
+                 "kept_bytes FROM gone WHERE report_id = 9; RETURN NULL; END $$")
+        run(url, "CREATE TRIGGER trimmed_again AFTER DELETE ON console_trims REFERENCING OLD TABLE AS gone "
+                 "FOR EACH STATEMENT EXECUTE FUNCTION trimmed_again()")
+        refused = crashreg(url, "db", "archive", "--before", "2100-01-01")
+        assert refused.returncode != 0
+        assert ("reports_p0002: its detach was refused; its archived rows of console_trims are back"
+                in refused.stderr)
+        run(url, "DROP TRIGGER trimmed_again ON console_trims")
+        back = rows(url, f"{TRIMS} WHERE report_id >= 8 AND report_id < 12 ORDER BY 1")
+        assert [t for t in back if t[0] != 9] == [t for t in trims if t[0] != 9]
+        assert [t[4] == t[5] for t in back if t[0] == 9] == [True]  # the trim written meanwhile
+        assert history(base, url) == figures
+
+        again = crashreg(url, "db", "archive", "--before", "2100-01-01")
+        assert again.returncode == 0, again.stderr
+        assert "archived reports_p0002" in again.stdout.splitlines()
+        assert rows(url, f"{TRIMS} WHERE report_id < 12") == []
+        assert history(base, url) == figures
 
 
 @postgres_only
@@ -455,9 +532,12 @@ def test_finished_captures_go_to_the_archive_with_their_partition(
     with serve(url, tmp_path) as (base, database):
         served = Captured(base, database, url, tmp_path)
         ids = served.finished()
-        before, rolled = captured(url), rollups(url)
+        before, rolled, figures = captured(url), rollups(url), history(base, url)
         assert [len(before[name]) for name in before] == [3, 1, 1, 1]
         assert before["dumps"][0][3] == "deleted" and before["dump_pins"][0][4] is not None
+        assert figures[("crashreg_dump_store_objects", "deleted")] == 1
+        assert figures[("crashreg_retention_dump_bytes_freed_total", None)] == 1000
+        assert figures["Dump store by state"] == [("deleted", 1000)]
 
         archived = crashreg(url, "db", "archive", "--before", "2100-01-01")
         assert archived.returncode == 0, archived.stderr
@@ -466,7 +546,7 @@ def test_finished_captures_go_to_the_archive_with_their_partition(
             "kept reports_p0000: reports of events in events_p0000, which stay"]
         assert "events_p0002: 3 rows of captures archived with it, deleted" in archived.stderr
         assert rows(url, "SELECT count(*) FROM rollup_capture_changes") == [(0,)]  # nothing counted out
-        assert rollups(url) == rolled
+        assert rollups(url) == rolled and history(base, url) == figures
         assert captured(url) == {name: [] for name in before}
         partition = json.loads((store / "events" / "events_p0002.manifest.json").read_text())
         assert partition["dependents"] == [f"archive/{table}/events_p0002.manifest.json" for table in (
@@ -485,11 +565,11 @@ def test_finished_captures_go_to_the_archive_with_their_partition(
                            status="failed").status_code == 404
         assert served.call("PUT", f"/api/v1/captures/{ids[2]}/pin", served.triage).status_code == 404
         gc = collect(database, served.store, settings(url, tmp_path))  # nothing of theirs to trip on
-        assert gc.dumps_deleted == 0
+        assert gc.dumps_deleted == 0 and history(base, url) == figures
 
-    loaded(url, "archive/events/events_p0002.manifest.json", "old_events")
-    assert captured(url, "old_events_captures") == before
-    assert rollups(url) == rolled  # a side table counts nowhere
+        loaded(url, "archive/events/events_p0002.manifest.json", "old_events")
+        assert captured(url, "old_events_captures") == before
+        assert rollups(url) == rolled and history(base, url) == figures  # a side table counts nowhere
 
 
 @postgres_only
@@ -547,7 +627,7 @@ def test_captures_are_put_back_when_the_detach_is_refused(
     with serve(url, tmp_path) as (base, database):
         served = Captured(base, database, url, tmp_path)
         served.finished()
-        before, rolled = captured(url), rollups(url)
+        before, rolled, figures = captured(url), rollups(url), history(base, url)
         run(url, "CREATE FUNCTION late_capture() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                  "INSERT INTO captures (event_id, signature_id, method, status, created_at, updated_at) "
                  "SELECT id, signature_id, 'drgn', 'failed', now(), now() FROM events WHERE id = 11; "
@@ -565,8 +645,9 @@ def test_captures_are_put_back_when_the_detach_is_refused(
         assert {name: late[name] for name in CHILDREN} == {name: before[name] for name in CHILDREN}
         assert "events_p0002" in event_partitions(url)
         assert rollups(url) == rolled  # neither their delete nor their putting back was counted
+        assert history(base, url) == figures
 
         again = crashreg(url, "db", "archive", "--before", "2100-01-01")
         assert again.returncode == 0, again.stderr
         assert "archived events_p0002" in again.stdout.splitlines() and captured(url)["captures"] == []
-        assert rollups(url) == rolled
+        assert rollups(url) == rolled and history(base, url) == figures
