@@ -25,8 +25,8 @@ refused. Neither is a change of history:
   and a downgrade drops the column), with the grants it had (Grafana's role).
 
 Revision ID: 0049_archive_captures
-Revises: 0047_rpt_kernel_intervals
-Create Date: 2026-12-08 10:00:00
+Revises: 0048_kernel_rollup
+Create Date: 2026-12-07 22:30:00
 """
 
 from collections.abc import Sequence
@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0049_archive_captures"
-down_revision: str | Sequence[str] | None = "0047_rpt_kernel_intervals"
+down_revision: str | Sequence[str] | None = "0048_kernel_rollup"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
