@@ -220,18 +220,33 @@ detect_hostname() {
     [ -n "$host" ] || host=unknown
 }
 
-# The crashed kernel's build-id: VMCOREINFO's BUILD-ID= (Linux 5.9+), in the notes at the head
-# of the vmcore (after its ELF and program headers), so only its first MiB is read, never the
-# memory after it. Empty when there is no vmcore or no such line.
+# A VMCOREINFO line's value ($1: its key, $2: the value's characters), from the notes at the
+# head of the vmcore (after its ELF and program headers), so only its first MiB is read, never
+# the memory after it. Empty when there is no vmcore or no such line.
 VMCOREINFO_HEAD_KIB=1024
-vmcore_build_id() {
+vmcore_value() {
     dd if="$CRASHREG_VMCORE" bs=1024 count=$VMCOREINFO_HEAD_KIB 2>/dev/null \
-        | tr -c '0-9A-Za-z=-' '\n' | sed -n 's/^BUILD-ID=\([0-9a-f][0-9a-f]*\)$/\1/p' | head -n 1
+        | tr -c '0-9A-Za-z=-' '\n' | sed -n "s/^$1=\\($2$2*\\)\$/\\1/p" | head -n 1
+}
+
+# When the host crashed: VMCOREINFO's CRASHTIME= (the crashed kernel's clock as it crashed),
+# the same for every run on one vmcore, so that a rerun whose kept body is gone sends the body
+# the first run sent (a different body under one report_id is a 409); within 30 days before
+# and a day after the crash kernel's clock, as the Python reporter takes it (a crashed clock
+# far off would make a report the registry refuses). Else now.
+crash_time() {
+    now=$(date -u +%s)
+    crashed=$(vmcore_value CRASHTIME '[0-9]' | cut -c 1-12)
+    if [ -n "$crashed" ] && [ "$crashed" -ge $((now - 2592000)) ] && [ "$crashed" -le $((now + 86400)) ] \
+        && date -u -d "@$crashed" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null; then
+        return
+    fi
+    date -u +%Y-%m-%dT%H:%M:%SZ
 }
 
 detect_host() {
     detect_hostname
-    kernel_build_id=$(vmcore_build_id)
+    kernel_build_id=$(vmcore_value BUILD-ID '[0-9a-f]')
     boot_id=$(cmdline_value boot_id)
     kernel=$(cmdline_value kernel)
     [ -n "$kernel" ] || kernel=$(log_kernel_version)
@@ -258,7 +273,7 @@ build_report() {
     uptime=$(log_uptime)
     {
         printf '{"report_id":%s,"source":"crash_kernel","crashed_at":"%s",' \
-            "$(json_value "$report_id")" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+            "$(json_value "$report_id")" "$(crash_time)"
         printf '"host":{"hostname":%s,"kernel_version":%s},' "$(json_value "$host")" "$(json_value "$kernel")"
         printf '"boot_id":%s,"uptime_s":%s,"fingerprint":%s,' \
             "$(json_value "$boot_id")" "${uptime:-null}" "$(json_value "$fingerprint")"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from agents.reporter.captures import record_capture
 from agents.reporter.config import Config, parse_conf
 from agents.reporter.log import log
 from agents.reporter.report import (
+    TIME_FORMAT,
     cmdline_values,
     console_report,
     hostname_of,
@@ -20,7 +22,7 @@ from agents.reporter.report import (
     tail_text,
     utc_now,
 )
-from agents.reporter.vmcoreinfo import kernel_build_id, read_vmcoreinfo
+from agents.reporter.vmcoreinfo import crash_time, kernel_build_id, read_vmcoreinfo
 
 
 def read_kernel_log(config: Config) -> str:
@@ -61,8 +63,11 @@ def crash_kernel_report(config: Config, console_log: str) -> dict[str, Any]:
     boot_id = params.get("boot_id")
     kernel_version = params.get("kernel") or log_kernel_version(console_log) or os.uname().release
     report_id = f"kdump-{boot_id or f'{hostname}-{uuid.uuid4()}'}"
-    build_id = kernel_build_id(read_vmcoreinfo(config.vmcore))
-    return console_report(report_id, "crash_kernel", utc_now(), hostname, kernel_version, boot_id,
+    info = read_vmcoreinfo(config.vmcore)
+    build_id = kernel_build_id(info)
+    crashed = crash_time(info, datetime.now(UTC))
+    crashed_at = crashed.strftime(TIME_FORMAT) if crashed else utc_now()
+    return console_report(report_id, "crash_kernel", crashed_at, hostname, kernel_version, boot_id,
                           console_log, **({"kernel_build_id": build_id} if build_id else {}))
 
 

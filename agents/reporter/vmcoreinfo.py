@@ -1,18 +1,22 @@
-"""The crashed kernel's VMCOREINFO, read from the head of a vmcore: its release and build-id.
+"""The crashed kernel's VMCOREINFO, read from the head of a vmcore: its release, build-id and
+the moment it crashed.
 
 The crashed kernel wrote VMCOREINFO (`KEY=VALUE` lines: `OSRELEASE=`, `BUILD-ID=` since Linux
-5.9, `KERNELOFFSET=`, ...) before it crashed. An ELF vmcore (the crash kernel's /proc/vmcore,
-`makedumpfile -E`) holds it as a `VMCOREINFO` note in its PT_NOTE segment; makedumpfile's
-kdump-compressed format at the sub header's `offset_vmcoreinfo`/`size_vmcoreinfo`. Only those
-bytes are read (the headers, then the notes or the block named): never the memory a 2 TB
-host's /proc/vmcore holds after them. Another format drgn may open (libkdumpfile reads several)
-is searched for the VMCOREINFO text in its first 16 MiB, as the DPU agent always did.
+5.9, `KERNELOFFSET=`, ...) before it crashed, and `CRASHTIME=` (its clock's seconds since the
+epoch) as it crashed (kernel/vmcore_info.c, crash_save_vmcoreinfo). An ELF vmcore (the crash
+kernel's /proc/vmcore, `makedumpfile -E`) holds it as a `VMCOREINFO` note in its PT_NOTE
+segment; makedumpfile's kdump-compressed format at the sub header's
+`offset_vmcoreinfo`/`size_vmcoreinfo`. Only those bytes are read (the headers, then the notes
+or the block named): never the memory a 2 TB host's /proc/vmcore holds after them. Another
+format drgn may open (libkdumpfile reads several) is searched for the VMCOREINFO text in its
+first 16 MiB, as the DPU agent always did.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+from datetime import UTC, datetime, timedelta
 from typing import BinaryIO
 
 from agents.reporter.elf import (
@@ -34,6 +38,10 @@ KDUMP_BLOCK_SIZE_AT = 428
 KDUMP_VMCOREINFO_AT = 32
 SCAN_BYTES = 16 << 20  # another format: its head, where VMCOREINFO is written
 HEX = re.compile(r"(?:[0-9a-f]{2}){1,64}")
+# A CRASHTIME taken as the crash's time only within these bounds of the crash kernel's now: the
+# crash kernel runs minutes after the crash, and a crashed clock that was far off (an RTC reset
+# to 1970) would make a report the registry refuses.
+CRASHTIME_BEFORE, CRASHTIME_AFTER = timedelta(days=30), timedelta(days=1)
 
 
 def read_vmcoreinfo(path: str) -> dict[str, str]:
@@ -59,6 +67,17 @@ def kernel_build_id(info: dict[str, str]) -> str | None:
     """`BUILD-ID=` as the registry keys build-ids (lower-case hex), None when absent or malformed."""
     value = info.get("BUILD-ID", "").lower()
     return value if HEX.fullmatch(value) else None
+
+
+def crash_time(info: dict[str, str], now: datetime) -> datetime | None:
+    """`CRASHTIME=` as a UTC time: the same for every read of one vmcore, so that a rerun of the
+    crash kernel's report sends the body the first run sent. None when absent, malformed or
+    past the bounds around `now`."""
+    value = info.get("CRASHTIME", "")
+    if not value.isdigit() or len(value) > 12:
+        return None
+    crashed = datetime.fromtimestamp(int(value), UTC)
+    return crashed if now - CRASHTIME_BEFORE <= crashed <= now + CRASHTIME_AFTER else None
 
 
 def _vmcoreinfo_bytes(handle: BinaryIO) -> bytes | None:

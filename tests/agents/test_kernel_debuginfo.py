@@ -10,6 +10,7 @@ import socket
 import struct
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,40 @@ def test_the_crash_kernels_reports_carry_the_kernels_build_id(
     old = make_site(extra={"CRASHREG_VMCORE": str(elf_vmcore(tmp_path / "old", b"OSRELEASE=5.4.0-1\n"))})
     assert run_sh(old).returncode == 0
     assert "kernel_build_id" not in stored_payload(database, f"kdump-{old.boot_id}")
+
+
+def test_the_crash_kernels_reports_are_dated_by_the_crash_and_a_rerun_sends_the_same_body(
+    registry: Registry, make_site, run_sh, database: Database, tmp_path: Path
+) -> None:
+    """VMCOREINFO's CRASHTIME (the crashed kernel's clock as it crashed) dates the report, for
+    both reporters: a rerun whose kept copy in sent/ is gone (a spool that could not be
+    written) sends the first run's body again and gets its answer, where a body dated by the
+    rerun's own clock was a 409 and a fallback decision. A CRASHTIME far from the crash
+    kernel's clock (a crashed RTC) is not used: the report is dated now, as before."""
+    crashed = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=7)
+    timed = VMCOREINFO + f"CRASHTIME={int(crashed.timestamp())}\n".encode()
+    vmcore = elf_vmcore(tmp_path / "vmcore", timed)
+    for name, run in (("sh", run_sh), ("pyz", lambda site: run_reporter(site, "report"))):
+        site = make_site(extra={"CRASHREG_VMCORE": str(vmcore)})
+        first = run(site)
+        assert first.returncode == 0, first.stderr
+        report_id = f"kdump-{site.boot_id}"
+        dated = stored_payload(database, report_id)["crashed_at"]
+        assert dated == crashed.strftime("%Y-%m-%dT%H:%M:%SZ"), name
+        event_id = site.decision()["CRASHREG_EVENT_ID"]
+        (site.spool / "sent" / f"{report_id}.json").unlink()
+        rerun = run(site)
+        assert rerun.returncode == 0, rerun.stderr
+        assert (site.decision()["CRASHREG_DECIDED_BY"], site.decision()["CRASHREG_EVENT_ID"]) == (
+            "registry", event_id), (name, rerun.stderr)
+        assert not list((site.spool / "rejected").glob("*")), name
+
+    reset_clock = elf_vmcore(tmp_path / "reset", VMCOREINFO + b"CRASHTIME=86400\n")
+    for name, run in (("sh", run_sh), ("pyz", lambda site: run_reporter(site, "report"))):
+        site = make_site(extra={"CRASHREG_VMCORE": str(reset_clock)})
+        run(site)  # a skip by now: the bug has had its full captures
+        dated = datetime.fromisoformat(stored_payload(database, f"kdump-{site.boot_id}")["crashed_at"])
+        assert dated > crashed, name
 
 
 def test_the_registry_checks_the_kernel_build_id_and_keeps_the_dpu_object(registry: Registry) -> None:
