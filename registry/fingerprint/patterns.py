@@ -770,6 +770,7 @@ MCE_MESSAGE_CLASSES: tuple[tuple[str, str], ...] = (
 # Tokens in human-facing text that differ between two crashes of one bug.
 VOLATILE_TEXT: tuple[tuple[str, str], ...] = (
     (r"\[ *+\d++\.\d++\].*+", ""),  # another line's timestamp: the rest is interleaved
+    (r"\[ *+(?:\d++\.?+\d*+)?+$", ""),  # one cut short where a title's text is cut ({0,100})
     (r"\bkworker/u?\d++:\d++H?\b", "kworker"),
     (r"\b0x[0-9a-fA-F]++\b", "X"),
     (r"\b[0-9a-fA-F]{8,}+\b", "X"),

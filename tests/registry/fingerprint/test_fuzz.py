@@ -61,6 +61,7 @@ def test_crash_shaped_garbage_parses_and_is_deterministic(pieces: list[str]) -> 
 @given(st.lists(st.sampled_from(TOKENS) | st.text(max_size=20), max_size=200),
        st.floats(min_value=0, max_value=1e6))
 @example(["BUG: ", "[ 1.0][  C1] "], 0.0)  # a short timestamp mid-header was "interleaved" only when long
+@example(["BUG: " + "x" * 88, "[ 1.0] "], 0.0)  # a long one was cut by the title's length limit, kept
 def test_timestamps_never_change_the_fingerprint(pieces: list[str], shift: float) -> None:
     text = "".join(pieces)
     shifted = re.sub(r"\[ *(\d+\.\d+)\]", lambda m: f"[{float(m.group(1)) + shift:12.6f}]", text)
