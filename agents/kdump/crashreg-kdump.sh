@@ -220,13 +220,18 @@ detect_hostname() {
     [ -n "$host" ] || host=unknown
 }
 
-# A VMCOREINFO line's value ($1: its key, $2: the value's characters), from the notes at the
-# head of the vmcore (after its ELF and program headers), so only its first MiB is read, never
-# the memory after it. Empty when there is no vmcore or no such line.
+# VMCOREINFO's KEY=VALUE words, one a line, kept in the work dir: read once from the notes at
+# the head of the vmcore (after its ELF and program headers), so only its first MiB is read,
+# never the memory after it. Empty when there is no vmcore.
 VMCOREINFO_HEAD_KIB=1024
-vmcore_value() {
+read_vmcoreinfo() {
     dd if="$CRASHREG_VMCORE" bs=1024 count=$VMCOREINFO_HEAD_KIB 2>/dev/null \
-        | tr -c '0-9A-Za-z=-' '\n' | sed -n "s/^$1=\\($2$2*\\)\$/\\1/p" | head -n 1
+        | tr -c '0-9A-Za-z=-' '\n' | grep '=' > "$work/vmcoreinfo"
+}
+
+# A VMCOREINFO line's value ($1: its key, $2: the value's characters); empty when none.
+vmcore_value() {
+    sed -n "s/^$1=\\($2$2*\\)\$/\\1/p" "$work/vmcoreinfo" 2>/dev/null | head -n 1
 }
 
 # When the host crashed: VMCOREINFO's CRASHTIME= (the crashed kernel's clock as it crashed),
@@ -246,6 +251,7 @@ crash_time() {
 
 detect_host() {
     detect_hostname
+    read_vmcoreinfo
     kernel_build_id=$(vmcore_value BUILD-ID '[0-9a-f]')
     boot_id=$(cmdline_value boot_id)
     kernel=$(cmdline_value kernel)
