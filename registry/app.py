@@ -14,7 +14,7 @@ from flask.logging import default_handler
 
 from registry.config import Settings
 from registry.core.wiring import APP_ENGINE, APP_LISTENERS, Wiring, load
-from registry.db import Database, sqlite_path
+from registry.db import Database, missing_sqlite_file, no_database
 from registry.domains import wiring
 from registry.errors import install_error_handlers
 from registry.metrics import REQUESTS
@@ -73,11 +73,8 @@ def serving_problem() -> str | None:
         settings = Settings.from_env()
     except ValueError as error:
         return str(error)
-    path = sqlite_path(settings.database_url)
-    if path is not None and not path.exists():
-        return (f"no database at {path}: run `crashreg db upgrade` to create it, "
-                "or point CRASHREG_DATABASE_URL at yours")
-    return None
+    missing = missing_sqlite_file(settings.database_url)
+    return no_database(str(missing)) if missing is not None else None
 
 
 def create_app(

@@ -15,9 +15,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from registry.config import Settings
-from registry.db import Database, sqlite_path
-
-UPGRADE_HINT = "run `crashreg db upgrade`"
+from registry.db import UPGRADE_HINT, Database, missing_sqlite_file, no_database, sqlite_path
 
 
 def database_label(settings: Settings) -> str:
@@ -77,15 +75,13 @@ def open_database(settings: Settings, migrated: bool = True) -> Database:
 
     url, label = settings.database_url, database_label(settings)
     try:
-        path = sqlite_path(url)
+        missing = missing_sqlite_file(url)
     except ArgumentError:
         raise click.ClickException(
             f"CRASHREG_DATABASE_URL {url!r} is not a database URL (postgresql://user@host/db or sqlite:///path)"
         ) from None
-    if path is not None and not path.exists():
-        raise click.ClickException(
-            f"no database at {label}: {UPGRADE_HINT} to create it, or point CRASHREG_DATABASE_URL at yours"
-        )
+    if missing is not None:
+        raise click.ClickException(no_database(label))
     try:
         database = Database(url, settings.read_replica)
         current = current_revisions(database.engine)

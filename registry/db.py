@@ -78,6 +78,20 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database).resolve()
 
 
+UPGRADE_HINT = "run `crashreg db upgrade`"
+
+
+def missing_sqlite_file(url: str) -> Path | None:
+    """The SQLite file a URL names when it is not there (None: it is, or another database):
+    opening it would create an empty one, which only `db upgrade` should."""
+    path = sqlite_path(url)
+    return path if path is not None and not path.exists() else None
+
+
+def no_database(where: str) -> str:
+    return f"no database at {where}: {UPGRADE_HINT} to create it, or point CRASHREG_DATABASE_URL at yours"
+
+
 def make_engine(url: str, lock_wait_s: float = 0, **kwargs: Any) -> Engine:
     """An engine for either database; SQLite gets WAL, foreign keys and a busy timeout. A
     failed statement's error (and so its log line) leaves out its parameters: a report's
