@@ -8,6 +8,7 @@ client (PROMETHEUS_MULTIPROC_DIR, shared with gunicorn.conf.py) read the environ
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -19,9 +20,12 @@ DEFAULT_SQLITE_FILE = "crashreg.db"
 
 def _number(name: str, value: str) -> float:
     try:
-        return float(value)
+        number = float(value)
     except ValueError as exc:
         raise ValueError(f"{name} must be a number, got {value!r}") from exc
+    if not math.isfinite(number):  # `nan` passes every comparison's check; `1e400` is infinity
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return number
 
 
 def _whole_number(name: str, value: str) -> int:
@@ -35,6 +39,10 @@ def _whole_number(name: str, value: str) -> int:
 # for any window or age (a million days put a capture window's start before year 1: every report
 # a 500).
 LONGEST = {"_DAYS": 36_500, "_HOURS": 876_000, "_MINUTES": 52_560_000}
+
+
+# A bound on a lock wait past which nothing waits anyway (PostgreSQL's lock_timeout: 24.8 days).
+LONGEST_LOCK_WAIT_S = 86_400
 
 
 def _within_longest(variable: str, value: float, text: str) -> None:
@@ -367,6 +375,9 @@ class Settings:
                 _speaks(variable, url)
         if settings.partition_width < 1:
             raise ValueError(f"CRASHREG_PARTITION_WIDTH must be >= 1, got {settings.partition_width}")
+        if settings.ingest_lock_wait_s > LONGEST_LOCK_WAIT_S:  # PostgreSQL refuses it: every report a 503
+            raise ValueError(f"CRASHREG_INGEST_LOCK_WAIT_S must be at most {LONGEST_LOCK_WAIT_S:,} (a day), "
+                             f"got {settings.ingest_lock_wait_s:g}")
         if settings.capture_window_days < 1:  # a window of no days holds no capture: every crash full
             raise ValueError(f"CRASHREG_CAPTURE_WINDOW_DAYS must be >= 1, got {settings.capture_window_days}")
         urls = (settings.database_url, settings.read_replica.url)

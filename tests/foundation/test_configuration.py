@@ -180,6 +180,9 @@ def test_a_read_replica_needs_postgresql_on_both_sides() -> None:
     ("CRASHREG_RETENTION_LOG_DAYS", "1000000", "must be at most 36,500"),
     ("CRASHREG_RETENTION_DUMP_DAYS", "99999999999", "must be at most 36,500"),
     ("CRASHREG_ALERT_NEW_SIGNATURE_HOURS", "1e12", "must be at most 876,000"),
+    ("CRASHREG_INGEST_LOCK_WAIT_S", "99999999999", "must be at most 86,400"),  # every connection refused
+    ("CRASHREG_INGEST_LOCK_WAIT_S", "nan", "must be a finite number"),  # every engine a ValueError
+    ("CRASHREG_INGEST_LOCK_WAIT_S", "1e400", "must be a finite number"),
 ])
 def test_a_setting_no_operator_means_is_refused_at_start(name: str, value: str, refusal: str) -> None:
     with pytest.raises(ValueError, match=f"{name} {refusal}"):
